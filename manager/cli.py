@@ -1,0 +1,108 @@
+"""The `workqueue` command: one entry point, one sub-command per capability.
+
+Each sub-command lives beside the code it drives and registers itself here through a
+`add_parser(subparsers)` function whose parser sets `func`. User mistakes raise `UserError` (or
+argparse errors) and become one line on stderr with exit code 2 - never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+class UserError(Exception):
+    """A mistake the user can fix: printed as one line, exit code 2."""
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0: {text!r}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1: {text!r}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1: {text!r}")
+    return value
+
+
+def _add_lab_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "lab",
+        help="seed 000's firehose lab: watch the queue absorb adds",
+        description="Fire adds at a rate onto a few keys and watch the queue dedup them.",
+    )
+    p.add_argument("--rate", type=_positive_float, help="adds per second (default 50000)")
+    p.add_argument("--keys", type=_positive_int, help="distinct hot keys (default 20)")
+    p.add_argument("--duration", type=_positive_float, default=10.0, help="seconds (default 10)")
+    p.add_argument("--workers", type=_positive_int, default=5, help="workers (default 5)")
+    p.add_argument("--work-ms", type=_positive_float, help="reconcile time in ms (default 5)")
+    p.add_argument("--fail-rate", type=_fraction, default=0.1, help="failure share (0.1)")
+    p.add_argument("--slow", action="store_true", help="slow motion, one line per event")
+    p.add_argument("--seed", type=int, help="random seed for a repeatable run")
+    p.set_defaults(func=_run_lab)
+
+
+def _run_lab(args) -> int:
+    from .lab import SLOW_DEFAULTS, LabConfig, run_lab
+
+    defaults = SLOW_DEFAULTS if args.slow else {}
+    config = LabConfig(
+        rate=args.rate or defaults.get("rate", 50_000.0),
+        keys=args.keys or defaults.get("keys", 20),
+        duration=args.duration,
+        workers=args.workers,
+        work_ms=args.work_ms or defaults.get("work_ms", 5.0),
+        fail_rate=args.fail_rate,
+        slow=args.slow,
+        seed=args.seed,
+    )
+    run_lab(config)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="workqueue",
+        description="Run a container (or a command) once for every item a source lists.",
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_lab_parser(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except UserError as exc:
+        print(f"workqueue {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `workqueue lab | head`: the reader left; that is not an error
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,178 @@
+"""The dedup work queue: a dirty set, a processing set and a FIFO (client-go's workqueue.Type).
+
+    add(k) ──► dirty ──get()──► processing ──done(k)──► gone, or back in the FIFO once
+                                                       if k was added again meanwhile
+
+Rules every caller can rely on:
+  * Stingy: a key waiting in the FIFO is there once; adding it again is a no-op (dedup).
+  * One worker per key: a key a worker holds is never handed to another worker. Adding it while
+    held marks it dirty, and `done()` puts it back in the FIFO exactly once, however many adds
+    came meanwhile - so a change is never lost and never processed twice at once.
+  * Fair: distinct keys come out in the order they were first added.
+  * Shut-down: adds are ignored, `get()` hands out what is still queued and then `(None, True)`,
+    every blocked `get()` wakes; `shut_down_with_drain()` also waits until no key is processing.
+
+The caller's duty: call `done(key)` exactly once for every key `get()` returned, success or not.
+
+Keys are any hashable value; the manager uses item names. Time comes from the injected clock and
+is read only when metrics are on.
+"""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_left
+from collections import deque
+from sys import getsizeof
+from typing import Any
+
+from .clock import RealClock
+from .events import Event, Observer
+from .metrics import DURATION_BUCKETS
+
+# A set or dict that once held many keys keeps its table after they leave; past this many bytes
+# an idle queue swaps it for a fresh one, so a drained queue holds almost nothing. (Only the dirty
+# set can grow with the backlog; the processing set is bounded by the number of workers.)
+_COMPACT_ABOVE_BYTES = 64 * 1024
+
+
+class Queue:
+    """A FIFO work queue with dedup and one-worker-per-key semantics (see the module docstring).
+
+    `name` labels the metrics; `clock` is a RealClock or FakeClock; `metrics_provider` (for
+    instance `default_metrics_provider()`) turns metrics on; `observer` is told what each call did
+    (see events.py).
+    """
+
+    def __init__(
+        self,
+        name: str = "",
+        *,
+        clock: Any = None,
+        metrics_provider: Any = None,
+        observer: Observer | None = None,
+    ) -> None:
+        self.name = name
+        self.clock = clock if clock is not None else RealClock()
+        self._cond = threading.Condition(threading.Lock())
+        # Invariant: every key in _fifo is in _dirty and not in _processing, and appears once.
+        self._fifo: deque[Any] = deque()
+        # Invariant: the keys that need processing - those in _fifo plus those held by a worker
+        # that were added again since get() (they go back to _fifo at done()).
+        self._dirty: set[Any] = set()
+        # Invariant: the keys a worker holds right now; each is held by exactly one worker.
+        self._processing: set[Any] = set()
+        self._shutting_down = False
+        self._drain = False
+        self._metrics = (
+            metrics_provider.new_queue_metrics(name, self.clock) if metrics_provider else None
+        )
+        self._observer = observer
+
+    # -- producer side -------------------------------------------------------------------------
+
+    def add(self, key: Any) -> None:
+        """Mark `key` as needing processing (see the rules in the module docstring)."""
+        with self._cond:
+            if self._shutting_down:
+                if self._observer is not None:
+                    self._observer(Event.IGNORED_SHUTTING_DOWN, key, None)
+                return
+            if key in self._dirty:
+                if self._observer is not None:
+                    self._observer(Event.DEDUPLICATED, key, None)
+                return
+            metrics = self._metrics
+            if metrics is not None:  # recording inlined: see QueueMetrics
+                metrics.add_times[key] = metrics.now()
+            self._dirty.add(key)
+            if key in self._processing:
+                if self._observer is not None:
+                    self._observer(Event.MARKED_FOR_REDELIVERY, key, None)
+                return
+            self._fifo.append(key)
+            if self._observer is not None:
+                self._observer(Event.ENQUEUED, key, None)
+            self._cond.notify()
+
+    def __len__(self) -> int:
+        """Keys waiting in the FIFO right now (informational: it may change at once)."""
+        return len(self._fifo)
+
+    # -- consumer side -------------------------------------------------------------------------
+
+    def get(self, _bounds=DURATION_BUCKETS, _bisect=bisect_left) -> tuple[Any, bool]:
+        """Block until a key is available; return `(key, False)`, or `(None, True)` once the
+        queue is shut down and nothing is left. The caller must call `done(key)`."""
+        with self._cond:
+            while not self._fifo and not self._shutting_down:
+                self._cond.wait()
+            if not self._fifo:
+                return None, True
+            key = self._fifo.popleft()
+            metrics = self._metrics
+            if metrics is not None:
+                now = metrics.now()
+                metrics.processing_starts[key] = now
+                waited = now - metrics.add_times.pop(key, now)
+                metrics.queue_counts[_bisect(_bounds, waited)] += 1
+                metrics.queue_sum += waited
+            self._processing.add(key)
+            self._dirty.discard(key)
+            return key, False
+
+    def done(self, key: Any, _bounds=DURATION_BUCKETS, _bisect=bisect_left) -> None:
+        """Mark `key` as finished. If it was added while held, it goes back in the FIFO once."""
+        with self._cond:
+            metrics = self._metrics
+            if metrics is not None:
+                started = metrics.processing_starts.pop(key, None)
+                if started is not None:
+                    worked = metrics.now() - started
+                    metrics.work_counts[_bisect(_bounds, worked)] += 1
+                    metrics.work_sum += worked
+            self._processing.discard(key)
+            if key in self._dirty:
+                self._fifo.append(key)
+                if self._observer is not None:
+                    self._observer(Event.REDELIVERED, key, None)
+                self._cond.notify()
+            elif not self._processing:
+                # Idle: nothing queued (so nothing dirty) and nothing held.
+                if not self._fifo and getsizeof(self._dirty) > _COMPACT_ABOVE_BYTES:
+                    self._dirty = set()
+                if self._drain:
+                    self._cond.notify_all()
+
+    # -- shut-down -----------------------------------------------------------------------------
+
+    def shut_down(self) -> None:
+        """Stop accepting adds and wake every blocked `get()`; queued keys are still handed out."""
+        with self._cond:
+            self._drain = False
+            self._shutting_down = True
+            self._cond.notify_all()
+
+    def shut_down_with_drain(self) -> None:
+        """Like `shut_down()`, then wait until no key is being processed. The caller's duty: keep
+        workers calling `get()`/`done()` meanwhile, or this never returns."""
+        with self._cond:
+            self._drain = True
+            self._shutting_down = True
+            self._cond.notify_all()
+            while self._processing and self._drain:
+                self._cond.wait()
+
+    def shutting_down(self) -> bool:
+        with self._cond:
+            return self._shutting_down
+
+    # -- introspection (tests, the lab, the manager's status) ----------------------------------
+
+    def processing_count(self) -> int:
+        with self._cond:
+            return len(self._processing)
+
+    def dirty_count(self) -> int:
+        with self._cond:
+            return len(self._dirty)
