@@ -20,6 +20,7 @@ trio REQUEUE-WHILE-PROCESSING -> DEDUP x N -> REDELIVERY can be watched.
 from __future__ import annotations
 
 import itertools
+import math
 import random
 import sys
 import threading
@@ -74,7 +75,8 @@ def run_lab(config: LabConfig, out=None) -> dict[str, float]:
         if not config.slow:
             return
         if event is Event.DEDUPLICATED:
-            log.event(f"[DEDUP] key={key} already marked for redelivery or waiting - a no-op")
+            where = "marked for redelivery" if detail["held"] else "waiting in the FIFO"
+            log.event(f"[DEDUP] key={key} already {where} - Add is a no-op")
         elif event is Event.MARKED_FOR_REDELIVERY:
             log.event(
                 f"[REQUEUE-WHILE-PROCESSING] key={key} a worker holds this key - "
@@ -175,7 +177,7 @@ def run_lab(config: LabConfig, out=None) -> dict[str, float]:
         f"[STATS] enqueued={result['enqueued']:,} adds-total={adds_total:,} "
         f"dedup-noop={result['dedup_noop']:,} rwp-marked={result['rwp_marked']:,} "
         f"processed={result['processed']:,} rate-limited={result['rate_limited']:,} "
-        f"| adds-absorbed={result['adds_absorbed'] * 100:.2f}%"
+        f"| adds-absorbed={math.floor(result['adds_absorbed'] * 10000) / 100:.2f}%"
     )
     achieved = result["achieved_rate"]
     if achieved < 0.95 * config.rate:

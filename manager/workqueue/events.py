@@ -18,7 +18,7 @@ from typing import Any
 
 class Event(StrEnum):
     ENQUEUED = "enqueued"  # add(): key was absent, now waiting in the FIFO
-    DEDUPLICATED = "deduplicated"  # add(): key already dirty, nothing changed
+    DEDUPLICATED = "deduplicated"  # add(): key already dirty, nothing changed; detail["held"]
     MARKED_FOR_REDELIVERY = "marked_for_redelivery"  # add(): a worker holds key; Done re-queues
     REDELIVERED = "redelivered"  # done(): key was re-added meanwhile, back in the FIFO once
     IGNORED_SHUTTING_DOWN = "ignored_shutting_down"  # add() after shut-down

@@ -19,6 +19,7 @@ Names, all labelled by `name` (the queue's name):
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry
@@ -39,47 +40,59 @@ def _cumulative(counts: list[int]) -> list[tuple[str, int]]:
 class QueueMetrics:
     """One queue's metric state, written by the queue with its lock held.
 
-    The queue records inline (queue.py, `_metrics` branches) because these lines run on every
-    item and a method call would cost a third of the whole metrics budget; what is recorded, and
-    how, is defined here:
-      add (key becomes dirty):  add_times[key] = now
-      get:                      processing_starts[key] = now; observe now - add_times.pop(key)
-                                into queue_counts / queue_sum
-      done:                     observe now - processing_starts.pop(key) into work_counts / sum
+    The queue records inline (queue.py, the `metrics` branches) because those lines run on every
+    item and a method call would cost a third of the metrics budget. What it records:
+      add (key becomes dirty):  _dirty[key] = now           (the dirty table is the add-time map)
+      get:                      _processing[key] = now; observe now - added into queue_counts/sum
+      done:                     observe now - started into work_counts / work_sum
       add_after:                retries += 1
-    Histogram counts are per bucket (not cumulative), index = bisect_left(DURATION_BUCKETS, v).
+    Histogram counts are per bucket (not cumulative): index = bisect_left(DURATION_BUCKETS, v).
 
-    Invariants: `add_times` holds exactly the dirty keys not yet handed out again, so its size
-    *is* the depth; adds = handed out (sum of queue_counts) + still waiting; `processing_starts`
-    holds exactly the keys a worker holds. Nothing is counted twice on the hot path.
+    Derived at scrape time, so never counted twice on the hot path: depth = len(dirty);
+    adds = handed out (sum of queue_counts) + still dirty; unfinished work and the longest
+    running processor from the processing table's start times. The queue is held weakly: a
+    collector never keeps a finished queue alive.
     """
 
-    def __init__(self, name: str, clock: Any) -> None:
-        self.name = name
-        self.now = clock.now
+    # slots: the queue reads these attributes on every item, and slot access is the cheapest
+    __slots__ = (
+        "name",
+        "now",
+        "retries",
+        "queue_counts",
+        "queue_sum",
+        "work_counts",
+        "work_sum",
+        "_queue",
+    )
+
+    def __init__(self, queue: Any) -> None:
+        self.name = queue.name
+        self.now = queue.clock.now
         self.retries = 0
-        self.add_times: dict[Any, float] = {}
-        self.processing_starts: dict[Any, float] = {}
         self.queue_counts = [0] * (len(DURATION_BUCKETS) + 1)  # last slot is +Inf
         self.queue_sum = 0.0
         self.work_counts = [0] * (len(DURATION_BUCKETS) + 1)
         self.work_sum = 0.0
+        self._queue = weakref.ref(queue)
 
-    @property
-    def depth(self) -> int:
-        return len(self.add_times)
+    def alive(self) -> bool:
+        return self._queue() is not None
 
-    @property
-    def adds(self) -> int:
-        return sum(self.queue_counts) + len(self.add_times)
-
-    def unfinished_work_seconds(self) -> float:
+    def snapshot(self) -> dict[str, Any]:
+        """Every figure at this instant (called by the collector, not under the queue's lock)."""
+        queue = self._queue()
+        depth, starts = queue._metrics_snapshot() if queue is not None else (0, [])
         now = self.now()
-        return sum(now - t for t in list(self.processing_starts.values()))
-
-    def longest_running_processor_seconds(self) -> float:
-        starts = list(self.processing_starts.values())
-        return self.now() - min(starts) if starts else 0.0
+        return {
+            "depth": depth,
+            "adds": sum(self.queue_counts) + depth,
+            "retries": self.retries,
+            "queue": (_cumulative(list(self.queue_counts)), self.queue_sum),
+            "work": (_cumulative(list(self.work_counts)), self.work_sum),
+            "unfinished": sum(now - t for t in starts),
+            "longest": now - min(starts) if starts else 0.0,
+        }
 
 
 class _Collector:
@@ -91,6 +104,7 @@ class _Collector:
 
     def collect(self):
         with self.lock:
+            self.queues = [q for q in self.queues if q.alive()]
             queues = list(self.queues)
         depth = GaugeMetricFamily("workqueue_depth", "Current depth of workqueue", labels=["name"])
         adds = CounterMetricFamily(
@@ -120,14 +134,14 @@ class _Collector:
             "workqueue_retries", "Total number of retries handled by workqueue", labels=["name"]
         )
         for q in queues:
-            label = [q.name]
-            depth.add_metric(label, q.depth)
-            adds.add_metric(label, q.adds)
-            qdur.add_metric(label, _cumulative(list(q.queue_counts)), q.queue_sum)
-            wdur.add_metric(label, _cumulative(list(q.work_counts)), q.work_sum)
-            unfinished.add_metric(label, q.unfinished_work_seconds())
-            longest.add_metric(label, q.longest_running_processor_seconds())
-            retries.add_metric(label, q.retries)
+            label, m = [q.name], q.snapshot()
+            depth.add_metric(label, m["depth"])
+            adds.add_metric(label, m["adds"])
+            qdur.add_metric(label, *m["queue"])
+            wdur.add_metric(label, *m["work"])
+            unfinished.add_metric(label, m["unfinished"])
+            longest.add_metric(label, m["longest"])
+            retries.add_metric(label, m["retries"])
         yield from (depth, adds, qdur, wdur, unfinished, longest, retries)
 
 
@@ -143,8 +157,8 @@ class PrometheusMetricsProvider:
         self._collector = _Collector()
         self.registry.register(self._collector)
 
-    def new_queue_metrics(self, name: str, clock: Any) -> QueueMetrics:
-        metrics = QueueMetrics(name, clock)
+    def new_queue_metrics(self, queue: Any) -> QueueMetrics:
+        metrics = QueueMetrics(queue)
         with self._collector.lock:
             self._collector.queues.append(metrics)
         return metrics

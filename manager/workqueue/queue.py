@@ -30,9 +30,9 @@ from .clock import RealClock
 from .events import Event, Observer
 from .metrics import DURATION_BUCKETS
 
-# A set or dict that once held many keys keeps its table after they leave; past this many bytes
-# an idle queue swaps it for a fresh one, so a drained queue holds almost nothing. (Only the dirty
-# set can grow with the backlog; the processing set is bounded by the number of workers.)
+# A dict that once held many keys keeps its table after they leave; past this many bytes an idle
+# queue swaps it for a fresh one, so a drained queue holds almost nothing. (Only the dirty table
+# grows with the backlog; the processing table is bounded by the number of workers.)
 _COMPACT_ABOVE_BYTES = 64 * 1024
 
 
@@ -58,15 +58,16 @@ class Queue:
         # Invariant: every key in _fifo is in _dirty and not in _processing, and appears once.
         self._fifo: deque[Any] = deque()
         # Invariant: the keys that need processing - those in _fifo plus those held by a worker
-        # that were added again since get() (they go back to _fifo at done()).
-        self._dirty: set[Any] = set()
-        # Invariant: the keys a worker holds right now; each is held by exactly one worker.
-        self._processing: set[Any] = set()
+        # that were added again since get() (they go back to _fifo at done()). Each maps to the
+        # time it became dirty when metrics are on, else to None: the set and the metric's
+        # timestamps are one table, so metrics add no lookups of their own.
+        self._dirty: dict[Any, float | None] = {}
+        # Invariant: the keys a worker holds right now, each held by exactly one worker; each
+        # maps to the time get() handed it out when metrics are on, else to None.
+        self._processing: dict[Any, float | None] = {}
         self._shutting_down = False
         self._drain = False
-        self._metrics = (
-            metrics_provider.new_queue_metrics(name, self.clock) if metrics_provider else None
-        )
+        self._metrics = metrics_provider.new_queue_metrics(self) if metrics_provider else None
         self._observer = observer
 
     # -- producer side -------------------------------------------------------------------------
@@ -80,12 +81,10 @@ class Queue:
                 return
             if key in self._dirty:
                 if self._observer is not None:
-                    self._observer(Event.DEDUPLICATED, key, None)
+                    self._observer(Event.DEDUPLICATED, key, {"held": key in self._processing})
                 return
             metrics = self._metrics
-            if metrics is not None:  # recording inlined: see QueueMetrics
-                metrics.add_times[key] = metrics.now()
-            self._dirty.add(key)
+            self._dirty[key] = None if metrics is None else metrics.now()
             if key in self._processing:
                 if self._observer is not None:
                     self._observer(Event.MARKED_FOR_REDELIVERY, key, None)
@@ -110,28 +109,25 @@ class Queue:
             if not self._fifo:
                 return None, True
             key = self._fifo.popleft()
+            added = self._dirty.pop(key)
             metrics = self._metrics
-            if metrics is not None:
-                now = metrics.now()
-                metrics.processing_starts[key] = now
-                waited = now - metrics.add_times.pop(key, now)
+            if metrics is None:
+                self._processing[key] = None
+            else:  # recording inlined (it runs on every item): see QueueMetrics
+                now = self._processing[key] = metrics.now()
+                waited = now - added
                 metrics.queue_counts[_bisect(_bounds, waited)] += 1
                 metrics.queue_sum += waited
-            self._processing.add(key)
-            self._dirty.discard(key)
             return key, False
 
     def done(self, key: Any, _bounds=DURATION_BUCKETS, _bisect=bisect_left) -> None:
         """Mark `key` as finished. If it was added while held, it goes back in the FIFO once."""
         with self._cond:
-            metrics = self._metrics
-            if metrics is not None:
-                started = metrics.processing_starts.pop(key, None)
-                if started is not None:
-                    worked = metrics.now() - started
-                    metrics.work_counts[_bisect(_bounds, worked)] += 1
-                    metrics.work_sum += worked
-            self._processing.discard(key)
+            started = self._processing.pop(key, None)
+            if started is not None:  # only with metrics on
+                worked = self._metrics.now() - started
+                self._metrics.work_counts[_bisect(_bounds, worked)] += 1
+                self._metrics.work_sum += worked
             if key in self._dirty:
                 self._fifo.append(key)
                 if self._observer is not None:
@@ -140,7 +136,7 @@ class Queue:
             elif not self._processing:
                 # Idle: nothing queued (so nothing dirty) and nothing held.
                 if not self._fifo and getsizeof(self._dirty) > _COMPACT_ABOVE_BYTES:
-                    self._dirty = set()
+                    self._dirty = {}
                 if self._drain:
                     self._cond.notify_all()
 
@@ -176,3 +172,8 @@ class Queue:
     def dirty_count(self) -> int:
         with self._cond:
             return len(self._dirty)
+
+    def _metrics_snapshot(self) -> tuple[int, list[float]]:
+        """For the metrics collector: the depth and the start times of held keys."""
+        with self._cond:
+            return len(self._dirty), [t for t in self._processing.values() if t is not None]

@@ -103,3 +103,20 @@ def test_real_clock_delays_are_honoured():
     key, _ = q.get()  # blocks until the real delay passes
     assert key == "a"
     q.shut_down()
+
+
+def test_a_large_burst_released_at_once_keeps_ready_order_and_drops_superseded_entries():
+    import random
+
+    clock, q = make()
+    rng = random.Random(5)
+    delays = {f"k{i}": rng.uniform(1, 100) for i in range(500)}
+    for key, delay in delays.items():
+        q.add_after(key, delay + 50)  # superseded below by an earlier time
+        q.add_after(key, delay)
+    clock.step(200)
+    eventually(lambda: len(q) == 500)
+    assert q.waiting_count() == 0
+    got = [q.get()[0] for _ in range(500)]
+    assert got == sorted(delays, key=delays.get)
+    q.shut_down()

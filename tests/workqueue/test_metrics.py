@@ -46,8 +46,7 @@ def test_depth_adds_durations_and_retries_follow_the_queue():
 def test_every_client_go_name_is_exported_and_labelled_by_queue():
     registry = CollectorRegistry()
     provider = PrometheusMetricsProvider(registry)
-    Queue("one", metrics_provider=provider)
-    Queue("two", metrics_provider=provider)
+    queues = [Queue("one", metrics_provider=provider), Queue("two", metrics_provider=provider)]
     text = generate_latest(registry).decode()
     for name in [
         "workqueue_depth",
@@ -61,6 +60,19 @@ def test_every_client_go_name_is_exported_and_labelled_by_queue():
         lines = [line for line in text.splitlines() if line.startswith(name + "{")]
         assert any('name="one"' in line for line in lines), name
         assert any('name="two"' in line for line in lines), name
+    del queues
+
+
+def test_a_dropped_queue_leaves_the_export():
+    import gc
+
+    registry = CollectorRegistry()
+    provider = PrometheusMetricsProvider(registry)
+    q = Queue("gone", metrics_provider=provider)
+    assert registry.get_sample_value("workqueue_depth", {"name": "gone"}) == 0
+    del q
+    gc.collect()
+    assert registry.get_sample_value("workqueue_depth", {"name": "gone"}) is None
 
 
 def test_without_a_provider_no_metric_state_is_kept():
