@@ -148,11 +148,23 @@ def drained_bytes(n: int) -> int:
     base = tracemalloc.get_traced_memory()[0]
     for i in range(n):
         q.add(f"key-{i}")
-    for _ in range(n):
-        key, _ = q.get()
-        q.done(key)
+
+    def worker() -> None:  # a worker as the manager runs one: it drains, then waits for more
+        while True:
+            key, shutdown = q.get()
+            if shutdown:
+                return
+            q.done(key)
+
+    thread = threading.Thread(target=worker, daemon=True)
+    thread.start()
+    while len(q) or q.processing_count():
+        time.sleep(0.01)
+    time.sleep(0.05)  # the worker is back in get(), waiting
     gc.collect()
     held = tracemalloc.get_traced_memory()[0] - base
+    q.shut_down()
+    thread.join()
     tracemalloc.stop()
     return held
 

@@ -30,8 +30,8 @@ from .clock import RealClock
 from .events import Event, Observer
 from .metrics import DURATION_BUCKETS
 
-# A dict that once held many keys keeps its table after they leave; past this many bytes an idle
-# queue swaps it for a fresh one, so a drained queue holds almost nothing. (Only the dirty table
+# A dict that once held many keys keeps its table after they leave; past this many bytes, a
+# worker about to wait in get() swaps it for a fresh copy, so a drained queue holds almost nothing. (Only the dirty table
 # grows with the backlog; the processing table is bounded by the number of workers.)
 _COMPACT_ABOVE_BYTES = 64 * 1024
 
@@ -105,6 +105,9 @@ class Queue:
         queue is shut down and nothing is left. The caller must call `done(key)`."""
         with self._cond:
             while not self._fifo and not self._shutting_down:
+                # About to sleep: the idle moment, off the hot path, to shed a backlog's table.
+                if getsizeof(self._dirty) > _COMPACT_ABOVE_BYTES:
+                    self._dirty = dict(self._dirty)
                 self._cond.wait()
             if not self._fifo:
                 return None, True
@@ -133,12 +136,8 @@ class Queue:
                 if self._observer is not None:
                     self._observer(Event.REDELIVERED, key, None)
                 self._cond.notify()
-            elif not self._processing:
-                # Idle: nothing queued (so nothing dirty) and nothing held.
-                if not self._fifo and getsizeof(self._dirty) > _COMPACT_ABOVE_BYTES:
-                    self._dirty = {}
-                if self._drain:
-                    self._cond.notify_all()
+            elif self._drain and not self._processing:
+                self._cond.notify_all()
 
     # -- shut-down -----------------------------------------------------------------------------
 

@@ -142,7 +142,17 @@ def test_a_drained_queue_releases_the_tables_of_a_large_backlog():
     for i in range(100_000):
         q.add(i)
     assert sys.getsizeof(q._dirty) > 1_000_000
-    while len(q):
-        key, _ = q.get()
-        q.done(key)
-    assert sys.getsizeof(q._dirty) < 1_000
+
+    def worker():
+        while True:
+            key, shutdown = q.get()
+            if shutdown:
+                return
+            q.done(key)
+
+    t = in_thread(worker)
+    eventually(lambda: len(q) == 0 and q.processing_count() == 0)
+    # the worker is now waiting in get(), which is where the table is shed
+    eventually(lambda: sys.getsizeof(q._dirty) < 1_000)
+    q.shut_down()
+    t.join(5)
