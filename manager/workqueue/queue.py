@@ -31,8 +31,9 @@ from .events import Event, Observer
 from .metrics import DURATION_BUCKETS
 
 # A dict that once held many keys keeps its table after they leave; past this many bytes, a
-# worker about to wait in get() swaps it for a fresh copy, so a drained queue holds almost nothing. (Only the dirty table
-# grows with the backlog; the processing table is bounded by the number of workers.)
+# worker about to wait in get() swaps it for a fresh copy, so a drained queue holds almost
+# nothing. (Only the dirty table grows with the backlog; the processing table is bounded by the
+# number of workers.)
 _COMPACT_ABOVE_BYTES = 64 * 1024
 
 
