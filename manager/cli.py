@@ -84,6 +84,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_lab_parser(subparsers)
+    # The front door is the one place manager/ reaches into ambassador/ (besides `workqueue run`,
+    # which starts an ambassador in-process): its sub-command is defined beside its code.
+    from ambassador.server import add_parser as add_ambassador_parser
+
+    add_ambassador_parser(subparsers, UserError)
     return parser
 
 

@@ -1,0 +1,162 @@
+"""The items resource: `GET /api/v1/items`, `GET /api/v1/items/<name>`, and the watch stream.
+
+Response shapes are the seed's (shared/seeds/002), plus Kubernetes-style list paging:
+
+  GET /api/v1/items[?limit=N&continue=TOKEN]
+      {"kind":"ItemList","apiVersion":"v1","items":[names, sorted],"metadata":{...}}
+      metadata.continue is set while more remain; metadata.remainingItemCount with it.
+      A token names the last item returned, so it stays valid when the folder changes: the next
+      page starts right after that name, whatever was added or removed meanwhile.
+  GET /api/v1/items?watch=true[&timeoutSeconds=N]
+      newline-delimited JSON: {"type":"ADDED","item":name} for every current item, then ADDED /
+      DELETED as they happen; ends after timeoutSeconds when given.
+  GET /api/v1/items/<name>
+      {"kind":"Item","apiVersion":"v1","data":{"name","path","size","modified","contentType"}}
+
+Errors are raised as werkzeug HTTP exceptions and rendered as Status bodies by app.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import queue
+import re
+import time
+
+from flask import Blueprint, Response, current_app, request
+from werkzeug.exceptions import BadRequest, NotFound
+
+bp = Blueprint("items", __name__, url_prefix="/api/v1")
+
+MAX_LIMIT = 100_000
+
+
+def _source():
+    return current_app.extensions["workqueue.source"]
+
+
+def _json_response(body: bytes | str, status: int = 200) -> Response:
+    return Response(body, status=status, mimetype="application/json")
+
+
+CONTINUE_PATTERN = r"^([A-Za-z0-9_-]{4})*([A-Za-z0-9_-]{2,3})?$"
+_CONTINUE_RE = re.compile(CONTINUE_PATTERN)
+
+
+def encode_continue(last_name: str) -> str:
+    """The token is the last name returned, base64url-encoded without padding: opaque to the
+    client, and valid for as long as names sort the same way."""
+    return base64.urlsafe_b64encode(last_name.encode("utf-8")).decode("ascii").rstrip("=")
+
+
+def decode_continue(token: str) -> str | None:
+    """The name to resume after; None for an empty token (no paging). Every string of the
+    documented pattern decodes to some name - resuming after a name that never existed is
+    well defined - so only malformed tokens are refused."""
+    if token == "":
+        return None
+    if not _CONTINUE_RE.match(token):
+        raise BadRequest("invalid continue token")
+    raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    return raw.decode("utf-8", errors="surrogateescape")
+
+
+def _int_param(name: str, low: int, high: int) -> int | None:
+    text = request.args.get(name)
+    if text is None:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise BadRequest(f"{name} must be a whole number, got {text!r}") from None
+    if not low <= value <= high:
+        raise BadRequest(f"{name} must be between {low} and {high}, got {value}")
+    return value
+
+
+def _bool_param(name: str) -> bool:
+    text = request.args.get(name, "false").lower()
+    if text in ("true", "1"):
+        return True
+    if text in ("false", "0", ""):
+        return False
+    raise BadRequest(f"{name} must be true or false, got {text!r}")
+
+
+@bp.get("/items")
+def list_items() -> Response:
+    known = {"limit", "continue", "watch", "timeoutSeconds"}
+    unknown = sorted(set(request.args) - known)
+    if unknown:
+        raise BadRequest(f"unknown query parameter: {unknown[0]}")
+    # every parameter is checked, whichever of them this request uses
+    watch = _bool_param("watch")
+    timeout_seconds = _int_param("timeoutSeconds", 1, 86_400)
+    limit = _int_param("limit", 1, MAX_LIMIT)
+    after = decode_continue(request.args.get("continue", ""))
+    if watch:
+        return _watch(timeout_seconds)
+    if after is None and limit is None:
+        return _json_response(_full_listing())
+    names, remaining, _ = _source().page(after, limit)
+    metadata: dict = {}
+    if remaining and names:
+        metadata = {"continue": encode_continue(names[-1]), "remainingItemCount": remaining}
+    return _json_response(_item_list(names, metadata))
+
+
+def _item_list(names: list[str], metadata: dict) -> str:
+    body = {"kind": "ItemList", "apiVersion": "v1", "items": names, "metadata": metadata}
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+
+
+def _full_listing() -> bytes:
+    """The whole listing, serialised once per snapshot version (listing 100,000 names is then
+    a memory copy, not 100,000 string encodings per request)."""
+    cache = current_app.extensions["workqueue.listing_cache"]
+    names, _, version = _source().page(None, None)
+    cached = cache.get("body")
+    if cached is not None and cache.get("version") == version:
+        return cached
+    body = _item_list(names, {}).encode()
+    cache["version"], cache["body"] = version, body
+    return body
+
+
+def _watch(timeout_seconds: int | None) -> Response:
+    source = _source()
+    names, events = source.subscribe()
+    deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
+
+    def line(event: dict) -> bytes:
+        return (json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+
+    def stream():
+        try:
+            yield b"".join(line({"type": "ADDED", "item": n}) for n in names)
+            while True:
+                wait = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
+                if wait <= 0:
+                    return
+                try:
+                    event = events.get(timeout=wait)
+                except queue.Empty:
+                    continue
+                yield line(event)
+        finally:
+            source.unsubscribe(events)
+
+    response = Response(stream(), mimetype="application/x-ndjson")
+    response.headers["Cache-Control"] = "no-store"
+    response.headers["X-Accel-Buffering"] = "no"
+    return response
+
+
+@bp.get("/items/<path:name>")
+def get_item(name: str) -> Response:
+    data = _source().get(name)
+    if data is None:
+        raise NotFound(f'item "{name[:200]}" not found')
+    body = {"kind": "Item", "apiVersion": "v1", "data": data}
+    return _json_response(json.dumps(body, ensure_ascii=False, separators=(",", ":")))

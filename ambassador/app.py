@@ -1,0 +1,129 @@
+"""The ambassador's Flask application: `create_app(config=None)`.
+
+Config keys (all optional except a root or a ready-made source):
+  ROOT             folder to serve                       SUFFIXES       ['.mp4']
+  RECURSIVE        serve files below ROOT too (False)    SETTLE         seconds to hold still (2)
+  FORCE_POLLING    poll instead of file events (False)   POLL_INTERVAL  seconds (1)
+  SOURCE           a ready Source (tests, other backends); then ROOT & co. are ignored
+  START_SOURCE     start the source now (True)
+
+One error handler turns every HTTP error, and any unexpected exception, into the Status body
+`{"kind":"Status","apiVersion":"v1","status":"Failure","code","reason","message"}`; an
+unexpected exception is logged and answered as a 500 that says nothing about the server's files.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from flask import Flask, Response, current_app
+from werkzeug.exceptions import HTTPException, InternalServerError
+
+from .api import bp as items_bp
+from .metrics import install_metrics
+from .openapi import openapi_document
+from .sources import FilesystemSource
+
+log = logging.getLogger("workqueue.ambassador")
+
+# Kubernetes' StatusReason where it has one; otherwise the HTTP name without spaces.
+REASONS = {
+    400: "BadRequest",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+}
+
+
+def status_response(code: int, message: str, headers: Any = None) -> Response:
+    reason = REASONS.get(code)
+    if reason is None:
+        reason = _reason_from_code(code)
+    body = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "code": code,
+        "reason": reason,
+        "message": message,
+    }
+    response = Response(
+        json.dumps(body, ensure_ascii=False, separators=(",", ":")),
+        status=code,
+        mimetype="application/json",
+    )
+    for key, value in headers or []:
+        if key.lower() != "content-type":
+            response.headers[key] = value
+    return response
+
+
+def _reason_from_code(code: int) -> str:
+    from http import HTTPStatus
+
+    try:
+        return HTTPStatus(code).phrase.replace(" ", "").replace("-", "")
+    except ValueError:
+        return "Unknown"
+
+
+def _build_source(config: dict) -> Any:
+    if config.get("SOURCE") is not None:
+        return config["SOURCE"]
+    root = config.get("ROOT")
+    if not root:
+        raise ValueError("the ambassador needs ROOT (a folder) or SOURCE")
+    return FilesystemSource(
+        root,
+        config.get("SUFFIXES") or [".mp4"],
+        recursive=bool(config.get("RECURSIVE", False)),
+        settle=float(config.get("SETTLE", 2.0)),
+        force_polling=bool(config.get("FORCE_POLLING", False)),
+        poll_interval=float(config.get("POLL_INTERVAL", 1.0)),
+    )
+
+
+def create_app(config: dict | None = None) -> Flask:
+    app = Flask(__name__)
+    app.config.update(config or {})
+    app.json.sort_keys = False
+    # A name is matched exactly: no redirect that rewrites "//" (or anything else) into a path.
+    app.url_map.merge_slashes = False
+    source = _build_source(app.config)
+    if app.config.get("START_SOURCE", True):
+        source.start()
+    app.extensions["workqueue.source"] = source
+    app.extensions["workqueue.listing_cache"] = {}
+    app.register_blueprint(items_bp)
+    install_metrics(app, source)
+
+    @app.errorhandler(HTTPException)
+    def _http_error(exc: HTTPException) -> Response:
+        headers = exc.get_headers() if exc.code == 405 else None
+        return status_response(exc.code or 500, exc.description or exc.name, headers)
+
+    @app.errorhandler(Exception)
+    def _unexpected(exc: Exception) -> Response:
+        if isinstance(exc, HTTPException):
+            return _http_error(exc)
+        log.exception("unexpected error")
+        return status_response(500, InternalServerError.description)
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        return Response("ok\n", mimetype="text/plain")
+
+    @app.get("/readyz")
+    def readyz() -> Response:
+        if not current_app.extensions["workqueue.source"].ready():
+            return status_response(503, "the root folder cannot be read")
+        return Response("ok\n", mimetype="text/plain")
+
+    @app.get("/api/v1/openapi.json")
+    def openapi() -> Response:
+        return Response(json.dumps(openapi_document()), mimetype="application/json")
+
+    return app

@@ -1,0 +1,74 @@
+"""The ambassador's Prometheus metrics: requests by route and code, listing latency, item count.
+
+Each app gets its own registry, so several apps (tests) never collide. Under gunicorn with more
+than one worker process the CLI sets PROMETHEUS_MULTIPROC_DIR before anything imports
+prometheus-client; values then live in files shared by the workers, and /metrics aggregates them
+(prometheus-client's multiprocess mode), so any worker answers with the whole server's figures.
+Routes are labelled by their rule (`/api/v1/items/<path:name>`), never by the raw path, so hostile
+URLs cannot blow up the label set.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from flask import Flask, Response, g, request
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+
+LISTING_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+
+def install_metrics(app: Flask, source) -> None:
+    registry = CollectorRegistry()
+    requests_total = Counter(
+        "ambassador_requests",
+        "HTTP requests answered, by route, method and status code.",
+        ["route", "method", "code"],
+        registry=registry,
+    )
+    listing_seconds = Histogram(
+        "ambassador_listing_duration_seconds",
+        "Time to answer GET /api/v1/items (not watches), in seconds.",
+        buckets=LISTING_BUCKETS,
+        registry=registry,
+    )
+    items = Gauge(
+        "ambassador_items",
+        "Items currently listed.",
+        registry=registry,
+        multiprocess_mode="max",
+    )
+
+    @app.before_request
+    def _start_timer() -> None:
+        g.workqueue_started = time.perf_counter()
+
+    @app.after_request
+    def _count(response: Response) -> Response:
+        rule = request.url_rule.rule if request.url_rule is not None else "unmatched"
+        requests_total.labels(rule, request.method, str(response.status_code)).inc()
+        if rule == "/api/v1/items" and request.args.get("watch", "false") in ("false", "0"):
+            started = g.get("workqueue_started")
+            if started is not None:
+                listing_seconds.observe(time.perf_counter() - started)
+        return response
+
+    @app.get("/metrics")
+    def metrics() -> Response:
+        items.set(len(source))
+        if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            merged = CollectorRegistry()
+            multiprocess.MultiProcessCollector(merged)
+            body = generate_latest(merged)
+        else:
+            body = generate_latest(registry)
+        return Response(body, mimetype=CONTENT_TYPE_LATEST)

@@ -1,0 +1,150 @@
+"""`workqueue ambassador`: serve the ambassador with gunicorn (never Flask's development server).
+
+    workqueue ambassador --root DIR [--suffix .mp4]… [--recursive] [--settle SECONDS]
+                         [--host 127.0.0.1] [--port 8080] [--workers N] [--force-polling]
+
+Gunicorn runs `--workers` processes of the gthread worker, so a long watch stream occupies one
+thread, not a whole worker. Each worker process builds its own app - and so its own snapshot of
+the folder - after the fork (threads do not survive a fork). With more than one worker, metrics
+use prometheus-client's multiprocess mode through a private directory made here, before anything
+imports prometheus-client, and removed at exit.
+
+The default host is 127.0.0.1: in Burns' design the ambassador is a localhost sidecar of the
+manager; pass --host 0.0.0.0 to serve a Service.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+
+THREADS_PER_WORKER = 16
+
+
+def add_parser(subparsers, user_error: type[Exception]) -> None:
+    p = subparsers.add_parser(
+        "ambassador",
+        help="serve the items API for files on a (shared) folder",
+        description="Serve GET /api/v1/items for the files in --root that end with --suffix.",
+    )
+    p.add_argument("--root", required=True, help="folder whose files are the items")
+    p.add_argument(
+        "--suffix",
+        action="append",
+        dest="suffixes",
+        metavar="SUFFIX",
+        help="item file suffix, repeatable, case-insensitive (default .mp4)",
+    )
+    p.add_argument("--recursive", action="store_true", help="also serve files in subfolders")
+    p.add_argument(
+        "--settle",
+        type=_seconds,
+        default=2.0,
+        help="seconds a file's size and mtime must hold still (default 2; 0 = at once)",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=_port, default=8080, help="port (default 8080; 0 = any free)")
+    p.add_argument("--workers", type=_workers, default=2, help="gunicorn worker processes (2)")
+    p.add_argument(
+        "--force-polling",
+        action="store_true",
+        help="poll instead of file events (network file systems such as NFS)",
+    )
+    p.add_argument(
+        "--poll-interval",
+        type=_seconds,
+        default=1.0,
+        help="seconds between directory checks when polling (default 1)",
+    )
+    p.set_defaults(func=lambda args: serve(args, user_error))
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0: {text!r}")
+    return value
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or not 0 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}")
+    return int(text)
+
+
+def _workers(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 64:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to 64: {text!r}")
+    return int(text)
+
+
+def app_config(args) -> dict:
+    return {
+        "ROOT": args.root,
+        "SUFFIXES": args.suffixes or [".mp4"],
+        "RECURSIVE": args.recursive,
+        "SETTLE": args.settle,
+        "FORCE_POLLING": args.force_polling,
+        "POLL_INTERVAL": args.poll_interval or 1.0,
+    }
+
+
+def serve(args, user_error: type[Exception]) -> int:
+    if not os.path.isdir(args.root):
+        raise user_error(f"--root is not a folder: {args.root}")
+    if not os.access(args.root, os.R_OK | os.X_OK):
+        raise user_error(f"--root cannot be read: {args.root}")
+    from .naming import normalise_suffixes
+
+    try:
+        normalise_suffixes(args.suffixes or [".mp4"])
+    except ValueError as exc:
+        raise user_error(str(exc)) from None
+
+    metrics_dir = None
+    if args.workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        metrics_dir = tempfile.mkdtemp(prefix="workqueue-ambassador-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+    try:
+        _run_gunicorn(app_config(args), f"{_bind_host(args.host)}:{args.port}", args.workers)
+    finally:
+        if metrics_dir:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+    return 0
+
+
+def _bind_host(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def _run_gunicorn(config: dict, bind: str, workers: int) -> None:
+    from gunicorn.app.base import BaseApplication
+
+    class AmbassadorServer(BaseApplication):
+        def load_config(self) -> None:
+            for key, value in {
+                "bind": bind,
+                "workers": workers,
+                "worker_class": "gthread",
+                "threads": THREADS_PER_WORKER,
+                "timeout": 60,
+                "graceful_timeout": 5,
+                "keepalive": 5,
+                "preload_app": False,
+                "accesslog": None,
+                "loglevel": "warning",
+                "proc_name": "workqueue-ambassador",
+            }.items():
+                self.cfg.set(key, value)
+
+        def load(self):
+            from .app import create_app
+
+            return create_app(config)
+
+    AmbassadorServer().run()

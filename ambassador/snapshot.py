@@ -1,0 +1,142 @@
+"""The ambassador's in-memory view of the items: sorted names, settling files, change events.
+
+Requests never scan the folder; they read this snapshot, which the source keeps current from
+file-system events or polling. Three pieces of state, all guarded by `_lock`:
+
+  listed   name -> (size, mtime_ns) of every item served; `names` is the same set, sorted, so
+           a page after any name is a bisect and a slice.
+  pending  name -> (size, mtime_ns, since) of candidate files that have not yet held still for
+           `settle` seconds; `since` is when their current size and mtime were first seen.
+  version  bumped on every change to `listed`, so readers can cache what they derive from it.
+
+Settling: a file is listed once its size and mtime have been unchanged for `settle` seconds.
+During the first scan `since` is the file's own mtime (capped at now), so files already at rest
+when the ambassador starts are listed at once; afterwards it is the moment a change was seen.
+A listed file stays listed until it disappears.
+
+Watchers subscribe to get every current name as ADDED, then each ADDED/DELETED as it happens,
+with nothing missed between the two (both happen under the lock).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from bisect import bisect_left, bisect_right, insort
+from collections.abc import Callable, Iterable
+
+Event = dict  # {"type": "ADDED" | "DELETED", "item": name}
+
+# Past this many names added at once, extend + sort beats inserting one by one.
+_BULK_INSERT = 64
+
+
+class Snapshot:
+    def __init__(self, settle: float, clock: Callable[[], float] = time.time) -> None:
+        if settle < 0:
+            raise ValueError("settle must be >= 0 seconds")
+        self.settle = settle
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._listed: dict[str, tuple[int, int]] = {}
+        self._names: list[str] = []  # invariant: sorted(self._listed)
+        self._pending: dict[str, tuple[int, int, float]] = {}
+        self.version = 0
+        self._subscribers: set[queue.SimpleQueue] = set()
+
+    # -- written by the source -------------------------------------------------------------
+
+    def observe(self, name: str, size: int, mtime_ns: int, *, initial: bool = False) -> None:
+        """The source saw candidate file `name` with this size and mtime."""
+        with self._lock:
+            if name in self._listed:
+                self._listed[name] = (size, mtime_ns)
+                return
+            current = self._pending.get(name)
+            if current is not None and current[:2] == (size, mtime_ns):
+                return
+            now = self.clock()
+            since = min(mtime_ns / 1e9, now) if initial else now
+            self._pending[name] = (size, mtime_ns, since)
+
+    def forget(self, names: Iterable[str]) -> None:
+        """These files are gone (or are no longer items)."""
+        with self._lock:
+            for name in names:
+                self._pending.pop(name, None)
+                if self._listed.pop(name, None) is not None:
+                    index = bisect_left(self._names, name)
+                    del self._names[index]
+                    self.version += 1
+                    self._publish({"type": "DELETED", "item": name})
+
+    def promote_settled(self) -> float | None:
+        """List every pending file that has held still long enough. Returns the time the next
+        pending file is due, or None when nothing is pending."""
+        with self._lock:
+            now = self.clock()
+            ready, next_due = [], None
+            for name, (_, _, since) in self._pending.items():
+                due = since + self.settle
+                if due <= now:
+                    ready.append(name)
+                elif next_due is None or due < next_due:
+                    next_due = due
+            if ready:
+                for name in ready:
+                    size, mtime_ns, _ = self._pending.pop(name)
+                    self._listed[name] = (size, mtime_ns)
+                if len(ready) > _BULK_INSERT:
+                    self._names.extend(ready)
+                    self._names.sort()
+                else:
+                    for name in ready:
+                        insort(self._names, name)
+                self.version += 1
+                for name in sorted(ready):
+                    self._publish({"type": "ADDED", "item": name})
+            return next_due
+
+    def pending_names(self) -> list[str]:
+        with self._lock:
+            return list(self._pending)
+
+    def known_names(self) -> set[str]:
+        """Listed and pending names (what the source has seen and not yet seen go)."""
+        with self._lock:
+            return set(self._listed) | set(self._pending)
+
+    # -- read by requests ------------------------------------------------------------------
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._listed  # a dict lookup is atomic under the GIL
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def page(self, after: str | None, limit: int | None) -> tuple[list[str], int, int]:
+        """Names strictly after `after` (all when None), at most `limit` of them, with how many
+        remain past the page and the snapshot version they come from."""
+        with self._lock:
+            start = 0 if after is None else bisect_right(self._names, after)
+            end = len(self._names) if limit is None else min(len(self._names), start + limit)
+            return self._names[start:end], len(self._names) - end, self.version
+
+    # -- watchers --------------------------------------------------------------------------
+
+    def subscribe(self) -> tuple[list[str], queue.SimpleQueue]:
+        """Every current name, and a queue that receives each later event. The caller's duty:
+        `unsubscribe(q)` when done, or the queue keeps growing."""
+        q: queue.SimpleQueue = queue.SimpleQueue()
+        with self._lock:
+            self._subscribers.add(q)
+            return list(self._names), q
+
+    def unsubscribe(self, q: queue.SimpleQueue) -> None:
+        with self._lock:
+            self._subscribers.discard(q)
+
+    def _publish(self, event: Event) -> None:
+        for q in self._subscribers:
+            q.put(event)

@@ -1,0 +1,303 @@
+"""Items are files on a (shared) volume: the video-thumbnailer source of shared/seeds/002.
+
+Design: one scan at start fills the `Snapshot`; after that a refresher thread keeps it current,
+so a request only reads memory (and stats the one file it describes).
+
+  * Events: watchfiles (inotify on Linux) reports changed paths; each is looked at alone with
+    one lstat - a new file is observed, a gone one forgotten, a new directory scanned (recursive
+    mode). A burst of changes costs per path, never a rescan of a folder of 100,000 files.
+  * Polling: where events are unavailable (watchfiles failed to start, or `force_polling` for
+    network file systems such as NFS, whose inotify does not see other clients' writes) the
+    thread stats every known directory each `poll_interval` and rescans only those whose mtime
+    changed. With events on, the same check runs every `safety_interval` as a safety net.
+  * Settling: files not yet settled are re-stated on every tick (their writes do not change the
+    directory's mtime), and promoted by the snapshot once they have held still.
+
+Never followed: symlinks (neither listed nor served, wherever they point) and hidden entries.
+"""
+
+from __future__ import annotations
+
+import logging
+import mimetypes
+import os
+import stat
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from ..naming import (
+    is_candidate_file_name,
+    is_hidden,
+    is_representable,
+    join_name,
+    normalise_suffixes,
+    parent_of,
+)
+from ..snapshot import Snapshot
+
+log = logging.getLogger("workqueue.ambassador")
+
+TICK_SECONDS = 0.2  # how late a settled file may be promoted; also the event-batch window
+
+
+def rfc3339(epoch_seconds: float) -> str:
+    return datetime.fromtimestamp(epoch_seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class FilesystemSource:
+    def __init__(
+        self,
+        root: str,
+        suffixes: tuple[str, ...] | list[str] = (".mp4",),
+        *,
+        recursive: bool = False,
+        settle: float = 2.0,
+        use_events: bool = True,
+        force_polling: bool = False,
+        poll_interval: float = 1.0,
+        safety_interval: float = 10.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.root = os.path.abspath(root)  # "as mounted": item paths are given under this
+        self.suffixes = normalise_suffixes(suffixes)
+        self.recursive = recursive
+        self.use_events = use_events and not force_polling
+        self.poll_interval = poll_interval
+        self.safety_interval = safety_interval
+        self.snapshot = Snapshot(settle, clock)
+        self.mode = "not started"
+        # Invariant (guarded by the refresher: only start() and the refresher thread write
+        # these): _dirs maps every directory scanned ("" is the root) to its mtime_ns, and
+        # _members maps it to the candidate names directly inside it.
+        self._dirs: dict[str, int] = {}
+        self._members: dict[str, set[str]] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._real_root = os.path.realpath(self.root)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if not os.path.isdir(self.root):
+            raise FileNotFoundError(f"root is not a directory: {self.root}")
+        self._scan_dir("", initial=True)
+        self.snapshot.promote_settled()
+        self._thread = threading.Thread(target=self._refresh, name="ambassador-fs", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+
+    # -- the Source interface --------------------------------------------------------------
+
+    def page(self, after: str | None, limit: int | None) -> tuple[list[str], int, int]:
+        return self.snapshot.page(after, limit)
+
+    def subscribe(self):
+        return self.snapshot.subscribe()
+
+    def unsubscribe(self, q) -> None:
+        self.snapshot.unsubscribe(q)
+
+    def __len__(self) -> int:
+        return len(self.snapshot)
+
+    def ready(self) -> bool:
+        return os.access(self.root, os.R_OK | os.X_OK) and os.path.isdir(self.root)
+
+    def get(self, name: str) -> dict[str, Any] | None:
+        """Data of a listed item: one lstat of its file. Unknown names touch no file at all."""
+        if name not in self.snapshot:
+            return None
+        path = os.path.join(self.root, *name.split("/"))
+        if "/" in name and not self._parent_inside_root(name):
+            return None
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        content_type, _ = mimetypes.guess_type(name, strict=False)
+        return {
+            "name": name,
+            "path": path,
+            "size": st.st_size,
+            "modified": rfc3339(st.st_mtime),
+            "contentType": content_type or "application/octet-stream",
+        }
+
+    def _parent_inside_root(self, name: str) -> bool:
+        # A directory on the way may have been swapped for a symlink since it was scanned.
+        parent = os.path.realpath(os.path.join(self.root, *parent_of(name).split("/")))
+        return parent == os.path.join(self._real_root, *parent_of(name).split("/"))
+
+    # -- scanning --------------------------------------------------------------------------
+
+    def _scan_dir(self, rel_dir: str, *, initial: bool = False) -> None:
+        """(Re)read one directory: observe new candidates, forget vanished ones, recurse into
+        new subdirectories (recursive mode), forget subdirectories that went away."""
+        path = os.path.join(self.root, *rel_dir.split("/")) if rel_dir else self.root
+        try:
+            dir_mtime = os.stat(path, follow_symlinks=False).st_mtime_ns
+            entries = list(os.scandir(path))
+        except OSError:
+            self._drop_dir(rel_dir)
+            return
+        self._dirs[rel_dir] = dir_mtime
+        known = self._members.get(rel_dir, set())
+        seen: set[str] = set()
+        subdirs: set[str] = set()
+        for entry in entries:
+            part = entry.name
+            if is_hidden(part):
+                continue
+            try:
+                if entry.is_file(follow_symlinks=False):
+                    if not is_candidate_file_name(part, self.suffixes):
+                        continue
+                    name = join_name(rel_dir, part)
+                    seen.add(name)
+                    if name in known and name in self.snapshot:
+                        continue  # listed already: no stat needed
+                    st = entry.stat(follow_symlinks=False)
+                    self.snapshot.observe(name, st.st_size, st.st_mtime_ns, initial=initial)
+                elif (
+                    self.recursive
+                    and entry.is_dir(follow_symlinks=False)
+                    and is_representable(part)
+                ):
+                    subdirs.add(join_name(rel_dir, part))
+            except OSError:
+                continue  # vanished between listing and stat
+        self._members[rel_dir] = seen
+        self.snapshot.forget(known - seen)
+        for sub in subdirs:
+            if sub not in self._dirs:
+                self._scan_dir(sub, initial=initial)
+        for gone in [d for d in self._dirs if parent_of(d) == rel_dir and d and d not in subdirs]:
+            self._drop_dir(gone)
+
+    def _drop_dir(self, rel_dir: str) -> None:
+        doomed = [d for d in self._dirs if d == rel_dir or d.startswith(rel_dir + "/")]
+        if rel_dir == "":
+            doomed = list(self._dirs)
+        for d in doomed:
+            self._dirs.pop(d, None)
+            self.snapshot.forget(self._members.pop(d, set()))
+
+    def _look_at(self, abs_path: str) -> None:
+        """One changed path reported by an event: one lstat decides what it now is."""
+        rel = os.path.relpath(abs_path, self.root)
+        if rel == "." or rel.startswith(".." + os.sep) or rel == "..":
+            if rel == ".":
+                self._scan_dir("")
+            return
+        parts = rel.split(os.sep)
+        if any(is_hidden(p) for p in parts) or not all(is_representable(p) for p in parts):
+            return
+        name = "/".join(parts)
+        parent = parent_of(name)
+        if len(parts) > 1 and not self.recursive:
+            return
+        if parent not in self._dirs:
+            return  # inside a directory we do not track (e.g. just removed)
+        try:
+            st = os.lstat(abs_path)
+        except OSError:
+            self._members.get(parent, set()).discard(name)
+            self.snapshot.forget([name])
+            if name in self._dirs:
+                self._drop_dir(name)
+            return
+        if stat.S_ISREG(st.st_mode) and is_candidate_file_name(parts[-1], self.suffixes):
+            self._members.setdefault(parent, set()).add(name)
+            self.snapshot.observe(name, st.st_size, st.st_mtime_ns)
+        elif stat.S_ISDIR(st.st_mode) and self.recursive:
+            self._scan_dir(name)
+        else:  # replaced by a symlink, a directory in flat mode, or renamed to a non-item
+            self._members.get(parent, set()).discard(name)
+            self.snapshot.forget([name])
+
+    def _restat_pending(self) -> None:
+        for name in self.snapshot.pending_names():
+            try:
+                st = os.lstat(os.path.join(self.root, *name.split("/")))
+            except OSError:
+                self.snapshot.forget([name])
+                continue
+            if stat.S_ISREG(st.st_mode):
+                self.snapshot.observe(name, st.st_size, st.st_mtime_ns)
+            else:
+                self.snapshot.forget([name])
+
+    def _poll_dirs(self) -> None:
+        for rel_dir, old_mtime in list(self._dirs.items()):
+            if rel_dir not in self._dirs:
+                continue  # dropped while we went through the list
+            path = os.path.join(self.root, *rel_dir.split("/")) if rel_dir else self.root
+            try:
+                mtime = os.stat(path, follow_symlinks=False).st_mtime_ns
+            except OSError:
+                self._drop_dir(rel_dir)
+                continue
+            if mtime != old_mtime:
+                self._scan_dir(rel_dir)
+
+    # -- the refresher thread --------------------------------------------------------------
+
+    def _tick(self, poll_every: float, last_poll: float) -> float:
+        self._restat_pending()
+        self.snapshot.promote_settled()
+        now = time.monotonic()
+        if now - last_poll >= poll_every:
+            self._poll_dirs()
+            self.snapshot.promote_settled()
+            return now
+        return last_poll
+
+    def _refresh(self) -> None:
+        last_poll = time.monotonic()
+        if self.use_events:
+            try:
+                self._refresh_with_events(last_poll)
+                return
+            except Exception as exc:  # inotify limits, unsupported file systems, ...
+                if self._stop.is_set():
+                    return
+                log.warning(
+                    "file events unavailable (%s); polling every %ss", exc, self.poll_interval
+                )
+        self.mode = "polling"
+        while not self._stop.wait(TICK_SECONDS):
+            try:
+                last_poll = self._tick(self.poll_interval, last_poll)
+            except Exception:  # never let one bad directory stop the refresher
+                log.exception("refresh failed; will retry")
+
+    def _refresh_with_events(self, last_poll: float) -> None:
+        import watchfiles
+
+        self.mode = "events"
+        for changes in watchfiles.watch(
+            self.root,
+            watch_filter=None,
+            debounce=int(TICK_SECONDS * 1000),
+            step=50,
+            stop_event=self._stop,
+            rust_timeout=int(TICK_SECONDS * 1000),
+            yield_on_timeout=True,
+            recursive=self.recursive,
+            raise_interrupt=False,
+        ):
+            try:
+                for path in sorted({p for _, p in changes}):
+                    self._look_at(path)
+                last_poll = self._tick(self.safety_interval, last_poll)
+            except Exception:
+                log.exception("refresh failed; will retry")

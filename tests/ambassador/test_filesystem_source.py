@@ -1,0 +1,107 @@
+"""The folder as a source: events and polling keep the snapshot current; settling holds back
+copies in progress. Real files, real watchfiles; each test runs in both modes."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from ambassador.sources import FilesystemSource
+
+from ..conftest import wait_until
+
+
+@pytest.fixture(params=["events", "polling"])
+def start_source(request):
+    sources = []
+
+    def start(root, **kwargs):
+        if request.param == "polling":
+            kwargs.update(force_polling=True, poll_interval=0.1)
+        source = FilesystemSource(str(root), kwargs.pop("suffixes", [".mp4"]), **kwargs)
+        source.start()
+        sources.append(source)
+        return source
+
+    yield start
+    for source in sources:
+        source.stop()
+
+
+def names(source):
+    return source.page(None, None)[0]
+
+
+def test_the_first_scan_lists_files_at_rest(tmp_path, start_source):
+    (tmp_path / "a.mp4").write_bytes(b"x")
+    old = time.time() - 60
+    os.utime(tmp_path / "a.mp4", (old, old))
+    source = start_source(tmp_path, settle=5)
+    assert names(source) == ["a.mp4"]
+
+
+def test_new_and_removed_files_are_seen(tmp_path, start_source):
+    source = start_source(tmp_path, settle=0)
+    assert names(source) == []
+    (tmp_path / "a.mp4").write_bytes(b"x")
+    wait_until(lambda: names(source) == ["a.mp4"])
+    (tmp_path / "a.mp4").unlink()
+    wait_until(lambda: names(source) == [])
+
+
+def test_a_rename_from_part_is_an_arrival(tmp_path, start_source):
+    source = start_source(tmp_path, settle=0)
+    (tmp_path / "a.mp4.part").write_bytes(b"x" * 100)
+    time.sleep(0.3)
+    assert names(source) == []
+    os.rename(tmp_path / "a.mp4.part", tmp_path / "a.mp4")
+    wait_until(lambda: names(source) == ["a.mp4"])
+
+
+def test_a_growing_file_waits_until_it_holds_still(tmp_path, start_source):
+    source = start_source(tmp_path, settle=0.6)
+    path = tmp_path / "growing.mp4"
+    with open(path, "wb") as f:
+        for _ in range(6):  # writes for ~1.2 s, never pausing for the settle time
+            f.write(b"x" * 1000)
+            f.flush()
+            time.sleep(0.2)
+            assert names(source) == [], "listed while still being written"
+    wait_until(lambda: names(source) == ["growing.mp4"], timeout=5)
+
+
+def test_recursive_mode_follows_new_and_removed_directories(tmp_path, start_source):
+    source = start_source(tmp_path, settle=0, recursive=True)
+    (tmp_path / "day1").mkdir()
+    (tmp_path / "day1" / "a.mp4").write_bytes(b"x")
+    wait_until(lambda: names(source) == ["day1/a.mp4"])
+    (tmp_path / "day1" / "a.mp4").unlink()
+    (tmp_path / "day1").rmdir()
+    wait_until(lambda: names(source) == [])
+
+
+def test_flat_mode_ignores_subdirectories(tmp_path, start_source):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "a.mp4").write_bytes(b"x")
+    source = start_source(tmp_path, settle=0)
+    (tmp_path / "sub" / "b.mp4").write_bytes(b"x")
+    (tmp_path / "top.mp4").write_bytes(b"x")
+    wait_until(lambda: names(source) == ["top.mp4"])
+    time.sleep(0.3)
+    assert names(source) == ["top.mp4"]
+
+
+def test_a_missing_root_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="not a directory"):
+        FilesystemSource(str(tmp_path / "nope")).start()
+
+
+def test_events_mode_is_reported(tmp_path):
+    source = FilesystemSource(str(tmp_path))
+    source.start()
+    try:
+        wait_until(lambda: source.mode == "events")
+    finally:
+        source.stop()

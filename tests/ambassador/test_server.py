@@ -1,0 +1,96 @@
+"""The real server, started by the CLI on a free loopback port: listing, the watch stream,
+settling, files appearing and disappearing, and the CLI's answers to bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+
+import requests
+
+from ..conftest import wait_until
+
+
+def test_list_and_get_over_real_http(tmp_path, ambassador_server):
+    (tmp_path / "a.mp4").write_bytes(b"abc")
+    server = ambassador_server(tmp_path)
+    body = requests.get(server.url + "/api/v1/items", timeout=5).json()
+    assert body["items"] == ["a.mp4"]
+    item = requests.get(server.url + "/api/v1/items/a.mp4", timeout=5).json()
+    assert item["data"]["size"] == 3
+
+
+def test_watch_streams_current_items_then_changes(tmp_path, ambassador_server):
+    (tmp_path / "a.mp4").write_bytes(b"x")
+    server = ambassador_server(tmp_path, "--workers", "1")
+    events = []
+    r = requests.get(
+        server.url + "/api/v1/items?watch=true&timeoutSeconds=8", stream=True, timeout=15
+    )
+    assert r.headers["Content-Type"].startswith("application/x-ndjson")
+
+    def read():
+        try:
+            for line in r.iter_lines(chunk_size=None):
+                if line:
+                    events.append(json.loads(line))
+        except (requests.RequestException, AttributeError, ValueError):
+            pass  # the test closed the stream
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    wait_until(lambda: {"type": "ADDED", "item": "a.mp4"} in events)
+    started = time.monotonic()
+    (tmp_path / "b.mp4").write_bytes(b"x")
+    wait_until(lambda: {"type": "ADDED", "item": "b.mp4"} in events)
+    latency = time.monotonic() - started
+    (tmp_path / "a.mp4").unlink()
+    wait_until(lambda: {"type": "DELETED", "item": "a.mp4"} in events)
+    r.close()
+    assert latency < 5  # reported, not asserted tightly: well under a poll interval in practice
+
+
+def test_settle_holds_a_new_file_back(tmp_path, ambassador_server):
+    server = ambassador_server(tmp_path, "--settle", "1.5")
+    (tmp_path / "a.mp4").write_bytes(b"x")
+    time.sleep(0.5)
+    assert requests.get(server.url + "/api/v1/items", timeout=5).json()["items"] == []
+    wait_until(
+        lambda: requests.get(server.url + "/api/v1/items", timeout=5).json()["items"] == ["a.mp4"]
+    )
+
+
+def test_metrics_aggregate_across_worker_processes(tmp_path, ambassador_server):
+    server = ambassador_server(tmp_path, "--workers", "2")
+    for _ in range(20):
+        requests.get(server.url + "/api/v1/items", timeout=5)
+    text = requests.get(server.url + "/metrics", timeout=5).text
+    line = next(
+        ln
+        for ln in text.splitlines()
+        if ln.startswith("ambassador_requests_total") and 'route="/api/v1/items"' in ln
+    )
+    assert float(line.split()[-1]) == 20
+
+
+def run_cli(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "manager.cli", *args], capture_output=True, text=True, timeout=30
+    )
+
+
+def test_bad_root_is_one_line_and_exit_2(tmp_path):
+    r = run_cli("ambassador", "--root", str(tmp_path / "nope"))
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0 and "not a folder" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_bad_flags_are_one_line_and_exit_2(tmp_path):
+    for args in (["--port", "99999"], ["--settle", "-1"], ["--workers", "0"], ["--suffix", ""]):
+        r = run_cli("ambassador", "--root", str(tmp_path), *args)
+        assert r.returncode == 2, args
+        assert "Traceback" not in r.stderr
