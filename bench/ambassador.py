@@ -30,8 +30,9 @@ import requests
 
 # This file is bench/ambassador.py: keep its folder off the import path, or `import ambassador`
 # would import this script instead of the package.
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(
-    os.path.abspath(__file__))]
+sys.path[:] = [
+    p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(os.path.abspath(__file__))
+]
 
 
 def free_port() -> int:
@@ -101,9 +102,14 @@ def serve_hello(port: int) -> None:
 
     class Hello(BaseApplication):
         def load_config(self):
-            for key, value in {"bind": f"127.0.0.1:{port}", "workers": 2,
-                               "worker_class": "gthread", "threads": THREADS_PER_WORKER,
-                               "loglevel": "warning", "accesslog": None}.items():
+            for key, value in {
+                "bind": f"127.0.0.1:{port}",
+                "workers": 2,
+                "worker_class": "gthread",
+                "threads": THREADS_PER_WORKER,
+                "loglevel": "warning",
+                "accesslog": None,
+            }.items():
                 self.cfg.set(key, value)
 
         def load(self):
@@ -137,9 +143,24 @@ def main() -> None:
         print(f"cold scan of {listed:,} files: {cold:.2f} s (goal <= 1.5 s)")
 
         port = free_port()
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "manager.cli", "ambassador", "--root", root, "--port",
-             str(port), "--settle", "0", "--workers", "2"]))
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "manager.cli",
+                    "ambassador",
+                    "--root",
+                    root,
+                    "--port",
+                    str(port),
+                    "--settle",
+                    "0",
+                    "--workers",
+                    "2",
+                ]
+            )
+        )
         base = f"http://127.0.0.1:{port}"
         wait_up(base + "/readyz")
         session = requests.Session()
@@ -147,15 +168,18 @@ def main() -> None:
             time.sleep(0.1)
         time_requests(session, base + "/api/v1/items", 4)  # warm both workers' caches
         p50, p95 = percentiles(time_requests(session, base + "/api/v1/items?limit=1000", 300))
-        print(f"GET /api/v1/items?limit=1000: p50 {p50 * 1000:.1f} ms, p95 {p95 * 1000:.1f} ms "
-              "(goal p95 <= 20 ms)")
+        print(
+            f"GET /api/v1/items?limit=1000: p50 {p50 * 1000:.1f} ms, p95 {p95 * 1000:.1f} ms "
+            "(goal p95 <= 20 ms)"
+        )
         p50, p95 = percentiles(time_requests(session, base + "/api/v1/items", 60))
-        print(f"GET /api/v1/items (all {listed:,}): p50 {p50 * 1000:.1f} ms, "
-              f"p95 {p95 * 1000:.1f} ms (goal p95 <= 300 ms)")
+        print(
+            f"GET /api/v1/items (all {listed:,}): p50 {p50 * 1000:.1f} ms, "
+            f"p95 {p95 * 1000:.1f} ms (goal p95 <= 300 ms)"
+        )
 
         hello_port = free_port()
-        procs.append(subprocess.Popen(
-            [sys.executable, __file__, "--serve-hello", str(hello_port)]))
+        procs.append(subprocess.Popen([sys.executable, __file__, "--serve-hello", str(hello_port)]))
         wait_up(f"http://127.0.0.1:{hello_port}/hello")
         item_url = base + f"/api/v1/items/clip-{args.files // 2:06d}.mp4"
         assert session.get(item_url, timeout=5).status_code == 200
@@ -164,9 +188,11 @@ def main() -> None:
         if item is None or hello is None:
             print("wrk not found: throughput not measured (apt-get install wrk)")
         else:
-            print(f"GET /api/v1/items/<name>, wrk -t1 -c16 against 2 gunicorn workers: "
-                  f"{item:,.0f} req/s (goal >= 1,000); bare Flask hello: {hello:,.0f} req/s; "
-                  f"ratio {item / hello:.2f} (goal >= 0.6)")
+            print(
+                f"GET /api/v1/items/<name>, wrk -t1 -c16 against 2 gunicorn workers: "
+                f"{item:,.0f} req/s (goal >= 1,000); bare Flask hello: {hello:,.0f} req/s; "
+                f"ratio {item / hello:.2f} (goal >= 0.6)"
+            )
     finally:
         for p in procs:
             p.terminate()

@@ -15,6 +15,13 @@ class UserError(Exception):
     """A mistake the user can fix: printed as one line, exit code 2."""
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line (with where to look), not a usage dump."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -78,27 +85,43 @@ def _run_lab(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="workqueue",
         description="Run a container (or a command) once for every item a source lists.",
     )
-    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    subparsers = parser.add_subparsers(
+        dest="subcommand", required=True, metavar="COMMAND", parser_class=OneLineParser
+    )
     _add_lab_parser(subparsers)
     # The front door is the one place manager/ reaches into ambassador/ (besides `workqueue run`,
     # which starts an ambassador in-process): its sub-command is defined beside its code.
     from ambassador.server import add_parser as add_ambassador_parser
 
     add_ambassador_parser(subparsers, UserError)
+    from .commands import add_parsers as add_manager_parsers
+
+    add_manager_parsers(subparsers, UserError)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Everything after the first "--" is a worker command (`workqueue run DIR -- CMD ARGS…`),
+    # kept word for word: never parsed as our options, never joined into a shell string.
+    trailing: list[str] | None = None
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, trailing = argv[:cut], argv[cut + 1 :]
     parser = build_parser()
     args = parser.parse_args(argv)
+    if trailing is not None and not hasattr(args, "command"):
+        parser.error(f"workqueue {args.subcommand} takes no command after --")
+    if hasattr(args, "command"):
+        args.command = trailing or []
     try:
         return int(args.func(args) or 0)
     except UserError as exc:
-        print(f"workqueue {args.command}: error: {exc}", file=sys.stderr)
+        print(f"workqueue {args.subcommand}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

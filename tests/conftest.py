@@ -82,8 +82,8 @@ class Server:
 def ambassador_server():
     servers = []
 
-    def start(root, *extra: str) -> Server:
-        server = Server(root, free_port(), extra)
+    def start(root, *extra: str, port: int | None = None) -> Server:
+        server = Server(root, port or free_port(), extra)
         servers.append(server)
         server.wait_ready()
         return server

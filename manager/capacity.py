@@ -1,0 +1,60 @@
+"""How many units of work may run at once: a semaphore whose limit can change while it is held.
+
+The reconciler takes a slot *before* it fetches an item's data, reserves it in the ledger or
+starts anything (shared/seeds/001: reserving more than you can run starves your peers), and gives
+it back when the unit of work has finished. The autoscaler moves the limit; lowering it never
+stops running work - new work simply waits until enough has finished.
+
+Invariant: 0 <= in_use, and in_use <= limit except right after the limit was lowered.
+"""
+
+from __future__ import annotations
+
+import threading
+
+
+class Capacity:
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError("parallelism must be >= 1")
+        self._cond = threading.Condition()
+        self._limit = limit
+        self._in_use = 0
+        self._closed = False
+
+    @property
+    def limit(self) -> int:
+        return self._limit
+
+    @property
+    def in_use(self) -> int:
+        return self._in_use
+
+    def set_limit(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError("parallelism must be >= 1")
+        with self._cond:
+            self._limit = limit
+            self._cond.notify_all()
+
+    def acquire(self) -> bool:
+        """Wait for a free slot and take it. False when closed (the manager is stopping): the
+        caller must then not start anything. The caller's duty: `release()` every slot taken."""
+        with self._cond:
+            while self._in_use >= self._limit and not self._closed:
+                self._cond.wait()
+            if self._closed:
+                return False
+            self._in_use += 1
+            return True
+
+    def release(self) -> None:
+        with self._cond:
+            self._in_use -= 1
+            self._cond.notify()
+
+    def close(self) -> None:
+        """Wake every waiter with False; slots already taken stay taken until released."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()

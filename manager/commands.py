@@ -1,0 +1,406 @@
+"""The manager's sub-commands: `manager`, `run`, `status`, `retry`.
+
+    workqueue manager --source URL --backend local --worker-cmd "CMD ARGS" [--parallelism N]
+                      [--state-dir DIR] [--timeout S] [--max-attempts N] [--once] [--watch] …
+    workqueue run DIR --suffix .mp4 [--parallelism N] -- CMD ARGS…
+    workqueue status [--state-dir DIR]
+    workqueue retry NAME [--state-dir DIR]
+
+User mistakes (a missing command, a bad URL, a busy state directory) are one line and exit 2.
+A `--once` run exits 0 when every item succeeded, 1 when any failed (each named, with the tail of
+its log), 130/143 when interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shlex
+import shutil
+import signal
+import sys
+import threading
+import time
+
+from .ledger import Ledger, LedgerBusy, State
+from .reconciler import Result
+
+DEFAULT_STATE_DIR = ".workqueue"
+log = logging.getLogger("workqueue.manager")
+
+
+# -- argument types ------------------------------------------------------------------------
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1: {text!r}")
+    return int(text)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0 seconds: {text!r}")
+    return value
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--parallelism", type=_positive_int, default=2, help="units of work at once (default 2)"
+    )
+    p.add_argument(
+        "--state-dir",
+        default=DEFAULT_STATE_DIR,
+        help=f"ledger and logs (default {DEFAULT_STATE_DIR})",
+    )
+    p.add_argument("--timeout", type=_seconds, help="kill a worker after this many seconds")
+    p.add_argument(
+        "--max-attempts",
+        type=_positive_int,
+        default=3,
+        help="tries per item before it stays failed (default 3)",
+    )
+    p.add_argument(
+        "--retry-backoff",
+        type=_seconds,
+        default=1.0,
+        help="first retry delay in seconds, doubling per failure (default 1)",
+    )
+    p.add_argument(
+        "--grace",
+        type=_seconds,
+        default=10.0,
+        help="seconds running work gets to finish on SIGTERM/SIGINT (default 10)",
+    )
+
+
+def add_parsers(subparsers, user_error: type[Exception]) -> None:
+    p = subparsers.add_parser(
+        "manager",
+        help="run one unit of work per item a source lists",
+        description="Poll a source ambassador and run the worker once for every item.",
+    )
+    p.add_argument(
+        "--source", required=True, help="the ambassador's URL, e.g. http://127.0.0.1:8080"
+    )
+    p.add_argument(
+        "--backend",
+        choices=["local", "kubernetes"],
+        default="local",
+        help="where work runs (default local)",
+    )
+    p.add_argument("--worker-cmd", help='the worker command, e.g. "thumbnail --size 320"')
+    p.add_argument(
+        "--once",
+        action="store_true",
+        help="process what the source lists now, wait for it, then exit",
+    )
+    p.add_argument(
+        "--poll-interval",
+        type=_seconds,
+        default=10.0,
+        help="seconds between polls, jittered by ±20%% (default 10)",
+    )
+    p.add_argument(
+        "--watch", action="store_true", help="follow the source's watch stream instead of polling"
+    )
+    _add_run_options(p)
+    p.set_defaults(func=lambda a: cmd_manager(a, user_error))
+
+    p = subparsers.add_parser(
+        "run",
+        help="one command: serve DIR and run CMD once for every matching file",
+        description="Start an ambassador on DIR in-process and a local manager with --once.",
+    )
+    p.add_argument("dir", help="folder of items")
+    p.add_argument(
+        "--suffix",
+        action="append",
+        dest="suffixes",
+        metavar="SUFFIX",
+        help="item suffix, repeatable (default .mp4)",
+    )
+    p.add_argument("--recursive", action="store_true", help="include subfolders")
+    p.add_argument(
+        "--settle",
+        type=float,
+        default=2.0,
+        help="seconds a fresh file must hold still before it counts (default 2)",
+    )
+    _add_run_options(p)
+    p.set_defaults(func=lambda a: cmd_run(a, user_error), command=[])
+    p.usage = "workqueue run DIR [--suffix .mp4]… [options] -- CMD ARGS…"
+
+    p = subparsers.add_parser("status", help="what the local ledger says")
+    p.add_argument("--state-dir", default=DEFAULT_STATE_DIR)
+    p.add_argument("--recent", type=_positive_int, default=10, help="recent items to show")
+    p.set_defaults(func=lambda a: cmd_status(a, user_error))
+
+    p = subparsers.add_parser("retry", help="run a failed item again")
+    p.add_argument("name", help="the item's name")
+    p.add_argument("--state-dir", default=DEFAULT_STATE_DIR)
+    p.set_defaults(func=lambda a: cmd_retry(a, user_error))
+
+
+# -- shared plumbing -----------------------------------------------------------------------
+
+
+def _setup_logging() -> None:
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s"
+    )
+
+
+def _worker_argv(words: list[str], user_error) -> list[str]:
+    if not words:
+        raise user_error("no worker command given")
+    exe = words[0]
+    if os.sep in exe:
+        if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
+            raise user_error(f"worker command is not an executable file: {exe}")
+    elif shutil.which(exe) is None:
+        raise user_error(f"worker command not found on PATH: {exe}")
+    return words
+
+
+def _open_ledger(state_dir: str, user_error, *, exclusive: bool = True) -> Ledger:
+    try:
+        return Ledger(state_dir).open(exclusive=exclusive)
+    except LedgerBusy as exc:
+        raise user_error(str(exc)) from None
+    except OSError as exc:
+        raise user_error(f"cannot use state directory {state_dir}: {exc.strerror}") from None
+
+
+def _install_signal_handlers(manager) -> dict:
+    got: dict[str, int] = {}
+
+    def handler(signum, _frame):
+        got["signal"] = signum
+        log.warning(
+            "%s: stopping; running work gets %gs to finish",
+            signal.Signals(signum).name,
+            manager.options.grace,
+        )
+        manager.stop()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, handler)
+        signal.signal(signal.SIGINT, handler)
+    return got
+
+
+def _build_manager(source_url: str, argv: list[str], args, user_error):
+    from .backends.local import LocalBackend, end_process_group
+    from .runner import Manager, ManagerOptions
+    from .source_client import SourceClient, SourceProtocolError
+
+    try:
+        client = SourceClient(source_url)
+    except SourceProtocolError as exc:
+        raise user_error(str(exc)) from None
+    ledger = _open_ledger(args.state_dir, user_error)
+    recovered = ledger.recover(end_process_group)
+    if recovered:
+        log.warning(
+            "%d item(s) were running when the last manager stopped; they run again", len(recovered)
+        )
+    backend = LocalBackend(argv, ledger.state_dir, timeout=args.timeout)
+    options = ManagerOptions(
+        parallelism=args.parallelism,
+        max_attempts=args.max_attempts,
+        poll_interval=getattr(args, "poll_interval", 10.0),
+        watch=getattr(args, "watch", False),
+        once=True,
+        retry_backoff=args.retry_backoff,
+        grace=args.grace,
+    )
+    return Manager(client, ledger, backend, options), ledger
+
+
+def _run_once(manager, ledger) -> int:
+    from .once import run_with_progress
+
+    got = _install_signal_handlers(manager)
+    report = run_with_progress(manager)
+    code = print_summary(report, ledger)
+    if report.interrupted:
+        return 128 + got.get("signal", signal.SIGINT)
+    return code
+
+
+# -- commands ------------------------------------------------------------------------------
+
+
+def cmd_manager(args, user_error) -> int:
+    if args.backend == "kubernetes":
+        raise user_error("the kubernetes backend is not in this build yet; use --backend local")
+    if not args.worker_cmd:
+        raise user_error("--worker-cmd is required with --backend local")
+    argv = _worker_argv(shlex.split(args.worker_cmd), user_error)
+    _setup_logging()
+    from .source_client import SourceProtocolError
+
+    manager, ledger = _build_manager(args.source, argv, args, user_error)
+    try:
+        if args.once:
+            return _run_once(manager, ledger)
+        manager.options.once = False
+        got = _install_signal_handlers(manager)
+        log.info(
+            "manager: source %s, parallelism %d, state %s",
+            args.source,
+            args.parallelism,
+            ledger.state_dir,
+        )
+        manager.run_forever()
+        return 128 + got["signal"] if "signal" in got else 0
+    except SourceProtocolError as exc:
+        raise user_error(str(exc)) from None
+    finally:
+        ledger.close()
+
+
+def cmd_run(args, user_error) -> int:
+    if not args.command:
+        raise user_error("give the worker command after --, e.g. workqueue run DIR -- CMD ARGS")
+    argv = _worker_argv(args.command, user_error)
+    if not os.path.isdir(args.dir):
+        raise user_error(f"not a folder: {args.dir}")
+    _setup_logging()
+    from .inprocess import serve_folder
+
+    try:
+        server = serve_folder(
+            args.dir, args.suffixes or [".mp4"], recursive=args.recursive, settle=args.settle
+        )
+    except ValueError as exc:
+        raise user_error(str(exc)) from None
+    try:
+        server.wait_settled()
+        manager, ledger = _build_manager(server.url, argv, args, user_error)
+        try:
+            return _run_once(manager, ledger)
+        finally:
+            ledger.close()
+    finally:
+        server.stop()
+
+
+def cmd_status(args, user_error) -> int:
+    if not os.path.exists(os.path.join(args.state_dir, "ledger.sqlite3")):
+        raise user_error(f"no ledger in {args.state_dir} (has a manager run there?)")
+    ledger = _open_ledger(args.state_dir, user_error, exclusive=False)
+    try:
+        counts = ledger.counts()
+        total = sum(counts.values())
+        print(
+            f"{total} items in {ledger.state_dir}: "
+            + ", ".join(f"{counts[s.value]} {s.value}" for s in State)
+        )
+        recent = ledger.rows("finished IS NOT NULL", order="finished DESC", limit=args.recent)
+        if recent:
+            print("\nrecent:")
+            for r in recent:
+                took = (r.finished - r.started) if r.started and r.finished else 0.0
+                print(f"  {r.state:9} {r.name}  ({took:.1f}s, attempt {r.attempts})")
+        failed = ledger.rows("state='failed'", order="finished DESC")
+        if failed:
+            print("\nfailed:")
+            for r in failed:
+                print(
+                    f"  {r.name}: {r.last_error or 'failed'} after {r.attempts} attempt(s)"
+                    f"  log: {r.log_path}"
+                )
+        running = ledger.rows("state='running'")
+        if running:
+            print("\nrunning:")
+            for r in running:
+                print(f"  {r.name} (attempt {r.attempts}, for {time.time() - r.started:.0f}s)")
+    finally:
+        ledger.close()
+    return 0
+
+
+def cmd_retry(args, user_error) -> int:
+    if not os.path.exists(os.path.join(args.state_dir, "ledger.sqlite3")):
+        raise user_error(f"no ledger in {args.state_dir} (has a manager run there?)")
+    try:
+        ledger = Ledger(args.state_dir).open(exclusive=True)
+        busy = False
+    except LedgerBusy:
+        ledger = _open_ledger(args.state_dir, user_error, exclusive=False)
+        busy = True
+    try:
+        current = ledger.state(args.name)
+        if current is None:
+            raise user_error(f"no item named {args.name!r} in {ledger.state_dir}")
+        if current[0] != State.FAILED.value:
+            raise user_error(f"{args.name!r} is {current[0]}, not failed: nothing to retry")
+        if busy:
+            ledger.request_retry(args.name)
+            print(f"{args.name}: the running manager will run it again")
+        else:
+            ledger.retry(args.name)
+            print(f"{args.name}: pending again; the next manager run will run it")
+    finally:
+        ledger.close()
+    return 0
+
+
+# -- the summary of a --once run -----------------------------------------------------------
+
+
+def _log_tail(path: str | None, lines: int = 5) -> list[str]:
+    if not path or not os.path.exists(path):
+        return []
+    with open(path, "rb") as f:
+        f.seek(max(0, os.path.getsize(path) - 8192))
+        text = f.read().decode("utf-8", "replace")
+    return [ln for ln in text.splitlines() if ln.strip()][-lines:]
+
+
+def print_summary(report, ledger: Ledger, out=None) -> int:
+    """Print what the run did; return the exit code (0 all succeeded, 1 any failed)."""
+    from .measure import measure_run
+
+    out = out or sys.stdout
+    done_now = report.names_with(Result.SUCCEEDED)
+    failed = report.names_with(Result.FAILED)
+    skipped = report.names_with(Result.SKIPPED)
+    gone = report.names_with(Result.GONE)
+    already_failed = [n for n in skipped if (ledger.state(n) or ("",))[0] == State.FAILED.value]
+    already_done = [n for n in skipped if n not in already_failed]
+    unfinished = [n for n in report.targets if n not in report.results]
+    took = report.finished - report.started
+    parts = [f"{len(done_now)} succeeded"]
+    if already_done:
+        parts.append(f"{len(already_done)} already done")
+    parts.append(f"{len(failed) + len(already_failed)} failed")
+    if gone:
+        parts.append(f"{len(gone)} gone from the source")
+    if unfinished:
+        parts.append(f"{len(unfinished)} not finished (interrupted)")
+    print(
+        f"workqueue: {len(report.targets)} items: " + ", ".join(parts) + f" in {took:.1f}s",
+        file=out,
+    )
+    for name in failed + already_failed:
+        row = ledger.row(name)
+        error = row.last_error if row else "failed"
+        attempts = row.attempts if row else 0
+        print(
+            f"failed: {name} ({error}, {attempts} attempt(s)); log: {row.log_path if row else '-'}",
+            file=out,
+        )
+        for line in _log_tail(row.log_path if row else None):
+            print(f"    | {line}", file=out)
+    figures = measure_run(ledger, report.targets)
+    if figures is not None:
+        print(figures.describe(), file=out)
+    return 1 if failed or already_failed or unfinished else 0

@@ -1,0 +1,82 @@
+"""Measured arrival and service times of items, from the local ledger.
+
+Interarrival: gaps between the first-seen times of items, in arrival order. Service: finished -
+started of items that ran to an end (queue wait excluded, as shared/seeds/002 defines it). Each
+comes with its coefficient of variation (stdev / mean), which says how far the measurements are
+from the exponential times the M/M/c model assumes (cv = 1 for exponential; 0 for clockwork).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from .ledger import Ledger, Row
+
+# Items first seen within this many seconds of each other arrived "together" (one listing).
+BURST_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class Measured:
+    items: int
+    services: int
+    mean_interarrival: float | None
+    cv_interarrival: float | None
+    mean_service: float | None
+    cv_service: float | None
+    burst: bool  # every item arrived together: interarrival says nothing about a rate
+
+    def describe(self) -> str:
+        parts = []
+        if self.mean_service is not None:
+            parts.append(
+                f"mean service time {self.mean_service:.2f}s over {self.services} "
+                f"run(s) (cv {self.cv_service:.2f})"
+            )
+        if self.burst:
+            parts.append(
+                f"mean interarrival 0.00s: all {self.items} items arrived together "
+                "(a backlog to drain, not a rate)"
+            )
+        elif self.mean_interarrival is not None:
+            parts.append(
+                f"mean interarrival {self.mean_interarrival:.2f}s (cv {self.cv_interarrival:.2f})"
+            )
+        return "measured: " + "; ".join(parts) if parts else "measured: nothing finished yet"
+
+
+def _cv(values: list[float]) -> float | None:
+    if len(values) < 2:
+        return None
+    mean = statistics.fmean(values)
+    return statistics.pstdev(values) / mean if mean > 0 else None
+
+
+def measure_rows(rows: Iterable[Row]) -> Measured | None:
+    rows = list(rows)
+    if not rows:
+        return None
+    arrivals = sorted(r.first_seen for r in rows)
+    gaps = [b - a for a, b in zip(arrivals, arrivals[1:], strict=False)]
+    services = [
+        r.finished - r.started
+        for r in rows
+        if r.started is not None and r.finished is not None and r.finished >= r.started
+    ]
+    burst = len(arrivals) > 1 and arrivals[-1] - arrivals[0] <= BURST_SECONDS
+    return Measured(
+        items=len(rows),
+        services=len(services),
+        mean_interarrival=statistics.fmean(gaps) if gaps else None,
+        cv_interarrival=_cv(gaps),
+        mean_service=statistics.fmean(services) if services else None,
+        cv_service=_cv(services),
+        burst=burst,
+    )
+
+
+def measure_run(ledger: Ledger, names: list[str]) -> Measured | None:
+    wanted = set(names)
+    return measure_rows(r for r in ledger.rows() if r.name in wanted)

@@ -1,0 +1,109 @@
+"""Learning what items exist: poll the source on a jittered period, or follow its watch stream.
+
+Jitter: every period is drawn from interval·[1-j, 1+j] (j = 0.2 by default). A fixed ticker
+keeps rival managers polling in the same phase forever, so they keep racing for the same items
+(shared/seeds/001); jitter makes their relative phase drift.
+
+Each listing is diffed against the ledger (`needs_work`): only names that still need work are
+added to the queue, so a poll over 100,000 finished items costs one dict lookup per name.
+New names are recorded in the ledger when first seen (their arrival time is what the stability
+calculator measures).
+
+An unreachable source is logged once when it goes away and once when it is back; the poller
+keeps trying at its period and loses nothing (the ledger and the source still hold everything).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Callable
+
+from .source_client import SourceClient, SourceError, SourceProtocolError
+
+log = logging.getLogger("workqueue.manager")
+
+
+def jittered(interval: float, jitter: float, rng: random.Random) -> float:
+    return interval * (1.0 + rng.uniform(-jitter, jitter))
+
+
+class Poller:
+    def __init__(
+        self,
+        client: SourceClient,
+        enqueue: Callable[[list[str]], None],
+        *,
+        interval: float = 10.0,
+        jitter: float = 0.2,
+        rng: random.Random | None = None,
+        stop: threading.Event | None = None,
+    ) -> None:
+        if not 0 <= jitter < 1:
+            raise ValueError("jitter must be in [0, 1)")
+        self.client = client
+        self.enqueue = enqueue
+        self.interval = interval
+        self.jitter = jitter
+        self.rng = rng or random.Random()
+        self.stop = stop or threading.Event()
+        self.source_down = False
+        self.polls = 0
+
+    def poll_once(self) -> list[str] | None:
+        """List the source and enqueue what needs work. None when the source is unreachable."""
+        names = self.poll_once_listing()
+        if names is not None:
+            self.enqueue(names)
+        return names
+
+    def poll_once_listing(self) -> list[str] | None:
+        """List the source (logging outages once); None when it is unreachable."""
+        try:
+            names = self.client.list_items()
+        except SourceProtocolError:
+            raise
+        except SourceError as exc:
+            if not self.source_down:
+                log.warning("%s; will keep trying every ~%gs", exc, self.interval)
+            self.source_down = True
+            return None
+        if self.source_down:
+            log.warning("source %s is back", self.client.base_url)
+        self.source_down = False
+        self.polls += 1
+        return names
+
+    def run(self) -> None:
+        """Poll until `stop` is set."""
+        while not self.stop.is_set():
+            self.poll_once()
+            self.stop.wait(jittered(self.interval, self.jitter, self.rng))
+
+    def follow_watch(self) -> None:
+        """Follow the watch stream until `stop` is set; reconnect (with jittered backoff) when it
+        breaks. Every (re)connection starts with ADDED for every current item: a re-list."""
+        backoff = 0.5
+        while not self.stop.is_set():
+            try:
+                batch: list[str] = []
+                for event in self.client.watch(timeout_seconds=max(30, int(self.interval * 6))):
+                    if self.source_down:
+                        log.warning("source %s is back", self.client.base_url)
+                        self.source_down = False
+                    backoff = 0.5
+                    if event.get("type") == "ADDED":
+                        batch.append(event["item"])
+                        self.enqueue(batch)
+                        batch = []
+                    if self.stop.is_set():
+                        return
+            except SourceProtocolError:
+                raise
+            except SourceError as exc:
+                if not self.source_down:
+                    log.warning("%s; reconnecting", exc)
+                self.source_down = True
+            self.stop.wait(jittered(backoff, self.jitter, self.rng))
+            backoff = min(backoff * 2, self.interval)

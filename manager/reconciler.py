@@ -1,0 +1,113 @@
+"""One item at a time: decide, take capacity, fetch, record, dispatch, record.
+
+`reconcile(name)` is level-based (shared/seeds/000): it looks at what the ledger says *now* and
+makes reality match - so being handed the same name twice is harmless:
+
+    succeeded, or running             -> nothing to do
+    failed with no attempts left      -> nothing to do (stays failed until `workqueue retry`)
+    otherwise                         -> wait for a capacity slot      (before anything else:
+                                         shared/seeds/001)
+                                      -> GET /api/v1/items/<name>      (gone -> nothing to do)
+                                      -> ledger: running, attempt n
+                                      -> backend.run(...)              (blocks until it ends)
+                                      -> ledger: succeeded | failed | pending (interrupted)
+
+The caller (the manager's worker loop) follows the seed's pattern with the `Result`:
+RETRY -> `add_rate_limited(name)`; anything else -> `forget(name)`; always `done(name)`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from enum import StrEnum
+
+from .backends.base import Outcome
+from .capacity import Capacity
+from .ledger import Ledger, State
+from .source_client import SourceClient
+
+log = logging.getLogger("workqueue.manager")
+
+
+class Result(StrEnum):
+    SKIPPED = "skipped"  # already succeeded, running, or out of attempts
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"  # failed for good (no attempts left)
+    RETRY = "retry"  # failed or could not start; try again after a backoff
+    GONE = "gone"  # the source no longer has it
+    STOPPED = "stopped"  # the manager is stopping; the item stays pending
+
+
+class Reconciler:
+    def __init__(
+        self,
+        ledger: Ledger,
+        client: SourceClient,
+        backend,
+        capacity: Capacity,
+        *,
+        max_attempts: int = 3,
+        on_outcome: Callable[[str, Result, Outcome | None], None] | None = None,
+    ) -> None:
+        self.ledger = ledger
+        self.client = client
+        self.backend = backend
+        self.capacity = capacity
+        self.max_attempts = max_attempts
+        self.on_outcome = on_outcome
+
+    def needs_work(self, name: str) -> bool:
+        """False when the ledger says there is nothing to do for `name` (the poller's diff)."""
+        current = self.ledger.state(name)
+        if current is None:
+            return True
+        state, attempts = current
+        if state in (State.SUCCEEDED, State.RUNNING):
+            return False
+        return not (state == State.FAILED and attempts >= self.max_attempts)
+
+    def reconcile(self, name: str) -> Result:
+        result, outcome = self._reconcile(name)
+        if self.on_outcome is not None:
+            self.on_outcome(name, result, outcome)
+        return result
+
+    def _reconcile(self, name: str) -> tuple[Result, Outcome | None]:
+        if not self.needs_work(name):
+            return Result.SKIPPED, None
+        if not self.capacity.acquire():
+            return Result.STOPPED, None
+        try:
+            data = self.client.get_item(name)  # SourceUnavailable propagates: caller retries
+            if data is None:
+                return Result.GONE, None
+            self.ledger.see([name])
+            attempt = self.ledger.start(name, self.backend.log_path(name))
+            outcome = self.backend.run(
+                name,
+                data,
+                attempt,
+                lambda pgid, start: self.ledger.record_process(name, pgid, start),
+            )
+            if outcome.interrupted:
+                self.ledger.requeue(name)
+                return Result.STOPPED, outcome
+            self.ledger.finish(name, outcome.succeeded, outcome.exit_code, outcome.error)
+            if outcome.succeeded:
+                return Result.SUCCEEDED, outcome
+            if attempt >= self.max_attempts:
+                log.warning(
+                    "%s failed for good after %d attempts: %s", name, attempt, outcome.error
+                )
+                return Result.FAILED, outcome
+            log.info(
+                "%s failed (attempt %d of %d): %s; will retry",
+                name,
+                attempt,
+                self.max_attempts,
+                outcome.error,
+            )
+            return Result.RETRY, outcome
+        finally:
+            self.capacity.release()

@@ -1,0 +1,231 @@
+"""The manager: a poller feeding a rate-limited dedup queue, drained by worker threads that
+reconcile one item each (the generic loop of shared/seeds/002: list -> diff -> dispatch ->
+track completion).
+
+    poller / watch ──add(name)──► RateLimitingQueue ──get()──► worker thread ─► Reconciler
+                                        ▲                          │
+                                        └── add_rate_limited ◄─────┘ (RETRY), else forget; done
+
+There are as many worker threads as the most units of work that may ever run at once; the
+`Capacity` limit (the parallelism) decides how many actually do. Stopping (SIGTERM/SIGINT, or the
+end of a `--once` run) shuts the queue, closes capacity so nothing new starts, and gives running
+work a grace period before the backend ends it; interrupted items go back to pending.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .backends.base import Outcome
+from .capacity import Capacity
+from .ledger import Ledger, State
+from .poller import Poller
+from .reconciler import Reconciler, Result
+from .source_client import SourceClient, SourceError, SourceProtocolError
+from .workqueue import ItemExponentialFailureRateLimiter, RateLimitingQueue
+
+log = logging.getLogger("workqueue.manager")
+
+TERMINAL = {Result.SUCCEEDED, Result.FAILED, Result.GONE, Result.SKIPPED}
+
+
+@dataclass
+class ManagerOptions:
+    parallelism: int = 2
+    max_parallelism: int | None = None  # worker threads; >= parallelism (the autoscaler's room)
+    max_attempts: int = 3
+    poll_interval: float = 10.0
+    watch: bool = False
+    once: bool = False
+    retry_backoff: float = 1.0
+    retry_backoff_cap: float = 300.0
+    grace: float = 10.0
+
+
+@dataclass
+class RunReport:
+    """What a `--once` run did, item by item."""
+
+    targets: list[str]
+    results: dict[str, Result] = field(default_factory=dict)
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
+    started: float = 0.0
+    finished: float = 0.0
+    interrupted: bool = False
+
+    def names_with(self, *results: Result) -> list[str]:
+        return [n for n in self.targets if self.results.get(n) in results]
+
+
+class Manager:
+    def __init__(
+        self,
+        client: SourceClient,
+        ledger: Ledger,
+        backend,
+        options: ManagerOptions,
+        *,
+        on_result: Callable[[str, Result], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.ledger = ledger
+        self.backend = backend
+        self.options = options
+        self.capacity = Capacity(options.parallelism)
+        self.queue = RateLimitingQueue(
+            "items",
+            rate_limiter=ItemExponentialFailureRateLimiter(
+                options.retry_backoff, options.retry_backoff_cap
+            ),
+        )
+        self.reconciler = Reconciler(
+            ledger,
+            client,
+            backend,
+            self.capacity,
+            max_attempts=options.max_attempts,
+            on_outcome=self._on_outcome,
+        )
+        self.stop_event = threading.Event()
+        self.poller = Poller(
+            client, self.enqueue, interval=options.poll_interval, stop=self.stop_event
+        )
+        self.on_result = on_result
+        self._report: RunReport | None = None
+        self._report_cond = threading.Condition()
+        self._workers: list[threading.Thread] = []
+        self._stopping = threading.Lock()
+        self._stopped = False
+
+    # -- feeding the queue -----------------------------------------------------------------
+
+    def enqueue(self, names: list[str]) -> None:
+        """Record new names, then queue every name that still needs work (including any that
+        `workqueue retry` asked for since the last time)."""
+        self.ledger.see(names)
+        for name in self.ledger.take_retry_requests():
+            self.queue.add(name)
+        needs_work = self.reconciler.needs_work
+        for name in names:
+            if needs_work(name):
+                self.queue.add(name)
+
+    # -- the worker loop -------------------------------------------------------------------
+
+    def _work(self) -> None:
+        while True:
+            name, shutdown = self.queue.get()
+            if shutdown:
+                return
+            try:
+                result = self.reconciler.reconcile(name)
+            except SourceProtocolError as exc:
+                log.error("%s", exc)
+                result = Result.RETRY
+                self._note(name, result, None)
+            except SourceError as exc:
+                log.warning("%s: cannot fetch item data (%s); will retry", name, exc)
+                result = Result.RETRY
+                self._note(name, result, None)
+            except Exception:
+                log.exception("%s: unexpected error; will retry", name)
+                result = Result.RETRY
+                self._note(name, result, None)
+            try:
+                if result == Result.RETRY and not self.stop_event.is_set():
+                    self.queue.add_rate_limited(name)
+                else:
+                    self.queue.forget(name)
+            finally:
+                self.queue.done(name)
+
+    def _on_outcome(self, name: str, result: Result, outcome: Outcome | None) -> None:
+        self._note(name, result, outcome)
+
+    def _note(self, name: str, result: Result, outcome: Outcome | None) -> None:
+        if self.on_result is not None and result in TERMINAL | {Result.RETRY}:
+            self.on_result(name, result)
+        report = self._report
+        if report is None:
+            return
+        with self._report_cond:
+            if outcome is not None:
+                report.outcomes[name] = outcome
+            if result in TERMINAL and name not in report.results:
+                report.results[name] = result
+                self._report_cond.notify_all()
+
+    # -- running ---------------------------------------------------------------------------
+
+    def start_workers(self) -> None:
+        count = max(self.options.parallelism, self.options.max_parallelism or 0)
+        for i in range(count):
+            t = threading.Thread(target=self._work, name=f"worker-{i + 1}", daemon=True)
+            t.start()
+            self._workers.append(t)
+
+    def run_forever(self) -> None:
+        """Poll (or watch) and work until `stop()`."""
+        self.start_workers()
+        follow = self.poller.follow_watch if self.options.watch else self.poller.run
+        feeder = threading.Thread(target=follow, name="poller", daemon=True)
+        feeder.start()
+        self.stop_event.wait()
+        self._drain()
+
+    def run_once(self, on_start: Callable[[RunReport], None] | None = None) -> RunReport:
+        """Process every item the source lists now; return when each has finished (or stop())."""
+        names = self._first_listing()
+        report = RunReport(targets=sorted(set(names)), started=time.time())
+        with self._report_cond:
+            self._report = report
+            self.ledger.see(report.targets)
+            for name in report.targets:
+                if not self.reconciler.needs_work(name):
+                    report.results[name] = Result.SKIPPED
+        if on_start is not None:
+            on_start(report)
+        self.start_workers()
+        self.enqueue(report.targets)
+        with self._report_cond:
+            while len(report.results) < len(report.targets) and not self.stop_event.is_set():
+                self._report_cond.wait(0.5)
+        report.interrupted = self.stop_event.is_set()
+        report.finished = time.time()
+        self.stop_event.set()
+        self._drain()
+        return report
+
+    def _first_listing(self) -> list[str]:
+        delay = 0.5
+        while not self.stop_event.is_set():
+            names = self.poller.poll_once_listing()
+            if names is not None:
+                return names
+            self.stop_event.wait(delay)
+            delay = min(delay * 2, self.options.poll_interval)
+        return []
+
+    def stop(self) -> None:
+        """Stop taking items; running work gets the grace period (see the module docstring)."""
+        self.stop_event.set()
+        with self._report_cond:
+            self._report_cond.notify_all()
+
+    def _drain(self) -> None:
+        with self._stopping:
+            if self._stopped:
+                return
+            self._stopped = True
+        self.queue.shut_down()
+        self.capacity.close()
+        self.backend.shutdown(self.options.grace)
+        for t in self._workers:
+            t.join()
+        leftover = [r.name for r in self.ledger.rows("state=?", (State.RUNNING.value,))]
+        for name in leftover:  # never leave an item marked running
+            self.ledger.requeue(name)

@@ -1,0 +1,155 @@
+"""The manager's client of the source API (shared/seeds/002): list names, get one item, watch.
+
+Every call retries connection errors, timeouts and 5xx answers with exponential backoff, then
+raises `SourceUnavailable` - one line saying what failed and where, never a traceback for the
+user. An answer that is not the API (not JSON, wrong `kind`, wrong shape) raises
+`SourceProtocolError`: that is a misconfiguration (a wrong URL), and retrying will not fix it.
+A 404 for one item is not an error of the source: `get_item` returns None (the item is gone).
+
+One `requests.Session` is kept, so polls and item fetches reuse a keep-alive connection.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import quote
+
+import requests
+
+PAGE_SIZE = 10_000
+
+
+class SourceError(Exception):
+    """Base of the source client's errors; str() is a one-line message for the user."""
+
+
+class SourceUnavailable(SourceError):
+    """The source did not answer usefully (down, timing out, 5xx) after the retries."""
+
+
+class SourceProtocolError(SourceError):
+    """The source answered something that is not the items API."""
+
+
+class SourceClient:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        retries: int = 3,
+        backoff: float = 0.2,
+        timeout: float = 10.0,
+        session: requests.Session | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise SourceProtocolError(f"source URL must start with http:// or https://: {base_url}")
+        self.base_url = base_url.rstrip("/")
+        self.retries = retries
+        self.backoff = backoff
+        self.timeout = timeout
+        self.session = session or requests.Session()
+        self.sleep = sleep
+
+    # -- calls -----------------------------------------------------------------------------
+
+    def list_items(self) -> list[str]:
+        """Every item name, following `continue` tokens page by page."""
+        names: list[str] = []
+        token = ""
+        while True:
+            params = {"limit": str(PAGE_SIZE)}
+            if token:
+                params["continue"] = token
+            body = self._get_json("/api/v1/items", params, expect_kind="ItemList")
+            items = body.get("items")
+            if not isinstance(items, list) or not all(isinstance(n, str) for n in items):
+                raise SourceProtocolError(f"{self.base_url}: ItemList.items is not a list of names")
+            names.extend(items)
+            metadata = body.get("metadata") or {}
+            token = metadata.get("continue") if isinstance(metadata, dict) else None
+            if not token:
+                return names
+
+    def get_item(self, name: str) -> dict[str, Any] | None:
+        """The item's `data`, or None when the source says it does not exist (404)."""
+        body = self._get_json(
+            "/api/v1/items/" + quote(name, safe="/"), None, expect_kind="Item", allow_404=True
+        )
+        if body is None:
+            return None
+        data = body.get("data")
+        if not isinstance(data, dict):
+            raise SourceProtocolError(f"{self.base_url}: Item.data for {name!r} is not an object")
+        return data
+
+    def watch(self, timeout_seconds: int | None = None) -> Iterator[dict[str, str]]:
+        """Follow the watch stream: {"type": "ADDED"|"DELETED", "item": name} events. Ends when
+        the stream ends; raises SourceUnavailable when it cannot be opened or breaks."""
+        params = {"watch": "true"}
+        if timeout_seconds:
+            params["timeoutSeconds"] = str(timeout_seconds)
+        url = self.base_url + "/api/v1/items"
+        try:
+            with self.session.get(url, params=params, stream=True, timeout=(5, None)) as r:
+                if r.status_code != 200:
+                    raise SourceUnavailable(f"{url}?watch=true answered HTTP {r.status_code}")
+                for line in r.iter_lines(chunk_size=None):
+                    if not line:
+                        continue
+                    try:
+                        event = json.loads(line)
+                    except ValueError:
+                        raise SourceProtocolError(f"{url}: watch stream is not JSON") from None
+                    if isinstance(event, dict) and isinstance(event.get("item"), str):
+                        yield event
+        except requests.RequestException as exc:
+            raise SourceUnavailable(f"watch stream of {url} broke: {_short(exc)}") from None
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    def _get_json(self, path: str, params, *, expect_kind: str, allow_404: bool = False):
+        url = self.base_url + path
+        last = "no answer"
+        for attempt in range(self.retries + 1):
+            if attempt:
+                self.sleep(self.backoff * 2 ** (attempt - 1))
+            try:
+                r = self.session.get(url, params=params, timeout=self.timeout)
+            except requests.RequestException as exc:
+                last = _short(exc)
+                continue
+            if r.status_code >= 500 or r.status_code == 429:
+                last = f"HTTP {r.status_code}"
+                continue
+            if r.status_code == 404 and allow_404 and _is_status(r):
+                return None
+            hint = "is it the items API?"
+            if r.status_code != 200:
+                raise SourceProtocolError(f"{url} answered HTTP {r.status_code}: {hint}")
+            try:
+                body = r.json()
+            except ValueError:
+                raise SourceProtocolError(f"{url} did not answer JSON: {hint}") from None
+            if not isinstance(body, dict) or body.get("kind") != expect_kind:
+                raise SourceProtocolError(f"{url} did not answer a {expect_kind}: {hint}")
+            return body
+        raise SourceUnavailable(f"source {self.base_url} unreachable ({last})")
+
+
+def _is_status(response: requests.Response) -> bool:
+    try:
+        return response.json().get("kind") == "Status"
+    except ValueError:
+        return False
+
+
+def _short(exc: Exception) -> str:
+    if isinstance(exc, requests.ConnectionError):
+        return "connection refused or reset"
+    if isinstance(exc, requests.Timeout):
+        return "timed out"
+    return type(exc).__name__

@@ -1,0 +1,290 @@
+"""The local backend end to end: a real ambassador on loopback, the manager as a real process,
+workers as real processes. Each worker invocation leaves a marker, so "exactly once" is counted,
+not assumed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import time
+from collections import Counter
+
+from ..conftest import free_port, wait_until
+from .conftest import spawn_workqueue, workqueue
+
+
+def make_items(folder, names):
+    folder.mkdir(exist_ok=True)
+    old = 1_000_000_000
+    for name in names:
+        path = folder / name
+        path.write_bytes(b"x")
+        os.utime(path, (old, old))
+
+
+def ledger_states(state_dir) -> dict[str, str]:
+    with sqlite3.connect(state_dir / "ledger.sqlite3") as db:
+        return dict(db.execute("SELECT name, state FROM items"))
+
+
+def manager_once(server, worker, state_dir, *extra, env=None, cwd=None):
+    return workqueue(
+        "manager",
+        "--source",
+        server.url,
+        "--backend",
+        "local",
+        "--worker-cmd",
+        str(worker.path),
+        "--state-dir",
+        state_dir,
+        "--once",
+        *extra,
+        env=env,
+        cwd=cwd,
+    )
+
+
+def test_every_item_is_processed_exactly_once_and_a_rerun_does_nothing(
+    tmp_path, ambassador_server, marker_worker
+):
+    names = [f"clip-{i:02d}.mp4" for i in range(30)]
+    make_items(tmp_path / "videos", names)
+    server = ambassador_server(tmp_path / "videos")
+    state = tmp_path / "state"
+    r = manager_once(server, marker_worker, state, "--parallelism", "3")
+    assert r.returncode == 0, r.stderr
+    assert "30 items: 30 succeeded, 0 failed" in r.stdout
+    assert Counter(marker_worker.started()) == Counter(names)
+    assert Counter(marker_worker.ended()) == Counter(names)
+    r = manager_once(server, marker_worker, state)
+    assert r.returncode == 0
+    assert "0 succeeded, 30 already done, 0 failed" in r.stdout
+    assert len(marker_worker.started()) == 30
+    status = workqueue("status", "--state-dir", state)
+    assert "30 items" in status.stdout and "30 succeeded" in status.stdout
+
+
+def test_a_failing_item_fails_alone_is_retried_and_named(
+    tmp_path, ambassador_server, marker_worker
+):
+    names = ["a.mp4", "will-fail.mp4", "c.mp4"]
+    make_items(tmp_path / "videos", names)
+    server = ambassador_server(tmp_path / "videos")
+    state = tmp_path / "state"
+    r = manager_once(server, marker_worker, state, "--max-attempts", "2", "--retry-backoff", "0.05")
+    assert r.returncode == 1
+    assert "2 succeeded, 1 failed" in r.stdout
+    assert "failed: will-fail.mp4 (exit code 7, 2 attempt(s))" in r.stdout
+    assert "failing on purpose" in r.stdout  # the tail of its log
+    assert Counter(marker_worker.started())["will-fail.mp4"] == 2
+    assert sorted(marker_worker.ended()) == ["a.mp4", "c.mp4"]
+    assert ledger_states(state) == {
+        "a.mp4": "succeeded",
+        "c.mp4": "succeeded",
+        "will-fail.mp4": "failed",
+    }
+    # with no attempts left it stays failed on a rerun, until someone asks for it
+    r = manager_once(server, marker_worker, state, "--max-attempts", "2")
+    assert r.returncode == 1 and Counter(marker_worker.started())["will-fail.mp4"] == 2
+    assert workqueue("retry", "will-fail.mp4", "--state-dir", state).returncode == 0
+    manager_once(server, marker_worker, state, "--max-attempts", "1")
+    assert Counter(marker_worker.started())["will-fail.mp4"] == 3
+
+
+def test_kill_9_mid_batch_then_restart(tmp_path, ambassador_server, marker_worker):
+    names = [f"clip-{i:02d}.mp4" for i in range(16)]
+    make_items(tmp_path / "videos", names)
+    server = ambassador_server(tmp_path / "videos")
+    state = tmp_path / "state"
+    env = dict(os.environ, SLEEP="0.4")
+    first = spawn_workqueue(
+        "manager",
+        "--source",
+        server.url,
+        "--worker-cmd",
+        str(marker_worker.path),
+        "--state-dir",
+        state,
+        "--once",
+        "--parallelism",
+        "2",
+        env=env,
+    )
+    wait_until(lambda: len(marker_worker.ended()) >= 4, timeout=30)
+    first.kill()
+    first.wait()
+    succeeded_before = {n for n, s in ledger_states(state).items() if s == "succeeded"}
+    assert succeeded_before
+    starts_before = Counter(marker_worker.started())
+    r = workqueue(
+        "manager",
+        "--source",
+        server.url,
+        "--worker-cmd",
+        str(marker_worker.path),
+        "--state-dir",
+        state,
+        "--once",
+        "--parallelism",
+        "2",
+        env=env,
+    )
+    assert r.returncode == 0, r.stderr
+    assert set(ledger_states(state).values()) == {"succeeded"}
+    starts_after = Counter(marker_worker.started())
+    for name in succeeded_before:  # never ran again once it had succeeded
+        assert starts_after[name] == starts_before[name] == 1
+    assert set(marker_worker.ended()) == set(names)
+
+
+def test_sigterm_stops_cleanly_and_leaves_nothing_running(
+    tmp_path, ambassador_server, marker_worker
+):
+    make_items(tmp_path / "videos", ["a.mp4", "b.mp4"])
+    server = ambassador_server(tmp_path / "videos")
+    state = tmp_path / "state"
+    proc = spawn_workqueue(
+        "manager",
+        "--source",
+        server.url,
+        "--worker-cmd",
+        str(marker_worker.path),
+        "--state-dir",
+        state,
+        "--once",
+        "--grace",
+        "0.3",
+        env=dict(os.environ, SLEEP="30"),
+    )
+    wait_until(lambda: len(marker_worker.started()) == 2, timeout=20)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 143
+    assert "SIGTERM" in err
+    assert set(ledger_states(state).values()) == {"pending"}
+    r = manager_once(server, marker_worker, state)
+    assert r.returncode == 0 and sorted(marker_worker.ended()) == ["a.mp4", "b.mp4"]
+
+
+def test_the_source_down_at_start_then_up(tmp_path, ambassador_server, marker_worker):
+    make_items(tmp_path / "videos", ["a.mp4", "b.mp4"])
+    port = free_port()
+    state = tmp_path / "state"
+    proc = spawn_workqueue(
+        "manager",
+        "--source",
+        f"http://127.0.0.1:{port}",
+        "--worker-cmd",
+        str(marker_worker.path),
+        "--state-dir",
+        state,
+        "--once",
+        "--poll-interval",
+        "0.5",
+    )
+    time.sleep(2)
+    assert proc.poll() is None, "the manager must wait for its source"
+    ambassador_server(tmp_path / "videos", port=port)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "unreachable" in err and "is back" in err
+    assert err.count("unreachable") == 1, "an outage is logged once, not per poll"
+    assert sorted(marker_worker.ended()) == ["a.mp4", "b.mp4"]
+
+
+def test_the_source_going_away_mid_run_loses_nothing(tmp_path, ambassador_server, marker_worker):
+    names = [f"clip-{i}.mp4" for i in range(6)]
+    make_items(tmp_path / "videos", names)
+    port = free_port()
+    server = ambassador_server(tmp_path / "videos", port=port)
+    state = tmp_path / "state"
+    proc = spawn_workqueue(
+        "manager",
+        "--source",
+        server.url,
+        "--worker-cmd",
+        str(marker_worker.path),
+        "--state-dir",
+        state,
+        "--once",
+        "--parallelism",
+        "1",
+        "--retry-backoff",
+        "0.2",
+        env=dict(os.environ, SLEEP="0.3"),
+    )
+    wait_until(lambda: len(marker_worker.ended()) >= 1, timeout=20)
+    server.stop()
+    time.sleep(2)
+    ambassador_server(tmp_path / "videos", port=port)
+    out, err = proc.communicate(timeout=90)
+    assert proc.returncode == 0, err
+    assert "cannot fetch item data" in err
+    assert Counter(marker_worker.ended()) == Counter(names)
+
+
+def test_hostile_names_reach_the_worker_intact_and_never_a_shell(
+    tmp_path, ambassador_server, marker_worker
+):
+    names = [
+        'it\'s "quoted" $(touch PWNED).mp4',
+        "back`touch PWNED2`tick.mp4",
+        "sp ace ; & | > <.mp4",
+        "vidéo 視頻 ünïcødé.mp4",
+        "tab\tand-dash -rf.mp4",
+    ]
+    make_items(tmp_path / "videos", names)
+    server = ambassador_server(tmp_path / "videos")
+    r = manager_once(server, marker_worker, tmp_path / "state", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert sorted(marker_worker.ended()) == sorted(names)
+    seen_paths = {e["data"]["path"] for e in marker_worker.events()}
+    assert seen_paths == {str(tmp_path / "videos" / n) for n in names}
+    assert not list(tmp_path.rglob("PWNED*"))
+
+
+def test_ten_thousand_items_complete(tmp_path):
+    folder = tmp_path / "many"
+    folder.mkdir()
+    old = 1_000_000_000
+    for i in range(10_000):
+        path = folder / f"{i:05d}.x"
+        path.touch()
+        os.utime(path, (old, old))
+    state = tmp_path / "state"
+    r = workqueue(
+        "run",
+        folder,
+        "--suffix",
+        ".x",
+        "--state-dir",
+        state,
+        "--parallelism",
+        "2",
+        "--",
+        "true",
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "10000 items: 10000 succeeded, 0 failed" in r.stdout
+    states = ledger_states(state)
+    assert len(states) == 10_000 and set(states.values()) == {"succeeded"}
+
+
+def test_user_mistakes_are_one_line_exit_2(tmp_path):
+    cases = [
+        ("manager", "--source", "localhost:1", "--worker-cmd", "true"),
+        ("manager", "--source", "http://127.0.0.1:1", "--worker-cmd", "no-such-cmd-xyz"),
+        ("manager", "--source", "http://127.0.0.1:1"),
+        ("run", tmp_path / "nope", "--", "true"),
+        ("run", tmp_path),
+        ("status", "--state-dir", tmp_path / "empty"),
+        ("manager", "--source", "http://127.0.0.1:1", "--worker-cmd", "true", "--parallelism", "0"),
+    ]
+    for args in cases:
+        r = workqueue(*args, cwd=tmp_path)
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        assert "Traceback" not in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr

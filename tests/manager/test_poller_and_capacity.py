@@ -1,0 +1,76 @@
+"""The poller's jitter and outage logging, and the capacity semaphore."""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+
+import pytest
+
+from manager.capacity import Capacity
+from manager.poller import Poller, jittered
+from manager.source_client import SourceUnavailable
+
+
+def test_jitter_stays_within_bounds_and_varies():
+    rng = random.Random(1)
+    periods = [jittered(10, 0.2, rng) for _ in range(1000)]
+    assert min(periods) >= 8 and max(periods) <= 12
+    assert len({round(p, 6) for p in periods}) > 900
+
+
+class FlakyClient:
+    base_url = "http://source.test"
+
+    def __init__(self, answers):
+        self.answers = list(answers)
+
+    def list_items(self):
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def test_an_outage_is_logged_once_and_nothing_is_lost(caplog):
+    got = []
+    down = SourceUnavailable("source http://source.test unreachable (timed out)")
+    poller = Poller(FlakyClient([["a"], down, down, down, ["a", "b"]]), got.extend)
+    with caplog.at_level(logging.WARNING, logger="workqueue.manager"):
+        for _ in range(5):
+            poller.poll_once()
+    assert got == ["a", "a", "b"]
+    messages = [r.getMessage() for r in caplog.records]
+    assert sum("unreachable" in m for m in messages) == 1
+    assert sum("is back" in m for m in messages) == 1
+
+
+def test_capacity_blocks_at_the_limit_and_follows_a_new_limit():
+    cap = Capacity(1)
+    assert cap.acquire()
+    got = threading.Event()
+    t = threading.Thread(target=lambda: cap.acquire() and got.set())
+    t.start()
+    assert not got.wait(0.05)
+    cap.set_limit(2)
+    assert got.wait(2)
+    cap.release()
+    cap.release()
+    assert cap.in_use == 0
+
+
+def test_capacity_closed_wakes_waiters_with_false():
+    cap = Capacity(1)
+    cap.acquire()
+    result = []
+    t = threading.Thread(target=lambda: result.append(cap.acquire()))
+    t.start()
+    cap.close()
+    t.join(2)
+    assert result == [False]
+
+
+def test_capacity_rejects_nonsense():
+    with pytest.raises(ValueError):
+        Capacity(0)

@@ -1,0 +1,90 @@
+"""The source client's retries and error messages (unit tests of the HTTP client: `responses`)."""
+
+from __future__ import annotations
+
+import pytest
+import responses
+
+from manager.source_client import SourceClient, SourceProtocolError, SourceUnavailable
+
+BASE = "http://source.test"
+
+
+def client(**kw):
+    return SourceClient(BASE, sleep=lambda s: None, **kw)
+
+
+@responses.activate
+def test_list_follows_continue_tokens():
+    responses.get(
+        f"{BASE}/api/v1/items",
+        json={
+            "kind": "ItemList",
+            "apiVersion": "v1",
+            "items": ["a", "b"],
+            "metadata": {"continue": "Yg"},
+        },
+        match=[responses.matchers.query_param_matcher({"limit": "10000"})],
+    )
+    responses.get(
+        f"{BASE}/api/v1/items",
+        json={"kind": "ItemList", "apiVersion": "v1", "items": ["c"], "metadata": {}},
+        match=[responses.matchers.query_param_matcher({"limit": "10000", "continue": "Yg"})],
+    )
+    assert client().list_items() == ["a", "b", "c"]
+
+
+@responses.activate
+def test_5xx_and_connection_errors_are_retried_then_reported_in_one_line():
+    responses.get(f"{BASE}/api/v1/items", status=503)
+    responses.get(f"{BASE}/api/v1/items", status=500)
+    responses.get(f"{BASE}/api/v1/items", json={"kind": "ItemList", "items": ["a"]})
+    assert client(retries=3).list_items() == ["a"]
+    responses.reset()
+    responses.get(f"{BASE}/api/v1/items", status=502)
+    with pytest.raises(SourceUnavailable) as exc:
+        client(retries=2).list_items()
+    assert str(exc.value) == f"source {BASE} unreachable (HTTP 502)"
+    assert len(responses.calls) == 3
+
+
+def test_unreachable_source_names_the_url():
+    c = SourceClient("http://127.0.0.1:9", retries=1, sleep=lambda s: None, timeout=1)
+    with pytest.raises(SourceUnavailable, match="127.0.0.1:9 unreachable"):
+        c.list_items()
+
+
+@responses.activate
+def test_an_answer_that_is_not_the_api_is_a_protocol_error():
+    responses.get(f"{BASE}/api/v1/items", body="<html>hello</html>")
+    with pytest.raises(SourceProtocolError, match="did not answer JSON"):
+        client().list_items()
+    responses.reset()
+    responses.get(f"{BASE}/api/v1/items", json={"kind": "Something"})
+    with pytest.raises(SourceProtocolError, match="did not answer a ItemList"):
+        client().list_items()
+    responses.reset()
+    responses.get(f"{BASE}/api/v1/items", status=401)
+    with pytest.raises(SourceProtocolError, match="HTTP 401"):
+        client().list_items()
+
+
+@responses.activate
+def test_get_item_quotes_the_name_and_404_means_gone():
+    name = "a b/ü $(x).mp4"
+    responses.get(
+        f"{BASE}/api/v1/items/a%20b/%C3%BC%20%24%28x%29.mp4",
+        json={"kind": "Item", "apiVersion": "v1", "data": {"name": name}},
+    )
+    assert client().get_item(name) == {"name": name}
+    responses.get(
+        f"{BASE}/api/v1/items/gone.mp4",
+        status=404,
+        json={"kind": "Status", "code": 404, "reason": "NotFound"},
+    )
+    assert client().get_item("gone.mp4") is None
+
+
+def test_a_url_without_scheme_is_refused():
+    with pytest.raises(SourceProtocolError, match="http://"):
+        SourceClient("localhost:8080")
