@@ -21,8 +21,29 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-demo: $(STAMP)
-	$(BIN)/workqueue lab --slow --duration 15 --seed 1
+# ffmpeg for the thumbnailer: the machine's own when it has one, else imageio-ffmpeg's binary.
+FFMPEG_DIR := $(VENV)/ffmpeg-bin
+DEMO_DIR   ?= demo-out
+
+$(FFMPEG_DIR)/ffmpeg: $(STAMP)
+	mkdir -p $(FFMPEG_DIR)
+	if command -v ffmpeg >/dev/null 2>&1; then ln -sf "$$(command -v ffmpeg)" $@; \
+	else ln -sf "$$($(BIN)/python -c 'import imageio_ffmpeg; print(imageio_ffmpeg.get_ffmpeg_exe())')" $@; fi
+
+# The thumbnailer end to end on the embedded default: sample videos (one corrupt), one command
+# to thumbnail them all, then where the thumbnails are and what was measured.
+demo: $(STAMP) $(FFMPEG_DIR)/ffmpeg
+	rm -rf $(DEMO_DIR)
+	PATH="$(abspath $(FFMPEG_DIR)):$$PATH" $(BIN)/python examples/thumbnailer/make_videos.py \
+		$(DEMO_DIR)/videos --count 12 --corrupt
+	PATH="$(abspath $(FFMPEG_DIR)):$$PATH" OUTPUT_DIR="$(abspath $(DEMO_DIR))/thumbnails" \
+		$(BIN)/workqueue run $(DEMO_DIR)/videos --suffix .mp4 --parallelism 2 \
+		--state-dir $(DEMO_DIR)/state --max-attempts 1 \
+		-- worker-images/thumbnailer/thumbnail; test $$? -le 1
+	@echo
+	@echo "thumbnails: $(abspath $(DEMO_DIR))/thumbnails  (broken.mp4 is corrupt on purpose)"
+	@ls $(DEMO_DIR)/thumbnails
+	$(BIN)/workqueue status --state-dir $(DEMO_DIR)/state --recent 3
 
 lab: $(STAMP)
 	$(BIN)/workqueue lab
@@ -31,4 +52,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/workqueue.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .workqueue
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .workqueue $(DEMO_DIR)

@@ -154,6 +154,7 @@ def _setup_logging() -> None:
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s"
     )
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per in-process request
 
 
 def _worker_argv(words: list[str], user_error) -> list[str]:

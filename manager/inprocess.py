@@ -1,10 +1,11 @@
 """An ambassador served in-process for `workqueue run`: the one place manager/ starts one.
 
 `workqueue run DIR -- CMD` needs a source for the manager to poll; it serves the ambassador app
-on a free loopback port from a thread of this process, for the length of the run. Gunicorn
-cannot run inside another program (it forks and takes over signals), so werkzeug's threaded WSGI
-server carries it here: bound to 127.0.0.1 only, with one client (this manager). The standalone
-`workqueue ambassador` always uses gunicorn.
+on a free loopback port from threads of this process, for the length of the run. Gunicorn cannot
+run inside another program (it forks and takes over signals), so waitress carries it here: a
+production WSGI server that lives in threads and keeps connections alive, so the manager's
+session fetches every item over one connection (werkzeug's development server closes each one,
+which made a TCP handshake part of every item). Bound to 127.0.0.1 only.
 """
 
 from __future__ import annotations
@@ -12,21 +13,13 @@ from __future__ import annotations
 import threading
 import time
 
-from werkzeug.serving import WSGIRequestHandler, make_server
-
-
-class _KeepAliveHandler(WSGIRequestHandler):
-    """HTTP/1.1, so the manager's session reuses one connection for every request."""
-
-    protocol_version = "HTTP/1.1"
-
 
 class FolderServer:
     def __init__(self, app, server) -> None:
         self.app = app
         self._server = server
-        self.url = f"http://127.0.0.1:{server.server_port}"
-        self._thread = threading.Thread(target=server.serve_forever, name="ambassador", daemon=True)
+        self.url = f"http://127.0.0.1:{server.effective_port}"
+        self._thread = threading.Thread(target=server.run, name="ambassador", daemon=True)
         self._thread.start()
 
     @property
@@ -44,16 +37,23 @@ class FolderServer:
             time.sleep(0.05)
 
     def stop(self) -> None:
-        self._server.shutdown()
+        server = self._server
+        # waitress's loop runs until its socket map is empty: close the listener, every open
+        # (keep-alive) connection and the trigger, then stop its task threads.
+        for dispatcher in list(server._map.values()):
+            dispatcher.close()
+        server.task_dispatcher.shutdown()
         self._thread.join(timeout=5)
         self.source.stop()
 
 
-def serve_folder(
-    root: str, suffixes: list[str], *, recursive: bool = False, settle: float = 2.0
-) -> FolderServer:
+def serve_folder(root: str, suffixes: list[str], *, recursive: bool = False,
+                 settle: float = 2.0) -> FolderServer:
+    from waitress import create_server
+
     from ambassador import create_app
 
-    app = create_app({"ROOT": root, "SUFFIXES": suffixes, "RECURSIVE": recursive, "SETTLE": settle})
-    server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=_KeepAliveHandler)
+    app = create_app({"ROOT": root, "SUFFIXES": suffixes, "RECURSIVE": recursive,
+                      "SETTLE": settle})
+    server = create_server(app, host="127.0.0.1", port=0, threads=4, ident="workqueue")
     return FolderServer(app, server)

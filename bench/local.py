@@ -1,0 +1,169 @@
+"""Benchmark of the local backend against xargs, measured in the same run.
+
+  1. 1,000 items, `true` as the worker, parallelism 2: `workqueue run` (ambassador, HTTP, ledger,
+     one process per item) against `xargs -P 2` running `true` once per file (goal ratio <= 1.1).
+  2. 200 one-second videos thumbnailed at parallelism 2: `workqueue run` with the thumbnailer
+     against `xargs -P 2` running the same worker script on the same files, each with its
+     WORK_ITEM_FILE written beforehand (goal ratio <= 1.05).
+  3. A ledger of 100,000 finished items and a source listing the same 100,000: the manager's
+     RSS (goal < 200 MB) and CPU per poll cycle with no new items (goal < 0.5 s).
+
+Run: .venv/bin/python bench/local.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+THUMBNAIL = REPO / "worker-images" / "thumbnailer" / "thumbnail"
+WORKQUEUE = [sys.executable, "-m", "manager.cli"]
+
+
+def timed(cmd, **kw) -> float:
+    start = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kw)
+    return time.perf_counter() - start
+
+
+def at_rest(folder: Path) -> None:
+    for p in folder.iterdir():
+        os.utime(p, (1_000_000_000, 1_000_000_000))
+
+
+def bench_true(work: Path, count: int) -> None:
+    folder = work / "true-items"
+    folder.mkdir()
+    for i in range(count):
+        (folder / f"{i:05d}.x").touch()
+    at_rest(folder)
+    ours = timed([*WORKQUEUE, "run", folder, "--suffix", ".x", "--parallelism", "2",
+                  "--state-dir", work / "true-state", "--", "true"])
+    xargs = timed(f"find {folder} -name '*.x' -print0 | xargs -0 -P 2 -n 1 true", shell=True)
+    print(f"{count:,} items, worker `true`, parallelism 2: workqueue run {ours:.2f} s, "
+          f"xargs -P 2 {xargs:.2f} s, ratio {ours / xargs:.2f} (goal <= 1.1)")
+
+
+def ffmpeg_env(work: Path) -> dict:
+    env = dict(os.environ)
+    if shutil.which("ffmpeg") is None:
+        import imageio_ffmpeg
+
+        bin_dir = work / "ffmpeg-bin"
+        bin_dir.mkdir()
+        (bin_dir / "ffmpeg").symlink_to(imageio_ffmpeg.get_ffmpeg_exe())
+        env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+    return env
+
+
+def bench_thumbnails(work: Path, count: int) -> None:
+    env = ffmpeg_env(work)
+    videos = work / "videos"
+    subprocess.run([sys.executable, str(REPO / "examples/thumbnailer/make_videos.py"),
+                    str(videos), "--count", str(count), "--seconds", "1"], check=True, env=env,
+                   stdout=subprocess.DEVNULL)
+    at_rest(videos)
+    items = work / "item-files"
+    items.mkdir()
+    for video in sorted(videos.iterdir()):
+        (items / (video.name + ".json")).write_text(
+            json.dumps({"name": video.name, "path": str(video)}))
+    ours = timed([*WORKQUEUE, "run", videos, "--parallelism", "2", "--state-dir",
+                  work / "thumb-state", "--", THUMBNAIL],
+                 env=dict(env, OUTPUT_DIR=str(work / "thumbs-ours")))
+    xargs = timed(f"find {items} -name '*.json' -print0 | "
+                  f"xargs -0 -P 2 -I{{}} env WORK_ITEM_FILE={{}} {THUMBNAIL}", shell=True,
+                  env=dict(env, OUTPUT_DIR=str(work / "thumbs-xargs")))
+    made = len(list((work / "thumbs-ours").glob("*.png")))
+    print(f"{count} one-second videos thumbnailed, parallelism 2: workqueue run {ours:.2f} s, "
+          f"xargs -P 2 {xargs:.2f} s, ratio {ours / xargs:.2f} (goal <= 1.05); {made} PNGs")
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def bench_big_ledger(work: Path, count: int) -> None:
+    import requests
+
+    from manager.ledger import Ledger
+
+    folder = work / "big"
+    folder.mkdir()
+    names = [f"{i:06d}.x" for i in range(count)]
+    for name in names:
+        (folder / name).touch()
+    at_rest(folder)
+    state = work / "big-state"
+    with Ledger(str(state)).open() as ledger:
+        ledger.see(names)
+        with ledger._db:
+            ledger._db.execute("UPDATE items SET state='succeeded', attempts=1, started=0, "
+                               "finished=0")
+    sys.path.insert(0, str(REPO / "tests"))
+    from conftest import free_port
+
+    port = free_port()
+    amb = subprocess.Popen([*WORKQUEUE, "ambassador", "--root", folder, "--suffix", ".x",
+                            "--port", str(port), "--settle", "0", "--workers", "1"])
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if len(requests.get(url + "/api/v1/items", timeout=5).json()["items"]) == count:
+                    break
+            except (requests.RequestException, ValueError):
+                pass
+            time.sleep(0.2)
+        interval = 2.0
+        mgr = subprocess.Popen([*WORKQUEUE, "manager", "--source", url, "--worker-cmd", "true",
+                                "--state-dir", state, "--poll-interval", str(interval)],
+                               stderr=subprocess.DEVNULL)
+        time.sleep(interval * 2)  # start-up and the first polls
+        cpu0, t0 = cpu_seconds(mgr.pid), time.monotonic()
+        time.sleep(interval * 5)
+        cpu1, t1 = cpu_seconds(mgr.pid), time.monotonic()
+        polls = (t1 - t0) / interval
+        rss = rss_mb(mgr.pid)
+        mgr.terminate()
+        mgr.wait(20)
+        print(f"ledger of {count:,} finished items, source listing all of them: manager RSS "
+              f"{rss:.0f} MB (goal < 200 MB); CPU per poll with nothing new "
+              f"{(cpu1 - cpu0) / polls:.3f} s (goal < 0.5 s)")
+    finally:
+        amb.terminate()
+        amb.wait(20)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller runs")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="wq-bench-local-"))
+    try:
+        bench_true(work, 200 if args.quick else 1000)
+        bench_thumbnails(work, 20 if args.quick else 200)
+        bench_big_ledger(work, 10_000 if args.quick else 100_000)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
