@@ -44,6 +44,9 @@ demo: $(STAMP) $(FFMPEG_DIR)/ffmpeg
 	@echo "thumbnails: $(abspath $(DEMO_DIR))/thumbnails  (broken.mp4 is corrupt on purpose)"
 	@ls $(DEMO_DIR)/thumbnails
 	$(BIN)/workqueue status --state-dir $(DEMO_DIR)/state --recent 3
+	@echo
+	@echo "stability of what was just measured (workqueue stability --from-state):"
+	$(BIN)/workqueue stability --from-state $(DEMO_DIR)/state --parallelism 2
 
 lab: $(STAMP)
 	$(BIN)/workqueue lab

@@ -79,7 +79,7 @@ def _bool_param(name: str) -> bool:
     text = request.args.get(name, "false").lower()
     if text in ("true", "1"):
         return True
-    if text in ("false", "0", ""):
+    if text in ("false", "0"):
         return False
     raise BadRequest(f"{name} must be true or false, got {text!r}")
 

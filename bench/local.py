@@ -45,11 +45,26 @@ def bench_true(work: Path, count: int) -> None:
     for i in range(count):
         (folder / f"{i:05d}.x").touch()
     at_rest(folder)
-    ours = timed([*WORKQUEUE, "run", folder, "--suffix", ".x", "--parallelism", "2",
-                  "--state-dir", work / "true-state", "--", "true"])
+    ours = timed(
+        [
+            *WORKQUEUE,
+            "run",
+            folder,
+            "--suffix",
+            ".x",
+            "--parallelism",
+            "2",
+            "--state-dir",
+            work / "true-state",
+            "--",
+            "true",
+        ]
+    )
     xargs = timed(f"find {folder} -name '*.x' -print0 | xargs -0 -P 2 -n 1 true", shell=True)
-    print(f"{count:,} items, worker `true`, parallelism 2: workqueue run {ours:.2f} s, "
-          f"xargs -P 2 {xargs:.2f} s, ratio {ours / xargs:.2f} (goal <= 1.1)")
+    print(
+        f"{count:,} items, worker `true`, parallelism 2: workqueue run {ours:.2f} s, "
+        f"xargs -P 2 {xargs:.2f} s, ratio {ours / xargs:.2f} (goal <= 1.1)"
+    )
 
 
 def ffmpeg_env(work: Path) -> dict:
@@ -67,24 +82,52 @@ def ffmpeg_env(work: Path) -> dict:
 def bench_thumbnails(work: Path, count: int) -> None:
     env = ffmpeg_env(work)
     videos = work / "videos"
-    subprocess.run([sys.executable, str(REPO / "examples/thumbnailer/make_videos.py"),
-                    str(videos), "--count", str(count), "--seconds", "1"], check=True, env=env,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "examples/thumbnailer/make_videos.py"),
+            str(videos),
+            "--count",
+            str(count),
+            "--seconds",
+            "1",
+        ],
+        check=True,
+        env=env,
+        stdout=subprocess.DEVNULL,
+    )
     at_rest(videos)
     items = work / "item-files"
     items.mkdir()
     for video in sorted(videos.iterdir()):
         (items / (video.name + ".json")).write_text(
-            json.dumps({"name": video.name, "path": str(video)}))
-    ours = timed([*WORKQUEUE, "run", videos, "--parallelism", "2", "--state-dir",
-                  work / "thumb-state", "--", THUMBNAIL],
-                 env=dict(env, OUTPUT_DIR=str(work / "thumbs-ours")))
-    xargs = timed(f"find {items} -name '*.json' -print0 | "
-                  f"xargs -0 -P 2 -I{{}} env WORK_ITEM_FILE={{}} {THUMBNAIL}", shell=True,
-                  env=dict(env, OUTPUT_DIR=str(work / "thumbs-xargs")))
+            json.dumps({"name": video.name, "path": str(video)})
+        )
+    ours = timed(
+        [
+            *WORKQUEUE,
+            "run",
+            videos,
+            "--parallelism",
+            "2",
+            "--state-dir",
+            work / "thumb-state",
+            "--",
+            THUMBNAIL,
+        ],
+        env=dict(env, OUTPUT_DIR=str(work / "thumbs-ours")),
+    )
+    xargs = timed(
+        f"find {items} -name '*.json' -print0 | "
+        f"xargs -0 -P 2 -I{{}} env WORK_ITEM_FILE={{}} {THUMBNAIL}",
+        shell=True,
+        env=dict(env, OUTPUT_DIR=str(work / "thumbs-xargs")),
+    )
     made = len(list((work / "thumbs-ours").glob("*.png")))
-    print(f"{count} one-second videos thumbnailed, parallelism 2: workqueue run {ours:.2f} s, "
-          f"xargs -P 2 {xargs:.2f} s, ratio {ours / xargs:.2f} (goal <= 1.05); {made} PNGs")
+    print(
+        f"{count} one-second videos thumbnailed, parallelism 2: workqueue run {ours:.2f} s, "
+        f"xargs -P 2 {xargs:.2f} s, ratio {ours / xargs:.2f} (goal <= 1.05); {made} PNGs"
+    )
 
 
 def cpu_seconds(pid: int) -> float:
@@ -114,14 +157,29 @@ def bench_big_ledger(work: Path, count: int) -> None:
     with Ledger(str(state)).open() as ledger:
         ledger.see(names)
         with ledger._db:
-            ledger._db.execute("UPDATE items SET state='succeeded', attempts=1, started=0, "
-                               "finished=0")
+            ledger._db.execute(
+                "UPDATE items SET state='succeeded', attempts=1, started=0, finished=0"
+            )
     sys.path.insert(0, str(REPO / "tests"))
     from conftest import free_port
 
     port = free_port()
-    amb = subprocess.Popen([*WORKQUEUE, "ambassador", "--root", folder, "--suffix", ".x",
-                            "--port", str(port), "--settle", "0", "--workers", "1"])
+    amb = subprocess.Popen(
+        [
+            *WORKQUEUE,
+            "ambassador",
+            "--root",
+            folder,
+            "--suffix",
+            ".x",
+            "--port",
+            str(port),
+            "--settle",
+            "0",
+            "--workers",
+            "1",
+        ]
+    )
     try:
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 60
@@ -133,9 +191,21 @@ def bench_big_ledger(work: Path, count: int) -> None:
                 pass
             time.sleep(0.2)
         interval = 2.0
-        mgr = subprocess.Popen([*WORKQUEUE, "manager", "--source", url, "--worker-cmd", "true",
-                                "--state-dir", state, "--poll-interval", str(interval)],
-                               stderr=subprocess.DEVNULL)
+        mgr = subprocess.Popen(
+            [
+                *WORKQUEUE,
+                "manager",
+                "--source",
+                url,
+                "--worker-cmd",
+                "true",
+                "--state-dir",
+                state,
+                "--poll-interval",
+                str(interval),
+            ],
+            stderr=subprocess.DEVNULL,
+        )
         time.sleep(interval * 2)  # start-up and the first polls
         cpu0, t0 = cpu_seconds(mgr.pid), time.monotonic()
         time.sleep(interval * 5)
@@ -144,9 +214,11 @@ def bench_big_ledger(work: Path, count: int) -> None:
         rss = rss_mb(mgr.pid)
         mgr.terminate()
         mgr.wait(20)
-        print(f"ledger of {count:,} finished items, source listing all of them: manager RSS "
-              f"{rss:.0f} MB (goal < 200 MB); CPU per poll with nothing new "
-              f"{(cpu1 - cpu0) / polls:.3f} s (goal < 0.5 s)")
+        print(
+            f"ledger of {count:,} finished items, source listing all of them: manager RSS "
+            f"{rss:.0f} MB (goal < 200 MB); CPU per poll with nothing new "
+            f"{(cpu1 - cpu0) / polls:.3f} s (goal < 0.5 s)"
+        )
     finally:
         amb.terminate()
         amb.wait(20)

@@ -101,6 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .commands import add_parsers as add_manager_parsers
 
     add_manager_parsers(subparsers, UserError)
+    from .stability_cli import add_parser as add_stability_parser
+
+    add_stability_parser(subparsers, UserError)
     return parser
 
 

@@ -39,6 +39,15 @@ def _positive_int(text: str) -> int:
     return int(text)
 
 
+def _duration(text: str) -> float:
+    from .scaling import InputError, parse_duration
+
+    try:
+        return parse_duration(text)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -76,6 +85,40 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         type=_seconds,
         default=10.0,
         help="seconds running work gets to finish on SIGTERM/SIGINT (default 10)",
+    )
+    p.add_argument(
+        "--autoscale",
+        action="store_true",
+        help="move parallelism to the stability recommendation as times are measured",
+    )
+    p.add_argument(
+        "--min-parallelism", type=_positive_int, default=1, help="autoscale floor (default 1)"
+    )
+    p.add_argument(
+        "--max-parallelism", type=_positive_int, help="autoscale ceiling (default: --parallelism)"
+    )
+    p.add_argument(
+        "--scale-interval",
+        type=_duration,
+        default=30.0,
+        help="how often the autoscaler decides (default 30s)",
+    )
+    p.add_argument(
+        "--scale-down-delay",
+        type=_duration,
+        default=300.0,
+        help="how long a lower recommendation must hold before scaling down (5m)",
+    )
+    p.add_argument(
+        "--scale-window",
+        type=_duration,
+        default=600.0,
+        help="how far back arrivals and service times are measured (default 10m)",
+    )
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        help="serve /metrics and /stats on this port (127.0.0.1; 0 = any free)",
     )
 
 
@@ -201,6 +244,8 @@ def _build_manager(source_url: str, argv: list[str], args, user_error):
     from .runner import Manager, ManagerOptions
     from .source_client import SourceClient, SourceProtocolError
 
+    if args.max_parallelism is not None and args.min_parallelism > args.max_parallelism:
+        raise user_error("--min-parallelism is above --max-parallelism")
     try:
         client = SourceClient(source_url)
     except SourceProtocolError as exc:
@@ -214,14 +259,36 @@ def _build_manager(source_url: str, argv: list[str], args, user_error):
     backend = LocalBackend(argv, ledger.state_dir, timeout=args.timeout)
     options = ManagerOptions(
         parallelism=args.parallelism,
+        max_parallelism=max(args.max_parallelism or 0, args.parallelism),
         max_attempts=args.max_attempts,
         poll_interval=getattr(args, "poll_interval", 10.0),
         watch=getattr(args, "watch", False),
         once=True,
         retry_backoff=args.retry_backoff,
         grace=args.grace,
+        autoscale=args.autoscale,
+        min_parallelism=min(args.min_parallelism, args.parallelism),
+        scale_interval=args.scale_interval,
+        scale_down_delay=args.scale_down_delay,
+        window=args.scale_window,
     )
-    return Manager(client, ledger, backend, options), ledger
+    from prometheus_client import CollectorRegistry
+
+    manager = Manager(client, ledger, backend, options, registry=CollectorRegistry())
+    if args.metrics_port is not None:
+        from .stats_server import StatsServer
+
+        try:
+            manager.stats_server = StatsServer(
+                manager, manager.registry, "127.0.0.1", args.metrics_port
+            )
+        except OSError as exc:
+            ledger.close()
+            raise user_error(
+                f"cannot serve metrics on port {args.metrics_port}: {exc.strerror}"
+            ) from None
+        log.info("metrics and stats on http://127.0.0.1:%d", manager.stats_server.port)
+    return manager, ledger
 
 
 def _run_once(manager, ledger) -> int:

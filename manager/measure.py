@@ -8,6 +8,7 @@ from the exponential times the M/M/c model assumes (cv = 1 for exponential; 0 fo
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -80,3 +81,61 @@ def measure_rows(rows: Iterable[Row]) -> Measured | None:
 def measure_run(ledger: Ledger, names: list[str]) -> Measured | None:
     wanted = set(names)
     return measure_rows(r for r in ledger.rows() if r.name in wanted)
+
+
+class SlidingWindow:
+    """Arrivals and service times of the last `window` seconds, kept by a running manager.
+
+    The manager calls `arrived(t)` for each new item and `served(seconds, t)` for each unit of
+    work that ran to an end; readers get the figures over the window ending now. Thread-safe.
+    Invariant: the deques hold only events newer than now - window once `_prune` has run, in
+    time order.
+    """
+
+    def __init__(self, window: float, clock) -> None:
+        import threading
+        from collections import deque
+
+        self.window = window
+        self.clock = clock
+        self.started = clock()
+        self._lock = threading.Lock()
+        self._arrivals: deque[float] = deque()
+        self._services: deque[tuple[float, float]] = deque()
+
+    def arrived(self, count: int = 1, when: float | None = None) -> None:
+        when = self.clock() if when is None else when
+        with self._lock:
+            self._arrivals.extend([when] * count)
+
+    def served(self, seconds: float, when: float | None = None) -> None:
+        when = self.clock() if when is None else when
+        with self._lock:
+            self._services.append((when, seconds))
+
+    def _prune(self, now: float) -> None:
+        cutoff = now - self.window
+        while self._arrivals and self._arrivals[0] < cutoff:
+            self._arrivals.popleft()
+        while self._services and self._services[0][0] < cutoff:
+            self._services.popleft()
+
+    def snapshot(self) -> dict:
+        """{"span", "arrival_times", "service_seconds"} over the window ending now; `span` is
+        the window, or the time since start when that is shorter."""
+        now = self.clock()
+        with self._lock:
+            self._prune(now)
+            return {
+                "span": min(self.window, now - self.started),
+                "arrival_times": list(self._arrivals),
+                "service_seconds": [s for _, s in self._services],
+            }
+
+    def rates(self) -> tuple[float | None, float | None]:
+        """(mean interarrival, mean service) over the window: interarrival = span / arrivals
+        (infinite with none), service None until some work has finished."""
+        snap = self.snapshot()
+        arrivals, services, span = snap["arrival_times"], snap["service_seconds"], snap["span"]
+        interarrival = span / len(arrivals) if arrivals and span > 0 else math.inf
+        return interarrival, (statistics.fmean(services) if services else None)

@@ -19,7 +19,9 @@ RETRY -> `add_rate_limited(name)`; anything else -> `forget(name)`; always `done
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
+from dataclasses import replace
 from enum import StrEnum
 
 from .backends.base import Outcome
@@ -84,12 +86,14 @@ class Reconciler:
                 return Result.GONE, None
             self.ledger.see([name])
             attempt = self.ledger.start(name, self.backend.log_path(name))
+            started = time.monotonic()
             outcome = self.backend.run(
                 name,
                 data,
                 attempt,
                 lambda pgid, start: self.ledger.record_process(name, pgid, start),
             )
+            outcome = replace(outcome, seconds=time.monotonic() - started)
             if outcome.interrupted:
                 self.ledger.requeue(name)
                 return Result.STOPPED, outcome

@@ -20,13 +20,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .autoscaler import Autoscaler
 from .backends.base import Outcome
 from .capacity import Capacity
 from .ledger import Ledger, State
+from .measure import SlidingWindow
 from .poller import Poller
 from .reconciler import Reconciler, Result
 from .source_client import SourceClient, SourceError, SourceProtocolError
-from .workqueue import ItemExponentialFailureRateLimiter, RateLimitingQueue
+from .workqueue import (
+    ItemExponentialFailureRateLimiter,
+    PrometheusMetricsProvider,
+    RateLimitingQueue,
+)
 
 log = logging.getLogger("workqueue.manager")
 
@@ -44,6 +50,12 @@ class ManagerOptions:
     retry_backoff: float = 1.0
     retry_backoff_cap: float = 300.0
     grace: float = 10.0
+    autoscale: bool = False
+    min_parallelism: int = 1
+    scale_interval: float = 30.0
+    scale_down_delay: float = 300.0
+    target_utilization: float = 0.9
+    window: float = 600.0  # seconds of arrivals and service times the autoscaler looks at
 
 
 @dataclass
@@ -70,18 +82,36 @@ class Manager:
         options: ManagerOptions,
         *,
         on_result: Callable[[str, Result], None] | None = None,
+        registry=None,
     ) -> None:
         self.client = client
         self.ledger = ledger
         self.backend = backend
         self.options = options
         self.capacity = Capacity(options.parallelism)
+        self.registry = registry
         self.queue = RateLimitingQueue(
             "items",
             rate_limiter=ItemExponentialFailureRateLimiter(
                 options.retry_backoff, options.retry_backoff_cap
             ),
+            metrics_provider=PrometheusMetricsProvider(registry) if registry else None,
         )
+        self.window = SlidingWindow(options.window, time.time)
+        self.autoscaler = None
+        if options.autoscale:
+            self.autoscaler = Autoscaler(
+                self.capacity.set_limit,
+                options.parallelism,
+                self.window.rates,
+                time.monotonic,
+                minimum=options.min_parallelism,
+                maximum=options.max_parallelism or options.parallelism,
+                interval=options.scale_interval,
+                down_delay=options.scale_down_delay,
+                target_utilization=options.target_utilization,
+                registry=registry,
+            )
         self.reconciler = Reconciler(
             ledger,
             client,
@@ -106,7 +136,9 @@ class Manager:
     def enqueue(self, names: list[str]) -> None:
         """Record new names, then queue every name that still needs work (including any that
         `workqueue retry` asked for since the last time)."""
-        self.ledger.see(names)
+        new = self.ledger.see(names)
+        if new:
+            self.window.arrived(len(new))
         for name in self.ledger.take_retry_requests():
             self.queue.add(name)
         needs_work = self.reconciler.needs_work
@@ -147,6 +179,8 @@ class Manager:
         self._note(name, result, outcome)
 
     def _note(self, name: str, result: Result, outcome: Outcome | None) -> None:
+        if outcome is not None and outcome.seconds is not None and not outcome.interrupted:
+            self.window.served(outcome.seconds)
         if self.on_result is not None and result in TERMINAL | {Result.RETRY}:
             self.on_result(name, result)
         report = self._report
@@ -167,6 +201,10 @@ class Manager:
             t = threading.Thread(target=self._work, name=f"worker-{i + 1}", daemon=True)
             t.start()
             self._workers.append(t)
+        if self.autoscaler is not None:
+            threading.Thread(
+                target=self.autoscaler.run, args=(self.stop_event,), name="autoscaler", daemon=True
+            ).start()
 
     def run_forever(self) -> None:
         """Poll (or watch) and work until `stop()`."""

@@ -18,3 +18,4 @@ class Outcome:
     error: str | None = None
     interrupted: bool = False
     log_path: str | None = None
+    seconds: float | None = None  # how long it ran (set by the reconciler)

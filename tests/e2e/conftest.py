@@ -52,7 +52,7 @@ def marker_worker(tmp_path):
         'sleep "${SLEEP:-0}"\n'
         'case "$data" in *\'"name":"\'*fail*\'","path"\'*)\n'
         '  echo "failing on purpose" >&2; exit 7;;\n'
-        'esac\n'
+        "esac\n"
         'printf \'{"event":"end","pid":%s,"data":%s}\\n\' "$$" "$data" >> "$MARKERS"\n'
     )
     script.chmod(0o755)

@@ -1,0 +1,141 @@
+"""The manager applies the stability rule to itself: parallelism follows the recommendation.
+
+Every `interval` seconds it reads the measured interarrival and service times over a sliding
+window, asks `scaling.recommended_parallelism` for the smallest P that keeps utilization at or
+under the target, clamps it to [min, max], and then:
+  * up at once - a queue that is falling behind only falls further;
+  * down only when every recommendation over the last `down_delay` seconds was lower, and then
+    to the highest of them - a dip in arrivals must last before workers are given up, and one
+    quiet interval never undoes the last scale-up (no flapping).
+With no finished work yet there is no service time, so nothing changes.
+
+Each change is logged with its reason, e.g. "utilization 0.97 > 0.9 at P=3 -> P=4", and the
+gauges workqueue_parallelism, workqueue_utilization, workqueue_interarrival_seconds and
+workqueue_service_seconds say what it saw.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections import deque
+from collections.abc import Callable
+
+from .scaling import recommended_parallelism
+
+log = logging.getLogger("workqueue.manager")
+
+
+class Autoscaler:
+    def __init__(
+        self,
+        set_parallelism: Callable[[int], None],
+        current: int,
+        rates: Callable[[], tuple[float | None, float | None]],
+        clock: Callable[[], float],
+        *,
+        minimum: int,
+        maximum: int,
+        interval: float = 30.0,
+        down_delay: float = 300.0,
+        target_utilization: float = 0.9,
+        registry=None,
+    ) -> None:
+        if not 1 <= minimum <= maximum:
+            raise ValueError("need 1 <= min-parallelism <= max-parallelism")
+        self.set_parallelism = set_parallelism
+        self.current = min(max(current, minimum), maximum)
+        self.rates = rates
+        self.clock = clock
+        self.minimum, self.maximum = minimum, maximum
+        self.interval = interval
+        self.down_delay = down_delay
+        self.target = target_utilization
+        # Invariant: (time, clamped recommendation) of every step within the last down_delay.
+        self._history: deque[tuple[float, int]] = deque()
+        self.last_reason: str | None = None
+        self._gauges = _gauges(registry) if registry is not None else None
+        if self.current != current:
+            set_parallelism(self.current)
+
+    def step(self) -> int:
+        """One decision; returns the parallelism now in force."""
+        now = self.clock()
+        interarrival, service = self.rates()
+        if service is None or interarrival is None:
+            return self.current
+        utilization = 0.0 if math.isinf(interarrival) else service / (self.current * interarrival)
+        wanted = recommended_parallelism(interarrival, service, self.target)
+        clamped = min(max(wanted, self.minimum), self.maximum)
+        self._history.append((now, clamped))
+        while self._history and self._history[0][0] < now - self.down_delay:
+            self._history.popleft()
+        self._publish(utilization, interarrival, service)
+        if clamped > self.current:
+            self._change(
+                clamped,
+                f"utilization {utilization:.2f} > {self.target:g} at "
+                f"P={self.current} -> P={clamped}",
+            )
+        elif clamped < self.current and self._held_low(now):
+            target = max(p for _, p in self._history)
+            if target < self.current:
+                self._change(
+                    target,
+                    f"utilization {utilization:.2f} < {self.target:g} at "
+                    f"P={self.current} for {self.down_delay:g}s -> P={target}",
+                )
+        return self.current
+
+    def _held_low(self, now: float) -> bool:
+        """True when the history covers the whole delay and every entry in it was lower."""
+        if not self._history or self._history[0][0] > now - self.down_delay + self.interval:
+            return False
+        return all(p < self.current for _, p in self._history)
+
+    def _change(self, parallelism: int, reason: str) -> None:
+        log.info("autoscale: %s", reason)
+        self.last_reason = reason
+        self.current = parallelism
+        self.set_parallelism(parallelism)
+        if self._gauges is not None:
+            self._gauges["parallelism"].set(parallelism)
+
+    def _publish(self, utilization: float, interarrival: float, service: float) -> None:
+        if self._gauges is None:
+            return
+        self._gauges["parallelism"].set(self.current)
+        self._gauges["utilization"].set(utilization)
+        self._gauges["interarrival"].set(interarrival if not math.isinf(interarrival) else 0)
+        self._gauges["service"].set(service)
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.wait(self.interval):
+            try:
+                self.step()
+            except Exception:
+                log.exception("autoscale step failed")
+
+
+def _gauges(registry) -> dict:
+    from prometheus_client import Gauge
+
+    return {
+        "parallelism": Gauge(
+            "workqueue_parallelism", "Units of work allowed at once.", registry=registry
+        ),
+        "utilization": Gauge(
+            "workqueue_utilization",
+            "Measured service / (parallelism x interarrival).",
+            registry=registry,
+        ),
+        "interarrival": Gauge(
+            "workqueue_interarrival_seconds",
+            "Measured mean time between new items (0: none in the window).",
+            registry=registry,
+        ),
+        "service": Gauge(
+            "workqueue_service_seconds", "Measured mean service time.", registry=registry
+        ),
+    }

@@ -1,0 +1,207 @@
+"""The scaling math of shared/seeds/002, and the M/M/c (Erlang C) queue behind it.
+
+A capped work queue is stable only while the effective service time (service / parallelism)
+stays below the interarrival time, with a margin. In rates: arrivals λ = 1/interarrival,
+service μ = 1/service, offered load a = λ/μ = service/interarrival (how many workers the load
+keeps busy), utilization ρ = a/P.
+
+    verdict    stable    ρ < U              (U: target utilization, 0.9 by default)
+               fragile   U <= ρ <= 1        (the seed's "balanced but fragile")
+               unstable  ρ > 1              (the backlog grows without bound)
+    recommended parallelism: the smallest P with ρ <= U
+
+When ρ < 1, M/M/c gives the waiting behaviour, assuming Poisson arrivals and exponential
+service times (coefficient of variation 1 for both): Erlang C is the chance an arriving item
+waits; a waiting item waits exponentially with rate Pμ - λ, so
+    mean wait = C / (Pμ - λ),   P(wait > t) = C·e^-(Pμ-λ)t,   p95 wait = ln(C/0.05) / (Pμ - λ)
+When ρ >= 1, the backlog grows by λ - Pμ items per unit of time. A backlog of N items drains in
+N / (Pμ - λ) (infinite when Pμ <= λ).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+RATE_UNITS = {
+    "s": 1.0,
+    "sec": 1.0,
+    "second": 1.0,
+    "m": 60.0,
+    "min": 60.0,
+    "minute": 60.0,
+    "h": 3600.0,
+    "hour": 3600.0,
+    "d": 86400.0,
+    "day": 86400.0,
+    "w": 604800.0,
+    "week": 604800.0,
+}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|min|m|h|d)?\s*$", re.IGNORECASE)
+_RATE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*/\s*([a-z]+)\s*$", re.IGNORECASE)
+
+
+class InputError(ValueError):
+    """Bad user input; the message is one line saying what is wrong."""
+
+
+def parse_duration(text: str) -> float:
+    """'500ms', '30s', '2m', '1.5h', '1d' or bare seconds ('90') -> seconds (> 0)."""
+    match = _DURATION.match(text)
+    if not match:
+        raise InputError(f"not a duration: {text!r} (use e.g. 500ms, 30s, 2m, 1.5h, 1d or 90)")
+    seconds = float(match.group(1)) * UNITS[(match.group(2) or "s").lower()]
+    if seconds <= 0:
+        raise InputError(f"a duration must be > 0: {text!r}")
+    return seconds
+
+
+def parse_arrivals(text: str) -> float:
+    """'1440/day', '30/h', '2/m', '1/s' -> the interarrival time in seconds."""
+    match = _RATE.match(text)
+    if not match:
+        raise InputError(f"not a rate: {text!r} (use e.g. 1440/day, 30/h, 2/m, 1/s)")
+    count = float(match.group(1))
+    unit = match.group(2).lower()
+    unit = unit[:-1] if unit.endswith("s") and unit[:-1] in RATE_UNITS else unit
+    if unit not in RATE_UNITS:
+        raise InputError(f"unknown time unit in {text!r}: use s, m, h, day or week")
+    if count <= 0:
+        raise InputError(f"an arrival rate must be > 0: {text!r}")
+    return RATE_UNITS[unit] / count
+
+
+def erlang_c(servers: int, offered_load: float) -> float:
+    """Probability that an arrival waits in M/M/c, for offered load a < c servers. Computed
+    through the Erlang B recursion, which stays exact for thousands of servers."""
+    if offered_load <= 0:
+        return 0.0
+    if offered_load >= servers:
+        return 1.0
+    b = 1.0
+    for k in range(1, servers + 1):
+        b = offered_load * b / (k + offered_load * b)
+    return servers * b / (servers - offered_load * (1 - b))
+
+
+def recommended_parallelism(interarrival: float, service: float, target: float) -> int:
+    """The smallest P with service / (P · interarrival) <= target."""
+    if math.isinf(interarrival):
+        return 1
+    load = service / interarrival
+    return max(1, math.ceil(load / target - 1e-9))
+
+
+@dataclass(frozen=True)
+class Stability:
+    interarrival_seconds: float
+    service_seconds: float
+    parallelism: int
+    target_utilization: float
+    effective_service_seconds: float
+    utilization: float
+    verdict: str
+    recommended_parallelism: int
+    wait_probability: float | None = None
+    mean_wait_seconds: float | None = None
+    p95_wait_seconds: float | None = None
+    mean_latency_seconds: float | None = None
+    backlog_growth_per_hour: float | None = None
+    backlog: int | None = None
+    drain_seconds: float | None = None
+
+    def as_json(self) -> dict:
+        out = {
+            "interarrival_seconds": _finite(self.interarrival_seconds),
+            "service_seconds": self.service_seconds,
+            "parallelism": self.parallelism,
+            "target_utilization": self.target_utilization,
+            "effective_service_seconds": self.effective_service_seconds,
+            "utilization": self.utilization,
+            "verdict": self.verdict,
+            "recommended_parallelism": self.recommended_parallelism,
+        }
+        if self.utilization < 1:
+            out.update(
+                wait_probability=self.wait_probability,
+                mean_wait_seconds=self.mean_wait_seconds,
+                p95_wait_seconds=self.p95_wait_seconds,
+                mean_latency_seconds=self.mean_latency_seconds,
+            )
+        else:
+            out["backlog_growth_per_hour"] = self.backlog_growth_per_hour
+        if self.backlog is not None:
+            out["backlog"] = self.backlog
+            out["drain_seconds"] = _finite(self.drain_seconds)
+        return out
+
+
+def _finite(value: float | None) -> float | None:
+    return None if value is None or math.isinf(value) else value
+
+
+def verdict_for(utilization: float, target: float) -> str:
+    if utilization < target:
+        return "stable"
+    if utilization <= 1.0:
+        return "fragile"
+    return "unstable"
+
+
+def analyse(
+    interarrival: float,
+    service: float,
+    parallelism: int = 1,
+    *,
+    target_utilization: float = 0.9,
+    backlog: int | None = None,
+) -> Stability:
+    """Everything the stability calculator reports. `interarrival` may be math.inf (no
+    arrivals: only a backlog to drain)."""
+    if service <= 0 or interarrival <= 0:
+        raise InputError("interarrival and service times must be > 0")
+    if parallelism < 1:
+        raise InputError("parallelism must be >= 1")
+    if not 0 < target_utilization <= 1:
+        raise InputError("target utilization must be in (0, 1]")
+    if backlog is not None and backlog < 0:
+        raise InputError("backlog must be >= 0")
+    arrival_rate = 0.0 if math.isinf(interarrival) else 1.0 / interarrival
+    service_rate = 1.0 / service
+    load = arrival_rate / service_rate
+    utilization = load / parallelism
+    fields: dict = {}
+    spare = parallelism * service_rate - arrival_rate  # items per second the workers gain
+    if utilization < 1:
+        c = erlang_c(parallelism, load)
+        mean_wait = c / spare
+        p95 = math.log(c / 0.05) / spare if c > 0.05 else 0.0
+        fields.update(
+            wait_probability=c,
+            mean_wait_seconds=mean_wait,
+            p95_wait_seconds=p95,
+            mean_latency_seconds=mean_wait + service,
+        )
+    else:
+        fields["backlog_growth_per_hour"] = (arrival_rate - parallelism * service_rate) * 3600.0
+    if backlog is not None:
+        fields.update(backlog=backlog, drain_seconds=(backlog / spare) if spare > 0 else math.inf)
+    return Stability(
+        interarrival_seconds=interarrival,
+        service_seconds=service,
+        parallelism=parallelism,
+        target_utilization=target_utilization,
+        effective_service_seconds=service / parallelism,
+        utilization=utilization,
+        verdict=verdict_for(utilization, target_utilization),
+        recommended_parallelism=recommended_parallelism(interarrival, service, target_utilization),
+        **fields,
+    )
+
+
+def expected_latency(interarrival: float, service: float, parallelism: int) -> float:
+    """Mean wait + service under M/M/c; infinite when the queue is not stable."""
+    s = analyse(interarrival, service, parallelism)
+    return s.mean_latency_seconds if s.mean_latency_seconds is not None else math.inf

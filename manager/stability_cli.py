@@ -1,0 +1,331 @@
+"""`workqueue stability`: is a capped work queue stable, and how many workers does it need?
+
+    workqueue stability --interarrival 60s --service 120s [--parallelism 3] [--json]
+    workqueue stability --arrivals 1440/day --service 2m --backlog 500
+    workqueue stability --from-state .workqueue [--window 1h] [--parallelism 2] [--plot p.png]
+    workqueue stability --from-url http://127.0.0.1:9090
+
+The math is in scaling.py. In measured mode the interarrival time comes from items' first-seen
+times and the service time from their start/finish, over the window ending at the newest event
+(a ledger read after a run still describes that run). Items that all arrived together are a
+backlog, not a rate: the calculator then says so and reports how long they take to drain.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import sys
+
+from .scaling import InputError, analyse, expected_latency, parse_arrivals, parse_duration
+
+MODEL_NOTE = (
+    "M/M/c assumes memoryless arrivals and service times (coefficient of variation "
+    "1); closer to 0 means more regular than the model, so its waits are pessimistic."
+)
+
+
+def add_parser(subparsers, user_error: type[Exception]) -> None:
+    p = subparsers.add_parser(
+        "stability",
+        help="the stability calculator: effective service vs interarrival",
+        description="Compare effective service time (service / parallelism) with the "
+        "interarrival time, and recommend a parallelism.",
+    )
+    arrivals = p.add_mutually_exclusive_group()
+    arrivals.add_argument("--interarrival", help="mean time between items, e.g. 60s, 2m, 1.5h")
+    arrivals.add_argument("--arrivals", help="arrival rate, e.g. 1440/day, 30/h, 2/m, 1/s")
+    p.add_argument("--service", help="mean processing time of one item, e.g. 500ms, 2m")
+    p.add_argument(
+        "--parallelism",
+        type=int,
+        help="workers at once (default 1, or the running manager's with --from-url)",
+    )
+    p.add_argument(
+        "--target-utilization",
+        type=float,
+        default=0.9,
+        help="the margin: stable below this utilization (default 0.9)",
+    )
+    p.add_argument("--backlog", type=int, help="a burst of N items to drain")
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--from-state", metavar="DIR", help="measure from a local ledger")
+    source.add_argument("--from-url", metavar="URL", help="measure from a running manager")
+    p.add_argument("--window", default="1h", help="measurement window (default 1h)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="plot expected latency against parallelism (needs matplotlib)",
+    )
+    p.set_defaults(func=lambda a: run(a, user_error))
+
+
+# -- measurement ---------------------------------------------------------------------------
+
+
+def _cv(values: list[float]) -> float | None:
+    if len(values) < 2:
+        return None
+    mean = statistics.fmean(values)
+    return statistics.pstdev(values) / mean if mean > 0 else None
+
+
+def summarise(arrival_times: list[float], services: list[float], burst_seconds: float = 1.0):
+    """Measured figures from raw samples: mean interarrival (inf when there is no rate: fewer
+    than two arrivals, or all of them together), mean service, their CVs, and the burst."""
+    arrivals = sorted(arrival_times)
+    gaps = [b - a for a, b in zip(arrivals, arrivals[1:], strict=False)]
+    burst = len(arrivals) >= 1 and (arrivals[-1] - arrivals[0] <= burst_seconds)
+    interarrival = math.inf if burst or not gaps else statistics.fmean(gaps)
+    return {
+        "arrivals": len(arrivals),
+        "interarrival_seconds": interarrival,
+        "cv_interarrival": None if burst else _cv(gaps),
+        "services": len(services),
+        "service_seconds": statistics.fmean(services) if services else None,
+        "cv_service": _cv(services),
+        "burst": burst,
+    }
+
+
+def from_state(state_dir: str, window: float, user_error) -> dict:
+    from .ledger import Ledger
+
+    if not os.path.exists(os.path.join(state_dir, "ledger.sqlite3")):
+        raise user_error(f"no ledger in {state_dir} (has a manager run there?)")
+    with Ledger(state_dir).open(exclusive=False) as ledger:
+        rows = ledger.rows()
+    if not rows:
+        raise user_error(f"the ledger in {state_dir} has no items yet")
+    end = max(
+        max(r.first_seen for r in rows), max((r.finished for r in rows if r.finished), default=0.0)
+    )
+    start = end - window
+    arrivals = [r.first_seen for r in rows if r.first_seen >= start]
+    services = [
+        r.finished - r.started
+        for r in rows
+        if r.started and r.finished and r.finished >= start and r.state == "succeeded"
+    ]
+    out = summarise(arrivals, services)
+    out["window_seconds"] = window
+    return out
+
+
+def from_url(url: str, user_error) -> dict:
+    import requests
+
+    target = url.rstrip("/") + "/stats"
+    try:
+        body = requests.get(target, timeout=10).json()
+        out = summarise(body["arrival_times"], body["service_seconds"])
+        out["window_seconds"] = body["span"]
+        out["parallelism"] = int(body["parallelism"])
+    except requests.RequestException:
+        raise user_error(f"cannot reach the manager's stats at {target}") from None
+    except (ValueError, KeyError, TypeError):
+        raise user_error(f"{target} did not answer the manager's stats") from None
+    return out
+
+
+# -- output --------------------------------------------------------------------------------
+
+
+def _fmt_seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if math.isinf(value):
+        return "never" if value > 0 else "-"
+    if value >= 3600:
+        return f"{value / 3600:.2f} h"
+    if value >= 120:
+        return f"{value / 60:.1f} min"
+    if value >= 1:
+        return f"{value:.1f} s"
+    return f"{value * 1000:.0f} ms"
+
+
+def table(result, measured: dict | None) -> str:
+    r = result.as_json()
+    lines = []
+    if measured is not None:
+        cv_i, cv_s = measured["cv_interarrival"], measured["cv_service"]
+        lines.append(
+            f"measured over {_fmt_seconds(measured['window_seconds'])}: "
+            f"{measured['arrivals']} arrivals, {measured['services']} finished runs"
+        )
+        if measured["burst"]:
+            lines.append(
+                f"  all {measured['arrivals']} items arrived together: a backlog to "
+                "drain, not an arrival rate"
+            )
+        lines.append(
+            "  interarrival cv "
+            + (f"{cv_i:.2f}" if cv_i is not None else "-")
+            + ", service cv "
+            + (f"{cv_s:.2f}" if cv_s is not None else "-")
+        )
+        lines.append(f"  {MODEL_NOTE}")
+        lines.append("")
+    interarrival = result.interarrival_seconds
+    rows = [
+        (
+            "interarrival",
+            "none (no arrivals)" if math.isinf(interarrival) else _fmt_seconds(interarrival),
+        ),
+        ("service", _fmt_seconds(result.service_seconds)),
+        ("parallelism", str(result.parallelism)),
+        (
+            "effective service",
+            f"{_fmt_seconds(result.effective_service_seconds)}  (service / parallelism)",
+        ),
+        ("utilization", f"{result.utilization:.2f}  (stable below {result.target_utilization:g})"),
+        ("verdict", result.verdict.upper()),
+        ("recommended P", str(result.recommended_parallelism)),
+    ]
+    if "wait_probability" in r:
+        rows += [
+            ("P(wait)", f"{r['wait_probability']:.3f}"),
+            ("mean wait", _fmt_seconds(r["mean_wait_seconds"])),
+            ("p95 wait", _fmt_seconds(r["p95_wait_seconds"])),
+            ("mean latency", _fmt_seconds(r["mean_latency_seconds"]) + "  (wait + service)"),
+        ]
+    else:
+        rows.append(("backlog growth", f"{r['backlog_growth_per_hour']:.1f} items/hour"))
+    if result.backlog is not None:
+        rows.append(
+            ("drain backlog", f"{_fmt_seconds(result.drain_seconds)} for {result.backlog} items")
+        )
+    width = max(len(k) for k, _ in rows)
+    lines += [f"{k:<{width}}  {v}" for k, v in rows]
+    return "\n".join(lines)
+
+
+def plot(result, path: str, user_error) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise user_error("--plot needs matplotlib: pip install 'workqueue[plot]'") from None
+    if math.isinf(result.interarrival_seconds):
+        raise user_error("--plot needs an arrival rate (these items all arrived together)")
+    rec = result.recommended_parallelism
+    ps = list(range(1, max(2 * rec, result.parallelism + 1, 3) + 1))
+    latencies = [
+        expected_latency(result.interarrival_seconds, result.service_seconds, p) for p in ps
+    ]
+    stable = [(p, lat) for p, lat in zip(ps, latencies, strict=True) if math.isfinite(lat)]
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    if stable:
+        ax.plot(
+            [p for p, _ in stable],
+            [lat for _, lat in stable],
+            marker="o",
+            label="expected latency (wait + service)",
+        )
+    ax.axhline(result.service_seconds, color="grey", linestyle=":", label="service time alone")
+    unstable = [p for p, lat in zip(ps, latencies, strict=True) if not math.isfinite(lat)]
+    if unstable:
+        ax.axvspan(
+            0.5,
+            max(unstable) + 0.5,
+            color="red",
+            alpha=0.12,
+            label="unstable: latency grows without bound",
+        )
+    fragile = [p for p in ps if p not in unstable and p < rec]
+    if fragile:
+        ax.axvspan(
+            min(fragile) - 0.5,
+            max(fragile) + 0.5,
+            color="orange",
+            alpha=0.15,
+            label=f"fragile: utilization >= {result.target_utilization:g}",
+        )
+    rec_latency = expected_latency(result.interarrival_seconds, result.service_seconds, rec)
+    ax.plot(
+        [rec],
+        [rec_latency],
+        marker="*",
+        markersize=16,
+        color="green",
+        linestyle="none",
+        label=f"recommended P={rec}",
+    )
+    ax.set_xlabel("parallelism (workers)")
+    ax.set_ylabel("expected latency per item (seconds)")
+    ax.set_title(
+        f"interarrival {_fmt_seconds(result.interarrival_seconds)}, "
+        f"service {_fmt_seconds(result.service_seconds)}"
+    )
+    ax.set_xticks(ps)
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# -- the command ---------------------------------------------------------------------------
+
+
+def run(args, user_error) -> int:
+    try:
+        measured = None
+        window = parse_duration(args.window)
+        if args.from_state:
+            measured = from_state(args.from_state, window, user_error)
+        elif args.from_url:
+            measured = from_url(args.from_url, user_error)
+        if args.interarrival:
+            interarrival = parse_duration(args.interarrival)
+        elif args.arrivals:
+            interarrival = parse_arrivals(args.arrivals)
+        elif measured is not None:
+            interarrival = measured["interarrival_seconds"]
+        else:
+            raise InputError("give --interarrival or --arrivals (or --from-state/--from-url)")
+        if args.service:
+            service = parse_duration(args.service)
+        elif measured is not None and measured["service_seconds"] is not None:
+            service = measured["service_seconds"]
+        elif measured is not None:
+            raise InputError("no finished runs to measure a service time from; give --service")
+        else:
+            raise InputError("give --service (the mean processing time of one item)")
+        parallelism = args.parallelism
+        if parallelism is None:
+            parallelism = measured.get("parallelism", 1) if measured else 1
+        backlog = args.backlog
+        if backlog is None and measured is not None and measured["burst"]:
+            backlog = measured["arrivals"]
+        result = analyse(
+            interarrival,
+            service,
+            parallelism,
+            target_utilization=args.target_utilization,
+            backlog=backlog,
+        )
+    except InputError as exc:
+        raise user_error(str(exc)) from None
+    if args.plot:
+        plot(result, args.plot, user_error)
+    if args.json:
+        body = result.as_json()
+        if measured is not None:
+            body["measured"] = {
+                k: (None if isinstance(v, float) and math.isinf(v) else v)
+                for k, v in measured.items()
+            }
+        json.dump(body, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(table(result, measured))
+        if args.plot:
+            print(f"\nplot: {args.plot}")
+    return 0

@@ -1,0 +1,149 @@
+"""The stability math: the seed's table and quiz, Erlang C by hand, properties, unit parsing."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from manager.scaling import (
+    InputError,
+    analyse,
+    erlang_c,
+    parse_arrivals,
+    parse_duration,
+    recommended_parallelism,
+)
+
+
+@pytest.mark.parametrize(
+    ("service", "verdict"), [(30, "stable"), (60, "fragile"), (120, "unstable")]
+)
+def test_the_seeds_table(service, verdict):
+    assert analyse(60, service, 1).verdict == verdict
+
+
+def test_the_seeds_quiz_60s_120s_with_three_workers_is_stable():
+    r = analyse(60, 120, 3)
+    assert r.verdict == "stable"
+    assert r.effective_service_seconds == 40
+    assert r.utilization == pytest.approx(2 / 3)
+
+
+def test_erlang_c_against_hand_computed_values():
+    # c = 3, offered load 2: P(wait) = (8/6 * 3) / (1 + 2 + 2 + 8/6 * 3) = 4/9
+    assert erlang_c(3, 2) == pytest.approx(4 / 9)
+    r = analyse(60, 120, 3)
+    assert r.wait_probability == pytest.approx(4 / 9)
+    assert r.mean_wait_seconds == pytest.approx(53.333, abs=1e-3)  # C / (3/120 - 1/60)
+    assert r.mean_latency_seconds == pytest.approx(173.333, abs=1e-3)
+    # M/M/1: P(wait) = rho, mean wait = rho / (mu - lambda)
+    assert erlang_c(1, 0.5) == pytest.approx(0.5)
+    assert analyse(60, 30, 1).mean_wait_seconds == pytest.approx(30)
+    # p95: C * exp(-(P mu - lambda) t) = 0.05
+    assert r.p95_wait_seconds == pytest.approx(math.log((4 / 9) / 0.05) * 120)
+
+
+def test_unstable_queues_report_growth_and_never_drain():
+    r = analyse(60, 120, 1, backlog=10)
+    assert r.backlog_growth_per_hour == pytest.approx(30)
+    assert math.isinf(r.drain_seconds)
+    assert r.as_json()["drain_seconds"] is None
+    assert "mean_wait_seconds" not in r.as_json()
+
+
+def test_a_backlog_drains_at_the_spare_rate():
+    assert analyse(60, 30, 1, backlog=100).drain_seconds == pytest.approx(100 / (1 / 30 - 1 / 60))
+    assert analyse(math.inf, 10, 2, backlog=10).drain_seconds == pytest.approx(50)
+
+
+def test_json_keys():
+    keys = set(analyse(60, 120, 3, backlog=5).as_json())
+    assert {
+        "interarrival_seconds",
+        "service_seconds",
+        "parallelism",
+        "effective_service_seconds",
+        "utilization",
+        "verdict",
+        "recommended_parallelism",
+        "wait_probability",
+        "mean_wait_seconds",
+        "p95_wait_seconds",
+        "mean_latency_seconds",
+        "drain_seconds",
+    } <= keys
+    assert "backlog_growth_per_hour" in analyse(60, 120, 1).as_json()
+
+
+@given(st.floats(0.5, 10_000), st.floats(0.5, 10_000), st.floats(0.5, 0.99))
+def test_the_recommendation_meets_the_margin_and_one_less_does_not(interarrival, service, u):
+    p = recommended_parallelism(interarrival, service, u)
+    assert analyse(interarrival, service, p, target_utilization=u).utilization <= u + 1e-9
+    if p > 1:
+        assert analyse(interarrival, service, p - 1, target_utilization=u).utilization > u
+
+
+@given(st.floats(0.5, 10_000), st.floats(0.5, 10_000), st.integers(1, 60))
+def test_utilization_falls_as_parallelism_grows(interarrival, service, p):
+    assert (
+        analyse(interarrival, service, p + 1).utilization
+        < analyse(interarrival, service, p).utilization
+    )
+
+
+@given(st.floats(0.5, 1000), st.floats(0.5, 1000))
+def test_more_workers_never_wait_longer(interarrival, service):
+    p = recommended_parallelism(interarrival, service, 0.9)
+    a, b = analyse(interarrival, service, p), analyse(interarrival, service, p + 1)
+    assert b.mean_wait_seconds <= a.mean_wait_seconds + 1e-9
+
+
+def test_erlang_c_is_exact_for_many_servers():
+    c = erlang_c(2000, 1900)
+    assert 0 < c < 1
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("500ms", 0.5),
+        ("30s", 30),
+        ("2m", 120),
+        ("1.5h", 5400),
+        ("1d", 86400),
+        ("90", 90),
+        (" 2 M ", 120),
+    ],
+)
+def test_durations(text, seconds):
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize(
+    ("text", "interarrival"),
+    [
+        ("1440/day", 60),
+        ("30/h", 120),
+        ("2/m", 30),
+        ("1/s", 1),
+        ("7/week", 86400),
+        ("3/hours", 1200),
+    ],
+)
+def test_arrival_rates(text, interarrival):
+    assert parse_arrivals(text) == pytest.approx(interarrival)
+
+
+@pytest.mark.parametrize("text", ["", "abc", "-5s", "0", "5x", "1e3"])
+def test_bad_durations(text):
+    with pytest.raises(InputError):
+        parse_duration(text)
+
+
+@pytest.mark.parametrize("text", ["5", "0/h", "5/fortnight", "/h"])
+def test_bad_rates(text):
+    with pytest.raises(InputError):
+        parse_arrivals(text)
