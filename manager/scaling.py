@@ -122,6 +122,11 @@ class Stability:
             "utilization": self.utilization,
             "verdict": self.verdict,
             "recommended_parallelism": self.recommended_parallelism,
+            # the arrival rate these workers sustain at the target utilization
+            "max_arrivals_per_hour": 3600.0
+            * self.parallelism
+            * self.target_utilization
+            / self.service_seconds,
         }
         if self.utilization < 1:
             out.update(

@@ -186,14 +186,21 @@ def table(result, measured: dict | None) -> str:
         ("verdict", result.verdict.upper()),
         ("recommended P", str(result.recommended_parallelism)),
     ]
-    if "wait_probability" in r:
+    rows.append(
+        (
+            "keeps up with",
+            f"{r['max_arrivals_per_hour']:,.1f} items/hour at "
+            f"utilization {result.target_utilization:g}",
+        )
+    )
+    if "wait_probability" in r and not math.isinf(interarrival):
         rows += [
             ("P(wait)", f"{r['wait_probability']:.3f}"),
             ("mean wait", _fmt_seconds(r["mean_wait_seconds"])),
             ("p95 wait", _fmt_seconds(r["p95_wait_seconds"])),
             ("mean latency", _fmt_seconds(r["mean_latency_seconds"]) + "  (wait + service)"),
         ]
-    else:
+    elif "backlog_growth_per_hour" in r:
         rows.append(("backlog growth", f"{r['backlog_growth_per_hour']:.1f} items/hour"))
     if result.backlog is not None:
         rows.append(
