@@ -287,7 +287,7 @@ def _build_manager(source_url: str, argv: list[str], args, user_error):
             raise user_error(
                 f"cannot serve metrics on port {args.metrics_port}: {exc.strerror}"
             ) from None
-        log.info("metrics and stats on http://127.0.0.1:%d", manager.stats_server.port)
+        log.info("metrics and stats on http://127.0.0.1:%s", manager.stats_server.port)
     return manager, ledger
 
 

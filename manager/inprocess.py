@@ -18,7 +18,7 @@ class FolderServer:
     def __init__(self, app, server) -> None:
         self.app = app
         self._server = server
-        self.url = f"http://127.0.0.1:{server.effective_port}"
+        self.url = f"http://127.0.0.1:{int(server.effective_port)}"
         self._thread = threading.Thread(target=server.run, name="ambassador", daemon=True)
         self._thread.start()
 

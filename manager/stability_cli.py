@@ -106,9 +106,7 @@ def from_state(state_dir: str, window: float, user_error) -> dict:
     start = end - window
     arrivals = [r.first_seen for r in rows if r.first_seen >= start]
     services = [
-        r.finished - r.started
-        for r in rows
-        if r.started and r.finished and r.finished >= start and r.state == "succeeded"
+        r.finished - r.started for r in rows if r.started and r.finished and r.finished >= start
     ]
     out = summarise(arrivals, services)
     out["window_seconds"] = window
@@ -201,7 +199,7 @@ def table(result, measured: dict | None) -> str:
             ("mean latency", _fmt_seconds(r["mean_latency_seconds"]) + "  (wait + service)"),
         ]
     elif "backlog_growth_per_hour" in r:
-        rows.append(("backlog growth", f"{r['backlog_growth_per_hour']:.1f} items/hour"))
+        rows.append(("backlog growth", f"{r['backlog_growth_per_hour']:,.1f} items/hour"))
     if result.backlog is not None:
         rows.append(
             ("drain backlog", f"{_fmt_seconds(result.drain_seconds)} for {result.backlog} items")
@@ -255,6 +253,16 @@ def plot(result, path: str, user_error) -> None:
             label=f"fragile: utilization >= {result.target_utilization:g}",
         )
     rec_latency = expected_latency(result.interarrival_seconds, result.service_seconds, rec)
+    load = result.service_seconds / result.interarrival_seconds
+    for p, lat in stable:  # the margin, point by point: utilization at each parallelism
+        ax.annotate(
+            f"ρ={load / p:.2f}",
+            (p, lat),
+            textcoords="offset points",
+            xytext=(0, 8),
+            ha="center",
+            fontsize="x-small",
+        )
     ax.plot(
         [rec],
         [rec_latency],
@@ -262,7 +270,8 @@ def plot(result, path: str, user_error) -> None:
         markersize=16,
         color="green",
         linestyle="none",
-        label=f"recommended P={rec}",
+        label=f"recommended P={rec} (utilization {load / rec:.2f} "
+        f"<= {result.target_utilization:g})",
     )
     ax.set_xlabel("parallelism (workers)")
     ax.set_ylabel("expected latency per item (seconds)")
@@ -271,6 +280,7 @@ def plot(result, path: str, user_error) -> None:
         f"service {_fmt_seconds(result.service_seconds)}"
     )
     ax.set_xticks(ps)
+    ax.margins(y=0.12)
     ax.legend(fontsize="small")
     ax.grid(alpha=0.3)
     fig.tight_layout()

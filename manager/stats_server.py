@@ -23,7 +23,7 @@ class StatsServer:
         self._server = create_server(
             self._app, host=host, port=port, threads=2, ident="workqueue-manager"
         )
-        self.port = self._server.effective_port
+        self.port = int(self._server.effective_port)
         self._thread = threading.Thread(target=self._server.run, name="stats", daemon=True)
         self._thread.start()
 

@@ -288,3 +288,33 @@ def test_user_mistakes_are_one_line_exit_2(tmp_path):
         assert r.returncode == 2, (args, r.stdout, r.stderr)
         assert "Traceback" not in r.stderr
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_watch_mode_runs_a_dropped_file_without_waiting_for_a_poll(
+    tmp_path, ambassador_server, marker_worker
+):
+    make_items(tmp_path / "videos", ["first.mp4"])
+    server = ambassador_server(tmp_path / "videos")
+    proc = spawn_workqueue(
+        "manager",
+        "--source",
+        server.url,
+        "--worker-cmd",
+        str(marker_worker.path),
+        "--state-dir",
+        tmp_path / "state",
+        "--watch",
+        "--poll-interval",
+        "60",
+    )
+    try:
+        wait_until(lambda: marker_worker.ended() == ["first.mp4"], timeout=20)
+        dropped = time.monotonic()
+        (tmp_path / "videos" / "second.mp4").write_bytes(b"x")
+        wait_until(lambda: "second.mp4" in marker_worker.ended(), timeout=20)
+        assert time.monotonic() - dropped < 30  # a poll would take 48-72 s
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    assert proc.returncode == 143
+    assert sorted(marker_worker.ended()) == ["first.mp4", "second.mp4"]
