@@ -9,6 +9,7 @@ import signal
 import sqlite3
 import time
 from collections import Counter
+from pathlib import Path
 
 from ..conftest import free_port, wait_until
 from .conftest import spawn_workqueue, workqueue
@@ -318,3 +319,38 @@ def test_watch_mode_runs_a_dropped_file_without_waiting_for_a_poll(
         proc.communicate(timeout=30)
     assert proc.returncode == 143
     assert sorted(marker_worker.ended()) == ["first.mp4", "second.mp4"]
+
+
+def test_timeout_ends_the_whole_process_group(tmp_path, ambassador_server):
+    make_items(tmp_path / "videos", ["slow.mp4"])
+    server = ambassador_server(tmp_path / "videos")
+    pid_file = tmp_path / "child.pid"
+    worker = tmp_path / "slow-worker.sh"
+    worker.write_text(f"#!/bin/sh\nsleep 60 &\necho $! > {pid_file}\nsleep 60\n")
+    worker.chmod(0o755)
+    r = workqueue(
+        "manager",
+        "--source",
+        server.url,
+        "--worker-cmd",
+        worker,
+        "--state-dir",
+        tmp_path / "state",
+        "--once",
+        "--timeout",
+        "0.5",
+        "--max-attempts",
+        "1",
+    )
+    assert r.returncode == 1
+    assert "failed: slow.mp4 (timed out after 0.5s" in r.stdout
+    child = int(pid_file.read_text())
+
+    def gone() -> bool:  # exited (or a zombie waiting for its reaper)
+        try:
+            stat = Path(f"/proc/{child}/stat").read_text()
+        except FileNotFoundError:
+            return True
+        return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+    wait_until(gone)
