@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .argtypes import fraction, positive_float, positive_int
+
 
 class UserError(Exception):
     """A mistake the user can fix: printed as one line, exit code 2."""
@@ -22,45 +24,18 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0: {text!r}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1: {text!r}")
-    return value
-
-
-def _fraction(text: str) -> float:
-    value = float(text)
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1: {text!r}")
-    return value
-
-
 def _add_lab_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "lab",
         help="seed 000's firehose lab: watch the queue absorb adds",
         description="Fire adds at a rate onto a few keys and watch the queue dedup them.",
     )
-    p.add_argument("--rate", type=_positive_float, help="adds per second (default 50000)")
-    p.add_argument("--keys", type=_positive_int, help="distinct hot keys (default 20)")
-    p.add_argument("--duration", type=_positive_float, default=10.0, help="seconds (default 10)")
-    p.add_argument("--workers", type=_positive_int, default=5, help="workers (default 5)")
-    p.add_argument("--work-ms", type=_positive_float, help="reconcile time in ms (default 5)")
-    p.add_argument("--fail-rate", type=_fraction, default=0.1, help="failure share (0.1)")
+    p.add_argument("--rate", type=positive_float, help="adds per second (default 50000)")
+    p.add_argument("--keys", type=positive_int, help="distinct hot keys (default 20)")
+    p.add_argument("--duration", type=positive_float, default=10.0, help="seconds (default 10)")
+    p.add_argument("--workers", type=positive_int, default=5, help="workers (default 5)")
+    p.add_argument("--work-ms", type=positive_float, help="reconcile time in ms (default 5)")
+    p.add_argument("--fail-rate", type=fraction, default=0.1, help="failure share (0.1)")
     p.add_argument("--slow", action="store_true", help="slow motion, one line per event")
     p.add_argument("--seed", type=int, help="random seed for a repeatable run")
     p.set_defaults(func=_run_lab)

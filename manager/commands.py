@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 
+from .argtypes import duration, positive_int, positive_seconds
 from .ledger import Ledger, LedgerBusy, State
 from .reconciler import Result
 
@@ -33,56 +34,31 @@ log = logging.getLogger("workqueue.manager")
 # -- argument types ------------------------------------------------------------------------
 
 
-def _positive_int(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1: {text!r}")
-    return int(text)
-
-
-def _duration(text: str) -> float:
-    from .scaling import InputError, parse_duration
-
-    try:
-        return parse_duration(text)
-    except InputError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0 seconds: {text!r}")
-    return value
-
-
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--parallelism", type=_positive_int, default=2, help="units of work at once (default 2)"
+        "--parallelism", type=positive_int, default=2, help="units of work at once (default 2)"
     )
     p.add_argument(
         "--state-dir",
         default=DEFAULT_STATE_DIR,
         help=f"ledger and logs (default {DEFAULT_STATE_DIR})",
     )
-    p.add_argument("--timeout", type=_seconds, help="kill a worker after this many seconds")
+    p.add_argument("--timeout", type=positive_seconds, help="kill a worker after this many seconds")
     p.add_argument(
         "--max-attempts",
-        type=_positive_int,
+        type=positive_int,
         default=3,
         help="tries per item before it stays failed (default 3)",
     )
     p.add_argument(
         "--retry-backoff",
-        type=_seconds,
+        type=positive_seconds,
         default=1.0,
         help="first retry delay in seconds, doubling per failure (default 1)",
     )
     p.add_argument(
         "--grace",
-        type=_seconds,
+        type=positive_seconds,
         default=10.0,
         help="seconds running work gets to finish on SIGTERM/SIGINT (default 10)",
     )
@@ -92,26 +68,26 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         help="move parallelism to the stability recommendation as times are measured",
     )
     p.add_argument(
-        "--min-parallelism", type=_positive_int, default=1, help="autoscale floor (default 1)"
+        "--min-parallelism", type=positive_int, default=1, help="autoscale floor (default 1)"
     )
     p.add_argument(
-        "--max-parallelism", type=_positive_int, help="autoscale ceiling (default: --parallelism)"
+        "--max-parallelism", type=positive_int, help="autoscale ceiling (default: --parallelism)"
     )
     p.add_argument(
         "--scale-interval",
-        type=_duration,
+        type=duration,
         default=30.0,
         help="how often the autoscaler decides (default 30s)",
     )
     p.add_argument(
         "--scale-down-delay",
-        type=_duration,
+        type=duration,
         default=300.0,
         help="how long a lower recommendation must hold before scaling down (5m)",
     )
     p.add_argument(
         "--scale-window",
-        type=_duration,
+        type=duration,
         default=600.0,
         help="how far back arrivals and service times are measured (default 10m)",
     )
@@ -145,7 +121,7 @@ def add_parsers(subparsers, user_error: type[Exception]) -> None:
     )
     p.add_argument(
         "--poll-interval",
-        type=_seconds,
+        type=positive_seconds,
         default=10.0,
         help="seconds between polls, jittered by ±20%% (default 10)",
     )
@@ -181,7 +157,7 @@ def add_parsers(subparsers, user_error: type[Exception]) -> None:
 
     p = subparsers.add_parser("status", help="what the local ledger says")
     p.add_argument("--state-dir", default=DEFAULT_STATE_DIR)
-    p.add_argument("--recent", type=_positive_int, default=10, help="recent items to show")
+    p.add_argument("--recent", type=positive_int, default=10, help="recent items to show")
     p.set_defaults(func=lambda a: cmd_status(a, user_error))
 
     p = subparsers.add_parser("retry", help="run a failed item again")
@@ -210,6 +186,12 @@ def _worker_argv(words: list[str], user_error) -> list[str]:
     elif shutil.which(exe) is None:
         raise user_error(f"worker command not found on PATH: {exe}")
     return words
+
+
+def require_ledger(state_dir: str, user_error) -> None:
+    """For commands that read what a manager left: a clear error when nothing is there."""
+    if not os.path.exists(os.path.join(state_dir, "ledger.sqlite3")):
+        raise user_error(f"no ledger in {state_dir} (has a manager run there?)")
 
 
 def _open_ledger(state_dir: str, user_error, *, exclusive: bool = True) -> Ledger:
@@ -361,8 +343,7 @@ def cmd_run(args, user_error) -> int:
 
 
 def cmd_status(args, user_error) -> int:
-    if not os.path.exists(os.path.join(args.state_dir, "ledger.sqlite3")):
-        raise user_error(f"no ledger in {args.state_dir} (has a manager run there?)")
+    require_ledger(args.state_dir, user_error)
     ledger = _open_ledger(args.state_dir, user_error, exclusive=False)
     try:
         counts = ledger.counts()
@@ -396,8 +377,7 @@ def cmd_status(args, user_error) -> int:
 
 
 def cmd_retry(args, user_error) -> int:
-    if not os.path.exists(os.path.join(args.state_dir, "ledger.sqlite3")):
-        raise user_error(f"no ledger in {args.state_dir} (has a manager run there?)")
+    require_ledger(args.state_dir, user_error)
     try:
         ledger = Ledger(args.state_dir).open(exclusive=True)
         busy = False

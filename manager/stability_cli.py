@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import statistics
 import sys
 
@@ -92,10 +91,10 @@ def summarise(arrival_times: list[float], services: list[float], burst_seconds: 
 
 
 def from_state(state_dir: str, window: float, user_error) -> dict:
+    from .commands import require_ledger
     from .ledger import Ledger
 
-    if not os.path.exists(os.path.join(state_dir, "ledger.sqlite3")):
-        raise user_error(f"no ledger in {state_dir} (has a manager run there?)")
+    require_ledger(state_dir, user_error)
     with Ledger(state_dir).open(exclusive=False) as ledger:
         rows = ledger.rows()
     if not rows:
