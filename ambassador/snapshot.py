@@ -102,11 +102,6 @@ class Snapshot:
         with self._lock:
             return list(self._pending)
 
-    def known_names(self) -> set[str]:
-        """Listed and pending names (what the source has seen and not yet seen go)."""
-        with self._lock:
-            return set(self._listed) | set(self._pending)
-
     # -- read by requests ------------------------------------------------------------------
 
     def __contains__(self, name: object) -> bool:

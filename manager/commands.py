@@ -245,7 +245,6 @@ def _build_manager(source_url: str, argv: list[str], args, user_error):
         max_attempts=args.max_attempts,
         poll_interval=getattr(args, "poll_interval", 10.0),
         watch=getattr(args, "watch", False),
-        once=True,
         retry_backoff=args.retry_backoff,
         grace=args.grace,
         autoscale=args.autoscale,
@@ -300,7 +299,6 @@ def cmd_manager(args, user_error) -> int:
     try:
         if args.once:
             return _run_once(manager, ledger)
-        manager.options.once = False
         got = _install_signal_handlers(manager)
         log.info(
             "manager: source %s, parallelism %d, state %s",

@@ -49,7 +49,6 @@ class Poller:
         self.rng = rng or random.Random()
         self.stop = stop or threading.Event()
         self.source_down = False
-        self.polls = 0
 
     def poll_once(self) -> list[str] | None:
         """List the source and enqueue what needs work. None when the source is unreachable."""
@@ -72,7 +71,6 @@ class Poller:
         if self.source_down:
             log.warning("source %s is back", self.client.base_url)
         self.source_down = False
-        self.polls += 1
         return names
 
     def run(self) -> None:

@@ -46,7 +46,6 @@ class ManagerOptions:
     max_attempts: int = 3
     poll_interval: float = 10.0
     watch: bool = False
-    once: bool = False
     retry_backoff: float = 1.0
     retry_backoff_cap: float = 300.0
     grace: float = 10.0

@@ -190,7 +190,3 @@ class LocalBackend:
             left = list(self._running.values())
         for proc in left:
             self._end(proc)
-
-    def running_count(self) -> int:
-        with self._running_lock:
-            return len(self._running)

@@ -31,7 +31,7 @@ def test_progress_bar_counts_every_item_on_a_terminal(tmp_path):
                 SourceClient(server.url),
                 ledger,
                 LocalBackend(["true"], ledger.state_dir),
-                ManagerOptions(once=True),
+                ManagerOptions(),
             )
             terminal = FakeTerminal()
             report = run_with_progress(manager, stream=terminal)
@@ -51,7 +51,7 @@ def test_no_bar_on_a_pipe(tmp_path):
                 SourceClient(server.url),
                 ledger,
                 LocalBackend(["true"], ledger.state_dir),
-                ManagerOptions(once=True),
+                ManagerOptions(),
             )
             pipe = io.StringIO()
             run_with_progress(manager, stream=pipe)
