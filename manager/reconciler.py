@@ -87,12 +87,16 @@ class Reconciler:
             self.ledger.see([name])
             attempt = self.ledger.start(name, self.backend.log_path(name))
             started = time.monotonic()
-            outcome = self.backend.run(
-                name,
-                data,
-                attempt,
-                lambda pgid, start: self.ledger.record_process(name, pgid, start),
-            )
+            try:
+                outcome = self.backend.run(
+                    name,
+                    data,
+                    attempt,
+                    lambda pgid, start: self.ledger.record_process(name, pgid, start),
+                )
+            except Exception as exc:  # never leave the item marked running
+                log.exception("%s: the backend failed", name)
+                outcome = Outcome(False, error=f"backend error: {type(exc).__name__}: {exc}")
             outcome = replace(outcome, seconds=time.monotonic() - started)
             if outcome.interrupted:
                 self.ledger.requeue(name)

@@ -27,7 +27,7 @@ from .ledger import Ledger, State
 from .measure import SlidingWindow
 from .poller import Poller
 from .reconciler import Reconciler, Result
-from .source_client import SourceClient, SourceError, SourceProtocolError
+from .source_client import SourceClient, SourceError
 from .workqueue import (
     ItemExponentialFailureRateLimiter,
     PrometheusMetricsProvider,
@@ -154,16 +154,11 @@ class Manager:
                 return
             try:
                 result = self.reconciler.reconcile(name)
-            except SourceProtocolError as exc:
-                log.error("%s", exc)
-                result = Result.RETRY
-                self._note(name, result, None)
-            except SourceError as exc:
-                log.warning("%s: cannot fetch item data (%s); will retry", name, exc)
-                result = Result.RETRY
-                self._note(name, result, None)
-            except Exception:
-                log.exception("%s: unexpected error; will retry", name)
+            except Exception as exc:  # one item's trouble never stops the others
+                if isinstance(exc, SourceError):
+                    log.warning("%s: cannot fetch item data (%s); will retry", name, exc)
+                else:
+                    log.exception("%s: unexpected error; will retry", name)
                 result = Result.RETRY
                 self._note(name, result, None)
             try:

@@ -1,4 +1,5 @@
-"""The --once progress bar: drawn on a terminal, counting each item once."""
+"""The Manager in-process over a real ambassador: the --once progress bar on a terminal, and a
+backend failure that must not leave an item marked running."""
 
 from __future__ import annotations
 
@@ -58,3 +59,31 @@ def test_no_bar_on_a_pipe(tmp_path):
     finally:
         server.stop()
     assert pipe.getvalue() == ""
+
+
+def test_a_backend_that_raises_fails_the_item_and_leaves_nothing_running(tmp_path):
+    from manager.reconciler import Result
+
+    class Exploding(LocalBackend):
+        def run(self, *args, **kwargs):
+            raise RuntimeError("disk on fire")
+
+    folder = tmp_path / "items"
+    folder.mkdir()
+    (folder / "a.x").touch()
+    os.utime(folder / "a.x", (1_000_000_000, 1_000_000_000))
+    server = serve_folder(str(folder), [".x"])
+    try:
+        with Ledger(str(tmp_path / "state")).open() as ledger:
+            manager = Manager(
+                SourceClient(server.url),
+                ledger,
+                Exploding(["true"], ledger.state_dir),
+                ManagerOptions(max_attempts=1),
+            )
+            report = manager.run_once()
+            row = ledger.row("a.x")
+    finally:
+        server.stop()
+    assert report.results["a.x"] == Result.FAILED
+    assert row.state == "failed" and "disk on fire" in row.last_error
