@@ -61,10 +61,10 @@ def test_a_rename_from_part_is_an_arrival(tmp_path, start_source):
 
 
 def test_a_growing_file_waits_until_it_holds_still(tmp_path, start_source):
-    source = start_source(tmp_path, settle=0.6)
+    source = start_source(tmp_path, settle=1.5)
     path = tmp_path / "growing.mp4"
     with open(path, "wb") as f:
-        for _ in range(6):  # writes for ~1.2 s, never pausing for the settle time
+        for _ in range(8):  # writes for ~1.6 s, never pausing anywhere near the settle time
             f.write(b"x" * 1000)
             f.flush()
             time.sleep(0.2)
