@@ -20,7 +20,7 @@ import random
 import threading
 from collections.abc import Callable
 
-from .source_client import SourceClient, SourceError, SourceProtocolError
+from .source_client import SourceClient, SourceError, SourceProtocolError, WatchUnsupported
 
 log = logging.getLogger("workqueue.manager")
 
@@ -81,7 +81,8 @@ class Poller:
 
     def follow_watch(self) -> None:
         """Follow the watch stream until `stop` is set; reconnect (with jittered backoff) when it
-        breaks. Every (re)connection starts with ADDED for every current item: a re-list."""
+        breaks. Every (re)connection starts with ADDED for every current item: a re-list.
+        A source without a watch stream is polled instead."""
         backoff = 0.5
         while not self.stop.is_set():
             try:
@@ -99,6 +100,10 @@ class Poller:
                         return
             except SourceProtocolError:
                 raise
+            except WatchUnsupported as exc:
+                log.warning("%s; polling every ~%gs instead", exc, self.interval)
+                self.run()
+                return
             except SourceError as exc:
                 if not self.source_down:
                     log.warning("%s; reconnecting", exc)

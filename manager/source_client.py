@@ -34,6 +34,10 @@ class SourceProtocolError(SourceError):
     """The source answered something that is not the items API."""
 
 
+class WatchUnsupported(SourceError):
+    """The source has no watch stream (it refused `watch=true`, or answered a plain list)."""
+
+
 class SourceClient:
     def __init__(
         self,
@@ -88,15 +92,20 @@ class SourceClient:
 
     def watch(self, timeout_seconds: int | None = None) -> Iterator[dict[str, str]]:
         """Follow the watch stream: {"type": "ADDED"|"DELETED", "item": name} events. Ends when
-        the stream ends; raises SourceUnavailable when it cannot be opened or breaks."""
+        the stream ends; raises SourceUnavailable when it cannot be opened or breaks, and
+        WatchUnsupported when the source has no stream (the caller then polls)."""
         params = {"watch": "true"}
         if timeout_seconds:
             params["timeoutSeconds"] = str(timeout_seconds)
         url = self.base_url + "/api/v1/items"
         try:
             with self.session.get(url, params=params, stream=True, timeout=(5, None)) as r:
+                if r.status_code in (400, 404, 405, 501):
+                    raise WatchUnsupported(f"{url} has no watch stream (HTTP {r.status_code})")
                 if r.status_code != 200:
                     raise SourceUnavailable(f"{url}?watch=true answered HTTP {r.status_code}")
+                if "ndjson" not in r.headers.get("Content-Type", ""):
+                    raise WatchUnsupported(f"{url} answered watch=true with a plain response")
                 for line in r.iter_lines(chunk_size=None):
                     if not line:
                         continue

@@ -74,3 +74,25 @@ def test_capacity_closed_wakes_waiters_with_false():
 def test_capacity_rejects_nonsense():
     with pytest.raises(ValueError):
         Capacity(0)
+
+
+def test_a_source_without_watch_is_polled_instead(caplog):
+    from manager.source_client import WatchUnsupported
+
+    class NoWatch(FlakyClient):
+        def watch(self, timeout_seconds=None):
+            raise WatchUnsupported("http://source.test has no watch stream (HTTP 400)")
+
+    got = []
+    stop = threading.Event()
+    client = NoWatch([["a", "b"]])
+
+    def enqueue(names):
+        got.extend(names)
+        stop.set()
+
+    poller = Poller(client, enqueue, interval=0.01, stop=stop)
+    with caplog.at_level(logging.WARNING, logger="workqueue.manager"):
+        poller.follow_watch()
+    assert got == ["a", "b"]
+    assert "polling every" in caplog.text

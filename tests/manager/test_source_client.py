@@ -88,3 +88,26 @@ def test_get_item_quotes_the_name_and_404_means_gone():
 def test_a_url_without_scheme_is_refused():
     with pytest.raises(SourceProtocolError, match="http://"):
         SourceClient("localhost:8080")
+
+
+@responses.activate
+def test_a_source_without_a_watch_stream_says_so():
+    from manager.source_client import WatchUnsupported
+
+    responses.get(f"{BASE}/api/v1/items", status=400, json={"kind": "Status"})
+    with pytest.raises(WatchUnsupported):
+        list(client().watch())
+    responses.reset()
+    responses.get(f"{BASE}/api/v1/items", json={"kind": "ItemList", "items": ["a"]})
+    with pytest.raises(WatchUnsupported):
+        list(client().watch())
+
+
+@responses.activate
+def test_the_watch_stream_yields_events():
+    body = '{"type":"ADDED","item":"a"}\n\n{"type":"DELETED","item":"a"}\n'
+    responses.get(f"{BASE}/api/v1/items", body=body, content_type="application/x-ndjson")
+    assert list(client().watch()) == [
+        {"type": "ADDED", "item": "a"},
+        {"type": "DELETED", "item": "a"},
+    ]
