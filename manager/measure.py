@@ -32,19 +32,18 @@ class Measured:
     def describe(self) -> str:
         parts = []
         if self.mean_service is not None:
+            cv = f" (cv {self.cv_service:.2f})" if self.cv_service is not None else ""
             parts.append(
-                f"mean service time {self.mean_service:.2f}s over {self.services} "
-                f"run(s) (cv {self.cv_service:.2f})"
+                f"mean service time {self.mean_service:.2f}s over {self.services} run(s){cv}"
             )
-        if self.burst:
+        if self.burst or self.items == 1:
             parts.append(
-                f"mean interarrival 0.00s: all {self.items} items arrived together "
+                f"mean interarrival 0.00s: all {self.items} item(s) arrived together "
                 "(a backlog to drain, not a rate)"
             )
         elif self.mean_interarrival is not None:
-            parts.append(
-                f"mean interarrival {self.mean_interarrival:.2f}s (cv {self.cv_interarrival:.2f})"
-            )
+            cv = f" (cv {self.cv_interarrival:.2f})" if self.cv_interarrival is not None else ""
+            parts.append(f"mean interarrival {self.mean_interarrival:.2f}s{cv}")
         return "measured: " + "; ".join(parts) if parts else "measured: nothing finished yet"
 
 

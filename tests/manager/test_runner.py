@@ -87,3 +87,16 @@ def test_a_backend_that_raises_fails_the_item_and_leaves_nothing_running(tmp_pat
         server.stop()
     assert report.results["a.x"] == Result.FAILED
     assert row.state == "failed" and "disk on fire" in row.last_error
+
+
+def test_measured_line_reads_well_for_one_item_and_for_many():
+    from manager.ledger import Row
+    from manager.measure import measure_rows
+
+    def row(name, seen, took):
+        return Row(name, "succeeded", 1, seen, seen + 1, seen + 1 + took, 0, None, None)
+
+    one = measure_rows([row("a", 100.0, 2.0)]).describe()
+    assert one.startswith("measured: mean service time 2.00s over 1 run(s);")
+    many = measure_rows([row(str(i), 100.0 + 10 * i, 2.0 + i % 2) for i in range(5)]).describe()
+    assert "cv" in many and "mean interarrival 10.00s (cv 0.00)" in many
