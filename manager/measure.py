@@ -37,10 +37,10 @@ class Measured:
                 f"mean service time {self.mean_service:.2f}s over {self.services} run(s){cv}"
             )
         if self.burst or self.items == 1:
-            parts.append(
-                f"mean interarrival 0.00s: all {self.items} item(s) arrived together "
-                "(a backlog to drain, not a rate)"
+            together = (
+                "the only item" if self.items == 1 else f"all {self.items} items arrived together"
             )
+            parts.append(f"mean interarrival 0.00s: {together} (a backlog to drain, not a rate)")
         elif self.mean_interarrival is not None:
             cv = f" (cv {self.cv_interarrival:.2f})" if self.cv_interarrival is not None else ""
             parts.append(f"mean interarrival {self.mean_interarrival:.2f}s{cv}")
