@@ -265,7 +265,10 @@ class FilesystemSource:
         last_poll = time.monotonic()
         if self.use_events:
             try:
-                self._refresh_with_events(last_poll)
+                # The first safety check comes one second in, not a whole safety interval: a
+                # file created between the first scan and the moment inotify watches the folder
+                # raises no event, and must not wait long to be seen.
+                self._refresh_with_events(last_poll - self.safety_interval + 1.0)
                 return
             except Exception as exc:  # inotify limits, unsupported file systems, ...
                 if self._stop.is_set():

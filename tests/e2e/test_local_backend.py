@@ -316,7 +316,8 @@ def test_watch_mode_runs_a_dropped_file_without_waiting_for_a_poll(
         assert time.monotonic() - dropped < 30  # a poll would take 48-72 s
     finally:
         proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=30)
+        _, err = proc.communicate(timeout=30)
+        print(err)  # shown by pytest when the test fails
     assert proc.returncode == 143
     assert sorted(marker_worker.ended()) == ["first.mp4", "second.mp4"]
 
