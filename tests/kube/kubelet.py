@@ -1,0 +1,134 @@
+"""A test kubelet for the API-server stand-in: it runs each Job created there as local
+processes and writes the Job's status back, so end-to-end tests go from a dropped file to a
+finished Job without a cluster.
+
+For each new Job: wait for the ConfigMaps its pod mounts (as a kubelet waits to mount them),
+write their keys as files into a private folder and point the container's environment at them
+(so WORK_ITEM_FILE names a real file), then run the container's `command` + `args` - or, for an
+image with no command, the argv registered for that image - up to backoffLimit + 1 times.
+Status follows batch/v1: startTime and active while running; then succeeded or failed with a
+Complete or Failed (BackoffLimitExceeded) condition and completionTime. A finished Job with
+ttlSecondsAfterFinished is deleted (background propagation) that many seconds later, as the TTL
+controller does. PersistentVolumeClaim mounts are taken to be the same path on this machine.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+import threading
+import time
+
+from .apiserver import ApiError, ApiServer, now_rfc3339
+
+
+class Kubelet:
+    def __init__(
+        self,
+        server: ApiServer,
+        images: dict[str, list[str]] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.store = server.store
+        self.images = images or {}
+        self.env = env or {}
+        self.runs: list[tuple[str, int]] = []  # (job name, exit code) of every pod run
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self.store.hooks.append(self._on_change)
+
+    def _on_change(self, kind: str, resource: str, obj: dict) -> None:
+        if resource == "jobs" and kind == "ADDED":
+            t = threading.Thread(target=self._run_job, args=(obj,), daemon=True)
+            self._threads.append(t)
+            t.start()
+
+    def _status(self, ns: str, name: str, status: dict) -> None:
+        try:
+            self.store.patch(
+                "jobs", ns, name, {"status": status}, "application/merge-patch", status_only=True
+            )
+        except ApiError:
+            pass  # the Job was deleted meanwhile
+
+    def _wait_config_map(self, ns: str, name: str, timeout: float = 30.0) -> dict | None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                return self.store.get("configmaps", ns, name)
+            except ApiError:
+                time.sleep(0.02)
+        return None
+
+    def _run_job(self, job: dict) -> None:
+        ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
+        spec = job["spec"]
+        pod = spec["template"]["spec"]
+        container = pod["containers"][0]
+        with tempfile.TemporaryDirectory(prefix=f"kubelet-{name}-") as root:
+            mounts: dict[str, str] = {}
+            volumes = {v["name"]: v for v in pod.get("volumes") or []}
+            for mount in container.get("volumeMounts") or []:
+                volume = volumes.get(mount["name"]) or {}
+                if "configMap" in volume:
+                    cm = self._wait_config_map(ns, volume["configMap"]["name"])
+                    if cm is None:
+                        return self._finish(ns, name, spec, ok=False, reason="MountFailed")
+                    folder = os.path.join(root, mount["name"])
+                    os.makedirs(folder)
+                    for key, value in (cm.get("data") or {}).items():
+                        with open(os.path.join(folder, key), "w", encoding="utf-8") as f:
+                            f.write(value)
+                    mounts[mount["mountPath"]] = folder
+            env = dict(os.environ, **self.env)
+            for item in container.get("env") or []:
+                value = item.get("value", "")
+                for mount_path, folder in mounts.items():
+                    if value == mount_path or value.startswith(mount_path + "/"):
+                        value = folder + value[len(mount_path) :]
+                env[item["name"]] = value
+            argv = list(container.get("command") or self.images.get(container["image"], []))
+            argv += container.get("args") or []
+            self._status(ns, name, {"startTime": now_rfc3339(), "active": 1})
+            tries = spec.get("backoffLimit", 6) + 1
+            code = 1
+            for _ in range(tries):
+                try:
+                    code = subprocess.run(
+                        argv, env=env, stdin=subprocess.DEVNULL, capture_output=True
+                    ).returncode
+                except OSError:
+                    code = 127
+                with self._lock:
+                    self.runs.append((name, code))
+                if code == 0:
+                    break
+        self._finish(ns, name, spec, ok=code == 0, reason="BackoffLimitExceeded")
+
+    def _finish(self, ns: str, name: str, spec: dict, *, ok: bool, reason: str) -> None:
+        done = now_rfc3339()
+        condition = {
+            "type": "Complete" if ok else "Failed",
+            "status": "True",
+            "lastProbeTime": done,
+            "lastTransitionTime": done,
+        }
+        if not ok:
+            condition.update(reason=reason, message=f"Job failed: {reason}")
+        status = {"active": None, "conditions": [condition], "completionTime": done}
+        status["succeeded" if ok else "failed"] = 1
+        self._status(ns, name, status)
+        ttl = spec.get("ttlSecondsAfterFinished")
+        if ttl is not None:
+            threading.Timer(ttl, self._expire, args=(ns, name)).start()
+
+    def _expire(self, ns: str, name: str) -> None:
+        try:
+            self.store.delete("jobs", ns, name, {"propagationPolicy": "Background"})
+        except ApiError:
+            pass
+
+    def runs_of(self, name: str) -> list[int]:
+        with self._lock:
+            return [code for job, code in self.runs if job == name]

@@ -1,0 +1,248 @@
+"""The API-server stand-in behaves as kube-apiserver does where the manager relies on it -
+checked through the official `kubernetes` client over real HTTP."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+from kubernetes.client.rest import ApiException
+from urllib3.exceptions import ProtocolError
+
+from .apiserver import selector_matches
+
+NS = "media"
+
+
+def cm(name, labels=None, **meta):
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "labels": labels or {}, **meta},
+        "data": {"k": "v"},
+    }
+
+
+def job(name, labels=None):
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {
+            "template": {
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "w", "image": "i:1"}]}
+            }
+        },
+    }
+
+
+def raw(response) -> dict:
+    return json.loads(response.data)
+
+
+def test_create_sets_uid_timestamp_and_increasing_resource_versions(kube):
+    a = raw(kube.core.create_namespaced_config_map(NS, cm("a"), _preload_content=False))
+    b = raw(kube.core.create_namespaced_config_map(NS, cm("b"), _preload_content=False))
+    assert a["metadata"]["uid"] and a["metadata"]["creationTimestamp"].endswith("Z")
+    assert int(b["metadata"]["resourceVersion"]) > int(a["metadata"]["resourceVersion"])
+    got = kube.core.read_namespaced_config_map("a", NS)
+    assert got.data == {"k": "v"} and got.metadata.namespace == NS
+
+
+def test_a_duplicate_name_is_409_already_exists_with_a_status_body(kube):
+    kube.batch.create_namespaced_job(NS, job("j"))
+    with pytest.raises(ApiException) as exc:
+        kube.batch.create_namespaced_job(NS, job("j"))
+    assert exc.value.status == 409
+    body = json.loads(exc.value.body)
+    assert body["kind"] == "Status" and body["reason"] == "AlreadyExists"
+
+
+def test_generate_name(kube):
+    body = cm(None)
+    body["metadata"] = {"generateName": "record-"}
+    made = kube.core.create_namespaced_config_map(NS, body)
+    assert made.metadata.name.startswith("record-") and len(made.metadata.name) == 12
+
+
+def test_update_with_a_stale_resource_version_is_409_conflict(kube):
+    made = raw(kube.core.create_namespaced_config_map(NS, cm("a"), _preload_content=False))
+    fresh = dict(made, data={"k": "2"})
+    kube.core.replace_namespaced_config_map("a", NS, fresh)
+    with pytest.raises(ApiException) as exc:
+        kube.core.replace_namespaced_config_map("a", NS, dict(made, data={"k": "3"}))
+    assert exc.value.status == 409 and json.loads(exc.value.body)["reason"] == "Conflict"
+
+
+def test_label_selectors(kube):
+    kube.core.create_namespaced_config_map(NS, cm("a", {"q": "x", "tier": "1"}))
+    kube.core.create_namespaced_config_map(NS, cm("b", {"q": "x", "tier": "2"}))
+    kube.core.create_namespaced_config_map(NS, cm("c", {"q": "y"}))
+
+    def names(selector):
+        return sorted(
+            i.metadata.name
+            for i in kube.core.list_namespaced_config_map(NS, label_selector=selector).items
+        )
+
+    assert names("q=x") == ["a", "b"]
+    assert names("q==x,tier!=1") == ["b"]
+    assert names("tier in (1, 2)") == ["a", "b"]
+    assert names("q notin (x)") == ["c"]
+    assert names("tier") == ["a", "b"] and names("!tier") == ["c"]
+    assert selector_matches("", {})
+
+
+def test_patch_merge_and_json_patch(kube):
+    kube.core.create_namespaced_config_map(NS, cm("a"))
+    kube.core.patch_namespaced_config_map("a", NS, {"data": {"n": "1"}})
+    kube.core.patch_namespaced_config_map(
+        "a", NS, [{"op": "add", "path": "/metadata/labels/x", "value": "y"}]
+    )
+    got = kube.core.read_namespaced_config_map("a", NS)
+    assert got.data == {"k": "v", "n": "1"} and got.metadata.labels == {"x": "y"}
+
+
+def test_finalizers_hold_deletion_until_removed(kube):
+    kube.batch.create_namespaced_job(
+        NS, dict(job("j"), metadata={"name": "j", "finalizers": ["workqueue.dev/record"]})
+    )
+    kube.batch.delete_namespaced_job("j", NS)
+    held = kube.batch.read_namespaced_job("j", NS)
+    assert held.metadata.deletion_timestamp is not None
+    kube.batch.patch_namespaced_job("j", NS, {"metadata": {"finalizers": None}})
+    with pytest.raises(ApiException) as exc:
+        kube.batch.read_namespaced_job("j", NS)
+    assert exc.value.status == 404
+
+
+def test_owner_references_are_garbage_collected(kube):
+    j = kube.batch.create_namespaced_job(NS, job("j"))
+    ref = {"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": j.metadata.uid}
+    kube.core.create_namespaced_config_map(NS, cm("owned", ownerReferences=[ref]))
+    kube.core.create_namespaced_config_map(NS, cm("free"))
+    kube.batch.delete_namespaced_job("j", NS, propagation_policy="Background")
+    left = [i.metadata.name for i in kube.core.list_namespaced_config_map(NS).items]
+    assert left == ["free"]
+
+
+def test_delete_preconditions(kube):
+    made = kube.core.create_namespaced_config_map(NS, cm("a"))
+    with pytest.raises(ApiException) as exc:
+        kube.core.delete_namespaced_config_map("a", NS, body={"preconditions": {"uid": "nope"}})
+    assert exc.value.status == 409
+    kube.core.delete_namespaced_config_map(
+        "a", NS, body={"preconditions": {"uid": made.metadata.uid}}
+    )
+
+
+def read_watch(response, count, timeout=5.0):
+    events, deadline = [], time.monotonic() + timeout
+    buffer = b""
+    while len(events) < count and time.monotonic() < deadline:
+        try:
+            chunk = response.read1(65536) if hasattr(response, "read1") else response.read(1)
+        except ProtocolError:  # the stream was cut: what arrived before still counts
+            break
+        if not chunk:
+            break
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            if line.strip():
+                events.append(json.loads(line))
+    return events
+
+
+def test_watch_from_a_resource_version_sees_added_modified_deleted(kube):
+    first = raw(
+        kube.core.create_namespaced_config_map(NS, cm("a", {"q": "x"}), _preload_content=False)
+    )
+    rv = first["metadata"]["resourceVersion"]
+    stream = kube.core.list_namespaced_config_map(
+        NS,
+        label_selector="q=x",
+        watch=True,
+        resource_version=rv,
+        timeout_seconds=5,
+        _preload_content=False,
+    )
+
+    def changes():
+        kube.core.create_namespaced_config_map(NS, cm("b", {"q": "x"}))
+        kube.core.create_namespaced_config_map(NS, cm("other", {"q": "y"}))
+        kube.core.patch_namespaced_config_map("b", NS, {"data": {"k": "2"}})
+        kube.core.delete_namespaced_config_map("b", NS)
+
+    threading.Thread(target=changes).start()
+    events = read_watch(stream, 3)
+    stream.release_conn()
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
+        ("ADDED", "b"),
+        ("MODIFIED", "b"),
+        ("DELETED", "b"),
+    ]
+
+
+def test_watch_from_a_compacted_resource_version_is_410(kube, apiserver):
+    for i in range(60):  # history is 50 changes
+        kube.core.create_namespaced_config_map(NS, cm(f"c{i}"))
+    stream = kube.core.list_namespaced_config_map(
+        NS, watch=True, resource_version="101", timeout_seconds=2, _preload_content=False
+    )
+    events = read_watch(stream, 1)
+    assert events[0]["type"] == "ERROR" and events[0]["object"]["code"] == 410
+
+
+def test_faults_429_with_retry_after_500_and_a_cut_watch(kube, apiserver):
+    apiserver.faults.add("429", verb="create", resource="configmaps", retry_after=3)
+    with pytest.raises(ApiException) as exc:
+        kube.core.create_namespaced_config_map(NS, cm("a"))
+    assert exc.value.status == 429 and exc.value.headers["Retry-After"] == "3"
+    apiserver.faults.add("500", verb="list", resource="jobs")
+    with pytest.raises(ApiException) as exc:
+        kube.batch.list_namespaced_job(NS)
+    assert exc.value.status == 500
+    kube.core.create_namespaced_config_map(NS, cm("a"))
+    kube.core.create_namespaced_config_map(NS, cm("b"))
+    apiserver.faults.add("cut", verb="watch", resource="configmaps", after_events=1)
+    stream = kube.core.list_namespaced_config_map(NS, watch=True, _preload_content=False)
+    assert len(read_watch(stream, 5, timeout=2)) == 1
+
+
+def test_leases_and_events(kube):
+    lease = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "thumbs-leader"},
+        "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15},
+    }
+    made = kube.coordination.create_namespaced_lease(NS, lease)
+    made.spec.holder_identity = "b"
+    kube.coordination.replace_namespaced_lease("thumbs-leader", NS, made)
+    assert kube.coordination.read_namespaced_lease("thumbs-leader", NS).spec.holder_identity == "b"
+    event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": "j."},
+        "involvedObject": {"kind": "Job", "name": "j", "namespace": NS},
+        "reason": "Completed",
+        "message": "done",
+        "type": "Normal",
+    }
+    kube.core.create_namespaced_event(NS, event)
+    assert kube.core.list_namespaced_event(NS).items[0].reason == "Completed"
+
+
+def test_requests_are_recorded_for_rbac(kube, apiserver):
+    kube.core.create_namespaced_config_map(NS, cm("a"))
+    kube.batch.list_namespaced_job(NS)
+    assert {("create", "configmaps", ""), ("list", "batch/jobs", "")} <= apiserver.verbs_seen()
+
+
+def test_unknown_resources_are_404_status(kube):
+    with pytest.raises(ApiException) as exc:
+        kube.core.list_namespaced_secret(NS)
+    assert exc.value.status == 404 and json.loads(exc.value.body)["kind"] == "Status"
