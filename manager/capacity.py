@@ -11,12 +11,16 @@ Invariant: 0 <= in_use, and in_use <= limit except right after the limit was low
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 
 class Capacity:
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, external: Callable[[], int] | None = None) -> None:
+        """`external()` counts work running elsewhere that uses the same limit (the Kubernetes
+        backend's Jobs from a rival manager or an earlier run); call `poke()` when it changes."""
         if limit < 1:
             raise ValueError("parallelism must be >= 1")
+        self._external = external or (lambda: 0)
         self._cond = threading.Condition()
         self._limit = limit
         self._in_use = 0
@@ -41,8 +45,8 @@ class Capacity:
         """Wait for a free slot and take it. False when closed (the manager is stopping): the
         caller must then not start anything. The caller's duty: `release()` every slot taken."""
         with self._cond:
-            while self._in_use >= self._limit and not self._closed:
-                self._cond.wait()
+            while self._in_use + self._external() >= self._limit and not self._closed:
+                self._cond.wait(1.0)  # external work is also re-counted each second
             if self._closed:
                 return False
             self._in_use += 1
@@ -52,6 +56,11 @@ class Capacity:
         with self._cond:
             self._in_use -= 1
             self._cond.notify()
+
+    def poke(self) -> None:
+        """Something outside changed: waiters re-count."""
+        with self._cond:
+            self._cond.notify_all()
 
     def close(self) -> None:
         """Wake every waiter with False; slots already taken stay taken until released."""

@@ -128,6 +128,9 @@ def add_parsers(subparsers, user_error: type[Exception]) -> None:
         "--watch", action="store_true", help="follow the source's watch stream instead of polling"
     )
     _add_run_options(p)
+    from .kube_command import add_options as add_kubernetes_options
+
+    add_kubernetes_options(p)
     p.set_defaults(func=lambda a: cmd_manager(a, user_error))
 
     p = subparsers.add_parser(
@@ -220,8 +223,11 @@ def _install_signal_handlers(manager) -> dict:
     return got
 
 
-def _build_manager(source_url: str, argv: list[str], args, user_error):
-    from .backends.local import LocalBackend, end_process_group
+def _build_manager(source_url: str, argv: list[str] | None, args, user_error):
+    """The manager with its ledger and backend: local (argv is the worker command) or, with
+    --backend kubernetes, the cluster's (argv is None). Returns (manager, ledger, closer)."""
+    from prometheus_client import CollectorRegistry
+
     from .runner import Manager, ManagerOptions
     from .source_client import SourceClient, SourceProtocolError
 
@@ -231,13 +237,25 @@ def _build_manager(source_url: str, argv: list[str], args, user_error):
         client = SourceClient(source_url)
     except SourceProtocolError as exc:
         raise user_error(str(exc)) from None
-    ledger = _open_ledger(args.state_dir, user_error)
-    recovered = ledger.recover(end_process_group)
-    if recovered:
-        log.warning(
-            "%d item(s) were running when the last manager stopped; they run again", len(recovered)
-        )
-    backend = LocalBackend(argv, ledger.state_dir, timeout=args.timeout)
+    registry = CollectorRegistry()
+    elector = None
+    if getattr(args, "backend", "local") == "kubernetes":
+        from .kube_command import KubeParts
+
+        parts = KubeParts(args, user_error, registry)
+        ledger, backend, closer, elector = parts.ledger, parts.backend, parts.close, parts.elector
+    else:
+        from .backends.local import LocalBackend, end_process_group
+
+        ledger = _open_ledger(args.state_dir, user_error)
+        recovered = ledger.recover(end_process_group)
+        if recovered:
+            log.warning(
+                "%d item(s) were running when the last manager stopped; they run again",
+                len(recovered),
+            )
+        backend = LocalBackend(argv, ledger.state_dir, timeout=args.timeout)
+        closer = ledger.close
     options = ManagerOptions(
         parallelism=args.parallelism,
         max_parallelism=max(args.max_parallelism or 0, args.parallelism),
@@ -252,29 +270,50 @@ def _build_manager(source_url: str, argv: list[str], args, user_error):
         scale_down_delay=args.scale_down_delay,
         window=args.scale_window,
     )
-    from prometheus_client import CollectorRegistry
-
-    manager = Manager(client, ledger, backend, options, registry=CollectorRegistry())
+    manager = Manager(client, ledger, backend, options, registry=registry)
+    manager.elector = elector
     if args.metrics_port is not None:
         from .stats_server import StatsServer
 
         try:
-            manager.stats_server = StatsServer(
-                manager, manager.registry, "127.0.0.1", args.metrics_port
-            )
+            manager.stats_server = StatsServer(manager, registry, "127.0.0.1", args.metrics_port)
         except OSError as exc:
-            ledger.close()
+            closer()
             raise user_error(
                 f"cannot serve metrics on port {args.metrics_port}: {exc.strerror}"
             ) from None
         log.info("metrics and stats on http://127.0.0.1:%s", manager.stats_server.port)
-    return manager, ledger
+    return manager, ledger, closer
 
 
-def _run_once(manager, ledger) -> int:
+def _lead_or_stand_by(manager) -> bool:
+    """With --leader-elect: wait for the Lease; if it is lost later, stop (the process exits 1
+    and its supervisor restarts it as a candidate, as client-go's controllers do). False when
+    the manager was stopped before it ever led."""
+    elector = getattr(manager, "elector", None)
+    if elector is None:
+        return True
+    lost = {"flag": False}
+
+    def stopped_leading():
+        lost["flag"] = True
+        manager.stop()
+
+    elector.on_stopped_leading = stopped_leading
+    elector.start()
+    log.info("leader election: standing by for %s", elector.lease_name)
+    while not elector.leading.wait(0.5):
+        if manager.stop_event.is_set():
+            return False
+    manager.lost_leadership = lost
+    return True
+
+
+def _run_once(manager, ledger, got: dict | None = None) -> int:
     from .once import run_with_progress
 
-    got = _install_signal_handlers(manager)
+    if got is None:
+        got = _install_signal_handlers(manager)
     report = run_with_progress(manager)
     from .summary import print_summary
 
@@ -288,31 +327,36 @@ def _run_once(manager, ledger) -> int:
 
 
 def cmd_manager(args, user_error) -> int:
-    if args.backend == "kubernetes":
-        raise user_error("the kubernetes backend is not in this build yet; use --backend local")
-    if not args.worker_cmd:
-        raise user_error("--worker-cmd is required with --backend local")
-    argv = _worker_argv(shlex.split(args.worker_cmd), user_error)
+    argv = None
+    if args.backend == "local":
+        if not args.worker_cmd:
+            raise user_error("--worker-cmd is required with --backend local")
+        argv = _worker_argv(shlex.split(args.worker_cmd), user_error)
     _setup_logging()
     from .source_client import SourceProtocolError
 
-    manager, ledger = _build_manager(args.source, argv, args, user_error)
+    manager, ledger, closer = _build_manager(args.source, argv, args, user_error)
     try:
-        if args.once:
-            return _run_once(manager, ledger)
         got = _install_signal_handlers(manager)
-        log.info(
-            "manager: source %s, parallelism %d, state %s",
-            args.source,
-            args.parallelism,
-            ledger.state_dir,
-        )
-        manager.run_forever()
-        return 128 + got["signal"] if "signal" in got else 0
+        if not _lead_or_stand_by(manager):
+            return 128 + got.get("signal", signal.SIGTERM)
+        if args.once:
+            code = _run_once(manager, ledger, got)
+        else:
+            where = ledger.state_dir or f"namespace {args.namespace}, queue {args.queue}"
+            log.info(
+                "manager: source %s, parallelism %d, state %s", args.source, args.parallelism, where
+            )
+            manager.run_forever()
+            code = 128 + got["signal"] if "signal" in got else 0
+        if getattr(manager, "lost_leadership", {}).get("flag"):
+            log.error("leader election: lost the lease; exiting so a new candidate can lead")
+            return 1
+        return code
     except SourceProtocolError as exc:
         raise user_error(str(exc)) from None
     finally:
-        ledger.close()
+        closer()
 
 
 def cmd_run(args, user_error) -> int:
@@ -332,11 +376,11 @@ def cmd_run(args, user_error) -> int:
         raise user_error(str(exc)) from None
     try:
         server.wait_settled()
-        manager, ledger = _build_manager(server.url, argv, args, user_error)
+        manager, ledger, closer = _build_manager(server.url, argv, args, user_error)
         try:
             return _run_once(manager, ledger)
         finally:
-            ledger.close()
+            closer()
     finally:
         server.stop()
 

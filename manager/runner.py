@@ -87,7 +87,10 @@ class Manager:
         self.ledger = ledger
         self.backend = backend
         self.options = options
-        self.capacity = Capacity(options.parallelism)
+        # A backend that knows of work running outside this manager (Kubernetes) counts it.
+        self.capacity = Capacity(options.parallelism, getattr(backend, "others_running", None))
+        if hasattr(backend, "on_change_hooks"):
+            backend.on_change_hooks.append(self.capacity.poke)
         self.registry = registry
         self.queue = RateLimitingQueue(
             "items",

@@ -173,10 +173,16 @@ class KubeApi:
         return self.call("delete", kind, name, self.namespace, body=body)
 
     def watch(
-        self, kind: str, label_selector: str, resource_version: str, timeout_seconds: int = 300
+        self,
+        kind: str,
+        label_selector: str,
+        resource_version: str,
+        timeout_seconds: int = 300,
+        on_open: Callable[[Any], None] | None = None,
     ) -> Iterator[dict]:
         """Events {"type", "object"} from `resource_version` on. Raises KubeError(410) when
-        the version is too old (the caller re-lists) and ends when the stream ends or breaks."""
+        the version is too old (the caller re-lists) and ends when the stream ends or breaks.
+        `on_open(response)` gets the open stream, whose `shutdown()` interrupts the read."""
         response = self.call(
             "list",
             kind,
@@ -188,6 +194,8 @@ class KubeApi:
             allow_watch_bookmarks=False,
             stream=True,
         )
+        if on_open is not None:
+            on_open(response)
         buffer = b""
         try:
             for chunk in response.stream(65536):

@@ -132,6 +132,11 @@ class JobCache:
             for job in fresh.values():
                 self.on_change("SYNC", job)
 
+    def _opened(self, stream) -> None:
+        self._stream = stream
+        if self._stop.is_set():
+            stream.shutdown()
+
     def _run(self) -> None:
         need_list = True
         while not self._stop.is_set():
@@ -140,7 +145,11 @@ class JobCache:
                     self._list()
                     need_list = False
                 for event in self.api.watch(
-                    "jobs", self.selector, self._rv, timeout_seconds=self.watch_timeout
+                    "jobs",
+                    self.selector,
+                    self._rv,
+                    timeout_seconds=self.watch_timeout,
+                    on_open=self._opened,
                 ):
                     if self._stop.is_set():
                         return
@@ -150,3 +159,9 @@ class JobCache:
                 if exc.status != 410:
                     log.warning("job cache: %s; re-listing", exc)
                     self._stop.wait(self.retry_delay)
+            except Exception:  # the cache must outlive any surprise; it lists afresh
+                if self._stop.is_set():
+                    return
+                log.exception("job cache: unexpected error; re-listing")
+                need_list = True
+                self._stop.wait(self.retry_delay)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from ..e2e.conftest import marker_worker  # noqa: F401  (shared fixture)
 from .apiserver import ApiServer
 
 

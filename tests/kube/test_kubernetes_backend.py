@@ -1,0 +1,180 @@
+"""The Kubernetes backend end to end: a real ambassador, the manager as a real process talking
+to the API-server stand-in through the official client, and the test kubelet running each Job's
+pod as local processes. Every object the manager created is validated against the official
+schemas."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import kubernetes_validate
+import pytest
+
+from manager.backends import kube_objects as ko
+
+from ..e2e.conftest import workqueue
+from ..e2e.test_local_backend import make_items
+from .kubelet import Kubelet
+
+NS = "media"
+VERSIONS = ["1.30.0", kubernetes_validate.latest_version()]
+
+
+@pytest.fixture
+def cluster(apiserver, tmp_path):
+    kubelet = Kubelet(apiserver)
+    kubeconfig = apiserver.write_kubeconfig(tmp_path / "kubeconfig")
+
+    class Cluster:
+        server = apiserver
+
+        @staticmethod
+        def args(source, worker, *extra):
+            return [
+                "manager",
+                "--backend",
+                "kubernetes",
+                "--source",
+                source,
+                "--namespace",
+                NS,
+                "--queue",
+                "thumbs",
+                "--image",
+                "thumbnailer:1.0",
+                "--command",
+                str(worker.path),
+                "--kubeconfig",
+                kubeconfig,
+                "--kube-api-qps",
+                "0",
+                *extra,
+            ]
+
+        @staticmethod
+        def objects(resource):
+            return [
+                o for (r, n, _), o in apiserver.store.objects.items() if r == resource and n == NS
+            ]
+
+    Cluster.kubelet = kubelet
+    return Cluster
+
+
+def validate_all(cluster):
+    for resource in ("jobs", "configmaps", "events", "leases"):
+        for obj in cluster.objects(resource):
+            for version in VERSIONS:
+                kubernetes_validate.validate(obj, version, strict=True)
+
+
+def test_every_item_runs_once_as_a_job_and_is_recorded(
+    tmp_path, ambassador_server, marker_worker, cluster
+):
+    names = [f"clip-{i}.mp4" for i in range(6)] + ["it's $(odd) ünï.mp4"]
+    make_items(tmp_path / "videos", names)
+    server = ambassador_server(tmp_path / "videos")
+    r = workqueue(*cluster.args(server.url, marker_worker, "--once", "--parallelism", "3"))
+    assert r.returncode == 0, r.stderr
+    assert f"{len(names)} items: {len(names)} succeeded" in r.stdout
+    assert Counter(marker_worker.ended()) == Counter(names)
+    jobs = {j["metadata"]["annotations"][ko.ITEM_ANNOTATION]: j for j in cluster.objects("jobs")}
+    assert set(jobs) == set(names)
+    for item, job in jobs.items():
+        assert job["metadata"]["name"] == ko.object_name("thumbs", item)
+        assert ko.RECORD_FINALIZER not in (job["metadata"].get("finalizers") or [])
+    owned = [c for c in cluster.objects("configmaps") if c["metadata"].get("ownerReferences")]
+    assert len(owned) == len(names)
+    records = [c for c in cluster.objects("configmaps") if "-record-" in c["metadata"]["name"]]
+    assert sum(len(c["data"]) for c in records) == len(names)
+    reasons = Counter(e["reason"] for e in cluster.objects("events"))
+    assert reasons["Dispatched"] == len(names) and reasons["Completed"] == len(names)
+    validate_all(cluster)
+    # a second pass runs nothing
+    r = workqueue(*cluster.args(server.url, marker_worker, "--once"))
+    assert r.returncode == 0 and f"{len(names)} already done" in r.stdout
+    assert len(marker_worker.started()) == len(names)
+
+
+def test_ttl_deletion_of_finished_jobs_reruns_nothing(
+    tmp_path, ambassador_server, marker_worker, cluster
+):
+    make_items(tmp_path / "videos", ["a.mp4", "b.mp4"])
+    server = ambassador_server(tmp_path / "videos")
+    r = workqueue(*cluster.args(server.url, marker_worker, "--once", "--ttl-after-finished", "0"))
+    assert r.returncode == 0, r.stderr
+    from ..conftest import wait_until
+
+    wait_until(lambda: not cluster.objects("jobs"))
+    assert not [c for c in cluster.objects("configmaps") if c["metadata"].get("ownerReferences")]
+    r = workqueue(*cluster.args(server.url, marker_worker, "--once"))
+    assert r.returncode == 0 and "2 already done" in r.stdout
+    assert sorted(marker_worker.started()) == ["a.mp4", "b.mp4"]
+
+
+def test_a_failing_item_is_retried_then_stays_failed_until_retry(
+    tmp_path,
+    ambassador_server,
+    marker_worker,
+    cluster,
+):
+    make_items(tmp_path / "videos", ["ok.mp4", "will-fail.mp4"])
+    server = ambassador_server(tmp_path / "videos")
+    r = workqueue(
+        *cluster.args(
+            server.url, marker_worker, "--once", "--max-attempts", "2", "--retry-backoff", "0.05"
+        )
+    )
+    assert r.returncode == 1
+    assert "1 succeeded, 1 failed" in r.stdout
+    assert Counter(marker_worker.started())["will-fail.mp4"] == 2
+    failed_job = [
+        j
+        for j in cluster.objects("jobs")
+        if j["metadata"]["annotations"][ko.ITEM_ANNOTATION] == "will-fail.mp4"
+    ][0]
+    assert failed_job["metadata"]["annotations"][ko.ATTEMPT_ANNOTATION] == "2"
+    validate_all(cluster)
+
+
+def test_crash_leftovers_do_not_block_an_item(
+    tmp_path,
+    ambassador_server,
+    marker_worker,
+    cluster,
+):
+    make_items(tmp_path / "videos", ["a.mp4"])
+    server = ambassador_server(tmp_path / "videos")
+    # a ConfigMap without its Job: what a crash between the two creates leaves
+    cluster.server.store.create(
+        "", "configmaps", NS, ko.config_map("thumbs", NS, "a.mp4", {"name": "stale"})
+    )
+    r = workqueue(*cluster.args(server.url, marker_worker, "--once"))
+    assert r.returncode == 0, r.stderr
+    assert marker_worker.ended() == ["a.mp4"]
+    cm = [
+        c
+        for c in cluster.objects("configmaps")
+        if c["metadata"]["name"] == ko.object_name("thumbs", "a.mp4")
+    ][0]
+    assert cm["metadata"]["ownerReferences"][0]["kind"] == "Job"
+
+
+def test_user_mistakes_are_one_line(tmp_path, cluster, marker_worker):
+    base = cluster.args("http://127.0.0.1:1", marker_worker)
+    for bad in (
+        ["--queue", "Bad_Name"],
+        ["--image", ""],
+        ["--toleration", "x"],
+        ["--kubeconfig", str(tmp_path / "missing")],
+    ):
+        args = list(base)
+        flag = bad[0]
+        if flag in args:
+            i = args.index(flag)
+            args[i : i + 2] = bad
+        else:
+            args += bad
+        r = workqueue(*args)
+        assert r.returncode == 2, (bad, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
