@@ -37,6 +37,9 @@ def add_options(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="one manager per queue dispatches (a Lease); the others stand by",
     )
+    g.add_argument("--lease-duration", type=float, default=15.0, help=argparse.SUPPRESS)
+    g.add_argument("--renew-deadline", type=float, default=10.0, help=argparse.SUPPRESS)
+    g.add_argument("--retry-period", type=float, default=2.0, help=argparse.SUPPRESS)
     g.add_argument("--kube-api-qps", type=float, default=20.0, help="API calls/s (0: no limit)")
     g.add_argument("--kube-api-burst", type=int, default=30, help="API burst (default 30)")
     g.add_argument("--keep-succeeded", type=int, help="succeeded Jobs kept (history)")
@@ -184,7 +187,14 @@ class KubeParts:
             from .backends.kube_leader import LeaderElector
 
             identity = f"{socket.gethostname()}-{os.getpid()}"
-            self.elector = LeaderElector(self.api, f"{args.queue}-leader", identity)
+            self.elector = LeaderElector(
+                self.api,
+                f"{args.queue}-leader",
+                identity,
+                lease_duration=args.lease_duration,
+                renew_deadline=args.renew_deadline,
+                retry_period=args.retry_period,
+            )
 
     def close(self) -> None:
         if self.elector is not None:

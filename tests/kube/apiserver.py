@@ -405,6 +405,7 @@ class ApiServer:
         self.store = Store(history)
         self.faults = Faults()
         self.requests: list[tuple[str, str, str, str]] = []
+        self.answers: list[tuple[str, str, int]] = []  # (verb, resource, HTTP code)
         self._requests_lock = threading.Lock()
         self.closing = threading.Event()
         server = self
@@ -502,6 +503,7 @@ class ApiServer:
         }[method]
         with self._requests_lock:
             self.requests.append((verb, group, resource, sub))
+        h.workqueue_call = (verb, resource)
         fault = self.faults.take(verb, resource)
         if fault is not None and fault["kind"] in ("429", "500"):
             code = int(fault["kind"])
@@ -549,6 +551,10 @@ class ApiServer:
             self._send(h, 400, status_body(400, "BadRequest", f"bad request: {exc}"))
 
     def _send(self, h, code: int, body: dict, headers: dict | None = None) -> None:
+        call = getattr(h, "workqueue_call", None)
+        if call is not None:
+            with self._requests_lock:
+                self.answers.append((*call, code))
         data = json.dumps(body).encode()
         h.send_response(code)
         h.send_header("Content-Type", "application/json")

@@ -5,6 +5,7 @@ schemas."""
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 
 import kubernetes_validate
@@ -12,7 +13,7 @@ import pytest
 
 from manager.backends import kube_objects as ko
 
-from ..e2e.conftest import workqueue
+from ..e2e.conftest import spawn_workqueue, workqueue
 from ..e2e.test_local_backend import make_items
 from .kubelet import Kubelet
 
@@ -178,3 +179,90 @@ def test_user_mistakes_are_one_line(tmp_path, cluster, marker_worker):
         r = workqueue(*args)
         assert r.returncode == 2, (bad, r.stderr)
         assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def created_jobs(cluster) -> Counter:
+    """How many times the API server answered 201 to a Job create, by nothing but count."""
+    return Counter(
+        code
+        for verb, resource, code in cluster.server.answers
+        if verb == "create" and resource == "jobs"
+    )
+
+
+def test_two_managers_without_leader_election_create_each_job_once(
+    tmp_path, ambassador_server, marker_worker, cluster
+):
+    names = [f"clip-{i:02d}.mp4" for i in range(12)]
+    make_items(tmp_path / "videos", names)
+    server = ambassador_server(tmp_path / "videos")
+    env = dict(os.environ, SLEEP="0.2")
+    procs = [
+        spawn_workqueue(
+            *cluster.args(server.url, marker_worker, "--once", "--parallelism", "4"), env=env
+        )
+        for _ in range(2)
+    ]
+    outputs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    answers = created_jobs(cluster)
+    assert answers[201] == len(names)  # each Job created exactly once
+    conflicts = sum(err.count("already dispatched (409 AlreadyExists)") for _, err in outputs)
+    assert answers[409] == conflicts  # every losing create was counted as a conflict
+    assert Counter(marker_worker.started()) == Counter(names)  # and each item ran once
+
+
+def test_leader_election_hands_over_when_the_leader_dies(
+    tmp_path, ambassador_server, marker_worker, cluster
+):
+    import signal
+
+    from ..conftest import wait_until
+
+    names = [f"clip-{i:02d}.mp4" for i in range(10)]
+    make_items(tmp_path / "videos", names)
+    server = ambassador_server(tmp_path / "videos")
+    fast = [
+        "--leader-elect",
+        "--lease-duration",
+        "2",
+        "--renew-deadline",
+        "1.5",
+        "--retry-period",
+        "0.2",
+        "--poll-interval",
+        "0.5",
+        "--parallelism",
+        "1",
+    ]
+    env = dict(os.environ, SLEEP="0.3")
+    first = spawn_workqueue(*cluster.args(server.url, marker_worker, *fast), env=env)
+    wait_until(lambda: len(marker_worker.started()) >= 2, timeout=30)
+    second = spawn_workqueue(*cluster.args(server.url, marker_worker, *fast), env=env)
+    first.kill()
+    first.communicate()
+    try:
+        wait_until(lambda: set(marker_worker.ended()) == set(names), timeout=60)
+    finally:
+        second.send_signal(signal.SIGTERM)
+        _, err = second.communicate(timeout=30)
+    assert "now leads thumbs-leader" in err
+    assert created_jobs(cluster)[201] == len(names)  # nothing dispatched twice
+    assert Counter(marker_worker.started()) == Counter(names)
+
+
+def test_api_faults_mid_run_lose_nothing(tmp_path, ambassador_server, marker_worker, cluster):
+    names = [f"clip-{i}.mp4" for i in range(8)]
+    make_items(tmp_path / "videos", names)
+    server = ambassador_server(tmp_path / "videos")
+    faults = cluster.server.faults
+    faults.add("429", verb="create", resource="jobs", retry_after=1, count=2)
+    faults.add("500", verb="create", resource="configmaps", count=2)
+    faults.add("500", verb="get", resource="configmaps", count=2)
+    faults.add("cut", verb="watch", resource="jobs", after_events=2, count=3)
+    faults.add("delay", verb="patch", resource="configmaps", delay=0.3, count=3)
+    r = workqueue(*cluster.args(server.url, marker_worker, "--once", "--parallelism", "3"))
+    assert r.returncode == 0, r.stderr
+    assert Counter(marker_worker.started()) == Counter(names)
+    assert created_jobs(cluster)[201] == len(names)
+    validate_all(cluster)
