@@ -24,6 +24,7 @@ import threading
 import time
 
 from .argtypes import duration, positive_int, positive_seconds
+from .assemble import build_manager, lead_or_stand_by, run_once
 from .ledger import Ledger, LedgerBusy, State
 
 DEFAULT_STATE_DIR = ".workqueue"
@@ -165,6 +166,10 @@ def add_parsers(subparsers, user_error: type[Exception]) -> None:
     p = subparsers.add_parser("retry", help="run a failed item again")
     p.add_argument("name", help="the item's name")
     p.add_argument("--state-dir", default=DEFAULT_STATE_DIR)
+    p.add_argument("--backend", choices=["local", "kubernetes"], default="local")
+    p.add_argument("--namespace", help="with --backend kubernetes")
+    p.add_argument("--queue", help="with --backend kubernetes")
+    p.add_argument("--kubeconfig", help="with --backend kubernetes")
     p.set_defaults(func=lambda a: cmd_retry(a, user_error))
 
 
@@ -223,106 +228,6 @@ def _install_signal_handlers(manager) -> dict:
     return got
 
 
-def _build_manager(source_url: str, argv: list[str] | None, args, user_error):
-    """The manager with its ledger and backend: local (argv is the worker command) or, with
-    --backend kubernetes, the cluster's (argv is None). Returns (manager, ledger, closer)."""
-    from prometheus_client import CollectorRegistry
-
-    from .runner import Manager, ManagerOptions
-    from .source_client import SourceClient, SourceProtocolError
-
-    if args.max_parallelism is not None and args.min_parallelism > args.max_parallelism:
-        raise user_error("--min-parallelism is above --max-parallelism")
-    try:
-        client = SourceClient(source_url)
-    except SourceProtocolError as exc:
-        raise user_error(str(exc)) from None
-    registry = CollectorRegistry()
-    elector = None
-    if getattr(args, "backend", "local") == "kubernetes":
-        from .kube_command import KubeParts
-
-        parts = KubeParts(args, user_error, registry)
-        ledger, backend, closer, elector = parts.ledger, parts.backend, parts.close, parts.elector
-    else:
-        from .backends.local import LocalBackend, end_process_group
-
-        ledger = _open_ledger(args.state_dir, user_error)
-        recovered = ledger.recover(end_process_group)
-        if recovered:
-            log.warning(
-                "%d item(s) were running when the last manager stopped; they run again",
-                len(recovered),
-            )
-        backend = LocalBackend(argv, ledger.state_dir, timeout=args.timeout)
-        closer = ledger.close
-    options = ManagerOptions(
-        parallelism=args.parallelism,
-        max_parallelism=max(args.max_parallelism or 0, args.parallelism),
-        max_attempts=args.max_attempts,
-        poll_interval=getattr(args, "poll_interval", 10.0),
-        watch=getattr(args, "watch", False),
-        retry_backoff=args.retry_backoff,
-        grace=args.grace,
-        autoscale=args.autoscale,
-        min_parallelism=min(args.min_parallelism, args.parallelism),
-        scale_interval=args.scale_interval,
-        scale_down_delay=args.scale_down_delay,
-        window=args.scale_window,
-    )
-    manager = Manager(client, ledger, backend, options, registry=registry)
-    manager.elector = elector
-    if args.metrics_port is not None:
-        from .stats_server import StatsServer
-
-        try:
-            manager.stats_server = StatsServer(manager, registry, "127.0.0.1", args.metrics_port)
-        except OSError as exc:
-            closer()
-            raise user_error(
-                f"cannot serve metrics on port {args.metrics_port}: {exc.strerror}"
-            ) from None
-        log.info("metrics and stats on http://127.0.0.1:%s", manager.stats_server.port)
-    return manager, ledger, closer
-
-
-def _lead_or_stand_by(manager) -> bool:
-    """With --leader-elect: wait for the Lease; if it is lost later, stop (the process exits 1
-    and its supervisor restarts it as a candidate, as client-go's controllers do). False when
-    the manager was stopped before it ever led."""
-    elector = getattr(manager, "elector", None)
-    if elector is None:
-        return True
-    lost = {"flag": False}
-
-    def stopped_leading():
-        lost["flag"] = True
-        manager.stop()
-
-    elector.on_stopped_leading = stopped_leading
-    elector.start()
-    log.info("leader election: standing by for %s", elector.lease_name)
-    while not elector.leading.wait(0.5):
-        if manager.stop_event.is_set():
-            return False
-    manager.lost_leadership = lost
-    return True
-
-
-def _run_once(manager, ledger, got: dict | None = None) -> int:
-    from .once import run_with_progress
-
-    if got is None:
-        got = _install_signal_handlers(manager)
-    report = run_with_progress(manager)
-    from .summary import print_summary
-
-    code = print_summary(report, ledger)
-    if report.interrupted:
-        return 128 + got.get("signal", signal.SIGINT)
-    return code
-
-
 # -- commands ------------------------------------------------------------------------------
 
 
@@ -335,13 +240,13 @@ def cmd_manager(args, user_error) -> int:
     _setup_logging()
     from .source_client import SourceProtocolError
 
-    manager, ledger, closer = _build_manager(args.source, argv, args, user_error)
+    manager, ledger, closer = build_manager(args.source, argv, args, user_error)
     try:
         got = _install_signal_handlers(manager)
-        if not _lead_or_stand_by(manager):
+        if not lead_or_stand_by(manager):
             return 128 + got.get("signal", signal.SIGTERM)
         if args.once:
-            code = _run_once(manager, ledger, got)
+            code = run_once(manager, ledger, got)
         else:
             where = ledger.state_dir or f"namespace {args.namespace}, queue {args.queue}"
             log.info(
@@ -376,9 +281,9 @@ def cmd_run(args, user_error) -> int:
         raise user_error(str(exc)) from None
     try:
         server.wait_settled()
-        manager, ledger, closer = _build_manager(server.url, argv, args, user_error)
+        manager, ledger, closer = build_manager(server.url, argv, args, user_error)
         try:
-            return _run_once(manager, ledger)
+            return run_once(manager, ledger)
         finally:
             closer()
     finally:
@@ -420,6 +325,10 @@ def cmd_status(args, user_error) -> int:
 
 
 def cmd_retry(args, user_error) -> int:
+    if args.backend == "kubernetes":
+        from .kube_command import retry_item
+
+        return retry_item(args, user_error)
     require_ledger(args.state_dir, user_error)
     try:
         ledger = Ledger(args.state_dir).open(exclusive=True)

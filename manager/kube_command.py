@@ -201,3 +201,41 @@ class KubeParts:
             self.elector.stop()
         self.cache.stop()
         self.api.close()
+
+
+def retry_item(args, user_error) -> int:
+    """`workqueue retry NAME --backend kubernetes`: out of the record, its Job deleted; the
+    next pass of the queue's manager runs it again."""
+    from .backends import kube_objects as ko
+    from .backends.kube_api import KubeApi, load_configuration
+    from .backends.kube_cache import JobCache
+    from .backends.kube_record import RecordStore
+    from .backends.kubernetes import KubernetesBackend
+
+    if not args.namespace or not args.queue:
+        raise user_error("--namespace and --queue are required with --backend kubernetes")
+    try:
+        configuration = load_configuration(args.kubeconfig)
+    except Exception as exc:
+        raise user_error(f"no Kubernetes configuration: {exc}") from None
+    api = KubeApi(args.namespace, configuration)
+    try:
+        record = RecordStore(api, args.queue)
+        record.load()
+        backend = KubernetesBackend(
+            api,
+            args.queue,
+            ko.PodOptions(image="-"),
+            JobCache(api, ko.queue_selector(args.queue)),
+            record,
+        )
+        known = record.get(ko.item_hash(args.queue, args.name))
+        if not backend.retry(args.name):
+            raise user_error(f"{args.name!r} is still running: nothing to retry")
+        if known is None:
+            print(f"{args.name}: not in the record of queue {args.queue}; nothing to undo")
+        else:
+            print(f"{args.name}: was {known[0]}; the queue's manager will run it again")
+    finally:
+        api.close()
+    return 0

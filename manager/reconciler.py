@@ -51,6 +51,7 @@ class Reconciler:
         *,
         max_attempts: int = 3,
         on_outcome: Callable[[str, Result, Outcome | None], None] | None = None,
+        on_dispatch: Callable[[str], None] | None = None,
     ) -> None:
         self.ledger = ledger
         self.client = client
@@ -58,6 +59,7 @@ class Reconciler:
         self.capacity = capacity
         self.max_attempts = max_attempts
         self.on_outcome = on_outcome
+        self.on_dispatch = on_dispatch  # told when an item stops waiting and starts
 
     def needs_work(self, name: str) -> bool:
         """False when the ledger says there is nothing to do for `name` (the poller's diff)."""
@@ -85,6 +87,8 @@ class Reconciler:
             if data is None:
                 return Result.GONE, None
             self.ledger.see([name])
+            if self.on_dispatch is not None:
+                self.on_dispatch(name)
             attempt = self.ledger.start(name, self.backend.log_path(name))
             started = time.monotonic()
             try:

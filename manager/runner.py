@@ -121,7 +121,19 @@ class Manager:
             self.capacity,
             max_attempts=options.max_attempts,
             on_outcome=self._on_outcome,
+            on_dispatch=self._dispatched,
         )
+        # Invariant: the items queued because they need work and not yet dispatched, with the
+        # time each was first queued (what workqueue_oldest_waiting_seconds reports).
+        self._waiting_since: dict[str, float] = {}
+        if registry is not None:
+            from prometheus_client import Gauge
+
+            Gauge(
+                "workqueue_oldest_waiting_seconds",
+                "Age of the oldest item waiting to be dispatched (0 when none).",
+                registry=registry,
+            ).set_function(self._oldest_waiting)
         self.stop_event = threading.Event()
         self.poller = Poller(
             client, self.enqueue, interval=options.poll_interval, stop=self.stop_event
@@ -144,8 +156,10 @@ class Manager:
         for name in self.ledger.take_retry_requests():
             self.queue.add(name)
         needs_work = self.reconciler.needs_work
+        now = time.time()
         for name in names:
             if needs_work(name):
+                self._waiting_since.setdefault(name, now)
                 self.queue.add(name)
 
     # -- the worker loop -------------------------------------------------------------------
@@ -172,12 +186,21 @@ class Manager:
             finally:
                 self.queue.done(name)
 
+    def _dispatched(self, name: str) -> None:
+        self._waiting_since.pop(name, None)
+
+    def _oldest_waiting(self) -> float:
+        since = list(self._waiting_since.values())
+        return time.time() - min(since) if since else 0.0
+
     def _on_outcome(self, name: str, result: Result, outcome: Outcome | None) -> None:
         self._note(name, result, outcome)
 
     def _note(self, name: str, result: Result, outcome: Outcome | None) -> None:
         if outcome is not None and outcome.seconds is not None and not outcome.interrupted:
             self.window.served(outcome.seconds)
+        if result in TERMINAL:
+            self._waiting_since.pop(name, None)
         if self.on_result is not None and result in TERMINAL | {Result.RETRY}:
             self.on_result(name, result)
         report = self._report

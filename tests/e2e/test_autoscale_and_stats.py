@@ -62,6 +62,7 @@ def test_autoscaler_scales_up_under_a_backlog_and_reports(
         assert metric("workqueue_service_seconds") > 0.3
         wait_until(lambda: len(set(marker_worker.ended())) == 24, timeout=60)
         assert metric("workqueue_adds_total") is not None
+        assert metric("workqueue_oldest_waiting_seconds") == 0  # everything dispatched
         stats = requests.get(base + "/stats", timeout=2).json()
         assert len(stats["arrival_times"]) == 24 and len(stats["service_seconds"]) == 24
         r = workqueue("stability", "--from-url", base, "--json")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ..e2e.conftest import marker_worker  # noqa: F401  (shared fixture)
+from ..e2e.conftest import ffmpeg_env, marker_worker, sample_videos  # noqa: F401  (fixtures)
 from .apiserver import ApiServer
 
 

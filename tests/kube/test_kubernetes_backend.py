@@ -266,3 +266,55 @@ def test_api_faults_mid_run_lose_nothing(tmp_path, ambassador_server, marker_wor
     assert Counter(marker_worker.started()) == Counter(names)
     assert created_jobs(cluster)[201] == len(names)
     validate_all(cluster)
+
+
+def test_a_dropped_video_becomes_a_thumbnail_through_jobs(
+    tmp_path, ambassador_server, sample_videos, ffmpeg_env, cluster
+):
+    from ..e2e.conftest import THUMBNAIL, mean_brightness
+
+    out = tmp_path / "thumbnails"
+    cluster.kubelet.env.update(PATH=ffmpeg_env["PATH"])
+    server = ambassador_server(sample_videos)
+    args = cluster.args(
+        server.url,
+        type("W", (), {"path": THUMBNAIL}),
+        "--once",
+        "--env",
+        f"OUTPUT_DIR={out}",
+        "--max-attempts",
+        "1",
+    )
+    r = workqueue(*args, env=ffmpeg_env, timeout=180)
+    assert r.returncode == 1, r.stderr  # broken.mp4 fails alone
+    assert "4 succeeded, 1 failed" in r.stdout and "failed: broken.mp4" in r.stdout
+    for png in sorted(out.glob("*.png")):
+        assert mean_brightness(png, ffmpeg_env) > 40
+    assert len(list(out.glob("*.png"))) == 4
+
+
+def test_retry_runs_a_failed_item_again(tmp_path, ambassador_server, marker_worker, cluster):
+    make_items(tmp_path / "videos", ["will-fail.mp4"])
+    server = ambassador_server(tmp_path / "videos")
+    r = workqueue(*cluster.args(server.url, marker_worker, "--once", "--max-attempts", "1"))
+    assert r.returncode == 1
+    kubeconfig = cluster.args("x", marker_worker)[
+        cluster.args("x", marker_worker).index("--kubeconfig") + 1
+    ]
+    r = workqueue(
+        "retry",
+        "will-fail.mp4",
+        "--backend",
+        "kubernetes",
+        "--namespace",
+        NS,
+        "--queue",
+        "thumbs",
+        "--kubeconfig",
+        kubeconfig,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "was failed" in r.stdout
+    assert not cluster.objects("jobs")
+    workqueue(*cluster.args(server.url, marker_worker, "--once", "--max-attempts", "1"))
+    assert Counter(marker_worker.started())["will-fail.mp4"] == 2
