@@ -405,7 +405,8 @@ class ApiServer:
         self.store = Store(history)
         self.faults = Faults()
         self.requests: list[tuple[str, str, str, str]] = []
-        self.answers: list[tuple[str, str, int]] = []  # (verb, resource, HTTP code)
+        # (verb, resource, HTTP code, monotonic time) of every answer
+        self.answers: list[tuple[str, str, int, float]] = []
         self._requests_lock = threading.Lock()
         self.closing = threading.Event()
         server = self
@@ -554,7 +555,7 @@ class ApiServer:
         call = getattr(h, "workqueue_call", None)
         if call is not None:
             with self._requests_lock:
-                self.answers.append((*call, code))
+                self.answers.append((*call, code, time.monotonic()))
         data = json.dumps(body).encode()
         h.send_response(code)
         h.send_header("Content-Type", "application/json")

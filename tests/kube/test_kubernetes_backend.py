@@ -185,7 +185,7 @@ def created_jobs(cluster) -> Counter:
     """How many times the API server answered 201 to a Job create, by nothing but count."""
     return Counter(
         code
-        for verb, resource, code in cluster.server.answers
+        for verb, resource, code, _ in cluster.server.answers
         if verb == "create" and resource == "jobs"
     )
 
@@ -318,3 +318,57 @@ def test_retry_runs_a_failed_item_again(tmp_path, ambassador_server, marker_work
     assert not cluster.objects("jobs")
     workqueue(*cluster.args(server.url, marker_worker, "--once", "--max-attempts", "1"))
     assert Counter(marker_worker.started())["will-fail.mp4"] == 2
+
+
+def test_metrics_of_the_kubernetes_backend(tmp_path, ambassador_server, marker_worker, cluster):
+    import signal
+
+    import requests
+
+    from ..conftest import free_port, wait_until
+
+    make_items(tmp_path / "videos", ["ok-1.mp4", "ok-2.mp4", "will-fail.mp4"])
+    server = ambassador_server(tmp_path / "videos")
+    port = free_port()
+    proc = spawn_workqueue(
+        *cluster.args(
+            server.url,
+            marker_worker,
+            "--metrics-port",
+            str(port),
+            "--max-attempts",
+            "1",
+            "--poll-interval",
+            "0.5",
+        )
+    )
+    samples: dict[str, float] = {}
+
+    def scrape() -> bool:
+        try:
+            text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+        except requests.RequestException:
+            return False
+        samples.clear()
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                key, value = line.rsplit(" ", 1)
+                samples[key] = float(value)
+        return (
+            samples.get("workqueue_jobs_created_total") == 3
+            and samples.get(
+                'workqueue_job_completions_total{reason="BackoffLimitExceeded",result="failed"}'
+            )
+            == 1
+        )
+
+    try:
+        wait_until(scrape, timeout=30)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    assert samples['workqueue_job_completions_total{reason="",result="succeeded"}'] == 2
+    assert samples["workqueue_dispatch_conflicts_total"] == 0
+    assert samples["workqueue_job_cache_size"] == 3
+    assert samples['workqueue_kube_api_seconds_count{verb="create"}'] >= 6
+    assert "workqueue_oldest_waiting_seconds" in samples
