@@ -413,6 +413,9 @@ class ApiServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # TCP_NODELAY, as Go's net/http sets it: headers and body go out as separate
+            # writes, and Nagle plus delayed ACKs would add 40 ms to every answer.
+            disable_nagle_algorithm = True
 
             def log_message(self, *args):
                 pass
@@ -518,15 +521,26 @@ class ApiServer:
             store = self.store
             if verb == "watch":
                 return self._watch(h, resource, ns, query, fault)
-            if verb == "list":
-                items, rv = store.list(resource, ns, query.get("labelSelector"))
+            if verb == "list":  # serialised under the lock, without copying each object
                 api_version, kind = RESOURCES[(group, resource)]
-                result = {
-                    "kind": kind + "List",
-                    "apiVersion": api_version,
-                    "metadata": {"resourceVersion": str(rv)},
-                    "items": items,
-                }
+                selector = query.get("labelSelector")
+                with store.cond:
+                    items = [
+                        o
+                        for (r, n, _), o in store.objects.items()
+                        if r == resource
+                        and n == ns
+                        and selector_matches(selector, o["metadata"].get("labels") or {})
+                    ]
+                    data = json.dumps(
+                        {
+                            "kind": kind + "List",
+                            "apiVersion": api_version,
+                            "metadata": {"resourceVersion": str(store.rv)},
+                            "items": items,
+                        }
+                    ).encode()
+                return self._send(h, 200, None, raw=data)
             elif verb == "get":
                 result = store.get(resource, ns, name)
             elif verb == "create":
@@ -551,12 +565,14 @@ class ApiServer:
         except (ValueError, KeyError, TypeError, IndexError) as exc:
             self._send(h, 400, status_body(400, "BadRequest", f"bad request: {exc}"))
 
-    def _send(self, h, code: int, body: dict, headers: dict | None = None) -> None:
+    def _send(
+        self, h, code: int, body: dict | None, headers: dict | None = None, raw: bytes | None = None
+    ) -> None:
         call = getattr(h, "workqueue_call", None)
         if call is not None:
             with self._requests_lock:
                 self.answers.append((*call, code, time.monotonic()))
-        data = json.dumps(body).encode()
+        data = raw if raw is not None else json.dumps(body).encode()
         h.send_response(code)
         h.send_header("Content-Type", "application/json")
         h.send_header("Content-Length", str(len(data)))
@@ -612,11 +628,13 @@ class ApiServer:
                 if cut_after is not None and sent >= cut_after:
                     break  # the stream is cut, without a final chunk
                 with store.cond:
-                    fresh = [
-                        (rv, t, o)
-                        for rv, r, n, t, o in store.log
-                        if rv > last and r == resource and n == ns
-                    ]
+                    fresh = []
+                    for rv, r, n, t, o in reversed(store.log):  # newest first, stop at last
+                        if rv <= last:
+                            break
+                        if r == resource and n == ns:
+                            fresh.append((rv, t, o))
+                    fresh.reverse()
                     if not fresh:
                         remaining = deadline - time.monotonic()
                         if remaining <= 0:
