@@ -72,6 +72,7 @@ class JobCache:
         self._jobs: dict[str, dict] = {}
         self._rv = ""
         self._stop = threading.Event()
+        self._stream = None  # the open watch, so stop() can interrupt its blocking read
         self._thread = threading.Thread(target=self._run, name="job-cache", daemon=True)
 
     def start(self) -> JobCache:
@@ -79,9 +80,18 @@ class JobCache:
         return self
 
     def stop(self) -> None:
+        """Stop and wait for the thread: an open watch is shut down, not waited out."""
         self._stop.set()
         with self.changed:
             self.changed.notify_all()
+        stream = self._stream
+        if stream is not None:
+            try:
+                stream.shutdown()
+            except Exception:
+                pass
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=10)
 
     # -- reads -----------------------------------------------------------------------------
 

@@ -264,20 +264,25 @@ class KubernetesBackend:
                 raise
 
     def _enforce_history(self) -> None:
+        """Keep the newest --keep-succeeded / --keep-failed recorded Jobs; delete the rest."""
         for state, keep in (("succeeded", self.keep_succeeded), ("failed", self.keep_failed)):
             if keep is None:
                 continue
             done = [
                 j
                 for j in self.cache.items()
-                if job_state(j)[0] == state
-                and finished(j)
-                and ko.RECORD_FINALIZER not in (j["metadata"].get("finalizers") or [])
+                if finished(j)
+                and job_state(j)[0] == state
+                and self._recorded(j)
                 and not j["metadata"].get("deletionTimestamp")
             ]
             done.sort(key=lambda j: (j.get("status") or {}).get("completionTime") or "")
             for job in done[: max(0, len(done) - keep)]:
                 self._release_and_delete(job["metadata"]["name"])
+
+    def _recorded(self, job: dict) -> bool:
+        item = (job["metadata"].get("annotations") or {}).get(ko.ITEM_ANNOTATION)
+        return item is not None and self.record.get(ko.item_hash(self.queue, item)) is not None
 
     # -- housekeeping ----------------------------------------------------------------------
 

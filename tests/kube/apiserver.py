@@ -435,7 +435,14 @@ class ApiServer:
             def do_DELETE(self):
                 server.handle(self, "DELETE")
 
-        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            def handle_error(self, request, client_address):  # a client hanging up is normal
+                import sys
+
+                if not isinstance(sys.exc_info()[1], ConnectionError):
+                    super().handle_error(request, client_address)
+
+        self.http = Server(("127.0.0.1", 0), Handler)
         self.http.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.http.server_port}"
         self._thread = threading.Thread(target=self.http.serve_forever, daemon=True)

@@ -35,6 +35,8 @@ def dispatch(kube, item, pod, data=None):
 
 def conditions(kube, name):
     status = kube.batch.read_namespaced_job_status(name, NS).status
+    if status is None:  # the kubelet has not written any yet
+        return {}, None
     return {c.type: c.status for c in status.conditions or []}, status
 
 

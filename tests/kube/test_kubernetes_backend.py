@@ -372,3 +372,47 @@ def test_metrics_of_the_kubernetes_backend(tmp_path, ambassador_server, marker_w
     assert samples["workqueue_job_cache_size"] == 3
     assert samples['workqueue_kube_api_seconds_count{verb="create"}'] >= 6
     assert "workqueue_oldest_waiting_seconds" in samples
+
+
+def test_history_limits_keep_the_newest_and_rerun_nothing(
+    tmp_path, ambassador_server, marker_worker, cluster
+):
+    names = [f"clip-{i}.mp4" for i in range(5)]
+    make_items(tmp_path / "videos", names)
+    server = ambassador_server(tmp_path / "videos")
+    r = workqueue(
+        *cluster.args(
+            server.url, marker_worker, "--once", "--parallelism", "1", "--keep-succeeded", "2"
+        )
+    )
+    assert r.returncode == 0, r.stderr
+    assert len(cluster.objects("jobs")) == 2
+    assert (
+        len([c for c in cluster.objects("configmaps") if c["metadata"].get("ownerReferences")]) == 2
+    )  # the rest went with their Jobs
+    r = workqueue(*cluster.args(server.url, marker_worker, "--once"))
+    assert "5 already done" in r.stdout and len(marker_worker.started()) == 5
+
+
+def test_orphaned_config_maps_are_removed(apiserver, tmp_path):
+    from manager.backends.kube_api import KubeApi, load_configuration
+    from manager.backends.kube_cache import JobCache
+    from manager.backends.kube_record import RecordStore
+    from manager.backends.kubernetes import KubernetesBackend
+
+    api = KubeApi(NS, load_configuration(apiserver.write_kubeconfig(tmp_path / "kc")), qps=0)
+    try:
+        api.create("configmaps", ko.config_map("thumbs", NS, "gone.mp4", {"name": "gone"}))
+        api.create("configmaps", {"metadata": {"name": "unrelated"}})
+        cache = JobCache(api, ko.queue_selector("thumbs")).start()
+        cache.synced.wait(10)
+        record = RecordStore(api, "thumbs")
+        record.put(ko.item_hash("thumbs", "x"), "succeeded", 1)  # a record shard: kept
+        backend = KubernetesBackend(api, "thumbs", ko.PodOptions(image="i:1"), cache, record)
+        assert backend.clean_orphans(min_age=3600) == 0  # too young to be called orphaned
+        assert backend.clean_orphans(min_age=0) == 1
+        left = sorted(c["metadata"]["name"] for c in api.list("configmaps")[0])
+        assert left == ["thumbs-record-" + ko.item_hash("thumbs", "x")[0], "unrelated"]
+        cache.stop()
+    finally:
+        api.close()
