@@ -65,13 +65,15 @@ def build_manager(source_url: str, argv: list[str] | None, args, user_error):
         from .stats_server import StatsServer
 
         try:
-            manager.stats_server = StatsServer(manager, registry, "127.0.0.1", args.metrics_port)
+            manager.stats_server = StatsServer(
+                manager, registry, args.metrics_host, args.metrics_port
+            )
         except OSError as exc:
             closer()
             raise user_error(
                 f"cannot serve metrics on port {args.metrics_port}: {exc.strerror}"
             ) from None
-        log.info("metrics and stats on http://127.0.0.1:%s", manager.stats_server.port)
+        log.info("metrics and stats on http://%s:%s", args.metrics_host, manager.stats_server.port)
     return manager, ledger, closer
 
 

@@ -94,7 +94,12 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--metrics-port",
         type=int,
-        help="serve /metrics and /stats on this port (127.0.0.1; 0 = any free)",
+        help="serve /metrics, /stats and /healthz on this port (0 = any free)",
+    )
+    p.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        help="the address --metrics-port binds (default 127.0.0.1; 0.0.0.0 in a pod)",
     )
 
 

@@ -37,6 +37,7 @@ def add_options(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="one manager per queue dispatches (a Lease); the others stand by",
     )
+    g.add_argument("--orphan-age", type=float, default=60.0, help=argparse.SUPPRESS)
     g.add_argument("--lease-duration", type=float, default=15.0, help=argparse.SUPPRESS)
     g.add_argument("--renew-deadline", type=float, default=10.0, help=argparse.SUPPRESS)
     g.add_argument("--retry-period", type=float, default=2.0, help=argparse.SUPPRESS)
@@ -46,6 +47,11 @@ def add_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--keep-failed", type=int, help="failed Jobs kept (history)")
     g.add_argument("--pvc", help="the shared volume's PersistentVolumeClaim")
     g.add_argument("--mount-path", help="where the shared volume is mounted (default /data)")
+    g.add_argument(
+        "--volume-writable",
+        action="store_true",
+        help="mount the shared volume read-write in the worker pods",
+    )
     g.add_argument("--service-account", help="the worker pods' service account")
     g.add_argument("--node-selector", action="append", default=[], metavar="K=V")
     g.add_argument("--toleration", action="append", default=[], metavar="KEY[=VALUE]:EFFECT")
@@ -106,6 +112,7 @@ def pod_options(args, user_error):
         resources=resources,
         pvc=args.pvc,
         mount_path=args.mount_path,
+        read_only_volume=not args.volume_writable,
         service_account=args.service_account,
         node_selector=_pairs(args.node_selector, "--node-selector", user_error) or None,
         tolerations=[_toleration(t, user_error) for t in args.toleration] or None,
@@ -179,7 +186,7 @@ class KubeParts:
         if not self.cache.synced.wait(60):
             raise user_error(f"cannot list Jobs in {args.namespace} (is the API reachable?)")
         self.ledger = ClusterLedger(args.queue, self.cache, self.record)
-        removed = self.backend.clean_orphans()
+        removed = self.backend.clean_orphans(args.orphan_age)
         if removed:
             log.warning("removed %d ConfigMap(s) left without their Job", removed)
         self.elector = None
