@@ -187,3 +187,15 @@ def test_rbac_is_exactly_what_a_recorded_run_calls(
         (res, verb) for rule in role["rules"] for res in rule["resources"] for verb in rule["verbs"]
     }
     assert granted == called, (granted - called, called - granted)
+
+
+def test_the_example_values_file_renders_valid_manifests():
+    values = yaml.safe_load(
+        (CHART.parents[1] / "examples" / "thumbnailer" / "values-kubernetes.yaml").read_text()
+    )
+    docs = render(values)
+    for doc in docs:
+        for version in VERSIONS:
+            kubernetes_validate.validate(doc, version, strict=True)
+    found, _ = containers(docs)
+    assert "--env=OUTPUT_DIR=/data/thumbnails" in found["manager"]["args"]

@@ -416,3 +416,28 @@ def test_orphaned_config_maps_are_removed(apiserver, tmp_path):
         cache.stop()
     finally:
         api.close()
+
+
+def test_the_multiworker_pod_spec_makes_a_valid_job():
+    import yaml
+
+    from ..e2e.conftest import REPO
+
+    patch = yaml.safe_load((REPO / "examples" / "multiworker" / "pod-spec.yaml").read_text())
+    pod = ko.PodOptions(
+        image="registry.example/workqueue-multiworker:0.1.0",
+        command=["/opt/multiworker/steps/contact-sheet"],
+        pvc="videos",
+        mount_path="/data",
+        read_only_volume=False,
+        pod_spec_patch=patch,
+    )
+    job = ko.job("thumbs", NS, "a.mp4", 1, pod)
+    for version in VERSIONS:
+        kubernetes_validate.validate(job, version, strict=True)
+    spec = job["spec"]["template"]["spec"]
+    assert [c["name"] for c in spec["initContainers"]] == ["probe", "thumbnail"]
+    worker = spec["containers"][0]
+    assert {e["name"] for e in worker["env"]} >= {"WORK_ITEM_FILE", "WORK_DIR", "OUTPUT_DIR"}
+    assert {m["name"] for m in worker["volumeMounts"]} == {"work-item", "shared", "work"}
+    assert {v["name"] for v in spec["volumes"]} == {"work-item", "shared", "work"}
