@@ -25,6 +25,9 @@ from .source_client import SourceClient, SourceError, SourceProtocolError, Watch
 log = logging.getLogger("workqueue.manager")
 
 
+RESYNC_SECONDS = 15.0  # the longest a watch stream is trusted before it is renewed
+
+
 def jittered(interval: float, jitter: float, rng: random.Random) -> float:
     return interval * (1.0 + rng.uniform(-jitter, jitter))
 
@@ -85,9 +88,16 @@ class Poller:
         A source without a watch stream is polled instead."""
         backoff = 0.5
         while not self.stop.is_set():
+            # Each stream lasts one resync period, then starts over with a full re-list (as
+            # informers resync): a stream that silently stops delivering - it has been seen
+            # under load, an event yielded by the server that never reached the socket - heals
+            # within a period instead of leaving items unseen until the manager restarts.
+            resync = max(
+                5, int(jittered(min(self.interval, RESYNC_SECONDS), self.jitter, self.rng))
+            )
             try:
                 batch: list[str] = []
-                for event in self.client.watch(timeout_seconds=max(30, int(self.interval * 6))):
+                for event in self.client.watch(timeout_seconds=resync, read_timeout=resync + 10):
                     if self.source_down:
                         log.warning("source %s is back", self.client.base_url)
                         self.source_down = False

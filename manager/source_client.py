@@ -90,7 +90,9 @@ class SourceClient:
             raise SourceProtocolError(f"{self.base_url}: Item.data for {name!r} is not an object")
         return data
 
-    def watch(self, timeout_seconds: int | None = None) -> Iterator[dict[str, str]]:
+    def watch(
+        self, timeout_seconds: int | None = None, read_timeout: float | None = None
+    ) -> Iterator[dict[str, str]]:
         """Follow the watch stream: {"type": "ADDED"|"DELETED", "item": name} events. Ends when
         the stream ends; raises SourceUnavailable when it cannot be opened or breaks, and
         WatchUnsupported when the source has no stream (the caller then polls)."""
@@ -99,7 +101,7 @@ class SourceClient:
             params["timeoutSeconds"] = str(timeout_seconds)
         url = self.base_url + "/api/v1/items"
         try:
-            with self.session.get(url, params=params, stream=True, timeout=(5, None)) as r:
+            with self.session.get(url, params=params, stream=True, timeout=(5, read_timeout)) as r:
                 if r.status_code in (400, 404, 405, 501):
                     raise WatchUnsupported(f"{url} has no watch stream (HTTP {r.status_code})")
                 if r.status_code != 200:

@@ -80,7 +80,7 @@ def test_a_source_without_watch_is_polled_instead(caplog):
     from manager.source_client import WatchUnsupported
 
     class NoWatch(FlakyClient):
-        def watch(self, timeout_seconds=None):
+        def watch(self, timeout_seconds=None, read_timeout=None):
             raise WatchUnsupported("http://source.test has no watch stream (HTTP 400)")
 
     got = []
