@@ -239,9 +239,34 @@ def test_leader_election_hands_over_when_the_leader_dies(
     first = spawn_workqueue(*cluster.args(server.url, marker_worker, *fast), env=env)
     wait_until(lambda: len(marker_worker.started()) >= 2, timeout=30)
     second = spawn_workqueue(*cluster.args(server.url, marker_worker, *fast), env=env)
+
+    def lease():
+        return cluster.server.store.get("leases", NS, "thumbs-leader")["spec"]
+
+    def lease_reads():
+        return sum(
+            1
+            for verb, resource, *_ in cluster.server.answers
+            if verb == "get" and resource == "leases"
+        )
+
+    reads = lease_reads()
+    wait_until(lambda: lease_reads() >= reads + 20)  # both candidates campaigning
+    old = lease()
     first.kill()
     first.communicate()
     try:
+        wait_until(lambda: lease()["holderIdentity"] != old["holderIdentity"], timeout=30)
+        from manager.backends.kube_leader import parse_time
+
+        new = lease()
+        last_renewal = parse_time(
+            cluster.server.store.get("leases", NS, "thumbs-leader")["spec"]["acquireTime"]
+        ) - parse_time(old["renewTime"])
+        # measured on the Lease's own clocks: taken over within lease duration + retry period
+        # after the old leader's last renewal (with a little room for the kill itself)
+        assert new["leaseTransitions"] == old.get("leaseTransitions", 0) + 1
+        assert last_renewal <= 2 + 0.2 + 1.0, last_renewal
         wait_until(lambda: set(marker_worker.ended()) == set(names), timeout=60)
     finally:
         second.send_signal(signal.SIGTERM)
