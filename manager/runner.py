@@ -232,7 +232,10 @@ class Manager:
         follow = self.poller.follow_watch if self.options.watch else self.poller.run
         feeder = threading.Thread(target=follow, name="poller", daemon=True)
         feeder.start()
-        self.stop_event.wait()
+        # A short timeout, not a bare wait: stop() is called from a signal handler, and a
+        # handler that runs inside this very wait must not be the only thing that wakes it.
+        while not self.stop_event.wait(0.5):
+            pass
         self._drain()
 
     def run_once(self, on_start: Callable[[RunReport], None] | None = None) -> RunReport:

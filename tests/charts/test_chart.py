@@ -147,7 +147,7 @@ def test_notes_tell_how_to_drop_query_and_watch():
 
 
 def test_rbac_is_exactly_what_a_recorded_run_calls(
-    tmp_path, ambassador_server, marker_worker, apiserver, kube_cluster
+    tmp_path, ambassador_server, marker_worker, apiserver, cluster
 ):
     """Record a run that takes every path - leader election, dispatch, a failure retried,
     completions, history cleanup, an orphaned ConfigMap removed - and compare."""
@@ -159,7 +159,7 @@ def test_rbac_is_exactly_what_a_recorded_run_calls(
         "", "configmaps", "media", ko.config_map("thumbs", "media", "left-over.mp4", {})
     )
     r = workqueue(
-        *kube_cluster.args(
+        *cluster.args(
             server.url,
             marker_worker,
             "--once",

@@ -6,6 +6,9 @@ import pytest
 
 from ..e2e.conftest import ffmpeg_env, marker_worker, sample_videos  # noqa: F401  (fixtures)
 from .apiserver import ApiServer
+from .kubelet import Kubelet
+
+NS = "media"
 
 
 @pytest.fixture
@@ -28,3 +31,44 @@ def kube(apiserver):
 
     yield Apis
     api_client.close()
+
+
+@pytest.fixture
+def cluster(apiserver, tmp_path):
+    kubelet = Kubelet(apiserver)
+    kubeconfig = apiserver.write_kubeconfig(tmp_path / "kubeconfig")
+
+    class Cluster:
+        server = apiserver
+
+        @staticmethod
+        def args(source, worker, *extra):
+            return [
+                "manager",
+                "--backend",
+                "kubernetes",
+                "--source",
+                source,
+                "--namespace",
+                NS,
+                "--queue",
+                "thumbs",
+                "--image",
+                "thumbnailer:1.0",
+                "--command",
+                str(worker.path),
+                "--kubeconfig",
+                kubeconfig,
+                "--kube-api-qps",
+                "0",
+                *extra,
+            ]
+
+        @staticmethod
+        def objects(resource):
+            return [
+                o for (r, n, _), o in apiserver.store.objects.items() if r == resource and n == NS
+            ]
+
+    Cluster.kubelet = kubelet
+    return Cluster

@@ -9,57 +9,14 @@ import os
 from collections import Counter
 
 import kubernetes_validate
-import pytest
 
 from manager.backends import kube_objects as ko
 
 from ..e2e.conftest import spawn_workqueue, workqueue
 from ..e2e.test_local_backend import make_items
-from .kubelet import Kubelet
 
 NS = "media"
 VERSIONS = ["1.30.0", kubernetes_validate.latest_version()]
-
-
-@pytest.fixture
-def cluster(apiserver, tmp_path):
-    kubelet = Kubelet(apiserver)
-    kubeconfig = apiserver.write_kubeconfig(tmp_path / "kubeconfig")
-
-    class Cluster:
-        server = apiserver
-
-        @staticmethod
-        def args(source, worker, *extra):
-            return [
-                "manager",
-                "--backend",
-                "kubernetes",
-                "--source",
-                source,
-                "--namespace",
-                NS,
-                "--queue",
-                "thumbs",
-                "--image",
-                "thumbnailer:1.0",
-                "--command",
-                str(worker.path),
-                "--kubeconfig",
-                kubeconfig,
-                "--kube-api-qps",
-                "0",
-                *extra,
-            ]
-
-        @staticmethod
-        def objects(resource):
-            return [
-                o for (r, n, _), o in apiserver.store.objects.items() if r == resource and n == NS
-            ]
-
-    Cluster.kubelet = kubelet
-    return Cluster
 
 
 def validate_all(cluster):
