@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+from contextlib import contextmanager
 
 from manager.backends.local import LocalBackend
 from manager.inprocess import serve_folder
@@ -19,45 +20,39 @@ class FakeTerminal(io.StringIO):
         return True
 
 
-def test_progress_bar_counts_every_item_on_a_terminal(tmp_path):
+@contextmanager
+def manager_over(tmp_path, names, backend_class=LocalBackend, **options):
+    """A Manager over an in-process ambassador serving `names` (files at rest), with a ledger
+    in tmp_path; yields (manager, ledger)."""
     folder = tmp_path / "items"
     folder.mkdir()
-    for i in range(5):
-        (folder / f"{i}.x").touch()
-        os.utime(folder / f"{i}.x", (1_000_000_000, 1_000_000_000))
+    for name in names:
+        (folder / name).touch()
+        os.utime(folder / name, (1_000_000_000, 1_000_000_000))
     server = serve_folder(str(folder), [".x"])
     try:
         with Ledger(str(tmp_path / "state")).open() as ledger:
-            manager = Manager(
-                SourceClient(server.url),
+            backend = backend_class(["true"], ledger.state_dir)
+            yield (
+                Manager(SourceClient(server.url), ledger, backend, ManagerOptions(**options)),
                 ledger,
-                LocalBackend(["true"], ledger.state_dir),
-                ManagerOptions(),
             )
-            terminal = FakeTerminal()
-            report = run_with_progress(manager, stream=terminal)
     finally:
         server.stop()
+
+
+def test_progress_bar_counts_every_item_on_a_terminal(tmp_path):
+    with manager_over(tmp_path, [f"{i}.x" for i in range(5)]) as (manager, _):
+        terminal = FakeTerminal()
+        report = run_with_progress(manager, stream=terminal)
     assert len(report.names_with(*report.results.values())) == 5
     assert "5/5" in terminal.getvalue()
 
 
 def test_no_bar_on_a_pipe(tmp_path):
-    folder = tmp_path / "items"
-    folder.mkdir()
-    server = serve_folder(str(folder), [".x"])
-    try:
-        with Ledger(str(tmp_path / "state")).open() as ledger:
-            manager = Manager(
-                SourceClient(server.url),
-                ledger,
-                LocalBackend(["true"], ledger.state_dir),
-                ManagerOptions(),
-            )
-            pipe = io.StringIO()
-            run_with_progress(manager, stream=pipe)
-    finally:
-        server.stop()
+    with manager_over(tmp_path, []) as (manager, _):
+        pipe = io.StringIO()
+        run_with_progress(manager, stream=pipe)
     assert pipe.getvalue() == ""
 
 
@@ -68,23 +63,9 @@ def test_a_backend_that_raises_fails_the_item_and_leaves_nothing_running(tmp_pat
         def run(self, *args, **kwargs):
             raise RuntimeError("disk on fire")
 
-    folder = tmp_path / "items"
-    folder.mkdir()
-    (folder / "a.x").touch()
-    os.utime(folder / "a.x", (1_000_000_000, 1_000_000_000))
-    server = serve_folder(str(folder), [".x"])
-    try:
-        with Ledger(str(tmp_path / "state")).open() as ledger:
-            manager = Manager(
-                SourceClient(server.url),
-                ledger,
-                Exploding(["true"], ledger.state_dir),
-                ManagerOptions(max_attempts=1),
-            )
-            report = manager.run_once()
-            row = ledger.row("a.x")
-    finally:
-        server.stop()
+    with manager_over(tmp_path, ["a.x"], Exploding, max_attempts=1) as (manager, ledger):
+        report = manager.run_once()
+        row = ledger.row("a.x")
     assert report.results["a.x"] == Result.FAILED
     assert row.state == "failed" and "disk on fire" in row.last_error
 
