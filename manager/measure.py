@@ -27,7 +27,7 @@ class Measured:
     cv_interarrival: float | None
     mean_service: float | None
     cv_service: float | None
-    burst: bool  # every item arrived together: interarrival says nothing about a rate
+    burst: bool  # every item (or the only one) arrived together: no rate to speak of
 
     def describe(self) -> str:
         parts = []
@@ -36,7 +36,7 @@ class Measured:
             parts.append(
                 f"mean service time {self.mean_service:.2f}s over {self.services} run(s){cv}"
             )
-        if self.burst or self.items == 1:
+        if self.burst:
             together = (
                 "the only item" if self.items == 1 else f"all {self.items} items arrived together"
             )
@@ -47,32 +47,39 @@ class Measured:
         return "measured: " + "; ".join(parts) if parts else "measured: nothing finished yet"
 
 
-def _cv(values: list[float]) -> float | None:
+def coefficient_of_variation(values: list[float]) -> float | None:
+    """stdev / mean; None for fewer than two values or a zero mean."""
     if len(values) < 2:
         return None
     mean = statistics.fmean(values)
     return statistics.pstdev(values) / mean if mean > 0 else None
 
 
+def arrival_gaps(arrival_times: Iterable[float]) -> tuple[list[float], bool]:
+    """The gaps between arrivals in time order, and whether they all came together (within
+    BURST_SECONDS of each other: a backlog, not a rate; a single arrival counts as one)."""
+    arrivals = sorted(arrival_times)
+    gaps = [b - a for a, b in zip(arrivals, arrivals[1:], strict=False)]
+    return gaps, bool(arrivals) and arrivals[-1] - arrivals[0] <= BURST_SECONDS
+
+
 def measure_rows(rows: Iterable[Row]) -> Measured | None:
     rows = list(rows)
     if not rows:
         return None
-    arrivals = sorted(r.first_seen for r in rows)
-    gaps = [b - a for a, b in zip(arrivals, arrivals[1:], strict=False)]
+    gaps, burst = arrival_gaps(r.first_seen for r in rows)
     services = [
         r.finished - r.started
         for r in rows
         if r.started is not None and r.finished is not None and r.finished >= r.started
     ]
-    burst = len(arrivals) > 1 and arrivals[-1] - arrivals[0] <= BURST_SECONDS
     return Measured(
         items=len(rows),
         services=len(services),
         mean_interarrival=statistics.fmean(gaps) if gaps else None,
-        cv_interarrival=_cv(gaps),
+        cv_interarrival=coefficient_of_variation(gaps),
         mean_service=statistics.fmean(services) if services else None,
-        cv_service=_cv(services),
+        cv_service=coefficient_of_variation(services),
         burst=burst,
     )
 

@@ -18,6 +18,7 @@ import math
 import statistics
 import sys
 
+from .measure import arrival_gaps, coefficient_of_variation
 from .scaling import InputError, analyse, expected_latency, parse_arrivals, parse_duration
 
 MODEL_NOTE = (
@@ -65,27 +66,17 @@ def add_parser(subparsers, user_error: type[Exception]) -> None:
 # -- measurement ---------------------------------------------------------------------------
 
 
-def _cv(values: list[float]) -> float | None:
-    if len(values) < 2:
-        return None
-    mean = statistics.fmean(values)
-    return statistics.pstdev(values) / mean if mean > 0 else None
-
-
-def summarise(arrival_times: list[float], services: list[float], burst_seconds: float = 1.0):
+def summarise(arrival_times: list[float], services: list[float]) -> dict:
     """Measured figures from raw samples: mean interarrival (inf when there is no rate: fewer
     than two arrivals, or all of them together), mean service, their CVs, and the burst."""
-    arrivals = sorted(arrival_times)
-    gaps = [b - a for a, b in zip(arrivals, arrivals[1:], strict=False)]
-    burst = len(arrivals) >= 1 and (arrivals[-1] - arrivals[0] <= burst_seconds)
-    interarrival = math.inf if burst or not gaps else statistics.fmean(gaps)
+    gaps, burst = arrival_gaps(arrival_times)
     return {
-        "arrivals": len(arrivals),
-        "interarrival_seconds": interarrival,
-        "cv_interarrival": None if burst else _cv(gaps),
+        "arrivals": len(arrival_times),
+        "interarrival_seconds": math.inf if burst or not gaps else statistics.fmean(gaps),
+        "cv_interarrival": None if burst else coefficient_of_variation(gaps),
         "services": len(services),
         "service_seconds": statistics.fmean(services) if services else None,
-        "cv_service": _cv(services),
+        "cv_service": coefficient_of_variation(services),
         "burst": burst,
     }
 
