@@ -148,13 +148,9 @@ class KubernetesBackend:
         """Run a finished item again on purpose: out of the record, its Job deleted. False
         when the item is still running (nothing to retry)."""
         job_name = ko.object_name(self.queue, name)
-        try:
-            fresh = self.api.get("jobs", job_name)
-            if finished(fresh) is None:
-                return False
-        except KubeError as exc:
-            if exc.reason != "NotFound":
-                raise
+        fresh = self._read("jobs", job_name)
+        if fresh is not None and finished(fresh) is None:
+            return False
         self._release_and_delete(job_name)
         self.record.remove(ko.item_hash(self.queue, name))
         return True
@@ -218,13 +214,8 @@ class KubernetesBackend:
 
     def _remove_finalizer(self, job_name: str) -> None:
         for _ in range(10):
-            try:
-                fresh = self.api.get("jobs", job_name)
-            except KubeError as exc:
-                if exc.reason == "NotFound":
-                    return
-                raise
-            finalizers = fresh["metadata"].get("finalizers") or []
+            fresh = self._read("jobs", job_name)
+            finalizers = (fresh or {"metadata": {}})["metadata"].get("finalizers") or []
             if ko.RECORD_FINALIZER not in finalizers:
                 return
             index = finalizers.index(ko.RECORD_FINALIZER)
@@ -246,13 +237,19 @@ class KubernetesBackend:
                 if exc.status not in (409, 422):
                     raise
 
-    def _release_and_delete(self, job_name: str) -> None:
+    def _read(self, kind: str, name: str) -> dict | None:
+        """The object as the API server has it now (never the cache); None when it is gone."""
         try:
-            fresh = self.api.get("jobs", job_name)
+            return self.api.get(kind, name)
         except KubeError as exc:
             if exc.reason == "NotFound":
-                return
+                return None
             raise
+
+    def _release_and_delete(self, job_name: str) -> None:
+        fresh = self._read("jobs", job_name)
+        if fresh is None:
+            return
         if ko.RECORD_FINALIZER in (fresh["metadata"].get("finalizers") or []):
             if finished(fresh) is None:
                 return  # never delete unrecorded or running work
@@ -299,15 +296,11 @@ class KubernetesBackend:
                 continue
             if _age(meta.get("creationTimestamp")) < min_age:
                 continue
-            try:
-                fresh = self.api.get("configmaps", meta["name"])
-                if fresh["metadata"].get("ownerReferences"):
-                    continue
-                self.api.get("jobs", meta["name"])
+            fresh = self._read("configmaps", meta["name"])
+            if fresh is None or fresh["metadata"].get("ownerReferences"):
+                continue
+            if self._read("jobs", meta["name"]) is not None:
                 continue  # its Job exists after all
-            except KubeError as exc:
-                if exc.reason != "NotFound":
-                    raise
             try:
                 self.api.delete("configmaps", meta["name"], uid=meta["uid"])
                 removed += 1
