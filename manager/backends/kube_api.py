@@ -192,6 +192,10 @@ class KubeApi:
             resource_version=resource_version,
             timeout_seconds=timeout_seconds,
             allow_watch_bookmarks=False,
+            # a read timeout past the server's own end of the stream: a stream that goes
+            # silent without ending (seen with the ambassador's watch under load) is dropped
+            # and resumed instead of holding the cache still
+            _request_timeout=(5, timeout_seconds + 10),
             stream=True,
         )
         if on_open is not None:

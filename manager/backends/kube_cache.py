@@ -57,7 +57,7 @@ class JobCache:
         label_selector: str,
         *,
         on_change: Callable[[str, dict], None] | None = None,
-        watch_timeout: int = 300,
+        watch_timeout: int = 60,
         retry_delay: float = 1.0,
     ) -> None:
         self.api = api
