@@ -38,10 +38,19 @@ class FolderServer:
 
     def stop(self) -> None:
         server = self._server
-        # waitress's loop runs until its socket map is empty: close the listener, every open
-        # (keep-alive) connection and the trigger, then stop its task threads.
-        for dispatcher in list(server._map.values()):
-            dispatcher.close()
+
+        # waitress's loop runs until its socket map is empty. Closing the listener, every open
+        # (keep-alive) connection and the trigger from the loop's own thread - a thunk run when
+        # the trigger is pulled - wakes the loop at once; closing them from here would leave it
+        # asleep in select() for up to a second (its loop timeout), the tail of every run.
+        def close_all() -> None:
+            for dispatcher in list(server._map.values()):
+                dispatcher.close()
+
+        server.trigger.pull_trigger(close_all)
+        self._thread.join(timeout=5)
+        if self._thread.is_alive():  # the loop did not run the thunk: close from here
+            close_all()
         server.task_dispatcher.shutdown()
         self._thread.join(timeout=5)
         self.source.stop()
