@@ -55,7 +55,7 @@ class SourceClient:
         self.retries = retries
         self.backoff = backoff
         self.timeout = timeout
-        self.session = session or requests.Session()
+        self.session = session or _session_for(self.base_url)
         self.sleep = sleep
 
     # -- calls -----------------------------------------------------------------------------
@@ -149,6 +149,22 @@ class SourceClient:
                 raise SourceProtocolError(f"{url} did not answer a {expect_kind}: {hint}")
             return body
         raise SourceUnavailable(f"source {self.base_url} unreachable ({last})")
+
+
+def _session_for(base_url: str) -> requests.Session:
+    """A session with the environment's settings for `base_url` (proxies and no_proxy, CA
+    bundle, netrc credentials) resolved once, here. requests would otherwise look them up
+    again on every call - reading the environment and looking for ~/.netrc per item fetch,
+    0.13 ms of the 1 ms a loopback fetch costs here; the source's URL does not change, so
+    neither do they.
+    """
+    session = requests.Session()
+    settings = session.merge_environment_settings(base_url, {}, None, None, None)
+    session.proxies.update(settings["proxies"])
+    session.verify = settings["verify"]
+    session.auth = requests.utils.get_netrc_auth(base_url)
+    session.trust_env = False
+    return session
 
 
 def _is_status(response: requests.Response) -> bool:

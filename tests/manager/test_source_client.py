@@ -111,3 +111,32 @@ def test_the_watch_stream_yields_events():
         {"type": "ADDED", "item": "a"},
         {"type": "DELETED", "item": "a"},
     ]
+
+
+def test_environment_settings_are_resolved_once_for_the_source_url(monkeypatch, tmp_path):
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.test:3128")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(tmp_path / "ca.pem"))
+    (tmp_path / ".netrc").write_text("machine source.test login ann password s3cret\n")
+    (tmp_path / ".netrc").chmod(0o600)
+    monkeypatch.setenv("NETRC", str(tmp_path / ".netrc"))
+
+    remote = SourceClient(BASE).session
+    assert remote.proxies.get("http") == "http://proxy.test:3128"
+    assert remote.verify == str(tmp_path / "ca.pem")
+    assert remote.auth == ("ann", "s3cret")
+    assert remote.trust_env is False  # nothing is looked up again per call
+
+    loopback = SourceClient("http://127.0.0.1:8080").session
+    assert "http" not in loopback.proxies  # NO_PROXY honoured
+    assert loopback.auth is None
+
+
+@responses.activate
+def test_the_settings_reach_every_call(monkeypatch):
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.test:3128")
+    responses.get(f"{BASE}/api/v1/items/a", json={"kind": "Item", "data": {"name": "a"}})
+    c = client()
+    monkeypatch.delenv("HTTP_PROXY")  # resolved at construction, not per call
+    assert c.get_item("a") == {"name": "a"}
+    assert responses.calls[0].request.req_kwargs["proxies"]["http"] == "http://proxy.test:3128"
