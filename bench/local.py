@@ -2,6 +2,10 @@
 
   1. 1,000 items, `true` as the worker, parallelism 2: `workqueue run` (ambassador, HTTP, ledger,
      one process per item) against `xargs -P 2` running `true` once per file (goal ratio <= 1.1).
+     Two peers in the same run: `workqueue manager --once` against an ambassador in its own
+     process, and bench/local_floor.py - the least a Python program honouring the source
+     contract does (one GET and one spawn per item, nothing recorded) - which shows how much
+     of the gap is the manager's and how much the contract's.
   2. 200 one-second videos thumbnailed at parallelism 2: `workqueue run` with the thumbnailer
      against `xargs -P 2` running the same worker script on the same files, each with its
      WORK_ITEM_FILE written beforehand (goal ratio <= 1.05).
@@ -21,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -39,31 +44,54 @@ def at_rest(folder: Path) -> None:
         os.utime(p, (1_000_000_000, 1_000_000_000))
 
 
+@contextmanager
+def running_ambassador(folder: Path, count: int, suffix: str = ".x"):
+    """An ambassador in its own process (gunicorn, one worker) serving `folder`; yields its URL
+    once it lists `count` items."""
+    import requests
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from conftest import free_port
+
+    port = free_port()
+    cmd = [*WORKQUEUE, "ambassador", "--root", folder, "--suffix", suffix, "--port", str(port)]
+    amb = subprocess.Popen([*cmd, "--settle", "0", "--workers", "1"], stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if len(requests.get(url + "/api/v1/items", timeout=5).json()["items"]) == count:
+                    break
+            except (requests.RequestException, ValueError):
+                pass
+            time.sleep(0.2)
+        yield url
+    finally:
+        amb.terminate()
+        amb.wait(20)
+
+
 def bench_true(work: Path, count: int) -> None:
     folder = work / "true-items"
     folder.mkdir()
     for i in range(count):
         (folder / f"{i:05d}.x").touch()
     at_rest(folder)
-    ours = timed(
-        [
-            *WORKQUEUE,
-            "run",
-            folder,
-            "--suffix",
-            ".x",
-            "--parallelism",
-            "2",
-            "--state-dir",
-            work / "true-state",
-            "--",
-            "true",
-        ]
-    )
+    run = [*WORKQUEUE, "run", folder, "--suffix", ".x", "--parallelism", "2"]
+    ours = timed([*run, "--state-dir", work / "true-state", "--", "true"])
+    with running_ambassador(folder, count) as url:
+        manager = [*WORKQUEUE, "manager", "--source", url, "--worker-cmd", "true", "--once"]
+        apart = timed([*manager, "--parallelism", "2", "--state-dir", work / "true-state-2"])
+    floor = timed([sys.executable, REPO / "bench" / "local_floor.py", folder, "--suffix", ".x"])
     xargs = timed(f"find {folder} -name '*.x' -print0 | xargs -0 -P 2 -n 1 true", shell=True)
     print(
-        f"{count:,} items, worker `true`, parallelism 2: workqueue run {ours:.2f} s, "
-        f"xargs -P 2 {xargs:.2f} s, ratio {ours / xargs:.2f} (goal <= 1.1)"
+        f"{count:,} items, worker `true`, parallelism 2, xargs -P 2 {xargs:.2f} s:\n"
+        f"  workqueue run {ours:.2f} s, ratio {ours / xargs:.2f} (goal <= 1.1)\n"
+        f"  workqueue manager --once, ambassador in its own process {apart:.2f} s, "
+        f"ratio {apart / xargs:.2f}\n"
+        f"  floor of the contract (in-process ambassador, one GET and one spawn per item, "
+        f"nothing recorded) {floor:.2f} s, ratio {floor / xargs:.2f}"
     )
 
 
@@ -143,8 +171,6 @@ def rss_mb(pid: int) -> float:
 
 
 def bench_big_ledger(work: Path, count: int) -> None:
-    import requests
-
     from manager.ledger import Ledger
 
     folder = work / "big"
@@ -160,36 +186,7 @@ def bench_big_ledger(work: Path, count: int) -> None:
             ledger._db.execute(
                 "UPDATE items SET state='succeeded', attempts=1, started=0, finished=0"
             )
-    sys.path.insert(0, str(REPO / "tests"))
-    from conftest import free_port
-
-    port = free_port()
-    amb = subprocess.Popen(
-        [
-            *WORKQUEUE,
-            "ambassador",
-            "--root",
-            folder,
-            "--suffix",
-            ".x",
-            "--port",
-            str(port),
-            "--settle",
-            "0",
-            "--workers",
-            "1",
-        ]
-    )
-    try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if len(requests.get(url + "/api/v1/items", timeout=5).json()["items"]) == count:
-                    break
-            except (requests.RequestException, ValueError):
-                pass
-            time.sleep(0.2)
+    with running_ambassador(folder, count) as url:
         interval = 2.0
         mgr = subprocess.Popen(
             [
@@ -219,9 +216,6 @@ def bench_big_ledger(work: Path, count: int) -> None:
             f"{rss:.0f} MB (goal < 200 MB); CPU per poll with nothing new "
             f"{(cpu1 - cpu0) / polls:.3f} s (goal < 0.5 s)"
         )
-    finally:
-        amb.terminate()
-        amb.wait(20)
 
 
 def main() -> None:
