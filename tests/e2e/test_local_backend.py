@@ -29,22 +29,17 @@ def ledger_states(state_dir) -> dict[str, str]:
         return dict(db.execute("SELECT name, state FROM items"))
 
 
+def manager_args(source_url, worker, state_dir, *extra, once=True) -> list:
+    """`workqueue manager` arguments for the local backend with `worker` (a path or an object
+    with `.path`)."""
+    worker_path = str(getattr(worker, "path", worker))
+    args = ["manager", "--source", source_url, "--backend", "local"]
+    args += ["--worker-cmd", worker_path, "--state-dir", state_dir]
+    return [*args, *(["--once"] if once else []), *extra]
+
+
 def manager_once(server, worker, state_dir, *extra, env=None, cwd=None):
-    return workqueue(
-        "manager",
-        "--source",
-        server.url,
-        "--backend",
-        "local",
-        "--worker-cmd",
-        str(worker.path),
-        "--state-dir",
-        state_dir,
-        "--once",
-        *extra,
-        env=env,
-        cwd=cwd,
-    )
+    return workqueue(*manager_args(server.url, worker, state_dir, *extra), env=env, cwd=cwd)
 
 
 def test_every_item_is_processed_exactly_once_and_a_rerun_does_nothing(
@@ -101,17 +96,7 @@ def test_kill_9_mid_batch_then_restart(tmp_path, ambassador_server, marker_worke
     state = tmp_path / "state"
     env = dict(os.environ, SLEEP="0.4")
     first = spawn_workqueue(
-        "manager",
-        "--source",
-        server.url,
-        "--worker-cmd",
-        str(marker_worker.path),
-        "--state-dir",
-        state,
-        "--once",
-        "--parallelism",
-        "2",
-        env=env,
+        *manager_args(server.url, marker_worker, state, "--parallelism", "2"), env=env
     )
     wait_until(lambda: len(marker_worker.ended()) >= 4, timeout=30)
     first.kill()
@@ -119,19 +104,7 @@ def test_kill_9_mid_batch_then_restart(tmp_path, ambassador_server, marker_worke
     succeeded_before = {n for n, s in ledger_states(state).items() if s == "succeeded"}
     assert succeeded_before
     starts_before = Counter(marker_worker.started())
-    r = workqueue(
-        "manager",
-        "--source",
-        server.url,
-        "--worker-cmd",
-        str(marker_worker.path),
-        "--state-dir",
-        state,
-        "--once",
-        "--parallelism",
-        "2",
-        env=env,
-    )
+    r = manager_once(server, marker_worker, state, "--parallelism", "2", env=env)
     assert r.returncode == 0, r.stderr
     assert set(ledger_states(state).values()) == {"succeeded"}
     starts_after = Counter(marker_worker.started())
@@ -147,16 +120,7 @@ def test_sigterm_stops_cleanly_and_leaves_nothing_running(
     server = ambassador_server(tmp_path / "videos")
     state = tmp_path / "state"
     proc = spawn_workqueue(
-        "manager",
-        "--source",
-        server.url,
-        "--worker-cmd",
-        str(marker_worker.path),
-        "--state-dir",
-        state,
-        "--once",
-        "--grace",
-        "0.3",
+        *manager_args(server.url, marker_worker, state, "--grace", "0.3"),
         env=dict(os.environ, SLEEP="30"),
     )
     wait_until(lambda: len(marker_worker.started()) == 2, timeout=20)
@@ -174,16 +138,7 @@ def test_the_source_down_at_start_then_up(tmp_path, ambassador_server, marker_wo
     port = free_port()
     state = tmp_path / "state"
     proc = spawn_workqueue(
-        "manager",
-        "--source",
-        f"http://127.0.0.1:{port}",
-        "--worker-cmd",
-        str(marker_worker.path),
-        "--state-dir",
-        state,
-        "--once",
-        "--poll-interval",
-        "0.5",
+        *manager_args(f"http://127.0.0.1:{port}", marker_worker, state, "--poll-interval", "0.5")
     )
     time.sleep(2)
     assert proc.poll() is None, "the manager must wait for its source"
@@ -201,20 +156,9 @@ def test_the_source_going_away_mid_run_loses_nothing(tmp_path, ambassador_server
     port = free_port()
     server = ambassador_server(tmp_path / "videos", port=port)
     state = tmp_path / "state"
+    extra = ("--parallelism", "1", "--retry-backoff", "0.2")
     proc = spawn_workqueue(
-        "manager",
-        "--source",
-        server.url,
-        "--worker-cmd",
-        str(marker_worker.path),
-        "--state-dir",
-        state,
-        "--once",
-        "--parallelism",
-        "1",
-        "--retry-backoff",
-        "0.2",
-        env=dict(os.environ, SLEEP="0.3"),
+        *manager_args(server.url, marker_worker, state, *extra), env=dict(os.environ, SLEEP="0.3")
     )
     wait_until(lambda: len(marker_worker.ended()) >= 1, timeout=20)
     server.stop()
@@ -297,16 +241,15 @@ def test_watch_mode_runs_a_dropped_file_without_waiting_for_a_poll(
     make_items(tmp_path / "videos", ["first.mp4"])
     server = ambassador_server(tmp_path / "videos")
     proc = spawn_workqueue(
-        "manager",
-        "--source",
-        server.url,
-        "--worker-cmd",
-        str(marker_worker.path),
-        "--state-dir",
-        tmp_path / "state",
-        "--watch",
-        "--poll-interval",
-        "60",
+        *manager_args(
+            server.url,
+            marker_worker,
+            tmp_path / "state",
+            "--watch",
+            "--poll-interval",
+            "60",
+            once=False,
+        )
     )
     try:
         wait_until(lambda: marker_worker.ended() == ["first.mp4"], timeout=20)
@@ -339,20 +282,7 @@ def test_timeout_ends_the_whole_process_group(tmp_path, ambassador_server):
     worker = tmp_path / "slow-worker.sh"
     worker.write_text(f"#!/bin/sh\nsleep 60 &\necho $! > {pid_file}\nsleep 60\n")
     worker.chmod(0o755)
-    r = workqueue(
-        "manager",
-        "--source",
-        server.url,
-        "--worker-cmd",
-        worker,
-        "--state-dir",
-        tmp_path / "state",
-        "--once",
-        "--timeout",
-        "0.5",
-        "--max-attempts",
-        "1",
-    )
+    r = manager_once(server, worker, tmp_path / "state", "--timeout", "0.5", "--max-attempts", "1")
     assert r.returncode == 1
     assert "failed: slow.mp4 (timed out after 0.5s" in r.stdout
     child = int(pid_file.read_text())
