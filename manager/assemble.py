@@ -101,15 +101,13 @@ def lead_or_stand_by(manager) -> bool:
 
 
 def run_once(manager, ledger, got: dict | None = None) -> int:
-    from .once import run_with_progress
+    from .once import print_summary, run_with_progress
 
     if got is None:
         from .commands import _install_signal_handlers
 
         got = _install_signal_handlers(manager)
     report = run_with_progress(manager)
-    from .summary import print_summary
-
     code = print_summary(report, ledger)
     if report.interrupted:
         return 128 + got.get("signal", signal.SIGINT)
