@@ -30,20 +30,7 @@ def add_parser(subparsers, user_error: type[Exception]) -> None:
         description="Serve GET /api/v1/items for the files in --root that end with --suffix.",
     )
     p.add_argument("--root", required=True, help="folder whose files are the items")
-    p.add_argument(
-        "--suffix",
-        action="append",
-        dest="suffixes",
-        metavar="SUFFIX",
-        help="item file suffix, repeatable, case-insensitive (default .mp4)",
-    )
-    p.add_argument("--recursive", action="store_true", help="also serve files in subfolders")
-    p.add_argument(
-        "--settle",
-        type=_seconds,
-        default=2.0,
-        help="seconds a file's size and mtime must hold still (default 2; 0 = at once)",
-    )
+    add_folder_options(p)
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=_port, default=8080, help="port (default 8080; 0 = any free)")
     p.add_argument("--workers", type=_workers, default=2, help="gunicorn worker processes (2)")
@@ -59,6 +46,34 @@ def add_parser(subparsers, user_error: type[Exception]) -> None:
         help="seconds between directory checks when polling (default 1)",
     )
     p.set_defaults(func=lambda args: serve(args, user_error))
+
+
+def add_folder_options(p: argparse.ArgumentParser) -> None:
+    """Which files of a folder are items: `--suffix`, `--recursive`, `--settle`. Shared by
+    `workqueue ambassador` and `workqueue run`; read them back with `folder_config(args)`."""
+    p.add_argument(
+        "--suffix",
+        action="append",
+        dest="suffixes",
+        metavar="SUFFIX",
+        help="item file suffix, repeatable, case-insensitive (default .mp4)",
+    )
+    p.add_argument("--recursive", action="store_true", help="also take files in subfolders")
+    p.add_argument(
+        "--settle",
+        type=_seconds,
+        default=2.0,
+        help="seconds a file's size and mtime must hold still (default 2; 0 = at once)",
+    )
+
+
+def folder_config(args) -> dict:
+    """The app configuration the folder options give (see `add_folder_options`)."""
+    return {
+        "SUFFIXES": args.suffixes or [".mp4"],
+        "RECURSIVE": args.recursive,
+        "SETTLE": args.settle,
+    }
 
 
 def _seconds(text: str) -> float:
@@ -86,9 +101,7 @@ def _workers(text: str) -> int:
 def app_config(args) -> dict:
     return {
         "ROOT": args.root,
-        "SUFFIXES": args.suffixes or [".mp4"],
-        "RECURSIVE": args.recursive,
-        "SETTLE": args.settle,
+        **folder_config(args),
         "FORCE_POLLING": args.force_polling,
         "POLL_INTERVAL": args.poll_interval or 1.0,
     }
@@ -102,7 +115,7 @@ def serve(args, user_error: type[Exception]) -> int:
     from .naming import normalise_suffixes
 
     try:
-        normalise_suffixes(args.suffixes or [".mp4"])
+        normalise_suffixes(folder_config(args)["SUFFIXES"])
     except ValueError as exc:
         raise user_error(str(exc)) from None
 

@@ -69,7 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_lab_parser(subparsers)
     # The front door is the one place manager/ reaches into ambassador/ (besides `workqueue run`,
-    # which starts an ambassador in-process): its sub-command is defined beside its code.
+    # which starts an ambassador in-process and takes its folder options): its sub-command is
+    # defined beside its code.
     from ambassador.server import add_parser as add_ambassador_parser
 
     add_ambassador_parser(subparsers, UserError)

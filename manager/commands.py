@@ -145,20 +145,9 @@ def add_parsers(subparsers, user_error: type[Exception]) -> None:
         description="Start an ambassador on DIR in-process and a local manager with --once.",
     )
     p.add_argument("dir", help="folder of items")
-    p.add_argument(
-        "--suffix",
-        action="append",
-        dest="suffixes",
-        metavar="SUFFIX",
-        help="item suffix, repeatable (default .mp4)",
-    )
-    p.add_argument("--recursive", action="store_true", help="include subfolders")
-    p.add_argument(
-        "--settle",
-        type=float,
-        default=2.0,
-        help="seconds a fresh file must hold still before it counts (default 2)",
-    )
+    from ambassador.server import add_folder_options
+
+    add_folder_options(p)
     _add_run_options(p)
     p.set_defaults(func=lambda a: cmd_run(a, user_error), command=[])
     p.usage = "workqueue run DIR [--suffix .mp4]… [options] -- CMD ARGS…"
@@ -276,11 +265,14 @@ def cmd_run(args, user_error) -> int:
     if not os.path.isdir(args.dir):
         raise user_error(f"not a folder: {args.dir}")
     _setup_logging()
+    from ambassador.server import folder_config
+
     from .inprocess import serve_folder
 
+    folder = folder_config(args)
     try:
         server = serve_folder(
-            args.dir, args.suffixes or [".mp4"], recursive=args.recursive, settle=args.settle
+            args.dir, folder["SUFFIXES"], recursive=folder["RECURSIVE"], settle=folder["SETTLE"]
         )
     except ValueError as exc:
         raise user_error(str(exc)) from None
