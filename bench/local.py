@@ -50,7 +50,8 @@ def running_ambassador(folder: Path, count: int, suffix: str = ".x"):
     once it lists `count` items."""
     import requests
 
-    sys.path.insert(0, str(REPO / "tests"))
+    if str(REPO / "tests") not in sys.path:
+        sys.path.insert(0, str(REPO / "tests"))
     from conftest import free_port
 
     port = free_port()
