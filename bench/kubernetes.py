@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO))
 from manager.backends import kube_objects as ko  # noqa: E402
 from manager.backends.kube_api import KubeApi, load_configuration  # noqa: E402
 from manager.backends.kube_cache import JobCache  # noqa: E402
-from tests.conftest import free_port  # noqa: E402
+from tests.conftest import Server, free_port  # noqa: E402
 from tests.kube.apiserver import ApiServer  # noqa: E402
 from tests.kube.kubelet import Kubelet  # noqa: E402
 
@@ -52,35 +52,12 @@ def folder_of(count: int, work: Path) -> Path:
     return folder
 
 
-def ambassador(folder: Path, count: int):
-    import requests
-
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            *WORKQUEUE,
-            "ambassador",
-            "--root",
-            str(folder),
-            "--suffix",
-            ".x",
-            "--port",
-            str(port),
-            "--settle",
-            "0",
-            "--workers",
-            "1",
-        ]
-    )
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(600):
-        try:
-            if len(requests.get(url + "/api/v1/items", timeout=5).json()["items"]) == count:
-                return proc, url
-        except (requests.RequestException, ValueError):
-            pass
-        time.sleep(0.1)
-    raise SystemExit("ambassador did not come up")
+def ambassador(folder: Path) -> Server:
+    """An ambassador in its own process (gunicorn, one worker) serving the `.x` files of
+    `folder`, all at rest; ready once its first scan lists them all."""
+    server = Server(folder, free_port(), ("--suffix", ".x", "--workers", "1"))
+    server.wait_ready()
+    return server
 
 
 def manager_args(url: str, kubeconfig: str, *extra: str) -> list[str]:
@@ -117,7 +94,8 @@ def bench_dispatch(work: Path, count: int) -> None:
     Kubelet(server, instant=True)
     kubeconfig = server.write_kubeconfig(work / "kc1")
     folder = folder_of(count, work)
-    amb, url = ambassador(folder, count)
+    amb = ambassador(folder)
+    url = amb.url
     try:
         start = time.monotonic()
         proc = subprocess.Popen(
@@ -140,8 +118,7 @@ def bench_dispatch(work: Path, count: int) -> None:
             f"{cpu / wall:.2f} cores (goal < 1)"
         )
     finally:
-        amb.terminate()
-        amb.wait()
+        amb.stop()
         server.stop()
 
 
@@ -150,7 +127,8 @@ def bench_limited(work: Path, window: float = 30.0) -> None:
     Kubelet(server, instant=True)
     kubeconfig = server.write_kubeconfig(work / "kc2")
     folder = folder_of(2_000, Path(tempfile.mkdtemp(dir=work)))
-    amb, url = ambassador(folder, 2_000)
+    amb = ambassador(folder)
+    url = amb.url
     try:
         proc = subprocess.Popen(
             manager_args(
@@ -172,8 +150,7 @@ def bench_limited(work: Path, window: float = 30.0) -> None:
             f"calls/s (goal 20 +/- 1), of which {len(writes) / window:.1f} writes/s"
         )
     finally:
-        amb.terminate()
-        amb.wait()
+        amb.stop()
         server.stop()
 
 
@@ -219,7 +196,8 @@ def bench_known_jobs(work: Path, count: int = 10_000) -> None:
         "(goal <= 4x)"
     )
     folder = folder_of(count, Path(tempfile.mkdtemp(dir=work)))
-    amb, url = ambassador(folder, count)
+    amb = ambassador(folder)
+    url = amb.url
     try:
         proc = subprocess.Popen(
             manager_args(url, kubeconfig, "--poll-interval", "2"),
@@ -238,8 +216,7 @@ def bench_known_jobs(work: Path, count: int = 10_000) -> None:
             f"{sorted(set(calls)) or ''} besides its open watch (goal 0)"
         )
     finally:
-        amb.terminate()
-        amb.wait()
+        amb.stop()
         server.stop()
 
 

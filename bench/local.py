@@ -29,6 +29,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.conftest import Server, free_port  # noqa: E402
+
 THUMBNAIL = REPO / "worker-images" / "thumbnailer" / "thumbnail"
 WORKQUEUE = [sys.executable, "-m", "manager.cli"]
 
@@ -45,32 +49,16 @@ def at_rest(folder: Path) -> None:
 
 
 @contextmanager
-def running_ambassador(folder: Path, count: int, suffix: str = ".x"):
-    """An ambassador in its own process (gunicorn, one worker) serving `folder`; yields its URL
-    once it lists `count` items."""
-    import requests
-
-    if str(REPO / "tests") not in sys.path:
-        sys.path.insert(0, str(REPO / "tests"))
-    from conftest import free_port
-
-    port = free_port()
-    cmd = [*WORKQUEUE, "ambassador", "--root", folder, "--suffix", suffix, "--port", str(port)]
-    amb = subprocess.Popen([*cmd, "--settle", "0", "--workers", "1"], stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
+def running_ambassador(folder: Path):
+    """An ambassador in its own process (gunicorn, one worker) serving the `.x` files of
+    `folder`, all at rest; yields its URL once it is ready - its first scan lists them all."""
+    extra = ("--suffix", ".x", "--workers", "1")
+    server = Server(folder, free_port(), extra, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if len(requests.get(url + "/api/v1/items", timeout=5).json()["items"]) == count:
-                    break
-            except (requests.RequestException, ValueError):
-                pass
-            time.sleep(0.2)
-        yield url
+        server.wait_ready()
+        yield server.url
     finally:
-        amb.terminate()
-        amb.wait(20)
+        server.stop()
 
 
 def bench_true(work: Path, count: int) -> None:
@@ -81,7 +69,7 @@ def bench_true(work: Path, count: int) -> None:
     at_rest(folder)
     run = [*WORKQUEUE, "run", folder, "--suffix", ".x", "--parallelism", "2"]
     ours = timed([*run, "--state-dir", work / "true-state", "--", "true"])
-    with running_ambassador(folder, count) as url:
+    with running_ambassador(folder) as url:
         manager = [*WORKQUEUE, "manager", "--source", url, "--worker-cmd", "true", "--once"]
         apart = timed([*manager, "--parallelism", "2", "--state-dir", work / "true-state-2"])
     floor = timed([sys.executable, REPO / "bench" / "local_floor.py", folder, "--suffix", ".x"])
@@ -187,7 +175,7 @@ def bench_big_ledger(work: Path, count: int) -> None:
             ledger._db.execute(
                 "UPDATE items SET state='succeeded', attempts=1, started=0, finished=0"
             )
-    with running_ambassador(folder, count) as url:
+    with running_ambassador(folder) as url:
         interval = 2.0
         mgr = subprocess.Popen(
             [

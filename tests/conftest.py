@@ -35,7 +35,7 @@ def port() -> int:
 class Server:
     """A real `workqueue ambassador` process on a loopback port."""
 
-    def __init__(self, root, port: int, extra: tuple[str, ...]) -> None:
+    def __init__(self, root, port: int, extra: tuple[str, ...], *, stderr=None) -> None:
         import subprocess
         import sys
 
@@ -53,7 +53,7 @@ class Server:
         ]
         if "--settle" not in extra:
             args += ["--settle", "0"]
-        self.process = subprocess.Popen([*args, *extra])
+        self.process = subprocess.Popen([*args, *extra], stderr=stderr)
 
     def wait_ready(self) -> None:
         import requests
