@@ -15,6 +15,7 @@ $(STAMP): pyproject.toml
 
 test: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
@@ -52,7 +53,7 @@ lab: $(STAMP)
 	$(BIN)/workqueue lab
 
 bench: $(STAMP)
-	$(BIN)/python bench/workqueue.py
+	$(BIN)/python -m bench.workqueue
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .workqueue $(DEMO_DIR)

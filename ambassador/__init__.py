@@ -1,4 +1,5 @@
-"""The source ambassador: a small versioned HTTP API listing work items (shared/seeds/002).
+"""The source ambassador: a small versioned HTTP API listing work items (Burns'
+source-ambassador contract, *Designing Distributed Systems*, "Work Queue Systems").
 
 `create_app(config=None)` builds the Flask app; `workqueue ambassador` serves it with gunicorn.
 Nothing here imports `manager`. The import of the app is lazy so that the server can prepare

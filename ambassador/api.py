@@ -1,6 +1,6 @@
 """The items resource: `GET /api/v1/items`, `GET /api/v1/items/<name>`, and the watch stream.
 
-Response shapes are the seed's (shared/seeds/002), plus Kubernetes-style list paging:
+Response shapes are Burns' source-ambassador contract, plus Kubernetes-style list paging:
 
   GET /api/v1/items[?limit=N&continue=TOKEN]
       {"kind":"ItemList","apiVersion":"v1","items":[names, sorted],"metadata":{...}}

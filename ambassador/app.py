@@ -26,7 +26,7 @@ from .metrics import install_metrics
 from .openapi import openapi_document
 from .sources import FilesystemSource
 
-log = logging.getLogger("workqueue.ambassador")
+log = logging.getLogger(__name__)
 
 # Kubernetes' StatusReason where it has one; otherwise the HTTP name without spaces.
 REASONS = {

@@ -23,14 +23,18 @@ import tempfile
 THREADS_PER_WORKER = 16
 
 
-def add_parser(subparsers, user_error: type[Exception]) -> None:
+def add_parser(subparsers, user_error: type[Exception], duration=None) -> None:
+    """The `ambassador` sub-command. `user_error` is the exception class whose message the
+    caller prints as one line; `duration` parses time flags (>= 0) - the caller's one duration
+    parser, or bare seconds."""
+    duration = duration or _seconds
     p = subparsers.add_parser(
         "ambassador",
         help="serve the items API for files on a (shared) folder",
         description="Serve GET /api/v1/items for the files in --root that end with --suffix.",
     )
     p.add_argument("--root", required=True, help="folder whose files are the items")
-    add_folder_options(p)
+    add_folder_options(p, duration)
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=_port, default=8080, help="port (default 8080; 0 = any free)")
     p.add_argument("--workers", type=_workers, default=2, help="gunicorn worker processes (2)")
@@ -41,16 +45,17 @@ def add_parser(subparsers, user_error: type[Exception]) -> None:
     )
     p.add_argument(
         "--poll-interval",
-        type=_seconds,
+        type=duration,
         default=1.0,
-        help="seconds between directory checks when polling (default 1)",
+        help="time between directory checks when polling (default 1s)",
     )
     p.set_defaults(func=lambda args: serve(args, user_error))
 
 
-def add_folder_options(p: argparse.ArgumentParser) -> None:
+def add_folder_options(p: argparse.ArgumentParser, duration=None) -> None:
     """Which files of a folder are items: `--suffix`, `--recursive`, `--settle`. Shared by
-    `workqueue ambassador` and `workqueue run`; read them back with `folder_config(args)`."""
+    `workqueue ambassador` and `workqueue run`; read them back with `folder_config(args)`.
+    `duration` parses `--settle` (>= 0; default: bare seconds)."""
     p.add_argument(
         "--suffix",
         action="append",
@@ -61,9 +66,9 @@ def add_folder_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--recursive", action="store_true", help="also take files in subfolders")
     p.add_argument(
         "--settle",
-        type=_seconds,
+        type=duration or _seconds,
         default=2.0,
-        help="seconds a file's size and mtime must hold still (default 2; 0 = at once)",
+        help="how long a file's size and mtime must hold still (default 2s; 0 = at once)",
     )
 
 

@@ -8,7 +8,7 @@ Prints:
     (goal >= 1,000 req/s), beside a bare gunicorn + Flask "hello" endpoint served the same way
     in the same run (goal ratio >= 0.6)
 
-Run: .venv/bin/python bench/ambassador.py [--files 100000] [--seconds 10]
+Run: .venv/bin/python -m bench.ambassador [--files 100000] [--seconds 10]
 wrk comes from Debian's package (`apt-get install wrk`); without it the throughput part is
 skipped and says so.
 """
@@ -27,12 +27,6 @@ import tempfile
 import time
 
 import requests
-
-# This file is bench/ambassador.py: keep its folder off the import path, or `import ambassador`
-# would import this script instead of the package.
-sys.path[:] = [
-    p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(os.path.abspath(__file__))
-]
 
 
 def free_port() -> int:
@@ -179,7 +173,11 @@ def main() -> None:
         )
 
         hello_port = free_port()
-        procs.append(subprocess.Popen([sys.executable, __file__, "--serve-hello", str(hello_port)]))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "bench.ambassador", "--serve-hello", str(hello_port)]
+            )
+        )
         wait_up(f"http://127.0.0.1:{hello_port}/hello")
         item_url = base + f"/api/v1/items/clip-{args.files // 2:06d}.mp4"
         assert session.get(item_url, timeout=5).status_code == 200

@@ -9,7 +9,7 @@
      list (goal <= 3 s), its memory against the raw JSON (goal <= 4x), and the API calls a
      running manager makes over 10 s with nothing new (goal: none besides the open watch).
 
-Run: .venv/bin/python bench/kubernetes.py [--items 5000]
+Run: .venv/bin/python -m bench.kubernetes [--items 5000]
 """
 
 from __future__ import annotations
@@ -25,17 +25,13 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-# This file is bench/kubernetes.py: keep its folder off the import path, or `import kubernetes`
-# would import this script instead of the client.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent]
-sys.path.insert(0, str(REPO))
 
-from manager.backends import kube_objects as ko  # noqa: E402
-from manager.backends.kube_api import KubeApi, load_configuration  # noqa: E402
-from manager.backends.kube_cache import JobCache  # noqa: E402
-from tests.conftest import Server, free_port  # noqa: E402
-from tests.kube.apiserver import ApiServer  # noqa: E402
-from tests.kube.kubelet import Kubelet  # noqa: E402
+from manager.backends.kubernetes import objects as ko  # noqa: E402
+from manager.backends.kubernetes.api import KubeApi, load_configuration  # noqa: E402
+from manager.backends.kubernetes.cache import JobCache  # noqa: E402
+from tests.support.apiserver import ApiServer  # noqa: E402
+from tests.support.kubelet import Kubelet  # noqa: E402
+from tests.support.servers import Server, free_port  # noqa: E402
 
 WORKQUEUE = [sys.executable, "-m", "manager.cli"]
 NS, QUEUE = "media", "bench"
@@ -184,7 +180,7 @@ def bench_known_jobs(work: Path, count: int = 10_000) -> None:
     # The list is timed in a child process, so that the stand-in serving it (here) and the
     # client decoding it do not share one interpreter's lock, as they would not for real.
     child = subprocess.run(
-        [sys.executable, __file__, "--time-list", kubeconfig],
+        [sys.executable, "-m", "bench.kubernetes", "--time-list", kubeconfig],
         capture_output=True,
         text=True,
         check=True,

@@ -12,7 +12,7 @@
   3. A ledger of 100,000 finished items and a source listing the same 100,000: the manager's
      RSS (goal < 200 MB) and CPU per poll cycle with no new items (goal < 0.5 s).
 
-Run: .venv/bin/python bench/local.py [--quick]
+Run: .venv/bin/python -m bench.local [--quick]
 """
 
 from __future__ import annotations
@@ -29,9 +29,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
-from tests.conftest import Server, free_port  # noqa: E402
+from tests.support.servers import Server, free_port  # noqa: E402
 
 THUMBNAIL = REPO / "worker-images" / "thumbnailer" / "thumbnail"
 WORKQUEUE = [sys.executable, "-m", "manager.cli"]
@@ -72,7 +71,7 @@ def bench_true(work: Path, count: int) -> None:
     with running_ambassador(folder) as url:
         manager = [*WORKQUEUE, "manager", "--source", url, "--worker-cmd", "true", "--once"]
         apart = timed([*manager, "--parallelism", "2", "--state-dir", work / "true-state-2"])
-    floor = timed([sys.executable, REPO / "bench" / "local_floor.py", folder, "--suffix", ".x"])
+    floor = timed([sys.executable, "-m", "bench.local_floor", folder, "--suffix", ".x"])
     xargs = timed(f"find {folder} -name '*.x' -print0 | xargs -0 -P 2 -n 1 true", shell=True)
     print(
         f"{count:,} items, worker `true`, parallelism 2, xargs -P 2 {xargs:.2f} s:\n"
@@ -160,7 +159,7 @@ def rss_mb(pid: int) -> float:
 
 
 def bench_big_ledger(work: Path, count: int) -> None:
-    from manager.ledger import Ledger
+    from manager.backends.local.ledger import Ledger
 
     folder = work / "big"
     folder.mkdir()

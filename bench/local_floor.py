@@ -6,7 +6,7 @@ list it, then with `--parallelism` threads fetch each item's data with the same 
 WORK_ITEM_FILE, no logs - so the time is Python start-up, the HTTP round trips and the spawns,
 and the gap between this and `workqueue run` is the manager's own cost per item.
 
-Run: .venv/bin/python bench/local_floor.py FOLDER [--suffix .x] [--parallelism 2]
+Run: .venv/bin/python -m bench.local_floor FOLDER [--suffix .x] [--parallelism 2]
 """
 
 from __future__ import annotations
@@ -14,12 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
-
-# This folder's scripts are named like packages they use (kubernetes.py, workqueue.py).
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
 
 
 def main() -> None:
@@ -29,7 +24,7 @@ def main() -> None:
     parser.add_argument("--parallelism", type=int, default=2)
     args = parser.parse_args()
 
-    from manager.inprocess import serve_folder
+    from manager.cli.inprocess import serve_folder
     from manager.source_client import SourceClient
 
     server = serve_folder(os.path.abspath(args.folder), [args.suffix], settle=0)

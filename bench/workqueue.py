@@ -6,7 +6,7 @@ same figure for it, as a ratio (ours / minimal; lower is better, 1.0 is parity).
 <= 1.2x with metrics off, <= 1.5x with metrics on; add_after per-item cost grows <= 1.5x from 10k
 to 100k items; a drained queue that saw 1,000,000 distinct keys holds < 1 MB.
 
-Run: .venv/bin/python bench/workqueue.py [--quick]
+Run: .venv/bin/python -m bench.workqueue [--quick]
 """
 
 from __future__ import annotations

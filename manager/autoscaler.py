@@ -7,7 +7,10 @@ under the target, clamps it to [min, max], and then:
   * down only when every recommendation over the last `down_delay` seconds was lower, and then
     to the highest of them - a dip in arrivals must last before workers are given up, and one
     quiet interval never undoes the last scale-up (no flapping).
-With no finished work yet there is no service time, so nothing changes.
+With no finished work yet there is no service time, so nothing changes. When the window holds
+a burst (items that arrived together: a backlog, not a rate - `manager.measure`), the
+recommendation is one worker per item still waiting or running, so the backlog drains as fast as
+the bounds allow.
 
 Each change is logged with its reason, e.g. "utilization 0.97 > 0.9 at P=3 -> P=4", and the
 gauges workqueue_parallelism, workqueue_utilization, workqueue_interarrival_seconds and
@@ -22,9 +25,10 @@ import threading
 from collections import deque
 from collections.abc import Callable
 
+from .measure import Measured
 from .scaling import recommended_parallelism
 
-log = logging.getLogger("workqueue.manager")
+log = logging.getLogger(__name__)
 
 
 class Autoscaler:
@@ -32,9 +36,10 @@ class Autoscaler:
         self,
         set_parallelism: Callable[[int], None],
         current: int,
-        rates: Callable[[], tuple[float | None, float | None]],
+        measured: Callable[[], Measured],
         clock: Callable[[], float],
         *,
+        backlog: Callable[[], int] = lambda: 0,
         minimum: int,
         maximum: int,
         interval: float = 30.0,
@@ -46,7 +51,8 @@ class Autoscaler:
             raise ValueError("need 1 <= min-parallelism <= max-parallelism")
         self.set_parallelism = set_parallelism
         self.current = min(max(current, minimum), maximum)
-        self.rates = rates
+        self.measured = measured  # the figures over the window ending now
+        self.backlog = backlog  # items waiting or running now
         self.clock = clock
         self.minimum, self.maximum = minimum, maximum
         self.interval = interval
@@ -62,11 +68,15 @@ class Autoscaler:
     def step(self) -> int:
         """One decision; returns the parallelism now in force."""
         now = self.clock()
-        interarrival, service = self.rates()
-        if service is None or interarrival is None:
+        figures = self.measured()
+        interarrival, service = figures.interarrival_seconds, figures.service_seconds
+        if service is None:
             return self.current
         utilization = 0.0 if math.isinf(interarrival) else service / (self.current * interarrival)
-        wanted = recommended_parallelism(interarrival, service, self.target)
+        if figures.burst:
+            wanted = max(1, self.backlog())
+        else:
+            wanted = recommended_parallelism(interarrival, service, self.target)
         clamped = min(max(wanted, self.minimum), self.maximum)
         self._history.append((now, clamped))
         while self._history and self._history[0][0] < now - self.down_delay:

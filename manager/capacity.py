@@ -1,9 +1,9 @@
 """How many units of work may run at once: a semaphore whose limit can change while it is held.
 
 The reconciler takes a slot *before* it fetches an item's data, reserves it in the ledger or
-starts anything (shared/seeds/001: reserving more than you can run starves your peers), and gives
-it back when the unit of work has finished. The autoscaler moves the limit; lowering it never
-stops running work - new work simply waits until enough has finished.
+starts anything (reserving more than you can run starves your peers: buildkite/agent-
+stack-k8s#953), and gives it back when the unit of work has finished. The autoscaler moves the
+limit; lowering it never stops running work - new work simply waits until enough has finished.
 
 Invariant: 0 <= in_use, and in_use <= limit except right after the limit was lowered.
 """

@@ -1,4 +1,4 @@
-"""`workqueue lab`: shared/seeds/000's firehose lab, runnable.
+"""`workqueue lab`: the firehose lab: client-go's workqueue semantics, runnable.
 
 A generator fires adds at a fixed rate onto a few hot keys; workers get/reconcile/done with a
 simulated reconcile that sometimes fails (then `add_rate_limited`, else `forget`; always `done`).
@@ -13,7 +13,7 @@ Counting is done by the queue's observer hook, so the figures are what the queue
   adds-absorbed (dedup-noop + rwp-marked) / adds-total
 
 The generator paces itself against the clock in small batches, and the STATS line says when it
-fell short of the requested rate. `--slow` prints one line per event, in the seed's words, so the
+fell short of the requested rate. `--slow` prints one line per event, in the lab's words, so the
 trio REQUEUE-WHILE-PROCESSING -> DEDUP x N -> REDELIVERY can be watched.
 """
 

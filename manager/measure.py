@@ -1,19 +1,32 @@
-"""Measured arrival and service times of items, from the local ledger.
+"""Measured arrival and service times: the one definition every reader uses.
 
-Interarrival: gaps between the first-seen times of items, in arrival order. Service: finished -
-started of items that ran to an end (queue wait excluded, as shared/seeds/002 defines it). Each
-comes with its coefficient of variation (stdev / mean), which says how far the measurements are
-from the exponential times the M/M/c model assumes (cv = 1 for exponential; 0 for clockwork).
+The stability calculator (`--from-state`, `--from-url`), the autoscaler and the summary of a
+`--once` run all turn raw samples into figures here, so they agree, bursts included:
+
+  * **interarrival**: the mean gap between consecutive arrivals, in time order. When every
+    arrival came within `BURST_SECONDS` of the first (one listing's worth, or a single item),
+    there is no rate to speak of: `burst` is set, the interarrival is infinite and the items
+    are a backlog of `arrivals` to drain.
+  * **service**: the mean run time of units of work that ran to an end (queue wait excluded,
+    as Burns' work-queue chapter defines it).
+
+Each figure comes with its coefficient of variation (stdev / mean), which says how far the
+samples are from the exponential times M/M/c assumes (cv 1 for exponential, 0 for clockwork).
+
+`SlidingWindow` keeps a running manager's samples over the last `window` seconds; `rows()`
+turns ledger rows into samples.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from .ledger import Ledger, Row
+from .ports import Row
 
 # Items first seen within this many seconds of each other arrived "together" (one listing).
 BURST_SECONDS = 1.0
@@ -21,30 +34,51 @@ BURST_SECONDS = 1.0
 
 @dataclass(frozen=True)
 class Measured:
-    items: int
+    arrivals: int
     services: int
-    mean_interarrival: float | None
+    interarrival_seconds: float  # math.inf when there is no rate (a burst, or no arrivals)
     cv_interarrival: float | None
-    mean_service: float | None
+    service_seconds: float | None  # None until some unit of work has finished
     cv_service: float | None
-    burst: bool  # every item (or the only one) arrived together: no rate to speak of
+    burst: bool  # every item (or the only one) arrived together: a backlog, not a rate
+    window_seconds: float | None = None  # the span the samples cover, when it is known
+
+    def as_json(self) -> dict:
+        """JSON-safe figures (an infinite interarrival is null)."""
+        return {
+            "arrivals": self.arrivals,
+            "interarrival_seconds": _finite(self.interarrival_seconds),
+            "cv_interarrival": self.cv_interarrival,
+            "services": self.services,
+            "service_seconds": self.service_seconds,
+            "cv_service": self.cv_service,
+            "burst": self.burst,
+            "window_seconds": self.window_seconds,
+        }
 
     def describe(self) -> str:
+        """One line for people: `measured: mean service time …; mean interarrival …`."""
         parts = []
-        if self.mean_service is not None:
+        if self.service_seconds is not None:
             cv = f" (cv {self.cv_service:.2f})" if self.cv_service is not None else ""
             parts.append(
-                f"mean service time {self.mean_service:.2f}s over {self.services} run(s){cv}"
+                f"mean service time {self.service_seconds:.2f}s over {self.services} run(s){cv}"
             )
         if self.burst:
             together = (
-                "the only item" if self.items == 1 else f"all {self.items} items arrived together"
+                "the only item"
+                if self.arrivals == 1
+                else f"all {self.arrivals} items arrived together"
             )
             parts.append(f"mean interarrival 0.00s: {together} (a backlog to drain, not a rate)")
-        elif self.mean_interarrival is not None:
+        elif math.isfinite(self.interarrival_seconds):
             cv = f" (cv {self.cv_interarrival:.2f})" if self.cv_interarrival is not None else ""
-            parts.append(f"mean interarrival {self.mean_interarrival:.2f}s{cv}")
+            parts.append(f"mean interarrival {self.interarrival_seconds:.2f}s{cv}")
         return "measured: " + "; ".join(parts) if parts else "measured: nothing finished yet"
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
 
 
 def coefficient_of_variation(values: list[float]) -> float | None:
@@ -55,57 +89,67 @@ def coefficient_of_variation(values: list[float]) -> float | None:
     return statistics.pstdev(values) / mean if mean > 0 else None
 
 
-def arrival_gaps(arrival_times: Iterable[float]) -> tuple[list[float], bool]:
-    """The gaps between arrivals in time order, and whether they all came together (within
-    BURST_SECONDS of each other: a backlog, not a rate; a single arrival counts as one)."""
+def measure(
+    arrival_times: Iterable[float],
+    service_seconds: Iterable[float],
+    *,
+    window_seconds: float | None = None,
+) -> Measured:
+    """The figures of a set of samples (see the module docstring for the definitions)."""
     arrivals = sorted(arrival_times)
+    services = list(service_seconds)
     gaps = [b - a for a, b in zip(arrivals, arrivals[1:], strict=False)]
-    return gaps, bool(arrivals) and arrivals[-1] - arrivals[0] <= BURST_SECONDS
-
-
-def measure_rows(rows: Iterable[Row]) -> Measured | None:
-    rows = list(rows)
-    if not rows:
-        return None
-    gaps, burst = arrival_gaps(r.first_seen for r in rows)
-    services = [
-        r.finished - r.started
-        for r in rows
-        if r.started is not None and r.finished is not None and r.finished >= r.started
-    ]
+    burst = bool(arrivals) and arrivals[-1] - arrivals[0] <= BURST_SECONDS
     return Measured(
-        items=len(rows),
+        arrivals=len(arrivals),
         services=len(services),
-        mean_interarrival=statistics.fmean(gaps) if gaps else None,
-        cv_interarrival=coefficient_of_variation(gaps),
-        mean_service=statistics.fmean(services) if services else None,
+        interarrival_seconds=math.inf if burst or not gaps else statistics.fmean(gaps),
+        cv_interarrival=None if burst else coefficient_of_variation(gaps),
+        service_seconds=statistics.fmean(services) if services else None,
         cv_service=coefficient_of_variation(services),
         burst=burst,
+        window_seconds=window_seconds,
     )
 
 
-def measure_run(ledger: Ledger, names: list[str]) -> Measured | None:
-    wanted = set(names)
-    return measure_rows(r for r in ledger.rows() if r.name in wanted)
+def measure_rows(rows: Iterable[Row], *, window: float | None = None) -> Measured | None:
+    """The figures of ledger rows; with `window`, only the `window` seconds ending at the
+    newest event (first seen or finished) count, so a ledger read long after a run still
+    describes that run. None for no rows."""
+    rows = list(rows)
+    if not rows:
+        return None
+    start = -math.inf
+    if window is not None:
+        end = max(max(r.first_seen for r in rows), max((r.finished or 0.0) for r in rows))
+        start = end - window
+    arrivals = [r.first_seen for r in rows if r.first_seen >= start]
+    services = [
+        r.finished - r.started
+        for r in rows
+        if r.started is not None
+        and r.finished is not None
+        and r.finished >= r.started
+        and r.finished >= start
+    ]
+    return measure(arrivals, services, window_seconds=window)
 
 
 class SlidingWindow:
     """Arrivals and service times of the last `window` seconds, kept by a running manager.
 
-    The manager calls `arrived(t)` for each new item and `served(seconds, t)` for each unit of
-    work that ran to an end; readers get the figures over the window ending now. Thread-safe.
-    Invariant: the deques hold only events newer than now - window once `_prune` has run, in
-    time order.
+    The manager calls `arrived(count)` for new items and `served(seconds)` for each unit of
+    work that ran to an end; readers get `measured()` (the figures) or `snapshot()` (the raw
+    samples, served at `/stats`) over the window ending now. Thread-safe.
     """
 
-    def __init__(self, window: float, clock) -> None:
-        import threading
-        from collections import deque
-
+    def __init__(self, window: float, clock: Callable[[], float]) -> None:
         self.window = window
         self.clock = clock
         self.started = clock()
         self._lock = threading.Lock()
+        # Invariant: after _prune(now), both hold only events newer than now - window, in
+        # time order (appends come from the same clock).
         self._arrivals: deque[float] = deque()
         self._services: deque[tuple[float, float]] = deque()
 
@@ -138,10 +182,6 @@ class SlidingWindow:
                 "service_seconds": [s for _, s in self._services],
             }
 
-    def rates(self) -> tuple[float | None, float | None]:
-        """(mean interarrival, mean service) over the window: interarrival = span / arrivals
-        (infinite with none), service None until some work has finished."""
+    def measured(self) -> Measured:
         snap = self.snapshot()
-        arrivals, services, span = snap["arrival_times"], snap["service_seconds"], snap["span"]
-        interarrival = span / len(arrivals) if arrivals and span > 0 else math.inf
-        return interarrival, (statistics.fmean(services) if services else None)
+        return measure(snap["arrival_times"], snap["service_seconds"], window_seconds=snap["span"])

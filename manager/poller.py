@@ -2,7 +2,8 @@
 
 Jitter: every period is drawn from interval·[1-j, 1+j] (j = 0.2 by default). A fixed ticker
 keeps rival managers polling in the same phase forever, so they keep racing for the same items
-(shared/seeds/001); jitter makes their relative phase drift.
+(buildkite/agent-stack-k8s#953 shows two controllers on one fixed ticker contending for the
+same jobs); jitter makes their relative phase drift.
 
 Each listing is diffed against the ledger (`needs_work`): only names that still need work are
 added to the queue, so a poll over 100,000 finished items costs one dict lookup per name.
@@ -20,9 +21,11 @@ import random
 import threading
 from collections.abc import Callable
 
-from .source_client import SourceClient, SourceError, SourceProtocolError, WatchUnsupported
+from .ports import Source
+from .retry import reconnect
+from .source_client import SourceError, SourceProtocolError, WatchUnsupported
 
-log = logging.getLogger("workqueue.manager")
+log = logging.getLogger(__name__)
 
 
 RESYNC_SECONDS = 15.0  # the longest a watch stream is trusted before it is renewed
@@ -35,7 +38,7 @@ def jittered(interval: float, jitter: float, rng: random.Random) -> float:
 class Poller:
     def __init__(
         self,
-        client: SourceClient,
+        client: Source,
         enqueue: Callable[[list[str]], None],
         *,
         interval: float = 10.0,
@@ -86,7 +89,8 @@ class Poller:
         """Follow the watch stream until `stop` is set; reconnect (with jittered backoff) when it
         breaks. Every (re)connection starts with ADDED for every current item: a re-list.
         A source without a watch stream is polled instead."""
-        backoff = 0.5
+        delays = reconnect(self.interval)
+        failures = 0
         while not self.stop.is_set():
             # Each stream lasts one resync period, then starts over with a full re-list (as
             # informers resync): a stream that silently stops delivering - it has been seen
@@ -101,7 +105,7 @@ class Poller:
                     if self.source_down:
                         log.warning("source %s is back", self.client.base_url)
                         self.source_down = False
-                    backoff = 0.5
+                    failures = 0
                     if event.get("type") == "ADDED":
                         batch.append(event["item"])
                         self.enqueue(batch)
@@ -118,5 +122,5 @@ class Poller:
                 if not self.source_down:
                     log.warning("%s; reconnecting", exc)
                 self.source_down = True
-            self.stop.wait(jittered(backoff, self.jitter, self.rng))
-            backoff = min(backoff * 2, self.interval)
+            self.stop.wait(jittered(delays.delay(failures), self.jitter, self.rng))
+            failures += 1

@@ -1,18 +1,20 @@
 """One item at a time: decide, take capacity, fetch, record, dispatch, record.
 
-`reconcile(name)` is level-based (shared/seeds/000): it looks at what the ledger says *now* and
-makes reality match - so being handed the same name twice is harmless:
+`reconcile(name)` is level-based (as client-go's controllers are): it looks at what the ledger
+says *now* and makes reality match - so being handed the same name twice is harmless:
 
     succeeded, or running             -> nothing to do
     failed with no attempts left      -> nothing to do (stays failed until `workqueue retry`)
     otherwise                         -> wait for a capacity slot      (before anything else:
-                                         shared/seeds/001)
+                                         reserving work you cannot run yet starves rival
+                                         managers - buildkite/agent-stack-k8s#953)
                                       -> GET /api/v1/items/<name>      (gone -> nothing to do)
                                       -> ledger: running, attempt n
                                       -> backend.run(...)              (blocks until it ends)
                                       -> ledger: succeeded | failed | pending (interrupted)
 
-The caller (the manager's worker loop) follows the seed's pattern with the `Result`:
+It depends only on the ports (`manager.ports`): any ledger, source and backend will do.
+The caller (the manager's worker loop) follows client-go's worker pattern with the `Result`:
 RETRY -> `add_rate_limited(name)`; anything else -> `forget(name)`; always `done(name)`.
 """
 
@@ -24,12 +26,11 @@ from collections.abc import Callable
 from dataclasses import replace
 from enum import StrEnum
 
-from .backends.base import Outcome
 from .capacity import Capacity
-from .ledger import Ledger, State
-from .source_client import SourceClient
+from .ports import Backend, Ledger, Outcome, Source
+from .retry import RetryPolicy
 
-log = logging.getLogger("workqueue.manager")
+log = logging.getLogger(__name__)
 
 
 class Result(StrEnum):
@@ -45,11 +46,11 @@ class Reconciler:
     def __init__(
         self,
         ledger: Ledger,
-        client: SourceClient,
-        backend,
+        client: Source,
+        backend: Backend,
         capacity: Capacity,
         *,
-        max_attempts: int = 3,
+        policy: RetryPolicy | None = None,
         on_outcome: Callable[[str, Result, Outcome | None], None] | None = None,
         on_dispatch: Callable[[str], None] | None = None,
     ) -> None:
@@ -57,19 +58,14 @@ class Reconciler:
         self.client = client
         self.backend = backend
         self.capacity = capacity
-        self.max_attempts = max_attempts
+        self.policy = policy or RetryPolicy()
         self.on_outcome = on_outcome
         self.on_dispatch = on_dispatch  # told when an item stops waiting and starts
 
     def needs_work(self, name: str) -> bool:
         """False when the ledger says there is nothing to do for `name` (the poller's diff)."""
         current = self.ledger.state(name)
-        if current is None:
-            return True
-        state, attempts = current
-        if state in (State.SUCCEEDED, State.RUNNING):
-            return False
-        return not (state == State.FAILED and attempts >= self.max_attempts)
+        return current is None or self.policy.needs_work(*current)
 
     def reconcile(self, name: str) -> Result:
         result, outcome = self._reconcile(name)
@@ -92,12 +88,7 @@ class Reconciler:
             attempt = self.ledger.start(name, self.backend.log_path(name))
             started = time.monotonic()
             try:
-                outcome = self.backend.run(
-                    name,
-                    data,
-                    attempt,
-                    lambda pgid, start: self.ledger.record_process(name, pgid, start),
-                )
+                outcome = self.backend.run(name, data, attempt)
             except Exception as exc:  # never leave the item marked running
                 log.exception("%s: the backend failed", name)
                 outcome = Outcome(False, error=f"backend error: {type(exc).__name__}: {exc}")
@@ -108,7 +99,7 @@ class Reconciler:
             self.ledger.finish(name, outcome.succeeded, outcome.exit_code, outcome.error)
             if outcome.succeeded:
                 return Result.SUCCEEDED, outcome
-            if attempt >= self.max_attempts:
+            if self.policy.gave_up(attempt):
                 log.warning(
                     "%s failed for good after %d attempts: %s", name, attempt, outcome.error
                 )
@@ -117,7 +108,7 @@ class Reconciler:
                 "%s failed (attempt %d of %d): %s; will retry",
                 name,
                 attempt,
-                self.max_attempts,
+                self.policy.max_attempts,
                 outcome.error,
             )
             return Result.RETRY, outcome

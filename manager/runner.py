@@ -1,6 +1,6 @@
 """The manager: a poller feeding a rate-limited dedup queue, drained by worker threads that
-reconcile one item each (the generic loop of shared/seeds/002: list -> diff -> dispatch ->
-track completion).
+reconcile one item each (the generic loop of Burns' work-queue manager: list -> diff ->
+dispatch -> track completion).
 
     poller / watch ──add(name)──► RateLimitingQueue ──get()──► worker thread ─► Reconciler
                                         ▲                          │
@@ -10,6 +10,10 @@ There are as many worker threads as the most units of work that may ever run at 
 `Capacity` limit (the parallelism) decides how many actually do. Stopping (SIGTERM/SIGINT, or the
 end of a `--once` run) shuts the queue, closes capacity so nothing new starts, and gives running
 work a grace period before the backend ends it; interrupted items go back to pending.
+
+Everything the manager uses is given to its constructor - source, ledger, backend (the ports of
+`manager.ports`), options, and the leader elector when there is one; `manager.assembly` builds
+them. It never asks what kind of backend it drives.
 """
 
 from __future__ import annotations
@@ -21,20 +25,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .autoscaler import Autoscaler
-from .backends.base import Outcome
 from .capacity import Capacity
-from .ledger import Ledger, State
 from .measure import SlidingWindow
 from .poller import Poller
+from .ports import Backend, Elector, Ledger, Outcome, Source, State
 from .reconciler import Reconciler, Result
-from .source_client import SourceClient, SourceError
-from .workqueue import (
-    ItemExponentialFailureRateLimiter,
-    PrometheusMetricsProvider,
-    RateLimitingQueue,
-)
+from .retry import Backoff, RetryPolicy, reconnect
+from .source_client import SourceError
+from .workqueue import PrometheusMetricsProvider, RateLimitingQueue
 
-log = logging.getLogger("workqueue.manager")
+log = logging.getLogger(__name__)
 
 TERMINAL = {Result.SUCCEEDED, Result.FAILED, Result.GONE, Result.SKIPPED}
 
@@ -56,6 +56,10 @@ class ManagerOptions:
     target_utilization: float = 0.9
     window: float = 600.0  # seconds of arrivals and service times the autoscaler looks at
 
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        return RetryPolicy(self.max_attempts, Backoff(self.retry_backoff, self.retry_backoff_cap))
+
 
 @dataclass
 class RunReport:
@@ -75,11 +79,12 @@ class RunReport:
 class Manager:
     def __init__(
         self,
-        client: SourceClient,
+        client: Source,
         ledger: Ledger,
-        backend,
+        backend: Backend,
         options: ManagerOptions,
         *,
+        elector: Elector | None = None,
         on_result: Callable[[str, Result], None] | None = None,
         registry=None,
     ) -> None:
@@ -87,16 +92,16 @@ class Manager:
         self.ledger = ledger
         self.backend = backend
         self.options = options
-        # A backend that knows of work running outside this manager (Kubernetes) counts it.
-        self.capacity = Capacity(options.parallelism, getattr(backend, "others_running", None))
-        if hasattr(backend, "on_change_hooks"):
-            backend.on_change_hooks.append(self.capacity.poke)
+        self.elector = elector
+        self.lost_leadership = False
+        # Work running outside this manager (a rival's Jobs) counts against the limit too.
+        self.capacity = Capacity(options.parallelism, backend.others_running)
+        backend.on_change(self.capacity.poke)
         self.registry = registry
+        policy = options.retry_policy
         self.queue = RateLimitingQueue(
             "items",
-            rate_limiter=ItemExponentialFailureRateLimiter(
-                options.retry_backoff, options.retry_backoff_cap
-            ),
+            rate_limiter=policy.rate_limiter(),
             metrics_provider=PrometheusMetricsProvider(registry) if registry else None,
         )
         self.window = SlidingWindow(options.window, time.time)
@@ -105,8 +110,9 @@ class Manager:
             self.autoscaler = Autoscaler(
                 self.capacity.set_limit,
                 options.parallelism,
-                self.window.rates,
+                self.window.measured,
                 time.monotonic,
+                backlog=lambda: len(self._waiting_since) + self.capacity.in_use,
                 minimum=options.min_parallelism,
                 maximum=options.max_parallelism or options.parallelism,
                 interval=options.scale_interval,
@@ -119,7 +125,7 @@ class Manager:
             client,
             backend,
             self.capacity,
-            max_attempts=options.max_attempts,
+            policy=policy,
             on_outcome=self._on_outcome,
             on_dispatch=self._dispatched,
         )
@@ -215,6 +221,27 @@ class Manager:
 
     # -- running ---------------------------------------------------------------------------
 
+    def lead(self) -> bool:
+        """With an elector: wait until this manager leads the queue. If leadership is lost
+        later, the manager stops and `lost_leadership` is set (the process should exit so its
+        supervisor restarts it as a candidate, as client-go's controllers do). False when the
+        manager was stopped before it ever led. Without an elector: True at once."""
+        if self.elector is None:
+            return True
+
+        def lost() -> None:
+            self.lost_leadership = True
+            self.stop()
+
+        self.elector.on_lost(lost)
+        self.elector.start()
+        log.info("leader election: standing by for %s", self.elector.lease_name)
+        return self.elector.wait_leading(self.stop_event.is_set)
+
+    def stats(self) -> dict:
+        """The raw samples of the sliding window and the parallelism in force (`/stats`)."""
+        return {**self.window.snapshot(), "parallelism": self.capacity.limit}
+
     def start_workers(self) -> None:
         count = max(self.options.parallelism, self.options.max_parallelism or 0)
         for i in range(count):
@@ -262,13 +289,13 @@ class Manager:
         return report
 
     def _first_listing(self) -> list[str]:
-        delay = 0.5
-        while not self.stop_event.is_set():
+        for delay in reconnect(self.options.poll_interval).delays():
+            if self.stop_event.is_set():
+                break
             names = self.poller.poll_once_listing()
             if names is not None:
                 return names
             self.stop_event.wait(delay)
-            delay = min(delay * 2, self.options.poll_interval)
         return []
 
     def stop(self) -> None:
@@ -287,6 +314,6 @@ class Manager:
         self.backend.shutdown(self.options.grace)
         for t in self._workers:
             t.join()
-        leftover = [r.name for r in self.ledger.rows("state=?", (State.RUNNING.value,))]
+        leftover = [r.name for r in self.ledger.rows(State.RUNNING)]
         for name in leftover:  # never leave an item marked running
             self.ledger.requeue(name)

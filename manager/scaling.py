@@ -1,4 +1,5 @@
-"""The scaling math of shared/seeds/002, and the M/M/c (Erlang C) queue behind it.
+"""The scaling math of Burns' work-queue pattern (*Designing Distributed Systems*, "Work Queue
+Systems"), and the M/M/c (Erlang C) queue behind it.
 
 A capped work queue is stable only while the effective service time (service / parallelism)
 stays below the interarrival time, with a margin. In rates: arrivals λ = 1/interarrival,
@@ -6,7 +7,7 @@ service μ = 1/service, offered load a = λ/μ = service/interarrival (how many 
 keeps busy), utilization ρ = a/P.
 
     verdict    stable    ρ < U              (U: target utilization, 0.9 by default)
-               fragile   U <= ρ <= 1        (the seed's "balanced but fragile")
+               fragile   U <= ρ <= 1        ("balanced but fragile")
                unstable  ρ > 1              (the backlog grows without bound)
     recommended parallelism: the smallest P with ρ <= U
 
@@ -21,56 +22,9 @@ N / (Pμ - λ) (infinite when Pμ <= λ).
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
-UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
-RATE_UNITS = {
-    "s": 1.0,
-    "sec": 1.0,
-    "second": 1.0,
-    "m": 60.0,
-    "min": 60.0,
-    "minute": 60.0,
-    "h": 3600.0,
-    "hour": 3600.0,
-    "d": 86400.0,
-    "day": 86400.0,
-    "w": 604800.0,
-    "week": 604800.0,
-}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|min|m|h|d)?\s*$", re.IGNORECASE)
-_RATE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*/\s*([a-z]+)\s*$", re.IGNORECASE)
-
-
-class InputError(ValueError):
-    """Bad user input; the message is one line saying what is wrong."""
-
-
-def parse_duration(text: str) -> float:
-    """'500ms', '30s', '2m', '1.5h', '1d' or bare seconds ('90') -> seconds (> 0)."""
-    match = _DURATION.match(text)
-    if not match:
-        raise InputError(f"not a duration: {text!r} (use e.g. 500ms, 30s, 2m, 1.5h, 1d or 90)")
-    seconds = float(match.group(1)) * UNITS[(match.group(2) or "s").lower()]
-    if seconds <= 0:
-        raise InputError(f"a duration must be > 0: {text!r}")
-    return seconds
-
-
-def parse_arrivals(text: str) -> float:
-    """'1440/day', '30/h', '2/m', '1/s' -> the interarrival time in seconds."""
-    match = _RATE.match(text)
-    if not match:
-        raise InputError(f"not a rate: {text!r} (use e.g. 1440/day, 30/h, 2/m, 1/s)")
-    count = float(match.group(1))
-    unit = match.group(2).lower()
-    unit = unit[:-1] if unit.endswith("s") and unit[:-1] in RATE_UNITS else unit
-    if unit not in RATE_UNITS:
-        raise InputError(f"unknown time unit in {text!r}: use s, m, h, day or week")
-    if count <= 0:
-        raise InputError(f"an arrival rate must be > 0: {text!r}")
-    return RATE_UNITS[unit] / count
+from .errors import InputError
 
 
 def erlang_c(servers: int, offered_load: float) -> float:

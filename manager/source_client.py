@@ -1,9 +1,11 @@
-"""The manager's client of the source API (shared/seeds/002): list names, get one item, watch.
+"""The manager's client of the source API (Burns' source-ambassador contract, `/api/v1/items`):
+list names, get one item, watch. It satisfies `manager.ports.Source`.
 
-Every call retries connection errors, timeouts and 5xx answers with exponential backoff, then
-raises `SourceUnavailable` - one line saying what failed and where, never a traceback for the
-user. An answer that is not the API (not JSON, wrong `kind`, wrong shape) raises
-`SourceProtocolError`: that is a misconfiguration (a wrong URL), and retrying will not fix it.
+Every call retries connection errors, timeouts and 5xx answers with `retry.SOURCE_CALL`'s
+backoff, then raises `SourceUnavailable` - one line saying what failed and where, never a
+traceback for the user. An answer that is not the API (not JSON, wrong `kind`, wrong shape)
+raises `SourceProtocolError`: that is a misconfiguration (a wrong URL), and retrying will not
+fix it.
 A 404 for one item is not an error of the source: `get_item` returns None (the item is gone).
 
 One `requests.Session` is kept, so polls and item fetches reuse a keep-alive connection.
@@ -19,6 +21,9 @@ from urllib.parse import quote
 
 import requests
 
+from .errors import UserError
+from .retry import SOURCE_CALL, Backoff
+
 PAGE_SIZE = 10_000
 
 
@@ -30,7 +35,7 @@ class SourceUnavailable(SourceError):
     """The source did not answer usefully (down, timing out, 5xx) after the retries."""
 
 
-class SourceProtocolError(SourceError):
+class SourceProtocolError(SourceError, UserError):
     """The source answered something that is not the items API."""
 
 
@@ -44,7 +49,7 @@ class SourceClient:
         base_url: str,
         *,
         retries: int = 3,
-        backoff: float = 0.2,
+        backoff: Backoff = SOURCE_CALL,
         timeout: float = 10.0,
         session: requests.Session | None = None,
         sleep: Callable[[float], None] = time.sleep,
@@ -127,7 +132,7 @@ class SourceClient:
         last = "no answer"
         for attempt in range(self.retries + 1):
             if attempt:
-                self.sleep(self.backoff * 2 ** (attempt - 1))
+                self.sleep(self.backoff.delay(attempt - 1))
             try:
                 r = self.session.get(url, params=params, timeout=self.timeout)
             except requests.RequestException as exc:

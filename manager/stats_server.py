@@ -3,38 +3,37 @@ stability calculator (`workqueue stability --from-url`), /healthz.
 
 /stats is JSON: {"span": seconds measured, "arrival_times": [...], "service_seconds": [...],
 "parallelism": P} - the raw samples of the manager's sliding window, so the calculator computes
-exactly what it computes from a ledger. Served by waitress from threads of the manager.
+exactly what it computes from a ledger. Served by waitress from threads of the manager; the
+assembly stops it when the manager is closed.
 """
 
 from __future__ import annotations
 
 import json
-import threading
+from collections.abc import Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from .threaded_server import ThreadedServer
+
 
 class StatsServer:
-    def __init__(self, manager, registry, host: str, port: int) -> None:
-        from waitress import create_server
-
-        self.manager = manager
+    def __init__(self, stats: Callable[[], dict], registry, host: str, port: int) -> None:
+        """`stats()` gives the /stats body (the manager's `stats`). Raises OSError when the
+        address cannot be bound."""
+        self.stats = stats
         self.registry = registry
-        self._server = create_server(
-            self._app, host=host, port=port, threads=2, ident="workqueue-manager"
+        self._server = ThreadedServer.serve(
+            self._app, host, port, threads=2, name="workqueue-stats"
         )
-        self.port = int(self._server.effective_port)
-        self._thread = threading.Thread(target=self._server.run, name="stats", daemon=True)
-        self._thread.start()
+        self.port = self._server.port
 
     def _app(self, environ, start_response):
         path = environ.get("PATH_INFO", "")
         if path == "/metrics":
             body, ctype, status = generate_latest(self.registry), CONTENT_TYPE_LATEST, "200 OK"
         elif path == "/stats":
-            stats = self.manager.window.snapshot()
-            stats["parallelism"] = self.manager.capacity.limit
-            body, ctype, status = json.dumps(stats).encode(), "application/json", "200 OK"
+            body, ctype, status = json.dumps(self.stats()).encode(), "application/json", "200 OK"
         elif path == "/healthz":
             body, ctype, status = b"ok\n", "text/plain", "200 OK"
         else:
@@ -43,7 +42,4 @@ class StatsServer:
         return [body]
 
     def stop(self) -> None:
-        for dispatcher in list(self._server._map.values()):
-            dispatcher.close()
-        self._server.task_dispatcher.shutdown()
-        self._thread.join(timeout=5)
+        self._server.stop()

@@ -1,4 +1,5 @@
-"""Items are files on a (shared) volume: the video-thumbnailer source of shared/seeds/002.
+"""Items are files on a (shared) volume: the video-thumbnailer source of
+Burns' work-queue chapter.
 
 Design: one scan at start fills the `Snapshot`; after that a refresher thread keeps it current,
 so a request only reads memory (and stats the one file it describes).
@@ -38,7 +39,7 @@ from ..naming import (
 )
 from ..snapshot import Snapshot
 
-log = logging.getLogger("workqueue.ambassador")
+log = logging.getLogger(__name__)
 
 TICK_SECONDS = 0.2  # how late a settled file may be promoted; also the event-batch window
 

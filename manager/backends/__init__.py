@@ -1,6 +1,44 @@
-"""Backends run one unit of work per item. `base.Outcome` is what they report; `local` runs a
-child process per item (the embedded default)."""
+"""The backends, by name: where one unit of work per item runs.
 
-from .base import Outcome
+Each backend is a package here with the same face (see `Backend` below): its typed options,
+`setup()` that builds a manager's ledger and runner (and recovers what an earlier manager left),
+and `status()` / `retry()` for the commands that act on a queue's record. The command line
+offers `--backend` from `NAMES`, builds its flags from each backend's option declarations, and
+dispatches through `load(name)`. Adding a backend is one package beside these two, and one line
+in `_PACKAGES`.
 
-__all__ = ["Outcome"]
+A backend package is imported only when it is chosen, so a local run never imports the
+`kubernetes` client.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Protocol
+
+from ..ports import Parts, QueueStatus
+
+_PACKAGES = {
+    "local": "manager.backends.local",
+    "kubernetes": "manager.backends.kubernetes",
+}
+NAMES = tuple(_PACKAGES)
+DEFAULT = "local"
+
+
+class Backend(Protocol):
+    """The face of a backend package."""
+
+    Options: type  # a dataclass of `manager.options.option` fields: what a manager needs
+    Queue: type  # the same, for naming a queue: what `status` and `retry` need
+
+    def setup(self, options: Any, *, registry: Any = None) -> Parts: ...
+
+    def status(self, queue: Any, recent: int = 10) -> QueueStatus: ...
+
+    def retry(self, queue: Any, name: str) -> str: ...
+
+
+def load(name: str) -> Backend:
+    """The backend package called `name` (one of `NAMES`)."""
+    return importlib.import_module(_PACKAGES[name])  # type: ignore[return-value]

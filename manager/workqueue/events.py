@@ -5,8 +5,9 @@ An observer is a callable `observer(event, key, detail)`; `event` is one of the 
 order things happen, so the observer sees a consistent story; the observer's duty is to be quick
 and never to call back into the queue. Without an observer the queue pays one `is None` test.
 
-The names are the seed's vocabulary (shared/seeds/000): an add either enqueues a key, is a dedup
-no-op, or marks a key that a worker holds for redelivery; `done()` redelivers such a key once.
+The names are the vocabulary of the firehose lab (`workqueue lab`): an add either enqueues a
+key, is a dedup no-op, or marks a key that a worker holds for redelivery; `done()` redelivers
+such a key once.
 """
 
 from __future__ import annotations

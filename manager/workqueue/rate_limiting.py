@@ -1,6 +1,6 @@
 """A delaying queue that asks a rate limiter how long a failed key must wait.
 
-The worker pattern it exists for (shared/seeds/000):
+The worker pattern it exists for (client-go's `util/workqueue` controllers):
 
     key, shutdown = q.get()
     if shutdown: return

@@ -5,7 +5,6 @@ calls the manager makes - compared with a run recorded by the API-server stand-i
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
 import kubernetes_validate
@@ -118,11 +117,18 @@ def test_the_cli_accepts_the_rendered_arguments(values):
     manager = parser.parse_args(
         [a.replace("$(POD_NAMESPACE)", "media") for a in found["manager"]["args"]]
     )
-    assert manager.backend == "kubernetes" and manager.leader_elect
+    from manager.backends.kubernetes import KubeOptions
+    from manager.options import from_words
+
+    options = from_words(KubeOptions, vars(manager))  # the typed options the manager gets
+    assert manager.backend == "kubernetes" and options.leader_elect
     if values is EVERYTHING:
-        assert shlex.split(manager.kube_args) == ["--width", "320 px"]
-        assert manager.pvc == "demo-workqueue-data" and manager.volume_writable
-        assert manager.toleration == ["batch:NoSchedule", "gpu=yes:NoExecute"]
+        assert options.args == ["--width", "320 px"]
+        assert options.pvc == "demo-workqueue-data" and options.volume_writable
+        assert options.tolerations == [
+            {"key": "batch", "effect": "NoSchedule", "operator": "Exists"},
+            {"key": "gpu", "effect": "NoExecute", "operator": "Equal", "value": "yes"},
+        ]
 
 
 @pytest.mark.parametrize("values", [None, EVERYTHING], ids=["defaults", "everything"])
@@ -151,7 +157,7 @@ def test_rbac_is_exactly_what_a_recorded_run_calls(
 ):
     """Record a run that takes every path - leader election, dispatch, a failure retried,
     completions, history cleanup, an orphaned ConfigMap removed - and compare."""
-    from manager.backends import kube_objects as ko
+    from manager.backends.kubernetes import objects as ko
 
     make_items(tmp_path / "videos", ["a.mp4", "b.mp4", "will-fail.mp4"])
     server = ambassador_server(tmp_path / "videos")

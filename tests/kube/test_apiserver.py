@@ -11,7 +11,7 @@ import pytest
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import ProtocolError
 
-from .apiserver import selector_matches
+from tests.support.apiserver import selector_matches
 
 NS = "media"
 

@@ -8,10 +8,9 @@ import json
 import pytest
 from kubernetes.client.rest import ApiException
 
-from manager.backends import kube_objects as ko
-
-from ..conftest import wait_until
-from .kubelet import Kubelet
+from manager.backends.kubernetes import objects as ko
+from tests.support.kubelet import Kubelet
+from tests.support.servers import wait_until
 
 NS = "media"
 

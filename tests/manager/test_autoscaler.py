@@ -6,7 +6,12 @@ from __future__ import annotations
 import math
 
 from manager.autoscaler import Autoscaler
-from manager.measure import SlidingWindow
+from manager.measure import Measured, SlidingWindow
+
+
+def figures(interarrival, service):
+    """Measured figures with these means (what the autoscaler reads from its window)."""
+    return Measured(1, 1, interarrival, None, service, None, False)
 
 
 class Clock:
@@ -26,7 +31,7 @@ def drive(rate_per_phase, *, service=10.0, interval=30.0, delay=300.0, lo=1, hi=
     scaler = Autoscaler(
         changes.append,
         1,
-        window.rates,
+        window.measured,
         clock,
         minimum=lo,
         maximum=hi,
@@ -73,7 +78,7 @@ def test_scales_up_at_once_but_down_only_after_the_delay():
     scaler = Autoscaler(
         changes.append,
         1,
-        lambda: rates["value"],
+        lambda: figures(*rates["value"]),
         clock,
         minimum=1,
         maximum=10,
@@ -97,7 +102,7 @@ def test_a_brief_dip_does_not_scale_down():
     scaler = Autoscaler(
         lambda p: None,
         4,
-        lambda: rates["value"],
+        lambda: figures(*rates["value"]),
         clock,
         minimum=1,
         maximum=10,
@@ -112,9 +117,11 @@ def test_a_brief_dip_does_not_scale_down():
 
 def test_bounds_are_respected_and_no_data_means_no_change():
     clock = Clock()
-    scaler = Autoscaler(lambda p: None, 2, lambda: (1.0, 100.0), clock, minimum=2, maximum=5)
+    scaler = Autoscaler(lambda p: None, 2, lambda: figures(1.0, 100.0), clock, minimum=2, maximum=5)
     assert scaler.step() == 5
-    idle = Autoscaler(lambda p: None, 3, lambda: (math.inf, None), clock, minimum=1, maximum=5)
+    idle = Autoscaler(
+        lambda p: None, 3, lambda: figures(math.inf, None), clock, minimum=1, maximum=5
+    )
     assert idle.step() == 3
 
 
@@ -122,7 +129,7 @@ def test_reason_is_logged(caplog):
     import logging
 
     clock = Clock()
-    scaler = Autoscaler(lambda p: None, 3, lambda: (10.0, 29.1), clock, minimum=1, maximum=9)
-    with caplog.at_level(logging.INFO, logger="workqueue.manager"):
+    scaler = Autoscaler(lambda p: None, 3, lambda: figures(10.0, 29.1), clock, minimum=1, maximum=9)
+    with caplog.at_level(logging.INFO, logger="manager"):
         scaler.step()
     assert "utilization 0.97 > 0.9 at P=3 -> P=4" in caplog.text

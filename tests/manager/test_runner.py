@@ -7,10 +7,10 @@ import io
 import os
 from contextlib import contextmanager
 
-from manager.backends.local import LocalBackend
-from manager.inprocess import serve_folder
-from manager.ledger import Ledger
-from manager.once import run_with_progress
+from manager.backends.local.ledger import Ledger
+from manager.backends.local.process import LocalBackend
+from manager.cli.inprocess import serve_folder
+from manager.cli.once import run_with_progress
 from manager.runner import Manager, ManagerOptions
 from manager.source_client import SourceClient
 
@@ -71,8 +71,8 @@ def test_a_backend_that_raises_fails_the_item_and_leaves_nothing_running(tmp_pat
 
 
 def test_measured_line_reads_well_for_one_item_and_for_many():
-    from manager.ledger import Row
     from manager.measure import measure_rows
+    from manager.ports import Row
 
     def row(name, seen, took):
         return Row(name, "succeeded", 1, seen, seen + 1, seen + 1 + took, 0, None, None)

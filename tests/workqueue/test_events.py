@@ -1,4 +1,4 @@
-"""The observer hears what each call did, in the seed's vocabulary."""
+"""The observer hears what each call did, in the lab's vocabulary."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""RateLimitingQueue: the seed's worker pattern, with time stepped on a fake clock."""
+"""RateLimitingQueue: client-go's worker pattern, with time stepped on a fake clock."""
 
 from __future__ import annotations
 

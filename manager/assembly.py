@@ -1,0 +1,79 @@
+"""Putting a manager together from typed options: the source client, the chosen backend's parts
+(ledger, runner, elector) through the registry, the metrics registry and the stats endpoint.
+
+Shared by `workqueue manager` and `workqueue run`; it knows no argparse - the command line hands
+it `ManagerOptions`, the backend's own options and where to serve stats. Everything the manager
+uses goes into its constructor; `Assembled.close()` stops what was started, in reverse order.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import backends
+from .errors import UserError
+from .ports import Ledger
+from .runner import Manager, ManagerOptions
+from .source_client import SourceClient
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StatsEndpoint:
+    """Where the manager serves /metrics, /stats and /healthz."""
+
+    host: str = "127.0.0.1"
+    port: int = 0
+
+
+@dataclass
+class Assembled:
+    manager: Manager
+    ledger: Ledger
+    _closers: list[Callable[[], None]] = field(default_factory=list)
+
+    def close(self) -> None:
+        while self._closers:
+            self._closers.pop()()
+
+
+def assemble(
+    source_url: str,
+    backend_name: str,
+    backend_options: Any,
+    options: ManagerOptions,
+    *,
+    stats: StatsEndpoint | None = None,
+) -> Assembled:
+    """A manager of `backend_name` (see `manager.backends`) over the source at `source_url`.
+    The caller's duty: `close()` the result, whatever happens."""
+    from prometheus_client import CollectorRegistry
+
+    client = SourceClient(source_url)
+    registry = CollectorRegistry()
+    parts = backends.load(backend_name).setup(backend_options, registry=registry)
+    closers = [parts.close]
+    try:
+        manager = Manager(
+            client, parts.ledger, parts.backend, options, elector=parts.elector, registry=registry
+        )
+        if stats is not None:
+            from .stats_server import StatsServer
+
+            try:
+                server = StatsServer(manager.stats, registry, stats.host, stats.port)
+            except OSError as exc:
+                raise UserError(
+                    f"cannot serve metrics on {stats.host}:{stats.port}: {exc.strerror}"
+                ) from None
+            closers.append(server.stop)
+            log.info("metrics and stats on http://%s:%s", stats.host, server.port)
+    except BaseException:
+        for close in reversed(closers):
+            close()
+        raise
+    return Assembled(manager, parts.ledger, closers)

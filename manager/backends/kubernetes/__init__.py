@@ -1,0 +1,41 @@
+"""The Kubernetes backend: one Job plus one ConfigMap per item, recorded durably in the cluster.
+
+    api.py      the one module that imports `kubernetes`: every API call goes through it
+    objects.py  the manifests (pure data): names, labels, the Job, the ConfigMap
+    cache.py    one list + watch of the queue's Jobs (an informer)
+    record.py   the durable record of outcomes (ConfigMaps), and the ledger view over it
+    leader.py   one manager per queue on a Lease
+    backend.py  dispatch and completion
+    options.py  the typed options (`KubeOptions`, `KubeQueue`)
+    assembly.py the set-up for one manager, and `status` / `retry`
+
+This face is what the registry (`manager.backends`) hands the rest of the manager. It is light:
+the options import no client, so building the command line's flags costs nothing; the
+`kubernetes` client is imported when a queue is set up, asked for its status or retried.
+"""
+
+from __future__ import annotations
+
+from ...ports import Parts, QueueStatus
+from .options import KubeOptions, KubeQueue
+
+Options = KubeOptions
+Queue = KubeQueue
+
+
+def setup(options: KubeOptions, *, registry=None) -> Parts:
+    from . import assembly
+
+    return assembly.setup(options, registry=registry)
+
+
+def status(queue: KubeQueue, recent: int = 10) -> QueueStatus:
+    from . import assembly
+
+    return assembly.status(queue, recent)
+
+
+def retry(queue: KubeQueue, name: str) -> str:
+    from . import assembly
+
+    return assembly.retry(queue, name)

@@ -1,0 +1,245 @@
+"""The one module that imports `kubernetes`: every API call of the Kubernetes backend goes
+through `KubeApi` (kopf's habit - a thin layer, so the rest of the code is plain data).
+
+  * Answers are raw JSON dicts (`_preload_content=False`), never the client's model objects,
+    whose deserialisation is the Python client's known bottleneck.
+  * A client-side token bucket (`--kube-api-qps`, `--kube-api-burst`; 20 and 30 like the
+    controller-manager; qps <= 0 turns it off), since the Python client has none. It is the
+    workqueue's own BucketRateLimiter, with reservation semantics.
+  * Retries with exponential backoff on 429, 5xx, timeouts and broken connections, honouring
+    Retry-After; other errors raise `KubeError` carrying the Status reason (AlreadyExists,
+    Conflict, NotFound, ...), which callers act on.
+  * Configuration as kubectl finds it: in a pod the in-cluster service account; elsewhere
+    `--kubeconfig`, then $KUBECONFIG, then ~/.kube/config.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+
+from ...retry import API_CALL, Backoff
+from ...workqueue.rate_limiters import BucketRateLimiter
+
+RETRY_STATUSES = {429, 500, 502, 503, 504}
+
+# kind -> (api attribute, method suffix)
+_KINDS = {
+    "jobs": ("batch", "job"),
+    "configmaps": ("core", "config_map"),
+    "events": ("core", "event"),
+    "leases": ("coordination", "lease"),
+}
+
+
+class KubeError(Exception):
+    """An API answer the caller must act on: `status` (HTTP), `reason` (Status reason)."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status, self.reason, self.message = status, reason, message
+
+
+class KubeUnavailable(KubeError):
+    """The API server kept failing (429/5xx/timeouts) through every retry."""
+
+
+def load_configuration(kubeconfig: str | None = None) -> client.Configuration:
+    configuration = client.Configuration()
+    if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_incluster_config(client_configuration=configuration)
+    else:
+        config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+    return configuration
+
+
+class KubeApi:
+    def __init__(
+        self,
+        namespace: str,
+        configuration: client.Configuration,
+        *,
+        qps: float = 20.0,
+        burst: int = 30,
+        retries: int = 5,
+        backoff: Backoff = API_CALL,
+        sleep: Callable[[float], None] = time.sleep,
+        on_call: Callable[[str, str, float], None] | None = None,
+        clock: Any = None,
+    ) -> None:
+        self.namespace = namespace
+        self.api_client = client.ApiClient(configuration)
+        self.batch = client.BatchV1Api(self.api_client)
+        self.core = client.CoreV1Api(self.api_client)
+        self.coordination = client.CoordinationV1Api(self.api_client)
+        self.limiter = BucketRateLimiter(qps, burst, clock=clock) if qps > 0 else None
+        self.retries = retries
+        self.backoff = backoff
+        self.sleep = sleep
+        self.on_call = on_call  # (verb, kind, seconds) for metrics
+
+    def close(self) -> None:
+        self.api_client.close()
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    def _method(self, verb: str, kind: str) -> Callable:
+        api, suffix = _KINDS[kind]
+        name = {
+            "list": f"list_namespaced_{suffix}",
+            "read_status": f"read_namespaced_{suffix}_status",
+        }.get(verb, f"{verb}_namespaced_{suffix}")
+        return getattr(getattr(self, api), name)
+
+    def _throttle(self) -> None:
+        if self.limiter is not None:
+            delay = self.limiter.when(None)
+            if delay > 0:
+                self.sleep(delay)
+
+    def call(self, verb: str, kind: str, *args: Any, stream: bool = False, **kwargs: Any):
+        """One API call with throttling and retries; a dict, or the raw response if stream."""
+        method = self._method(verb, kind)
+        last = "no answer"
+        for attempt in range(self.retries + 1):
+            self._throttle()
+            started = time.monotonic()
+            try:
+                response = method(*args, _preload_content=False, **kwargs)
+                if self.on_call:
+                    self.on_call(verb, kind, time.monotonic() - started)
+                return response if stream else json.loads(response.data or b"{}")
+            except ApiException as exc:
+                if self.on_call:
+                    self.on_call(verb, kind, time.monotonic() - started)
+                if exc.status not in RETRY_STATUSES:
+                    raise _kube_error(exc) from None
+                last = f"HTTP {exc.status}"
+                delay = _retry_after(exc) or self.backoff.delay(attempt)
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                last = type(exc).__name__
+                delay = self.backoff.delay(attempt)
+            if attempt < self.retries:
+                self.sleep(delay)
+        raise KubeUnavailable(
+            503,
+            "ServiceUnavailable",
+            f"{verb} {kind} failed after {self.retries + 1} tries ({last})",
+        )
+
+    # -- verbs -----------------------------------------------------------------------------
+
+    def create(self, kind: str, body: dict) -> dict:
+        return self.call("create", kind, self.namespace, body)
+
+    def get(self, kind: str, name: str) -> dict:
+        return self.call("read", kind, name, self.namespace)
+
+    def list(self, kind: str, label_selector: str | None = None) -> tuple[list[dict], str]:
+        body = self.call("list", kind, self.namespace, label_selector=label_selector or "")
+        return body.get("items") or [], body.get("metadata", {}).get("resourceVersion", "")
+
+    def patch(self, kind: str, name: str, patch: dict | list) -> dict:
+        """A dict is a merge patch; a list is a JSON patch (use it with a `test` op to guard
+        on the resourceVersion)."""
+        return self.call("patch", kind, name, self.namespace, patch)
+
+    def replace(self, kind: str, name: str, body: dict) -> dict:
+        return self.call("replace", kind, name, self.namespace, body)
+
+    def delete(
+        self,
+        kind: str,
+        name: str,
+        *,
+        uid: str | None = None,
+        resource_version: str | None = None,
+        propagation: str = "Background",
+    ) -> dict:
+        preconditions = {}
+        if uid:
+            preconditions["uid"] = uid
+        if resource_version:
+            preconditions["resourceVersion"] = resource_version
+        body = {"propagationPolicy": propagation}
+        if preconditions:
+            body["preconditions"] = preconditions
+        return self.call("delete", kind, name, self.namespace, body=body)
+
+    def watch(
+        self,
+        kind: str,
+        label_selector: str,
+        resource_version: str,
+        timeout_seconds: int = 300,
+        on_open: Callable[[Any], None] | None = None,
+    ) -> Iterator[dict]:
+        """Events {"type", "object"} from `resource_version` on. Raises KubeError(410) when
+        the version is too old (the caller re-lists) and ends when the stream ends or breaks.
+        `on_open(response)` gets the open stream, whose `shutdown()` interrupts the read."""
+        response = self.call(
+            "list",
+            kind,
+            self.namespace,
+            label_selector=label_selector,
+            watch=True,
+            resource_version=resource_version,
+            timeout_seconds=timeout_seconds,
+            allow_watch_bookmarks=False,
+            # a read timeout past the server's own end of the stream: a stream that goes
+            # silent without ending (seen with the ambassador's watch under load) is dropped
+            # and resumed instead of holding the cache still
+            _request_timeout=(5, timeout_seconds + 10),
+            stream=True,
+        )
+        if on_open is not None:
+            on_open(response)
+        buffer = b""
+        try:
+            for chunk in response.stream(65536):
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if not line.strip():
+                        continue
+                    event = json.loads(line)
+                    if event.get("type") == "ERROR":
+                        status = event.get("object") or {}
+                        raise KubeError(
+                            int(status.get("code") or 500),
+                            status.get("reason") or "Unknown",
+                            status.get("message") or "watch error",
+                        )
+                    yield event
+        except (urllib3.exceptions.HTTPError, OSError):
+            return  # a broken stream ends the watch; the caller resumes from its last version
+        finally:
+            response.release_conn()
+
+
+def _retry_after(exc: ApiException) -> float | None:
+    headers = exc.headers or {}
+    value = headers.get("Retry-After") or headers.get("retry-after")
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _kube_error(exc: ApiException) -> KubeError:
+    try:
+        body = json.loads(exc.body or "{}")
+    except ValueError:
+        body = {}
+    return KubeError(
+        exc.status or 0,
+        body.get("reason") or exc.reason or "Unknown",
+        body.get("message") or str(exc.reason),
+    )

@@ -1,0 +1,177 @@
+"""A cache of one queue's Jobs, from one list and then a watch (an informer, in client-go's
+words), so the backend never lists Jobs per item.
+
+The thread lists the Jobs matching the queue's label selector, then watches from the list's
+resourceVersion. A broken or ended stream resumes from the last version seen; a 410 (the
+version was compacted away) or an unreachable API means a fresh list. Objects are kept as
+slim dicts - name, uid, resourceVersion, labels, annotations, finalizers, deletionTimestamp,
+creationTimestamp and status - decoded from raw JSON, never the client's model objects.
+
+Readers ask `get(name)`, `items()` or wait on `changed` (a Condition notified after every
+change); `synced` is set once the first list has been applied. `on_change(type, job)` is called
+from the cache's thread after each change, for whoever acts on transitions.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from .api import KubeApi, KubeError
+
+log = logging.getLogger(__name__)
+
+_META_KEYS = (
+    "name",
+    "uid",
+    "resourceVersion",
+    "labels",
+    "annotations",
+    "finalizers",
+    "deletionTimestamp",
+    "creationTimestamp",
+)
+
+
+def slim(job: dict) -> dict:
+    meta = job.get("metadata") or {}
+    return {
+        "metadata": {k: meta[k] for k in _META_KEYS if k in meta},
+        "status": job.get("status") or {},
+    }
+
+
+def finished(job: dict) -> str | None:
+    """'Complete' or 'Failed' once the Job has that condition True, else None."""
+    for condition in (job.get("status") or {}).get("conditions") or []:
+        if condition.get("type") in ("Complete", "Failed") and condition.get("status") == "True":
+            return condition["type"]
+    return None
+
+
+class JobCache:
+    def __init__(
+        self,
+        api: KubeApi,
+        label_selector: str,
+        *,
+        on_change: Callable[[str, dict], None] | None = None,
+        watch_timeout: int = 60,
+        retry_delay: float = 1.0,
+    ) -> None:
+        self.api = api
+        self.selector = label_selector
+        self.on_change = on_change
+        self.watch_timeout = watch_timeout
+        self.retry_delay = retry_delay
+        self.changed = threading.Condition()
+        self.synced = threading.Event()
+        self.relists = 0
+        # Invariant: _jobs is the API server's set of matching Jobs as of _rv (slim copies).
+        self._jobs: dict[str, dict] = {}
+        self._rv = ""
+        self._stop = threading.Event()
+        self._stream = None  # the open watch, so stop() can interrupt its blocking read
+        self._thread = threading.Thread(target=self._run, name="job-cache", daemon=True)
+
+    def start(self) -> JobCache:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop and wait for the thread: an open watch is shut down, not waited out."""
+        self._stop.set()
+        with self.changed:
+            self.changed.notify_all()
+        stream = self._stream
+        if stream is not None:
+            try:
+                stream.shutdown()
+            except Exception:
+                pass
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=10)
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def get(self, name: str) -> dict | None:
+        with self.changed:
+            return self._jobs.get(name)
+
+    def items(self) -> list[dict]:
+        with self.changed:
+            return list(self._jobs.values())
+
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float | None = None) -> bool:
+        with self.changed:
+            return self.changed.wait_for(lambda: predicate() or self._stop.is_set(), timeout)
+
+    # -- the thread ------------------------------------------------------------------------
+
+    def _apply(self, kind: str, job: dict) -> None:
+        name = job["metadata"]["name"]
+        with self.changed:
+            if kind == "DELETED":
+                self._jobs.pop(name, None)
+            else:
+                self._jobs[name] = job
+            self._rv = job["metadata"].get("resourceVersion") or self._rv
+            self.changed.notify_all()
+        if self.on_change is not None:
+            try:
+                self.on_change(kind, job)
+            except Exception:
+                log.exception("job cache: a change handler failed for %s", name)
+
+    def _list(self) -> None:
+        items, rv = self.api.list("jobs", self.selector)
+        fresh = {j["metadata"]["name"]: slim(j) for j in items}
+        with self.changed:
+            gone = [j for n, j in self._jobs.items() if n not in fresh]
+            self._jobs, self._rv = fresh, rv
+            self.relists += 1
+            self.changed.notify_all()
+        self.synced.set()
+        if self.on_change is not None:
+            for job in gone:
+                self.on_change("DELETED", job)
+            for job in fresh.values():
+                self.on_change("SYNC", job)
+
+    def _opened(self, stream) -> None:
+        self._stream = stream
+        if self._stop.is_set():
+            stream.shutdown()
+
+    def _run(self) -> None:
+        need_list = True
+        while not self._stop.is_set():
+            try:
+                if need_list:
+                    self._list()
+                    need_list = False
+                for event in self.api.watch(
+                    "jobs",
+                    self.selector,
+                    self._rv,
+                    timeout_seconds=self.watch_timeout,
+                    on_open=self._opened,
+                ):
+                    if self._stop.is_set():
+                        return
+                    self._apply(event["type"], slim(event["object"]))
+            except KubeError as exc:
+                need_list = True
+                if exc.status != 410:
+                    log.warning("job cache: %s; re-listing", exc)
+                    self._stop.wait(self.retry_delay)
+            except Exception:  # the cache must outlive any surprise; it lists afresh
+                if self._stop.is_set():
+                    return
+                log.exception("job cache: unexpected error; re-listing")
+                need_list = True
+                self._stop.wait(self.retry_delay)

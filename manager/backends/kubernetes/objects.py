@@ -1,0 +1,247 @@
+"""What the Kubernetes backend creates for one item: its names, labels, ConfigMap and Job.
+
+Pure data - no API calls, no `kubernetes` import - so every manifest can be checked against the
+official schemas (tests/manager/test_kube_objects.py, kubernetes-validate, strict) and two
+managers, or one restarted, always compute the same objects.
+
+Names: `<queue>-<item slug>-<hash>`, a DNS-1123 label of at most 63
+characters for any item name (spaces, unicode, 250 characters): the slug keeps it readable, the
+hash - of the queue and the full name - keeps it unique. The API server refuses a second object
+with the same name (409 AlreadyExists), which is what makes an item run once even when several
+managers race for it. The ConfigMap shares its Job's name.
+
+Labels carry the queue and the item's hash (so a label selector finds one item's objects); the
+annotation `workqueue.dev/item` carries the full item name, which labels cannot hold.
+
+The pod is locked down by default: non-root, no privilege escalation, read-only root file
+system, every capability dropped, the RuntimeDefault seccomp profile, and no service-account
+token (a worker has no business calling the API). The item's data is the read-only file
+`/var/run/workqueue/item.json`, named by `WORK_ITEM_FILE`.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+GROUP = "workqueue.dev"
+QUEUE_LABEL = f"{GROUP}/queue"
+ITEM_HASH_LABEL = f"{GROUP}/item-hash"
+ITEM_ANNOTATION = f"{GROUP}/item"
+ATTEMPT_ANNOTATION = f"{GROUP}/attempt"
+RECORD_FINALIZER = f"{GROUP}/record"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "workqueue"}
+
+ITEM_MOUNT_DIR = "/var/run/workqueue"
+ITEM_FILE_KEY = "item.json"
+MAX_NAME = 63
+HASH_CHARS = 10
+# A ConfigMap (the whole object) may hold at most 1 MiB; leave room for its metadata.
+MAX_ITEM_BYTES = 1024 * 1024 - 16 * 1024
+
+_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+class ItemTooLarge(ValueError):
+    """The item's data does not fit in a ConfigMap."""
+
+
+class InvalidQueueName(ValueError):
+    """A queue name must be a DNS-1123 label short enough to prefix object names."""
+
+
+def check_queue_name(queue: str) -> str:
+    if len(queue) > 30 or not _LABEL_RE.match(queue):
+        raise InvalidQueueName(
+            f"queue name {queue!r} must be lower-case letters, digits and '-', at most 30 "
+            "characters, starting and ending with a letter or digit"
+        )
+    return queue
+
+
+def item_hash(queue: str, item: str, chars: int = 16) -> str:
+    raw = f"{queue}\0{item}".encode("utf-8", "surrogateescape")
+    return hashlib.sha256(raw).hexdigest()[:chars]
+
+
+def slug(text: str) -> str:
+    lowered = text.lower()
+    return re.sub(r"[^a-z0-9]+", "-", lowered).strip("-")
+
+
+def object_name(queue: str, item: str) -> str:
+    """The Job's (and its ConfigMap's) name for `item` in `queue`."""
+    suffix = item_hash(queue, item, HASH_CHARS)
+    room = MAX_NAME - len(queue) - len(suffix) - 2
+    item_part = slug(item)[:room].strip("-") or "item"
+    return f"{queue}-{item_part}-{suffix}"
+
+
+def labels(queue: str, item: str) -> dict[str, str]:
+    return {**MANAGED_BY, QUEUE_LABEL: queue, ITEM_HASH_LABEL: item_hash(queue, item)}
+
+
+def queue_selector(queue: str) -> str:
+    return f"{QUEUE_LABEL}={queue}"
+
+
+@dataclass
+class PodOptions:
+    """Everything about the worker pod that comes from flags (and the optional pod-spec file)."""
+
+    image: str
+    command: list[str] | None = None
+    args: list[str] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    resources: dict[str, Any] | None = None
+    pvc: str | None = None
+    mount_path: str | None = None
+    read_only_volume: bool = True
+    service_account: str | None = None
+    node_selector: dict[str, str] | None = None
+    tolerations: list[dict[str, Any]] | None = None
+    backoff_limit: int = 0
+    active_deadline_seconds: int | None = None
+    ttl_seconds_after_finished: int | None = None
+    pod_spec_patch: dict[str, Any] | None = None
+
+
+def config_map(queue: str, namespace: str, item: str, data: dict[str, Any]) -> dict[str, Any]:
+    body = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    size = len(body.encode("utf-8"))
+    if size > MAX_ITEM_BYTES:
+        raise ItemTooLarge(
+            f"item {item!r}: its data is {size:,} bytes; a ConfigMap holds at most "
+            f"{MAX_ITEM_BYTES:,}"
+        )
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": object_name(queue, item),
+            "namespace": namespace,
+            "labels": labels(queue, item),
+            "annotations": {ITEM_ANNOTATION: item},
+        },
+        "data": {ITEM_FILE_KEY: body},
+    }
+
+
+def job(queue: str, namespace: str, item: str, attempt: int, pod: PodOptions) -> dict[str, Any]:
+    name = object_name(queue, item)
+    item_labels = labels(queue, item)
+    env = [{"name": "WORK_ITEM_FILE", "value": f"{ITEM_MOUNT_DIR}/{ITEM_FILE_KEY}"}]
+    env += [{"name": k, "value": v} for k, v in sorted(pod.env.items())]
+    mounts = [{"name": "work-item", "mountPath": ITEM_MOUNT_DIR, "readOnly": True}]
+    volumes: list[dict[str, Any]] = [{"name": "work-item", "configMap": {"name": name}}]
+    if pod.pvc:
+        volumes.append(
+            {
+                "name": "shared",
+                "persistentVolumeClaim": {"claimName": pod.pvc, "readOnly": pod.read_only_volume},
+            }
+        )
+        mounts.append(
+            {
+                "name": "shared",
+                "mountPath": pod.mount_path or "/data",
+                "readOnly": pod.read_only_volume,
+            }
+        )
+    container: dict[str, Any] = {
+        "name": "worker",
+        "image": pod.image,
+        "env": env,
+        "volumeMounts": mounts,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+    }
+    if pod.command:
+        container["command"] = list(pod.command)
+    if pod.args:
+        container["args"] = list(pod.args)
+    if pod.resources:
+        container["resources"] = copy.deepcopy(pod.resources)
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [container],
+        "volumes": volumes,
+    }
+    if pod.service_account:
+        spec["serviceAccountName"] = pod.service_account
+    if pod.node_selector:
+        spec["nodeSelector"] = dict(pod.node_selector)
+    if pod.tolerations:
+        spec["tolerations"] = copy.deepcopy(pod.tolerations)
+    if pod.pod_spec_patch:
+        spec = merge(spec, pod.pod_spec_patch)
+    job_spec: dict[str, Any] = {
+        "backoffLimit": pod.backoff_limit,
+        "template": {"metadata": {"labels": item_labels}, "spec": spec},
+    }
+    if pod.active_deadline_seconds is not None:
+        job_spec["activeDeadlineSeconds"] = pod.active_deadline_seconds
+    if pod.ttl_seconds_after_finished is not None:
+        job_spec["ttlSecondsAfterFinished"] = pod.ttl_seconds_after_finished
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": item_labels,
+            "annotations": {ITEM_ANNOTATION: item, ATTEMPT_ANNOTATION: str(attempt)},
+            "finalizers": [RECORD_FINALIZER],
+        },
+        "spec": job_spec,
+    }
+
+
+def owner_reference(job_object: dict[str, Any]) -> dict[str, Any]:
+    """An ownerReference to a created Job (it must carry its uid): deleting the Job deletes
+    what it owns."""
+    meta = job_object["metadata"]
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def merge(base: Any, patch: Any) -> Any:
+    """Merge a partial pod spec into one: dicts merge key by key; lists of named objects
+    (containers, volumes, env, volumeMounts, tolerations with a key) merge by name; any other
+    value in the patch replaces the base's."""
+    if isinstance(base, dict) and isinstance(patch, dict):
+        out = dict(base)
+        for key, value in patch.items():
+            out[key] = merge(base[key], value) if key in base else copy.deepcopy(value)
+        return out
+    if (
+        isinstance(base, list)
+        and isinstance(patch, list)
+        and all(isinstance(x, dict) and "name" in x for x in base + patch)
+    ):
+        merged = {x["name"]: x for x in base}
+        order = [x["name"] for x in base]
+        for x in patch:
+            if x["name"] in merged:
+                merged[x["name"]] = merge(merged[x["name"]], x)
+            else:
+                merged[x["name"]] = copy.deepcopy(x)
+                order.append(x["name"])
+        return [merged[n] for n in order]
+    return copy.deepcopy(patch)

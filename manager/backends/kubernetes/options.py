@@ -1,0 +1,239 @@
+"""The Kubernetes backend's options, declared once: where the queue lives, and the worker pod.
+
+Each field is a flag (`manager.options.option`); the parse functions here turn what a person
+typed into typed values or a `UserError` naming the flag, so a bad value is refused before any
+API call. `KubeQueue` names a queue (`--namespace`, `--queue`, `--kubeconfig`) for `status` and
+`retry`; `KubeOptions` is everything a manager needs, and builds the `PodOptions` of
+`objects.py`.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+from ...durations import parse_duration
+from ...errors import UserError
+from ...options import option
+from . import objects as ko
+
+
+def key_values(words: list[str]) -> dict[str, str]:
+    out = {}
+    for word in words:
+        key, sep, value = word.partition("=")
+        if not sep or not key:
+            raise UserError(f"takes KEY=VALUE, got {word!r}")
+        out[key] = value
+    return out
+
+
+def toleration(word: str) -> dict[str, str]:
+    head, sep, effect = word.rpartition(":")
+    if not sep or effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+        raise UserError(f"takes KEY[=VALUE]:EFFECT, got {word!r}")
+    key, eq, value = head.partition("=")
+    out = {"key": key, "effect": effect, "operator": "Equal" if eq else "Exists"}
+    if eq:
+        out["value"] = value
+    return out
+
+
+def words(text: str) -> list[str]:
+    """A command or its arguments, split as a shell would split them (never run by one)."""
+    try:
+        return shlex.split(text)
+    except ValueError as exc:
+        raise UserError(f"cannot split {text!r}: {str(exc).lower()}") from None
+
+
+def whole(text: str) -> int:
+    """A whole number >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise UserError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise UserError(f"must be >= 0: {text!r}")
+    return value
+
+
+def seconds(text: str) -> float:
+    """A duration > 0 (`manager.durations`: 500ms, 30s, 2m, 1h30m or bare seconds)."""
+    return parse_duration(text)
+
+
+def seconds_or_zero(text: str) -> float:
+    return parse_duration(text, allow_zero=True)
+
+
+def whole_seconds(text: str) -> int:
+    """A duration for a field the API keeps in whole seconds (rounded up, so never shorter)."""
+    return math.ceil(parse_duration(text))
+
+
+def whole_seconds_or_zero(text: str) -> int:
+    return math.ceil(parse_duration(text, allow_zero=True))
+
+
+def rate(text: str) -> float:
+    """API calls per second, >= 0 (0: no limit)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise UserError(f"not a number: {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise UserError(f"must be >= 0: {text!r}")
+    return value
+
+
+def queue_name(text: str) -> str:
+    try:
+        return ko.check_queue_name(text)
+    except ko.InvalidQueueName as exc:
+        raise UserError(str(exc)) from None
+
+
+def pod_spec(path: str) -> dict[str, Any]:
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            patch = yaml.safe_load(f)
+    except (OSError, yaml.YAMLError) as exc:
+        raise UserError(f"cannot read {path}: {exc}") from None
+    if not isinstance(patch, dict):
+        raise UserError(f"{path} is not a mapping (a partial pod spec)")
+    return patch
+
+
+def _namespace():
+    return option("--namespace", "namespace of the Jobs (required for kubernetes)")
+
+
+def _queue():
+    return option("--queue", "queue name: prefixes object names, labels them", parse=queue_name)
+
+
+def _kubeconfig():
+    return option(
+        "--kubeconfig", "kubeconfig file (default: in-cluster, $KUBECONFIG, ~/.kube/config)"
+    )
+
+
+@dataclass(frozen=True)
+class KubeQueue:
+    """Which queue, in which cluster."""
+
+    namespace: str | None = _namespace()
+    queue: str | None = _queue()
+    kubeconfig: str | None = _kubeconfig()
+
+    def check(self) -> KubeQueue:
+        if not self.namespace or not self.queue:
+            raise UserError("--namespace and --queue are required with --backend kubernetes")
+        return self
+
+
+@dataclass(frozen=True)
+class KubeOptions:
+    namespace: str | None = _namespace()
+    queue: str | None = _queue()
+    kubeconfig: str | None = _kubeconfig()
+    image: str | None = option("--image", "worker image")
+    command: list[str] | None = option(
+        "--command", 'container command, e.g. "thumbnail"', parse=words
+    )
+    args: list[str] | None = option("--args", 'container args, e.g. "--width 320"', parse=words)
+    env: dict[str, str] = option(
+        "--env", "worker environment", default={}, repeat=True, metavar="K=V", parse=key_values
+    )
+    leader_elect: bool = option(
+        "--leader-elect",
+        "one manager per queue dispatches (a Lease); the others stand by",
+        switch=True,
+    )
+    orphan_age: float = option("--orphan-age", "", default=60.0, parse=seconds_or_zero, hidden=True)
+    lease_duration: float = option("--lease-duration", "", default=15.0, parse=seconds, hidden=True)
+    renew_deadline: float = option("--renew-deadline", "", default=10.0, parse=seconds, hidden=True)
+    retry_period: float = option("--retry-period", "", default=2.0, parse=seconds, hidden=True)
+    kube_api_qps: float = option(
+        "--kube-api-qps", "API calls/s (default 20; 0: no limit)", default=20.0, parse=rate
+    )
+    kube_api_burst: int = option(
+        "--kube-api-burst", "API burst (default 30)", default=30, parse=whole
+    )
+    keep_succeeded: int | None = option(
+        "--keep-succeeded", "succeeded Jobs kept (history)", parse=whole
+    )
+    keep_failed: int | None = option("--keep-failed", "failed Jobs kept (history)", parse=whole)
+    pvc: str | None = option("--pvc", "the shared volume's PersistentVolumeClaim")
+    mount_path: str | None = option(
+        "--mount-path", "where the shared volume is mounted (default /data)"
+    )
+    volume_writable: bool = option(
+        "--volume-writable", "mount the shared volume read-write in the worker pods", switch=True
+    )
+    service_account: str | None = option("--service-account", "the worker pods' service account")
+    node_selector: dict[str, str] = option(
+        "--node-selector",
+        "worker pods' node selector",
+        default={},
+        repeat=True,
+        metavar="K=V",
+        parse=key_values,
+    )
+    tolerations: list[dict[str, str]] = option(
+        "--toleration",
+        "worker pods' toleration",
+        repeat=True,
+        metavar="KEY[=VALUE]:EFFECT",
+        parse=lambda given: [toleration(word) for word in given],
+    )
+    backoff_limit: int = option(
+        "--backoff-limit", "pod retries inside a Job (default 0)", default=0, parse=whole
+    )
+    active_deadline: int | None = option(
+        "--active-deadline", "how long a Job may run, e.g. 30m", parse=whole_seconds
+    )
+    ttl_after_finished: int | None = option(
+        "--ttl-after-finished",
+        "how long a finished Job stays, e.g. 1h (0: gone at once)",
+        parse=whole_seconds_or_zero,
+    )
+    cpu: str | None = option("--cpu", "CPU request (and limit), e.g. 500m")
+    memory: str | None = option("--memory", "memory request (and limit), e.g. 256Mi")
+    pod_spec: dict[str, Any] | None = option(
+        "--pod-spec", "a partial pod spec (YAML) merged into the worker pod", parse=pod_spec
+    )
+
+    @property
+    def where(self) -> KubeQueue:
+        return KubeQueue(self.namespace, self.queue, self.kubeconfig).check()
+
+    def pod(self) -> ko.PodOptions:
+        if not self.image:
+            raise UserError("--image is required with --backend kubernetes")
+        resources = None
+        if self.cpu or self.memory:
+            amounts = {k: v for k, v in (("cpu", self.cpu), ("memory", self.memory)) if v}
+            resources = {"requests": amounts, "limits": dict(amounts)}
+        return ko.PodOptions(
+            image=self.image,
+            command=self.command,
+            args=self.args,
+            env=dict(self.env),
+            resources=resources,
+            pvc=self.pvc,
+            mount_path=self.mount_path,
+            read_only_volume=not self.volume_writable,
+            service_account=self.service_account,
+            node_selector=dict(self.node_selector) or None,
+            tolerations=list(self.tolerations) or None,
+            backoff_limit=self.backoff_limit,
+            active_deadline_seconds=self.active_deadline,
+            ttl_seconds_after_finished=self.ttl_after_finished,
+            pod_spec_patch=self.pod_spec,
+        )

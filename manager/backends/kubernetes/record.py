@@ -1,0 +1,234 @@
+"""What ran, on Kubernetes: the durable record, and the ledger view the reconciler reads.
+
+Jobs are the record of what is running; finished Jobs are cleaned up (ttlSecondsAfterFinished,
+history limits, a user's kubectl delete), so they cannot be the record of what *finished*. That
+lives in a compact record of the manager's own in the namespace: sixteen ConfigMaps,
+`<queue>-record-0` … `-f`, sharded by the first hex digit of each item's hash, mapping
+item hash -> "succeeded:<attempts>" or "failed:<attempts>" (about 30 bytes an item, so 100,000
+items fit). Every Job carries the finalizer `workqueue.dev/record`; the manager removes it only
+after the Job's outcome is in the record, so no cleanup can make an item run again. Writes are
+read-modify-write guarded by the resourceVersion read (409 Conflict -> read again), so several
+managers may write at once.
+
+`ClusterLedger` satisfies `manager.ports.Ledger` over the cluster, and answers from the Job
+cache first (running, or finished and not yet recorded), then the record,
+then what this manager itself just did.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+
+from ...ports import Row, State
+from . import objects as ko
+from .api import KubeApi, KubeError
+from .cache import JobCache, finished
+
+ROLE_LABEL = f"{ko.GROUP}/role"
+
+
+class RecordStore:
+    def __init__(self, api: KubeApi, queue: str) -> None:
+        self.api = api
+        self.queue = queue
+        self._lock = threading.Lock()
+        self._entries: dict[str, tuple[str, int]] = {}
+
+    def shard_name(self, item_hash: str) -> str:
+        return f"{self.queue}-record-{item_hash[0]}"
+
+    def load(self) -> None:
+        items, _ = self.api.list("configmaps", f"{ko.QUEUE_LABEL}={self.queue},{ROLE_LABEL}=record")
+        entries = {}
+        for cm in items:
+            for item_hash, value in (cm.get("data") or {}).items():
+                state, _, attempts = value.partition(":")
+                entries[item_hash] = (state, int(attempts or 0))
+        with self._lock:
+            self._entries = entries
+
+    def get(self, item_hash: str) -> tuple[str, int] | None:
+        with self._lock:
+            return self._entries.get(item_hash)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def entries(self) -> dict[str, tuple[str, int]]:
+        """item hash -> (state, attempts), a copy."""
+        with self._lock:
+            return dict(self._entries)
+
+    def put(self, item_hash: str, state: str, attempts: int) -> None:
+        self._write(item_hash, f"{state}:{attempts}")
+        with self._lock:
+            self._entries[item_hash] = (state, attempts)
+
+    def remove(self, item_hash: str) -> None:
+        self._write(item_hash, None)
+        with self._lock:
+            self._entries.pop(item_hash, None)
+
+    def _write(self, item_hash: str, value: str | None) -> None:
+        name = self.shard_name(item_hash)
+        for _ in range(20):
+            try:
+                cm = self.api.get("configmaps", name)
+            except KubeError as exc:
+                if exc.reason != "NotFound":
+                    raise
+                if value is None:
+                    return
+                body = {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {
+                        "name": name,
+                        "labels": {
+                            **ko.MANAGED_BY,
+                            ko.QUEUE_LABEL: self.queue,
+                            ROLE_LABEL: "record",
+                        },
+                    },
+                    "data": {item_hash: value},
+                }
+                try:
+                    self.api.create("configmaps", body)
+                    return
+                except KubeError as again:
+                    if again.reason != "AlreadyExists":
+                        raise
+                    continue
+            data = dict(cm.get("data") or {})
+            if value is None:
+                if item_hash not in data:
+                    return
+                data.pop(item_hash)
+            elif data.get(item_hash) == value:
+                return
+            else:
+                data[item_hash] = value
+            cm["data"] = data
+            try:
+                self.api.replace("configmaps", name, cm)  # guarded by its resourceVersion
+                return
+            except KubeError as exc:
+                if exc.reason != "Conflict":
+                    raise
+        raise KubeError(409, "Conflict", f"record {name}: too many concurrent writers")
+
+
+def job_state(job: dict) -> tuple[str, int]:
+    annotations = job["metadata"].get("annotations") or {}
+    attempts = int(annotations.get(ko.ATTEMPT_ANNOTATION) or 1)
+    outcome = finished(job)
+    if outcome == "Complete":
+        return State.SUCCEEDED.value, attempts
+    if outcome == "Failed":
+        return State.FAILED.value, attempts
+    return State.RUNNING.value, attempts
+
+
+class ClusterLedger:
+    """`manager.ports.Ledger` over the cluster (see the module docstring)."""
+
+    def __init__(
+        self, queue: str, cache: JobCache, record: RecordStore, *, namespace: str = ""
+    ) -> None:
+        self.queue = queue
+        self.where = f"namespace {namespace}, queue {queue}" if namespace else f"queue {queue}"
+        self.cache = cache
+        self.record = record
+        self._lock = threading.Lock()
+        self._local: dict[str, tuple[str, int]] = {}
+        self._rows: dict[str, dict] = {}
+
+    def _hash(self, name: str) -> str:
+        return ko.item_hash(self.queue, name)
+
+    def state(self, name: str) -> tuple[str, int] | None:
+        """The item's Job if there is one (running, or finished with its outcome); else what
+        this manager is doing with it right now; else the record; else what it last did."""
+        job = self.cache.get(ko.object_name(self.queue, name))
+        if job is not None and not job["metadata"].get("deletionTimestamp"):
+            return job_state(job)
+        with self._lock:
+            local = self._local.get(name)
+        if local is not None and local[0] == State.RUNNING.value:
+            return local
+        recorded = self.record.get(self._hash(name))
+        return recorded if recorded is not None else local
+
+    def see(self, names: Iterable[str]) -> list[str]:
+        now = time.time()
+        new = []
+        with self._lock:
+            for name in names:
+                if name not in self._rows:
+                    self._rows[name] = {"first_seen": now}
+                    new.append(name)
+        return new
+
+    def start(self, name: str, log_path: str) -> int:
+        current = self.state(name)
+        attempts = (current[1] if current else 0) + 1
+        with self._lock:
+            self._local[name] = (State.RUNNING.value, attempts)
+            row = self._rows.setdefault(name, {"first_seen": time.time()})
+            row.update(started=time.time(), finished=None, log_path=log_path)
+        return attempts
+
+    def finish(self, name: str, succeeded: bool, exit_code: int | None, error: str | None):
+        state = State.SUCCEEDED if succeeded else State.FAILED
+        with self._lock:
+            attempts = self._local.get(name, (None, 1))[1]
+            self._local[name] = (state.value, attempts)
+            self._rows.setdefault(name, {"first_seen": time.time()}).update(
+                finished=time.time(), exit_code=exit_code, last_error=error
+            )
+
+    def requeue(self, name: str) -> None:
+        with self._lock:
+            attempts = self._local.get(name, (None, 1))[1]
+            self._local[name] = (State.PENDING.value, max(0, attempts - 1))
+
+    def take_retry_requests(self) -> list[str]:
+        return []  # `workqueue retry` acts on the cluster directly: nothing is left for us
+
+    def close(self) -> None:
+        return None
+
+    def row(self, name: str) -> Row | None:
+        current = self.state(name)
+        with self._lock:
+            data = self._rows.get(name)
+        if current is None and data is None:
+            return None
+        data = data or {"first_seen": 0.0}
+        state, attempts = current or (State.PENDING.value, 0)
+        return Row(
+            name,
+            state,
+            attempts,
+            data.get("first_seen", 0.0),
+            data.get("started"),
+            data.get("finished"),
+            data.get("exit_code"),
+            data.get("log_path"),
+            data.get("last_error"),
+        )
+
+    def rows(self, state: str | None = None) -> list[Row]:
+        """The items this manager has seen, or those in `state`, by name."""
+        with self._lock:
+            names = sorted(self._rows)
+        rows = [r for r in (self.row(n) for n in names) if r is not None]
+        return rows if state is None else [r for r in rows if r.state == state]
+
+    def counts(self) -> dict[str, int]:
+        out = {s.value: 0 for s in State}
+        for r in self.rows():
+            out[r.state] += 1
+        return out

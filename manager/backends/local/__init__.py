@@ -1,0 +1,158 @@
+"""The local backend (the embedded default): a child process per item, a SQLite ledger.
+
+    process.py  runs one item: WORK_ITEM_FILE, its own process group, a log per item
+    ledger.py   the record of every item under the state directory, and its recovery
+
+This face is what the registry (`manager.backends`) hands the rest of the manager: the typed
+options (`LocalOptions`, and `LocalQueue` naming a state directory for `status` and `retry`),
+`setup()` to set up a manager's ledger and runner - recovering what a manager that died left
+running - and `status()` / `retry()` for the commands that read or change the record.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import shutil
+from dataclasses import dataclass
+
+from ...durations import parse_duration
+from ...errors import UserError
+from ...options import option
+from ...ports import Parts, QueueStatus, State
+from .ledger import LEDGER_FILE, Ledger, LedgerBusy
+from .process import LocalBackend, end_process_group
+
+DEFAULT_STATE_DIR = ".workqueue"
+log = logging.getLogger(__name__)
+
+
+def worker_argv(words: list[str]) -> list[str]:
+    """The worker command as argv, checked: its program exists and can be run."""
+    if not words:
+        raise UserError("no worker command given")
+    exe = words[0]
+    if os.sep in exe:
+        if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
+            raise UserError(f"worker command is not an executable file: {exe}")
+    elif shutil.which(exe) is None:
+        raise UserError(f"worker command not found on PATH: {exe}")
+    return words
+
+
+def split_command(text: str) -> list[str]:
+    """`--worker-cmd "CMD ARGS"` split as a shell would split it - never run by one."""
+    try:
+        return shlex.split(text)
+    except ValueError as exc:  # an unbalanced quote
+        raise UserError(f"cannot split {text!r}: {str(exc).lower()}") from None
+
+
+def _state_dir():
+    return option(
+        "--state-dir", f"ledger and logs (default {DEFAULT_STATE_DIR})", default=DEFAULT_STATE_DIR
+    )
+
+
+@dataclass(frozen=True)
+class LocalQueue:
+    """Where a local queue's record lives."""
+
+    state_dir: str = _state_dir()
+
+
+@dataclass(frozen=True)
+class LocalOptions:
+    state_dir: str = _state_dir()
+    worker_argv: list[str] = option(
+        "--worker-cmd",
+        'the worker command, e.g. "thumbnail --size 320" (split like a shell, run without one)',
+        parse=lambda text: worker_argv(split_command(text)),
+    )
+    timeout: float | None = option(
+        "--timeout", "kill a worker (its whole process group) after this long", parse=parse_duration
+    )
+
+    @property
+    def where(self) -> LocalQueue:
+        return LocalQueue(self.state_dir)
+
+
+def open_ledger(state_dir: str, *, exclusive: bool = True) -> Ledger:
+    """The ledger of `state_dir`, opened; a held or unusable directory is a `UserError`."""
+    try:
+        return Ledger(state_dir).open(exclusive=exclusive)
+    except OSError as exc:
+        raise UserError(f"cannot use state directory {state_dir}: {exc.strerror}") from None
+
+
+def _existing_ledger(state_dir: str, *, exclusive: bool = False) -> Ledger:
+    """For commands that read what a manager left: a clear error when nothing is there."""
+    if not os.path.exists(os.path.join(state_dir, LEDGER_FILE)):
+        raise UserError(f"no ledger in {state_dir} (has a manager run there?)")
+    return open_ledger(state_dir, exclusive=exclusive)
+
+
+def setup(options: LocalOptions, *, registry=None) -> Parts:
+    """The ledger (exclusively: one manager per state directory) and the process runner.
+    Items a manager that died left running are ended and put back to pending first."""
+    if not options.worker_argv:
+        raise UserError("--worker-cmd is required with --backend local")
+    ledger = open_ledger(options.state_dir)
+    recovered = ledger.recover(end_process_group)
+    if recovered:
+        log.warning(
+            "%d item(s) were running when the last manager stopped; they run again",
+            len(recovered),
+        )
+    backend = LocalBackend(
+        options.worker_argv,
+        ledger.state_dir,
+        timeout=options.timeout,
+        record_process=ledger.record_process,
+    )
+    return Parts(ledger=ledger, backend=backend, close=ledger.close)
+
+
+def rows_for(state_dir: str):
+    """Every row of the ledger in `state_dir` (for measuring a finished run)."""
+    with _existing_ledger(state_dir) as ledger:
+        return ledger.rows()
+
+
+def status(queue: LocalQueue, recent: int = 10) -> QueueStatus:
+    with _existing_ledger(queue.state_dir) as ledger:
+        return QueueStatus(
+            where=ledger.where,
+            counts=ledger.counts(),
+            recent=ledger.query("finished IS NOT NULL", order="finished DESC", limit=recent),
+            failed=ledger.query("state='failed'", order="finished DESC"),
+            running=ledger.rows(State.RUNNING),
+        )
+
+
+def retry(queue: LocalQueue, name: str) -> str:
+    """Make a failed item pending again; with a manager running on the state directory, leave
+    it a request it takes at its next poll. Returns what happened, for people."""
+    try:
+        ledger = _existing_ledger(queue.state_dir, exclusive=True)
+        busy = False
+    except LedgerBusy:
+        ledger = _existing_ledger(queue.state_dir)
+        busy = True
+    with ledger:
+        current = ledger.state(name)
+        if current is None:
+            raise UserError(f"no item named {name!r} in {ledger.where}")
+        if current[0] != State.FAILED:
+            raise UserError(f"{name!r} is {current[0]}, not failed: nothing to retry")
+        if busy:
+            ledger.request_retry(name)
+            return f"{name}: the running manager will run it again"
+        ledger.retry(name)
+        return f"{name}: pending again; the next manager run will run it"
+
+
+Options = LocalOptions
+Queue = LocalQueue

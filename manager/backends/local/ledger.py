@@ -1,0 +1,266 @@
+"""The local backend's ledger: the record of every item, in SQLite under the state directory.
+
+It satisfies `manager.ports.Ledger`; beyond the port it keeps what only a local run has - the
+process group each running item runs in, and the retry requests `workqueue retry` leaves while
+a manager runs.
+
+One row per item name: its state, attempts, first-seen / started / finished times (wall clock,
+seconds), exit code, log path, last error, and - while it runs - the process group it runs in.
+States are strings (rq's habit): pending -> running -> succeeded | failed.
+
+Durability: every transition is committed before the manager acts on it (WAL journal,
+synchronous=NORMAL: a committed transition survives a crash of the manager; a power loss may
+lose the last few, which then simply run again). So a restarted manager carries on:
+  * succeeded items never run again;
+  * items that were running when it died run again (`recover()` turns them back to pending,
+    after ending any process group they left behind);
+  * failed items retry until `max_attempts`, then stay failed until `retry(name)`.
+
+The table is mirrored in memory (`_state`: name -> (state, attempts)) so that the poller's diff
+against 100,000 known items is a dict lookup per name, not a query. Invariant: `_state` equals
+the table's (state, attempts) columns; both change together under `_lock`.
+
+One manager per state directory: `open()` takes an exclusive lock on a file there, and a second
+manager on the same directory gets a clear error instead of running items twice.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+from ...errors import UserError
+from ...ports import Row, State
+
+LEDGER_FILE = "ledger.sqlite3"
+
+
+class LedgerBusy(UserError):
+    """Another manager holds this state directory."""
+
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS items (
+    name        TEXT PRIMARY KEY,
+    state       TEXT NOT NULL,
+    attempts    INTEGER NOT NULL DEFAULT 0,
+    first_seen  REAL NOT NULL,
+    started     REAL,
+    finished    REAL,
+    exit_code   INTEGER,
+    log_path    TEXT,
+    last_error  TEXT,
+    pgid        INTEGER,
+    pgid_start  TEXT
+);
+CREATE INDEX IF NOT EXISTS items_by_state ON items(state);
+CREATE TABLE IF NOT EXISTS retry_requests (name TEXT PRIMARY KEY);
+"""
+
+
+COLUMNS = "name, state, attempts, first_seen, started, finished, exit_code, log_path, last_error"
+
+
+class Ledger:
+    def __init__(self, state_dir: str, *, clock: Callable[[], float] = time.time) -> None:
+        self.state_dir = os.path.abspath(state_dir)
+        self.where = self.state_dir
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._state: dict[str, tuple[str, int]] = {}
+        self._db: sqlite3.Connection | None = None
+        self._lock_file = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def open(self, *, exclusive: bool = True) -> Ledger:
+        os.makedirs(self.state_dir, exist_ok=True)
+        if exclusive:
+            self._lock_file = open(os.path.join(self.state_dir, "manager.lock"), "w")  # noqa: SIM115
+            try:
+                fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                self._lock_file.close()
+                self._lock_file = None
+                raise LedgerBusy(
+                    f"another manager is using the state directory {self.state_dir}"
+                ) from None
+        db = sqlite3.connect(
+            os.path.join(self.state_dir, LEDGER_FILE),
+            check_same_thread=False,
+            isolation_level=None,
+            timeout=30,
+        )
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.executescript(SCHEMA)
+        self._db = db
+        self._state = {
+            name: (state, attempts)
+            for name, state, attempts in db.execute("SELECT name, state, attempts FROM items")
+        }
+        return self
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+        if self._lock_file is not None:
+            self._lock_file.close()
+            self._lock_file = None
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def state(self, name: str) -> tuple[str, int] | None:
+        """(state, attempts) of a known item, or None. A dict lookup: cheap on every poll."""
+        return self._state.get(name)
+
+    def __len__(self) -> int:
+        return len(self._state)
+
+    def row(self, name: str) -> Row | None:
+        with self._lock:
+            query = f"SELECT {COLUMNS} FROM items WHERE name=?"
+            found = self._db.execute(query, (name,)).fetchone()
+        return Row(*found) if found else None
+
+    def rows(self, state: str | None = None) -> list[Row]:
+        """Every item, or those in `state`, by name."""
+        if state is None:
+            return self.query()
+        return self.query("state=?", (str(state),))
+
+    def query(
+        self, where: str = "", params: Iterable = (), order: str = "name", limit: int | None = None
+    ) -> list[Row]:
+        """Rows matching an SQL condition on the items table (for `workqueue status`)."""
+        sql = f"SELECT {COLUMNS} FROM items"
+        if where:
+            sql += f" WHERE {where}"
+        sql += f" ORDER BY {order}"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        with self._lock:
+            return [Row(*r) for r in self._db.execute(sql, tuple(params))]
+
+    def counts(self) -> dict[str, int]:
+        out = {s.value: 0 for s in State}
+        for state, _ in list(self._state.values()):
+            out[state] = out.get(state, 0) + 1
+        return out
+
+    # -- transitions -----------------------------------------------------------------------
+
+    def see(self, names: Iterable[str]) -> list[str]:
+        """Record names not seen before as pending (first_seen = now). Returns the new ones."""
+        new = [n for n in names if n not in self._state]
+        if not new:
+            return []
+        now = self.clock()
+        with self._lock:
+            new = [n for n in dict.fromkeys(new) if n not in self._state]
+            with self._db:
+                self._db.execute("BEGIN")
+                self._db.executemany(
+                    "INSERT OR IGNORE INTO items(name, state, attempts, first_seen) "
+                    "VALUES (?, 'pending', 0, ?)",
+                    [(n, now) for n in new],
+                )
+            for n in new:
+                self._state[n] = (State.PENDING.value, 0)
+        return new
+
+    def start(self, name: str, log_path: str) -> int:
+        """pending/failed -> running; counts an attempt. Returns the attempt number."""
+        now = self.clock()
+        with self._lock:
+            _, attempts = self._state.get(name, (State.PENDING.value, 0))
+            attempts += 1
+            self._db.execute(
+                "UPDATE items SET state='running', attempts=?, started=?, finished=NULL, "
+                "exit_code=NULL, log_path=?, pgid=NULL, pgid_start=NULL WHERE name=?",
+                (attempts, now, log_path, name),
+            )
+            self._state[name] = (State.RUNNING.value, attempts)
+            return attempts
+
+    def record_process(self, name: str, pgid: int, pgid_start: str | None) -> None:
+        """The running item's process group, so a restart can end it if the manager died."""
+        with self._lock:
+            self._db.execute(
+                "UPDATE items SET pgid=?, pgid_start=? WHERE name=?", (pgid, pgid_start, name)
+            )
+
+    def finish(self, name: str, succeeded: bool, exit_code: int | None, error: str | None) -> None:
+        """running -> succeeded | failed."""
+        state = State.SUCCEEDED if succeeded else State.FAILED
+        with self._lock:
+            _, attempts = self._state[name]
+            self._db.execute(
+                "UPDATE items SET state=?, finished=?, exit_code=?, last_error=?, pgid=NULL, "
+                "pgid_start=NULL WHERE name=?",
+                (state.value, self.clock(), exit_code, error, name),
+            )
+            self._state[name] = (state.value, attempts)
+
+    def requeue(self, name: str) -> None:
+        """running -> pending without counting the attempt (the manager stopped it)."""
+        with self._lock:
+            _, attempts = self._state[name]
+            attempts = max(0, attempts - 1)
+            self._db.execute(
+                "UPDATE items SET state='pending', attempts=?, started=NULL, pgid=NULL, "
+                "pgid_start=NULL WHERE name=?",
+                (attempts, name),
+            )
+            self._state[name] = (State.PENDING.value, attempts)
+
+    def retry(self, name: str) -> bool:
+        """A failed item runs again on purpose: back to pending with its attempts reset."""
+        with self._lock:
+            current = self._state.get(name)
+            if current is None or current[0] != State.FAILED.value:
+                return False
+            self._db.execute(
+                "UPDATE items SET state='pending', attempts=0, last_error=NULL WHERE name=?",
+                (name,),
+            )
+            self._state[name] = (State.PENDING.value, 0)
+            return True
+
+    def request_retry(self, name: str) -> None:
+        """Ask the manager that holds this state directory to retry `name` (see
+        `take_retry_requests`); used by `workqueue retry` while a manager runs."""
+        with self._lock:
+            self._db.execute("INSERT OR IGNORE INTO retry_requests(name) VALUES (?)", (name,))
+
+    def take_retry_requests(self) -> list[str]:
+        """Apply and clear pending retry requests; returns the names now pending again."""
+        with self._lock:
+            names = [r[0] for r in self._db.execute("SELECT name FROM retry_requests")]
+            if names:
+                self._db.execute("DELETE FROM retry_requests")
+        return [n for n in names if self.retry(n)]
+
+    def recover(self, end_process_group: Callable[[int, str | None], None]) -> list[str]:
+        """At start: items left running by a manager that died go back to pending, after
+        `end_process_group(pgid, start)` ended whatever they were still running."""
+        with self._lock:
+            left = self._db.execute(
+                "SELECT name, pgid, pgid_start FROM items WHERE state='running'"
+            ).fetchall()
+        for name, pgid, start in left:
+            if pgid:
+                end_process_group(pgid, start)
+            self.requeue(name)
+        return [name for name, _, _ in left]

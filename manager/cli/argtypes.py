@@ -1,0 +1,84 @@
+"""argparse value types, and flags built from option declarations.
+
+Each type turns one command-line word into a value or raises `argparse.ArgumentTypeError` with a
+message naming the problem, which the CLI prints as its one-line error (exit code 2). Every time
+flag takes `duration`: one parser (`manager.durations`) for all of them.
+
+`add_declared(group, cls)` adds the flags a dataclass of `manager.options.option` fields
+declares (a backend's options); `manager.options.from_words` builds the dataclass back from the
+parsed words. Words are parsed there, not here, so a backend's checks live with the backend.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ..durations import parse_duration
+from ..errors import InputError
+from ..options import dest, flags
+
+
+def _number(text: str, kind: type, noun: str):
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not {noun}: {text!r}") from None
+
+
+def positive_int(text: str) -> int:
+    value = _number(text, int, "a whole number")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1: {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = _number(text, float, "a number")
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0: {text!r}")
+    return value
+
+
+def fraction(text: str) -> float:
+    value = _number(text, float, "a number")
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1: {text!r}")
+    return value
+
+
+def duration(text: str) -> float:
+    """'500ms', '30s', '2m', '1.5h', '1h30m', '1d' or bare seconds; > 0."""
+    try:
+        return parse_duration(text)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def duration_or_zero(text: str) -> float:
+    """A duration that may be 0 ('0' means at once)."""
+    try:
+        return parse_duration(text, allow_zero=True)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_declared(group, cls: type, *, skip: set[str] = frozenset(), seen: set[str] | None = None):
+    """Add the flags `cls` declares to `group`, except those in `skip` or already in `seen`
+    (which is updated: several backends may declare the same flag)."""
+    seen = set() if seen is None else seen
+    for field in flags(cls):
+        meta = field.metadata
+        if meta["flag"] in skip or meta["flag"] in seen:
+            continue
+        seen.add(meta["flag"])
+        kwargs = {
+            "dest": dest(field),
+            "help": argparse.SUPPRESS if meta["hidden"] else meta["help"],
+        }
+        if meta["switch"]:
+            kwargs["action"] = "store_true"
+        elif meta["repeat"]:
+            kwargs.update(action="append", default=[], metavar=meta["metavar"])
+        elif meta["metavar"]:
+            kwargs["metavar"] = meta["metavar"]
+        group.add_argument(meta["flag"], **kwargs)

@@ -1,0 +1,77 @@
+"""The `workqueue` command: one entry point, one sub-command per module of `manager.cli`.
+
+Each command module has `add_parser(subparsers)` (its parser sets `func`) and turns its flags
+into typed options before calling below. This is the one place where mistakes become messages:
+a `UserError` raised anywhere (or an argparse error) is one line on stderr and exit code 2 -
+never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..errors import UserError
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line (with where to look), not a usage dump."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(
+        prog="workqueue",
+        description="Run a container (or a command) once for every item a source lists.",
+    )
+    subparsers = parser.add_subparsers(
+        dest="subcommand", required=True, metavar="COMMAND", parser_class=OneLineParser
+    )
+    from ambassador.server import add_parser as add_ambassador_parser
+
+    from . import lab_cmd, manager_cmd, queue_cmds, run_cmd, stability_cmd
+    from .argtypes import duration_or_zero
+
+    lab_cmd.add_parser(subparsers)
+    # The ambassador's command is defined beside its code (ambassador/ never imports manager/,
+    # so it is handed the error class to raise).
+    add_ambassador_parser(subparsers, UserError, duration_or_zero)
+    manager_cmd.add_parser(subparsers)
+    run_cmd.add_parser(subparsers)
+    queue_cmds.add_parsers(subparsers)
+    stability_cmd.add_parser(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Everything after the first "--" is a worker command (`workqueue run DIR -- CMD ARGS…`),
+    # kept word for word: never parsed as our options, never joined into a shell string.
+    trailing: list[str] | None = None
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, trailing = argv[:cut], argv[cut + 1 :]
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if trailing is not None and not hasattr(args, "command"):
+        parser.error(f"workqueue {args.subcommand} takes no command after --")
+    if hasattr(args, "command"):
+        args.command = trailing or []
+    try:
+        return int(args.func(args) or 0)
+    except UserError as exc:
+        print(f"workqueue {args.subcommand}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `workqueue lab | head`: the reader left; that is not an error
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,245 @@
+"""`workqueue manager`: the manager against any source, on any backend; and the run options it
+shares with `workqueue run`.
+
+    workqueue manager --source URL --backend local --worker-cmd "CMD ARGS" [--parallelism N]
+                      [--state-dir DIR] [--timeout 30s] [--max-attempts N] [--once] [--watch] …
+    workqueue manager --source URL --backend kubernetes --namespace NS --queue Q --image IMG …
+
+The flags become typed options here, at the edge: `ManagerOptions` for the core, the chosen
+backend's own options (declared in its package, built by `manager.options.from_words`), and the
+stats endpoint. A `--once` run exits 0 when every item succeeded, 1 when any failed, 128+N when
+interrupted by signal N; a manager that lost its leadership exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from typing import TYPE_CHECKING
+
+from .. import backends
+from ..errors import UserError
+from ..options import from_words
+from .argtypes import add_declared, duration, positive_int
+
+if TYPE_CHECKING:  # the manager itself is imported when a command runs, not to parse flags:
+    # building the parser must not import prometheus-client before `workqueue ambassador` has
+    # set up its multiprocess directory (and `--help` stays fast)
+    from ..assembly import StatsEndpoint
+    from ..runner import Manager, ManagerOptions
+
+log = logging.getLogger(__name__)
+
+
+def port_number(text: str) -> int:
+    if not text.isdigit() or not 0 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"not a port number (0-65535): {text!r}")
+    return int(text)
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    """The options of running a manager, shared by `manager` and `run`; read them back with
+    `manager_options(args)` and `stats_endpoint(args)`."""
+    p.add_argument(
+        "--parallelism", type=positive_int, default=2, help="units of work at once (default 2)"
+    )
+    p.add_argument(
+        "--max-attempts",
+        type=positive_int,
+        default=3,
+        help="tries per item before it stays failed (default 3)",
+    )
+    p.add_argument(
+        "--retry-backoff",
+        type=duration,
+        default=1.0,
+        help="first retry delay, doubling per failure (default 1s)",
+    )
+    p.add_argument(
+        "--grace",
+        type=duration,
+        default=10.0,
+        help="how long running work may finish on SIGTERM/SIGINT (default 10s)",
+    )
+    p.add_argument(
+        "--autoscale",
+        action="store_true",
+        help="move parallelism to the stability recommendation as times are measured",
+    )
+    p.add_argument(
+        "--min-parallelism", type=positive_int, default=1, help="autoscale floor (default 1)"
+    )
+    p.add_argument(
+        "--max-parallelism", type=positive_int, help="autoscale ceiling (default: --parallelism)"
+    )
+    p.add_argument(
+        "--scale-interval",
+        type=duration,
+        default=30.0,
+        help="how often the autoscaler decides (default 30s)",
+    )
+    p.add_argument(
+        "--scale-down-delay",
+        type=duration,
+        default=300.0,
+        help="how long a lower recommendation must hold before scaling down (5m)",
+    )
+    p.add_argument(
+        "--scale-window",
+        type=duration,
+        default=600.0,
+        help="how far back arrivals and service times are measured (default 10m)",
+    )
+    p.add_argument(
+        "--metrics-port",
+        type=port_number,
+        help="serve /metrics, /stats and /healthz on this port (0 = any free)",
+    )
+    p.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        help="the address --metrics-port binds (default 127.0.0.1; 0.0.0.0 in a pod)",
+    )
+
+
+def manager_options(args, **extra) -> ManagerOptions:
+    from ..runner import ManagerOptions
+
+    return ManagerOptions(
+        parallelism=args.parallelism,
+        max_parallelism=max(args.max_parallelism or 0, args.parallelism),
+        max_attempts=args.max_attempts,
+        retry_backoff=args.retry_backoff,
+        grace=args.grace,
+        autoscale=args.autoscale,
+        min_parallelism=min(args.min_parallelism, args.parallelism),
+        scale_interval=args.scale_interval,
+        scale_down_delay=args.scale_down_delay,
+        window=args.scale_window,
+        **extra,
+    )
+
+
+def check_parallelism_bounds(args) -> None:
+    if args.max_parallelism is not None and args.min_parallelism > args.max_parallelism:
+        raise UserError("--min-parallelism is above --max-parallelism")
+
+
+def stats_endpoint(args) -> StatsEndpoint | None:
+    from ..assembly import StatsEndpoint
+
+    if args.metrics_port is None:
+        return None
+    return StatsEndpoint(args.metrics_host, args.metrics_port)
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "manager",
+        help="run one unit of work per item a source lists",
+        description="Poll a source ambassador and run the worker once for every item.",
+    )
+    p.add_argument(
+        "--source", required=True, help="the ambassador's URL, e.g. http://127.0.0.1:8080"
+    )
+    p.add_argument(
+        "--backend",
+        choices=backends.NAMES,
+        default=backends.DEFAULT,
+        help=f"where work runs (default {backends.DEFAULT})",
+    )
+    p.add_argument(
+        "--once",
+        action="store_true",
+        help="process what the source lists now, wait for it, then exit",
+    )
+    p.add_argument(
+        "--poll-interval",
+        type=duration,
+        default=10.0,
+        help="time between polls, jittered by ±20%% (default 10s)",
+    )
+    p.add_argument(
+        "--watch", action="store_true", help="follow the source's watch stream instead of polling"
+    )
+    add_run_options(p)
+    seen: set[str] = set()
+    for name in backends.NAMES:
+        group = p.add_argument_group(f"{name} backend")
+        add_declared(group, backends.load(name).Options, seen=seen)
+    p.set_defaults(func=run_manager)
+
+
+def setup_logging() -> None:
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s"
+    )
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per in-process request
+
+
+def install_signal_handlers(manager: Manager) -> dict:
+    """SIGTERM/SIGINT stop the manager (running work gets its grace period). Returns a dict
+    that holds the signal's number under "signal" once one came."""
+    got: dict[str, int] = {}
+
+    def handler(signum, _frame):
+        got["signal"] = signum
+        log.warning(
+            "%s: stopping; running work gets %gs to finish",
+            signal.Signals(signum).name,
+            manager.options.grace,
+        )
+        manager.stop()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, handler)
+        signal.signal(signal.SIGINT, handler)
+    return got
+
+
+def run_once(manager: Manager, ledger, got: dict) -> int:
+    """A `--once` run with its progress bar and summary; the exit code."""
+    from .once import print_summary, run_with_progress
+
+    report = run_with_progress(manager)
+    code = print_summary(report, ledger)
+    if report.interrupted:
+        return 128 + got.get("signal", signal.SIGINT)
+    return code
+
+
+def run_manager(args) -> int:
+    from ..assembly import assemble
+
+    check_parallelism_bounds(args)
+    backend_options = from_words(backends.load(args.backend).Options, vars(args))
+    options = manager_options(args, poll_interval=args.poll_interval, watch=args.watch)
+    setup_logging()
+    built = assemble(
+        args.source, args.backend, backend_options, options, stats=stats_endpoint(args)
+    )
+    try:
+        manager = built.manager
+        got = install_signal_handlers(manager)
+        if not manager.lead():
+            return 128 + got.get("signal", signal.SIGTERM)
+        if args.once:
+            code = run_once(manager, built.ledger, got)
+        else:
+            log.info(
+                "manager: source %s, parallelism %d, state %s",
+                args.source,
+                args.parallelism,
+                built.ledger.where,
+            )
+            manager.run_forever()
+            code = 128 + got["signal"] if "signal" in got else 0
+        if manager.lost_leadership:
+            log.error("leader election: lost the lease; exiting so a new candidate can lead")
+            return 1
+        return code
+    finally:
+        built.close()

@@ -1,0 +1,73 @@
+"""`workqueue run DIR -- CMD ARGS…`: one command for a folder, on one machine.
+
+It serves an ambassador for DIR in-process (`inprocess.py`), waits for files still being copied
+to settle, and runs the local manager with `--once` against it: every matching file once, a
+progress bar on a terminal, a summary at the end. Exit 0 when every item succeeded, 1 when any
+failed. Everything after `--` is the worker command, word for word.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ambassador.server import add_folder_options, folder_config
+
+from ..backends.local import LocalOptions, worker_argv
+from ..errors import UserError
+from ..options import from_words
+from .argtypes import add_declared, duration_or_zero
+from .manager_cmd import (
+    add_run_options,
+    check_parallelism_bounds,
+    install_signal_handlers,
+    manager_options,
+    run_once,
+    setup_logging,
+    stats_endpoint,
+)
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "run",
+        help="one command: serve DIR and run CMD once for every matching file",
+        description="Start an ambassador on DIR in-process and a local manager with --once.",
+    )
+    p.add_argument("dir", help="folder of items")
+    add_folder_options(p, duration_or_zero)
+    add_run_options(p)
+    add_declared(p, LocalOptions, skip={"--worker-cmd"})
+    p.set_defaults(func=run_folder, command=[])
+    p.usage = "workqueue run DIR [--suffix .mp4]… [options] -- CMD ARGS…"
+
+
+def run_folder(args) -> int:
+    from ..assembly import assemble
+
+    if not args.command:
+        raise UserError("give the worker command after --, e.g. workqueue run DIR -- CMD ARGS")
+    argv = worker_argv(args.command)
+    if not os.path.isdir(args.dir):
+        raise UserError(f"not a folder: {args.dir}")
+    check_parallelism_bounds(args)
+    local = from_words(LocalOptions, vars(args), worker_argv=argv)
+    options = manager_options(args)
+    setup_logging()
+    from .inprocess import serve_folder
+
+    folder = folder_config(args)
+    try:
+        server = serve_folder(
+            args.dir, folder["SUFFIXES"], recursive=folder["RECURSIVE"], settle=folder["SETTLE"]
+        )
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    try:
+        server.wait_settled()
+        built = assemble(server.url, "local", local, options, stats=stats_endpoint(args))
+        try:
+            return run_once(built.manager, built.ledger, install_signal_handlers(built.manager))
+        finally:
+            built.close()
+    finally:
+        server.stop()

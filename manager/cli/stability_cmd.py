@@ -1,0 +1,309 @@
+"""`workqueue stability`: is a capped work queue stable, and how many workers does it need?
+
+    workqueue stability --interarrival 60s --service 120s [--parallelism 3] [--json]
+    workqueue stability --arrivals 1440/day --service 2m --backlog 500
+    workqueue stability --from-state .workqueue [--window 1h] [--parallelism 2] [--plot p.png]
+    workqueue stability --from-url http://127.0.0.1:9090
+
+The math is in `manager.scaling`, the measurement in `manager.measure` (the same figures the
+autoscaler and a `--once` summary use): from a ledger over the window ending at its newest event
+(a ledger read after a run still describes that run), or from a running manager's /stats. Items
+that all arrived together are a backlog, not a rate: the calculator then says so and reports
+how long they take to drain.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+from ..durations import parse_arrivals, parse_duration
+from ..errors import InputError, UserError
+from ..measure import Measured, measure, measure_rows
+from ..scaling import analyse, expected_latency
+
+MODEL_NOTE = (
+    "M/M/c assumes memoryless arrivals and service times (coefficient of variation "
+    "1); closer to 0 means more regular than the model, so its waits are pessimistic."
+)
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "stability",
+        help="the stability calculator: effective service vs interarrival",
+        description="Compare effective service time (service / parallelism) with the "
+        "interarrival time, and recommend a parallelism.",
+    )
+    arrivals = p.add_mutually_exclusive_group()
+    arrivals.add_argument("--interarrival", help="mean time between items, e.g. 60s, 2m, 1.5h")
+    arrivals.add_argument("--arrivals", help="arrival rate, e.g. 1440/day, 30/h, 2/m, 1/s")
+    p.add_argument("--service", help="mean processing time of one item, e.g. 500ms, 2m")
+    p.add_argument(
+        "--parallelism",
+        type=int,
+        help="workers at once (default 1, or the running manager's with --from-url)",
+    )
+    p.add_argument(
+        "--target-utilization",
+        type=float,
+        default=0.9,
+        help="the margin: stable below this utilization (default 0.9)",
+    )
+    p.add_argument("--backlog", type=int, help="a burst of N items to drain")
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--from-state", metavar="DIR", help="measure from a local ledger")
+    source.add_argument("--from-url", metavar="URL", help="measure from a running manager")
+    p.add_argument("--window", default="1h", help="measurement window (default 1h)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="plot expected latency against parallelism (needs matplotlib)",
+    )
+    p.set_defaults(func=run)
+
+
+# -- measurement ---------------------------------------------------------------------------
+
+
+def from_state(state_dir: str, window: float) -> Measured:
+    from ..backends.local import rows_for
+
+    figures = measure_rows(rows_for(state_dir), window=window)
+    if figures is None:
+        raise UserError(f"the ledger in {state_dir} has no items yet")
+    return figures
+
+
+def from_url(url: str) -> tuple[Measured, int]:
+    """The figures of a running manager's window, and the parallelism it runs at."""
+    import requests
+
+    target = url.rstrip("/") + "/stats"
+    try:
+        body = requests.get(target, timeout=10).json()
+        figures = measure(
+            body["arrival_times"], body["service_seconds"], window_seconds=body["span"]
+        )
+        return figures, int(body["parallelism"])
+    except requests.RequestException:
+        raise UserError(f"cannot reach the manager's stats at {target}") from None
+    except (ValueError, KeyError, TypeError):
+        raise UserError(f"{target} did not answer the manager's stats") from None
+
+
+# -- output --------------------------------------------------------------------------------
+
+
+def _fmt_seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if math.isinf(value):
+        return "never" if value > 0 else "-"
+    if value >= 3600:
+        return f"{value / 3600:.2f} h"
+    if value >= 120:
+        return f"{value / 60:.1f} min"
+    if value >= 1:
+        return f"{value:.1f} s"
+    return f"{value * 1000:.0f} ms"
+
+
+def table(result, measured: Measured | None) -> str:
+    r = result.as_json()
+    lines = []
+    if measured is not None:
+        cv_i, cv_s = measured.cv_interarrival, measured.cv_service
+        lines.append(
+            f"measured over {_fmt_seconds(measured.window_seconds)}: "
+            f"{measured.arrivals} arrivals, {measured.services} finished runs"
+        )
+        if measured.burst:
+            lines.append(
+                f"  all {measured.arrivals} items arrived together: a backlog to "
+                "drain, not an arrival rate"
+            )
+        lines.append(
+            "  interarrival cv "
+            + (f"{cv_i:.2f}" if cv_i is not None else "-")
+            + ", service cv "
+            + (f"{cv_s:.2f}" if cv_s is not None else "-")
+        )
+        lines.append(f"  {MODEL_NOTE}")
+        lines.append("")
+    interarrival = result.interarrival_seconds
+    rows = [
+        (
+            "interarrival",
+            "none (no arrivals)" if math.isinf(interarrival) else _fmt_seconds(interarrival),
+        ),
+        ("service", _fmt_seconds(result.service_seconds)),
+        ("parallelism", str(result.parallelism)),
+        (
+            "effective service",
+            f"{_fmt_seconds(result.effective_service_seconds)}  (service / parallelism)",
+        ),
+        ("utilization", f"{result.utilization:.2f}  (stable below {result.target_utilization:g})"),
+        ("verdict", result.verdict.upper()),
+        ("recommended P", str(result.recommended_parallelism)),
+    ]
+    rows.append(
+        (
+            "keeps up with",
+            f"{r['max_arrivals_per_hour']:,.1f} items/hour at "
+            f"utilization {result.target_utilization:g}",
+        )
+    )
+    if "wait_probability" in r and not math.isinf(interarrival):
+        rows += [
+            ("P(wait)", f"{r['wait_probability']:.3f}"),
+            ("mean wait", _fmt_seconds(r["mean_wait_seconds"])),
+            ("p95 wait", _fmt_seconds(r["p95_wait_seconds"])),
+            ("mean latency", _fmt_seconds(r["mean_latency_seconds"]) + "  (wait + service)"),
+        ]
+    elif "backlog_growth_per_hour" in r:
+        rows.append(("backlog growth", f"{r['backlog_growth_per_hour']:,.1f} items/hour"))
+    if result.backlog is not None:
+        rows.append(
+            ("drain backlog", f"{_fmt_seconds(result.drain_seconds)} for {result.backlog} items")
+        )
+    width = max(len(k) for k, _ in rows)
+    lines += [f"{k:<{width}}  {v}" for k, v in rows]
+    return "\n".join(lines)
+
+
+def plot(result, path: str) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise UserError("--plot needs matplotlib: pip install 'workqueue[plot]'") from None
+    if math.isinf(result.interarrival_seconds):
+        raise UserError("--plot needs an arrival rate (these items all arrived together)")
+    rec = result.recommended_parallelism
+    ps = list(range(1, max(2 * rec, result.parallelism + 1, 3) + 1))
+    latencies = [
+        expected_latency(result.interarrival_seconds, result.service_seconds, p) for p in ps
+    ]
+    stable = [(p, lat) for p, lat in zip(ps, latencies, strict=True) if math.isfinite(lat)]
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    if stable:
+        ax.plot(
+            [p for p, _ in stable],
+            [lat for _, lat in stable],
+            marker="o",
+            label="expected latency (wait + service)",
+        )
+    ax.axhline(result.service_seconds, color="grey", linestyle=":", label="service time alone")
+    unstable = [p for p, lat in zip(ps, latencies, strict=True) if not math.isfinite(lat)]
+    if unstable:
+        ax.axvspan(
+            0.5,
+            max(unstable) + 0.5,
+            color="red",
+            alpha=0.12,
+            label="unstable: latency grows without bound",
+        )
+    fragile = [p for p in ps if p not in unstable and p < rec]
+    if fragile:
+        ax.axvspan(
+            min(fragile) - 0.5,
+            max(fragile) + 0.5,
+            color="orange",
+            alpha=0.15,
+            label=f"fragile: utilization >= {result.target_utilization:g}",
+        )
+    rec_latency = expected_latency(result.interarrival_seconds, result.service_seconds, rec)
+    load = result.service_seconds / result.interarrival_seconds
+    for p, lat in stable:  # the margin, point by point: utilization at each parallelism
+        ax.annotate(
+            f"ρ={load / p:.2f}",
+            (p, lat),
+            textcoords="offset points",
+            xytext=(0, 8),
+            ha="center",
+            fontsize="x-small",
+        )
+    ax.plot(
+        [rec],
+        [rec_latency],
+        marker="*",
+        markersize=16,
+        color="green",
+        linestyle="none",
+        label=f"recommended P={rec} (utilization {load / rec:.2f} "
+        f"<= {result.target_utilization:g})",
+    )
+    ax.set_xlabel("parallelism (workers)")
+    ax.set_ylabel("expected latency per item (seconds)")
+    ax.set_title(
+        f"interarrival {_fmt_seconds(result.interarrival_seconds)}, "
+        f"service {_fmt_seconds(result.service_seconds)}"
+    )
+    ax.set_xticks(ps)
+    ax.margins(y=0.12)
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# -- the command ---------------------------------------------------------------------------
+
+
+def run(args) -> int:
+    measured, running_at = None, None
+    window = parse_duration(args.window)
+    if args.from_state:
+        measured = from_state(args.from_state, window)
+    elif args.from_url:
+        measured, running_at = from_url(args.from_url)
+    if args.interarrival:
+        interarrival = parse_duration(args.interarrival)
+    elif args.arrivals:
+        interarrival = parse_arrivals(args.arrivals)
+    elif measured is not None:
+        interarrival = measured.interarrival_seconds
+    else:
+        raise InputError("give --interarrival or --arrivals (or --from-state/--from-url)")
+    if args.service:
+        service = parse_duration(args.service)
+    elif measured is not None and measured.service_seconds is not None:
+        service = measured.service_seconds
+    elif measured is not None:
+        raise InputError("no finished runs to measure a service time from; give --service")
+    else:
+        raise InputError("give --service (the mean processing time of one item)")
+    parallelism = args.parallelism
+    if parallelism is None:
+        parallelism = running_at or 1
+    backlog = args.backlog
+    if backlog is None and measured is not None and measured.burst:
+        backlog = measured.arrivals
+    result = analyse(
+        interarrival,
+        service,
+        parallelism,
+        target_utilization=args.target_utilization,
+        backlog=backlog,
+    )
+    if args.plot:
+        plot(result, args.plot)
+    if args.json:
+        body = result.as_json()
+        if measured is not None:
+            body["measured"] = measured.as_json()
+            if running_at is not None:
+                body["measured"]["parallelism"] = running_at
+        json.dump(body, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(table(result, measured))
+        if args.plot:
+            print(f"\nplot: {args.plot}")
+    return 0

@@ -1,0 +1,94 @@
+"""Options declared once, where they are used: typed dataclass fields that say their own flag.
+
+A backend (or any part that takes settings from a person) declares a dataclass whose fields are
+made with `option(...)`: the flag, its help, and a `parse` function that turns the word a person
+typed into the typed value - or raises `UserError` naming the problem. The command line
+(`manager.cli`) reads these declarations to build its flags, and `from_words` builds the
+dataclass from what was typed. So the flags of a new backend need no edit outside its package,
+nothing below the CLI sees argparse, and every value is checked before anything is called.
+
+    @dataclass(frozen=True)
+    class LocalOptions:
+        timeout: float | None = option("--timeout", "kill a worker after this long",
+                                       parse=durations.parse_duration)
+
+`repeat=True` takes the flag many times (a list of words reaches `parse`, or becomes a list);
+`switch=True` is a flag without a value (a bool).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from .errors import UserError
+
+T = TypeVar("T")
+_MISSING = dataclasses.MISSING
+
+
+def option(
+    flag: str,
+    help: str,
+    *,
+    default: Any = None,
+    parse: Callable[[Any], Any] | None = None,
+    repeat: bool = False,
+    switch: bool = False,
+    metavar: str | None = None,
+    hidden: bool = False,
+) -> Any:
+    """A dataclass field that is also a command-line flag (see the module docstring)."""
+    meta = {
+        "flag": flag,
+        "help": help,
+        "parse": parse,
+        "repeat": repeat,
+        "switch": switch,
+        "metavar": metavar,
+        "hidden": hidden,
+    }
+    if repeat:
+        return dataclasses.field(
+            default_factory=lambda: [] if default is None else copy.copy(default), metadata=meta
+        )
+    if switch:
+        return dataclasses.field(default=bool(default), metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def flags(cls: type) -> list[dataclasses.Field]:
+    """The fields of `cls` that are flags, in declaration order."""
+    return [f for f in dataclasses.fields(cls) if "flag" in f.metadata]
+
+
+def dest(field: dataclasses.Field) -> str:
+    """The attribute name a parser stores the flag's words under (prefixed, so a declared
+    field never collides with a command's own arguments)."""
+    return f"declared_{field.name}"
+
+
+def from_words(cls: type[T], words: Mapping[str, Any], **given: Any) -> T:
+    """An instance of `cls` from typed words: for each flag field, the words stored under its
+    `dest` (None or [] when not typed: the field's default), parsed by its `parse`. `given`
+    sets fields directly (already typed). Raises `UserError` for a word that cannot be used."""
+    values: dict[str, Any] = {}
+    for field in flags(cls):
+        if field.name in given:
+            continue
+        raw = words.get(dest(field))
+        if raw is None or raw == [] or (field.metadata["switch"] and raw is False):
+            continue
+        parse = field.metadata["parse"]
+        if parse is None:
+            values[field.name] = raw
+            continue
+        try:
+            values[field.name] = parse(raw)
+        except UserError as exc:
+            raise UserError(f"{field.metadata['flag']}: {exc}") from None
+        except ValueError as exc:
+            raise UserError(f"{field.metadata['flag']}: {exc}") from None
+    return cls(**values, **given)

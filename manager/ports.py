@@ -1,0 +1,173 @@
+"""The item model and the ports: what the manager core needs from the world, declared once.
+
+The core (poller, reconciler, runner, autoscaler) is written against these names only. A source
+client, a ledger and a backend are whatever satisfies the `typing.Protocol`s below; the local
+backend (a process per item, a SQLite ledger) and the Kubernetes backend (a Job per item, a
+record in ConfigMaps) are two such sets, each in its own package under `manager/backends/`.
+
+An item's life, the same on every backend (state strings, rq's habit):
+
+    pending ──start()──► running ──finish()──► succeeded | failed
+       ▲                    │
+       └────requeue()───────┘  (the manager stopped it: the attempt does not count)
+
+A failed item with attempts left is retried after a per-item backoff (`manager.retry`); out of
+attempts it stays failed until someone asks for a re-run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol
+
+
+class State(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class Row:
+    """What a ledger knows of one item. Times are wall-clock seconds; `started`/`finished` are
+    those of the latest attempt."""
+
+    name: str
+    state: str
+    attempts: int
+    first_seen: float
+    started: float | None
+    finished: float | None
+    exit_code: int | None
+    log_path: str | None
+    last_error: str | None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one unit of work ended. `interrupted` means the manager ended it (shut-down): the
+    item is not failed and runs again."""
+
+    succeeded: bool
+    exit_code: int | None = None
+    error: str | None = None
+    interrupted: bool = False
+    log_path: str | None = None
+    seconds: float | None = None  # how long it ran (set by the reconciler)
+
+
+class Source(Protocol):
+    """Where item names and data come from (the ambassador's `/api/v1/items`)."""
+
+    base_url: str
+
+    def list_items(self) -> list[str]:
+        """Every item name the source lists now; raises `SourceError` when it cannot tell."""
+
+    def get_item(self, name: str) -> dict[str, Any] | None:
+        """The item's data, or None when the source no longer has it."""
+
+    def watch(
+        self, timeout_seconds: int | None = None, read_timeout: float | None = None
+    ) -> Iterator[dict[str, str]]:
+        """`{"type": "ADDED"|"DELETED", "item": name}` events, every current item first."""
+
+
+class Ledger(Protocol):
+    """The record of every item: what the reconciler reads before it acts, and writes before
+    the manager acts on a transition. `where` names it for people (a folder, a namespace)."""
+
+    where: str
+
+    def state(self, name: str) -> tuple[str, int] | None:
+        """(state, attempts), or None for an item never seen. Called for every listed name on
+        every poll: it must be cheap (a dict lookup, not a query)."""
+
+    def see(self, names: Iterable[str]) -> list[str]:
+        """Record names not seen before as pending; return the new ones."""
+
+    def start(self, name: str, log_path: str) -> int:
+        """pending/failed -> running; count the attempt and return its number."""
+
+    def finish(self, name: str, succeeded: bool, exit_code: int | None, error: str | None):
+        """running -> succeeded | failed."""
+
+    def requeue(self, name: str) -> None:
+        """running -> pending without counting the attempt."""
+
+    def take_retry_requests(self) -> list[str]:
+        """Re-runs asked for from outside (`workqueue retry`) since the last call, applied:
+        the names now pending again."""
+
+    def row(self, name: str) -> Row | None: ...
+
+    def rows(self, state: str | None = None) -> list[Row]:
+        """Every known item, or those in `state`, by name."""
+
+    def counts(self) -> dict[str, int]:
+        """Items by state, every state present (0 when none)."""
+
+    def close(self) -> None: ...
+
+
+class Backend(Protocol):
+    """Runs one unit of work per item. Called from reconciler worker threads, each holding a
+    capacity slot; `run` returns when the unit of work has ended."""
+
+    def log_path(self, name: str) -> str:
+        """Where a person finds the item's output (a file, or how to ask the cluster)."""
+
+    def run(self, name: str, data: dict[str, Any], attempt: int) -> Outcome: ...
+
+    def shutdown(self, grace: float) -> None:
+        """Start nothing new; running work gets `grace` seconds, then ends as `interrupted`
+        (or, on a cluster, runs on and is recorded by whoever manages the queue next)."""
+
+    def others_running(self) -> int:
+        """Units of work of this queue running outside this manager (a rival manager's, or
+        from before a restart): they count against the parallelism too. 0 for most."""
+
+    def on_change(self, callback: Callable[[], None]) -> None:
+        """Call `callback` whenever `others_running()` may have changed."""
+
+
+class Elector(Protocol):
+    """One manager per queue leads (a Kubernetes Lease); the others stand by."""
+
+    lease_name: str
+
+    def start(self) -> Elector: ...
+
+    def wait_leading(self, stop: Callable[[], bool]) -> bool:
+        """Block until this manager leads (True) or `stop()` says to give up (False)."""
+
+    def on_lost(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once if leadership is lost after it was gained."""
+
+    def stop(self) -> None:
+        """Stop campaigning and renewing."""
+
+
+@dataclass
+class Parts:
+    """What a backend package sets up for one manager: its ledger, its backend, a leader
+    elector when it has one, and `close()` that stops them all."""
+
+    ledger: Ledger
+    backend: Backend
+    close: Callable[[], None]
+    elector: Elector | None = None
+
+
+@dataclass(frozen=True)
+class QueueStatus:
+    """What `workqueue status` shows, as a backend's record has it."""
+
+    where: str
+    counts: dict[str, int]
+    recent: list[Row]  # finished items, newest first
+    failed: list[Row]
+    running: list[Row]

@@ -1,0 +1,447 @@
+"""The Kubernetes backend end to end: a real ambassador, the manager as a real process talking
+to the API-server stand-in through the official client, and the test kubelet running each Job's
+pod as local processes. Every object the manager created is validated against the official
+schemas."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+
+import kubernetes_validate
+
+from manager.backends.kubernetes import objects as ko
+from tests.e2e.conftest import spawn_workqueue, workqueue
+from tests.e2e.test_local_backend import make_items
+
+NS = "media"
+VERSIONS = ["1.30.0", kubernetes_validate.latest_version()]
+
+
+def validate_all(cluster):
+    for resource in ("jobs", "configmaps", "events", "leases"):
+        for obj in cluster.objects(resource):
+            for version in VERSIONS:
+                kubernetes_validate.validate(obj, version, strict=True)
+
+
+def test_every_item_runs_once_as_a_job_and_is_recorded(
+    tmp_path, ambassador_server, marker_worker, cluster
+):
+    names = [f"clip-{i}.mp4" for i in range(6)] + ["it's $(odd) ünï.mp4"]
+    make_items(tmp_path / "videos", names)
+    server = ambassador_server(tmp_path / "videos")
+    r = workqueue(*cluster.args(server.url, marker_worker, "--once", "--parallelism", "3"))
+    assert r.returncode == 0, r.stderr
+    assert f"{len(names)} items: {len(names)} succeeded" in r.stdout
+    assert Counter(marker_worker.ended()) == Counter(names)
+    jobs = {j["metadata"]["annotations"][ko.ITEM_ANNOTATION]: j for j in cluster.objects("jobs")}
+    assert set(jobs) == set(names)
+    for item, job in jobs.items():
+        assert job["metadata"]["name"] == ko.object_name("thumbs", item)
+        assert ko.RECORD_FINALIZER not in (job["metadata"].get("finalizers") or [])
+    owned = [c for c in cluster.objects("configmaps") if c["metadata"].get("ownerReferences")]
+    assert len(owned) == len(names)
+    records = [c for c in cluster.objects("configmaps") if "-record-" in c["metadata"]["name"]]
+    assert sum(len(c["data"]) for c in records) == len(names)
+    reasons = Counter(e["reason"] for e in cluster.objects("events"))
+    assert reasons["Dispatched"] == len(names) and reasons["Completed"] == len(names)
+    validate_all(cluster)
+    # a second pass runs nothing
+    r = workqueue(*cluster.args(server.url, marker_worker, "--once"))
+    assert r.returncode == 0 and f"{len(names)} already done" in r.stdout
+    assert len(marker_worker.started()) == len(names)
+
+
+def test_ttl_deletion_of_finished_jobs_reruns_nothing(
+    tmp_path, ambassador_server, marker_worker, cluster
+):
+    make_items(tmp_path / "videos", ["a.mp4", "b.mp4"])
+    server = ambassador_server(tmp_path / "videos")
+    r = workqueue(*cluster.args(server.url, marker_worker, "--once", "--ttl-after-finished", "0"))
+    assert r.returncode == 0, r.stderr
+    from tests.support.servers import wait_until
+
+    wait_until(lambda: not cluster.objects("jobs"))
+    assert not [c for c in cluster.objects("configmaps") if c["metadata"].get("ownerReferences")]
+    r = workqueue(*cluster.args(server.url, marker_worker, "--once"))
+    assert r.returncode == 0 and "2 already done" in r.stdout
+    assert sorted(marker_worker.started()) == ["a.mp4", "b.mp4"]
+
+
+def test_a_failing_item_is_retried_then_stays_failed_until_retry(
+    tmp_path,
+    ambassador_server,
+    marker_worker,
+    cluster,
+):
+    make_items(tmp_path / "videos", ["ok.mp4", "will-fail.mp4"])
+    server = ambassador_server(tmp_path / "videos")
+    r = workqueue(
+        *cluster.args(
+            server.url, marker_worker, "--once", "--max-attempts", "2", "--retry-backoff", "0.05"
+        )
+    )
+    assert r.returncode == 1
+    assert "1 succeeded, 1 failed" in r.stdout
+    assert Counter(marker_worker.started())["will-fail.mp4"] == 2
+    failed_job = [
+        j
+        for j in cluster.objects("jobs")
+        if j["metadata"]["annotations"][ko.ITEM_ANNOTATION] == "will-fail.mp4"
+    ][0]
+    assert failed_job["metadata"]["annotations"][ko.ATTEMPT_ANNOTATION] == "2"
+    validate_all(cluster)
+
+
+def test_crash_leftovers_do_not_block_an_item(
+    tmp_path,
+    ambassador_server,
+    marker_worker,
+    cluster,
+):
+    make_items(tmp_path / "videos", ["a.mp4"])
+    server = ambassador_server(tmp_path / "videos")
+    # a ConfigMap without its Job: what a crash between the two creates leaves
+    cluster.server.store.create(
+        "", "configmaps", NS, ko.config_map("thumbs", NS, "a.mp4", {"name": "stale"})
+    )
+    r = workqueue(*cluster.args(server.url, marker_worker, "--once"))
+    assert r.returncode == 0, r.stderr
+    assert marker_worker.ended() == ["a.mp4"]
+    cm = [
+        c
+        for c in cluster.objects("configmaps")
+        if c["metadata"]["name"] == ko.object_name("thumbs", "a.mp4")
+    ][0]
+    assert cm["metadata"]["ownerReferences"][0]["kind"] == "Job"
+
+
+def test_user_mistakes_are_one_line(tmp_path, cluster, marker_worker):
+    base = cluster.args("http://127.0.0.1:1", marker_worker)
+    for bad in (
+        ["--queue", "Bad_Name"],
+        ["--image", ""],
+        ["--toleration", "x"],
+        ["--kubeconfig", str(tmp_path / "missing")],
+    ):
+        args = list(base)
+        flag = bad[0]
+        if flag in args:
+            i = args.index(flag)
+            args[i : i + 2] = bad
+        else:
+            args += bad
+        r = workqueue(*args)
+        assert r.returncode == 2, (bad, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def created_jobs(cluster) -> Counter:
+    """How many times the API server answered 201 to a Job create, by nothing but count."""
+    return Counter(
+        code
+        for verb, resource, code, _ in cluster.server.answers
+        if verb == "create" and resource == "jobs"
+    )
+
+
+def test_two_managers_without_leader_election_create_each_job_once(
+    tmp_path, ambassador_server, marker_worker, cluster
+):
+    names = [f"clip-{i:02d}.mp4" for i in range(12)]
+    make_items(tmp_path / "videos", names)
+    server = ambassador_server(tmp_path / "videos")
+    env = dict(os.environ, SLEEP="0.2")
+    procs = [
+        spawn_workqueue(
+            *cluster.args(server.url, marker_worker, "--once", "--parallelism", "4"), env=env
+        )
+        for _ in range(2)
+    ]
+    outputs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    answers = created_jobs(cluster)
+    assert answers[201] == len(names)  # each Job created exactly once
+    conflicts = sum(err.count("already dispatched (409 AlreadyExists)") for _, err in outputs)
+    assert answers[409] == conflicts  # every losing create was counted as a conflict
+    assert Counter(marker_worker.started()) == Counter(names)  # and each item ran once
+
+
+def test_leader_election_hands_over_when_the_leader_dies(
+    tmp_path, ambassador_server, marker_worker, cluster
+):
+    import signal
+
+    from tests.support.servers import wait_until
+
+    names = [f"clip-{i:02d}.mp4" for i in range(10)]
+    make_items(tmp_path / "videos", names)
+    server = ambassador_server(tmp_path / "videos")
+    fast = [
+        "--leader-elect",
+        "--lease-duration",
+        "2",
+        "--renew-deadline",
+        "1.5",
+        "--retry-period",
+        "0.2",
+        "--poll-interval",
+        "0.5",
+        "--parallelism",
+        "1",
+    ]
+    env = dict(os.environ, SLEEP="0.3")
+    first = spawn_workqueue(*cluster.args(server.url, marker_worker, *fast), env=env)
+    wait_until(lambda: len(marker_worker.started()) >= 2, timeout=30)
+    second = spawn_workqueue(*cluster.args(server.url, marker_worker, *fast), env=env)
+
+    def lease():
+        return cluster.server.store.get("leases", NS, "thumbs-leader")["spec"]
+
+    def lease_reads():
+        return sum(
+            1
+            for verb, resource, *_ in cluster.server.answers
+            if verb == "get" and resource == "leases"
+        )
+
+    reads = lease_reads()
+    wait_until(lambda: lease_reads() >= reads + 20)  # both candidates campaigning
+    old = lease()
+    first.kill()
+    first.communicate()
+    try:
+        wait_until(lambda: lease()["holderIdentity"] != old["holderIdentity"], timeout=30)
+        from manager.backends.kubernetes.leader import parse_time
+
+        new = lease()
+        last_renewal = parse_time(
+            cluster.server.store.get("leases", NS, "thumbs-leader")["spec"]["acquireTime"]
+        ) - parse_time(old["renewTime"])
+        # measured on the Lease's own clocks: taken over within lease duration + retry period
+        # after the old leader's last renewal (with a little room for the kill itself)
+        assert new["leaseTransitions"] == old.get("leaseTransitions", 0) + 1
+        assert last_renewal <= 2 + 0.2 + 1.0, last_renewal
+        wait_until(lambda: set(marker_worker.ended()) == set(names), timeout=60)
+    finally:
+        second.send_signal(signal.SIGTERM)
+        _, err = second.communicate(timeout=30)
+    assert "now leads thumbs-leader" in err
+    assert created_jobs(cluster)[201] == len(names)  # nothing dispatched twice
+    assert Counter(marker_worker.started()) == Counter(names)
+
+
+def test_api_faults_mid_run_lose_nothing(tmp_path, ambassador_server, marker_worker, cluster):
+    names = [f"clip-{i}.mp4" for i in range(8)]
+    make_items(tmp_path / "videos", names)
+    server = ambassador_server(tmp_path / "videos")
+    faults = cluster.server.faults
+    faults.add("429", verb="create", resource="jobs", retry_after=1, count=2)
+    faults.add("500", verb="create", resource="configmaps", count=2)
+    faults.add("500", verb="get", resource="configmaps", count=2)
+    faults.add("cut", verb="watch", resource="jobs", after_events=2, count=3)
+    faults.add("delay", verb="patch", resource="configmaps", delay=0.3, count=3)
+    r = workqueue(*cluster.args(server.url, marker_worker, "--once", "--parallelism", "3"))
+    assert r.returncode == 0, r.stderr
+    assert Counter(marker_worker.started()) == Counter(names)
+    assert created_jobs(cluster)[201] == len(names)
+    validate_all(cluster)
+
+
+def test_a_dropped_video_becomes_a_thumbnail_through_jobs(
+    tmp_path, ambassador_server, sample_videos, ffmpeg_env, cluster
+):
+    from tests.e2e.conftest import THUMBNAIL, mean_brightness
+
+    out = tmp_path / "thumbnails"
+    cluster.kubelet.env.update(PATH=ffmpeg_env["PATH"])
+    server = ambassador_server(sample_videos)
+    args = cluster.args(
+        server.url,
+        type("W", (), {"path": THUMBNAIL}),
+        "--once",
+        "--env",
+        f"OUTPUT_DIR={out}",
+        "--max-attempts",
+        "1",
+    )
+    r = workqueue(*args, env=ffmpeg_env, timeout=180)
+    assert r.returncode == 1, r.stderr  # broken.mp4 fails alone
+    assert "4 succeeded, 1 failed" in r.stdout and "failed: broken.mp4" in r.stdout
+    for png in sorted(out.glob("*.png")):
+        assert mean_brightness(png, ffmpeg_env) > 40
+    assert len(list(out.glob("*.png"))) == 4
+
+
+def test_retry_runs_a_failed_item_again(tmp_path, ambassador_server, marker_worker, cluster):
+    make_items(tmp_path / "videos", ["will-fail.mp4"])
+    server = ambassador_server(tmp_path / "videos")
+    r = workqueue(*cluster.args(server.url, marker_worker, "--once", "--max-attempts", "1"))
+    assert r.returncode == 1
+    kubeconfig = cluster.args("x", marker_worker)[
+        cluster.args("x", marker_worker).index("--kubeconfig") + 1
+    ]
+    r = workqueue(
+        "retry",
+        "will-fail.mp4",
+        "--backend",
+        "kubernetes",
+        "--namespace",
+        NS,
+        "--queue",
+        "thumbs",
+        "--kubeconfig",
+        kubeconfig,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "was failed" in r.stdout
+    assert not cluster.objects("jobs")
+    workqueue(*cluster.args(server.url, marker_worker, "--once", "--max-attempts", "1"))
+    assert Counter(marker_worker.started())["will-fail.mp4"] == 2
+
+
+def test_status_and_retry_answer_from_the_cluster(
+    tmp_path, ambassador_server, marker_worker, cluster
+):
+    make_items(tmp_path / "videos", ["ok-1.mp4", "ok-2.mp4", "will-fail.mp4"])
+    server = ambassador_server(tmp_path / "videos")
+    r = workqueue(*cluster.args(server.url, marker_worker, "--once", "--max-attempts", "1"))
+    assert r.returncode == 1
+    r = workqueue("status", *cluster.queue_args())
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(
+        "3 items in namespace media, queue thumbs: 0 pending, 0 running, 2 succeeded, 1 failed"
+    )
+    assert "will-fail.mp4: Job failed after 1 attempt(s)" in r.stdout
+    # an item the cluster never saw: one line, exit 2, as on the local backend
+    r = workqueue("retry", "never-seen.mp4", *cluster.queue_args())
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [
+        "workqueue retry: error: no item named 'never-seen.mp4' in queue thumbs of media"
+    ]
+    r = workqueue("retry", "ok-1.mp4", *cluster.queue_args())
+    assert r.returncode == 2 and "is succeeded, not failed" in r.stderr
+
+
+def test_metrics_of_the_kubernetes_backend(tmp_path, ambassador_server, marker_worker, cluster):
+    import signal
+
+    import requests
+
+    from tests.support.servers import free_port, wait_until
+
+    make_items(tmp_path / "videos", ["ok-1.mp4", "ok-2.mp4", "will-fail.mp4"])
+    server = ambassador_server(tmp_path / "videos")
+    port = free_port()
+    proc = spawn_workqueue(
+        *cluster.args(
+            server.url,
+            marker_worker,
+            "--metrics-port",
+            str(port),
+            "--max-attempts",
+            "1",
+            "--poll-interval",
+            "0.5",
+        )
+    )
+    samples: dict[str, float] = {}
+
+    def scrape() -> bool:
+        try:
+            text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+        except requests.RequestException:
+            return False
+        samples.clear()
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                key, value = line.rsplit(" ", 1)
+                samples[key] = float(value)
+        return (
+            samples.get("workqueue_jobs_created_total") == 3
+            and samples.get(
+                'workqueue_job_completions_total{reason="BackoffLimitExceeded",result="failed"}'
+            )
+            == 1
+        )
+
+    try:
+        wait_until(scrape, timeout=30)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    assert samples['workqueue_job_completions_total{reason="",result="succeeded"}'] == 2
+    assert samples["workqueue_dispatch_conflicts_total"] == 0
+    assert samples["workqueue_job_cache_size"] == 3
+    assert samples['workqueue_kube_api_seconds_count{verb="create"}'] >= 6
+    assert "workqueue_oldest_waiting_seconds" in samples
+
+
+def test_history_limits_keep_the_newest_and_rerun_nothing(
+    tmp_path, ambassador_server, marker_worker, cluster
+):
+    names = [f"clip-{i}.mp4" for i in range(5)]
+    make_items(tmp_path / "videos", names)
+    server = ambassador_server(tmp_path / "videos")
+    r = workqueue(
+        *cluster.args(
+            server.url, marker_worker, "--once", "--parallelism", "1", "--keep-succeeded", "2"
+        )
+    )
+    assert r.returncode == 0, r.stderr
+    assert len(cluster.objects("jobs")) == 2
+    assert (
+        len([c for c in cluster.objects("configmaps") if c["metadata"].get("ownerReferences")]) == 2
+    )  # the rest went with their Jobs
+    r = workqueue(*cluster.args(server.url, marker_worker, "--once"))
+    assert "5 already done" in r.stdout and len(marker_worker.started()) == 5
+
+
+def test_orphaned_config_maps_are_removed(apiserver, tmp_path):
+    from manager.backends.kubernetes.api import KubeApi, load_configuration
+    from manager.backends.kubernetes.backend import KubernetesBackend
+    from manager.backends.kubernetes.cache import JobCache
+    from manager.backends.kubernetes.record import RecordStore
+
+    api = KubeApi(NS, load_configuration(apiserver.write_kubeconfig(tmp_path / "kc")), qps=0)
+    try:
+        api.create("configmaps", ko.config_map("thumbs", NS, "gone.mp4", {"name": "gone"}))
+        api.create("configmaps", {"metadata": {"name": "unrelated"}})
+        cache = JobCache(api, ko.queue_selector("thumbs")).start()
+        cache.synced.wait(10)
+        record = RecordStore(api, "thumbs")
+        record.put(ko.item_hash("thumbs", "x"), "succeeded", 1)  # a record shard: kept
+        backend = KubernetesBackend(api, "thumbs", ko.PodOptions(image="i:1"), cache, record)
+        assert backend.clean_orphans(min_age=3600) == 0  # too young to be called orphaned
+        assert backend.clean_orphans(min_age=0) == 1
+        left = sorted(c["metadata"]["name"] for c in api.list("configmaps")[0])
+        assert left == ["thumbs-record-" + ko.item_hash("thumbs", "x")[0], "unrelated"]
+        cache.stop()
+    finally:
+        api.close()
+
+
+def test_the_multiworker_pod_spec_makes_a_valid_job():
+    import yaml
+
+    from tests.e2e.conftest import REPO
+
+    patch = yaml.safe_load((REPO / "examples" / "multiworker" / "pod-spec.yaml").read_text())
+    pod = ko.PodOptions(
+        image="registry.example/workqueue-multiworker:0.1.0",
+        command=["/opt/multiworker/steps/contact-sheet"],
+        pvc="videos",
+        mount_path="/data",
+        read_only_volume=False,
+        pod_spec_patch=patch,
+    )
+    job = ko.job("thumbs", NS, "a.mp4", 1, pod)
+    for version in VERSIONS:
+        kubernetes_validate.validate(job, version, strict=True)
+    spec = job["spec"]["template"]["spec"]
+    assert [c["name"] for c in spec["initContainers"]] == ["probe", "thumbnail"]
+    worker = spec["containers"][0]
+    assert {e["name"] for e in worker["env"]} >= {"WORK_ITEM_FILE", "WORK_DIR", "OUTPUT_DIR"}
+    assert {m["name"] for m in worker["volumeMounts"]} == {"work-item", "shared", "work"}
+    assert {v["name"] for v in spec["volumes"]} == {"work-item", "shared", "work"}

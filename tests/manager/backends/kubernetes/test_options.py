@@ -1,0 +1,67 @@
+"""The Kubernetes backend's options, checked where they are declared: each bad value is one
+`UserError` naming its flag, before any API call; good values build the worker pod's options."""
+
+from __future__ import annotations
+
+import pytest
+
+from manager.backends.kubernetes.options import KubeOptions, KubeQueue
+from manager.errors import UserError
+from manager.options import from_words
+
+
+def typed(**words):
+    return from_words(KubeOptions, {f"declared_{k}": v for k, v in words.items()})
+
+
+@pytest.mark.parametrize(
+    ("words", "message"),
+    [
+        ({"queue": "Bad_Q"}, "--queue: "),
+        ({"backoff_limit": "-1"}, "--backoff-limit: must be >= 0"),
+        ({"keep_failed": "many"}, "--keep-failed: not a whole number"),
+        ({"kube_api_qps": "-5"}, "--kube-api-qps: must be >= 0"),
+        ({"kube_api_qps": "inf"}, "--kube-api-qps: must be >= 0"),
+        ({"active_deadline": "0"}, "--active-deadline: a duration must be > 0"),
+        ({"ttl_after_finished": "soon"}, "--ttl-after-finished: not a duration"),
+        ({"env": ["NOEQUALS"]}, "--env: takes KEY=VALUE"),
+        ({"tolerations": ["gpu:Sometimes"]}, "--toleration: takes KEY[=VALUE]:EFFECT"),
+        ({"command": "'unbalanced"}, "--command: cannot split"),
+        ({"pod_spec": "/nonexistent/pod.yaml"}, "--pod-spec: cannot read"),
+    ],
+)
+def test_bad_values_are_one_user_error_naming_the_flag(words, message):
+    with pytest.raises(UserError) as refused:
+        typed(**words)
+    assert str(refused.value).startswith(message)
+    assert "\n" not in str(refused.value)
+
+
+def test_good_values_build_the_pod():
+    options = typed(
+        namespace="media",
+        queue="thumbs",
+        image="thumbnailer:1.0",
+        command="thumbnail --fast",
+        env=["A=1", "B=x=y"],
+        tolerations=["gpu=yes:NoExecute"],
+        active_deadline="1h30m",
+        ttl_after_finished="0",
+        cpu="500m",
+    )
+    pod = options.pod()
+    assert pod.command == ["thumbnail", "--fast"]
+    assert pod.env == {"A": "1", "B": "x=y"}
+    assert pod.tolerations == [
+        {"key": "gpu", "effect": "NoExecute", "operator": "Equal", "value": "yes"}
+    ]
+    assert pod.active_deadline_seconds == 5400 and pod.ttl_seconds_after_finished == 0
+    assert pod.resources == {"requests": {"cpu": "500m"}, "limits": {"cpu": "500m"}}
+    assert options.where == KubeQueue("media", "thumbs", None)
+
+
+def test_a_queue_needs_namespace_and_name_and_a_pod_needs_an_image():
+    with pytest.raises(UserError, match="--namespace and --queue are required"):
+        KubeQueue(namespace="media").check()
+    with pytest.raises(UserError, match="--image is required"):
+        typed(namespace="media", queue="thumbs").pod()

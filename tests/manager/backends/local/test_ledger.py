@@ -1,0 +1,70 @@
+"""The SQLite ledger: transitions, recovery after a crash, one manager per state directory."""
+
+from __future__ import annotations
+
+import pytest
+
+from manager.backends.local.ledger import Ledger, LedgerBusy
+
+
+def test_lifecycle_of_an_item(tmp_path):
+    with Ledger(str(tmp_path), clock=lambda: 100.0).open() as ledger:
+        assert ledger.see(["a", "b", "a"]) == ["a", "b"]
+        assert ledger.see(["a"]) == []
+        assert ledger.state("a") == ("pending", 0)
+        assert ledger.start("a", "/log") == 1
+        ledger.finish("a", False, 3, "exit code 3")
+        assert ledger.state("a") == ("failed", 1)
+        assert ledger.start("a", "/log") == 2
+        ledger.finish("a", True, 0, None)
+        row = ledger.row("a")
+        assert (row.state, row.attempts, row.exit_code, row.first_seen) == ("succeeded", 2, 0, 100)
+        assert ledger.counts() == {"pending": 1, "running": 0, "succeeded": 1, "failed": 0}
+
+
+def test_state_survives_reopening(tmp_path):
+    with Ledger(str(tmp_path)).open() as ledger:
+        ledger.see(["a"])
+        ledger.start("a", "/log")
+        ledger.finish("a", True, 0, None)
+    with Ledger(str(tmp_path)).open() as ledger:
+        assert ledger.state("a") == ("succeeded", 1)
+
+
+def test_recover_requeues_running_items_and_ends_their_groups(tmp_path):
+    with Ledger(str(tmp_path)).open() as ledger:
+        ledger.see(["a", "b"])
+        ledger.start("a", "/log")
+        ledger.record_process("a", 4242, "777")
+    ended = []
+    with Ledger(str(tmp_path)).open() as ledger:
+        assert ledger.recover(lambda pgid, start: ended.append((pgid, start))) == ["a"]
+        assert ended == [(4242, "777")]
+        assert ledger.state("a") == ("pending", 0)
+
+
+def test_retry_only_failed_items(tmp_path):
+    with Ledger(str(tmp_path)).open() as ledger:
+        ledger.see(["a", "b"])
+        ledger.start("a", "/log")
+        ledger.finish("a", False, 1, "boom")
+        assert ledger.retry("b") is False
+        assert ledger.retry("a") is True
+        assert ledger.state("a") == ("pending", 0)
+
+
+def test_retry_requests_reach_the_running_manager(tmp_path):
+    with Ledger(str(tmp_path)).open() as manager:
+        manager.see(["a"])
+        manager.start("a", "/log")
+        manager.finish("a", False, 1, "boom")
+        with Ledger(str(tmp_path)).open(exclusive=False) as cli:
+            cli.request_retry("a")
+        assert manager.take_retry_requests() == ["a"]
+        assert manager.state("a") == ("pending", 0)
+        assert manager.take_retry_requests() == []
+
+
+def test_a_second_manager_on_the_same_directory_is_refused(tmp_path):
+    with Ledger(str(tmp_path)).open(), pytest.raises(LedgerBusy, match="another manager"):
+        Ledger(str(tmp_path)).open()

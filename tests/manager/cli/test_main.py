@@ -1,0 +1,31 @@
+"""The entry point: building the parser is light (the ambassador's multiprocess metrics depend
+on prometheus-client not being imported before it sets them up), and every command answers
+--help."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+COMMANDS = ["lab", "ambassador", "manager", "run", "status", "retry", "stability"]
+
+
+def test_building_the_parser_imports_nothing_heavy():
+    code = (
+        "import sys; from manager.cli import build_parser; build_parser(); "
+        "print(sorted(m for m in ('prometheus_client', 'flask', 'kubernetes', 'waitress', "
+        "'requests', 'manager.runner', 'manager.workqueue') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help(command):
+    from manager.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main([command, "--help"])
+    assert done.value.code == 0

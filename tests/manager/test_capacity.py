@@ -1,0 +1,39 @@
+"""Capacity: a semaphore whose limit can change while it is held, and that closes."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from manager.capacity import Capacity
+
+
+def test_capacity_blocks_at_the_limit_and_follows_a_new_limit():
+    cap = Capacity(1)
+    assert cap.acquire()
+    got = threading.Event()
+    t = threading.Thread(target=lambda: cap.acquire() and got.set())
+    t.start()
+    assert not got.wait(0.05)
+    cap.set_limit(2)
+    assert got.wait(2)
+    cap.release()
+    cap.release()
+    assert cap.in_use == 0
+
+
+def test_capacity_closed_wakes_waiters_with_false():
+    cap = Capacity(1)
+    cap.acquire()
+    result = []
+    t = threading.Thread(target=lambda: result.append(cap.acquire()))
+    t.start()
+    cap.close()
+    t.join(2)
+    assert result == [False]
+
+
+def test_capacity_rejects_nonsense():
+    with pytest.raises(ValueError):
+        Capacity(0)

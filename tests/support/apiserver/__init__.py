@@ -1,0 +1,42 @@
+"""A Kubernetes API-server stand-in for tests and benchmarks: real HTTP on loopback, reached
+through the official `kubernetes` client, behaving as kube-apiserver does where the manager
+relies on it.
+
+What it implements (namespaced resources only):
+  batch/v1 jobs (+ /status), v1 configmaps, v1 events, coordination.k8s.io/v1 leases
+  create (generateName; 409 AlreadyExists), get, list (equality- and set-based label selectors),
+  update (409 Conflict on a stale resourceVersion), patch (merge, strategic - treated as merge -
+  and JSON patch), delete (preconditions; finalizers -> deletionTimestamp, removal once they are
+  gone; ownerReferences garbage collection, background and orphan), watch from a
+  resourceVersion (ADDED/MODIFIED/DELETED; an ERROR event with 410 Expired for a compacted one),
+  uid, creationTimestamp, a monotonically increasing resourceVersion, Status error bodies.
+Not implemented: other resources, list paging, field selectors, foreground deletion's blocking
+(treated as background), admission of any kind, authentication.
+
+Faults on demand (`faults.add`): 429 with Retry-After, 500, slow answers, watch streams cut
+after N events. Every request is recorded as (verb, group, resource, subresource) in `requests`,
+so the RBAC a client needs can be derived from what it actually did.
+
+Split by concern: `selectors`, `patches`, `faults`, `store`, `server` (HTTP and watch),
+`errors` (Status bodies).
+"""
+
+from .errors import ApiError, now_rfc3339, status_body
+from .faults import Faults
+from .patches import json_patch, merge_patch
+from .selectors import selector_matches
+from .server import ApiServer
+from .store import RESOURCES, Store
+
+__all__ = [
+    "RESOURCES",
+    "ApiError",
+    "ApiServer",
+    "Faults",
+    "Store",
+    "json_patch",
+    "merge_patch",
+    "now_rfc3339",
+    "selector_matches",
+    "status_body",
+]

@@ -1,0 +1,48 @@
+"""Faults on demand: 429 with Retry-After, 500, slow answers, watch streams cut after N
+events - each for a verb and resource, a number of times."""
+
+from __future__ import annotations
+
+import threading
+
+
+class Faults:
+    """Faults to inject, each matching a verb and a resource, used up `count` times."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._faults: list[dict] = []
+
+    def add(
+        self,
+        kind: str,
+        *,
+        verb: str = "*",
+        resource: str = "*",
+        count: int = 1,
+        retry_after: int = 1,
+        delay: float = 0.5,
+        after_events: int = 1,
+    ) -> None:
+        with self._lock:
+            self._faults.append(
+                {
+                    "kind": kind,
+                    "verb": verb,
+                    "resource": resource,
+                    "count": count,
+                    "retry_after": retry_after,
+                    "delay": delay,
+                    "after_events": after_events,
+                }
+            )
+
+    def take(self, verb: str, resource: str) -> dict | None:
+        with self._lock:
+            for fault in self._faults:
+                if fault["verb"] in ("*", verb) and fault["resource"] in ("*", resource):
+                    fault["count"] -= 1
+                    if fault["count"] <= 0:
+                        self._faults.remove(fault)
+                    return fault
+        return None

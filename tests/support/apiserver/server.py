@@ -1,0 +1,270 @@
+"""The stand-in's HTTP face: routing a request to the store, Status errors, faults, and watch
+streams (chunked JSON lines, replayed from the store's change log)."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+from .errors import ApiError, status_body
+from .faults import Faults
+from .selectors import selector_matches
+from .store import RESOURCES, Store
+
+_PATH = re.compile(
+    r"^/(?:api/v1|apis/(?P<group>[^/]+)/v1)/namespaces/(?P<ns>[^/]+)/"
+    r"(?P<resource>[^/]+)(?:/(?P<name>[^/]+)(?:/(?P<sub>status))?)?$"
+)
+
+
+class ApiServer:
+    def __init__(self, history: int = 10_000) -> None:
+        self.store = Store(history)
+        self.faults = Faults()
+        self.requests: list[tuple[str, str, str, str]] = []
+        # (verb, resource, HTTP code, monotonic time) of every answer
+        self.answers: list[tuple[str, str, int, float]] = []
+        self._requests_lock = threading.Lock()
+        self.closing = threading.Event()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            # TCP_NODELAY, as Go's net/http sets it: headers and body go out as separate
+            # writes, and Nagle plus delayed ACKs would add 40 ms to every answer.
+            disable_nagle_algorithm = True
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                server.handle(self, "GET")
+
+            def do_POST(self):
+                server.handle(self, "POST")
+
+            def do_PUT(self):
+                server.handle(self, "PUT")
+
+            def do_PATCH(self):
+                server.handle(self, "PATCH")
+
+            def do_DELETE(self):
+                server.handle(self, "DELETE")
+
+        class Server(ThreadingHTTPServer):
+            def handle_error(self, request, client_address):  # a client hanging up is normal
+                import sys
+
+                if not isinstance(sys.exc_info()[1], ConnectionError):
+                    super().handle_error(request, client_address)
+
+        self.http = Server(("127.0.0.1", 0), Handler)
+        self.http.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.http.server_port}"
+        self._thread = threading.Thread(target=self.http.serve_forever, daemon=True)
+
+    def start(self) -> ApiServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.closing.set()
+        with self.store.cond:
+            self.store.cond.notify_all()
+        self.http.shutdown()
+        self.http.server_close()
+
+    def client_configuration(self):
+        """A `kubernetes.client.Configuration` pointing at this server."""
+        from kubernetes import client
+
+        config = client.Configuration()
+        config.host = self.url
+        return config
+
+    def write_kubeconfig(self, path) -> str:
+        import yaml
+
+        doc = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": "stand-in",
+            "clusters": [{"name": "stand-in", "cluster": {"server": self.url}}],
+            "users": [{"name": "stand-in", "user": {"token": "stand-in"}}],
+            "contexts": [
+                {"name": "stand-in", "context": {"cluster": "stand-in", "user": "stand-in"}}
+            ],
+        }
+        with open(path, "w") as f:
+            yaml.safe_dump(doc, f)
+        return str(path)
+
+    def verbs_seen(self) -> set[tuple[str, str, str]]:
+        """(verb, group/resource, subresource) of every request so far."""
+        with self._requests_lock:
+            return {(v, f"{g}/{r}" if g else r, s) for v, g, r, s in self.requests}
+
+    # -- dispatch ------------------------------------------------------------------------
+
+    def handle(self, h: BaseHTTPRequestHandler, method: str) -> None:
+        url = urlsplit(h.path)
+        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        m = _PATH.match(url.path)
+        length = int(h.headers.get("Content-Length") or 0)
+        raw = h.rfile.read(length) if length else b""
+        if not m or (m.group("group") or "", m.group("resource")) not in RESOURCES:
+            return self._send(
+                h,
+                404,
+                status_body(404, "NotFound", "the server could not find the requested resource"),
+            )
+        group, ns = m.group("group") or "", m.group("ns")
+        resource, name, sub = m.group("resource"), m.group("name"), m.group("sub") or ""
+        watch = query.get("watch") in ("true", "1")
+        verb = {
+            "GET": "watch" if watch else ("get" if name else "list"),
+            "POST": "create",
+            "PUT": "update",
+            "PATCH": "patch",
+            "DELETE": "delete",
+        }[method]
+        with self._requests_lock:
+            self.requests.append((verb, group, resource, sub))
+        h.workqueue_call = (verb, resource)
+        fault = self.faults.take(verb, resource)
+        if fault is not None and fault["kind"] in ("429", "500"):
+            code = int(fault["kind"])
+            headers = {"Retry-After": str(fault["retry_after"])} if code == 429 else {}
+            reason = "TooManyRequests" if code == 429 else "InternalError"
+            return self._send(h, code, status_body(code, reason, "injected fault"), headers)
+        if fault is not None and fault["kind"] == "delay":
+            time.sleep(fault["delay"])
+        try:
+            body = json.loads(raw) if raw else {}
+            store = self.store
+            if verb == "watch":
+                return self._watch(h, resource, ns, query, fault)
+            if verb == "list":
+                data = store.list_json(group, resource, ns, query.get("labelSelector"))
+                return self._send(h, 200, None, raw=data)
+            elif verb == "get":
+                result = store.get(resource, ns, name)
+            elif verb == "create":
+                result = store.create(group, resource, ns, body)
+                return self._send(h, 201, result)
+            elif verb == "update":
+                result = store.replace(resource, ns, name, body, status_only=bool(sub))
+            elif verb == "patch":
+                result = store.patch(
+                    resource,
+                    ns,
+                    name,
+                    body,
+                    h.headers.get("Content-Type", ""),
+                    status_only=bool(sub),
+                )
+            else:
+                result = store.delete(resource, ns, name, body)
+            self._send(h, 200, result)
+        except ApiError as exc:
+            self._send(h, exc.code, status_body(exc.code, exc.reason, exc.message), exc.headers)
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
+            self._send(h, 400, status_body(400, "BadRequest", f"bad request: {exc}"))
+
+    def _send(
+        self, h, code: int, body: dict | None, headers: dict | None = None, raw: bytes | None = None
+    ) -> None:
+        call = getattr(h, "workqueue_call", None)
+        if call is not None:
+            with self._requests_lock:
+                self.answers.append((*call, code, time.monotonic()))
+        data = raw if raw is not None else json.dumps(body).encode()
+        h.send_response(code)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            h.send_header(k, v)
+        h.end_headers()
+        h.wfile.write(data)
+
+    def _watch(self, h, resource: str, ns: str, query: dict, fault: dict | None) -> None:
+        store = self.store
+        selector = query.get("labelSelector")
+        timeout = float(query.get("timeoutSeconds") or 3600)
+        deadline = time.monotonic() + timeout
+        cut_after = fault["after_events"] if fault and fault["kind"] == "cut" else None
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Transfer-Encoding", "chunked")
+        h.end_headers()
+        sent = 0
+
+        def emit(event: dict) -> None:
+            data = (json.dumps(event) + "\n").encode()
+            h.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            h.wfile.flush()
+
+        try:
+            with store.cond:
+                start = query.get("resourceVersion") or ""
+                backlog: list = []
+                if start in ("", "0"):
+                    items, last = store.list(resource, ns, selector)
+                    backlog = [{"type": "ADDED", "object": o} for o in items]
+                else:
+                    last = int(start)
+                    if last < store.oldest_rv() - 1:
+                        backlog = [
+                            {
+                                "type": "ERROR",
+                                "object": status_body(
+                                    410,
+                                    "Expired",
+                                    f"too old resource version: {last} ({store.oldest_rv() - 1})",
+                                ),
+                            }
+                        ]
+                        last = None
+            for event in backlog:
+                if cut_after is not None and sent >= cut_after:
+                    break
+                emit(event)
+                sent += 1
+            while last is not None and not self.closing.is_set():
+                if cut_after is not None and sent >= cut_after:
+                    break  # the stream is cut, without a final chunk
+                with store.cond:
+                    fresh = []
+                    for rv, r, n, t, o in reversed(store.log):  # newest first, stop at last
+                        if rv <= last:
+                            break
+                        if r == resource and n == ns:
+                            fresh.append((rv, t, o))
+                    fresh.reverse()
+                    if not fresh:
+                        remaining = deadline - time.monotonic()
+                        if remaining <= 0:
+                            break
+                        store.cond.wait(min(remaining, 1.0))
+                        continue
+                for rv, kind, obj in fresh:
+                    last = rv
+                    if selector_matches(selector, obj["metadata"].get("labels") or {}):
+                        emit({"type": kind, "object": obj})
+                        sent += 1
+                        if cut_after is not None and sent >= cut_after:
+                            break
+            else:
+                h.wfile.write(b"0\r\n\r\n")
+                return
+            if cut_after is None:
+                h.wfile.write(b"0\r\n\r\n")
+            else:
+                h.close_connection = True
+        except (BrokenPipeError, ConnectionResetError):
+            h.close_connection = True

@@ -1,0 +1,72 @@
+"""Real servers for tests and benchmarks: free loopback ports, waiting for a condition, and a
+real `workqueue ambassador` process."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(predicate, timeout: float = 10.0, interval: float = 0.02):
+    """Poll `predicate` until it returns something truthy (for effects of real processes and
+    threads); fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        time.sleep(interval)
+
+
+class Server:
+    """A real `workqueue ambassador` process on a loopback port."""
+
+    def __init__(self, root, port: int, extra: tuple[str, ...], *, stderr=None) -> None:
+        import subprocess
+        import sys
+
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        args = [
+            sys.executable,
+            "-m",
+            "manager.cli",
+            "ambassador",
+            "--root",
+            str(root),
+            "--port",
+            str(port),
+        ]
+        if "--settle" not in extra:
+            args += ["--settle", "0"]
+        self.process = subprocess.Popen([*args, *extra], stderr=stderr)
+
+    def wait_ready(self) -> None:
+        import requests
+
+        def up():
+            if self.process.poll() is not None:
+                raise AssertionError(f"ambassador exited with {self.process.returncode}")
+            try:
+                return requests.get(self.url + "/readyz", timeout=1).status_code == 200
+            except requests.ConnectionError:
+                return False
+
+        wait_until(up, timeout=20)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except Exception:
+                self.process.kill()
+                self.process.wait()
