@@ -15,6 +15,12 @@ When ρ < 1, M/M/c gives the waiting behaviour, assuming Poisson arrivals and ex
 service times (coefficient of variation 1 for both): Erlang C is the chance an arriving item
 waits; a waiting item waits exponentially with rate Pμ - λ, so
     mean wait = C / (Pμ - λ),   P(wait > t) = C·e^-(Pμ-λ)t,   p95 wait = ln(C/0.05) / (Pμ - λ)
+With `model="ggc"` the mean wait is Allen and Cunneen's G/G/c approximation: the M/M/c wait
+scaled by (ca² + cs²) / 2, where ca and cs are the coefficients of variation of the interarrival
+and service times (1 and 1 give M/M/c back; clockwork service halves the wait). The p95 wait then
+keeps M/M/c's shape - wait with probability C, exponentially with the adjusted mean - an
+approximation of an approximation, which `workqueue stability --check` holds against the
+simulator (`manager.simulate`).
 When ρ >= 1, the backlog grows by λ - Pμ items per unit of time. A backlog of N items drains in
 N / (Pμ - λ) (infinite when Pμ <= λ).
 """
@@ -25,6 +31,9 @@ import math
 from dataclasses import dataclass
 
 from .errors import InputError
+
+MODELS = ("mmc", "ggc")
+MAX_PARALLELISM = 1_000_000  # Erlang C costs one step per worker
 
 
 def erlang_c(servers: int, offered_load: float) -> float:
@@ -65,6 +74,9 @@ class Stability:
     backlog_growth_per_hour: float | None = None
     backlog: int | None = None
     drain_seconds: float | None = None
+    model: str = "mmc"
+    arrival_cv: float = 1.0
+    service_cv: float = 1.0
 
     def as_json(self) -> dict:
         out = {
@@ -76,6 +88,7 @@ class Stability:
             "utilization": self.utilization,
             "verdict": self.verdict,
             "recommended_parallelism": self.recommended_parallelism,
+            "model": self.model,
             # the arrival rate these workers sustain at the target utilization
             "max_arrivals_per_hour": 3600.0
             * self.parallelism
@@ -116,13 +129,21 @@ def analyse(
     *,
     target_utilization: float = 0.9,
     backlog: int | None = None,
+    model: str = "mmc",
+    arrival_cv: float = 1.0,
+    service_cv: float = 1.0,
 ) -> Stability:
     """Everything the stability calculator reports. `interarrival` may be math.inf (no
-    arrivals: only a backlog to drain)."""
+    arrivals: only a backlog to drain). `model` is "mmc" or "ggc" (with the two CVs)."""
     if service <= 0 or interarrival <= 0:
         raise InputError("interarrival and service times must be > 0")
-    if parallelism < 1:
-        raise InputError("parallelism must be >= 1")
+    if not 1 <= parallelism <= MAX_PARALLELISM:
+        raise InputError(f"parallelism must be from 1 to {MAX_PARALLELISM:,}")
+    if model not in MODELS:
+        raise InputError(f"model must be one of {', '.join(MODELS)}")
+    for name, cv in (("arrival", arrival_cv), ("service", service_cv)):
+        if not 0 <= cv < math.inf:
+            raise InputError(f"the {name} coefficient of variation must be >= 0")
     if not 0 < target_utilization <= 1:
         raise InputError("target utilization must be in (0, 1]")
     if backlog is not None and backlog < 0:
@@ -135,8 +156,10 @@ def analyse(
     spare = parallelism * service_rate - arrival_rate  # items per second the workers gain
     if utilization < 1:
         c = erlang_c(parallelism, load)
-        mean_wait = c / spare
-        p95 = math.log(c / 0.05) / spare if c > 0.05 else 0.0
+        factor = (arrival_cv**2 + service_cv**2) / 2.0 if model == "ggc" else 1.0
+        mean_wait = factor * c / spare
+        waiting_mean = mean_wait / c if c > 0 else 0.0  # mean wait of an item that waits
+        p95 = waiting_mean * math.log(c / 0.05) if c > 0.05 else 0.0
         fields.update(
             wait_probability=c,
             mean_wait_seconds=mean_wait,
@@ -156,6 +179,9 @@ def analyse(
         utilization=utilization,
         verdict=verdict_for(utilization, target_utilization),
         recommended_parallelism=recommended_parallelism(interarrival, service, target_utilization),
+        model=model,
+        arrival_cv=arrival_cv if model == "ggc" else 1.0,
+        service_cv=service_cv if model == "ggc" else 1.0,
         **fields,
     )
 

@@ -46,6 +46,14 @@ def fraction(text: str) -> float:
     return value
 
 
+def cv(text: str) -> float:
+    """A coefficient of variation: a finite number >= 0."""
+    value = _number(text, float, "a number")
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0: {text!r}")
+    return value
+
+
 def duration(text: str) -> float:
     """'500ms', '30s', '2m', '1.5h', '1h30m', '1d' or bare seconds; > 0."""
     try:

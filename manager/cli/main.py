@@ -31,7 +31,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     from ambassador.server import add_parser as add_ambassador_parser
 
-    from . import lab_cmd, manager_cmd, queue_cmds, run_cmd, stability_cmd
+    from . import (
+        lab_cmd,
+        manager_cmd,
+        plan_cmd,
+        queue_cmds,
+        run_cmd,
+        simulate_cmd,
+        stability_cmd,
+    )
     from .argtypes import duration_or_zero
 
     lab_cmd.add_parser(subparsers)
@@ -42,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     run_cmd.add_parser(subparsers)
     queue_cmds.add_parsers(subparsers)
     stability_cmd.add_parser(subparsers)
+    simulate_cmd.add_parser(subparsers)
+    plan_cmd.add_parser(subparsers)
     return parser
 
 

@@ -21,8 +21,11 @@ import sys
 from ..durations import parse_arrivals, parse_duration
 from ..errors import InputError, UserError
 from ..measure import Measured, measure, measure_rows
-from ..scaling import analyse, expected_latency
+from ..scaling import MODELS, analyse, expected_latency
+from . import report
+from .argtypes import cv, positive_int
 
+MODEL_NAMES = {"mmc": "M/M/c (Erlang C)", "ggc": "G/G/c (Allen-Cunneen)"}
 MODEL_NOTE = (
     "M/M/c assumes memoryless arrivals and service times (coefficient of variation "
     "1); closer to 0 means more regular than the model, so its waits are pessimistic."
@@ -56,6 +59,23 @@ def add_parser(subparsers) -> None:
     source.add_argument("--from-state", metavar="DIR", help="measure from a local ledger")
     source.add_argument("--from-url", metavar="URL", help="measure from a running manager")
     p.add_argument("--window", default="1h", help="measurement window (default 1h)")
+    p.add_argument(
+        "--model",
+        choices=MODELS,
+        help="mmc (Erlang C) or ggc (Allen-Cunneen with the CVs); default: ggc when both CVs "
+        "are measured, else mmc",
+    )
+    p.add_argument("--arrival-cv", type=cv, help="interarrival coefficient of variation (ggc)")
+    p.add_argument("--service-cv", type=cv, help="service coefficient of variation (ggc)")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="also simulate the same queue and print both figures side by side",
+    )
+    p.add_argument(
+        "--check-items", type=positive_int, default=200_000, help="items simulated (200000)"
+    )
+    p.add_argument("--seed", type=int, default=1, help="the simulation's seed (default 1)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument(
         "--plot",
@@ -97,27 +117,13 @@ def from_url(url: str) -> tuple[Measured, int]:
 # -- output --------------------------------------------------------------------------------
 
 
-def _fmt_seconds(value: float | None) -> str:
-    if value is None:
-        return "-"
-    if math.isinf(value):
-        return "never" if value > 0 else "-"
-    if value >= 3600:
-        return f"{value / 3600:.2f} h"
-    if value >= 120:
-        return f"{value / 60:.1f} min"
-    if value >= 1:
-        return f"{value:.1f} s"
-    return f"{value * 1000:.0f} ms"
-
-
-def table(result, measured: Measured | None) -> str:
+def table(result, measured: Measured | None, why: str = "") -> str:
     r = result.as_json()
     lines = []
     if measured is not None:
         cv_i, cv_s = measured.cv_interarrival, measured.cv_service
         lines.append(
-            f"measured over {_fmt_seconds(measured.window_seconds)}: "
+            f"measured over {report.seconds(measured.window_seconds)}: "
             f"{measured.arrivals} arrivals, {measured.services} finished runs"
         )
         if measured.burst:
@@ -131,22 +137,24 @@ def table(result, measured: Measured | None) -> str:
             + ", service cv "
             + (f"{cv_s:.2f}" if cv_s is not None else "-")
         )
-        lines.append(f"  {MODEL_NOTE}")
+        if result.model == "mmc":
+            lines.append(f"  {MODEL_NOTE}")
         lines.append("")
     interarrival = result.interarrival_seconds
     rows = [
         (
             "interarrival",
-            "none (no arrivals)" if math.isinf(interarrival) else _fmt_seconds(interarrival),
+            "none (no arrivals)" if math.isinf(interarrival) else report.seconds(interarrival),
         ),
-        ("service", _fmt_seconds(result.service_seconds)),
+        ("service", report.seconds(result.service_seconds)),
         ("parallelism", str(result.parallelism)),
         (
             "effective service",
-            f"{_fmt_seconds(result.effective_service_seconds)}  (service / parallelism)",
+            f"{report.seconds(result.effective_service_seconds)}  (service / parallelism)",
         ),
         ("utilization", f"{result.utilization:.2f}  (stable below {result.target_utilization:g})"),
         ("verdict", result.verdict.upper()),
+        ("model", f"{MODEL_NAMES[result.model]}: {why}" if why else MODEL_NAMES[result.model]),
         ("recommended P", str(result.recommended_parallelism)),
     ]
     rows.append(
@@ -159,31 +167,24 @@ def table(result, measured: Measured | None) -> str:
     if "wait_probability" in r and not math.isinf(interarrival):
         rows += [
             ("P(wait)", f"{r['wait_probability']:.3f}"),
-            ("mean wait", _fmt_seconds(r["mean_wait_seconds"])),
-            ("p95 wait", _fmt_seconds(r["p95_wait_seconds"])),
-            ("mean latency", _fmt_seconds(r["mean_latency_seconds"]) + "  (wait + service)"),
+            ("mean wait", report.seconds(r["mean_wait_seconds"])),
+            ("p95 wait", report.seconds(r["p95_wait_seconds"])),
+            ("mean latency", report.seconds(r["mean_latency_seconds"]) + "  (wait + service)"),
         ]
     elif "backlog_growth_per_hour" in r:
         rows.append(("backlog growth", f"{r['backlog_growth_per_hour']:,.1f} items/hour"))
     if result.backlog is not None:
         rows.append(
-            ("drain backlog", f"{_fmt_seconds(result.drain_seconds)} for {result.backlog} items")
+            ("drain backlog", f"{report.seconds(result.drain_seconds)} for {result.backlog} items")
         )
-    width = max(len(k) for k, _ in rows)
-    lines += [f"{k:<{width}}  {v}" for k, v in rows]
+    lines.append(report.rows(rows))
     return "\n".join(lines)
 
 
 def plot(result, path: str) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise UserError("--plot needs matplotlib: pip install 'workqueue[plot]'") from None
     if math.isinf(result.interarrival_seconds):
         raise UserError("--plot needs an arrival rate (these items all arrived together)")
+    plt = report.pyplot(path)
     rec = result.recommended_parallelism
     ps = list(range(1, max(2 * rec, result.parallelism + 1, 3) + 1))
     latencies = [
@@ -241,16 +242,15 @@ def plot(result, path: str) -> None:
     ax.set_xlabel("parallelism (workers)")
     ax.set_ylabel("expected latency per item (seconds)")
     ax.set_title(
-        f"interarrival {_fmt_seconds(result.interarrival_seconds)}, "
-        f"service {_fmt_seconds(result.service_seconds)}"
+        f"interarrival {report.seconds(result.interarrival_seconds)}, "
+        f"service {report.seconds(result.service_seconds)}"
     )
     ax.set_xticks(ps)
     ax.margins(y=0.12)
     ax.legend(fontsize="small")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    report.save(plt, fig, path)
 
 
 # -- the command ---------------------------------------------------------------------------
@@ -285,25 +285,95 @@ def run(args) -> int:
     backlog = args.backlog
     if backlog is None and measured is not None and measured.burst:
         backlog = measured.arrivals
+    model, arrival_cv, service_cv, why = choose_model(args, measured)
     result = analyse(
         interarrival,
         service,
         parallelism,
         target_utilization=args.target_utilization,
         backlog=backlog,
+        model=model,
+        arrival_cv=arrival_cv,
+        service_cv=service_cv,
     )
+    simulated = check(result, args) if args.check else None
     if args.plot:
         plot(result, args.plot)
     if args.json:
         body = result.as_json()
+        body.update(model_reason=why, arrival_cv=arrival_cv, service_cv=service_cv)
         if measured is not None:
             body["measured"] = measured.as_json()
             if running_at is not None:
                 body["measured"]["parallelism"] = running_at
+        if simulated is not None:
+            body["check"] = simulated.as_json()
         json.dump(body, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print(table(result, measured))
+        print(table(result, measured, why))
+        if simulated is not None:
+            print("\n" + side_by_side(result, simulated))
         if args.plot:
             print(f"\nplot: {args.plot}")
     return 0
+
+
+def choose_model(args, measured: Measured | None) -> tuple[str, float, float, str]:
+    """(model, arrival cv, service cv, why): ggc when asked or when both CVs were measured."""
+    got_a = measured.cv_interarrival if measured is not None else None
+    got_s = measured.cv_service if measured is not None else None
+    ca = args.arrival_cv if args.arrival_cv is not None else got_a
+    cs = args.service_cv if args.service_cv is not None else got_s
+    if args.model == "mmc":
+        return "mmc", 1.0, 1.0, "asked for (--model mmc)"
+    if args.model == "ggc":
+        if ca is None or cs is None:
+            raise InputError("--model ggc needs both CVs: give --arrival-cv and --service-cv")
+        return "ggc", ca, cs, f"asked for (--model ggc), arrival cv {ca:.2f}, service cv {cs:.2f}"
+    if got_a is not None and got_s is not None:
+        return "ggc", ca, cs, f"both CVs measured (arrival {ca:.2f}, service {cs:.2f})"
+    given = args.arrival_cv is not None or args.service_cv is not None
+    hint = "; --model ggc uses the CVs given" if given else ""
+    return "mmc", 1.0, 1.0, f"the CVs were not both measured{hint}"
+
+
+def check(result, args):
+    """The same queue, simulated: Poisson-like arrivals and service with the model's CVs."""
+    from ..simulate import gaps, simulate, with_cv
+
+    if math.isinf(result.interarrival_seconds):
+        raise UserError("--check needs an arrival rate (these items all arrived together)")
+    return simulate(
+        gaps(with_cv(result.interarrival_seconds, result.arrival_cv)),
+        with_cv(result.service_seconds, result.service_cv),
+        result.parallelism,
+        args.check_items,
+        seed=args.seed,
+    )
+
+
+def side_by_side(result, simulated) -> str:
+    lo, hi = simulated.mean_wait_ci95
+    formula = result.as_json()
+    pairs = [
+        ("", f"{'formula':<10}  simulated ({simulated.items:,} items, seed {simulated.seed})"),
+        (
+            "mean wait",
+            f"{report.seconds(formula.get('mean_wait_seconds')):<10}  "
+            f"{report.seconds(simulated.mean_wait_seconds)}  "
+            f"(95% CI {report.seconds(lo)} - {report.seconds(hi)})",
+        ),
+        (
+            "p95 wait",
+            f"{report.seconds(formula.get('p95_wait_seconds')):<10}  "
+            f"{report.seconds(simulated.p95_wait_seconds)}",
+        ),
+        (
+            "mean latency",
+            f"{report.seconds(formula.get('mean_latency_seconds')):<10}  "
+            f"{report.seconds(simulated.mean_latency_seconds)}",
+        ),
+        ("utilization", f"{result.utilization:<10.2f}  {simulated.utilization:.2f}"),
+    ]
+    return "check:\n" + report.rows(pairs)
