@@ -137,8 +137,7 @@ def table(result, measured: Measured | None, why: str = "") -> str:
             + ", service cv "
             + (f"{cv_s:.2f}" if cv_s is not None else "-")
         )
-        if result.model == "mmc":
-            lines.append(f"  {MODEL_NOTE}")
+        lines.append(f"  {MODEL_NOTE}")
         lines.append("")
     interarrival = result.interarrival_seconds
     rows = [
