@@ -40,26 +40,30 @@ def _json_response(body: bytes | str, status: int = 200) -> Response:
     return Response(body, status=status, mimetype="application/json")
 
 
-CONTINUE_PATTERN = r"^([A-Za-z0-9_-]{4})*([A-Za-z0-9_-]{2,3})?$"
+CONTINUE_PREFIX = "n."  # marks a token this server issued: "garbage" is not one
+CONTINUE_PATTERN = r"^(n\.([A-Za-z0-9_-]{4})*([A-Za-z0-9_-]{2,3})?)?$"  # or empty: no paging
 _CONTINUE_RE = re.compile(CONTINUE_PATTERN)
 
 
 def encode_continue(last_name: str) -> str:
-    """The token is the last name returned, base64url-encoded without padding: opaque to the
-    client, and valid for as long as names sort the same way."""
-    return base64.urlsafe_b64encode(last_name.encode("utf-8")).decode("ascii").rstrip("=")
+    """The token is `n.` and the last name returned, base64url-encoded without padding: opaque
+    to the client, and valid for as long as names sort the same way."""
+    encoded = base64.urlsafe_b64encode(last_name.encode("utf-8")).decode("ascii").rstrip("=")
+    return CONTINUE_PREFIX + encoded
 
 
 def decode_continue(token: str) -> str | None:
-    """The name to resume after; None for an empty token (no paging). Every string of the
-    documented pattern decodes to some name - resuming after a name that never existed is
-    well defined - so only malformed tokens are refused."""
+    """The name to resume after; None for an empty token (no paging). A token not of the
+    documented pattern - one this server could not have issued, like `garbage` - is a 400;
+    every token of the pattern decodes to some name, and resuming after a name that never
+    existed is well defined."""
     if token == "":
         return None
     if not _CONTINUE_RE.match(token):
         raise BadRequest("invalid continue token")
-    raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-    return raw.decode("utf-8", errors="surrogateescape")
+    body = token[len(CONTINUE_PREFIX) :]
+    raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+    return raw.decode("utf-8", errors="surrogateescape") or None
 
 
 def _int_param(name: str, low: int, high: int) -> int | None:
@@ -99,10 +103,11 @@ def list_items() -> Response:
         return _watch(timeout_seconds)
     if after is None and limit is None:
         return _json_response(_full_listing())
-    names, remaining, _ = _source().page(after, limit)
-    metadata: dict = {}
+    names, remaining, version = _source().page(after, limit)
+    metadata: dict = {"resourceVersion": str(version)}
     if remaining and names:
-        metadata = {"continue": encode_continue(names[-1]), "remainingItemCount": remaining}
+        metadata["continue"] = encode_continue(names[-1])
+        metadata["remainingItemCount"] = remaining
     return _json_response(_item_list(names, metadata))
 
 
@@ -119,7 +124,7 @@ def _full_listing() -> bytes:
     cached = cache.get("body")
     if cached is not None and cache.get("version") == version:
         return cached
-    body = _item_list(names, {}).encode()
+    body = _item_list(names, {"resourceVersion": str(version)}).encode()
     cache["version"], cache["body"] = version, body
     return body
 

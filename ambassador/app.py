@@ -18,7 +18,7 @@ import json
 import logging
 from typing import Any
 
-from flask import Flask, Response, current_app
+from flask import Flask, Response, current_app, request
 from werkzeug.exceptions import HTTPException, InternalServerError
 
 from .api import bp as items_bp
@@ -28,6 +28,7 @@ from .sources import FilesystemSource
 
 log = logging.getLogger(__name__)
 
+MAX_URI_LENGTH = 8190  # what gunicorn itself allows at most
 # Kubernetes' StatusReason where it has one; otherwise the HTTP name without spaces.
 REASONS = {
     400: "BadRequest",
@@ -76,6 +77,10 @@ def _build_source(config: dict) -> Any:
     root = config.get("ROOT")
     if not root:
         raise ValueError("the ambassador needs ROOT (a folder) or SOURCE")
+    if config.get("SHARED_SNAPSHOT"):  # a gunicorn worker: the publisher keeps the snapshot
+        from .shared import SharedSnapshot
+
+        return SharedSnapshot(config["SHARED_SNAPSHOT"], root)
     return FilesystemSource(
         root,
         config.get("SUFFIXES") or [".mp4"],
@@ -99,6 +104,17 @@ def create_app(config: dict | None = None) -> Flask:
     app.extensions["workqueue.listing_cache"] = {}
     app.register_blueprint(items_bp)
     install_metrics(app, source)
+
+    @app.before_request
+    def _uri_length() -> Response | None:
+        # gunicorn is told to take request lines of any length (limit_request_line=0), so that
+        # a long one is refused here, as a Status body like every other error.
+        uri = request.environ.get("RAW_URI") or request.full_path
+        if len(uri) > MAX_URI_LENGTH:
+            return status_response(
+                414, f"the request URI is {len(uri):,} characters; at most {MAX_URI_LENGTH:,}"
+            )
+        return None
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> Response:

@@ -44,13 +44,15 @@ def is_candidate_file_name(file_name: str, suffixes: tuple[str, ...]) -> bool:
 
 
 def is_representable(part: str) -> bool:
-    """A name must survive JSON and URLs: file names that are not valid UTF-8 (decoded by Python
-    with surrogate escapes) are not served."""
+    """A name must survive JSON, URLs, logs and terminals: file names that are not valid UTF-8
+    (decoded by Python with surrogate escapes) or that hold control characters (a newline, a
+    tab, an escape) are not items - a name the listing shows is always one a client can fetch
+    and print on one line."""
     try:
         part.encode("utf-8")
     except UnicodeEncodeError:
         return False
-    return True
+    return not any(ord(ch) < 32 or ord(ch) == 127 for ch in part)
 
 
 def join_name(parent: str, part: str) -> str:

@@ -154,6 +154,12 @@ def openapi_document() -> dict:
                         "metadata": {
                             "type": "object",
                             "properties": {
+                                "resourceVersion": {
+                                    "type": "string",
+                                    "pattern": "^[0-9]+$",
+                                    "description": "the listing's version: it only grows, "
+                                    "whichever server process answers",
+                                },
                                 "continue": {"type": "string"},
                                 "remainingItemCount": {"type": "integer", "minimum": 1},
                             },

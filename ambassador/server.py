@@ -4,8 +4,9 @@
                          [--host 127.0.0.1] [--port 8080] [--workers N] [--force-polling]
 
 Gunicorn runs `--workers` processes of the gthread worker, so a long watch stream occupies one
-thread, not a whole worker. Each worker process builds its own app - and so its own snapshot of
-the folder - after the fork (threads do not survive a fork). With more than one worker, metrics
+thread, not a whole worker. The folder is watched by one process, started first: the snapshot
+publisher of `shared.py`; every worker serves the listing it publishes, so all of them answer
+from one snapshot whose version only grows. With more than one worker, metrics
 use prometheus-client's multiprocess mode through a private directory made here, before anything
 imports prometheus-client, and removed at exit.
 
@@ -124,16 +125,72 @@ def serve(args, user_error: type[Exception]) -> int:
     except ValueError as exc:
         raise user_error(str(exc)) from None
 
+    listener = _listen(args.host, args.port, user_error)
+    host, port = listener.getsockname()[:2]
+    where = f"http://{_bind_host(host)}:{port}"
+    print(f"workqueue ambassador: serving {os.path.abspath(args.root)} on {where}", flush=True)
     metrics_dir = None
     if args.workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         metrics_dir = tempfile.mkdtemp(prefix="workqueue-ambassador-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+    config = app_config(args)
+    snapshot_dir = tempfile.mkdtemp(prefix="workqueue-ambassador-snapshot-")
+    publisher = _start_publisher(config, snapshot_dir, user_error)
     try:
-        _run_gunicorn(app_config(args), f"{_bind_host(args.host)}:{args.port}", args.workers)
+        _run_gunicorn(
+            {**config, "SHARED_SNAPSHOT": snapshot_dir}, f"fd://{listener.fileno()}", args.workers
+        )
     finally:
+        publisher.terminate()
+        publisher.join(10)
+        listener.close()
+        shutil.rmtree(snapshot_dir, ignore_errors=True)
         if metrics_dir:
             shutil.rmtree(metrics_dir, ignore_errors=True)
     return 0
+
+
+def _start_publisher(config: dict, folder: str, user_error: type[Exception]):
+    """The one process that keeps the snapshot (`shared.py`), started before gunicorn and
+    waited for until it has published its first listing."""
+    import multiprocessing
+    import time
+
+    from .shared import CURRENT, run_publisher
+
+    process = multiprocessing.get_context("fork").Process(
+        target=run_publisher, args=(config, folder), name="ambassador-publisher", daemon=True
+    )
+    process.start()
+    while not os.path.exists(os.path.join(folder, CURRENT)):
+        if not process.is_alive():
+            raise user_error(f"cannot watch {config['ROOT']} (the snapshot process ended)")
+        time.sleep(0.02)
+    return process
+
+
+def _listen(host: str, port: int, user_error: type[Exception]):
+    """The listening socket, bound here so that a port in use or an address this machine does
+    not have is one line - gunicorn would log and retry for five seconds - and so that port 0
+    is known before serving. gunicorn's workers inherit it (`fd://`)."""
+    import socket
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        listener = socket.socket(family, kind, proto)
+    except (OSError, UnicodeError) as exc:
+        raise user_error(f"cannot listen on {host}:{port}: {exc}") from None
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(address)
+        listener.listen(2048)
+    except OSError as exc:
+        listener.close()
+        raise user_error(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    listener.set_inheritable(True)
+    return listener
 
 
 def _bind_host(host: str) -> str:
@@ -153,6 +210,7 @@ def _run_gunicorn(config: dict, bind: str, workers: int) -> None:
                 "timeout": 60,
                 "graceful_timeout": 5,
                 "keepalive": 5,
+                "limit_request_line": 0,  # long URIs get a Status 414 from the app instead
                 "preload_app": False,
                 "accesslog": None,
                 "loglevel": "warning",

@@ -66,9 +66,10 @@ def assemble(
 
             try:
                 server = StatsServer(manager.stats, registry, stats.host, stats.port)
-            except OSError as exc:
+            except (OSError, ValueError) as exc:
+                why = getattr(exc, "strerror", None) or str(exc)
                 raise UserError(
-                    f"cannot serve metrics on {stats.host}:{stats.port}: {exc.strerror}"
+                    f"cannot serve metrics on {stats.host}:{stats.port}: {why}"
                 ) from None
             closers.append(server.stop)
             log.info("metrics and stats on http://%s:%s", stats.host, server.port)

@@ -40,6 +40,8 @@ EXAMPLES = "500ms, 30s, 2m, 1.5h, 1h30m, 1d or 90"
 
 def parse_duration(text: str, *, allow_zero: bool = False) -> float:
     """A duration in seconds, > 0 (>= 0 with `allow_zero`)."""
+    if text.strip().startswith("-"):
+        raise InputError(f"a duration must be {'>= 0' if allow_zero else '> 0'}: {text!r}")
     seconds = _seconds(text)
     if seconds is None or not math.isfinite(seconds):
         raise InputError(f"not a duration: {text!r} (use e.g. {EXAMPLES})")

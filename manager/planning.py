@@ -32,6 +32,7 @@ from statistics import NormalDist
 from .errors import InputError
 from .simulate import at_once, empirical, quantile, simulate, with_cv
 
+MAX_ITEMS = 10**12
 SIMULATED_ITEMS_MAX = 200_000  # beyond this the expected drain is W/P plus half an overhang
 
 
@@ -55,7 +56,8 @@ class ServiceTimes:
         return empirical(self.samples) if self.samples else with_cv(self.mean, self.cv)
 
     def quantile(self, p: float) -> float:
-        """The p-quantile of one service time."""
+        """The p-quantile of one service time (p taken below 1: the top is unbounded)."""
+        p = min(p, 1.0 - 1e-12)
         if self.samples:
             return quantile(self.samples, p)
         if self.cv == 0:
@@ -144,6 +146,8 @@ def plan(
 ) -> Plan:
     if items < 1:
         raise InputError("nothing to plan: no items")
+    if items > MAX_ITEMS:
+        raise InputError(f"at most {MAX_ITEMS:,} items can be planned")
     if not 0.5 <= confidence < 1:
         raise InputError("confidence must be from 0.5 to below 1")
     if deadline <= 0:

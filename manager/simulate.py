@@ -55,8 +55,15 @@ def deterministic(mean: float) -> Sampler:
     return lambda rng: mean
 
 
+MAX_CV = 100.0  # beyond this, lognormal draws overflow to infinity and zero
+
+
 def lognormal(mean: float, cv: float) -> Sampler:
     """Lognormal times with this mean and coefficient of variation (stdev / mean)."""
+    if not 0 < mean < math.inf:
+        raise InputError(f"a mean time must be > 0: {mean!r}")
+    if not 0 <= cv <= MAX_CV:
+        raise InputError(f"a coefficient of variation must be from 0 to {MAX_CV:g}: {cv!r}")
     sigma2 = math.log(1.0 + cv * cv)
     mu, sigma = math.log(mean) - sigma2 / 2.0, math.sqrt(sigma2)
     return lambda rng: rng.lognormvariate(mu, sigma)
@@ -74,8 +81,8 @@ def with_cv(mean: float, cv: float) -> Sampler:
     """The natural distribution for a CV: deterministic at 0, exponential at 1, else lognormal."""
     if mean <= 0 or not math.isfinite(mean):
         raise InputError(f"a mean time must be > 0: {mean!r}")
-    if cv < 0 or not math.isfinite(cv):
-        raise InputError(f"a coefficient of variation must be >= 0: {cv!r}")
+    if not 0 <= cv <= MAX_CV:
+        raise InputError(f"a coefficient of variation must be from 0 to {MAX_CV:g}: {cv!r}")
     if cv == 0:
         return deterministic(mean)
     if cv == 1:

@@ -48,6 +48,32 @@ def rfc3339(epoch_seconds: float) -> str:
     return datetime.fromtimestamp(epoch_seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def item_data(root: str, real_root: str, name: str) -> dict[str, Any] | None:
+    """The data of the item `name` - a name the caller found in its own listing, never one a
+    request made up - from one lstat of its file; None when it is no longer a regular file
+    inside the root."""
+    path = os.path.join(root, *name.split("/"))
+    if "/" in name:
+        # A directory on the way may have been swapped for a symlink since it was scanned.
+        parent = os.path.realpath(os.path.join(root, *parent_of(name).split("/")))
+        if parent != os.path.join(real_root, *parent_of(name).split("/")):
+            return None
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    content_type, _ = mimetypes.guess_type(name, strict=False)
+    return {
+        "name": name,
+        "path": path,
+        "size": st.st_size,
+        "modified": rfc3339(st.st_mtime),
+        "contentType": content_type or "application/octet-stream",
+    }
+
+
 class FilesystemSource:
     def __init__(
         self,
@@ -115,28 +141,7 @@ class FilesystemSource:
         """Data of a listed item: one lstat of its file. Unknown names touch no file at all."""
         if name not in self.snapshot:
             return None
-        path = os.path.join(self.root, *name.split("/"))
-        if "/" in name and not self._parent_inside_root(name):
-            return None
-        try:
-            st = os.lstat(path)
-        except OSError:
-            return None
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        content_type, _ = mimetypes.guess_type(name, strict=False)
-        return {
-            "name": name,
-            "path": path,
-            "size": st.st_size,
-            "modified": rfc3339(st.st_mtime),
-            "contentType": content_type or "application/octet-stream",
-        }
-
-    def _parent_inside_root(self, name: str) -> bool:
-        # A directory on the way may have been swapped for a symlink since it was scanned.
-        parent = os.path.realpath(os.path.join(self.root, *parent_of(name).split("/")))
-        return parent == os.path.join(self._real_root, *parent_of(name).split("/"))
+        return item_data(self.root, self._real_root, name)
 
     # -- scanning --------------------------------------------------------------------------
 

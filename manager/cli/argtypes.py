@@ -32,6 +32,30 @@ def positive_int(text: str) -> int:
     return value
 
 
+def host(text: str) -> str:
+    """An address to bind: an IP address or a name this machine resolves."""
+    import socket
+
+    try:
+        socket.getaddrinfo(text, None)
+    except (socket.gaierror, UnicodeError, ValueError):
+        raise argparse.ArgumentTypeError(
+            f"not an address this machine can bind: {text!r}"
+        ) from None
+    return text
+
+
+MAX_WORKERS = 4096  # a manager holds one thread per unit of work it may run at once
+
+
+def workers(text: str) -> int:
+    """A parallelism: a whole number from 1 to MAX_WORKERS."""
+    value = positive_int(text)
+    if value > MAX_WORKERS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_WORKERS}: {text!r}")
+    return value
+
+
 def positive_float(text: str) -> float:
     value = _number(text, float, "a number")
     if not value > 0:

@@ -9,16 +9,29 @@ never a traceback.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 from ..errors import UserError
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse, but a usage mistake is one line (with where to look), not a usage dump."""
+    """argparse, but a usage mistake is one line (with where to look), not a usage dump; and a
+    value that starts with a dash and a digit (`--timeout -5s`, `--parallelism -1`) is a
+    value - refused by its type with a reason - not an unknown option."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"^-\.?\d")
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
+
+
+def one_line(text: str) -> str:
+    """A message on one line, whatever a user typed into it: control characters (a newline in
+    a path, say) are shown escaped."""
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from . import (
         lab_cmd,
+        ledger_cmd,
         manager_cmd,
         plan_cmd,
         queue_cmds,
@@ -49,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     manager_cmd.add_parser(subparsers)
     run_cmd.add_parser(subparsers)
     queue_cmds.add_parsers(subparsers)
+    ledger_cmd.add_parser(subparsers)
     stability_cmd.add_parser(subparsers)
     simulate_cmd.add_parser(subparsers)
     plan_cmd.add_parser(subparsers)
@@ -64,6 +79,10 @@ def main(argv: list[str] | None = None) -> int:
         cut = argv.index("--")
         argv, trailing = argv[:cut], argv[cut + 1 :]
     parser = build_parser()
+    if any("\0" in word for word in argv + (trailing or [])):  # no path or name holds one
+        parser.error("an argument contains a NUL character")
+    if argv and argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
+        parser.error(f"unknown option {argv[0]!r}: the command comes first")
     args = parser.parse_args(argv)
     if trailing is not None and not hasattr(args, "command"):
         parser.error(f"workqueue {args.subcommand} takes no command after --")
@@ -72,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except UserError as exc:
-        print(f"workqueue {args.subcommand}: error: {exc}", file=sys.stderr)
+        print(f"workqueue {args.subcommand}: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

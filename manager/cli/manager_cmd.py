@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from .. import backends
 from ..errors import UserError
 from ..options import from_words
-from .argtypes import add_declared, duration, positive_int
+from .argtypes import add_declared, duration, host, positive_int, workers
 
 if TYPE_CHECKING:  # the manager itself is imported when a command runs, not to parse flags:
     # building the parser must not import prometheus-client before `workqueue ambassador` has
@@ -44,7 +44,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     """The options of running a manager, shared by `manager` and `run`; read them back with
     `manager_options(args)` and `stats_endpoint(args)`."""
     p.add_argument(
-        "--parallelism", type=positive_int, default=2, help="units of work at once (default 2)"
+        "--parallelism", type=workers, default=2, help="units of work at once (default 2)"
     )
     p.add_argument(
         "--max-attempts",
@@ -69,11 +69,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="move parallelism to the stability recommendation as times are measured",
     )
+    p.add_argument("--min-parallelism", type=workers, default=1, help="autoscale floor (default 1)")
     p.add_argument(
-        "--min-parallelism", type=positive_int, default=1, help="autoscale floor (default 1)"
-    )
-    p.add_argument(
-        "--max-parallelism", type=positive_int, help="autoscale ceiling (default: --parallelism)"
+        "--max-parallelism", type=workers, help="autoscale ceiling (default: --parallelism)"
     )
     p.add_argument(
         "--scale-interval",
@@ -100,6 +98,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--metrics-host",
+        type=host,
         default="127.0.0.1",
         help="the address --metrics-port binds (default 127.0.0.1; 0.0.0.0 in a pod)",
     )

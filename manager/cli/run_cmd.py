@@ -49,6 +49,8 @@ def run_folder(args) -> int:
     argv = worker_argv(args.command)
     if not os.path.isdir(args.dir):
         raise UserError(f"not a folder: {args.dir}")
+    if not os.access(args.dir, os.R_OK | os.X_OK):
+        raise UserError(f"cannot read the folder {args.dir} (permission denied)")
     check_parallelism_bounds(args)
     local = from_words(LocalOptions, vars(args), worker_argv=argv)
     options = manager_options(args)

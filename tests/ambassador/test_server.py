@@ -94,3 +94,76 @@ def test_bad_flags_are_one_line_and_exit_2(tmp_path):
         r = run_cli("ambassador", "--root", str(tmp_path), *args)
         assert r.returncode == 2, args
         assert "Traceback" not in r.stderr
+
+
+def test_a_long_uri_gets_a_status_body_not_gunicorns_html(tmp_path, ambassador_server):
+    server = ambassador_server(tmp_path)
+    r = requests.get(server.url + "/api/v1/items/" + "a" * 12_000 + ".mp4", timeout=10)
+    assert r.status_code == 414
+    body = r.json()
+    assert body["kind"] == "Status" and body["reason"] == "RequestURITooLong"
+
+
+def test_a_port_in_use_is_one_line_and_exit_2(tmp_path):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        r = run_cli("ambassador", "--root", str(tmp_path), "--port", str(taken.getsockname()[1]))
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0 and "Address already in use" in r.stderr
+
+
+def test_the_server_says_where_it_listens(tmp_path):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "manager.cli", "ambassador", "--root", str(tmp_path), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith(f"workqueue ambassador: serving {tmp_path} on http://127.0.0.1:")
+        url = line.split(" on ")[1].strip()
+        from tests.support.servers import wait_until
+
+        wait_until(lambda: _ready(url), timeout=20)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def _ready(url: str) -> bool:
+    try:
+        return requests.get(url + "/readyz", timeout=1).status_code == 200
+    except requests.ConnectionError:
+        return False
+
+
+def test_one_snapshot_whatever_the_workers_a_listing_never_goes_back(tmp_path, ambassador_server):
+    """Two gunicorn workers serve one published snapshot: while files arrive, consecutive
+    listings (each on a new connection, so either worker may answer) never show fewer items or
+    an older resourceVersion than the one before."""
+    import threading
+
+    server = ambassador_server(tmp_path, "--workers", "2")
+    done = threading.Event()
+
+    def arrive():
+        for i in range(3_000):
+            (tmp_path / f"clip-{i:05d}.mp4").write_bytes(b"x")
+        done.set()
+
+    threading.Thread(target=arrive, daemon=True).start()
+    seen = []
+    while not done.is_set() or len(seen) < 20:
+        with requests.get(server.url + "/api/v1/items", timeout=10) as r:
+            body = r.json()
+        seen.append((int(body["metadata"]["resourceVersion"]), len(body["items"])))
+        if done.is_set() and body["items"] and len(body["items"]) == 3_000:
+            break
+    versions = [v for v, _ in seen]
+    counts = [n for _, n in seen]
+    assert versions == sorted(versions) and counts == sorted(counts), seen
+    assert len(set(counts)) > 1  # it did watch the folder fill up

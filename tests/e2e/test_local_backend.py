@@ -140,10 +140,18 @@ def test_the_source_down_at_start_then_up(tmp_path, ambassador_server, marker_wo
     proc = spawn_workqueue(
         *manager_args(f"http://127.0.0.1:{port}", marker_worker, state, "--poll-interval", "0.5")
     )
-    time.sleep(2)
+    # Start the source only once the manager has seen it down. (This test used to sleep 2 s
+    # instead: under load the manager was still importing when the source came up, never saw
+    # it down, and logged nothing - a race in the test, not in the manager.)
+    seen = []
+    while not any("unreachable" in line for line in seen):
+        line = proc.stderr.readline()
+        assert line, f"the manager ended before it saw its source down: {seen}"
+        seen.append(line)
     assert proc.poll() is None, "the manager must wait for its source"
     ambassador_server(tmp_path / "videos", port=port)
-    out, err = proc.communicate(timeout=60)
+    out, rest = proc.communicate(timeout=60)
+    err = "".join(seen) + rest
     assert proc.returncode == 0, err
     assert "unreachable" in err and "is back" in err
     assert err.count("unreachable") == 1, "an outage is logged once, not per poll"
@@ -295,3 +303,26 @@ def test_timeout_ends_the_whole_process_group(tmp_path, ambassador_server):
         return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
     wait_until(gone)
+
+
+def test_what_a_worker_leaves_running_is_ended_when_it_exits(tmp_path):
+    """A worker that succeeds but leaves a background child: the child is ended with the
+    worker's process group (a daemon must detach on purpose)."""
+    make_items(tmp_path / "videos", ["a.mp4"])
+    pids = tmp_path / "pids"
+    worker = tmp_path / "leaves-a-child.sh"
+    worker.write_text(f'#!/bin/sh\nsleep 300 &\necho $! >> "{pids}"\nexit 0\n')
+    worker.chmod(0o755)
+    r = workqueue("run", tmp_path / "videos", "--state-dir", tmp_path / "state", "--settle", "0",
+                  "--", worker)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    child = int(pids.read_text().split()[0])
+
+    def ended() -> bool:
+        try:
+            with open(f"/proc/{child}/status") as f:
+                return any(line.split()[1] == "Z" for line in f if line.startswith("State:"))
+        except FileNotFoundError:
+            return True
+
+    wait_until(ended, timeout=10)

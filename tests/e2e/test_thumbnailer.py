@@ -108,3 +108,26 @@ def test_sample_maker_makes_real_videos(tmp_path, ffmpeg_env):
         env=ffmpeg_env,
     )
     assert "Video: h264" in probe.stderr and "Duration: 00:00:01.00" in probe.stderr
+
+
+def test_the_thumbnailer_finds_its_ffmpeg_or_says_how_to_get_one(tmp_path, sample_videos):
+    item = tmp_path / "item.json"
+    item.write_text(
+        json.dumps({"name": "sample-000.mp4", "path": str(sample_videos / "sample-000.mp4")})
+    )
+    bare = {
+        "PATH": str(tmp_path / "empty"),
+        "WORK_ITEM_FILE": str(item),
+        "OUTPUT_DIR": str(tmp_path),
+    }
+    # no ffmpeg on PATH and (-S: no site-packages) no imageio-ffmpeg either
+    r = subprocess.run([sys.executable, "-S", THUMBNAIL], env=bare, capture_output=True, text=True)
+    assert r.returncode == 127
+    assert r.stderr.strip().splitlines() == [
+        "thumbnail: ffmpeg not found: install it (e.g. apt-get install ffmpeg), or pip install "
+        "imageio-ffmpeg into the Python that runs this worker, or set FFMPEG to its path"
+    ]
+    # no ffmpeg on PATH, but this Python has the imageio-ffmpeg wheel: it uses that binary
+    r = subprocess.run([sys.executable, THUMBNAIL], env=bare, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "sample-000.png").exists()

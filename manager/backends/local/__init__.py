@@ -21,6 +21,7 @@ from ...durations import parse_duration
 from ...errors import UserError
 from ...options import option
 from ...ports import Parts, QueueStatus, State
+from . import integrity
 from .ledger import LEDGER_FILE, Ledger, LedgerBusy
 from .process import LocalBackend, end_process_group
 
@@ -156,3 +157,41 @@ def retry(queue: LocalQueue, name: str) -> str:
 
 Options = LocalOptions
 Queue = LocalQueue
+
+
+# -- the ledger's own care: `workqueue ledger check|backup|restore` -------------------------
+
+
+def check_ledger(state_dir: str) -> str:
+    """Run the open-time checks; a line for people, or `LedgerDamaged`."""
+    with _existing_ledger(state_dir) as ledger:
+        items = len(ledger)
+        mode, sync = ledger.durability()
+    kept = integrity.backups(ledger.state_dir)
+    newest = f", newest {os.path.basename(kept[0])}" if kept else ""
+    return (
+        f"ledger {ledger.path}: sound, {items} items, schema {integrity.SCHEMA_VERSION}, "
+        f"journal {mode}, synchronous {'NORMAL' if sync == 1 else sync}; "
+        f"{len(kept)} backup(s){newest}"
+    )
+
+
+def backup_ledger(state_dir: str) -> str:
+    """A backup now (a manager may be running: SQLite's online backup is consistent)."""
+    with _existing_ledger(state_dir) as ledger:
+        return f"backed up {ledger.path} to {ledger.backup()}"
+
+
+def restore_ledger(state_dir: str, source: str | None = None) -> str:
+    """Put the newest sound backup (or `source`) in place; refused while a manager runs."""
+    ledger = Ledger(state_dir)
+    ledger.lock()
+    try:
+        used, kept = integrity.restore(ledger.path, ledger.state_dir, source)
+    finally:
+        ledger.unlock()
+    with _existing_ledger(state_dir) as restored:
+        counts = restored.counts()
+    aside = f"; the old ledger is kept as {kept}" if kept else ""
+    done = ", ".join(f"{n} {state}" for state, n in counts.items())
+    return f"restored {restored.path} from {used} ({done}){aside}"

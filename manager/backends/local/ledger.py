@@ -8,9 +8,10 @@ One row per item name: its state, attempts, first-seen / started / finished time
 seconds), exit code, log path, last error, and - while it runs - the process group it runs in.
 States are strings (rq's habit): pending -> running -> succeeded | failed.
 
-Durability: every transition is committed before the manager acts on it (WAL journal,
-synchronous=NORMAL: a committed transition survives a crash of the manager; a power loss may
-lose the last few, which then simply run again). So a restarted manager carries on:
+Durability: every transition is committed before the manager acts on it (`journal_mode=WAL`,
+`synchronous=NORMAL`: a committed transition survives a crash of the manager - kill -9
+included; a power loss may lose the last few, which then simply run again). So a restarted
+manager carries on:
   * succeeded items never run again;
   * items that were running when it died run again (`recover()` turns them back to pending,
     after ending any process group they left behind);
@@ -22,6 +23,10 @@ the table's (state, attempts) columns; both change together under `_lock`.
 
 One manager per state directory: `open()` takes an exclusive lock on a file there, and a second
 manager on the same directory gets a clear error instead of running items twice.
+
+Integrity (`integrity.py`): `open()` refuses a ledger it cannot trust - damaged, overwritten,
+someone else's, or missing while the directory shows earlier runs - with one line saying what
+to do; a manager's ledger is backed up when it opens and when it closes.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from collections.abc import Callable, Iterable
 
 from ...errors import UserError
 from ...ports import Row, State
+from . import integrity
 
 LEDGER_FILE = "ledger.sqlite3"
 
@@ -74,41 +80,94 @@ class Ledger:
         self._state: dict[str, tuple[str, int]] = {}
         self._db: sqlite3.Connection | None = None
         self._lock_file = None
+        self._exclusive = False
+
+    @property
+    def path(self) -> str:
+        return os.path.join(self.state_dir, LEDGER_FILE)
 
     # -- lifecycle -------------------------------------------------------------------------
 
+    def lock(self) -> None:
+        """Hold the state directory (one manager at a time); `LedgerBusy` when another does."""
+        os.makedirs(self.state_dir, exist_ok=True)
+        self._lock_file = open(os.path.join(self.state_dir, "manager.lock"), "w")  # noqa: SIM115
+        try:
+            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock_file.close()
+            self._lock_file = None
+            raise LedgerBusy(
+                f"another manager is using the state directory {self.state_dir}"
+            ) from None
+
     def open(self, *, exclusive: bool = True) -> Ledger:
+        """Open (and check) the ledger; `exclusive` holds the state directory too, as a
+        manager must. The caller's duty: `close()`."""
         os.makedirs(self.state_dir, exist_ok=True)
         if exclusive:
-            self._lock_file = open(os.path.join(self.state_dir, "manager.lock"), "w")  # noqa: SIM115
-            try:
-                fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                self._lock_file.close()
-                self._lock_file = None
-                raise LedgerBusy(
-                    f"another manager is using the state directory {self.state_dir}"
-                ) from None
-        db = sqlite3.connect(
-            os.path.join(self.state_dir, LEDGER_FILE),
-            check_same_thread=False,
-            isolation_level=None,
-            timeout=30,
-        )
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
-        db.executescript(SCHEMA)
-        self._db = db
-        self._state = {
-            name: (state, attempts)
-            for name, state, attempts in db.execute("SELECT name, state, attempts FROM items")
-        }
+            self.lock()
+        try:
+            self._db = self._connect(stamp=exclusive)
+        except BaseException:
+            self._release_lock()
+            raise
+        self._exclusive = exclusive
+        if exclusive and self._state:
+            integrity.backup(self._db, self.state_dir)
         return self
+
+    def _connect(self, *, stamp: bool) -> sqlite3.Connection:
+        """The checked connection (see `integrity.py`), with the items mirrored in memory."""
+        integrity.check_file(self.path, self.state_dir)
+        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            integrity.check_database(db, self.path, self.state_dir, stamp=stamp)
+            db.executescript(SCHEMA)
+            self._state = {
+                name: (state, attempts)
+                for name, state, attempts in db.execute("SELECT name, state, attempts FROM items")
+            }
+        except sqlite3.DatabaseError as exc:
+            db.close()
+            raise integrity.LedgerDamaged(
+                f"ledger {self.path} is damaged ({exc}): restore it with "
+                f"`workqueue ledger restore --state-dir {self.state_dir}`"
+            ) from None
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def durability(self) -> tuple[str, int]:
+        """(journal_mode, synchronous) in force: ("wal", 1) - NORMAL - as documented above."""
+        with self._lock:
+            mode = self._db.execute("PRAGMA journal_mode").fetchone()[0]
+            sync = self._db.execute("PRAGMA synchronous").fetchone()[0]
+        return mode, sync
+
+    def backup(self) -> str:
+        """A consistent copy into the state directory's backups (see `integrity.backup`)."""
+        with self._lock:
+            return integrity.backup(self._db, self.state_dir)
 
     def close(self) -> None:
         if self._db is not None:
+            if self._exclusive and self._state:
+                try:
+                    self.backup()
+                except (OSError, sqlite3.Error):
+                    pass  # the ledger itself is committed; a backup is a courtesy
             self._db.close()
             self._db = None
+        self._release_lock()
+
+    def unlock(self) -> None:
+        self._release_lock()
+
+    def _release_lock(self) -> None:
         if self._lock_file is not None:
             self._lock_file.close()
             self._lock_file = None

@@ -7,8 +7,10 @@ with the manager's own environment passed through. Exit 0 means succeeded. The i
 reaches argv or a shell string, so quotes, `$(…)`, spaces and unicode in names are just data.
 
 Each child runs in its own process group (a new session), so `--timeout` and shut-down end the
-whole group - the command and anything it started. stdout and stderr are appended to one log
-file per item under `logs/`, each attempt under a header line.
+whole group - the command and anything it started - and so does the worker's own exit: whatever
+it left running in its group is ended when it exits (SIGTERM, then SIGKILL), success or not. A
+worker that wants a daemon to outlive it must detach it on purpose (its own session). stdout and
+stderr are appended to one log file per item under `logs/`, each attempt under a header line.
 
 If the manager itself is killed (-9), children cannot be told; `record_process` (the ledger's)
 keeps each running child's process group and its start time (from /proc), and a restarted
@@ -151,9 +153,11 @@ class LocalBackend:
             code = proc.wait(timeout=self.timeout)
         except subprocess.TimeoutExpired:
             self._end(proc)
+            self._end_leftovers(proc.pid)
             return Outcome(
                 False, exit_code=None, error=f"timed out after {self.timeout:g}s", log_path=log_path
             )
+        self._end_leftovers(proc.pid)
         if self._stopping.is_set() and code != 0:
             return Outcome(False, exit_code=code, interrupted=True, log_path=log_path)
         if code == 0:
@@ -179,6 +183,23 @@ class LocalBackend:
                 return
             except subprocess.TimeoutExpired:
                 continue
+
+    @staticmethod
+    def _end_leftovers(pgid: int) -> None:
+        """End what a worker left in its process group after it exited: SIGTERM, then SIGKILL
+        for what is still there a little later. Nothing left costs one failed signal."""
+        for sig, wait in ((signal.SIGTERM, KILL_AFTER_TERM_SECONDS), (signal.SIGKILL, 0.0)):
+            try:
+                os.killpg(pgid, sig)
+            except (ProcessLookupError, PermissionError):
+                return
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline:
+                try:
+                    os.killpg(pgid, 0)
+                except (ProcessLookupError, PermissionError):
+                    return
+                time.sleep(0.02)
 
     def shutdown(self, grace: float) -> None:
         """Stop: start nothing new; let running children finish for `grace` seconds, then end

@@ -1,0 +1,243 @@
+"""One snapshot per ambassador, whatever the number of gunicorn workers.
+
+Each gunicorn worker used to build its own snapshot, so two workers could disagree: a client
+saw the item count go back between two listings served by different workers. Now one process -
+the *publisher*, started by `workqueue ambassador` before gunicorn - keeps the only snapshot
+(the file-system source with its events and settling) and publishes every version of the listing
+into a private folder; every worker serves the newest version published.
+
+    publisher:  names-000000000042   the sorted names of version 42, NUL-separated UTF-8
+                current              "42 names-000000000042" (replaced atomically, after the
+                                     names file is complete)
+                heartbeat            touched every second while the publisher lives
+    worker:     SharedSnapshot       re-reads `current` when it changed (one stat per request)
+
+Invariants: published versions only grow; `current` names a complete file; a worker moves only
+forward. So a client's consecutive requests - whichever workers answer - never see the listing
+go back in time: a later request starts after the earlier answer, which came from a version
+already named by `current`, and every worker reads `current` before it answers. The version is
+the list's `metadata.resourceVersion`.
+
+Watches: a worker follows `current` (every `FOLLOW_SECONDS`) and turns each new version into
+ADDED/DELETED events for its watchers, against the version they last saw - nothing missed, as a
+watcher starts from the names of the version it subscribed at.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+from bisect import bisect_right
+from typing import Any
+
+from .sources.filesystem import FilesystemSource, item_data
+
+log = logging.getLogger(__name__)
+
+CURRENT = "current"
+HEARTBEAT = "heartbeat"
+FOLLOW_SECONDS = 0.05  # how often a worker with watchers looks for a new version
+PUBLISH_SECONDS = 0.02  # how long the publisher gathers changes into one version
+STALE_SECONDS = 10.0  # a publisher silent this long is gone: the worker is not ready
+KEEP_FILES = 4
+
+
+# -- the publisher -------------------------------------------------------------------------
+
+
+def publish(folder: str, version: int, names: list[str]) -> None:
+    """Write version `version` of the listing, then point `current` at it."""
+    file_name = f"names-{version:012d}"
+    partial = os.path.join(folder, file_name + ".part")
+    with open(partial, "wb") as f:
+        f.write("\0".join(names).encode("utf-8"))
+    os.replace(partial, os.path.join(folder, file_name))
+    pointer = os.path.join(folder, CURRENT + ".part")
+    with open(pointer, "w", encoding="ascii") as f:
+        f.write(f"{version} {file_name}\n")
+    os.replace(pointer, os.path.join(folder, CURRENT))
+    published = sorted(n for n in os.listdir(folder) if n.startswith("names-") and "." not in n)
+    for old in published[:-KEEP_FILES]:  # a worker still reading one keeps its open file
+        os.unlink(os.path.join(folder, old))
+
+
+def run_publisher(config: dict, folder: str, stop: threading.Event | None = None) -> None:
+    """The publisher's life: start the file-system source, publish its first listing, then a
+    new version whenever the listing changes, until `stop` (or SIGTERM ends the process)."""
+    stop = stop or threading.Event()
+    source = FilesystemSource(
+        config["ROOT"],
+        config.get("SUFFIXES") or [".mp4"],
+        recursive=bool(config.get("RECURSIVE", False)),
+        settle=float(config.get("SETTLE", 2.0)),
+        force_polling=bool(config.get("FORCE_POLLING", False)),
+        poll_interval=float(config.get("POLL_INTERVAL", 1.0)),
+    )
+    source.start()
+    _, changes = source.subscribe()
+    version = 0
+    beat = 0.0
+    try:
+        while not stop.is_set():
+            names, _, current = source.page(None, None)
+            if current != version or version == 0:
+                version = max(version + 1, current)
+                publish(folder, version, names)
+            if time.monotonic() - beat >= 1.0:
+                _touch(os.path.join(folder, HEARTBEAT))
+                beat = time.monotonic()
+            try:
+                changes.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            time.sleep(PUBLISH_SECONDS)  # gather a burst into one version
+            _drain(changes)
+    finally:
+        source.unsubscribe(changes)
+        source.stop()
+
+
+def _touch(path: str) -> None:
+    with open(path, "a"):
+        pass
+    os.utime(path)
+
+
+def _drain(q: queue.SimpleQueue) -> None:
+    while True:
+        try:
+            q.get_nowait()
+        except queue.Empty:
+            return
+
+
+# -- the workers ---------------------------------------------------------------------------
+
+
+class SharedSnapshot:
+    """The source of a gunicorn worker: the publisher's newest listing (see the module
+    docstring), with the Source interface of `sources/base.py`."""
+
+    def __init__(self, folder: str, root: str) -> None:
+        self.folder = folder
+        self.root = os.path.abspath(root)
+        self._real_root = os.path.realpath(self.root)
+        self._lock = threading.Lock()
+        # Invariant (under _lock): _names is sorted and _known is the same set, both of
+        # _version; _stamp identifies the `current` file they were read from.
+        self._names: list[str] = []
+        self._known: frozenset[str] = frozenset()
+        self._version = 0
+        self._stamp: tuple[int, int, int] | None = None
+        self._watchers: dict[queue.SimpleQueue, int] = {}  # queue -> version it has seen
+        # Invariant: holds the names of every version some watcher is at.
+        self._sets: dict[int, frozenset[str]] = {}
+        self._follower: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    def start(self) -> None:
+        self._refresh()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    # -- reading the newest version --------------------------------------------------------
+
+    def _refresh(self) -> None:
+        """Move to the newest published version, if `current` changed since the last look."""
+        pointer = os.path.join(self.folder, CURRENT)
+        try:
+            st = os.stat(pointer)
+        except FileNotFoundError:
+            return
+        stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if stamp == self._stamp:
+            return
+        with self._lock:
+            if stamp == self._stamp:
+                return
+            with open(pointer, encoding="ascii") as f:
+                version_text, file_name = f.read().split()
+            version = int(version_text)
+            if version <= self._version:
+                self._stamp = stamp
+                return
+            try:
+                with open(os.path.join(self.folder, file_name), "rb") as f:
+                    raw = f.read()
+            except FileNotFoundError:
+                return  # superseded while we looked: the next look finds the newer one
+            names = raw.decode("utf-8").split("\0") if raw else []
+            self._names, self._known, self._version = names, frozenset(names), version
+            self._stamp = stamp
+
+    # -- the Source interface --------------------------------------------------------------
+
+    def page(self, after: str | None, limit: int | None) -> tuple[list[str], int, int]:
+        self._refresh()
+        with self._lock:
+            names = self._names
+            start = 0 if after is None else bisect_right(names, after)
+            end = len(names) if limit is None else min(len(names), start + limit)
+            return names[start:end], len(names) - end, self._version
+
+    def get(self, name: str) -> dict[str, Any] | None:
+        self._refresh()
+        if name not in self._known:
+            return None
+        return item_data(self.root, self._real_root, name)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def ready(self) -> bool:
+        try:
+            beat = os.stat(os.path.join(self.folder, HEARTBEAT)).st_mtime
+        except FileNotFoundError:
+            return False
+        fresh = time.time() - beat < STALE_SECONDS
+        return fresh and os.access(self.root, os.R_OK | os.X_OK) and os.path.isdir(self.root)
+
+    def subscribe(self) -> tuple[list[str], queue.SimpleQueue]:
+        """Every current name, and a queue of each later event. The caller's duty:
+        `unsubscribe(q)`."""
+        self._refresh()
+        q: queue.SimpleQueue = queue.SimpleQueue()
+        with self._lock:
+            self._watchers[q] = self._version
+            self._sets[self._version] = self._known
+            names = list(self._names)
+            if self._follower is None:
+                self._follower = threading.Thread(
+                    target=self._follow, name="ambassador-follow", daemon=True
+                )
+                self._follower.start()
+        return names, q
+
+    def unsubscribe(self, q: queue.SimpleQueue) -> None:
+        with self._lock:
+            self._watchers.pop(q, None)
+
+    def _follow(self) -> None:
+        """Turn each new version into events for the watchers, each against the version it
+        last saw (see the module docstring)."""
+        while not self._stop.wait(FOLLOW_SECONDS):
+            self._refresh()
+            with self._lock:
+                current, names = self._version, self._known
+                for since in {v for v in self._watchers.values() if v < current}:
+                    before = self._sets[since]
+                    events = [{"type": "DELETED", "item": n} for n in sorted(before - names)]
+                    events += [{"type": "ADDED", "item": n} for n in sorted(names - before)]
+                    for q, seen in list(self._watchers.items()):
+                        if seen == since:
+                            for event in events:
+                                q.put(event)
+                            self._watchers[q] = current
+                if self._watchers:
+                    self._sets[current] = names
+                wanted = set(self._watchers.values())
+                self._sets = {v: s for v, s in self._sets.items() if v in wanted}

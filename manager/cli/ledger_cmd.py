@@ -1,0 +1,45 @@
+"""`workqueue ledger check|backup|restore`: the local ledger's own care.
+
+    workqueue ledger check   [--state-dir DIR]     the checks a manager runs at start, now
+    workqueue ledger backup  [--state-dir DIR]     a consistent copy into DIR/backups/
+    workqueue ledger restore [--state-dir DIR] [--from FILE]
+                                                   the newest sound backup (or FILE) back in
+                                                   place; the damaged file is kept aside
+
+A damaged ledger is one line and exit 2 on every command; `restore` recovers it without running
+any succeeded item again (the record of what ran comes back with it).
+"""
+
+from __future__ import annotations
+
+from ..backends import local
+from ..backends.local import DEFAULT_STATE_DIR
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("ledger", help="check, back up or restore the local ledger")
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for name, text in (
+        ("check", "check the ledger as a manager does at start"),
+        ("backup", "back the ledger up now"),
+        ("restore", "put the newest sound backup (or --from FILE) in place"),
+    ):
+        a = actions.add_parser(name, help=text, description=text)
+        a.add_argument(
+            "--state-dir",
+            default=DEFAULT_STATE_DIR,
+            help=f"ledger and logs (default {DEFAULT_STATE_DIR})",
+        )
+        if name == "restore":
+            a.add_argument("--from", dest="source", metavar="FILE", help="a backup to restore")
+        a.set_defaults(func=run)
+
+
+def run(args) -> int:
+    if args.action == "check":
+        print(local.check_ledger(args.state_dir))
+    elif args.action == "backup":
+        print(local.backup_ledger(args.state_dir))
+    else:
+        print(local.restore_ledger(args.state_dir, args.source))
+    return 0
