@@ -44,15 +44,15 @@ def is_candidate_file_name(file_name: str, suffixes: tuple[str, ...]) -> bool:
 
 
 def is_representable(part: str) -> bool:
-    """A name must survive JSON, URLs, logs and terminals: file names that are not valid UTF-8
-    (decoded by Python with surrogate escapes) or that hold control characters (a newline, a
-    tab, an escape) are not items - a name the listing shows is always one a client can fetch
-    and print on one line."""
+    """A name must survive JSON, URLs and line-based logs: file names that are not valid UTF-8
+    (decoded by Python with surrogate escapes) or that break a line (a newline, a carriage
+    return, any other line boundary) are not items - a name the listing shows is always one a
+    client can fetch, and one line. (Tabs and other characters are data: they are served.)"""
     try:
         part.encode("utf-8")
     except UnicodeEncodeError:
         return False
-    return not any(ord(ch) < 32 or ord(ch) == 127 for ch in part)
+    return len(f"{part}x".splitlines()) == 1
 
 
 def join_name(parent: str, part: str) -> str:

@@ -295,7 +295,7 @@ def batch_means_ci(
     if r1 > 0:
         variance *= (1 + r1) / (1 - r1)
     half = _T975[batches] * math.sqrt(variance / batches)
-    return (centre - half, centre + half)
+    return (max(0.0, centre - half), centre + half)  # a wait is never negative
 
 
 def _lag1(values: Sequence[float], mean: float) -> float:

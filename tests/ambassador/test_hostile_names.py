@@ -117,16 +117,14 @@ def test_raw_http_traversal_against_a_real_server(layout, ambassador_server):
         conn.close()
 
 
-def test_every_listed_name_can_be_fetched_so_control_characters_are_never_items(
-    tmp_path, make_client
-):
+def test_every_listed_name_can_be_fetched_so_line_breaks_are_never_items(tmp_path, make_client):
     root = tmp_path / "odd"
     root.mkdir()
-    for name in ["new\nline.mp4", "tab\there.mp4", "esc\x1b[31m.mp4", "bell\x07.mp4", "fine.mp4"]:
+    for name in ["new\nline.mp4", "cr\rhere.mp4", "sep\u2028.mp4", "tab\there.mp4", "fine.mp4"]:
         (root / name).write_bytes(b"x")
     client = make_client(root)
     listed = client.get("/api/v1/items").get_json()["items"]
-    assert listed == ["fine.mp4"]
+    assert listed == ["fine.mp4", "tab\there.mp4"]
     from urllib.parse import quote
 
     for name in listed:

@@ -184,6 +184,8 @@ def backup_ledger(state_dir: str) -> str:
 
 def restore_ledger(state_dir: str, source: str | None = None) -> str:
     """Put the newest sound backup (or `source`) in place; refused while a manager runs."""
+    if not os.path.isdir(state_dir):
+        raise UserError(f"no state directory {state_dir}")
     ledger = Ledger(state_dir)
     ledger.lock()
     try:
