@@ -208,7 +208,7 @@ def _run_gunicorn(config: dict, bind: str, workers: int) -> None:
                 "worker_class": "gthread",
                 "threads": THREADS_PER_WORKER,
                 "timeout": 60,
-                "graceful_timeout": 5,
+                "graceful_timeout": 2,  # a listing takes milliseconds; a watch never ends
                 "keepalive": 5,
                 "limit_request_line": 0,  # long URIs get a Status 414 from the app instead
                 "preload_app": False,

@@ -76,16 +76,19 @@ def test_every_command_refuses_a_ledger_it_cannot_trust(
         ledger.see([f"filler-{i:05d}-{'x' * 200}" for i in range(3000)])
     damage(state / "ledger.sqlite3")
     started = len(marker_worker.started())
-    for args in (
+    commands = [
         ["status", "--state-dir", state],
-        ["retry", "clip-1.mp4", "--state-dir", state],
-        ["stability", "--from-state", state],
-        ["ledger", "check", "--state-dir", state],
         ["manager", "--source", server.url, "--worker-cmd", marker_worker.path,
          "--state-dir", state, "--once"],
-        ["run", tmp_path / "videos", "--state-dir", state, "--settle", "0", "--",
-         marker_worker.path],
-    ):  # fmt: skip
+    ]  # fmt: skip
+    if damage in (halve, scramble):  # the cases that ended in tracebacks everywhere
+        commands += [
+            ["retry", "clip-1.mp4", "--state-dir", state],
+            ["stability", "--from-state", state],
+            ["run", tmp_path / "videos", "--state-dir", state, "--settle", "0", "--",
+             marker_worker.path],
+        ]  # fmt: skip
+    for args in commands:
         one_line_exit_2(workqueue(*args), says, str(state))
     assert len(marker_worker.started()) == started  # nothing ran again
 
