@@ -17,8 +17,10 @@ manager; pass --host 0.0.0.0 to serve a Service.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
+import subprocess
 import tempfile
 
 THREADS_PER_WORKER = 16
@@ -136,34 +138,42 @@ def serve(args, user_error: type[Exception]) -> int:
     config = app_config(args)
     snapshot_dir = tempfile.mkdtemp(prefix="workqueue-ambassador-snapshot-")
     publisher = _start_publisher(config, snapshot_dir, user_error)
+    master = os.getpid()
     try:
         _run_gunicorn(
             {**config, "SHARED_SNAPSHOT": snapshot_dir}, f"fd://{listener.fileno()}", args.workers
         )
     finally:
-        publisher.terminate()
-        publisher.join(10)
-        listener.close()
-        shutil.rmtree(snapshot_dir, ignore_errors=True)
-        if metrics_dir:
-            shutil.rmtree(metrics_dir, ignore_errors=True)
+        # gunicorn's workers are forks of this process and leave through here too: only the
+        # process that started the publisher and made the folders may end and remove them.
+        if os.getpid() == master:
+            publisher.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                publisher.wait(10)
+            with contextlib.suppress(OSError):  # gunicorn closes the listeners it was given
+                listener.close()
+            shutil.rmtree(snapshot_dir, ignore_errors=True)
+            if metrics_dir:
+                shutil.rmtree(metrics_dir, ignore_errors=True)
     return 0
 
 
 def _start_publisher(config: dict, folder: str, user_error: type[Exception]):
     """The one process that keeps the snapshot (`shared.py`), started before gunicorn and
-    waited for until it has published its first listing."""
-    import multiprocessing
+    waited for until it has published its first listing. A process of its own (not a fork
+    that gunicorn's workers would inherit as a child)."""
+    import json
+    import sys
     import time
 
-    from .shared import CURRENT, run_publisher
+    from .shared import CURRENT
 
-    process = multiprocessing.get_context("fork").Process(
-        target=run_publisher, args=(config, folder), name="ambassador-publisher", daemon=True
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ambassador.shared", folder, json.dumps(config)],
+        stdin=subprocess.DEVNULL,
     )
-    process.start()
     while not os.path.exists(os.path.join(folder, CURRENT)):
-        if not process.is_alive():
+        if process.poll() is not None:
             raise user_error(f"cannot watch {config['ROOT']} (the snapshot process ended)")
         time.sleep(0.02)
     return process

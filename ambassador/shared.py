@@ -241,3 +241,14 @@ class SharedSnapshot:
                     self._sets[current] = names
                 wanted = set(self._watchers.values())
                 self._sets = {v: s for v, s in self._sets.items() if v in wanted}
+
+
+if __name__ == "__main__":  # the publisher process: python -m ambassador.shared FOLDER CONFIG
+    import json
+    import signal
+    import sys
+
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    signal.signal(signal.SIGINT, lambda *_: stopping.set())
+    run_publisher(json.loads(sys.argv[2]), sys.argv[1], stopping)

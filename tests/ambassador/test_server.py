@@ -131,7 +131,8 @@ def test_the_server_says_where_it_listens(tmp_path):
         wait_until(lambda: _ready(url), timeout=20)
     finally:
         proc.terminate()
-        proc.wait(10)
+        _, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0 and "Traceback" not in err, err
 
 
 def _ready(url: str) -> bool:
