@@ -120,10 +120,11 @@ def _full_listing() -> bytes:
     """The whole listing, serialised once per snapshot version (listing 100,000 names is then
     a memory copy, not 100,000 string encodings per request)."""
     cache = current_app.extensions["workqueue.listing_cache"]
-    names, _, version = _source().page(None, None)
+    source = _source()
     cached = cache.get("body")
-    if cached is not None and cache.get("version") == version:
-        return cached
+    if cached is not None and cache.get("version") == source.version:
+        return cached  # no copy of the names at all while the listing is unchanged
+    names, _, version = source.page(None, None)
     body = _item_list(names, {"resourceVersion": str(version)}).encode()
     cache["version"], cache["body"] = version, body
     return body

@@ -193,6 +193,12 @@ class SharedSnapshot:
     def __len__(self) -> int:
         return len(self._names)
 
+    @property
+    def version(self) -> int:
+        """The newest published version (after looking for a newer one)."""
+        self._refresh()
+        return self._version
+
     def ready(self) -> bool:
         try:
             beat = os.stat(os.path.join(self.folder, HEARTBEAT)).st_mtime

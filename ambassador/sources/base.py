@@ -34,3 +34,7 @@ class Source(Protocol):
         """True when the source can list items right now."""
 
     def __len__(self) -> int: ...
+
+    @property
+    def version(self) -> int:
+        """The listing's version: it grows with every change (`metadata.resourceVersion`)."""

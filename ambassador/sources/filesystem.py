@@ -134,6 +134,10 @@ class FilesystemSource:
     def __len__(self) -> int:
         return len(self.snapshot)
 
+    @property
+    def version(self) -> int:
+        return self.snapshot.version
+
     def ready(self) -> bool:
         return os.access(self.root, os.R_OK | os.X_OK) and os.path.isdir(self.root)
 
