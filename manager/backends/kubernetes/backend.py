@@ -8,7 +8,9 @@ run(name, data, attempt) - called by a reconciler worker holding a capacity slot
      a rival manager (or this one before a restart) dispatched it: counted in
      workqueue_dispatch_conflicts_total, and its outcome is awaited like our own;
   3. the ConfigMap is made owned by the Job (ownerReferences), so deleting the Job deletes it;
-  4. wait until the Job's outcome is in the durable record (record.py).
+  4. wait until the Job's outcome is in the durable record (record.py) - whoever wrote it: a
+     rival manager may record it and remove the finalizer before this manager's cache sees the
+     Job finish, so a finished Job without the finalizer sends us to read the record afresh.
 A crash between steps leaves nothing that blocks the item: the next pass finds no Job and
 repeats them (1 tolerates the existing ConfigMap); ConfigMaps nobody owns whose Job never came
 are removed by `clean_orphans`.
@@ -37,6 +39,7 @@ from .record import RecordStore, job_state
 log = logging.getLogger(__name__)
 
 ORPHAN_AGE_SECONDS = 60.0
+RECORD_LOOKS = 10  # fresh reads of the record for a Job that finished elsewhere
 
 
 class KubernetesBackend:
@@ -127,11 +130,40 @@ class KubernetesBackend:
         item_hash = ko.item_hash(self.queue, name)
         attempt = int(job["metadata"].get("annotations", {}).get(ko.ATTEMPT_ANNOTATION) or 1)
 
+        job_name = job["metadata"]["name"]
+        seen = {"job": False}
+
         def recorded() -> bool:
             entry = self.record.get(item_hash)
             return entry is not None and entry[1] >= attempt
 
-        self.cache.wait_for(lambda: recorded() or self._stopping.is_set())
+        def settled_elsewhere() -> bool:
+            """Recorded by someone else (a rival manager removed the finalizer first, which it
+            does only after writing the record), or gone after we saw it."""
+            cached = self.cache.get(job_name)
+            if cached is None:
+                return seen["job"]
+            seen["job"] = True
+            finalizers = cached["metadata"].get("finalizers") or []
+            return finished(cached) is not None and ko.RECORD_FINALIZER not in finalizers
+
+        for _ in range(RECORD_LOOKS):
+            self.cache.wait_for(
+                lambda: recorded() or self._stopping.is_set() or settled_elsewhere()
+            )
+            if recorded() or self._stopping.is_set():
+                break
+            self.record.reload(item_hash)  # the outcome is in the record: read it afresh
+            if recorded():
+                break
+            if self.cache.get(job_name) is None:
+                return Outcome(
+                    False, error="its Job was deleted before its outcome was recorded",
+                    log_path=where,
+                )  # fmt: skip
+            self._stopping.wait(1.0)  # a rival may be mid-write: look again shortly
+        else:  # finished, its finalizer gone, and no record of it: someone else removed it
+            return Outcome(False, error="its Job finished but nobody recorded it", log_path=where)
         if not recorded():
             return Outcome(False, interrupted=True, log_path=where)
         state, _ = self.record.get(item_hash)

@@ -49,6 +49,24 @@ class RecordStore:
         with self._lock:
             self._entries = entries
 
+    def reload(self, item_hash: str) -> None:
+        """Read the shard of `item_hash` afresh from the API server: what a rival manager
+        recorded since `load()` becomes known here."""
+        try:
+            cm = self.api.get("configmaps", self.shard_name(item_hash))
+        except KubeError as exc:
+            if exc.reason != "NotFound":
+                raise
+            return
+        shard = item_hash[0]
+        fresh = {}
+        for key, value in (cm.get("data") or {}).items():
+            state, _, attempts = value.partition(":")
+            fresh[key] = (state, int(attempts or 0))
+        with self._lock:
+            kept = {k: v for k, v in self._entries.items() if k[0] != shard}
+            self._entries = {**kept, **fresh}
+
     def get(self, item_hash: str) -> tuple[str, int] | None:
         with self._lock:
             return self._entries.get(item_hash)
