@@ -120,7 +120,7 @@ def run_quietly(argv: list[str]) -> None:
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_no_flag_combination_ends_in_a_traceback(command):
     @settings(
-        max_examples=80,
+        max_examples=50,
         deadline=None,
         derandomize=True,
         suppress_health_check=list(HealthCheck),

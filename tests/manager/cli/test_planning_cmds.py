@@ -121,7 +121,7 @@ def test_stability_says_which_model_and_checks_it():
     r = workqueue(
         "stability", "--interarrival", "60s", "--service", "120s", "--parallelism", "3",
         "--model", "ggc", "--arrival-cv", "1", "--service-cv", "0", "--check",
-        "--check-items", "50000", "--json",
+        "--check-items", "20000", "--json",
     )  # fmt: skip
     body = json.loads(r.stdout)
     assert body["model"] == "ggc" and "asked for" in body["model_reason"]
@@ -134,7 +134,7 @@ def test_stability_says_which_model_and_checks_it():
     assert mmc["model"] == "mmc"
     assert body["mean_wait_seconds"] == pytest.approx(mmc["mean_wait_seconds"] / 2)
     check = body["check"]
-    assert check["items"] == 50000 and "mean_wait_ci95" in check
+    assert check["items"] == 20000 and "mean_wait_ci95" in check
     text = workqueue(
         "stability", "--interarrival", "60s", "--service", "120s", "--parallelism", "3", "--check",
         "--check-items", "20000",
