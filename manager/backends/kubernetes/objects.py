@@ -1,8 +1,8 @@
 """What the Kubernetes backend creates for one item: its names, labels, ConfigMap and Job.
 
 Pure data - no API calls, no `kubernetes` import - so every manifest can be checked against the
-official schemas (tests/manager/test_kube_objects.py, kubernetes-validate, strict) and two
-managers, or one restarted, always compute the same objects.
+official schemas (tests/manager/backends/kubernetes/test_objects.py, kubernetes-validate,
+strict) and two managers, or one restarted, always compute the same objects.
 
 Names: `<queue>-<item slug>-<hash>`, a DNS-1123 label of at most 63
 characters for any item name (spaces, unicode, 250 characters): the slug keeps it readable, the
