@@ -293,21 +293,7 @@ def test_retry_runs_a_failed_item_again(tmp_path, ambassador_server, marker_work
     ]
     r = workqueue("retry", "ok-1.mp4", *cluster.queue_args())
     assert r.returncode == 2 and "is succeeded, not failed" in r.stderr
-    kubeconfig = cluster.args("x", marker_worker)[
-        cluster.args("x", marker_worker).index("--kubeconfig") + 1
-    ]
-    r = workqueue(
-        "retry",
-        "will-fail.mp4",
-        "--backend",
-        "kubernetes",
-        "--namespace",
-        NS,
-        "--queue",
-        "thumbs",
-        "--kubeconfig",
-        kubeconfig,
-    )
+    r = workqueue("retry", "will-fail.mp4", *cluster.queue_args())
     assert r.returncode == 0, r.stderr
     assert "was failed" in r.stdout
     retried = [
