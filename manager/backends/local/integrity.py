@@ -44,6 +44,11 @@ def _restore_hint(state_dir: str) -> str:
     return f"restore it with `workqueue ledger restore --state-dir {state_dir}`"
 
 
+def damaged(path: str, state_dir: str, why: object) -> LedgerDamaged:
+    """The error for a ledger SQLite itself finds damaged: what it said, and what to do."""
+    return LedgerDamaged(f"ledger {path} is damaged ({why}): {_restore_hint(state_dir)}")
+
+
 def earlier_runs(state_dir: str) -> str | None:
     """What in `state_dir` shows that a manager ran there before, or None."""
     for folder, what in ((LOGS_DIR, "worker logs"), (BACKUPS_DIR, "ledger backups")):
@@ -56,9 +61,9 @@ def earlier_runs(state_dir: str) -> str | None:
     return None
 
 
-def check_file(path: str, state_dir: str) -> bool:
-    """Before opening: True when the file is a new ledger to make, False when it is one to
-    check; raises `LedgerDamaged` when it cannot be either."""
+def check_file(path: str, state_dir: str) -> None:
+    """Before opening: the file is a ledger to check, or a new one to make; `LedgerDamaged`
+    when it can be neither."""
     try:
         size = os.path.getsize(path)
     except FileNotFoundError:
@@ -71,7 +76,7 @@ def check_file(path: str, state_dir: str) -> bool:
                 f"ledger {path} is {state}, but {state_dir} has {evidence} of earlier runs: "
                 f"{_restore_hint(state_dir)}, or use a new --state-dir to start afresh"
             )
-        return True
+        return
     with open(path, "rb") as f:
         header = f.read(len(SQLITE_HEADER))
     if header != SQLITE_HEADER:
@@ -79,7 +84,6 @@ def check_file(path: str, state_dir: str) -> bool:
             f"ledger {path} is not an SQLite database (damaged or overwritten): "
             f"{_restore_hint(state_dir)}"
         )
-    return False
 
 
 def check_database(db: sqlite3.Connection, path: str, state_dir: str, *, stamp: bool) -> None:
@@ -101,13 +105,12 @@ def check_database(db: sqlite3.Connection, path: str, state_dir: str, *, stamp: 
             )
         result = db.execute("PRAGMA quick_check").fetchone()[0]
         if result != "ok":
-            raise LedgerDamaged(f"ledger {path} is damaged ({result}): {_restore_hint(state_dir)}")
+            raise damaged(path, state_dir, result)
         if stamp and (app == 0 or version < SCHEMA_VERSION):
             db.execute(f"PRAGMA application_id={APPLICATION_ID}")
             db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
     except sqlite3.DatabaseError as exc:
-        hint = _restore_hint(state_dir)
-        raise LedgerDamaged(f"ledger {path} is damaged ({exc}): {hint}") from None
+        raise damaged(path, state_dir, exc) from None
 
 
 def backups(state_dir: str) -> list[str]:

@@ -132,10 +132,7 @@ class Ledger:
             }
         except sqlite3.DatabaseError as exc:
             db.close()
-            raise integrity.LedgerDamaged(
-                f"ledger {self.path} is damaged ({exc}): restore it with "
-                f"`workqueue ledger restore --state-dir {self.state_dir}`"
-            ) from None
+            raise integrity.damaged(self.path, self.state_dir, exc) from None
         except BaseException:
             db.close()
             raise
