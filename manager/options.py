@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import shlex
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -57,6 +58,15 @@ def option(
     if switch:
         return dataclasses.field(default=bool(default), metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
+
+
+def split_words(text: str) -> list[str]:
+    """A command or its arguments as one flag's value (`--worker-cmd "CMD ARGS"`), split as a
+    shell would split it - and never run by one; an unbalanced quote is a `UserError`."""
+    try:
+        return shlex.split(text)
+    except ValueError as exc:
+        raise UserError(f"cannot split {text!r}: {str(exc).lower()}") from None
 
 
 def flags(cls: type) -> list[dataclasses.Field]:

@@ -10,13 +10,12 @@ API call. `KubeQueue` names a queue (`--namespace`, `--queue`, `--kubeconfig`) f
 from __future__ import annotations
 
 import math
-import shlex
 from dataclasses import dataclass
 from typing import Any
 
 from ...durations import parse_duration
 from ...errors import UserError
-from ...options import option
+from ...options import option, split_words
 from . import objects as ko
 
 
@@ -39,14 +38,6 @@ def toleration(word: str) -> dict[str, str]:
     if eq:
         out["value"] = value
     return out
-
-
-def words(text: str) -> list[str]:
-    """A command or its arguments, split as a shell would split them (never run by one)."""
-    try:
-        return shlex.split(text)
-    except ValueError as exc:
-        raise UserError(f"cannot split {text!r}: {str(exc).lower()}") from None
 
 
 def whole(text: str) -> int:
@@ -144,9 +135,11 @@ class KubeOptions:
     kubeconfig: str | None = _kubeconfig()
     image: str | None = option("--image", "worker image")
     command: list[str] | None = option(
-        "--command", 'container command, e.g. "thumbnail"', parse=words
+        "--command", 'container command, e.g. "thumbnail"', parse=split_words
     )
-    args: list[str] | None = option("--args", 'container args, e.g. "--width 320"', parse=words)
+    args: list[str] | None = option(
+        "--args", 'container args, e.g. "--width 320"', parse=split_words
+    )
     env: dict[str, str] = option(
         "--env", "worker environment", default={}, repeat=True, metavar="K=V", parse=key_values
     )

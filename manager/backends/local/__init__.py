@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import logging
 import os
-import shlex
 import shutil
 from dataclasses import dataclass
 
 from ...durations import parse_duration
 from ...errors import UserError
-from ...options import option
+from ...options import option, split_words
 from ...ports import Parts, QueueStatus, State
 from . import integrity
 from .ledger import LEDGER_FILE, Ledger, LedgerBusy
@@ -42,14 +41,6 @@ def worker_argv(words: list[str]) -> list[str]:
     return words
 
 
-def split_command(text: str) -> list[str]:
-    """`--worker-cmd "CMD ARGS"` split as a shell would split it - never run by one."""
-    try:
-        return shlex.split(text)
-    except ValueError as exc:  # an unbalanced quote
-        raise UserError(f"cannot split {text!r}: {str(exc).lower()}") from None
-
-
 def _state_dir():
     return option(
         "--state-dir", f"ledger and logs (default {DEFAULT_STATE_DIR})", default=DEFAULT_STATE_DIR
@@ -69,7 +60,7 @@ class LocalOptions:
     worker_argv: list[str] = option(
         "--worker-cmd",
         'the worker command, e.g. "thumbnail --size 320" (split like a shell, run without one)',
-        parse=lambda text: worker_argv(split_command(text)),
+        parse=lambda text: worker_argv(split_words(text)),
     )
     timeout: float | None = option(
         "--timeout", "kill a worker (its whole process group) after this long", parse=parse_duration
