@@ -81,14 +81,7 @@ def _build_source(config: dict) -> Any:
         from .shared import SharedSnapshot
 
         return SharedSnapshot(config["SHARED_SNAPSHOT"], root)
-    return FilesystemSource(
-        root,
-        config.get("SUFFIXES") or [".mp4"],
-        recursive=bool(config.get("RECURSIVE", False)),
-        settle=float(config.get("SETTLE", 2.0)),
-        force_polling=bool(config.get("FORCE_POLLING", False)),
-        poll_interval=float(config.get("POLL_INTERVAL", 1.0)),
-    )
+    return FilesystemSource.from_config(config)
 
 
 def create_app(config: dict | None = None) -> Flask:

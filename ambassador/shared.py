@@ -68,14 +68,7 @@ def run_publisher(config: dict, folder: str, stop: threading.Event | None = None
     """The publisher's life: start the file-system source, publish its first listing, then a
     new version whenever the listing changes, until `stop` (or SIGTERM ends the process)."""
     stop = stop or threading.Event()
-    source = FilesystemSource(
-        config["ROOT"],
-        config.get("SUFFIXES") or [".mp4"],
-        recursive=bool(config.get("RECURSIVE", False)),
-        settle=float(config.get("SETTLE", 2.0)),
-        force_polling=bool(config.get("FORCE_POLLING", False)),
-        poll_interval=float(config.get("POLL_INTERVAL", 1.0)),
-    )
+    source = FilesystemSource.from_config(config)
     source.start()
     _, changes = source.subscribe()
     version = 0

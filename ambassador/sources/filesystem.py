@@ -105,6 +105,19 @@ class FilesystemSource:
         self._thread: threading.Thread | None = None
         self._real_root = os.path.realpath(self.root)
 
+    @classmethod
+    def from_config(cls, config: dict) -> FilesystemSource:
+        """The source an app configuration describes (ROOT, SUFFIXES, RECURSIVE, SETTLE,
+        FORCE_POLLING, POLL_INTERVAL)."""
+        return cls(
+            config["ROOT"],
+            config.get("SUFFIXES") or [".mp4"],
+            recursive=bool(config.get("RECURSIVE", False)),
+            settle=float(config.get("SETTLE", 2.0)),
+            force_polling=bool(config.get("FORCE_POLLING", False)),
+            poll_interval=float(config.get("POLL_INTERVAL", 1.0)),
+        )
+
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> None:
