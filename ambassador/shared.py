@@ -71,14 +71,14 @@ def run_publisher(config: dict, folder: str, stop: threading.Event | None = None
     source = FilesystemSource.from_config(config)
     source.start()
     _, changes = source.subscribe()
-    version = 0
+    seen: int | None = None  # the snapshot version last published
     beat = 0.0
     try:
         while not stop.is_set():
             names, _, current = source.page(None, None)
-            if current != version or version == 0:
-                version = max(version + 1, current)
-                publish(folder, version, names)
+            if current != seen:  # the snapshot's versions only grow; + 1 keeps ours above 0
+                publish(folder, current + 1, names)
+                seen = current
             if time.monotonic() - beat >= 1.0:
                 _touch(os.path.join(folder, HEARTBEAT))
                 beat = time.monotonic()
