@@ -135,8 +135,11 @@ def _arrivals(args, rows):
             raise InputError(f"--burst takes N/EVERY, e.g. 500/1h, got {args.burst!r}")
         return bursts(int(size), parse_duration(every))
     if args.interarrival or args.arrivals:
-        mean = parse_duration(args.interarrival) if args.interarrival else None
-        mean = mean if mean is not None else parse_arrivals(args.arrivals)
+        mean = (
+            parse_duration(args.interarrival)
+            if args.interarrival
+            else parse_arrivals(args.arrivals)
+        )
         if args.arrival_dist == "deterministic":
             return gaps(deterministic(mean))
         if args.arrival_dist == "lognormal":
