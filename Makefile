@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: test demo lab bench lint clean
+.PHONY: test demo lab bench lint clean tools
 
 # The environment: created when missing, reinstalled when pyproject.toml changes.
 $(STAMP): pyproject.toml
@@ -13,7 +13,18 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-test: $(STAMP)
+# Tools from the distribution's packages, installed when missing: Chromium and chromedriver for
+# the dashboard's browser test, promtool (Prometheus) to check the chart's alerting rules.
+tools:
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null \
+		|| ! command -v promtool >/dev/null; then \
+		sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		echo "installing chromium, chromium-driver and prometheus (promtool) with apt-get"; \
+		$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq \
+			--no-install-recommends chromium chromium-driver prometheus >/dev/null; \
+	fi
+
+test: $(STAMP) tools
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q

@@ -24,10 +24,12 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class StatsEndpoint:
-    """Where the manager serves /metrics, /stats and /healthz."""
+    """Where the manager serves /metrics, /stats, /healthz and the dashboard (`ui_token`: the
+    dashboard's bearer token, see `manager.dashboard`)."""
 
     host: str = "127.0.0.1"
     port: int = 0
+    ui_token: str | None = None
 
 
 @dataclass
@@ -62,19 +64,27 @@ def assemble(
             client, parts.ledger, parts.backend, options, elector=parts.elector, registry=registry
         )
         if stats is not None:
+            from .dashboard import Dashboard, board
             from .stats_server import StatsServer
 
+            dashboard = Dashboard(lambda: board(manager), host=stats.host, token=stats.ui_token)
             try:
-                server = StatsServer(manager.stats, registry, stats.host, stats.port)
+                server = StatsServer(manager.stats, registry, stats.host, stats.port, dashboard)
             except (OSError, ValueError) as exc:
                 why = getattr(exc, "strerror", None) or str(exc)
                 raise UserError(
                     f"cannot serve metrics on {stats.host}:{stats.port}: {why}"
                 ) from None
             closers.append(server.stop)
-            log.info("metrics and stats on http://%s:%s", stats.host, server.port)
+            log.info(
+                "dashboard, metrics and stats on http://%s:%s/", _url_host(stats.host), server.port
+            )
     except BaseException:
         for close in reversed(closers):
             close()
         raise
     return Assembled(manager, parts.ledger, closers)
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 
@@ -61,6 +62,8 @@ class Autoscaler:
         # Invariant: (time, clamped recommendation) of every step within the last down_delay.
         self._history: deque[tuple[float, int]] = deque()
         self.last_reason: str | None = None
+        # The latest changes, newest last: (wall-clock time, from, to, reason) - the dashboard.
+        self.decisions: deque[tuple[float, int, int, str]] = deque(maxlen=20)
         self._gauges = _gauges(registry) if registry is not None else None
         if self.current != current:
             set_parallelism(self.current)
@@ -107,6 +110,7 @@ class Autoscaler:
     def _change(self, parallelism: int, reason: str) -> None:
         log.info("autoscale: %s", reason)
         self.last_reason = reason
+        self.decisions.append((time.time(), self.current, parallelism, reason))
         self.current = parallelism
         self.set_parallelism(parallelism)
         if self._gauges is not None:

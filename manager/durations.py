@@ -3,6 +3,7 @@
     parse_duration("500ms") == 0.5      parse_duration("1h30m") == 5400
     parse_duration("2m") == 120         parse_duration("90") == 90      (bare seconds)
     parse_arrivals("1440/day") == 60    (the interarrival time of that rate, in seconds)
+    human(12.5) == "12.5 s"             (and back again, for people)
 
 A duration is one or more `NUMBER UNIT` parts (`ms`, `s`, `m`/`min`, `h`, `d`), largest first
 or in any order, summed; a bare number is seconds. Bad text raises `InputError` (a `UserError`)
@@ -78,3 +79,19 @@ def parse_arrivals(text: str) -> float:
     if count <= 0:
         raise InputError(f"an arrival rate must be > 0: {text!r}")
     return RATE_UNITS[unit] / count
+
+
+def human(value: float | None) -> str:
+    """A duration as a person reads it: 500 ms, 12.5 s, 4.2 min, 1.50 h; `never` for an
+    infinite wait, `-` for none. The one formatter of every command and the dashboard."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if math.isinf(value):
+        return "never" if value > 0 else "-"
+    if value >= 3600:
+        return f"{value / 3600:.2f} h"
+    if value >= 120:
+        return f"{value / 60:.1f} min"
+    if value >= 1:
+        return f"{value:.1f} s"
+    return f"{value * 1000:.0f} ms"

@@ -18,7 +18,7 @@ attempts it stays failed until someone asks for a re-run.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
@@ -110,6 +110,12 @@ class Ledger(Protocol):
     def counts(self) -> dict[str, int]:
         """Items by state, every state present (0 when none)."""
 
+    def note_manager(self, facts: dict | None) -> None:
+        """Leave `facts` of the manager running the queue (parallelism in force, retry policy;
+        see `Manager.facts`) where `workqueue status` reads the queue's record, so it can say
+        when waiting items will run; None when the manager stops. Called at start and when the
+        parallelism changes, never per item."""
+
     def close(self) -> None: ...
 
 
@@ -162,12 +168,17 @@ class Parts:
     elector: Elector | None = None
 
 
-@dataclass(frozen=True)
-class QueueStatus:
-    """What `workqueue status` shows, as a backend's record has it."""
+@dataclass
+class QueueRecord:
+    """What a backend's record says of a queue, for `workqueue status` (which turns it into a
+    `manager.queue_view.QueueView`): every item it can name, the facts the running manager
+    left (`Ledger.note_manager`; None when none runs), reasons it knows better than the rows
+    (a pod waiting for a node), what `status NAME` adds per item (a pod's state), and items it
+    can count but not name (a record keyed by hash)."""
 
     where: str
-    counts: dict[str, int]
-    recent: list[Row]  # finished items, newest first
-    failed: list[Row]
-    running: list[Row]
+    rows: list[Row]
+    facts: dict | None = None
+    reasons: dict[str, str] = field(default_factory=dict)
+    details: dict[str, dict] = field(default_factory=dict)
+    unnamed: dict[str, int] = field(default_factory=dict)  # state -> count

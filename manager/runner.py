@@ -19,6 +19,8 @@ them. It never asks what kind of backend it drives.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -108,7 +110,7 @@ class Manager:
         self.autoscaler = None
         if options.autoscale:
             self.autoscaler = Autoscaler(
-                self.capacity.set_limit,
+                self._set_parallelism,
                 options.parallelism,
                 self.window.measured,
                 time.monotonic,
@@ -150,6 +152,7 @@ class Manager:
         self._workers: list[threading.Thread] = []
         self._stopping = threading.Lock()
         self._stopped = False
+        self.started: float | None = None  # when this manager began to work (it leads)
 
     # -- feeding the queue -----------------------------------------------------------------
 
@@ -238,11 +241,52 @@ class Manager:
         log.info("leader election: standing by for %s", self.elector.lease_name)
         return self.elector.wait_leading(self.stop_event.is_set)
 
+    def _set_parallelism(self, parallelism: int) -> None:
+        self.capacity.set_limit(parallelism)
+        self._note_manager()
+
+    def facts(self) -> dict:
+        """What `workqueue status` needs to know of this manager (see `Ledger.note_manager`)."""
+        options = self.options
+        return {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started": self.started,
+            "parallelism": self.capacity.limit,
+            "max_attempts": options.max_attempts,
+            "retry_backoff": options.retry_backoff,
+            "retry_backoff_cap": options.retry_backoff_cap,
+            "target_utilization": options.target_utilization,
+            "window": options.window,
+        }
+
+    def _note_manager(self, running: bool = True) -> None:
+        try:
+            self.ledger.note_manager(self.facts() if running else None)
+        except Exception as exc:  # a courtesy to `status`: never stops the work
+            log.warning("cannot leave the manager's facts for `workqueue status`: %s", exc)
+
+    def view(self, now: float | None = None):
+        """The queue as this manager sees it now (`manager.queue_view`), for the dashboard."""
+        from .queue_view import Context, build
+
+        context = Context(
+            now=time.time() if now is None else now,
+            parallelism=self.capacity.limit,
+            policy=self.options.retry_policy,
+            target_utilization=self.options.target_utilization,
+            window=self.options.window,
+            measured=self.window.measured(),
+        )
+        return build(self.ledger.where, self.ledger.rows(), context)
+
     def stats(self) -> dict:
         """The raw samples of the sliding window and the parallelism in force (`/stats`)."""
         return {**self.window.snapshot(), "parallelism": self.capacity.limit}
 
     def start_workers(self) -> None:
+        self.started = time.time()
+        self._note_manager()
         count = max(self.options.parallelism, self.options.max_parallelism or 0)
         for i in range(count):
             t = threading.Thread(target=self._work, name=f"worker-{i + 1}", daemon=True)
@@ -317,3 +361,5 @@ class Manager:
         leftover = [r.name for r in self.ledger.rows(State.RUNNING)]
         for name in leftover:  # never leave an item marked running
             self.ledger.requeue(name)
+        if self.started is not None:
+            self._note_manager(running=False)

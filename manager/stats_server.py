@@ -1,5 +1,6 @@
 """The manager's own HTTP endpoint (`--metrics-port`): /metrics for Prometheus, /stats for the
-stability calculator (`workqueue stability --from-url`), /healthz.
+stability calculator (`workqueue stability --from-url`), /healthz, and the live dashboard at /
+(`manager.dashboard`, which keeps its own access rules; the other three are always open).
 
 /stats is JSON: {"span": seconds measured, "arrival_times": [...], "service_seconds": [...],
 "parallelism": P} - the raw samples of the manager's sliding window, so the calculator computes
@@ -18,18 +19,24 @@ from .threaded_server import ThreadedServer
 
 
 class StatsServer:
-    def __init__(self, stats: Callable[[], dict], registry, host: str, port: int) -> None:
-        """`stats()` gives the /stats body (the manager's `stats`). Raises OSError when the
-        address cannot be bound."""
+    def __init__(
+        self, stats: Callable[[], dict], registry, host: str, port: int, dashboard=None
+    ) -> None:
+        """`stats()` gives the /stats body (the manager's `stats`); `dashboard` a WSGI app for
+        / and /ui/ (`manager.dashboard.Dashboard`), if any. Raises OSError when the address
+        cannot be bound."""
         self.stats = stats
         self.registry = registry
+        self.dashboard = dashboard
         self._server = ThreadedServer.serve(
-            self._app, host, port, threads=2, name="workqueue-stats"
+            self._app, host, port, threads=4, name="workqueue-stats"
         )
         self.port = self._server.port
 
     def _app(self, environ, start_response):
         path = environ.get("PATH_INFO", "")
+        if self.dashboard is not None and self.dashboard.serves(path):
+            return self.dashboard(environ, start_response)
         if path == "/metrics":
             body, ctype, status = generate_latest(self.registry), CONTENT_TYPE_LATEST, "200 OK"
         elif path == "/stats":

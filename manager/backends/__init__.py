@@ -2,10 +2,10 @@
 
 Each backend is a package here with the same face (see `Backend` below): its typed options,
 `setup()` that builds a manager's ledger and runner (and recovers what an earlier manager left),
-and `status()` / `retry()` for the commands that act on a queue's record. The command line
-offers `--backend` from `NAMES`, builds its flags from each backend's option declarations, and
-dispatches through `load(name)`. Adding a backend is one package beside these two, and one line
-in `_PACKAGES`.
+and `status()` / `item_detail()` / `retry()` for the commands that act on a queue's record.
+The command line offers `--backend` from `NAMES`, builds its flags from each backend's option
+declarations, and dispatches through `load(name)`. Adding a backend is one package beside
+these two, and one line in `_PACKAGES`.
 
 A backend package is imported only when it is chosen, so a local run never imports the
 `kubernetes` client.
@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Protocol
 
-from ..ports import Parts, QueueStatus
+from ..ports import Parts, QueueRecord
 
 _PACKAGES = {
     "local": "manager.backends.local",
@@ -34,7 +34,12 @@ class Backend(Protocol):
 
     def setup(self, options: Any, *, registry: Any = None) -> Parts: ...
 
-    def status(self, queue: Any, recent: int = 10) -> QueueStatus: ...
+    def status(self, queue: Any, *, listed: list[str] | None = None) -> QueueRecord:
+        """What the queue's record says; `listed` (the source's names) lets a record keyed by
+        hash (Kubernetes) name its items."""
+
+    def item_detail(self, queue: Any, name: str, record: QueueRecord) -> dict:
+        """What `workqueue status NAME` adds for one item (a log tail, a pod's state)."""
 
     def retry(self, queue: Any, name: str) -> str: ...
 

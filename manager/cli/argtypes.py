@@ -45,6 +45,19 @@ def host(text: str) -> str:
     return text
 
 
+TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/=")
+
+
+def token(text: str) -> str:
+    """A bearer token (RFC 6750's characters), long enough not to be guessed."""
+    if len(text) < 16 or not set(text) <= TOKEN_CHARS:
+        raise argparse.ArgumentTypeError(
+            "must be at least 16 characters of A-Z a-z 0-9 - . _ ~ + / = "
+            "(e.g. from: openssl rand -hex 24)"
+        )
+    return text
+
+
 MAX_WORKERS = 4096  # a manager holds one thread per unit of work it may run at once
 
 

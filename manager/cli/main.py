@@ -13,6 +13,7 @@ import re
 import sys
 
 from ..errors import UserError
+from .report import one_line
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -26,12 +27,6 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
-
-
-def one_line(text: str) -> str:
-    """A message on one line, whatever a user typed into it: control characters (a newline in
-    a path, say) are shown escaped."""
-    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from .. import backends
 from ..errors import UserError
 from ..options import from_words
-from .argtypes import add_declared, duration, host, positive_int, workers
+from .argtypes import add_declared, duration, host, positive_int, token, workers
 
 if TYPE_CHECKING:  # the manager itself is imported when a command runs, not to parse flags:
     # building the parser must not import prometheus-client before `workqueue ambassador` has
@@ -94,13 +94,19 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--metrics-port",
         type=port_number,
-        help="serve /metrics, /stats and /healthz on this port (0 = any free)",
+        help="serve the dashboard (/), /metrics, /stats and /healthz on this port (0 = any free)",
     )
     p.add_argument(
         "--metrics-host",
         type=host,
         default="127.0.0.1",
         help="the address --metrics-port binds (default 127.0.0.1; 0.0.0.0 in a pod)",
+    )
+    p.add_argument(
+        "--ui-token",
+        type=token,
+        help="bearer token the dashboard at / asks for (required to see it when "
+        "--metrics-host is beyond loopback; /metrics stays open)",
     )
 
 
@@ -132,7 +138,7 @@ def stats_endpoint(args) -> StatsEndpoint | None:
 
     if args.metrics_port is None:
         return None
-    return StatsEndpoint(args.metrics_host, args.metrics_port)
+    return StatsEndpoint(args.metrics_host, args.metrics_port, args.ui_token)
 
 
 def add_parser(subparsers) -> None:

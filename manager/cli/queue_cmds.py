@@ -1,23 +1,32 @@
 """`workqueue status` and `workqueue retry`: read or change a queue's record, on any backend.
 
-    workqueue status [--state-dir DIR] [--recent N]
-    workqueue status --backend kubernetes --namespace NS --queue Q
+    workqueue status [NAME] [--json] [--state-dir DIR] [--recent N] [--source URL]
+    workqueue status [NAME] [--json] --backend kubernetes --namespace NS --queue Q
     workqueue retry NAME [--state-dir DIR]
     workqueue retry NAME --backend kubernetes --namespace NS --queue Q
 
 Both dispatch through the backend registry: each backend's `Queue` options name the queue, its
-`status()` answers with a `QueueStatus`, its `retry()` with a line for people. An unknown item
+`status()` answers with a `manager.queue_view.QueueView` (the same reasons, positions and
+forecast on every backend; `--json` prints its `as_json()`), its `retry()` with a line for
+people. An unknown item
 is one line and exit 2 on every backend.
 """
 
 from __future__ import annotations
 
+import json
 import time
+from typing import TYPE_CHECKING
 
 from .. import backends
+from ..errors import UserError
 from ..options import from_words
-from ..ports import QueueStatus, State
+from ..ports import State
 from .argtypes import add_declared, positive_int
+from .report import one_line, rows, seconds
+
+if TYPE_CHECKING:
+    from ..queue_view import ItemView, QueueView
 
 
 def _add_queue_options(p) -> None:
@@ -38,8 +47,25 @@ def _queue(args):
 
 
 def add_parsers(subparsers) -> None:
-    p = subparsers.add_parser("status", help="what a queue's record says")
-    p.add_argument("--recent", type=positive_int, default=10, help="recent items to show")
+    p = subparsers.add_parser(
+        "status",
+        help="where every item is, why, and when the waiting ones will run",
+        description="Counts by state, each item's reason in words, positions and predicted "
+        "starts of waiting items, and a forecast from the measured service times.",
+    )
+    p.add_argument("name", nargs="?", help="one item: its state, reason, and log tail or pod")
+    p.add_argument("--json", action="store_true", help="one JSON object (see the README)")
+    p.add_argument(
+        "--recent", type=positive_int, default=10, help="finished items to show (default 10)"
+    )
+    p.add_argument(
+        "--waiting", type=positive_int, default=10, help="waiting items to show (default 10)"
+    )
+    p.add_argument(
+        "--source",
+        help="also ask this ambassador what it lists: items no manager has seen yet are "
+        "pending (on Kubernetes, the only way to name items whose Job is gone)",
+    )
     _add_queue_options(p)
     p.set_defaults(func=show_status)
 
@@ -49,37 +75,126 @@ def add_parsers(subparsers) -> None:
     p.set_defaults(func=retry_item)
 
 
+def _listed(source: str | None) -> list[str] | None:
+    if source is None:
+        return None
+    from ..source_client import SourceClient, SourceError
+
+    try:
+        return SourceClient(source).list_items()
+    except SourceError as exc:
+        raise UserError(f"cannot list the items of {source}: {exc}") from None
+
+
 def show_status(args) -> int:
+    from ..queue_view import from_record
+
     backend, queue = _queue(args)
-    print_status(backend.status(queue, args.recent))
+    listed = _listed(args.source)
+    record = backend.status(queue, listed=listed)
+    view = from_record(record, time.time(), listed)
+    if args.name is None:
+        if args.json:
+            print(json.dumps(view.as_json(), indent=2))
+        else:
+            print_status(view, recent=args.recent, waiting=args.waiting)
+        return 0
+    item = next((i for i in view.items if i.name == args.name), None)
+    if item is None:
+        raise UserError(f"no item named {args.name!r} in {view.where}")
+    detail = backend.item_detail(queue, item.name, record)
+    if args.json:
+        print(json.dumps({**item.as_json(), **detail}, indent=2))
+    else:
+        print_item(item, detail)
     return 0
 
 
-def print_status(status: QueueStatus, now: float | None = None) -> None:
-    now = time.time() if now is None else now
-    counts = status.counts
+def print_status(view: QueueView, *, recent: int = 10, waiting: int = 10) -> None:
+    counts = view.counts
     total = sum(counts.values())
-    print(
-        f"{total} items in {status.where}: "
-        + ", ".join(f"{counts.get(s.value, 0)} {s.value}" for s in State)
-    )
-    if status.recent:
-        print("\nrecent:")
-        for r in status.recent:
-            took = (r.finished - r.started) if r.started and r.finished else 0.0
-            print(f"  {r.state:9} {r.name}  ({took:.1f}s, attempt {r.attempts})")
-    if status.failed:
-        print("\nfailed:")
-        for r in status.failed:
-            print(
-                f"  {r.name}: {r.last_error or 'failed'} after {r.attempts} attempt(s)"
-                f"  log: {r.log_path}"
-            )
-    if status.running:
+    print(f"{total} items in {view.where}: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
+    manager = view.extra.get("manager")
+    forecast = view.forecast
+    if manager:
+        print(
+            f"manager: pid {manager.get('pid')} on {manager.get('host')}, "
+            f"parallelism {forecast.parallelism}"
+            + (f", paused since {_clock(view.paused_since)}" if view.paused_since else "")
+        )
+    else:
+        print("manager: none is running this queue")
+    if forecast.service_seconds is not None:
+        parts = [f"mean service {seconds(forecast.service_seconds)}"]
+        if forecast.drain_seconds is not None:
+            parts.append(f"drains in {seconds(forecast.drain_seconds)}")
+        if forecast.utilization is not None:
+            parts.append(f"utilization {forecast.utilization:.2f} ({forecast.verdict})")
+            parts.append(f"recommended parallelism {forecast.recommended_parallelism}")
+        print("forecast: " + "; ".join(parts))
+    running = view.in_state(State.RUNNING)
+    if running:
         print("\nrunning:")
-        for r in status.running:
-            since = f", for {now - r.started:.0f}s" if r.started else ""
-            print(f"  {r.name} (attempt {r.attempts}{since})")
+        for item in running:
+            print(f"  {item.name}  {item.reason}")
+    line = view.waiting()
+    if line:
+        print(f"\nwaiting ({len(line)}, in order):")
+        for item in line[:waiting]:
+            eta = f"starts in {seconds(item.eta_seconds)}" if item.eta_seconds is not None else ""
+            print(f"  {item.position:>4}. {item.name}  {eta}{'; ' if eta else ''}{item.reason}")
+        if len(line) > waiting:
+            print(f"        … and {len(line) - waiting} more")
+    failed = [i for i in view.in_state(State.FAILED) if i.position is None]
+    if failed:
+        print("\nfailed:")
+        for item in failed:
+            print(f"  {item.name}: {item.reason}  log: {item.log}")
+    done = sorted(
+        (i for i in view.items if i.state in (State.SUCCEEDED, State.FAILED) and i.since),
+        key=lambda i: i.since,
+        reverse=True,
+    )
+    if done:
+        print("\nrecent:")
+        for item in done[:recent]:
+            print(f"  {item.state:9} {item.name}  {item.reason}")
+
+
+def print_item(item: ItemView, detail: dict) -> None:
+    pairs = [("item", item.name), ("state", item.state), ("reason", item.reason)]
+    pairs.append(("attempts", str(item.attempts)))
+    if item.since:
+        pairs.append(("since", _clock(item.since)))
+    if item.position is not None:
+        eta = seconds(item.eta_seconds) if item.eta_seconds is not None else "unknown"
+        pairs += [("position", str(item.position)), ("expected start", f"in {eta}")]
+    if item.exit_code is not None:
+        pairs.append(("exit code", str(item.exit_code)))
+    if item.log:
+        pairs.append(("log", item.log))
+    pod = detail.get("pod")
+    if detail.get("job"):
+        pairs.append(("job", detail["job"]))
+    if pod:
+        pairs.append(("pod", f"{pod['name']} ({pod.get('phase')}, node {pod.get('node') or '-'})"))
+        for c in pod.get("containers") or []:
+            state = c["state"] + (f" {c['reason']}" if c.get("reason") else "")
+            if c.get("exit_code") is not None:
+                state += f" exit code {c['exit_code']}"
+            pairs.append((f"  container {c['name']}", state))
+    print(rows(pairs))
+    if detail.get("log_error"):
+        print(detail["log_error"])
+    tail = detail.get("log_tail")
+    if tail:
+        print(f"\nlog (last {len(tail)} lines):")
+        for line in tail:
+            print(f"  {one_line(line)}")
+
+
+def _clock(when: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when))
 
 
 def retry_item(args) -> int:

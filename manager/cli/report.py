@@ -7,25 +7,18 @@ be written is a `UserError` naming the file, found before any drawing.
 
 from __future__ import annotations
 
-import math
 import os
 
+from ..durations import human
 from ..errors import UserError
 
+seconds = human  # durations for people (`manager.durations.human`)
 
-def seconds(value: float | None) -> str:
-    """500 ms, 12.5 s, 4.2 min, 1.50 h; `never` for an infinite wait, `-` for none."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    if math.isinf(value):
-        return "never" if value > 0 else "-"
-    if value >= 3600:
-        return f"{value / 3600:.2f} h"
-    if value >= 120:
-        return f"{value / 60:.1f} min"
-    if value >= 1:
-        return f"{value:.1f} s"
-    return f"{value * 1000:.0f} ms"
+
+def one_line(text: str) -> str:
+    """A message on one line, whatever a user typed into it: control characters (a newline in
+    a path, say) are shown escaped."""
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
 
 
 def rows(pairs: list[tuple[str, str]]) -> str:

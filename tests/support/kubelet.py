@@ -10,6 +10,14 @@ Status follows batch/v1: startTime and active while running; then succeeded or f
 Complete or Failed (BackoffLimitExceeded) condition and completionTime. A finished Job with
 ttlSecondsAfterFinished is deleted (background propagation) that many seconds later, as the TTL
 controller does. PersistentVolumeClaim mounts are taken to be the same path on this machine.
+
+Pods: each attempt is a Pod object, as the Job controller makes them - the template's labels
+plus `batch.kubernetes.io/job-name` and `job-name`, owned by the Job (so deleting the Job
+deletes them), phase Running with a running container, then Succeeded or Failed with the
+container's exit code. A Job whose image, or whose item's name, contains a key of `stuck` never
+starts: its pod stays Pending, waiting with that reason (`ImagePullBackOff`, …) or unschedulable
+(`Unschedulable`), and the Job stays active - what a real cluster does with a wrong image name
+or a pod no node fits.
 """
 
 from __future__ import annotations
@@ -30,9 +38,13 @@ class Kubelet:
         images: dict[str, list[str]] | None = None,
         env: dict[str, str] | None = None,
         instant: bool = False,
+        stuck: dict[str, str] | None = None,
     ) -> None:
-        """`instant`: complete every Job at once without running anything (benchmarks)."""
+        """`instant`: complete every Job at once without running anything (benchmarks).
+        `stuck`: image, or a part of an item's name -> the reason its pods never start (see
+        the module docstring)."""
         self.instant = instant
+        self.stuck = stuck or {}
         self.store = server.store
         self.images = images or {}
         self.env = env or {}
@@ -71,6 +83,10 @@ class Kubelet:
             return self._finish(ns, name, spec, ok=True, reason="")
         pod = spec["template"]["spec"]
         container = pod["containers"][0]
+        item = (job["metadata"].get("annotations") or {}).get("workqueue.dev/item", "")
+        for key, reason in self.stuck.items():
+            if key == container["image"] or key in item:
+                return self._stuck_pod(job, reason)
         with tempfile.TemporaryDirectory(prefix=f"kubelet-{name}-") as root:
             mounts: dict[str, str] = {}
             volumes = {v["name"]: v for v in pod.get("volumes") or []}
@@ -99,17 +115,96 @@ class Kubelet:
             tries = spec.get("backoffLimit", 6) + 1
             code = 1
             for _ in range(tries):
+                pod_name = self._pod(job, "Running", {"running": {"startedAt": now_rfc3339()}})
                 try:
                     code = subprocess.run(
                         argv, env=env, stdin=subprocess.DEVNULL, capture_output=True
                     ).returncode
                 except OSError:
                     code = 127
+                self._pod_ended(ns, pod_name, container, code)
                 with self._lock:
                     self.runs.append((name, code))
                 if code == 0:
                     break
         self._finish(ns, name, spec, ok=code == 0, reason="BackoffLimitExceeded")
+
+    def _pod(self, job: dict, phase: str, state: dict, conditions: list | None = None) -> str:
+        """A pod of `job` as the Job controller and a kubelet would leave it; its name."""
+        meta = job["metadata"]
+        template = job["spec"]["template"]
+        labels = dict((template.get("metadata") or {}).get("labels") or {})
+        labels.update({"batch.kubernetes.io/job-name": meta["name"], "job-name": meta["name"]})
+        container = template["spec"]["containers"][0]
+        body = {
+            "metadata": {
+                "generateName": f"{meta['name']}-",
+                "labels": labels,
+                "ownerReferences": [
+                    {
+                        "apiVersion": "batch/v1",
+                        "kind": "Job",
+                        "name": meta["name"],
+                        "uid": meta["uid"],
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
+            },
+            "spec": {**template["spec"], "nodeName": "" if conditions else "test-node"},
+            "status": {
+                "phase": phase,
+                "conditions": conditions or [],
+                "containerStatuses": [
+                    {
+                        "name": container["name"],
+                        "image": container["image"],
+                        "ready": phase == "Running",
+                        "restartCount": 0,
+                        "state": state,
+                    }
+                ],
+            },
+        }
+        try:
+            return self.store.create("", "pods", meta["namespace"], body)["metadata"]["name"]
+        except ApiError:
+            return ""
+
+    def _pod_ended(self, ns: str, name: str, container: dict, code: int) -> None:
+        ended = {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error"}}
+        patch = {
+            "status": {
+                "phase": "Succeeded" if code == 0 else "Failed",
+                "containerStatuses": [
+                    {
+                        "name": container["name"],
+                        "image": container["image"],
+                        "ready": False,
+                        "restartCount": 0,
+                        "state": ended,
+                    }
+                ],
+            }
+        }
+        try:
+            self.store.patch("pods", ns, name, patch, "application/merge-patch", status_only=True)
+        except ApiError:
+            pass  # deleted with its Job meanwhile
+
+    def _stuck_pod(self, job: dict, reason: str) -> None:
+        if reason == "Unschedulable":
+            condition = {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": "0/3 nodes are available: 3 Insufficient cpu.",
+            }
+            self._pod(job, "Pending", {"waiting": {"reason": "ContainerCreating"}}, [condition])
+        else:
+            image = job["spec"]["template"]["spec"]["containers"][0]["image"]
+            message = f'Back-off pulling image "{image}"'
+            self._pod(job, "Pending", {"waiting": {"reason": reason, "message": message}})
 
     def _finish(self, ns: str, name: str, spec: dict, *, ok: bool, reason: str) -> None:
         done = now_rfc3339()

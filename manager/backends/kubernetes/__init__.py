@@ -5,6 +5,7 @@
     cache.py    one list + watch of the queue's Jobs (an informer)
     record.py   the durable record of outcomes (ConfigMaps), and the ledger view over it
     leader.py   one manager per queue on a Lease
+    pods.py     why a Job's pod is not running yet, in words
     backend.py  dispatch and completion
     options.py  the typed options (`KubeOptions`, `KubeQueue`)
     assembly.py the set-up for one manager, and `status` / `retry`
@@ -16,7 +17,7 @@ the options import no client, so building the command line's flags costs nothing
 
 from __future__ import annotations
 
-from ...ports import Parts, QueueStatus
+from ...ports import Parts, QueueRecord
 from .options import KubeOptions, KubeQueue
 
 Options = KubeOptions
@@ -29,10 +30,16 @@ def setup(options: KubeOptions, *, registry=None) -> Parts:
     return assembly.setup(options, registry=registry)
 
 
-def status(queue: KubeQueue, recent: int = 10) -> QueueStatus:
+def status(queue: KubeQueue, *, listed: list[str] | None = None) -> QueueRecord:
     from . import assembly
 
-    return assembly.status(queue, recent)
+    return assembly.status(queue, listed=listed)
+
+
+def item_detail(queue: KubeQueue, name: str, record: QueueRecord) -> dict:
+    from . import assembly
+
+    return assembly.item_detail(queue, name, record)
 
 
 def retry(queue: KubeQueue, name: str) -> str:

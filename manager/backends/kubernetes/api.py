@@ -35,6 +35,7 @@ _KINDS = {
     "jobs": ("batch", "job"),
     "configmaps": ("core", "config_map"),
     "events": ("core", "event"),
+    "pods": ("core", "pod"),
     "leases": ("coordination", "lease"),
 }
 

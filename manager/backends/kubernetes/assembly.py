@@ -14,13 +14,14 @@ import os
 import socket
 
 from ...errors import UserError
-from ...ports import Parts, QueueStatus, Row, State
+from ...ports import Parts, QueueRecord, Row, State
 from . import objects as ko
+from . import pods
 from .api import KubeApi, KubeError, load_configuration
 from .backend import KubernetesBackend
 from .cache import JobCache, finished
 from .options import KubeOptions, KubeQueue
-from .record import ClusterLedger, RecordStore, job_state
+from .record import ClusterLedger, ManagerFacts, RecordStore, job_state
 
 log = logging.getLogger(__name__)
 SYNC_TIMEOUT_SECONDS = 60
@@ -88,7 +89,13 @@ def setup(options: KubeOptions, *, registry=None) -> Parts:
     except BaseException:
         api.close()
         raise
-    ledger = ClusterLedger(where.queue, cache, record, namespace=where.namespace)
+    ledger = ClusterLedger(
+        where.queue,
+        cache,
+        record,
+        namespace=where.namespace,
+        facts=ManagerFacts(api, where.queue),
+    )
     removed = backend.clean_orphans(options.orphan_age)
     if removed:
         log.warning("removed %d ConfigMap(s) left without their Job", removed)
@@ -114,57 +121,86 @@ def setup(options: KubeOptions, *, registry=None) -> Parts:
     return Parts(ledger=ledger, backend=backend, close=close, elector=elector)
 
 
-def status(queue: KubeQueue, recent: int = 10) -> QueueStatus:
-    """What the cluster says of a queue: Jobs running now, and outcomes in the record. Items
-    the source lists but no manager has dispatched are not in the cluster: not counted."""
+def status(queue: KubeQueue, *, listed: list[str] | None = None) -> QueueRecord:
+    """What the cluster says of a queue: its Jobs (with why a pod is not running yet), the
+    outcomes in the record, and the facts its manager left (for ETAs). The record keeps item
+    hashes, not names: items whose Job is gone are counted, and named only when `listed`
+    (the source's names) names them."""
     where = queue.check()
     api = KubeApi(where.namespace, _configuration(where.kubeconfig))
     try:
         record = _record(api, where)
         try:
             jobs, _ = api.list("jobs", ko.queue_selector(where.queue))
+            pod_list, _ = api.list("pods", ko.queue_selector(where.queue))
+            facts = ManagerFacts(api, where.queue).read()
         except KubeError as exc:
-            raise UserError(f"cannot list Jobs in {where.namespace}: {exc}") from None
+            raise UserError(
+                f"cannot read queue {where.queue} in {where.namespace}: {exc}"
+            ) from None
     finally:
         api.close()
-    counts = {s.value: 0 for s in State}
+    newest_pod = pods.by_job(pod_list)
     rows: dict[str, Row] = {}
+    reasons: dict[str, str] = {}
+    details: dict[str, dict] = {}
     for job in jobs:
-        item = (job["metadata"].get("annotations") or {}).get(ko.ITEM_ANNOTATION)
-        if item is None:
+        meta = job["metadata"]
+        item = (meta.get("annotations") or {}).get(ko.ITEM_ANNOTATION)
+        if item is None or meta.get("deletionTimestamp"):
             continue
-        state, attempts = job_state(job)
-        status_ = job.get("status") or {}
-        rows[item] = Row(
-            item,
-            state,
-            attempts,
-            0.0,
-            _epoch(status_.get("startTime")),
-            _epoch(status_.get("completionTime")) if finished(job) else None,
-            None,
-            f"job/{job['metadata']['name']} (kubectl logs)",
-            None if finished(job) != "Failed" else "Job failed",
-        )
-    running = [r for r in rows.values() if r.state == State.RUNNING]
+        pod = newest_pod.get(meta["name"])
+        rows[item] = _job_row(item, job, pod, where.namespace)
+        details[item] = {"job": meta["name"], "pod": pods.summary(pod)}
+        if not finished(job):
+            why = pods.waiting_reason(job, pod)
+            if why is not None:
+                reasons[item] = why
+    counts_only: dict[str, int] = {}
+    by_hash = {ko.item_hash(where.queue, name): name for name in listed or []}
     known = {ko.item_hash(where.queue, name) for name in rows}
-    for item_hash, (state, _) in record.entries().items():
-        if item_hash not in known:
-            counts[state] = counts.get(state, 0) + 1
-    for row in rows.values():
-        counts[row.state] += 1
-    done = sorted(
-        (r for r in rows.values() if r.finished is not None),
-        key=lambda r: r.finished,
-        reverse=True,
+    for item_hash, (state, attempts) in record.entries().items():
+        if item_hash in known:
+            continue
+        name = by_hash.get(item_hash)
+        if name is None:
+            counts_only[state] = counts_only.get(state, 0) + 1
+        else:
+            rows[name] = Row(name, state, attempts, 0.0, None, None, None, None, None)
+    return QueueRecord(
+        f"namespace {where.namespace}, queue {where.queue}",
+        list(rows.values()),
+        facts,
+        reasons=reasons,
+        details=details,
+        unnamed=counts_only,
     )
-    return QueueStatus(
-        where=f"namespace {where.namespace}, queue {where.queue}",
-        counts=counts,
-        recent=done[:recent],
-        failed=[r for r in done if r.state == State.FAILED],
-        running=sorted(running, key=lambda r: r.name),
+
+
+def _job_row(item: str, job: dict, pod: dict | None, namespace: str) -> Row:
+    state, attempts = job_state(job)
+    job_status = job.get("status") or {}
+    outcome = finished(job)
+    error = None
+    if outcome == "Failed":
+        conditions = [c for c in job_status.get("conditions") or [] if c.get("type") == "Failed"]
+        error = f"Job failed ({conditions[0].get('reason')})" if conditions else "Job failed"
+    return Row(
+        item,
+        state,
+        attempts,
+        _epoch(job["metadata"].get("creationTimestamp")) or 0.0,
+        _epoch(job_status.get("startTime")),
+        _epoch(job_status.get("completionTime")) if outcome else None,
+        pods.exit_code(pod),
+        f"kubectl logs -n {namespace} job/{job['metadata']['name']}",
+        error,
     )
+
+
+def item_detail(queue: KubeQueue, name: str, record: QueueRecord) -> dict:
+    """What `workqueue status NAME` adds for one item: its Job and its pod's state."""
+    return record.details.get(name) or {"job": None, "pod": None}
 
 
 def _epoch(timestamp: str | None) -> float | None:

@@ -17,6 +17,7 @@ then what this manager itself just did.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterable
@@ -149,11 +150,59 @@ def job_state(job: dict) -> tuple[str, int]:
     return State.RUNNING.value, attempts
 
 
+class ManagerFacts:
+    """The facts of the manager leading a queue (`Manager.facts`) in one ConfigMap,
+    `<queue>-manager`, for `workqueue status` run from anywhere: one write when the manager
+    starts, one per change of parallelism, and one when it stops ("stopped" set)."""
+
+    def __init__(self, api: KubeApi, queue: str) -> None:
+        self.api = api
+        self.name = f"{queue}-manager"
+        self.queue = queue
+
+    def write(self, facts: dict | None) -> None:
+        body = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": self.name,
+                "labels": {ko.QUEUE_LABEL: self.queue, ROLE_LABEL: "manager"},
+            },
+            "data": {"facts": json.dumps(facts or {"stopped": time.time()})},
+        }
+        try:
+            self.api.replace("configmaps", self.name, body)
+        except KubeError as exc:
+            if exc.reason != "NotFound":
+                raise
+            self.api.create("configmaps", body)
+
+    def read(self) -> dict | None:
+        """The facts of the manager running the queue now, or None."""
+        try:
+            cm = self.api.get("configmaps", self.name)
+        except KubeError as exc:
+            if exc.reason != "NotFound":
+                raise
+            return None
+        try:
+            facts = json.loads((cm.get("data") or {}).get("facts") or "{}")
+        except ValueError:
+            return None
+        return None if not isinstance(facts, dict) or "stopped" in facts else facts
+
+
 class ClusterLedger:
     """`manager.ports.Ledger` over the cluster (see the module docstring)."""
 
     def __init__(
-        self, queue: str, cache: JobCache, record: RecordStore, *, namespace: str = ""
+        self,
+        queue: str,
+        cache: JobCache,
+        record: RecordStore,
+        *,
+        namespace: str = "",
+        facts: ManagerFacts | None = None,
     ) -> None:
         self.queue = queue
         self.where = f"namespace {namespace}, queue {queue}" if namespace else f"queue {queue}"
@@ -162,6 +211,7 @@ class ClusterLedger:
         self._lock = threading.Lock()
         self._local: dict[str, tuple[str, int]] = {}
         self._rows: dict[str, dict] = {}
+        self.facts = facts  # where `note_manager` leaves the manager's facts (None: nowhere)
 
     def _hash(self, name: str) -> str:
         return ko.item_hash(self.queue, name)
@@ -214,6 +264,11 @@ class ClusterLedger:
 
     def take_retry_requests(self) -> list[str]:
         return []  # `workqueue retry` acts on the cluster directly: nothing is left for us
+
+    def note_manager(self, facts: dict | None) -> None:
+        """Kept in the queue's `<queue>-manager` ConfigMap (see `ManagerFacts`)."""
+        if self.facts is not None:
+            self.facts.write(facts)
 
     def close(self) -> None:
         return None

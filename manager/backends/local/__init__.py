@@ -11,17 +11,20 @@ running - and `status()` / `retry()` for the commands that read or change the re
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
+import socket
 from dataclasses import dataclass
 
 from ...durations import parse_duration
 from ...errors import UserError
+from ...logs import log_tail
 from ...options import option, split_words
-from ...ports import Parts, QueueStatus, State
+from ...ports import Parts, QueueRecord, State
 from . import integrity
-from .ledger import LEDGER_FILE, Ledger, LedgerBusy
+from .ledger import LEDGER_FILE, MANAGER_FILE, Ledger, LedgerBusy
 from .process import LocalBackend, end_process_group
 
 DEFAULT_STATE_DIR = ".workqueue"
@@ -113,15 +116,39 @@ def rows_for(state_dir: str):
         return ledger.rows()
 
 
-def status(queue: LocalQueue, recent: int = 10) -> QueueStatus:
+def running_manager(state_dir: str) -> dict | None:
+    """The facts the manager running on `state_dir` left (`Ledger.note_manager`), or None
+    when none runs there: no file, or its process is gone (killed before it could clean up)."""
+    try:
+        with open(os.path.join(state_dir, MANAGER_FILE), encoding="utf-8") as f:
+            facts = json.load(f)
+        pid = int(facts["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if facts.get("host") != socket.gethostname():
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass  # alive, someone else's
+    return facts
+
+
+def status(queue: LocalQueue, *, listed: list[str] | None = None) -> QueueRecord:
+    """The queue as its ledger has it, and the facts of the manager running on it now (the
+    ledger names every item it has seen: `listed` adds nothing here)."""
     with _existing_ledger(queue.state_dir) as ledger:
-        return QueueStatus(
-            where=ledger.where,
-            counts=ledger.counts(),
-            recent=ledger.query("finished IS NOT NULL", order="finished DESC", limit=recent),
-            failed=ledger.query("state='failed'", order="finished DESC"),
-            running=ledger.rows(State.RUNNING),
-        )
+        rows = ledger.rows()
+        where = ledger.where
+    return QueueRecord(where, rows, running_manager(queue.state_dir))
+
+
+def item_detail(queue: LocalQueue, name: str, record: QueueRecord, lines: int = 20) -> dict:
+    """What `workqueue status NAME` adds for one item: the tail of its log."""
+    log_path = next((r.log_path for r in record.rows if r.name == name), None)
+    return {"log_tail": log_tail(log_path, lines)} if log_path else {"log_tail": None}
 
 
 def retry(queue: LocalQueue, name: str) -> str:

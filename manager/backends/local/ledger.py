@@ -31,7 +31,9 @@ to do; a manager's ledger is backed up when it opens and when it closes.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import json
 import os
 import sqlite3
 import threading
@@ -43,6 +45,7 @@ from ...ports import Row, State
 from . import integrity
 
 LEDGER_FILE = "ledger.sqlite3"
+MANAGER_FILE = "manager.json"  # the running manager's facts, for `workqueue status`
 
 
 class LedgerBusy(UserError):
@@ -307,6 +310,19 @@ class Ledger:
             if names:
                 self._db.execute("DELETE FROM retry_requests")
         return [n for n in names if self.retry(n)]
+
+    def note_manager(self, facts: dict | None) -> None:
+        """`manager.json` beside the ledger: written whole (a temporary file renamed over it),
+        removed when the manager stops. Readers check the pid in it is alive."""
+        path = os.path.join(self.state_dir, MANAGER_FILE)
+        if facts is None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            return
+        temporary = f"{path}.{os.getpid()}.tmp"
+        with open(temporary, "w", encoding="utf-8") as out:
+            json.dump(facts, out)
+        os.replace(temporary, path)
 
     def recover(self, end_process_group: Callable[[int, str | None], None]) -> list[str]:
         """At start: items left running by a manager that died go back to pending, after

@@ -20,6 +20,7 @@ from .selectors import selector_matches
 RESOURCES = {
     ("", "configmaps"): ("v1", "ConfigMap"),
     ("", "events"): ("v1", "Event"),
+    ("", "pods"): ("v1", "Pod"),
     ("batch", "jobs"): ("batch/v1", "Job"),
     ("coordination.k8s.io", "leases"): ("coordination.k8s.io/v1", "Lease"),
 }

@@ -285,7 +285,7 @@ def test_retry_runs_a_failed_item_again(tmp_path, ambassador_server, marker_work
     assert r.stdout.startswith(
         "2 items in namespace media, queue thumbs: 0 pending, 0 running, 1 succeeded, 1 failed"
     )
-    assert "will-fail.mp4: Job failed after 1 attempt(s)" in r.stdout
+    assert "will-fail.mp4: failed with exit code 7 after 1 attempt" in r.stdout, r.stdout
     r = workqueue("retry", "never-seen.mp4", *cluster.queue_args())  # one line, exit 2
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [

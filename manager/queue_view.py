@@ -1,0 +1,363 @@
+"""Where every item is, why, and when the waiting ones will run: the one answer behind
+`workqueue status` (text and `--json`) and the manager's dashboard.
+
+A backend hands over its rows (`manager.ports.Row`) and what it knows of the manager running
+the queue (`Context`: the parallelism in force, the retry policy); this module turns them into
+a `QueueView` - counts by state, one `ItemView` per item with its reason in words, and a
+`Forecast` - the same way for every backend and every reader.
+
+The prediction is the mean-value schedule of the line as it stands: each running item frees
+its slot when it has run for the measured mean service time S (or now, if it already has);
+each waiting item, in dispatch order, takes the earliest free slot no sooner than it is ready
+(a failed item backing off is ready when its backoff ends) and holds it for S. An item's
+`eta_seconds` is its predicted start from now; the forecast's `drain_seconds` is when the last
+slot falls idle. Items arriving later are not in it - the forecast's `utilization` and
+`verdict` (from the measured interarrival, `manager.scaling`) say whether the line will grow.
+Without a manager running, or before any service time is measured, there is no schedule: the
+reasons say so and the numbers are null, never a made-up 0.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .durations import human
+from .measure import Measured, measure_rows
+from .ports import QueueRecord, Row, State
+from .scaling import recommended_parallelism, verdict_for
+
+if TYPE_CHECKING:  # retry imports the workqueue and so prometheus-client: not at parse time
+    from .retry import RetryPolicy
+
+STATES = tuple(s.value for s in State)
+
+
+@dataclass(frozen=True)
+class Context:
+    """What is known of the manager running the queue, if one is."""
+
+    now: float
+    parallelism: int | None = None  # None: no manager runs the queue now
+    policy: RetryPolicy | None = None  # tells an item backing off from one failed for good
+    paused_since: float | None = None
+    target_utilization: float = 0.9
+    window: float = 3600.0  # how far back arrivals and service times are measured
+    measured: Measured | None = None  # a running manager's own window; else from the rows
+
+
+def context_from_facts(facts: dict | None, now: float) -> Context:
+    """The context of a queue whose running manager left `facts` (`Manager.facts`), or of a
+    queue no manager runs (None)."""
+    if not facts:
+        return Context(now=now)
+    from .retry import Backoff, RetryPolicy
+
+    try:
+        policy = RetryPolicy(
+            int(facts["max_attempts"]),
+            Backoff(float(facts["retry_backoff"]), float(facts["retry_backoff_cap"])),
+        )
+        return Context(
+            now=now,
+            parallelism=int(facts["parallelism"]),
+            policy=policy,
+            paused_since=facts.get("paused_since"),
+            target_utilization=float(facts.get("target_utilization", 0.9)),
+            window=float(facts.get("window", 3600.0)),
+        )
+    except (KeyError, TypeError, ValueError):
+        return Context(now=now)  # facts from another version: no schedule rather than a wrong one
+
+
+@dataclass
+class ItemView:
+    name: str
+    state: str
+    attempts: int
+    reason: str
+    since: float | None
+    position: int | None = None  # 1 = the next to start
+    eta_seconds: float | None = None
+    exit_code: int | None = None
+    log: str | None = None
+    ready_at: float | None = None  # a failed item backing off: when it may run again
+    first_seen: float | None = None
+    ran_seconds: float | None = None  # a finished item's last attempt
+
+    def as_json(self) -> dict:
+        out = {
+            "name": self.name,
+            "state": self.state,
+            "attempts": self.attempts,
+            "reason": self.reason,
+            "since": _iso(self.since),
+        }
+        if self.position is not None:
+            out["position"] = self.position
+            out["eta_seconds"] = _round(self.eta_seconds)
+        if self.exit_code is not None:
+            out["exit_code"] = self.exit_code
+        if self.ran_seconds is not None:
+            out["ran_seconds"] = _round(self.ran_seconds)
+        if self.log is not None:
+            out["log"] = self.log
+        return out
+
+
+@dataclass(frozen=True)
+class Forecast:
+    drain_seconds: float | None
+    utilization: float | None
+    verdict: str | None
+    recommended_parallelism: int | None
+    service_seconds: float | None
+    interarrival_seconds: float | None
+    parallelism: int | None
+
+    def as_json(self) -> dict:
+        return {
+            "drain_seconds": _round(self.drain_seconds),
+            "utilization": _round(self.utilization, 4),
+            "verdict": self.verdict,
+            "recommended_parallelism": self.recommended_parallelism,
+            "service_seconds": _round(self.service_seconds),
+            "interarrival_seconds": _round(self.interarrival_seconds),
+            "parallelism": self.parallelism,
+        }
+
+
+@dataclass
+class QueueView:
+    where: str
+    now: float
+    counts: dict[str, int]
+    items: list[ItemView]
+    forecast: Forecast
+    paused_since: float | None = None
+    extra: dict = field(default_factory=dict)  # backend-specific facts (e.g. `manager`)
+    details: dict = field(default_factory=dict)  # name -> what `status NAME` adds (a pod)
+
+    def in_state(self, state: str) -> list[ItemView]:
+        return [i for i in self.items if i.state == state]
+
+    def waiting(self) -> list[ItemView]:
+        """Items in line, by position."""
+        return sorted((i for i in self.items if i.position is not None), key=lambda i: i.position)
+
+    def as_json(self) -> dict:
+        return {
+            "where": self.where,
+            "generated": _iso(self.now),
+            "counts": dict(self.counts),
+            "items": [i.as_json() for i in self.items],
+            "forecast": self.forecast.as_json(),
+            **self.extra,
+        }
+
+
+def pending_rows(names: Iterable[str], now: float) -> list[Row]:
+    """Rows for items a source lists that the record has never seen: pending since now."""
+    return [Row(n, State.PENDING.value, 0, now, None, None, None, None, None) for n in names]
+
+
+def from_record(record: QueueRecord, now: float, listed: list[str] | None = None) -> QueueView:
+    """The view of what a backend's record says (`workqueue status`); names `listed` by the
+    source that the record has not seen are pending."""
+    known = {r.name for r in record.rows}
+    rows = record.rows + pending_rows(sorted(set(listed or ()) - known), now)
+    view = build(
+        record.where,
+        rows,
+        context_from_facts(record.facts, now),
+        reasons=record.reasons,
+        manager=record.facts,
+    )
+    for state, n in record.unnamed.items():
+        view.counts[state] = view.counts.get(state, 0) + n
+    view.details = record.details
+    return view
+
+
+def build(
+    where: str,
+    rows: Iterable[Row],
+    context: Context,
+    *,
+    reasons: dict[str, str] | None = None,
+    **extra,
+) -> QueueView:
+    """The view of a queue whose record holds `rows` (every item, any order). `reasons`
+    replaces the reason of the items it names (a backend that knows better: a pod waiting
+    for a node)."""
+    rows = list(rows)
+    now = context.now
+    counts = {s: 0 for s in STATES}
+    items: dict[str, ItemView] = {}
+    for row in rows:
+        counts[row.state] = counts.get(row.state, 0) + 1
+        items[row.name] = _item(row, context)
+    measured = context.measured or measure_rows(rows, window=context.window)
+    service = measured.service_seconds if measured else None
+    for name, reason in (reasons or {}).items():
+        if name in items:
+            items[name].reason = reason
+    line = _line(rows, items, context)
+    drain = _schedule(rows, line, items, context, service)
+    return QueueView(
+        where=where,
+        now=now,
+        counts=counts,
+        items=sorted(items.values(), key=_display_order),
+        forecast=_forecast(measured, context, drain),
+        paused_since=context.paused_since,
+        extra=extra,
+    )
+
+
+def _item(row: Row, context: Context) -> ItemView:
+    now = context.now
+    view = ItemView(row.name, row.state, row.attempts, "", row.first_seen or None)
+    view.log = row.log_path
+    view.first_seen = row.first_seen or None
+    if row.state in (State.SUCCEEDED, State.FAILED) and row.started and row.finished:
+        view.ran_seconds = max(0.0, row.finished - row.started)
+    if row.state == State.PENDING:
+        if context.parallelism is None:
+            view.reason = "waiting for a manager to run the queue"
+        elif context.paused_since is not None:
+            view.reason = f"waiting: the queue is paused since {_clock(context.paused_since)}"
+        else:
+            view.reason = "waiting for a free slot"
+    elif row.state == State.RUNNING:
+        view.since = row.started
+        started = f" since {_clock(row.started)}" if row.started else ""
+        ran = f" ({human(now - row.started)} so far)" if row.started else ""
+        view.reason = f"running{started}{ran}, attempt {row.attempts}"
+    elif row.state == State.SUCCEEDED:
+        view.since = row.finished
+        took = view.ran_seconds
+        view.reason = f"succeeded in {human(took)}" if took is not None else "succeeded"
+        view.exit_code = row.exit_code
+    else:  # failed: for good, or backing off before another attempt
+        view.since = row.finished
+        view.exit_code = row.exit_code
+        why = _failure(row)
+        policy = context.policy
+        if (
+            policy is not None
+            and context.parallelism is not None
+            and policy.needs_work(row.state, row.attempts)
+        ):
+            ready = (row.finished or now) + policy.item_backoff.delay(max(row.attempts - 1, 0))
+            view.ready_at = ready
+            when = f"until {_clock(ready)}" if ready > now else "done, retrying"
+            view.reason = (
+                f"backing off {when} ({why}; attempt {row.attempts} of {policy.max_attempts})"
+            )
+        else:
+            view.reason = f"{why} after {row.attempts} attempt{'s' * (row.attempts != 1)}"
+    return view
+
+
+def _failure(row: Row) -> str:
+    if row.exit_code is not None:
+        return f"failed with exit code {row.exit_code}"
+    return f"failed: {row.last_error}" if row.last_error else "failed"
+
+
+def _line(rows: list[Row], items: dict[str, ItemView], context: Context) -> list[str]:
+    """The items that will run again, in dispatch order: pending first-seen first, then the
+    ones backing off by the time their backoff ends."""
+    pending = sorted(
+        (r for r in rows if r.state == State.PENDING), key=lambda r: (r.first_seen, r.name)
+    )
+    backing_off = sorted(
+        (r for r in rows if items[r.name].ready_at is not None),
+        key=lambda r: (items[r.name].ready_at, r.name),
+    )
+    return [r.name for r in pending] + [r.name for r in backing_off]
+
+
+def _schedule(
+    rows: list[Row],
+    line: list[str],
+    items: dict[str, ItemView],
+    context: Context,
+    service: float | None,
+) -> float | None:
+    """Positions always; ETAs and the drain time when a manager runs and S is measured."""
+    for position, name in enumerate(line, start=1):
+        items[name].position = position
+    parallelism = context.parallelism
+    if parallelism is None or context.paused_since is not None:
+        return None
+    now = context.now
+    running = [r for r in rows if r.state == State.RUNNING]
+    if service is None:
+        # Only the items that a free slot takes now have a known start.
+        free = max(parallelism - len(running), 0)
+        for name in line[:free]:
+            if items[name].ready_at is None or items[name].ready_at <= now:
+                items[name].eta_seconds = 0.0
+        return 0.0 if not line and not running else None
+    slots = [max(now, (r.started or now) + service) for r in running]
+    slots += [now] * max(parallelism - len(slots), 0)
+    heapq.heapify(slots)
+    finish = max(slots) if slots else now
+    for name in line:
+        ready = max(now, items[name].ready_at or now)
+        start = max(ready, heapq.heappop(slots))
+        items[name].eta_seconds = start - now
+        heapq.heappush(slots, start + service)
+        finish = max(finish, start + service)
+    return finish - now
+
+
+def _forecast(measured: Measured | None, context: Context, drain: float | None) -> Forecast:
+    service = measured.service_seconds if measured else None
+    interarrival = measured.interarrival_seconds if measured else math.inf
+    parallelism = context.parallelism
+    utilization = verdict = recommended = None
+    if service is not None and parallelism:
+        rate = 0.0 if math.isinf(interarrival) else service / interarrival
+        utilization = rate / parallelism
+        verdict = verdict_for(utilization, context.target_utilization)
+        recommended = recommended_parallelism(interarrival, service, context.target_utilization)
+    return Forecast(
+        drain_seconds=drain,
+        utilization=utilization,
+        verdict=verdict,
+        recommended_parallelism=recommended,
+        service_seconds=service,
+        interarrival_seconds=None if math.isinf(interarrival) else interarrival,
+        parallelism=parallelism,
+    )
+
+
+def _display_order(item: ItemView):
+    """Running, then the line, then failed and succeeded newest first."""
+    rank = {State.RUNNING: 0, State.PENDING: 1, State.FAILED: 2, State.SUCCEEDED: 3}
+    if item.position is not None:
+        return (1, item.position, item.name)
+    return (rank.get(item.state, 4), -(item.since or 0), item.name)
+
+
+def _iso(when: float | None) -> str | None:
+    if when is None:
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when))
+
+
+def _clock(when: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(when))
+
+
+def _round(value: float | None, digits: int = 3) -> float | None:
+    if value is None or math.isinf(value) or math.isnan(value):
+        return None
+    return round(value, digits)

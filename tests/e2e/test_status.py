@@ -1,0 +1,117 @@
+"""`workqueue status` on a real run: the JSON object checked against docs/status.schema.json,
+reasons, positions and predicted starts while a manager runs, one item with its log tail, and
+what is said when no manager runs."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+
+import jsonschema
+import pytest
+
+from tests.support.servers import wait_until
+
+from .conftest import REPO, spawn_workqueue, workqueue
+
+SCHEMA = json.loads((REPO / "docs" / "status.schema.json").read_text())
+
+WORKER = """#!{python}
+import json, os, sys, time
+name = json.load(open(os.environ["WORK_ITEM_FILE"]))["name"]
+if "gate" in name:
+    while not os.path.exists({gate!r}):
+        time.sleep(0.05)
+if name.startswith("bad"):
+    print("no such codec", file=sys.stderr)
+    sys.exit(5)
+time.sleep(0.3)
+"""
+
+
+def status(state, *extra) -> dict:
+    r = workqueue("status", "--state-dir", state, "--json", *extra)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+@pytest.fixture
+def gated_run(tmp_path):
+    videos, state, gate = tmp_path / "videos", tmp_path / "state", tmp_path / "gate.open"
+    videos.mkdir()
+    # dispatch order is by name: a quick failure and a quick success first (so a service time
+    # is measured), then the gate holding the only slot, then three waiting
+    for name in ("b-ok.mp4", "bad-a.mp4", "c-gate.mp4", "d-1.mp4", "e-2.mp4", "f-3.mp4"):
+        (videos / name).write_bytes(b"x")
+    worker = tmp_path / "worker.py"
+    worker.write_text(WORKER.format(python=sys.executable, gate=str(gate)))
+    worker.chmod(0o755)
+    return videos, state, gate, worker
+
+
+def test_status_json_while_a_manager_runs_and_after(gated_run):
+    videos, state, gate, worker = gated_run
+    run = spawn_workqueue(
+        "run", videos, "--suffix", ".mp4", "--state-dir", state, "--parallelism", "1",
+        "--max-attempts", "1", "--settle", "0", "--", worker,
+    )  # fmt: skip
+    try:
+
+        def gate_running():
+            if not (state / "ledger.sqlite3").exists():
+                return None
+            r = workqueue("status", "--state-dir", state, "--json")
+            if r.returncode != 0:
+                return None
+            body = json.loads(r.stdout)
+            return (
+                body if body["counts"]["running"] == 1 and body["counts"]["failed"] == 1 else None
+            )
+
+        body = wait_until(gate_running, timeout=30, interval=0.1)
+        jsonschema.validate(body, SCHEMA)
+        items = {i["name"]: i for i in body["items"]}
+        assert body["counts"] == {"pending": 3, "running": 1, "succeeded": 1, "failed": 1}
+        assert items["c-gate.mp4"]["reason"].startswith("running since ")
+        line = sorted((i for i in body["items"] if "position" in i), key=lambda i: i["position"])
+        assert [i["name"] for i in line] == ["d-1.mp4", "e-2.mp4", "f-3.mp4"]
+        assert all(i["reason"] == "waiting for a free slot" for i in line)
+        etas = [i["eta_seconds"] for i in line]
+        assert all(e is not None for e in etas) and etas == sorted(etas)  # measured: predicted
+        assert items["bad-a.mp4"]["reason"] == "failed with exit code 5 after 1 attempt"
+        assert items["bad-a.mp4"]["exit_code"] == 5
+        assert body["manager"]["parallelism"] == body["forecast"]["parallelism"] == 1
+        assert body["forecast"]["service_seconds"] > 0
+        assert body["forecast"]["drain_seconds"] >= etas[-1]
+        # one item: its state and the tail of its log
+        one = json.loads(workqueue("status", "bad-a.mp4", "--state-dir", state, "--json").stdout)
+        assert one["state"] == "failed" and "no such codec" in one["log_tail"][-1]
+        text = workqueue("status", "--state-dir", state).stdout
+        assert "waiting (3, in order):" in text and "1. d-1.mp4  starts in" in text
+        gate.touch()
+        assert run.wait(timeout=60) == 1
+    finally:
+        gate.touch()
+        if run.poll() is None:
+            run.send_signal(signal.SIGTERM)
+            run.wait(timeout=30)
+    after = status(state)
+    jsonschema.validate(after, SCHEMA)
+    assert after["counts"] == {"pending": 0, "running": 0, "succeeded": 5, "failed": 1}
+    assert after["manager"] is None and after["forecast"]["parallelism"] is None
+    assert after["forecast"]["recommended_parallelism"] is None  # no manager: no parallelism
+    r = workqueue("status", "--state-dir", state)
+    assert "manager: none is running this queue" in r.stdout
+
+
+def test_one_unknown_item_is_one_line_and_exit_2(tmp_path, gated_run):
+    videos, state, gate, worker = gated_run
+    gate.touch()
+    r = workqueue("run", videos, "--state-dir", state, "--max-attempts", "1", "--", worker)
+    assert r.returncode == 1
+    r = workqueue("status", "nope.mp4", "--state-dir", state)
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [
+        f"workqueue status: error: no item named 'nope.mp4' in {state}"
+    ]

@@ -1,0 +1,144 @@
+"""The dashboard's rules, through the real stats server over HTTP on 127.0.0.1: who may look,
+what is escaped, what ships; and the board's figures from an injected moment."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import requests
+
+from manager.dashboard import Dashboard, is_loopback
+from manager.dashboard.model import Board, BoardCache, series
+from manager.dashboard.page import board_html
+from manager.ports import Row
+from manager.queue_view import Context, build
+from manager.stats_server import StatsServer
+
+NOW = 1_800_000_000.0
+EVIL = "<img src=x onerror=alert(1)>.mp4"
+TOKEN = "s3cret-token-0123456789"
+
+
+def a_board(now: float = NOW) -> Board:
+    rows = [
+        Row(EVIL, "failed", 1, now - 90, now - 80, now - 70, 3, None, "exit 3"),
+        Row("ok.mp4", "succeeded", 1, now - 60, now - 50, now - 40, 0, None, None),
+        Row("run.mp4", "running", 1, now - 30, now - 20, None, None, None, None),
+        Row("wait.mp4", "pending", 0, now - 10, None, None, None, None, None),
+    ]
+    view = build("/state", rows, Context(now=now, parallelism=1))
+    return Board(view, series(view.items, now), [], False, {EVIL: ["<script>x</script>"]})
+
+
+@pytest.fixture
+def serve():
+    servers = []
+
+    def start(host="127.0.0.1", token=None):
+        dashboard = Dashboard(a_board, host=host, token=token)
+        server = StatsServer(lambda: {"span": 0}, None, "127.0.0.1", 0, dashboard)
+        servers.append(server)
+        return f"http://127.0.0.1:{server.port}"
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def test_on_loopback_the_page_is_open_and_everything_outside_is_escaped(serve):
+    url = serve()
+    r = requests.get(url + "/", timeout=5)
+    assert r.status_code == 200 and r.headers["Content-Type"].startswith("text/html")
+    assert "<img src=x" not in r.text and "<script>x" not in r.text
+    assert "&lt;img src=x onerror=alert(1)&gt;.mp4" in r.text
+    assert "&lt;script&gt;x&lt;/script&gt;" in r.text  # the log tail, escaped too
+    csp = r.headers["Content-Security-Policy"]
+    assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp
+    assert 'data-state="failed"><span class="n">1</span>' in r.text
+    assert r.headers["X-Content-Type-Options"] == "nosniff"
+
+
+def test_the_board_and_its_json_and_the_shipped_files(serve):
+    url = serve()
+    fragment = requests.get(url + "/ui/board", timeout=5).text
+    assert fragment.startswith('<section id="counts"') and "<html" not in fragment
+    board = requests.get(url + "/ui/board.json", timeout=5).json()
+    assert board["counts"] == {"pending": 1, "running": 1, "succeeded": 1, "failed": 1}
+    assert sum(board["series"]["succeeded"]) == 1 and sum(board["series"]["failed"]) == 1
+    assert board["autoscaler"] == {"enabled": False, "decisions": []}
+    js = requests.get(url + "/ui/static/dashboard.js", timeout=5)
+    assert js.status_code == 200 and "ui/board" in js.text
+    assert js.headers["Content-Type"].startswith("text/javascript")
+    assert requests.get(url + "/ui/static/../__init__.py", timeout=5).status_code == 404
+    assert requests.post(url + "/", timeout=5).status_code == 405
+
+
+def test_beyond_loopback_without_a_token_the_page_is_off_and_metrics_stay_open(serve):
+    url = serve(host="0.0.0.0")
+    r = requests.get(url + "/", timeout=5)
+    assert r.status_code == 403 and "--ui-token" in r.text and "WORKQUEUE_UI_TOKEN" in r.text
+    assert requests.get(url + "/ui/board.json", timeout=5).status_code == 403
+    assert requests.get(url + "/healthz", timeout=5).status_code == 200
+    assert requests.get(url + "/stats", timeout=5).json() == {"span": 0}
+
+
+def test_with_a_token_it_is_required_by_header_or_by_cookie(serve):
+    url = serve(host="0.0.0.0", token=TOKEN)
+    assert requests.get(url + "/", timeout=5).status_code == 401
+    wrong = {"Authorization": "Bearer not-the-token-at-all"}
+    assert requests.get(url + "/", headers=wrong, timeout=5).status_code == 401
+    right = {"Authorization": f"Bearer {TOKEN}"}
+    assert requests.get(url + "/ui/board", headers=right, timeout=5).status_code == 200
+    # a browser logs in once: the token leaves the address bar for an HttpOnly cookie
+    session = requests.Session()
+    r = session.get(url + "/?token=wrong", allow_redirects=False, timeout=5)
+    assert r.status_code == 401 and "Set-Cookie" not in r.headers
+    r = session.get(url + f"/?token={TOKEN}", allow_redirects=False, timeout=5)
+    assert r.status_code == 303 and r.headers["Location"] == "./"
+    cookie = r.headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    assert session.get(url + "/", timeout=5).status_code == 200
+    assert session.get(url + "/ui/board.json", timeout=5).status_code == 200
+
+
+def test_a_token_is_required_on_loopback_too_once_set(serve):
+    url = serve(token=TOKEN)
+    assert requests.get(url + "/", timeout=5).status_code == 401
+
+
+def test_loopback_addresses():
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
+    assert not is_loopback("0.0.0.0") and not is_loopback("10.1.2.3")
+
+
+def test_series_counts_the_last_hour_per_minute_and_quantiles():
+    board = a_board()
+    s = board.series
+    assert len(s.succeeded) == 60 and s.start <= NOW < s.start + 3600
+    assert sum(s.succeeded[-2:]) == sum(s.succeeded) == 1  # finished 40 s ago
+    assert sum(s.failed[-3:]) == sum(s.failed) == 1  # finished 70 s ago
+    latencies = [v for v in s.latency_p95 if v is not None]
+    assert latencies == [20.0, 20.0]  # first seen to finished, for both
+    old = series(a_board(NOW - 7200).view.items, NOW)  # two hours ago: out of the chart
+    assert sum(old.succeeded) == sum(old.failed) == 0
+
+
+def test_the_cache_builds_at_most_once_per_max_age():
+    built = []
+    clock = [0.0]
+    cache = BoardCache(lambda: built.append(1) or a_board(), max_age=0.5, clock=lambda: clock[0])
+    cache.get()
+    cache.get()
+    clock[0] = 0.4
+    cache.get()
+    assert len(built) == 1
+    clock[0] = 0.6
+    cache.get()
+    assert len(built) == 2
+
+
+def test_the_board_json_is_the_status_object_plus_series():
+    body = json.loads(json.dumps(a_board().as_json()))
+    assert {"counts", "items", "forecast", "series", "autoscaler"} <= set(body)
+    assert "wait.mp4" in board_html(a_board())
