@@ -23,6 +23,8 @@ import shutil
 import subprocess
 import tempfile
 
+from .logs import logging_config
+
 THREADS_PER_WORKER = 16
 
 
@@ -141,7 +143,11 @@ def serve(args, user_error: type[Exception]) -> int:
     master = os.getpid()
     try:
         _run_gunicorn(
-            {**config, "SHARED_SNAPSHOT": snapshot_dir}, f"fd://{listener.fileno()}", args.workers
+            {**config, "SHARED_SNAPSHOT": snapshot_dir},
+            f"fd://{listener.fileno()}",
+            args.workers,
+            getattr(args, "log_format", "text"),
+            getattr(args, "log_level", None) or "warning",
         )
     finally:
         # gunicorn's workers are forks of this process and leave through here too: only the
@@ -207,7 +213,9 @@ def _bind_host(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
-def _run_gunicorn(config: dict, bind: str, workers: int) -> None:
+def _run_gunicorn(
+    config: dict, bind: str, workers: int, log_format: str = "text", log_level: str = "warning"
+) -> None:
     from gunicorn.app.base import BaseApplication
 
     class AmbassadorServer(BaseApplication):
@@ -223,7 +231,8 @@ def _run_gunicorn(config: dict, bind: str, workers: int) -> None:
                 "limit_request_line": 0,  # long URIs get a Status 414 from the app instead
                 "preload_app": False,
                 "accesslog": None,
-                "loglevel": "warning",
+                "loglevel": log_level,
+                "logconfig_dict": logging_config(log_format, log_level),
                 "proc_name": "workqueue-ambassador",
             }.items():
                 self.cfg.set(key, value)

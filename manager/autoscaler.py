@@ -12,9 +12,10 @@ a burst (items that arrived together: a backlog, not a rate - `manager.measure`)
 recommendation is one worker per item still waiting or running, so the backlog drains as fast as
 the bounds allow.
 
-Each change is logged with its reason, e.g. "utilization 0.97 > 0.9 at P=3 -> P=4", and the
-gauges workqueue_parallelism, workqueue_utilization, workqueue_interarrival_seconds and
-workqueue_service_seconds say what it saw.
+Each change is logged with its reason, e.g. "utilization 0.97 > 0.9 at P=3 -> P=4", and kept
+in `decisions` (the dashboard's table). What it reads is on /metrics too (`manager.observe`:
+workqueue_parallelism, workqueue_utilization_ratio, workqueue_interarrival_seconds,
+workqueue_service_seconds), computed from the same window.
 """
 
 from __future__ import annotations
@@ -46,7 +47,6 @@ class Autoscaler:
         interval: float = 30.0,
         down_delay: float = 300.0,
         target_utilization: float = 0.9,
-        registry=None,
     ) -> None:
         if not 1 <= minimum <= maximum:
             raise ValueError("need 1 <= min-parallelism <= max-parallelism")
@@ -64,7 +64,6 @@ class Autoscaler:
         self.last_reason: str | None = None
         # The latest changes, newest last: (wall-clock time, from, to, reason) - the dashboard.
         self.decisions: deque[tuple[float, int, int, str]] = deque(maxlen=20)
-        self._gauges = _gauges(registry) if registry is not None else None
         if self.current != current:
             set_parallelism(self.current)
 
@@ -84,7 +83,6 @@ class Autoscaler:
         self._history.append((now, clamped))
         while self._history and self._history[0][0] < now - self.down_delay:
             self._history.popleft()
-        self._publish(utilization, interarrival, service)
         if clamped > self.current:
             self._change(
                 clamped,
@@ -113,16 +111,6 @@ class Autoscaler:
         self.decisions.append((time.time(), self.current, parallelism, reason))
         self.current = parallelism
         self.set_parallelism(parallelism)
-        if self._gauges is not None:
-            self._gauges["parallelism"].set(parallelism)
-
-    def _publish(self, utilization: float, interarrival: float, service: float) -> None:
-        if self._gauges is None:
-            return
-        self._gauges["parallelism"].set(self.current)
-        self._gauges["utilization"].set(utilization)
-        self._gauges["interarrival"].set(interarrival if not math.isinf(interarrival) else 0)
-        self._gauges["service"].set(service)
 
     def run(self, stop: threading.Event) -> None:
         while not stop.wait(self.interval):
@@ -130,26 +118,3 @@ class Autoscaler:
                 self.step()
             except Exception:
                 log.exception("autoscale step failed")
-
-
-def _gauges(registry) -> dict:
-    from prometheus_client import Gauge
-
-    return {
-        "parallelism": Gauge(
-            "workqueue_parallelism", "Units of work allowed at once.", registry=registry
-        ),
-        "utilization": Gauge(
-            "workqueue_utilization",
-            "Measured service / (parallelism x interarrival).",
-            registry=registry,
-        ),
-        "interarrival": Gauge(
-            "workqueue_interarrival_seconds",
-            "Measured mean time between new items (0: none in the window).",
-            registry=registry,
-        ),
-        "service": Gauge(
-            "workqueue_service_seconds", "Measured mean service time.", registry=registry
-        ),
-    }

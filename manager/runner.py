@@ -120,7 +120,6 @@ class Manager:
                 interval=options.scale_interval,
                 down_delay=options.scale_down_delay,
                 target_utilization=options.target_utilization,
-                registry=registry,
             )
         self.reconciler = Reconciler(
             ledger,
@@ -134,14 +133,19 @@ class Manager:
         # Invariant: the items queued because they need work and not yet dispatched, with the
         # time each was first queued (what workqueue_oldest_waiting_seconds reports).
         self._waiting_since: dict[str, float] = {}
+        self._durations = None
         if registry is not None:
-            from prometheus_client import Gauge
+            from .observe import ManagerCollector, item_durations
 
-            Gauge(
-                "workqueue_oldest_waiting_seconds",
-                "Age of the oldest item waiting to be dispatched (0 when none).",
-                registry=registry,
-            ).set_function(self._oldest_waiting)
+            registry.register(
+                ManagerCollector(
+                    self.window.measured,
+                    lambda: self.capacity.limit,
+                    self._oldest,
+                    counts=ledger.counts,
+                )
+            )
+            self._durations = item_durations(registry)
         self.stop_event = threading.Event()
         self.poller = Poller(
             client, self.enqueue, interval=options.poll_interval, stop=self.stop_event
@@ -198,9 +202,10 @@ class Manager:
     def _dispatched(self, name: str) -> None:
         self._waiting_since.pop(name, None)
 
-    def _oldest_waiting(self) -> float:
+    def _oldest(self) -> float | None:
+        """Age of the oldest item waiting to be dispatched; None when none waits."""
         since = list(self._waiting_since.values())
-        return time.time() - min(since) if since else 0.0
+        return time.time() - min(since) if since else None
 
     def _on_outcome(self, name: str, result: Result, outcome: Outcome | None) -> None:
         self._note(name, result, outcome)
@@ -208,6 +213,9 @@ class Manager:
     def _note(self, name: str, result: Result, outcome: Outcome | None) -> None:
         if outcome is not None and outcome.seconds is not None and not outcome.interrupted:
             self.window.served(outcome.seconds)
+            if self._durations is not None:
+                ended = "succeeded" if outcome.succeeded else "failed"
+                self._durations.labels(ended).observe(outcome.seconds)
         if result in TERMINAL:
             self._waiting_since.pop(name, None)
         if self.on_result is not None and result in TERMINAL | {Result.RETRY}:

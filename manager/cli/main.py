@@ -13,7 +13,26 @@ import re
 import sys
 
 from ..errors import UserError
+from . import environment
+from .log_options import LONG_RUNNING, add_log_options, setup_logging
 from .report import one_line
+
+
+def version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("workqueue")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def subcommand_parser(parser: argparse.ArgumentParser, name: str):
+    """The parser of the command `name`, or None when there is no such command."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices.get(name)
+    return None
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -34,12 +53,14 @@ def build_parser() -> argparse.ArgumentParser:
         prog="workqueue",
         description="Run a container (or a command) once for every item a source lists.",
     )
+    parser.add_argument("--version", action="version", version=f"workqueue {version()}")
     subparsers = parser.add_subparsers(
         dest="subcommand", required=True, metavar="COMMAND", parser_class=OneLineParser
     )
     from ambassador.server import add_parser as add_ambassador_parser
 
     from . import (
+        completion,
         lab_cmd,
         ledger_cmd,
         manager_cmd,
@@ -62,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     stability_cmd.add_parser(subparsers)
     simulate_cmd.add_parser(subparsers)
     plan_cmd.add_parser(subparsers)
+    completion.add_parser(subparsers)
+    for name in LONG_RUNNING:
+        add_log_options(subparsers.choices[name], default=LONG_RUNNING[name])
     return parser
 
 
@@ -76,13 +100,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     if any("\0" in word for word in argv + (trailing or [])):  # no path or name holds one
         parser.error("an argument contains a NUL character")
-    if argv and argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
+    if argv and argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
         parser.error(f"unknown option {argv[0]!r}: the command comes first")
+    command = subcommand_parser(parser, argv[0]) if argv else None
+    if command is not None:
+        environment.apply(command)  # WORKQUEUE_<FLAG>: defaults that flags override
     args = parser.parse_args(argv)
     if trailing is not None and not hasattr(args, "command"):
         parser.error(f"workqueue {args.subcommand} takes no command after --")
     if hasattr(args, "command"):
         args.command = trailing or []
+    if hasattr(args, "log_format"):
+        setup_logging(args.log_format, args.log_level)
     try:
         return int(args.func(args) or 0)
     except UserError as exc:

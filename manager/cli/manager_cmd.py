@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
-import sys
 import threading
 from typing import TYPE_CHECKING
 
@@ -178,13 +177,6 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run_manager)
 
 
-def setup_logging() -> None:
-    logging.basicConfig(
-        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s"
-    )
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per in-process request
-
-
 def install_signal_handlers(manager: Manager) -> dict:
     """SIGTERM/SIGINT stop the manager (running work gets its grace period). Returns a dict
     that holds the signal's number under "signal" once one came."""
@@ -222,7 +214,6 @@ def run_manager(args) -> int:
     check_parallelism_bounds(args)
     backend_options = from_words(backends.load(args.backend).Options, vars(args))
     options = manager_options(args, poll_interval=args.poll_interval, watch=args.watch)
-    setup_logging()
     built = assemble(
         args.source, args.backend, backend_options, options, stats=stats_endpoint(args)
     )

@@ -22,7 +22,6 @@ from .manager_cmd import (
     install_signal_handlers,
     manager_options,
     run_once,
-    setup_logging,
     stats_endpoint,
 )
 
@@ -54,7 +53,6 @@ def run_folder(args) -> int:
     check_parallelism_bounds(args)
     local = from_words(LocalOptions, vars(args), worker_argv=argv)
     options = manager_options(args)
-    setup_logging()
     from .inprocess import serve_folder
 
     folder = folder_config(args)

@@ -58,11 +58,13 @@ def test_autoscaler_scales_up_under_a_backlog_and_reports(
 
     try:
         wait_until(lambda: metric("workqueue_parallelism") == 4, timeout=30)
-        assert metric("workqueue_utilization") is not None
+        assert metric("workqueue_utilization_ratio") is None  # a burst: no rate, no ratio
+        assert metric("workqueue_build_info") == 1
         assert metric("workqueue_service_seconds") > 0.3
         wait_until(lambda: len(set(marker_worker.ended())) == 24, timeout=60)
         assert metric("workqueue_adds_total") is not None
-        assert metric("workqueue_oldest_waiting_seconds") == 0  # everything dispatched
+        assert metric("workqueue_oldest_waiting_seconds") is None  # nothing waits: no figure
+        assert metric("workqueue_item_duration_seconds_count") == 24
         stats = requests.get(base + "/stats", timeout=2).json()
         assert len(stats["arrival_times"]) == 24 and len(stats["service_seconds"]) == 24
         r = workqueue("stability", "--from-url", base, "--json")

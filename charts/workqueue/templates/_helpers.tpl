@@ -41,3 +41,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- range . -}}{{- $words = append $words (squote .) -}}{{- end -}}
 {{- join " " $words -}}
 {{- end -}}
+
+{{- define "workqueue.uiSecretName" -}}
+{{- default (printf "%s-ui" (include "workqueue.fullname" .)) .Values.dashboard.existingSecret -}}
+{{- end -}}
+
+{{- define "workqueue.metricsSelector" -}}
+namespace="{{ .Release.Namespace }}", job="{{ include "workqueue.fullname" . }}-metrics"
+{{- end -}}

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-COMMANDS = ["lab", "ambassador", "manager", "run", "status", "retry", "stability"]
+COMMANDS = ["lab", "ambassador", "manager", "run", "status", "retry", "stability", "completion"]
 
 
 def test_building_the_parser_imports_nothing_heavy():

@@ -85,9 +85,13 @@ def vectors(command: str):
         if baseline:
             argv += BASELINE[command]
         else:
-            for _ in positionals:
-                argv.append(draw(st.sampled_from(HOSTILE + ["."])))
-        for action in draw(st.lists(st.sampled_from(options), max_size=6, unique=True)):
+            for positional in positionals:
+                known = [str(c) for c in positional.choices or ()]
+                argv.append(draw(st.sampled_from(HOSTILE + ["."] + known)))
+        chosen = (
+            draw(st.lists(st.sampled_from(options), max_size=6, unique=True)) if options else []
+        )
+        for action in chosen:
             flag = action.option_strings[-1]
             if action.nargs == 0:
                 argv.append(flag)

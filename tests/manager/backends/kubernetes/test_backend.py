@@ -356,7 +356,9 @@ def test_metrics_of_the_kubernetes_backend(tmp_path, ambassador_server, marker_w
     assert samples["workqueue_dispatch_conflicts_total"] == 0
     assert samples["workqueue_job_cache_size"] == 3
     assert samples['workqueue_kube_api_seconds_count{verb="create"}'] >= 6
-    assert "workqueue_oldest_waiting_seconds" in samples
+    assert samples['workqueue_item_duration_seconds_count{outcome="succeeded"}'] == 2
+    assert samples['workqueue_item_duration_seconds_count{outcome="failed"}'] == 1
+    assert "workqueue_oldest_waiting_seconds" not in samples  # nothing waits: no figure
 
 
 def test_history_limits_keep_the_newest_and_rerun_nothing(

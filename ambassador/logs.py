@@ -1,0 +1,55 @@
+"""Log lines as JSON objects, one per line, for log pipelines (`--log-format json`).
+
+Shared by the ambassador's gunicorn (through `logging_config`) and by the manager's commands
+(which import it from here: the ambassador never imports the manager, the reverse is fine).
+Each line: {"time": ISO 8601 UTC with milliseconds, "level", "logger", "message"}, plus
+"exception" with the formatted traceback when one is logged.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+LEVELS = ("debug", "info", "warning", "error")
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(message)s"
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+        line = {
+            "time": f"{stamp}.{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return json.dumps(line, ensure_ascii=False)
+
+
+def logging_config(log_format: str = "text", level: str = "info") -> dict:
+    """A `logging.config.dictConfig` that sends every logger to stderr in `log_format`."""
+    formatter = (
+        {"()": f"{__name__}.JsonFormatter"} if log_format == "json" else {"format": TEXT_FORMAT}
+    )
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"main": formatter},
+        "handlers": {
+            "stderr": {
+                "class": "logging.StreamHandler",
+                "formatter": "main",
+                "stream": "ext://sys.stderr",
+            }
+        },
+        "root": {"handlers": ["stderr"], "level": level.upper()},
+        "loggers": {
+            "gunicorn.error": {"handlers": ["stderr"], "level": level.upper(), "propagate": False},
+            "gunicorn.access": {"handlers": [], "level": "CRITICAL", "propagate": False},
+            "werkzeug": {"level": "WARNING"},  # no line per in-process request
+        },
+    }

@@ -1,0 +1,84 @@
+"""Every flag of every command also from the environment: `WORKQUEUE_<FLAG>`.
+
+    --parallelism 4        WORKQUEUE_PARALLELISM=4
+    --ui-token T           WORKQUEUE_UI_TOKEN=T
+    --autoscale            WORKQUEUE_AUTOSCALE=true        (true/false, 1/0, yes/no, on/off)
+    --suffix .mp4 …        WORKQUEUE_SUFFIX=.mp4,.mkv      (repeatable flags: comma-separated)
+
+The name is the long flag in capitals with dashes as underscores. A value from the environment
+becomes the flag's default, so a flag on the command line always wins; it is checked by the
+flag's own parser, and a bad one is one line naming the variable. Options of the command that
+runs are read; `--help` and `--version` are not settable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping
+
+from ..errors import UserError
+
+PREFIX = "WORKQUEUE_"
+TRUE = {"1", "true", "yes", "on"}
+FALSE = {"0", "false", "no", "off", ""}
+
+
+def variable(flag: str) -> str:
+    """`--ui-token` -> `WORKQUEUE_UI_TOKEN`."""
+    return PREFIX + flag.lstrip("-").upper().replace("-", "_")
+
+
+def long_flag(action: argparse.Action) -> str | None:
+    return next((o for o in action.option_strings if o.startswith("--")), None)
+
+
+def settable(parser: argparse.ArgumentParser):
+    """(flag, action) of every long option of `parser` the environment may set."""
+    for action in parser._actions:
+        flag = long_flag(action)
+        if flag is None or isinstance(action, argparse._HelpAction | argparse._VersionAction):
+            continue
+        yield flag, action
+
+
+def apply(parser: argparse.ArgumentParser, environ: Mapping[str, str] = os.environ) -> None:
+    """Make `WORKQUEUE_<FLAG>` values the defaults of `parser`'s flags; a bad value is
+    `parser.error` (one line, exit 2)."""
+    for flag, action in settable(parser):
+        name = variable(flag)
+        if name not in environ:
+            continue
+        try:
+            action.default = _value(action, environ[name])
+        except (argparse.ArgumentTypeError, ValueError, UserError) as exc:
+            parser.error(f"{name}: {exc}")
+        action.required = False
+
+
+def _value(action: argparse.Action, text: str):
+    if isinstance(action, argparse._StoreTrueAction | argparse._StoreFalseAction):
+        word = text.strip().lower()
+        if word not in TRUE | FALSE:
+            raise ValueError(f"not true or false: {text!r}")
+        on = word in TRUE
+        return on if isinstance(action, argparse._StoreTrueAction) else not on
+    if isinstance(action, argparse._AppendAction):
+        return [_one(action, part.strip()) for part in text.split(",") if part.strip()]
+    return _one(action, text)
+
+
+def _one(action: argparse.Action, text: str):
+    value = text
+    if action.type is not None:
+        try:
+            value = action.type(text)
+        except (argparse.ArgumentTypeError, UserError):
+            raise
+        except (TypeError, ValueError):  # a plain type such as int: say it as argparse does
+            kind = getattr(action.type, "__name__", repr(action.type))
+            raise ValueError(f"invalid {kind} value: {text!r}") from None
+    if action.choices is not None and value not in action.choices:
+        choices = ", ".join(map(str, action.choices))
+        raise ValueError(f"invalid choice {text!r} (choose from {choices})")
+    return value

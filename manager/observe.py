@@ -1,0 +1,118 @@
+"""The manager's own metrics, beside the queue's client-go ones (`manager.workqueue.metrics`).
+
+Measured figures are read when Prometheus scrapes, from the same sliding window the autoscaler
+and `/stats` read (`manager.measure`), so every reader agrees and nothing is copied into gauges
+that could go stale. A figure that is not known is absent, never a 0 that means "no data":
+
+    workqueue_parallelism              units of work allowed at once now (always)
+    workqueue_service_seconds          mean run time over the window (once something finished)
+    workqueue_interarrival_seconds     mean time between new items (once there is a rate; a
+                                       burst of items listed together is a backlog, not a rate)
+    workqueue_utilization_ratio        service / (parallelism x interarrival) (when both are)
+    workqueue_oldest_waiting_seconds   age of the oldest item waiting to start (while one is)
+    workqueue_items{state}             items the record holds, by state (`status` counts)
+    workqueue_build_info{version}      1, with the package's version
+    workqueue_item_duration_seconds{outcome}
+                                       a histogram of run times of units of work that ended,
+                                       by outcome (succeeded, failed): p95 service time graphs
+
+Units and suffixes follow Prometheus' conventions (base units, `_seconds`, `_ratio`, `_info`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from importlib import metadata
+
+from .measure import Measured
+
+# Batch work runs from seconds to hours: buckets from 100 ms to 4 h.
+DURATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 14400)
+
+
+def version() -> str:
+    try:
+        return metadata.version("workqueue")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+class ManagerCollector:
+    """A prometheus-client collector of the figures above, computed at scrape time."""
+
+    def __init__(
+        self,
+        measured: Callable[[], Measured],
+        parallelism: Callable[[], int],
+        oldest_waiting: Callable[[], float | None],
+        counts: Callable[[], dict[str, int]] | None = None,
+    ) -> None:
+        self.counts = counts
+        self.measured = measured
+        self.parallelism = parallelism
+        self.oldest_waiting = oldest_waiting
+
+    def describe(self):
+        return []  # collected lazily; nothing to check at registration
+
+    def collect(self):
+        from prometheus_client.core import GaugeMetricFamily
+
+        parallelism = self.parallelism()
+        yield GaugeMetricFamily(
+            "workqueue_parallelism", "Units of work allowed at once.", value=parallelism
+        )
+        figures = self.measured()
+        service = figures.service_seconds
+        interarrival = figures.interarrival_seconds
+        if service is not None:
+            yield GaugeMetricFamily(
+                "workqueue_service_seconds",
+                "Mean run time of units of work that ended, over the window.",
+                value=service,
+            )
+        if not math.isinf(interarrival):
+            yield GaugeMetricFamily(
+                "workqueue_interarrival_seconds",
+                "Mean time between new items over the window.",
+                value=interarrival,
+            )
+            if service is not None and parallelism > 0:
+                yield GaugeMetricFamily(
+                    "workqueue_utilization_ratio",
+                    "Measured service / (parallelism x interarrival); above 1 the backlog grows.",
+                    value=service / (parallelism * interarrival),
+                )
+        oldest = self.oldest_waiting()
+        if oldest is not None:
+            yield GaugeMetricFamily(
+                "workqueue_oldest_waiting_seconds",
+                "Age of the oldest item waiting to be dispatched.",
+                value=oldest,
+            )
+        if self.counts is not None:
+            items = GaugeMetricFamily(
+                "workqueue_items", "Items the record holds, by state.", labels=["state"]
+            )
+            for state, n in self.counts().items():
+                items.add_metric([state], n)
+            yield items
+        info = GaugeMetricFamily(
+            "workqueue_build_info", "The workqueue build that runs.", labels=["version"]
+        )
+        info.add_metric([version()], 1)
+        yield info
+
+
+def item_durations(registry):
+    """The histogram of run times by outcome; `.labels(outcome).observe(seconds)`."""
+    from prometheus_client import Histogram
+
+    return Histogram(
+        "workqueue_item_duration_seconds",
+        "Run time of units of work that ended, by outcome.",
+        ["outcome"],
+        buckets=DURATION_BUCKETS,
+        registry=registry,
+    )

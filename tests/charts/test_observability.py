@@ -1,0 +1,187 @@
+"""The chart's observability objects: the dashboard's token Secret, the Grafana dashboard
+ConfigMap and the PrometheusRule - rendered by the real Helm engine, core objects validated by
+kubernetes-validate (strict), the rules checked and unit-tested by the real `promtool`
+(Debian's prometheus package, installed by `make test`), and every Grafana query checked by
+promtool too (as recording rules: the same PromQL parser)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import shutil
+import subprocess
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from .test_chart import VERSIONS, by_kind, containers, render
+
+ALL_ON = {
+    "serviceMonitor": {"enabled": True},
+    "grafanaDashboard": {"enabled": True},
+    "prometheusRule": {"enabled": True, "labels": {"release": "prometheus"}},
+}
+
+
+DURATION_COUNT = "workqueue_item_duration_seconds_count"
+LONGEST = "workqueue_longest_running_processor_seconds"
+
+
+def firing(rule: dict, name: str, value: str, at: str = "30m") -> dict:
+    """promtool's expectation that alert `name` fires at `at`, its annotations rendered with
+    `value` as Prometheus would humanize it."""
+    found = next(r for g in rule["spec"]["groups"] for r in g["rules"] if r.get("alert") == name)
+    annotations = {
+        key: re.sub(r"\{\{ \$value \| humanize\w* \}\}", value, text)
+        for key, text in found["annotations"].items()
+    }
+    return {
+        "eval_time": at,
+        "alertname": name,
+        "exp_alerts": [{"exp_labels": found["labels"], "exp_annotations": annotations}],
+    }
+
+
+def promtool(*args, cwd) -> subprocess.CompletedProcess:
+    binary = shutil.which("promtool")
+    assert binary, "promtool is missing: run `make test` (it installs Debian's prometheus)"
+    return subprocess.run([binary, *args], cwd=cwd, capture_output=True, text=True, timeout=60)
+
+
+def test_the_new_objects_render_and_core_ones_are_valid():
+    docs = render(ALL_ON)
+    for kind in ("Secret", "ConfigMap"):
+        for doc in by_kind(docs, kind):
+            for version in VERSIONS:
+                kubernetes_validate.validate(doc, version, strict=True)
+    grafana = by_kind(docs, "ConfigMap")[0]
+    assert grafana["metadata"]["labels"]["grafana_dashboard"] == "1"
+    dashboard = json.loads(grafana["data"]["workqueue.json"])
+    assert dashboard["uid"] == "workqueue" and len(dashboard["panels"]) >= 6
+    rule = by_kind(docs, "PrometheusRule")[0]
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    assert rule["metadata"]["labels"]["release"] == "prometheus"
+    alerts = {r["alert"] for g in rule["spec"]["groups"] for r in g["rules"]}
+    assert alerts == {
+        "WorkqueueBacklogGrowing",
+        "WorkqueueUtilizationHigh",
+        "WorkqueueOldestItemWaiting",
+        "WorkqueueItemStuck",
+        "WorkqueueFailureRateHigh",
+    }
+    assert not by_kind(render(), "PrometheusRule") and len(by_kind(render(), "ConfigMap")) == 0
+
+
+def test_the_dashboard_token_comes_from_a_secret():
+    docs = render()
+    secret = by_kind(docs, "Secret")[0]
+    token = base64.b64decode(secret["data"]["token"]).decode()
+    assert len(token) == 40 and token.isalnum()
+    found, _ = containers(docs)
+    env = {e["name"]: e for e in found["manager"]["env"]}
+    ref = env["WORKQUEUE_UI_TOKEN"]["valueFrom"]["secretKeyRef"]
+    assert ref == {"name": secret["metadata"]["name"], "key": "token"}
+    # the manager accepts it (16+ characters of the allowed kind)
+    from manager.cli.argtypes import token as token_type
+
+    assert token_type(token) == token
+    mine = render({"dashboard": {"existingSecret": "my-ui", "secretKey": "t"}})
+    assert not by_kind(mine, "Secret")
+    found, _ = containers(mine)
+    env = {e["name"]: e for e in found["manager"]["env"]}
+    assert env["WORKQUEUE_UI_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "my-ui", "key": "t"}
+    off = render({"dashboard": {"enabled": False}})
+    found, _ = containers(off)
+    assert "WORKQUEUE_UI_TOKEN" not in {e["name"] for e in found["manager"]["env"]}
+
+
+def test_promtool_checks_the_rules(tmp_path):
+    rule = by_kind(render(ALL_ON), "PrometheusRule")[0]
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rule["spec"]))
+    r = promtool("check", "rules", "rules.yaml", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "SUCCESS: 5 rules found" in r.stdout
+
+
+def test_promtool_fires_the_alerts_on_series_that_should_fire_them(tmp_path):
+    """promtool's rule unit tests: a queue over capacity and failing fires its alerts; a calm
+    queue fires none."""
+    rule = by_kind(render(ALL_ON), "PrometheusRule")[0]
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rule["spec"]))
+    sel = 'namespace="media", job="demo-workqueue-metrics"'
+    tests = {
+        "rule_files": ["rules.yaml"],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [
+                    {"series": f"workqueue_utilization_ratio{{{sel}}}", "values": "1.4x40"},
+                    {"series": f'workqueue_depth{{{sel}, name="items"}}', "values": "1+2x40"},
+                    {"series": f"workqueue_oldest_waiting_seconds{{{sel}}}", "values": "60+60x40"},
+                    {
+                        "series": f'{DURATION_COUNT}{{{sel}, outcome="failed"}}',
+                        "values": "0+3x40",
+                    },
+                    {
+                        "series": f"workqueue_item_duration_seconds_count"
+                        f'{{{sel}, outcome="succeeded"}}',
+                        "values": "0+2x40",
+                    },
+                    {
+                        "series": f'{LONGEST}{{{sel}, name="items"}}',
+                        "values": "0x40",
+                    },
+                ],
+                "alert_rule_test": [
+                    firing(rule, "WorkqueueUtilizationHigh", "1.4"),
+                    firing(rule, "WorkqueueBacklogGrowing", "61"),
+                    firing(rule, "WorkqueueFailureRateHigh", "60%"),
+                    {"eval_time": "40m", "alertname": "WorkqueueItemStuck", "exp_alerts": []},
+                ],
+            },
+            {
+                "interval": "1m",
+                "input_series": [
+                    {"series": f"workqueue_utilization_ratio{{{sel}}}", "values": "0.5x40"},
+                    {"series": f'workqueue_depth{{{sel}, name="items"}}', "values": "0x40"},
+                    {
+                        "series": f'{DURATION_COUNT}{{{sel}, outcome="succeeded"}}',
+                        "values": "0+5x40",
+                    },
+                ],
+                "alert_rule_test": [
+                    {"eval_time": "40m", "alertname": name, "exp_alerts": []}
+                    for name in (
+                        "WorkqueueUtilizationHigh",
+                        "WorkqueueBacklogGrowing",
+                        "WorkqueueFailureRateHigh",
+                        "WorkqueueOldestItemWaiting",
+                    )
+                ],
+            },
+        ],
+    }
+    (tmp_path / "tests.yaml").write_text(yaml.safe_dump(tests))
+    r = promtool("test", "rules", "tests.yaml", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("panel_index", range(8))
+def test_every_grafana_query_is_promql_promtool_accepts(tmp_path, panel_index):
+    grafana = by_kind(render(ALL_ON), "ConfigMap")[0]
+    panels = json.loads(grafana["data"]["workqueue.json"])["panels"]
+    if panel_index >= len(panels):
+        pytest.fail(f"the dashboard has {len(panels)} panels; update this test's range")
+    rules = [
+        {
+            "record": f"grafana:panel_{panel_index}:{k}",
+            "expr": t["expr"].replace("$namespace", "media").replace("$job", ".*"),
+        }
+        for k, t in enumerate(panels[panel_index]["targets"])
+    ]
+    (tmp_path / "q.yaml").write_text(yaml.safe_dump({"groups": [{"name": "q", "rules": rules}]}))
+    r = promtool("check", "rules", "q.yaml", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
