@@ -17,21 +17,15 @@ import shlex
 SHELLS = ("bash", "zsh")
 
 
-def add_parser(subparsers) -> None:
+def add_parser(subparsers, root: argparse.ArgumentParser) -> None:
+    """`root` is the whole command line's parser, the one the script is made from."""
     p = subparsers.add_parser(
         "completion",
         help="print a shell completion script (bash or zsh)",
         description="Print a completion script: source <(workqueue completion bash)",
     )
     p.add_argument("shell", choices=SHELLS, help="the shell to complete in")
-    p.set_defaults(func=print_completion)
-
-
-def print_completion(args) -> int:
-    from .main import build_parser
-
-    print(script(build_parser(), args.shell))
-    return 0
+    p.set_defaults(func=lambda args: print(script(root, args.shell)) or 0)
 
 
 def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

@@ -83,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     stability_cmd.add_parser(subparsers)
     simulate_cmd.add_parser(subparsers)
     plan_cmd.add_parser(subparsers)
-    completion.add_parser(subparsers)
+    completion.add_parser(subparsers, parser)
     for name in LONG_RUNNING:
         add_log_options(subparsers.choices[name], default=LONG_RUNNING[name])
     return parser
