@@ -182,3 +182,6 @@ class QueueRecord:
     reasons: dict[str, str] = field(default_factory=dict)
     details: dict[str, dict] = field(default_factory=dict)
     unnamed: dict[str, int] = field(default_factory=dict)  # state -> count
+    # False when the rows' first-seen times are not arrivals (Kubernetes: a Job's creation is
+    # its dispatch); then no arrival rate is measured from them.
+    arrivals_known: bool = True

@@ -23,7 +23,7 @@ import heapq
 import math
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from .durations import human
@@ -48,6 +48,7 @@ class Context:
     target_utilization: float = 0.9
     window: float = 3600.0  # how far back arrivals and service times are measured
     measured: Measured | None = None  # a running manager's own window; else from the rows
+    not_started: frozenset[str] = frozenset()  # running items whose work has not begun yet
 
 
 def context_from_facts(facts: dict | None, now: float) -> Context:
@@ -170,10 +171,15 @@ def from_record(record: QueueRecord, now: float, listed: list[str] | None = None
     source that the record has not seen are pending."""
     known = {r.name for r in record.rows}
     rows = record.rows + pending_rows(sorted(set(listed or ()) - known), now)
+    context = context_from_facts(record.facts, now)
+    if not record.arrivals_known:  # service times only: no arrival rate from dispatch times
+        window = [r for r in rows if r.finished is None or r.finished >= now - context.window]
+        only_services = [replace(r, first_seen=0.0) for r in window]
+        context = replace(context, measured=measure_rows(only_services))
     view = build(
         record.where,
         rows,
-        context_from_facts(record.facts, now),
+        context,
         reasons=record.reasons,
         manager=record.facts,
     )
@@ -206,6 +212,9 @@ def build(
     for name, reason in (reasons or {}).items():
         if name in items:
             items[name].reason = reason
+    if reasons:  # a running item a backend explains has not started its work yet
+        started = {n for n in reasons if n in items and items[n].state == State.RUNNING}
+        context = replace(context, not_started=context.not_started | started)
     line = _line(rows, items, context)
     drain = _schedule(rows, line, items, context, service)
     return QueueView(
@@ -234,7 +243,7 @@ def _item(row: Row, context: Context) -> ItemView:
         else:
             view.reason = "waiting for a free slot"
     elif row.state == State.RUNNING:
-        view.since = row.started
+        view.since = row.started or row.first_seen or None
         started = f" since {_clock(row.started)}" if row.started else ""
         ran = f" ({human(now - row.started)} so far)" if row.started else ""
         view.reason = f"running{started}{ran}, attempt {row.attempts}"
@@ -305,7 +314,13 @@ def _schedule(
             if items[name].ready_at is None or items[name].ready_at <= now:
                 items[name].eta_seconds = 0.0
         return 0.0 if not line and not running else None
-    slots = [max(now, (r.started or now) + service) for r in running]
+    # A running item whose unit of work has not started (a backend said why: a pod waiting for
+    # a node or an image) still needs a whole mean service time from now.
+    waiting_to_start = context.not_started
+    slots = [
+        now + service if r.name in waiting_to_start else max(now, (r.started or now) + service)
+        for r in running
+    ]
     slots += [now] * max(parallelism - len(slots), 0)
     heapq.heapify(slots)
     finish = max(slots) if slots else now
@@ -323,9 +338,10 @@ def _forecast(measured: Measured | None, context: Context, drain: float | None) 
     interarrival = measured.interarrival_seconds if measured else math.inf
     parallelism = context.parallelism
     utilization = verdict = recommended = None
-    if service is not None and parallelism:
-        rate = 0.0 if math.isinf(interarrival) else service / interarrival
-        utilization = rate / parallelism
+    # Without an arrival rate (nothing new, or items that all came together: a backlog to
+    # drain) there is no utilization to speak of: the drain time is the forecast.
+    if service is not None and parallelism and not math.isinf(interarrival):
+        utilization = service / interarrival / parallelism
         verdict = verdict_for(utilization, context.target_utilization)
         recommended = recommended_parallelism(interarrival, service, context.target_utilization)
     return Forecast(

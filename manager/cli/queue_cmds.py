@@ -131,6 +131,8 @@ def print_status(view: QueueView, *, recent: int = 10, waiting: int = 10) -> Non
         if forecast.utilization is not None:
             parts.append(f"utilization {forecast.utilization:.2f} ({forecast.verdict})")
             parts.append(f"recommended parallelism {forecast.recommended_parallelism}")
+        elif manager:
+            parts.append("no arrival rate yet (what waits is a backlog)")
         print("forecast: " + "; ".join(parts))
     running = view.in_state(State.RUNNING)
     if running:

@@ -88,7 +88,7 @@ def _stability(board: Board) -> str:
         rows = [("manager", "not running")]
     else:
         rows = [
-            ("verdict", f.verdict or "not measured yet"),
+            ("verdict", f.verdict or _no_verdict(f)),
             ("utilization", f"{f.utilization:.2f}" if f.utilization is not None else "-"),
             ("parallelism", str(f.parallelism)),
             (
@@ -105,6 +105,12 @@ def _stability(board: Board) -> str:
         f'<section id="stability" data-verdict="{verdict}"><h2>Stability</h2>'
         f"<dl>{body}</dl></section>"
     )
+
+
+def _no_verdict(f) -> str:
+    if f.service_seconds is None:
+        return "not measured yet"
+    return "no arrival rate yet: what waits is a backlog to drain"
 
 
 def _drain(drain: float | None, board: Board) -> str:

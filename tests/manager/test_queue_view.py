@@ -131,3 +131,15 @@ def test_facts_from_another_version_give_no_schedule_rather_than_a_wrong_one():
     facts = {"parallelism": 3, "max_attempts": 2, "retry_backoff": 1, "retry_backoff_cap": 9}
     ctx = context_from_facts(facts, NOW)
     assert ctx.parallelism == 3 and ctx.policy.max_attempts == 2
+
+
+def test_a_running_item_whose_pod_has_not_started_holds_its_slot_a_whole_mean():
+    rows = [done("d", 10.0, NOW - 60), row("stuck", "running", 1, NOW - 99, NOW - 90)]
+    rows.append(row("w", "pending", first_seen=NOW - 1))
+    plain = build("here", rows, context(parallelism=1))
+    assert plain.waiting()[0].eta_seconds == 0.0  # past the mean: frees its slot now
+    explained = build(
+        "here", rows, context(parallelism=1), reasons={"stuck": "image cannot be pulled"}
+    )
+    assert explained.waiting()[0].eta_seconds == pytest.approx(10.0)
+    assert explained.forecast.drain_seconds == pytest.approx(20.0)

@@ -174,6 +174,7 @@ def status(queue: KubeQueue, *, listed: list[str] | None = None) -> QueueRecord:
         reasons=reasons,
         details=details,
         unnamed=counts_only,
+        arrivals_known=False,  # a Job is created when it is dispatched, not when its item came
     )
 
 
