@@ -16,7 +16,9 @@ through `KubeApi` (kopf's habit - a thin layer, so the rest of the code is plain
 from __future__ import annotations
 
 import json
+import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -27,6 +29,8 @@ from kubernetes.client.rest import ApiException
 
 from ...retry import API_CALL, Backoff
 from ...workqueue.rate_limiters import BucketRateLimiter
+
+log = logging.getLogger(__name__)
 
 RETRY_STATUSES = {429, 500, 502, 503, 504}
 
@@ -58,6 +62,9 @@ def load_configuration(kubeconfig: str | None = None) -> client.Configuration:
         config.load_incluster_config(client_configuration=configuration)
     else:
         config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+    # KubeApi.call retries (with backoff, Retry-After, and one log line per outage); urllib3's
+    # own retries would only add a warning per attempt underneath.
+    configuration.retries = 0
     return configuration
 
 
@@ -85,9 +92,32 @@ class KubeApi:
         self.backoff = backoff
         self.sleep = sleep
         self.on_call = on_call  # (verb, kind, seconds) for metrics
+        # Invariant: set (to when it began) while calls keep failing, None once one is answered.
+        self._outage_since: float | None = None
+        self._outage_lock = threading.Lock()
 
     def close(self) -> None:
         self.api_client.close()
+
+    def _trouble(self, why: str) -> None:
+        """One warning when an outage starts (not one per retry)."""
+        with self._outage_lock:
+            if self._outage_since is not None:
+                return
+            self._outage_since = time.monotonic()
+        log.warning(
+            "Kubernetes API %s is not answering (%s); retrying",
+            self.api_client.configuration.host,
+            why,
+        )
+
+    def _reached(self) -> None:
+        if self._outage_since is None:
+            return
+        with self._outage_lock:
+            since, self._outage_since = self._outage_since, None
+        if since is not None:
+            log.warning("Kubernetes API answering again after %.0fs", time.monotonic() - since)
 
     # -- plumbing --------------------------------------------------------------------------
 
@@ -116,17 +146,20 @@ class KubeApi:
                 response = method(*args, _preload_content=False, **kwargs)
                 if self.on_call:
                     self.on_call(verb, kind, time.monotonic() - started)
+                self._reached()
                 return response if stream else json.loads(response.data or b"{}")
             except ApiException as exc:
                 if self.on_call:
                     self.on_call(verb, kind, time.monotonic() - started)
                 if exc.status not in RETRY_STATUSES:
+                    self._reached()
                     raise _kube_error(exc) from None
                 last = f"HTTP {exc.status}"
                 delay = _retry_after(exc) or self.backoff.delay(attempt)
             except (urllib3.exceptions.HTTPError, OSError) as exc:
-                last = type(exc).__name__
+                last = _why(exc)
                 delay = self.backoff.delay(attempt)
+            self._trouble(last)
             if attempt < self.retries:
                 self.sleep(delay)
         raise KubeUnavailable(
@@ -213,9 +246,10 @@ class KubeApi:
                     event = json.loads(line)
                     if event.get("type") == "ERROR":
                         status = event.get("object") or {}
+                        code = int(status.get("code") or 500)
                         raise KubeError(
-                            int(status.get("code") or 500),
-                            status.get("reason") or "Unknown",
+                            code,
+                            classify(code, status.get("reason")),
                             status.get("message") or "watch error",
                         )
                     yield event
@@ -223,6 +257,13 @@ class KubeApi:
             return  # a broken stream ends the watch; the caller resumes from its last version
         finally:
             response.release_conn()
+
+
+def _why(exc: Exception) -> str:
+    """A short reason for a failed connection: the innermost cause's words."""
+    reason = getattr(exc, "reason", None) or exc
+    text = str(reason)
+    return text.split(": ", 1)[-1][:160] if text else type(exc).__name__
 
 
 def _retry_after(exc: ApiException) -> float | None:
@@ -234,13 +275,53 @@ def _retry_after(exc: ApiException) -> float | None:
         return None
 
 
+# The Status reasons Kubernetes defines (metav1.StatusReason). An answer whose reason is not one
+# of them - a proxy's, an aggregated API's, an HTTP reason phrase - is classified by its HTTP
+# code instead, as client-go's errors.IsNotFound / IsConflict do.
+KNOWN_REASONS = frozenset(
+    {
+        "Unauthorized", "Forbidden", "NotFound", "AlreadyExists", "Conflict", "Gone",
+        "Invalid", "ServerTimeout", "StoreReadError", "Timeout", "TooManyRequests",
+        "BadRequest", "MethodNotAllowed", "NotAcceptable", "RequestEntityTooLarge",
+        "UnsupportedMediaType", "InternalError", "Expired", "ServiceUnavailable",
+    }
+)  # fmt: skip
+REASON_BY_CODE = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    409: "Conflict",
+    410: "Gone",
+    413: "RequestEntityTooLarge",
+    415: "UnsupportedMediaType",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+}
+
+
+def classify(status: int, reason: str | None) -> str:
+    """The reason to act on: the answer's own when Kubernetes defines it, else the one its
+    HTTP code stands for ("Unknown" when neither says)."""
+    if reason in KNOWN_REASONS:
+        return reason
+    return REASON_BY_CODE.get(status, "Unknown")
+
+
 def _kube_error(exc: ApiException) -> KubeError:
     try:
         body = json.loads(exc.body or "{}")
     except ValueError:
         body = {}
+    if not isinstance(body, dict):
+        body = {}
+    status = exc.status or 0
     return KubeError(
-        exc.status or 0,
-        body.get("reason") or exc.reason or "Unknown",
+        status,
+        classify(status, body.get("reason")),
         body.get("message") or str(exc.reason),
     )

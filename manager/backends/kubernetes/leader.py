@@ -5,7 +5,9 @@ Every retry period the elector reads the Lease and either renews it (it holds it
 (absent, or its holder has not renewed for a lease duration), or stands by. Every write names
 the resourceVersion it read, so two candidates racing for an expired Lease cannot both win: the
 API server answers the loser 409 Conflict. A leader that cannot renew for the renew deadline
-gives up at once - before its lease can expire under another leader - and tells its caller.
+gives up at once - before its lease can expire under another leader - and tells its caller. A
+leader that stops cleanly (SIGTERM) releases the Lease - no holder - so a standby takes it at
+its next retry instead of waiting out the lease duration (client-go's ReleaseOnCancel).
 
 Times in the Lease are wall-clock (RFC 3339 with microseconds, as the API stores them); the
 decision "expired" compares them with this machine's clock, as client-go does.
@@ -146,8 +148,39 @@ class LeaderElector:
         self.on_stopped_leading = callback
 
     def start(self) -> LeaderElector:
-        threading.Thread(target=self.run, name="leader-election", daemon=True).start()
+        self._thread = threading.Thread(target=self.run, name="leader-election", daemon=True)
+        self._thread.start()
         return self
 
     def stop(self) -> None:
+        """Stop campaigning; a leader releases its Lease (client-go's ReleaseOnCancel), so a
+        standby takes over at its next retry, not a whole lease duration later."""
         self._stop.set()
+        thread = getattr(self, "_thread", None)
+        if thread is not None:
+            thread.join(timeout=self.retry_period + 5)
+        if self.leading.is_set():
+            self.leading.clear()
+            self.release()
+
+    def release(self) -> bool:
+        """Give the Lease up if this candidate still holds it: no holder, a one-second lease,
+        written with the resourceVersion read (a lease already taken is left alone)."""
+        try:
+            lease = self.api.get("leases", self.lease_name)
+        except KubeError:
+            return False
+        spec = lease.get("spec") or {}
+        if spec.get("holderIdentity") != self.identity:
+            return False
+        now = micro_time(self.clock())
+        lease["spec"] = dict(
+            spec, holderIdentity="", leaseDurationSeconds=1, renewTime=now, acquireTime=now
+        )
+        try:
+            self.api.replace("leases", self.lease_name, lease)
+        except KubeError as exc:
+            log.warning("leader election: could not release %s: %s", self.lease_name, exc)
+            return False
+        log.info("leader election: %s released %s", self.identity, self.lease_name)
+        return True

@@ -17,6 +17,7 @@ from ...durations import parse_duration
 from ...errors import UserError
 from ...options import option, split_words
 from . import objects as ko
+from . import validation as v
 
 
 def key_values(words: list[str]) -> dict[str, str]:
@@ -101,7 +102,9 @@ def pod_spec(path: str) -> dict[str, Any]:
 
 
 def _namespace():
-    return option("--namespace", "namespace of the Jobs (required for kubernetes)")
+    return option(
+        "--namespace", "namespace of the Jobs (required for kubernetes)", parse=v.dns_label
+    )
 
 
 def _queue():
@@ -133,7 +136,7 @@ class KubeOptions:
     namespace: str | None = _namespace()
     queue: str | None = _queue()
     kubeconfig: str | None = _kubeconfig()
-    image: str | None = option("--image", "worker image")
+    image: str | None = option("--image", "worker image", parse=v.image)
     command: list[str] | None = option(
         "--command", 'container command, e.g. "thumbnail"', parse=split_words
     )
@@ -141,7 +144,12 @@ class KubeOptions:
         "--args", 'container args, e.g. "--width 320"', parse=split_words
     )
     env: dict[str, str] = option(
-        "--env", "worker environment", default={}, repeat=True, metavar="K=V", parse=key_values
+        "--env",
+        "worker environment",
+        default={},
+        repeat=True,
+        metavar="K=V",
+        parse=lambda words: v.env_names(key_values(words)),
     )
     leader_elect: bool = option(
         "--leader-elect",
@@ -162,21 +170,27 @@ class KubeOptions:
         "--keep-succeeded", "succeeded Jobs kept (history)", parse=whole
     )
     keep_failed: int | None = option("--keep-failed", "failed Jobs kept (history)", parse=whole)
-    pvc: str | None = option("--pvc", "the shared volume's PersistentVolumeClaim")
+    pvc: str | None = option(
+        "--pvc", "the shared volume's PersistentVolumeClaim", parse=v.dns_subdomain
+    )
     mount_path: str | None = option(
-        "--mount-path", "where the shared volume is mounted (default /data)"
+        "--mount-path",
+        "where the shared volume is mounted (default /data)",
+        parse=v.absolute_path,
     )
     volume_writable: bool = option(
         "--volume-writable", "mount the shared volume read-write in the worker pods", switch=True
     )
-    service_account: str | None = option("--service-account", "the worker pods' service account")
+    service_account: str | None = option(
+        "--service-account", "the worker pods' service account", parse=v.dns_subdomain
+    )
     node_selector: dict[str, str] = option(
         "--node-selector",
         "worker pods' node selector",
         default={},
         repeat=True,
         metavar="K=V",
-        parse=key_values,
+        parse=lambda words: v.labels(key_values(words)),
     )
     tolerations: list[dict[str, str]] = option(
         "--toleration",
@@ -196,8 +210,10 @@ class KubeOptions:
         "how long a finished Job stays, e.g. 1h (0: gone at once)",
         parse=whole_seconds_or_zero,
     )
-    cpu: str | None = option("--cpu", "CPU request (and limit), e.g. 500m")
-    memory: str | None = option("--memory", "memory request (and limit), e.g. 256Mi")
+    cpu: str | None = option("--cpu", "CPU request (and limit), e.g. 500m", parse=v.quantity)
+    memory: str | None = option(
+        "--memory", "memory request (and limit), e.g. 256Mi", parse=v.quantity
+    )
     pod_spec: dict[str, Any] | None = option(
         "--pod-spec", "a partial pod spec (YAML) merged into the worker pod", parse=pod_spec
     )

@@ -1,5 +1,7 @@
 """Faults on demand: 429 with Retry-After, 500, slow answers, watch streams cut after N
-events - each for a verb and resource, a number of times."""
+events, and "foreign" answers - an HTTP code with a body that is not a Kubernetes Status (a
+proxy's text page, or a reason Kubernetes does not define) - each for a verb and resource, a
+number of times."""
 
 from __future__ import annotations
 
@@ -23,7 +25,11 @@ class Faults:
         retry_after: int = 1,
         delay: float = 0.5,
         after_events: int = 1,
+        code: int = 404,
+        reason: str | None = None,
     ) -> None:
+        """`kind`: "429", "500", "delay", "cut" (a watch), or "foreign" (HTTP `code` with a
+        plain-text body, or with a Status whose reason is `reason` when one is given)."""
         with self._lock:
             self._faults.append(
                 {
@@ -34,6 +40,8 @@ class Faults:
                     "retry_after": retry_after,
                     "delay": delay,
                     "after_events": after_events,
+                    "code": code,
+                    "reason": reason,
                 }
             )
 

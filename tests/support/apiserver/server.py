@@ -142,6 +142,11 @@ class ApiServer:
             headers = {"Retry-After": str(fault["retry_after"])} if code == 429 else {}
             reason = "TooManyRequests" if code == 429 else "InternalError"
             return self._send(h, code, status_body(code, reason, "injected fault"), headers)
+        if fault is not None and fault["kind"] == "foreign":
+            code = fault["code"]
+            if fault["reason"] is None:  # a proxy's own page
+                return self._send(h, code, None, raw=f"{code} page not found\n".encode())
+            return self._send(h, code, status_body(code, fault["reason"], "from elsewhere"))
         if fault is not None and fault["kind"] == "delay":
             time.sleep(fault["delay"])
         try:

@@ -113,3 +113,77 @@ def test_watch_resumes_from_a_version_and_reports_410(api):
     with pytest.raises(KubeError) as exc:
         list(api.watch("configmaps", "", rv, timeout_seconds=2))
     assert exc.value.status == 410
+
+
+def test_errors_are_classified_by_reason_then_by_http_code(api, apiserver):
+    """As client-go's errors.IsNotFound / IsConflict: a reason Kubernetes defines decides; an
+    answer from elsewhere (a proxy's page, an aggregated API's own reason) goes by its code."""
+    from manager.backends.kubernetes.api import classify
+
+    apiserver.faults.add("foreign", verb="get", resource="configmaps", code=404)
+    with pytest.raises(KubeError) as exc:
+        api.get("configmaps", "anything")
+    assert (exc.value.status, exc.value.reason) == (404, "NotFound")
+    apiserver.faults.add("foreign", verb="patch", resource="configmaps", code=409, reason="Oops")
+    api.create("configmaps", cm("a"))
+    with pytest.raises(KubeError) as exc:
+        api.patch("configmaps", "a", {"data": {"k": "v"}})
+    assert exc.value.reason == "Conflict"
+    assert classify(409, "AlreadyExists") == "AlreadyExists"  # a defined reason is kept
+    assert classify(404, "") == "NotFound" and classify(418, "Teapot") == "Unknown"
+    assert classify(500, "NotFound") == "NotFound"  # the reason wins when Kubernetes defines it
+
+
+def test_a_record_behind_a_proxy_that_answers_404_pages_reads_as_absent(api, apiserver):
+    """What the backend does with such an answer: a missing record shard is created, not a
+    crash."""
+    from manager.backends.kubernetes.record import RecordStore
+
+    record = RecordStore(api, "thumbs")
+    apiserver.faults.add("foreign", verb="get", resource="configmaps", code=404)
+    record.reload("a0")  # the shard "thumbs-record-a" as a proxy's 404 page: nothing known
+    assert record.get("a0") is None
+    record.put("a0", "succeeded", 1)
+    assert record.get("a0") == ("succeeded", 1)
+
+
+def test_an_outage_is_one_warning_not_one_per_retry(api, apiserver, caplog):
+    """Twelve failed tries over two calls: one warning; one line again when it answers."""
+    import logging
+
+    apiserver.faults.add("500", verb="get", resource="configmaps", count=12)
+    with caplog.at_level(logging.WARNING):
+        for _ in range(2):
+            with pytest.raises(KubeUnavailable):
+                api.get("configmaps", "a")
+        with pytest.raises(KubeError):
+            api.get("configmaps", "a")  # answered (404): the outage is over
+    lines = [r.getMessage() for r in caplog.records]
+    assert len([m for m in lines if "is not answering" in m]) == 1, lines
+    assert len([m for m in lines if "answering again" in m]) == 1, lines
+
+
+def test_an_unreachable_server_gets_no_urllib3_warning_per_retry(tmp_path, caplog):
+    import logging
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    kubeconfig = tmp_path / "kc"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
+        "clusters:\n- name: c\n  cluster:\n"
+        f"    server: http://127.0.0.1:{port}\n"
+        "contexts:\n- name: x\n  context:\n    cluster: c\n    user: u\n"
+        "users:\n- name: u\n  user:\n    token: t\n"
+    )
+    api = KubeApi(NS, load_configuration(str(kubeconfig)), qps=0, sleep=lambda s: None)
+    try:
+        with caplog.at_level(logging.WARNING), pytest.raises(KubeUnavailable) as exc:
+            api.get("configmaps", "a")
+    finally:
+        api.close()
+    assert "Connection refused" in str(exc.value)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and "is not answering" in lines[0], lines

@@ -85,3 +85,40 @@ def test_the_loop_reports_leading_and_stepping_down(api, apiserver):
     finally:
         elector.stop()
     assert events[:2] == ["start", "stop"]
+
+
+def test_a_clean_stop_releases_the_lease_and_a_standby_takes_it_at_its_next_retry(api):
+    """On the Lease's own timestamps: the standby's acquireTime follows the old leader's last
+    renewal by about one retry period, not by the 15 s lease duration."""
+    from tests.support.servers import wait_until
+
+    leader = LeaderElector(api, "q-leader", "a", retry_period=0.2).start()
+    standby = None
+    try:
+        wait_until(leader.leading.is_set)
+        standby = LeaderElector(api, "q-leader", "b", retry_period=0.5).start()
+        wait_until(lambda: api.get("leases", "q-leader")["spec"]["renewTime"], timeout=5)
+        last_renewal = parse_time(api.get("leases", "q-leader")["spec"]["renewTime"])
+        assert not standby.leading.is_set()
+        leader.stop()  # SIGTERM's path: the manager closes its parts
+        assert not leader.leading.is_set()
+        wait_until(standby.leading.is_set, timeout=5)
+        lease = api.get("leases", "q-leader")["spec"]
+        assert lease["holderIdentity"] == "b"
+        handover = parse_time(lease["acquireTime"]) - last_renewal
+        assert handover < 0.2 + 0.5 + 1.0 < lease["leaseDurationSeconds"]
+    finally:
+        leader.stop()
+        if standby is not None:
+            standby.stop()
+
+
+def test_release_leaves_a_lease_someone_else_holds_alone(api):
+    clock = Clock()
+    a = LeaderElector(api, "r", "a", clock=clock)
+    b = LeaderElector(api, "r", "b", clock=clock)
+    assert a.try_acquire_or_renew()
+    clock.now += 20
+    assert b.try_acquire_or_renew()  # a's lease expired; b holds it now
+    assert a.release() is False
+    assert api.get("leases", "r")["spec"]["holderIdentity"] == "b"

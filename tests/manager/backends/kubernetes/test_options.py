@@ -28,6 +28,20 @@ def typed(**words):
         ({"tolerations": ["gpu:Sometimes"]}, "--toleration: takes KEY[=VALUE]:EFFECT"),
         ({"command": "'unbalanced"}, "--command: cannot split"),
         ({"pod_spec": "/nonexistent/pod.yaml"}, "--pod-spec: cannot read"),
+        ({"cpu": "lots"}, "--cpu: not a resource quantity"),
+        ({"cpu": "0"}, "--cpu: must be more than 0"),
+        ({"memory": "-5"}, "--memory: must not be negative"),
+        ({"memory": "12 Mi"}, "--memory: not a resource quantity"),
+        ({"namespace": "Bad_NS"}, "--namespace: not a DNS-1123 label"),
+        ({"namespace": "a" * 64}, "--namespace: not a DNS-1123 label"),
+        ({"pvc": "My.Claim"}, "--pvc: not a DNS-1123 subdomain"),
+        ({"service_account": "robot_1"}, "--service-account: not a DNS-1123 subdomain"),
+        ({"mount_path": "data"}, "--mount-path: must be an absolute path"),
+        ({"mount_path": "/data/../etc"}, "--mount-path: must be an absolute path"),
+        ({"env": ["1ST=x"]}, "--env: not an environment variable name"),
+        ({"node_selector": ["disk=ssd fast"]}, "--node-selector: not a label value"),
+        ({"node_selector": ["-bad=x"]}, "--node-selector: not a qualified name"),
+        ({"image": "my image:1"}, "--image: not an image reference"),
     ],
 )
 def test_bad_values_are_one_user_error_naming_the_flag(words, message):
@@ -65,3 +79,23 @@ def test_a_queue_needs_namespace_and_name_and_a_pod_needs_an_image():
         KubeQueue(namespace="media").check()
     with pytest.raises(UserError, match="--image is required"):
         typed(namespace="media", queue="thumbs").pod()
+
+
+@pytest.mark.parametrize(
+    "amount", ["500m", "2", "1.5Gi", "256Mi", "1e3", "0.5", ".5", "+1", "100k", "1E6"]
+)
+def test_quantities_the_api_server_accepts_are_accepted(amount):
+    assert typed(image="x:1", cpu=amount).pod().resources["requests"]["cpu"] == amount
+
+
+def test_names_the_api_server_accepts_are_accepted():
+    options = typed(
+        image="registry.example:5000/team/thumb@sha256:abc",
+        namespace="media-1",
+        pvc="videos.shared",
+        service_account="thumbnailer",
+        mount_path="/data/in",
+        env=["OUTPUT_DIR=/data/out", "my.var-x=1"],
+        node_selector=["kubernetes.io/os=linux", "disk="],
+    )
+    assert options.pod().mount_path == "/data/in"
