@@ -156,10 +156,12 @@ def test_rbac_is_exactly_what_a_recorded_run_calls(
     tmp_path, ambassador_server, marker_worker, apiserver, cluster
 ):
     """Record a run that takes every path - leader election, dispatch, a failure retried,
-    completions, history cleanup, an orphaned ConfigMap removed - and compare."""
+    completions, history cleanup, an orphaned ConfigMap removed, a stuck pod read afresh and
+    its item failed - and compare."""
     from manager.backends.kubernetes import objects as ko
 
-    make_items(tmp_path / "videos", ["a.mp4", "b.mp4", "will-fail.mp4"])
+    make_items(tmp_path / "videos", ["a.mp4", "b.mp4", "will-fail.mp4", "stuck.mp4"])
+    cluster.kubelet.stuck = {"stuck.mp4": "ImagePullBackOff"}  # read afresh, then failed
     server = ambassador_server(tmp_path / "videos")
     apiserver.store.create(
         "", "configmaps", "media", ko.config_map("thumbs", "media", "left-over.mp4", {})
@@ -184,6 +186,8 @@ def test_rbac_is_exactly_what_a_recorded_run_calls(
             "1.5",
             "--retry-period",
             "0.1",
+            "--stuck-timeout",
+            "1s",
         )
     )
     assert r.returncode == 1, r.stderr

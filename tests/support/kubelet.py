@@ -18,6 +18,12 @@ container's exit code. A Job whose image, or whose item's name, contains a key o
 starts: its pod stays Pending, waiting with that reason (`ImagePullBackOff`, …) or unschedulable
 (`Unschedulable`), and the Job stays active - what a real cluster does with a wrong image name
 or a pod no node fits.
+
+The Job controller's rules the manager relies on: a suspended Job (`spec.suspend`, as Kueue
+holds it) runs nothing until it is unsuspended; a pod the cluster disrupts (`disrupt`: it fails
+with a DisruptionTarget condition) is not counted against backoffLimit when the Job's
+podFailurePolicy says Ignore for it, and is otherwise; attempts run one after the other, never
+overlapping (podReplacementPolicy: Failed).
 """
 
 from __future__ import annotations
@@ -49,15 +55,35 @@ class Kubelet:
         self.images = images or {}
         self.env = env or {}
         self.runs: list[tuple[str, int]] = []  # (job name, exit code) of every pod run
+        self._started: set[str] = set()  # uids of the Jobs whose pods this kubelet ran
+        # part of an item's name -> how many of its pods the cluster disrupts (preemption,
+        # a node drain) before one runs: they fail with DisruptionTarget
+        self.disrupt: dict[str, int] = {}
+        self.disruptions: list[tuple[str, bool]] = []  # (pod, ignored by the Job's policy)
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self.store.hooks.append(self._on_change)
 
     def _on_change(self, kind: str, resource: str, obj: dict) -> None:
-        if resource == "jobs" and kind == "ADDED":
-            t = threading.Thread(target=self._run_job, args=(obj,), daemon=True)
-            self._threads.append(t)
-            t.start()
+        if resource != "jobs" or kind not in ("ADDED", "MODIFIED"):
+            return
+        uid = obj["metadata"]["uid"]
+        if (obj.get("spec") or {}).get("suspend"):
+            if kind == "ADDED":  # as the Job controller: suspended, nothing runs
+                ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+                threading.Thread(
+                    target=self._status,
+                    args=(ns, name, {"conditions": [_condition("Suspended", "JobSuspended")]}),
+                    daemon=True,
+                ).start()
+            return
+        with self._lock:
+            if uid in self._started:
+                return
+            self._started.add(uid)
+        t = threading.Thread(target=self._run_job, args=(obj,), daemon=True)
+        self._threads.append(t)
+        t.start()
 
     def _status(self, ns: str, name: str, status: dict) -> None:
         try:
@@ -114,6 +140,10 @@ class Kubelet:
             self._status(ns, name, {"startTime": now_rfc3339(), "active": 1})
             tries = spec.get("backoffLimit", 6) + 1
             code = 1
+            item = (job["metadata"].get("annotations") or {}).get("workqueue.dev/item", "")
+            while (ignored := self._disrupted(job, item)) is not None:
+                if not ignored:  # without the policy a disruption uses up a try
+                    tries -= 1
             for _ in range(tries):
                 pod_name = self._pod(job, "Running", {"running": {"startedAt": now_rfc3339()}})
                 try:
@@ -128,6 +158,30 @@ class Kubelet:
                 if code == 0:
                     break
         self._finish(ns, name, spec, ok=code == 0, reason="BackoffLimitExceeded")
+
+    def _disrupted(self, job: dict, item: str) -> bool | None:
+        """One pod of `job` ended by the cluster, if `disrupt` says so (None if not). True
+        when the Job's podFailurePolicy ignores it (ours does), False when it counts."""
+        key = next((k for k, n in self.disrupt.items() if k in item and n > 0), None)
+        if key is None:
+            return None
+        self.disrupt[key] -= 1
+        rules = ((job["spec"].get("podFailurePolicy") or {}).get("rules")) or []
+        ignored = any(
+            r.get("action") == "Ignore"
+            and any(c.get("type") == "DisruptionTarget" for c in r.get("onPodConditions") or [])
+            for r in rules
+        )
+        name = self._pod(
+            job,
+            "Failed",
+            {"terminated": {"exitCode": 137, "reason": "Error"}},
+            [_condition("DisruptionTarget", "PreemptionByScheduler")],
+        )
+        with self._lock:
+            self.runs.append((job["metadata"]["name"], 137))
+            self.disruptions.append((name, ignored))
+        return ignored
 
     def _pod(self, job: dict, phase: str, state: dict, conditions: list | None = None) -> str:
         """A pod of `job` as the Job controller and a kubelet would leave it; its name."""
@@ -232,3 +286,14 @@ class Kubelet:
     def runs_of(self, name: str) -> list[int]:
         with self._lock:
             return [code for job, code in self.runs if job == name]
+
+
+def _condition(kind: str, reason: str) -> dict:
+    stamp = now_rfc3339()
+    return {
+        "type": kind,
+        "status": "True",
+        "reason": reason,
+        "lastProbeTime": stamp,
+        "lastTransitionTime": stamp,
+    }

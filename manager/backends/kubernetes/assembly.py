@@ -89,6 +89,10 @@ def setup(options: KubeOptions, *, registry=None) -> Parts:
     except BaseException:
         api.close()
         raise
+    stopping = [cache.stop]
+    if options.stuck_timeout > 0:
+        detector = _stuck_detector(api, where, cache, backend, options.stuck_timeout, registry)
+        stopping[:0] = [detector.stop, detector.pod_cache.stop]
     ledger = ClusterLedger(
         where.queue,
         cache,
@@ -115,10 +119,53 @@ def setup(options: KubeOptions, *, registry=None) -> Parts:
     def close() -> None:
         if elector is not None:
             elector.stop()
-        cache.stop()
+        for stop in stopping:
+            stop()
         api.close()
 
     return Parts(ledger=ledger, backend=backend, close=close, elector=elector)
+
+
+def _stuck_detector(api, where, cache, backend, timeout: float, registry):
+    """The queue's pods, cached, and the detector that fails items whose pods cannot start."""
+    from .stuck import StuckDetector
+
+    pod_cache = JobCache(api, ko.queue_selector(where.queue), kind="pods").start()
+
+    def read_pod(name: str) -> dict | None:
+        try:
+            return api.get("pods", name)
+        except KubeError as exc:
+            if exc.reason == "NotFound":
+                return None
+            raise
+
+    detector = StuckDetector(cache, pod_cache, read_pod, backend.fail_stuck, timeout=timeout)
+    if registry is not None:
+        registry.register(_StuckGauge(detector))
+    return detector.start()
+
+
+class _StuckGauge:
+    """workqueue_items_stuck{reason}, read from the detector when Prometheus scrapes."""
+
+    def __init__(self, detector) -> None:
+        self.detector = detector
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        from prometheus_client.core import GaugeMetricFamily
+
+        gauge = GaugeMetricFamily(
+            "workqueue_items_stuck",
+            "Pods of the queue that cannot start (image pull, configuration), by reason.",
+            labels=["reason"],
+        )
+        for reason, n in sorted(self.detector.counts().items()):
+            gauge.add_metric([reason], n)
+        yield gauge
 
 
 def status(queue: KubeQueue, *, listed: list[str] | None = None) -> QueueRecord:

@@ -66,6 +66,7 @@ class KubernetesBackend:
         self._in_flight: set[str] = set()
         self._on_change: list[Callable[[], None]] = []  # told after each cache change
         self._handler_lock = threading.RLock()  # _release_and_delete may re-enter
+        self._stuck: dict[str, str] = {}  # Job name -> why it was failed as stuck
         self.metrics = _Metrics(registry, cache) if registry is not None else None
 
     # -- the backend hook ------------------------------------------------------------------
@@ -169,7 +170,37 @@ class KubernetesBackend:
         state, _ = self.record.get(item_hash)
         if state == "succeeded":
             return Outcome(True, exit_code=0, log_path=where)
+        stuck = self._stuck.pop(job_name, None)
+        if stuck is not None:
+            return Outcome(False, error=stuck, log_path=where)
         return Outcome(False, exit_code=1, error="Job failed", log_path=where)
+
+    def fail_stuck(self, job: dict, why: str) -> None:
+        """Fail the item of a Job whose pod cannot start (`stuck.py`), freeing its slot: the
+        outcome into the record first, a Warning Event, then the finalizer removed and the Job
+        deleted - re-read from the API server and deleted with a uid precondition."""
+        job_name = job["metadata"]["name"]
+        fresh = self._read("jobs", job_name)
+        if fresh is None or finished(fresh) or fresh["metadata"].get("deletionTimestamp"):
+            return
+        item = (fresh["metadata"].get("annotations") or {}).get(ko.ITEM_ANNOTATION)
+        if item is None:
+            return
+        _, attempts = job_state(fresh)
+        self._stuck[job_name] = why
+        with self._handler_lock:
+            self.record.put(ko.item_hash(self.queue, item), "failed", attempts)
+            if self.metrics:
+                self.metrics.completions.labels("failed", "Stuck").inc()
+            self.post_event(fresh, "Stuck", f"item {item!r}: {why}", warning=True)
+            self._remove_finalizer(job_name)
+            try:
+                self.api.delete("jobs", job_name, uid=fresh["metadata"]["uid"])
+            except KubeError as exc:
+                if exc.reason not in ("NotFound", "Conflict"):
+                    raise
+        with self.cache.changed:
+            self.cache.changed.notify_all()
 
     def _clear_previous_attempt(self, job_name: str) -> None:
         """A retry reuses the deterministic name: the failed Job (already recorded) goes

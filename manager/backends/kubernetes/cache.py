@@ -1,5 +1,5 @@
-"""A cache of one queue's Jobs, from one list and then a watch (an informer, in client-go's
-words), so the backend never lists Jobs per item.
+"""A cache of one queue's Jobs (or its pods), from one list and then a watch (an informer, in
+client-go's words), so the backend never lists Jobs or pods per item.
 
 The thread lists the Jobs matching the queue's label selector, then watches from the list's
 resourceVersion. A broken or ended stream resumes from the last version seen; a 410 (the
@@ -59,8 +59,10 @@ class JobCache:
         on_change: Callable[[str, dict], None] | None = None,
         watch_timeout: int = 60,
         retry_delay: float = 1.0,
+        kind: str = "jobs",
     ) -> None:
         self.api = api
+        self.kind = kind
         self.selector = label_selector
         self.on_change = on_change
         self.watch_timeout = watch_timeout
@@ -73,7 +75,7 @@ class JobCache:
         self._rv = ""
         self._stop = threading.Event()
         self._stream = None  # the open watch, so stop() can interrupt its blocking read
-        self._thread = threading.Thread(target=self._run, name="job-cache", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"{kind}-cache", daemon=True)
 
     def start(self) -> JobCache:
         self._thread.start()
@@ -125,10 +127,10 @@ class JobCache:
             try:
                 self.on_change(kind, job)
             except Exception:
-                log.exception("job cache: a change handler failed for %s", name)
+                log.exception("%s cache: a change handler failed for %s", self.kind, name)
 
     def _list(self) -> None:
-        items, rv = self.api.list("jobs", self.selector)
+        items, rv = self.api.list(self.kind, self.selector)
         fresh = {j["metadata"]["name"]: slim(j) for j in items}
         with self.changed:
             gone = [j for n, j in self._jobs.items() if n not in fresh]
@@ -155,7 +157,7 @@ class JobCache:
                     self._list()
                     need_list = False
                 for event in self.api.watch(
-                    "jobs",
+                    self.kind,
                     self.selector,
                     self._rv,
                     timeout_seconds=self.watch_timeout,
@@ -167,11 +169,11 @@ class JobCache:
             except KubeError as exc:
                 need_list = True
                 if exc.status != 410:
-                    log.warning("job cache: %s; re-listing", exc)
+                    log.warning("%s cache: %s; re-listing", self.kind, exc)
                     self._stop.wait(self.retry_delay)
             except Exception:  # the cache must outlive any surprise; it lists afresh
                 if self._stop.is_set():
                     return
-                log.exception("job cache: unexpected error; re-listing")
+                log.exception("%s cache: unexpected error; re-listing", self.kind)
                 need_list = True
                 self._stop.wait(self.retry_delay)

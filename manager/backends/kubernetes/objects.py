@@ -30,6 +30,7 @@ from typing import Any
 
 GROUP = "workqueue.dev"
 QUEUE_LABEL = f"{GROUP}/queue"
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 ITEM_HASH_LABEL = f"{GROUP}/item-hash"
 ITEM_ANNOTATION = f"{GROUP}/item"
 ATTEMPT_ANNOTATION = f"{GROUP}/attempt"
@@ -108,6 +109,9 @@ class PodOptions:
     active_deadline_seconds: int | None = None
     ttl_seconds_after_finished: int | None = None
     pod_spec_patch: dict[str, Any] | None = None
+    job_labels: dict[str, str] = field(default_factory=dict)
+    job_annotations: dict[str, str] = field(default_factory=dict)
+    kueue_queue: str | None = None  # the Job is created suspended, for Kueue to admit
 
 
 def config_map(queue: str, namespace: str, item: str, data: dict[str, Any]) -> dict[str, Any]:
@@ -187,8 +191,25 @@ def job(queue: str, namespace: str, item: str, attempt: int, pod: PodOptions) ->
         spec = merge(spec, pod.pod_spec_patch)
     job_spec: dict[str, Any] = {
         "backoffLimit": pod.backoff_limit,
+        # A replacement pod starts only once the failed one has fully terminated: never two
+        # workers on one item at once (the default, TerminatingOrFailed, allows it).
+        "podReplacementPolicy": "Failed",
+        # A pod ended by the cluster (drain, preemption, eviction: DisruptionTarget) does not
+        # count against the Job's backoffLimit.
+        "podFailurePolicy": {
+            "rules": [
+                {
+                    "action": "Ignore",
+                    "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+                }
+            ]
+        },
         "template": {"metadata": {"labels": item_labels}, "spec": spec},
     }
+    job_labels = {**pod.job_labels, **item_labels}  # ours win: the cache selects by them
+    if pod.kueue_queue:
+        job_labels[KUEUE_QUEUE_LABEL] = pod.kueue_queue
+        job_spec["suspend"] = True  # Kueue unsuspends it when the queue admits it
     if pod.active_deadline_seconds is not None:
         job_spec["activeDeadlineSeconds"] = pod.active_deadline_seconds
     if pod.ttl_seconds_after_finished is not None:
@@ -199,8 +220,12 @@ def job(queue: str, namespace: str, item: str, attempt: int, pod: PodOptions) ->
         "metadata": {
             "name": name,
             "namespace": namespace,
-            "labels": item_labels,
-            "annotations": {ITEM_ANNOTATION: item, ATTEMPT_ANNOTATION: str(attempt)},
+            "labels": job_labels,
+            "annotations": {
+                **pod.job_annotations,
+                ITEM_ANNOTATION: item,
+                ATTEMPT_ANNOTATION: str(attempt),
+            },
             "finalizers": [RECORD_FINALIZER],
         },
         "spec": job_spec,
@@ -221,27 +246,47 @@ def owner_reference(job_object: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def merge(base: Any, patch: Any) -> Any:
-    """Merge a partial pod spec into one: dicts merge key by key; lists of named objects
-    (containers, volumes, env, volumeMounts, tolerations with a key) merge by name; any other
-    value in the patch replaces the base's."""
+# The patch merge keys of the pod spec's lists (Kubernetes' strategic merge patch): a list
+# field named here merges element by element on that key; any other list is replaced whole.
+MERGE_KEYS = {
+    "containers": "name",
+    "initContainers": "name",
+    "ephemeralContainers": "name",
+    "volumes": "name",
+    "volumeMounts": "mountPath",
+    "volumeDevices": "devicePath",
+    "env": "name",
+    "ports": "containerPort",
+    "imagePullSecrets": "name",
+    "hostAliases": "ip",
+    "resourceClaims": "name",
+}
+
+
+def merge(base: Any, patch: Any, field: str | None = None) -> Any:
+    """Merge a partial pod spec into one, as `kubectl patch --type strategic` would: dicts
+    merge key by key; a list whose field has a merge key (`MERGE_KEYS`: containers by name,
+    volumeMounts by mountPath, ports by containerPort, …) merges element by element on it;
+    any other value in the patch replaces the base's."""
     if isinstance(base, dict) and isinstance(patch, dict):
         out = dict(base)
         for key, value in patch.items():
-            out[key] = merge(base[key], value) if key in base else copy.deepcopy(value)
+            out[key] = merge(base[key], value, key) if key in base else copy.deepcopy(value)
         return out
+    key = MERGE_KEYS.get(field or "")
     if (
-        isinstance(base, list)
+        key is not None
+        and isinstance(base, list)
         and isinstance(patch, list)
-        and all(isinstance(x, dict) and "name" in x for x in base + patch)
+        and all(isinstance(x, dict) and key in x for x in base + patch)
     ):
-        merged = {x["name"]: x for x in base}
-        order = [x["name"] for x in base]
+        merged = {x[key]: x for x in base}
+        order = [x[key] for x in base]
         for x in patch:
-            if x["name"] in merged:
-                merged[x["name"]] = merge(merged[x["name"]], x)
+            if x[key] in merged:
+                merged[x[key]] = merge(merged[x[key]], x)
             else:
-                merged[x["name"]] = copy.deepcopy(x)
-                order.append(x["name"])
-        return [merged[n] for n in order]
+                merged[x[key]] = copy.deepcopy(x)
+                order.append(x[key])
+        return [merged[k] for k in order]
     return copy.deepcopy(patch)

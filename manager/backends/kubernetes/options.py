@@ -217,6 +217,34 @@ class KubeOptions:
     pod_spec: dict[str, Any] | None = option(
         "--pod-spec", "a partial pod spec (YAML) merged into the worker pod", parse=pod_spec
     )
+    job_labels: dict[str, str] = option(
+        "--job-label",
+        "a label on every Job (e.g. team=media)",
+        default={},
+        repeat=True,
+        metavar="K=V",
+        parse=lambda words: v.labels(key_values(words)),
+    )
+    job_annotations: dict[str, str] = option(
+        "--job-annotation",
+        "an annotation on every Job",
+        default={},
+        repeat=True,
+        metavar="K=V",
+        parse=lambda words: v.annotations(key_values(words)),
+    )
+    stuck_timeout: float = option(
+        "--stuck-timeout",
+        "fail an item whose pod cannot start (image pull, configuration) for this long "
+        "(default 10m; 0: never)",
+        default=600.0,
+        parse=seconds_or_zero,
+    )
+    kueue_queue: str | None = option(
+        "--kueue-queue",
+        "hand the Jobs to Kueue: its LocalQueue (the Jobs are created suspended)",
+        parse=v.label_value,
+    )
 
     @property
     def where(self) -> KubeQueue:
@@ -245,4 +273,7 @@ class KubeOptions:
             active_deadline_seconds=self.active_deadline,
             ttl_seconds_after_finished=self.ttl_after_finished,
             pod_spec_patch=self.pod_spec,
+            job_labels=dict(self.job_labels),
+            job_annotations=dict(self.job_annotations),
+            kueue_queue=self.kueue_queue,
         )

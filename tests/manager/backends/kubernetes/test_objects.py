@@ -158,3 +158,81 @@ def test_merge_rules():
         "containers": [{"name": "w", "x": 1, "y": 2}, {"name": "side"}],
         "tags": [9],
     }
+
+
+def pod_with(patch: dict) -> dict:
+    options = ko.PodOptions(
+        image="w:1",
+        pvc="shared-claim",
+        mount_path="/data",
+        env={"A": "1"},
+        pod_spec_patch=patch,
+    )
+    job = ko.job("q", "ns", "a.mp4", 1, options)
+    validate(job)
+    return job["spec"]["template"]["spec"]
+
+
+def test_a_second_mount_of_the_shared_volume_is_added_not_swapped():
+    """volumeMounts merge by mountPath, as Kubernetes merges them: a mount of the same volume
+    at /out beside /data (the case that used to replace /data)."""
+    spec = pod_with(
+        {
+            "containers": [
+                {"name": "worker", "volumeMounts": [{"name": "shared", "mountPath": "/out"}]}
+            ]
+        }
+    )
+    mounts = {m["mountPath"]: m["name"] for m in spec["containers"][0]["volumeMounts"]}
+    assert mounts == {"/var/run/workqueue": "work-item", "/data": "shared", "/out": "shared"}
+
+
+def test_a_mount_at_the_same_path_is_changed_in_place():
+    spec = pod_with(
+        {
+            "containers": [
+                {"name": "worker", "volumeMounts": [{"mountPath": "/data", "subPath": "in"}]}
+            ]
+        }
+    )
+    data = [m for m in spec["containers"][0]["volumeMounts"] if m["mountPath"] == "/data"]
+    assert data == [{"name": "shared", "mountPath": "/data", "readOnly": True, "subPath": "in"}]
+
+
+def test_env_merges_by_name_and_ports_by_container_port():
+    spec = pod_with(
+        {
+            "containers": [
+                {
+                    "name": "worker",
+                    "env": [{"name": "A", "value": "2"}, {"name": "B", "value": "3"}],
+                    "ports": [{"containerPort": 9100, "name": "metrics"}],
+                }
+            ]
+        }
+    )
+    env = {e["name"]: e["value"] for e in spec["containers"][0]["env"]}
+    assert env["A"] == "2" and env["B"] == "3" and "WORK_ITEM_FILE" in env
+    base = {"ports": [{"containerPort": 80, "name": "a"}]}
+    patch = {"ports": [{"containerPort": 80, "protocol": "TCP"}, {"containerPort": 81}]}
+    assert ko.merge(base, patch)["ports"] == [
+        {"containerPort": 80, "name": "a", "protocol": "TCP"},
+        {"containerPort": 81},
+    ]
+
+
+def test_containers_volumes_and_pull_secrets_merge_by_name_tolerations_are_replaced():
+    spec = pod_with(
+        {
+            "initContainers": [{"name": "fetch", "image": "busybox:1"}],
+            "containers": [{"name": "sidecar", "image": "log:1"}],
+            "volumes": [{"name": "scratch", "emptyDir": {}}],
+            "imagePullSecrets": [{"name": "regcred"}],
+        }
+    )
+    assert [c["name"] for c in spec["containers"]] == ["worker", "sidecar"]
+    assert [v["name"] for v in spec["volumes"]] == ["work-item", "shared", "scratch"]
+    assert spec["imagePullSecrets"] == [{"name": "regcred"}]
+    base = {"tolerations": [{"key": "a", "operator": "Exists"}]}
+    patch = {"tolerations": [{"key": "b", "operator": "Exists"}]}
+    assert ko.merge(base, patch) == patch  # no merge key in Kubernetes: replaced

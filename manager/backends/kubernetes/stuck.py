@@ -1,0 +1,122 @@
+"""Stuck slots: a Job whose pod can never start holds a parallelism slot forever - unless
+someone notices. This does.
+
+The queue's pods are cached like its Jobs (one label-selected list + watch: the Job controller
+copies the pod template's labels, the manager's queue label among them, onto every pod). Every
+`interval` the detector looks at each unfinished Job's newest pod. A pod whose container waits
+with a reason no retry fixes - ImagePullBackOff, ErrImagePull, InvalidImageName,
+CreateContainerConfigError, CreateContainerError (`pods.IMAGE_REASONS`, `pods.CONFIG_REASONS`)
+- for longer than `--stuck-timeout`, counted from the pod's creation (such a pod never ran, so
+the count survives a manager restart), fails its item:
+
+  1. the pod is read afresh from the API server (the cache may lag): still waiting so?
+  2. the Job is failed through the backend (`fail_stuck`): outcome into the record, a Warning
+     Event, then the Job deleted after a fresh read with a uid precondition - the slot is free.
+
+A pod that waits for a node (Unschedulable) is not failed: capacity may come (an autoscaler, a
+drained node back); `workqueue status` says "waiting for a node". A suspended Job (Kueue) has no
+pod and is waiting for admission, not stuck. Gauge: `workqueue_items_stuck{reason}`, the pods
+waiting with such a reason now (whether or not their timeout has passed).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from . import pods
+from .cache import JobCache, finished
+from .leader import parse_time
+
+log = logging.getLogger(__name__)
+
+STUCK_REASONS = pods.IMAGE_REASONS + pods.CONFIG_REASONS
+
+
+def stuck_reason(pod: dict) -> str | None:
+    """The waiting reason that makes `pod` stuck, or None."""
+    for container in pods._containers(pod.get("status") or {}):
+        reason = ((container.get("state") or {}).get("waiting") or {}).get("reason")
+        if reason in STUCK_REASONS:
+            return reason
+    return None
+
+
+class StuckDetector:
+    def __init__(
+        self,
+        jobs: JobCache,
+        pod_cache: JobCache,
+        read_pod: Callable[[str], dict | None],
+        fail: Callable[[dict, str], None],
+        *,
+        timeout: float,
+        interval: float | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """`read_pod(name)` reads a pod from the API server (None when gone); `fail(job,
+        why)` fails a stuck Job's item and frees its slot (the backend's `fail_stuck`)."""
+        self.jobs = jobs
+        self.pod_cache = pod_cache
+        self.read_pod = read_pod
+        self.fail = fail
+        self.timeout = timeout
+        self.interval = interval if interval is not None else min(max(timeout / 5, 0.2), 10.0)
+        self.clock = clock
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="stuck-pods", daemon=True)
+
+    def start(self) -> StuckDetector:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=10)
+
+    def counts(self) -> dict[str, int]:
+        """Pods of unfinished Jobs waiting with a stuck reason now, by reason."""
+        out: dict[str, int] = {}
+        for _, pod in self._candidates():
+            reason = stuck_reason(pod)
+            out[reason] = out.get(reason, 0) + 1
+        return out
+
+    def _candidates(self):
+        newest = pods.by_job(self.pod_cache.items())
+        for job in self.jobs.items():
+            meta = job["metadata"]
+            if finished(job) or meta.get("deletionTimestamp"):
+                continue
+            pod = newest.get(meta["name"])
+            if pod is not None and stuck_reason(pod) is not None:
+                yield job, pod
+
+    def check(self) -> int:
+        """One look; returns how many items were failed."""
+        failed = 0
+        now = self.clock()
+        for job, pod in list(self._candidates()):
+            created = parse_time(pod["metadata"].get("creationTimestamp"))
+            if created and now - created < self.timeout:
+                continue
+            fresh = self.read_pod(pod["metadata"]["name"])
+            reason = stuck_reason(fresh) if fresh is not None else None
+            if reason is None:
+                continue  # it started, or went, meanwhile
+            waited = now - created if created else self.timeout
+            why = f"stuck: {reason} for {waited:.0f}s (--stuck-timeout {self.timeout:g}s)"
+            log.warning("%s: %s; failing it to free its slot", job["metadata"]["name"], why)
+            self.fail(job, why)
+            failed += 1
+        return failed
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.check()
+            except Exception:  # a failed look is retried at the next interval
+                log.exception("stuck-pod check failed; trying again")

@@ -1,0 +1,138 @@
+"""What the Jobs ask of the cluster, honoured by the stand-in's Job controller (the test
+kubelet): Kueue's suspended Jobs wait for admission; a disrupted pod does not use up an attempt;
+Job labels and annotations from the command line."""
+
+from __future__ import annotations
+
+import json
+
+from tests.e2e.conftest import spawn_workqueue, workqueue
+from tests.e2e.test_local_backend import make_items
+from tests.support.servers import wait_until
+
+
+def test_kueue_jobs_wait_suspended_until_admitted(
+    tmp_path, ambassador_server, marker_worker, cluster
+):
+    make_items(tmp_path / "videos", ["a.mp4"])
+    server = ambassador_server(tmp_path / "videos")
+    extra = ["--once", "--kueue-queue", "media-queue", "--job-label", "team=media"]
+    extra += ["--job-annotation", "example.com/owner=video-team"]
+    run = spawn_workqueue(*cluster.args(server.url, marker_worker, *extra))
+    try:
+        job = wait_until(lambda: next(iter(cluster.objects("jobs")), None), timeout=30)
+        meta = job["metadata"]
+        assert meta["labels"]["kueue.x-k8s.io/queue-name"] == "media-queue"
+        assert meta["labels"]["team"] == "media"
+        assert meta["labels"]["workqueue.dev/queue"] == "thumbs"  # ours are kept
+        assert meta["annotations"]["example.com/owner"] == "video-team"
+        assert job["spec"]["suspend"] is True
+        wait_until(lambda: _reason(cluster, "a.mp4").startswith("waiting for admission"))
+        assert cluster.kubelet.runs == []  # nothing runs before admission
+        # Kueue admits the workload: it unsuspends the Job
+        cluster.server.store.patch(
+            "jobs", "media", meta["name"], {"spec": {"suspend": False}}, "application/merge-patch"
+        )
+        out, err = run.communicate(timeout=60)
+        assert run.returncode == 0, err
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert [code for _, code in cluster.kubelet.runs] == [0]
+
+
+def test_a_disrupted_pod_does_not_use_up_an_attempt(
+    tmp_path, ambassador_server, marker_worker, cluster
+):
+    make_items(tmp_path / "videos", ["a.mp4"])
+    server = ambassador_server(tmp_path / "videos")
+    cluster.kubelet.disrupt = {"a.mp4": 1}  # preempted once, then it runs
+    r = workqueue(*cluster.args(server.url, marker_worker, "--once", "--backoff-limit", "0"))
+    assert r.returncode == 0, r.stderr
+    [(pod, ignored)] = cluster.kubelet.disruptions
+    assert ignored  # the Job's podFailurePolicy ignored the DisruptionTarget failure
+    [job] = cluster.objects("jobs")
+    assert job["spec"]["podReplacementPolicy"] == "Failed"
+    assert job["metadata"]["annotations"]["workqueue.dev/attempt"] == "1"
+
+
+def _reason(cluster, name: str) -> str:
+    r = workqueue("status", *cluster.queue_args(), "--json")
+    if r.returncode != 0:
+        return ""
+    items = {i["name"]: i for i in json.loads(r.stdout)["items"]}
+    return items.get(name, {}).get("reason", "")
+
+
+def test_a_pod_that_cannot_start_fails_its_item_and_frees_the_slot(
+    tmp_path, ambassador_server, marker_worker, cluster
+):
+    """parallelism 1: the item whose image cannot be pulled would hold the only slot forever;
+    after --stuck-timeout it fails (recorded, an Event, its Job deleted) and the next runs. A
+    pod waiting for a node is not failed."""
+    cluster.kubelet.stuck = {"pull-me": "ImagePullBackOff", "huge": "Unschedulable"}
+    make_items(tmp_path / "videos", ["a-pull-me.mp4", "b-ok.mp4"])
+    server = ambassador_server(tmp_path / "videos")
+    extra = ["--once", "--parallelism", "1", "--max-attempts", "1", "--stuck-timeout", "1s"]
+    r = workqueue(*cluster.args(server.url, marker_worker, *extra))
+    assert r.returncode == 1, r.stderr  # the stuck item failed; the other succeeded
+    assert "a-pull-me.mp4 (stuck: ImagePullBackOff for" in r.stdout, r.stdout
+    assert "1 succeeded, 1 failed" in r.stdout
+    jobs = {j["metadata"]["annotations"]["workqueue.dev/item"] for j in cluster.objects("jobs")}
+    assert "a-pull-me.mp4" not in jobs  # deleted: the slot is free
+    events = [e for e in cluster.objects("events") if e.get("reason") == "Stuck"]
+    assert len(events) == 1 and events[0]["type"] == "Warning"
+    assert "ImagePullBackOff" in events[0]["message"]
+    status = json.loads(workqueue("status", *cluster.queue_args(), "--json").stdout)
+    assert status["counts"]["failed"] == 1 and status["counts"]["succeeded"] == 1
+
+
+def test_a_pod_waiting_for_a_node_is_left_waiting(
+    tmp_path, ambassador_server, marker_worker, cluster
+):
+    cluster.kubelet.stuck = {"huge": "Unschedulable"}
+    make_items(tmp_path / "videos", ["huge.mp4"])
+    server = ambassador_server(tmp_path / "videos")
+    args = cluster.args(server.url, marker_worker, "--stuck-timeout", "1s", "--grace", "1")
+    manager = spawn_workqueue(*args, "--poll-interval", "0.2")
+    try:
+        wait_until(lambda: _reason(cluster, "huge.mp4").startswith("waiting for a node"))
+        import time
+
+        time.sleep(2.5)  # well past --stuck-timeout
+        assert len(cluster.objects("jobs")) == 1
+        assert _reason(cluster, "huge.mp4").startswith("waiting for a node")
+    finally:
+        manager.terminate()
+        manager.wait(timeout=60)
+
+
+def test_stuck_pods_are_counted_by_reason_on_metrics(
+    tmp_path, ambassador_server, marker_worker, cluster
+):
+    import requests
+
+    from tests.support.servers import free_port
+
+    cluster.kubelet.stuck = {"pull": "ImagePullBackOff", "huge": "Unschedulable"}
+    make_items(tmp_path / "videos", ["huge.mp4", "pull.mp4"])
+    server = ambassador_server(tmp_path / "videos")
+    port = free_port()
+    args = cluster.args(server.url, marker_worker, "--stuck-timeout", "1h", "--grace", "1")
+    manager = spawn_workqueue(*args, "--metrics-port", port, "--poll-interval", "0.2")
+
+    def stuck_line():
+        try:
+            text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+        except requests.RequestException:
+            return None
+        lines = [x for x in text.splitlines() if x.startswith("workqueue_items_stuck{")]
+        return lines or None
+
+    try:
+        assert wait_until(stuck_line, timeout=30) == [
+            'workqueue_items_stuck{reason="ImagePullBackOff"} 1.0'
+        ]  # the pod waiting for a node is not stuck
+    finally:
+        manager.terminate()
+        manager.wait(timeout=60)

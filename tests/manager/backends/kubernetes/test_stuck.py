@@ -1,0 +1,74 @@
+"""The stuck-pod detector with an injected clock: the timeout counts from the pod's creation,
+the pod is read afresh before its item is failed, and only reasons no retry fixes count."""
+
+from __future__ import annotations
+
+from manager.backends.kubernetes.leader import micro_time
+from manager.backends.kubernetes.stuck import StuckDetector
+
+NOW = 1_800_000_000.0
+
+
+class Items:
+    def __init__(self, objects):
+        self.objects = objects
+
+    def items(self):
+        return list(self.objects)
+
+
+def job(name, finished=False):
+    status = {"conditions": [{"type": "Failed", "status": "True"}]} if finished else {}
+    return {"metadata": {"name": name, "annotations": {}}, "status": status}
+
+
+def pod(job_name, reason, created=NOW - 120):
+    waiting = {"waiting": {"reason": reason}} if reason else {"running": {}}
+    return {
+        "metadata": {
+            "name": f"{job_name}-x",
+            "labels": {"batch.kubernetes.io/job-name": job_name},
+            "creationTimestamp": micro_time(created),
+        },
+        "status": {"phase": "Pending", "containerStatuses": [{"name": "w", "state": waiting}]},
+    }
+
+
+def detector(jobs, pods, fresh=None, timeout=60.0):
+    failed = []
+    fresh = fresh if fresh is not None else {p["metadata"]["name"]: p for p in pods}
+    d = StuckDetector(
+        Items(jobs),
+        Items(pods),
+        fresh.get,
+        lambda j, why: failed.append((j["metadata"]["name"], why)),
+        timeout=timeout,
+        clock=lambda: NOW,
+    )
+    return d, failed
+
+
+def test_only_reasons_no_retry_fixes_count_and_only_past_the_timeout():
+    jobs = [job("pull"), job("node"), job("young"), job("cfg"), job("done", finished=True)]
+    pods = [
+        pod("pull", "ImagePullBackOff"),
+        pod("node", None),
+        pod("young", "ErrImagePull", created=NOW - 10),
+        pod("cfg", "CreateContainerConfigError"),
+        pod("done", "ImagePullBackOff"),
+    ]
+    d, failed = detector(jobs, pods)
+    assert d.counts() == {"ImagePullBackOff": 1, "ErrImagePull": 1, "CreateContainerConfigError": 1}
+    assert d.check() == 2
+    assert sorted(name for name, _ in failed) == ["cfg", "pull"]
+    why = dict(failed)["pull"]
+    assert why.startswith("stuck: ImagePullBackOff for 120s")
+
+
+def test_a_pod_that_started_meanwhile_is_left_alone():
+    jobs = [job("pull")]
+    cached = [pod("pull", "ImagePullBackOff")]
+    d, failed = detector(jobs, cached, fresh={"pull-x": pod("pull", None)})
+    assert d.check() == 0 and failed == []
+    d, failed = detector(jobs, cached, fresh={})  # gone meanwhile
+    assert d.check() == 0 and failed == []
