@@ -176,6 +176,15 @@ class KubeApi:
     def get(self, kind: str, name: str) -> dict:
         return self.call("read", kind, name, self.namespace)
 
+    def find(self, kind: str, name: str) -> dict | None:
+        """The object as the API server has it now (never a cache), or None when it is gone."""
+        try:
+            return self.get(kind, name)
+        except KubeError as exc:
+            if exc.reason == "NotFound":
+                return None
+            raise
+
     def list(self, kind: str, label_selector: str | None = None) -> tuple[list[dict], str]:
         body = self.call("list", kind, self.namespace, label_selector=label_selector or "")
         return body.get("items") or [], body.get("metadata", {}).get("resourceVersion", "")

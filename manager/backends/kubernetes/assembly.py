@@ -71,6 +71,7 @@ def setup(options: KubeOptions, *, registry=None) -> Parts:
             api,
             ko.queue_selector(where.queue),
             on_change=lambda kind, job: holder["backend"].on_job_change(kind, job),
+            resync_period=options.resync,
         )
         backend = holder["backend"] = KubernetesBackend(
             api,
@@ -82,14 +83,16 @@ def setup(options: KubeOptions, *, registry=None) -> Parts:
             keep_failed=options.keep_failed,
             registry=registry,
         )
+        backend.completions.start()
         cache.start()
         if not cache.synced.wait(SYNC_TIMEOUT_SECONDS):
             cache.stop()
+            backend.completions.stop()
             raise UserError(f"cannot list Jobs in {where.namespace} (is the API reachable?)")
     except BaseException:
         api.close()
         raise
-    stopping = [cache.stop]
+    stopping = [cache.stop, backend.completions.stop]
     if options.stuck_timeout > 0:
         detector = _stuck_detector(api, where, cache, backend, options.stuck_timeout, registry)
         stopping[:0] = [detector.stop, detector.pod_cache.stop]
@@ -140,7 +143,9 @@ def _stuck_detector(api, where, cache, backend, timeout: float, registry):
                 return None
             raise
 
-    detector = StuckDetector(cache, pod_cache, read_pod, backend.fail_stuck, timeout=timeout)
+    detector = StuckDetector(
+        cache, pod_cache, read_pod, backend.completions.request_fail, timeout=timeout
+    )
     if registry is not None:
         registry.register(_StuckGauge(detector))
     return detector.start()

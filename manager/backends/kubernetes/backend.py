@@ -2,24 +2,24 @@
 item's data reaches the worker as a file, here a ConfigMap mounted as WORK_ITEM_FILE).
 
 run(name, data, attempt) - called by a reconciler worker holding a capacity slot:
-  1. the ConfigMap with the item's data (409 AlreadyExists with no Job: left by a crashed
-     pass, so its data is refreshed; with a Job: a rival's, left alone);
-  2. the Job, deterministically named, mounting it as WORK_ITEM_FILE. 409 AlreadyExists means
-     a rival manager (or this one before a restart) dispatched it: counted in
-     workqueue_dispatch_conflicts_total, and its outcome is awaited like our own;
-  3. the ConfigMap is made owned by the Job (ownerReferences), so deleting the Job deletes it;
-  4. wait until the Job's outcome is in the durable record (record.py) - whoever wrote it: a
+  1. the Job, deterministically named, mounting the item's ConfigMap as WORK_ITEM_FILE. 409
+     AlreadyExists means a rival manager (or this one before a restart) dispatched it: counted
+     in workqueue_dispatch_conflicts_total, and its outcome is awaited like our own;
+  2. the ConfigMap with the item's data, created owned by the Job (ownerReferences: deleting
+     the Job deletes it) - no second write to set the owner. The pod waits for it to mount, as
+     a kubelet waits for any ConfigMap volume;
+  3. wait until the Job's outcome is in the durable record (record.py) - whoever wrote it: a
      rival manager may record it and remove the finalizer before this manager's cache sees the
      Job finish, so a finished Job without the finalizer sends us to read the record afresh.
-A crash between steps leaves nothing that blocks the item: the next pass finds no Job and
-repeats them (1 tolerates the existing ConfigMap); ConfigMaps nobody owns whose Job never came
-are removed by `clean_orphans`.
+A crash between 1 and 2 leaves a Job whose pod cannot mount its data: `clean_orphans` deletes
+such a Job (it never ran) once it is a minute old, and the item is dispatched again; a
+ConfigMap nobody owns (left by an older version) is removed the same way.
 
-Completion is handled in one place, `on_job_change`, whatever dispatched the Job: a finished
-Job carrying the record finalizer is recorded, an Event is posted on it, and only then is the
-finalizer removed (a JSON patch guarded by the resourceVersion just re-read from the API server,
-not the cache). History limits then delete the oldest recorded Jobs beyond --keep-succeeded /
---keep-failed - each re-read from the API server first and deleted with a uid precondition.
+Completion - recording the outcome, removing the finalizer, history limits, failing stuck
+items - is the completion controller's (`completion.py`): the Job cache's handler only enqueues.
+
+Writes per item on the happy path: the Job, its ConfigMap, the record entry (one update of its
+shard), the finalizer's removal - four. Events are posted only for failures.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ from ...ports import Outcome
 from . import objects as ko
 from .api import KubeApi, KubeError
 from .cache import JobCache, finished
-from .record import RecordStore, job_state
+from .completion import CompletionController
+from .record import RecordStore
 
 log = logging.getLogger(__name__)
 
@@ -65,9 +66,16 @@ class KubernetesBackend:
         self._stopping = threading.Event()
         self._in_flight: set[str] = set()
         self._on_change: list[Callable[[], None]] = []  # told after each cache change
-        self._handler_lock = threading.RLock()  # _release_and_delete may re-enter
-        self._stuck: dict[str, str] = {}  # Job name -> why it was failed as stuck
         self.metrics = _Metrics(registry, cache) if registry is not None else None
+        self.completions = CompletionController(
+            api,
+            queue,
+            cache,
+            record,
+            keep_succeeded=keep_succeeded,
+            keep_failed=keep_failed,
+            on_recorded=self.metrics.recorded if self.metrics else None,
+        )
 
     # -- the backend hook ------------------------------------------------------------------
 
@@ -95,19 +103,12 @@ class KubernetesBackend:
 
     def _dispatch(self, name, job_name, config_map, attempt, where) -> Outcome:
         self._clear_previous_attempt(job_name)
-        try:
-            self.api.create("configmaps", config_map)
-        except KubeError as exc:
-            if exc.reason != "AlreadyExists":
-                raise
-            if self.cache.get(job_name) is None:  # left by a crash: give it today's data
-                self.api.patch("configmaps", job_name, {"data": config_map["data"]})
+        self._clear_stale_data(job_name)
         body = ko.job(self.queue, self.api.namespace, name, attempt, self.pod)
         try:
             job = self.api.create("jobs", body)
             if self.metrics:
                 self.metrics.created.inc()
-            self.post_event(job, "Dispatched", f"item {name!r}, attempt {attempt}")
         except KubeError as exc:
             if exc.reason != "AlreadyExists":
                 raise
@@ -115,17 +116,38 @@ class KubernetesBackend:
                 self.metrics.conflicts.inc()
             log.info("%s: already dispatched (409 AlreadyExists); awaiting its outcome", name)
             job = self.api.get("jobs", job_name)
-        self._own(job_name, job)
+        self._item_data(job_name, job, config_map)
         return self._await(name, job, where)
 
-    def _own(self, job_name: str, job: dict) -> None:
+    def _clear_stale_data(self, job_name: str) -> None:
+        """A ConfigMap of this name that no Job owns, with no Job of this name, is stale (an
+        older manager's crash between its two creates): a pod must never mount it, so it goes
+        before the Job is created. A read, and a delete only in that rare case."""
+        if self.cache.get(job_name) is not None:
+            return
+        stale = self.api.find("configmaps", job_name)
+        if stale is None or stale["metadata"].get("ownerReferences"):
+            return
+        if self.api.find("jobs", job_name) is None:
+            self._delete("configmaps", job_name, stale["metadata"]["uid"])
+
+    def _item_data(self, job_name: str, job: dict, config_map: dict) -> None:
+        """The ConfigMap, created owned by `job`. One already there is a rival's (or ours
+        before a crash): left alone when it belongs to this Job, else given this Job."""
+        config_map["metadata"]["ownerReferences"] = [ko.owner_reference(job)]
         try:
-            self.api.patch(
-                "configmaps", job_name, {"metadata": {"ownerReferences": [ko.owner_reference(job)]}}
-            )
+            self.api.create("configmaps", config_map)
         except KubeError as exc:
-            if exc.reason != "NotFound":
+            if exc.reason != "AlreadyExists":
                 raise
+            current = self.api.find("configmaps", job_name)
+            owners = (current or {"metadata": {}})["metadata"].get("ownerReferences") or []
+            if current is not None and not any(
+                o.get("uid") == job["metadata"]["uid"] for o in owners
+            ):  # an earlier attempt's, not yet collected: today's data, this Job as owner
+                current["metadata"]["ownerReferences"] = [ko.owner_reference(job)]
+                current["data"] = config_map["data"]
+                self.api.replace("configmaps", job_name, current)  # guarded by its version
 
     def _await(self, name: str, job: dict, where: str) -> Outcome:
         item_hash = ko.item_hash(self.queue, name)
@@ -170,37 +192,10 @@ class KubernetesBackend:
         state, _ = self.record.get(item_hash)
         if state == "succeeded":
             return Outcome(True, exit_code=0, log_path=where)
-        stuck = self._stuck.pop(job_name, None)
+        stuck = self.completions.stuck.pop(job_name, None)
         if stuck is not None:
             return Outcome(False, error=stuck, log_path=where)
         return Outcome(False, exit_code=1, error="Job failed", log_path=where)
-
-    def fail_stuck(self, job: dict, why: str) -> None:
-        """Fail the item of a Job whose pod cannot start (`stuck.py`), freeing its slot: the
-        outcome into the record first, a Warning Event, then the finalizer removed and the Job
-        deleted - re-read from the API server and deleted with a uid precondition."""
-        job_name = job["metadata"]["name"]
-        fresh = self._read("jobs", job_name)
-        if fresh is None or finished(fresh) or fresh["metadata"].get("deletionTimestamp"):
-            return
-        item = (fresh["metadata"].get("annotations") or {}).get(ko.ITEM_ANNOTATION)
-        if item is None:
-            return
-        _, attempts = job_state(fresh)
-        self._stuck[job_name] = why
-        with self._handler_lock:
-            self.record.put(ko.item_hash(self.queue, item), "failed", attempts)
-            if self.metrics:
-                self.metrics.completions.labels("failed", "Stuck").inc()
-            self.post_event(fresh, "Stuck", f"item {item!r}: {why}", warning=True)
-            self._remove_finalizer(job_name)
-            try:
-                self.api.delete("jobs", job_name, uid=fresh["metadata"]["uid"])
-            except KubeError as exc:
-                if exc.reason not in ("NotFound", "Conflict"):
-                    raise
-        with self.cache.changed:
-            self.cache.changed.notify_all()
 
     def _clear_previous_attempt(self, job_name: str) -> None:
         """A retry reuses the deterministic name: the failed Job (already recorded) goes
@@ -208,21 +203,21 @@ class KubernetesBackend:
         cached = self.cache.get(job_name)
         if cached is None or finished(cached) != "Failed":
             return
-        self._release_and_delete(job_name)
+        self.completions.release_and_delete(job_name)
         self.cache.wait_for(lambda: self.cache.get(job_name) is None, timeout=60)
 
     def read_job(self, name: str) -> dict | None:
         """The item's Job as the API server has it now, or None."""
-        return self._read("jobs", ko.object_name(self.queue, name))
+        return self.api.find("jobs", ko.object_name(self.queue, name))
 
     def retry(self, name: str) -> bool:
         """Run a finished item again on purpose: out of the record, its Job deleted. False
         when the item is still running (nothing to retry)."""
         job_name = ko.object_name(self.queue, name)
-        fresh = self._read("jobs", job_name)
+        fresh = self.api.find("jobs", job_name)
         if fresh is not None and finished(fresh) is None:
             return False
-        self._release_and_delete(job_name)
+        self.completions.release_and_delete(job_name)
         self.record.remove(ko.item_hash(self.queue, name))
         return True
 
@@ -245,121 +240,24 @@ class KubernetesBackend:
         )
 
     def on_job_change(self, kind: str, job: dict) -> None:
-        """Called by the cache for every change: record finished Jobs, then let them go."""
+        """The Job cache's handler: re-count capacity, and hand finished Jobs to the
+        completion controller's queue. Nothing here calls the API."""
         for callback in self._on_change:
             callback()
-        if kind == "DELETED":
-            return
-        outcome = finished(job)
-        finalizers = job["metadata"].get("finalizers") or []
-        if outcome is None or ko.RECORD_FINALIZER not in finalizers:
-            return
-        with self._handler_lock:
-            annotations = job["metadata"].get("annotations") or {}
-            item = annotations.get(ko.ITEM_ANNOTATION)
-            if item is None:
-                return
-            state, attempts = job_state(job)
-            self.record.put(ko.item_hash(self.queue, item), state, attempts)
-            reason = "Completed" if outcome == "Complete" else "Failed"
-            if self.metrics:
-                failure = next(
-                    (
-                        c.get("reason") or "Failed"
-                        for c in (job.get("status") or {}).get("conditions") or []
-                        if c.get("type") == "Failed"
-                    ),
-                    "",
-                )
-                self.metrics.completions.labels(state, failure).inc()
-            self.post_event(
-                job,
-                reason,
-                f"item {item!r}: {state} after attempt {attempts}",
-                warning=outcome != "Complete",
-            )
-            self._remove_finalizer(job["metadata"]["name"])
-            with self.cache.changed:
-                self.cache.changed.notify_all()
-            self._enforce_history()
-
-    def _remove_finalizer(self, job_name: str) -> None:
-        for _ in range(10):
-            fresh = self._read("jobs", job_name)
-            finalizers = (fresh or {"metadata": {}})["metadata"].get("finalizers") or []
-            if ko.RECORD_FINALIZER not in finalizers:
-                return
-            index = finalizers.index(ko.RECORD_FINALIZER)
-            try:
-                self.api.patch(
-                    "jobs",
-                    job_name,
-                    [
-                        {
-                            "op": "test",
-                            "path": "/metadata/resourceVersion",
-                            "value": fresh["metadata"]["resourceVersion"],
-                        },
-                        {"op": "remove", "path": f"/metadata/finalizers/{index}"},
-                    ],
-                )
-                return
-            except KubeError as exc:
-                if exc.status not in (409, 422):
-                    raise
-
-    def _read(self, kind: str, name: str) -> dict | None:
-        """The object as the API server has it now (never the cache); None when it is gone."""
-        try:
-            return self.api.get(kind, name)
-        except KubeError as exc:
-            if exc.reason == "NotFound":
-                return None
-            raise
-
-    def _release_and_delete(self, job_name: str) -> None:
-        fresh = self._read("jobs", job_name)
-        if fresh is None:
-            return
-        if ko.RECORD_FINALIZER in (fresh["metadata"].get("finalizers") or []):
-            if finished(fresh) is None:
-                return  # never delete unrecorded or running work
-            self.on_job_change("MODIFIED", fresh)
-        try:
-            self.api.delete("jobs", job_name, uid=fresh["metadata"]["uid"])
-        except KubeError as exc:
-            if exc.reason not in ("NotFound", "Conflict"):
-                raise
-
-    def _enforce_history(self) -> None:
-        """Keep the newest --keep-succeeded / --keep-failed recorded Jobs; delete the rest."""
-        for state, keep in (("succeeded", self.keep_succeeded), ("failed", self.keep_failed)):
-            if keep is None:
-                continue
-            done = [
-                j
-                for j in self.cache.items()
-                if finished(j)
-                and job_state(j)[0] == state
-                and self._recorded(j)
-                and not j["metadata"].get("deletionTimestamp")
-            ]
-            done.sort(key=lambda j: (j.get("status") or {}).get("completionTime") or "")
-            for job in done[: max(0, len(done) - keep)]:
-                self._release_and_delete(job["metadata"]["name"])
-
-    def _recorded(self, job: dict) -> bool:
-        item = (job["metadata"].get("annotations") or {}).get(ko.ITEM_ANNOTATION)
-        return item is not None and self.record.get(ko.item_hash(self.queue, item)) is not None
+        self.completions.on_job_change(kind, job)
 
     # -- housekeeping ----------------------------------------------------------------------
 
     def clean_orphans(self, min_age: float = ORPHAN_AGE_SECONDS) -> int:
-        """Delete the queue's item ConfigMaps that no Job owns and whose Job does not exist
-        (a crash between the two creates, for an item that then left the source)."""
+        """What a crash between a Job and its ConfigMap left, once `min_age` old: item
+        ConfigMaps no Job owns whose Job does not exist, and unfinished Jobs whose ConfigMap
+        never came (their pods cannot mount it, so they never ran: the finalizer goes, the Job
+        is deleted, and the item is dispatched again). Everything is re-read first and deleted
+        with a uid precondition. Returns how many objects were removed."""
         items, _ = self.api.list(
             "configmaps", f"{ko.QUEUE_LABEL}={self.queue},{ko.ITEM_HASH_LABEL}"
         )
+        names = {cm["metadata"]["name"] for cm in items}
         removed = 0
         for cm in items:
             meta = cm["metadata"]
@@ -367,46 +265,36 @@ class KubernetesBackend:
                 continue
             if _age(meta.get("creationTimestamp")) < min_age:
                 continue
-            fresh = self._read("configmaps", meta["name"])
+            fresh = self.api.find("configmaps", meta["name"])
             if fresh is None or fresh["metadata"].get("ownerReferences"):
                 continue
-            if self._read("jobs", meta["name"]) is not None:
+            if self.api.find("jobs", meta["name"]) is not None:
                 continue  # its Job exists after all
-            try:
-                self.api.delete("configmaps", meta["name"], uid=meta["uid"])
-                removed += 1
-            except KubeError as exc:
-                if exc.reason not in ("NotFound", "Conflict"):
-                    raise
+            removed += self._delete("configmaps", meta["name"], meta["uid"])
+        for job in self.cache.items():
+            meta = job["metadata"]
+            if meta["name"] in names or finished(job) or meta.get("deletionTimestamp"):
+                continue
+            if _age(meta.get("creationTimestamp")) < min_age:
+                continue
+            if self.api.find("configmaps", meta["name"]) is not None:
+                continue
+            fresh = self.api.find("jobs", meta["name"])
+            if fresh is None or finished(fresh) or (fresh.get("status") or {}).get("succeeded"):
+                continue
+            log.warning("%s: its item data never came (a crash); dispatching again", meta["name"])
+            self.completions.remove_finalizer(meta["name"])
+            removed += self._delete("jobs", meta["name"], fresh["metadata"]["uid"])
         return removed
 
-    def post_event(self, job: dict, reason: str, message: str, *, warning: bool = False) -> None:
-        meta = job["metadata"]
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        event = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{meta['name']}.", "namespace": self.api.namespace},
-            "involvedObject": {
-                "apiVersion": "batch/v1",
-                "kind": "Job",
-                "name": meta["name"],
-                "namespace": self.api.namespace,
-                "uid": meta.get("uid"),
-            },
-            "reason": reason,
-            "message": message,
-            "type": "Warning" if warning else "Normal",
-            "firstTimestamp": stamp,
-            "lastTimestamp": stamp,
-            "count": 1,
-            "source": {"component": "workqueue-manager"},
-            "reportingComponent": "workqueue-manager",
-        }
+    def _delete(self, kind: str, name: str, uid: str) -> int:
         try:
-            self.api.create("events", event)
-        except KubeError as exc:  # an event is a courtesy: never fail the item for it
-            log.warning("could not post event %s on %s: %s", reason, meta["name"], exc)
+            self.api.delete(kind, name, uid=uid)
+            return 1
+        except KubeError as exc:
+            if exc.reason not in ("NotFound", "Conflict"):
+                raise
+            return 0
 
 
 def _age(timestamp: str | None) -> float:
@@ -439,3 +327,6 @@ class _Metrics:
             "workqueue_job_cache_size", "Jobs in the manager's cache.", registry=registry
         )
         cache_size.set_function(lambda: len(cache))
+
+    def recorded(self, state: str, failure: str) -> None:
+        self.completions.labels(state, failure).inc()

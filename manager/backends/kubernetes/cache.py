@@ -60,7 +60,10 @@ class JobCache:
         watch_timeout: int = 60,
         retry_delay: float = 1.0,
         kind: str = "jobs",
+        resync_period: float | None = None,
     ) -> None:
+        """`resync_period`: every so often, replay every cached object to `on_change` as
+        "SYNC" (an informer's resync), so a handler that missed a change gets it again."""
         self.api = api
         self.kind = kind
         self.selector = label_selector
@@ -76,10 +79,26 @@ class JobCache:
         self._stop = threading.Event()
         self._stream = None  # the open watch, so stop() can interrupt its blocking read
         self._thread = threading.Thread(target=self._run, name=f"{kind}-cache", daemon=True)
+        self.resync_period = resync_period
+        self._resync = threading.Thread(
+            target=self._resync_loop, name=f"{kind}-resync", daemon=True
+        )
 
     def start(self) -> JobCache:
         self._thread.start()
+        if self.resync_period and self.on_change is not None:
+            self._resync.start()
         return self
+
+    def _resync_loop(self) -> None:
+        while not self._stop.wait(self.resync_period):
+            if not self.synced.is_set():
+                continue
+            for obj in self.items():
+                try:
+                    self.on_change("SYNC", obj)
+                except Exception:
+                    log.exception("%s cache: a resync handler failed", self.kind)
 
     def stop(self) -> None:
         """Stop and wait for the thread: an open watch is shut down, not waited out."""

@@ -160,6 +160,7 @@ class KubeOptions:
     lease_duration: float = option("--lease-duration", "", default=15.0, parse=seconds, hidden=True)
     renew_deadline: float = option("--renew-deadline", "", default=10.0, parse=seconds, hidden=True)
     retry_period: float = option("--retry-period", "", default=2.0, parse=seconds, hidden=True)
+    resync: float = option("--resync", "", default=300.0, parse=seconds, hidden=True)
     kube_api_qps: float = option(
         "--kube-api-qps", "API calls/s (default 20; 0: no limit)", default=20.0, parse=rate
     )

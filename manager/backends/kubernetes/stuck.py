@@ -10,8 +10,9 @@ CreateContainerConfigError, CreateContainerError (`pods.IMAGE_REASONS`, `pods.CO
 the count survives a manager restart), fails its item:
 
   1. the pod is read afresh from the API server (the cache may lag): still waiting so?
-  2. the Job is failed through the backend (`fail_stuck`): outcome into the record, a Warning
-     Event, then the Job deleted after a fresh read with a uid precondition - the slot is free.
+  2. the Job goes to the completion controller's queue to be failed (`request_fail`): outcome
+     into the record, a Warning Event, then the Job deleted after a fresh read with a uid
+     precondition - the slot is free. Retried with backoff on any API error.
 
 A pod that waits for a node (Unschedulable) is not failed: capacity may come (an autoscaler, a
 drained node back); `workqueue status` says "waiting for a node". A suspended Job (Kueue) has no
@@ -57,7 +58,7 @@ class StuckDetector:
         clock: Callable[[], float] = time.time,
     ) -> None:
         """`read_pod(name)` reads a pod from the API server (None when gone); `fail(job,
-        why)` fails a stuck Job's item and frees its slot (the backend's `fail_stuck`)."""
+        why)` asks for a stuck Job's item to be failed (`CompletionController.request_fail`)."""
         self.jobs = jobs
         self.pod_cache = pod_cache
         self.read_pod = read_pod

@@ -44,8 +44,7 @@ def test_every_item_runs_once_as_a_job_and_is_recorded(
     assert len(owned) == len(names)
     records = [c for c in cluster.objects("configmaps") if "-record-" in c["metadata"]["name"]]
     assert sum(len(c["data"]) for c in records) == len(names)
-    reasons = Counter(e["reason"] for e in cluster.objects("events"))
-    assert reasons["Dispatched"] == len(names) and reasons["Completed"] == len(names)
+    assert cluster.objects("events") == []  # Events are for failures, a person acts on them
     validate_all(cluster)
     # a second pass runs nothing
     r = workqueue(*cluster.args(server.url, marker_worker, "--once"))
@@ -241,7 +240,7 @@ def test_api_faults_mid_run_lose_nothing(tmp_path, ambassador_server, marker_wor
     faults.add("500", verb="create", resource="configmaps", count=2)
     faults.add("500", verb="get", resource="configmaps", count=2)
     faults.add("cut", verb="watch", resource="jobs", after_events=2, count=3)
-    faults.add("delay", verb="patch", resource="configmaps", delay=0.3, count=3)
+    faults.add("delay", verb="update", resource="configmaps", delay=0.3, count=3)
     r = workqueue(*cluster.args(server.url, marker_worker, "--once", "--parallelism", "3"))
     assert r.returncode == 0, r.stderr
     assert Counter(marker_worker.started()) == Counter(names)

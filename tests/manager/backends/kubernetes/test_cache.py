@@ -79,3 +79,33 @@ def test_finished_reads_conditions():
     assert finished({"status": {"conditions": [{"type": "Failed", "status": "True"}]}}) == "Failed"
     assert finished({"status": {"conditions": [{"type": "Complete", "status": "False"}]}}) is None
     assert finished({}) is None
+
+
+def test_a_resync_replays_every_cached_job_to_the_handler(api):
+    """An informer's resync: a handler that failed on a change gets the Job again."""
+    make_job(api, "q", "a")
+    seen = []
+    cache = JobCache(
+        api,
+        ko.queue_selector("q"),
+        on_change=lambda kind, job: seen.append(kind),
+        resync_period=0.1,
+    )
+    cache.start()
+    try:
+        wait_until(lambda: seen.count("SYNC") >= 3)  # one from the list, then resyncs
+        assert cache.relists == 1  # replayed from the cache, not listed again
+    finally:
+        cache.stop()
+
+
+def test_a_pod_cache_is_the_same_informer_over_pods(api, apiserver):
+    apiserver.store.create(
+        "", "pods", NS, {"metadata": {"name": "p1", "labels": {ko.QUEUE_LABEL: "q"}}}
+    )
+    cache = JobCache(api, ko.queue_selector("q"), kind="pods").start()
+    try:
+        wait_until(cache.synced.is_set)
+        assert [p["metadata"]["name"] for p in cache.items()] == ["p1"]
+    finally:
+        cache.stop()

@@ -136,3 +136,25 @@ def test_stuck_pods_are_counted_by_reason_on_metrics(
     finally:
         manager.terminate()
         manager.wait(timeout=60)
+
+
+def test_a_storm_of_500s_on_completion_writes_loses_nothing(
+    tmp_path, ambassador_server, marker_worker, cluster
+):
+    """Runs of 500s longer than the API client's own retries, on the record writes and on the
+    finalizer patch: the completion controller puts the Job back with backoff, so every item
+    ends recorded, every finalizer removed, and the --once run exits."""
+    names = ["a.mp4", "b.mp4"]
+    make_items(tmp_path / "videos", names)
+    server = ambassador_server(tmp_path / "videos")
+    faults = cluster.server.faults
+    faults.add("500", verb="update", resource="configmaps", count=7)
+    faults.add("500", verb="patch", resource="jobs", count=7)
+    r = workqueue(*cluster.args(server.url, marker_worker, "--once"), timeout=110)
+    assert r.returncode == 0, r.stderr
+    assert "2 items: 2 succeeded" in r.stdout
+    assert "could not settle" in r.stderr  # it did fail, and was retried
+    for job in cluster.objects("jobs"):
+        assert "workqueue.dev/record" not in (job["metadata"].get("finalizers") or [])
+    records = [c for c in cluster.objects("configmaps") if "-record-" in c["metadata"]["name"]]
+    assert sum(len(c.get("data") or {}) for c in records) == 2

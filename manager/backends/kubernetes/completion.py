@@ -1,0 +1,263 @@
+"""Completion, as a client-go controller does it: handlers only enqueue; a worker reconciles.
+
+The Job cache's change handler (and the stuck-pod detector) never call the API: they put the
+Job's name on this controller's rate-limited workqueue (the project's own client-go workqueue:
+one entry per name however many changes come). One worker takes a name and settles that Job:
+
+  * finished and still carrying the record finalizer: its outcome goes into the durable record,
+    a Warning Event is posted when it failed, and only then is the finalizer removed (a JSON
+    patch guarded by the resourceVersion just read from the API server, never the cache);
+    history limits then delete the oldest recorded Jobs beyond --keep-succeeded/--keep-failed;
+  * asked to fail as stuck (`request_fail`): re-read; if still unfinished, the item is recorded
+    failed, a Warning Event says why, the finalizer goes and the Job is deleted with a uid
+    precondition - its slot is free.
+
+Any error (a 500 or 429 storm outlasting the API client's own retries, a conflict) puts the name
+back with the per-item exponential backoff, so no transient failure leaves a Job unrecorded;
+success forgets its backoff. The cache replays every Job to the handler each resync period (as
+an informer's resync does), so even a change that was never delivered is settled.
+
+Invariants: a Job's finalizer is removed only after its outcome is in the record; nothing
+unfinished is deleted unless it is being failed as stuck, and then only after recording.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from ...workqueue import RateLimitingQueue
+from ...workqueue.rate_limiters import ItemExponentialFailureRateLimiter
+from . import objects as ko
+from .api import KubeApi, KubeError
+from .cache import JobCache, finished
+from .record import RecordStore, job_state
+
+log = logging.getLogger(__name__)
+
+
+class CompletionController:
+    def __init__(
+        self,
+        api: KubeApi,
+        queue: str,
+        cache: JobCache,
+        record: RecordStore,
+        *,
+        keep_succeeded: int | None = None,
+        keep_failed: int | None = None,
+        on_recorded: Callable[[str, str], None] | None = None,
+        backoff: tuple[float, float] = (0.05, 30.0),
+    ) -> None:
+        """`on_recorded(state, failure_reason)` after each outcome recorded (metrics)."""
+        self.api = api
+        self.queue = queue
+        self.cache = cache
+        self.record = record
+        self.keep_succeeded = keep_succeeded
+        self.keep_failed = keep_failed
+        self.on_recorded = on_recorded
+        self.work = RateLimitingQueue(
+            "completions", rate_limiter=ItemExponentialFailureRateLimiter(*backoff)
+        )
+        # Job name -> why it is to be failed as stuck (set by request_fail, read by the worker
+        # and, once recorded, by the dispatcher awaiting that Job's outcome)
+        self.stuck: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="completions", daemon=True)
+
+    def start(self) -> CompletionController:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.work.shut_down()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=10)
+
+    # -- what handlers may do: enqueue -----------------------------------------------------
+
+    def on_job_change(self, kind: str, job: dict) -> None:
+        """The cache's handler: a finished Job still carrying the finalizer needs settling."""
+        if kind == "DELETED":
+            return
+        if finished(job) and ko.RECORD_FINALIZER in (job["metadata"].get("finalizers") or []):
+            self.work.add(job["metadata"]["name"])
+
+    def request_fail(self, job: dict, why: str) -> None:
+        """The stuck-pod detector's handler: fail this Job's item (see the module docstring)."""
+        name = job["metadata"]["name"]
+        with self._lock:
+            self.stuck.setdefault(name, why)
+        self.work.add(name)
+
+    # -- the worker ------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            name, shutdown = self.work.get()
+            if shutdown:
+                return
+            try:
+                self.settle(name)
+            except Exception as exc:
+                tries = self.work.num_requeues(name) + 1
+                log.warning("%s: could not settle (%s); retry %d with backoff", name, exc, tries)
+                self.work.add_rate_limited(name)
+            else:
+                self.work.forget(name)
+            finally:
+                self.work.done(name)
+
+    def settle(self, job_name: str) -> None:
+        """Record a finished Job, or fail a stuck one; raises on any API error (the caller
+        retries)."""
+        fresh = self.api.find("jobs", job_name)
+        if fresh is None:
+            with self._lock:
+                self.stuck.pop(job_name, None)
+            return
+        if finished(fresh):
+            if ko.RECORD_FINALIZER in (fresh["metadata"].get("finalizers") or []):
+                self._record(fresh)
+                self.remove_finalizer(job_name)
+            with self.cache.changed:
+                self.cache.changed.notify_all()
+            self._enforce_history()
+        elif job_name in self.stuck and not fresh["metadata"].get("deletionTimestamp"):
+            self._fail_stuck(fresh, self.stuck[job_name])
+
+    def _record(self, job: dict) -> None:
+        annotations = job["metadata"].get("annotations") or {}
+        item = annotations.get(ko.ITEM_ANNOTATION)
+        if item is None:
+            return
+        state, attempts = job_state(job)
+        self.record.put(ko.item_hash(self.queue, item), state, attempts)
+        failure = ""
+        if state != "succeeded":
+            failure = next(
+                (
+                    c.get("reason") or "Failed"
+                    for c in (job.get("status") or {}).get("conditions") or []
+                    if c.get("type") == "Failed"
+                ),
+                "Failed",
+            )
+            self.post_event(job, "Failed", f"item {item!r}: failed after attempt {attempts}")
+        if self.on_recorded:
+            self.on_recorded(state, failure)
+
+    def _fail_stuck(self, job: dict, why: str) -> None:
+        job_name = job["metadata"]["name"]
+        item = (job["metadata"].get("annotations") or {}).get(ko.ITEM_ANNOTATION)
+        if item is None:
+            return
+        _, attempts = job_state(job)
+        self.record.put(ko.item_hash(self.queue, item), "failed", attempts)
+        if self.on_recorded:
+            self.on_recorded("failed", "Stuck")
+        self.post_event(job, "Stuck", f"item {item!r}: {why}")
+        self.remove_finalizer(job_name)
+        self._delete(job_name, job["metadata"]["uid"])
+        with self.cache.changed:
+            self.cache.changed.notify_all()
+
+    # -- API steps -------------------------------------------------------------------------
+
+    def remove_finalizer(self, job_name: str) -> None:
+        for _ in range(10):
+            fresh = self.api.find("jobs", job_name)
+            finalizers = (fresh or {"metadata": {}})["metadata"].get("finalizers") or []
+            if ko.RECORD_FINALIZER not in finalizers:
+                return
+            index = finalizers.index(ko.RECORD_FINALIZER)
+            try:
+                self.api.patch(
+                    "jobs",
+                    job_name,
+                    [
+                        {
+                            "op": "test",
+                            "path": "/metadata/resourceVersion",
+                            "value": fresh["metadata"]["resourceVersion"],
+                        },
+                        {"op": "remove", "path": f"/metadata/finalizers/{index}"},
+                    ],
+                )
+                return
+            except KubeError as exc:
+                if exc.status not in (409, 422):
+                    raise
+        raise KubeError(409, "Conflict", f"{job_name}: the finalizer kept changing under us")
+
+    def _delete(self, job_name: str, uid: str) -> None:
+        try:
+            self.api.delete("jobs", job_name, uid=uid)
+        except KubeError as exc:
+            if exc.reason not in ("NotFound", "Conflict"):
+                raise
+
+    def release_and_delete(self, job_name: str) -> None:
+        """Delete a finished Job: recorded first if it was not yet; never one that runs."""
+        fresh = self.api.find("jobs", job_name)
+        if fresh is None:
+            return
+        if ko.RECORD_FINALIZER in (fresh["metadata"].get("finalizers") or []):
+            if finished(fresh) is None:
+                return  # never delete unrecorded or running work
+            self._record(fresh)
+            self.remove_finalizer(job_name)
+        self._delete(job_name, fresh["metadata"]["uid"])
+
+    def _enforce_history(self) -> None:
+        """Keep the newest --keep-succeeded / --keep-failed recorded Jobs; delete the rest."""
+        for state, keep in (("succeeded", self.keep_succeeded), ("failed", self.keep_failed)):
+            if keep is None:
+                continue
+            done = [
+                j
+                for j in self.cache.items()
+                if finished(j)
+                and job_state(j)[0] == state
+                and self._recorded(j)
+                and not j["metadata"].get("deletionTimestamp")
+            ]
+            done.sort(key=lambda j: (j.get("status") or {}).get("completionTime") or "")
+            for job in done[: max(0, len(done) - keep)]:
+                self.release_and_delete(job["metadata"]["name"])
+
+    def _recorded(self, job: dict) -> bool:
+        item = (job["metadata"].get("annotations") or {}).get(ko.ITEM_ANNOTATION)
+        return item is not None and self.record.get(ko.item_hash(self.queue, item)) is not None
+
+    def post_event(self, job: dict, reason: str, message: str) -> None:
+        """A Warning Event on the Job (Events are for what a person acts on: failures)."""
+        meta = job["metadata"]
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{meta['name']}.", "namespace": self.api.namespace},
+            "involvedObject": {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "name": meta["name"],
+                "namespace": self.api.namespace,
+                "uid": meta.get("uid"),
+            },
+            "reason": reason,
+            "message": message,
+            "type": "Warning",
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+            "source": {"component": "workqueue-manager"},
+            "reportingComponent": "workqueue-manager",
+        }
+        try:
+            self.api.create("events", event)
+        except KubeError as exc:  # an event is a courtesy: never fail the item for it
+            log.warning("could not post event %s on %s: %s", reason, meta["name"], exc)
