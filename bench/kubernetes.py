@@ -2,7 +2,8 @@
 
   1. N items (default 5,000) dispatched by `workqueue manager --backend kubernetes --once`, the
      client-side limiter off, a kubelet that completes each Job at once: API writes per second
-     achieved (goal >= 100) and the manager's CPU (goal: under one core).
+     achieved (goal >= 100), the manager's CPU (goal: under one core), and the API writes per
+     item, by kind (goal <= 4).
   2. The same with the limiter at 20 qps / burst 30, over a 30-second window: API calls and
      writes per second achieved (the limiter's goal: 20 +/- 1 calls per second).
   3. 10,000 finished, recorded Jobs and a source listing their 10,000 items: the cache's first
@@ -113,6 +114,12 @@ def bench_dispatch(work: Path, count: int) -> None:
             f"(goal >= 100); manager CPU {cpu:.1f} s over {wall:.1f} s = "
             f"{cpu / wall:.2f} cores (goal < 1)"
         )
+        kinds: dict[str, int] = {}
+        for verb, resource, code, _ in server.answers:
+            if verb in WRITES and code < 300:
+                kinds[f"{resource} {verb}"] = kinds.get(f"{resource} {verb}", 0) + 1
+        per_item = ", ".join(f"{k} {n / count:.2f}" for k, n in sorted(kinds.items()))
+        print(f"writes per item: {len(writes) / count:.2f} (goal <= 4): {per_item}")
     finally:
         amb.stop()
         server.stop()

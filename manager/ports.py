@@ -57,6 +57,7 @@ class Outcome:
     interrupted: bool = False
     log_path: str | None = None
     seconds: float | None = None  # how long it ran (set by the reconciler)
+    final: bool = False  # a failure no retry fixes: the item stays failed
 
 
 class Source(Protocol):
@@ -101,6 +102,10 @@ class Ledger(Protocol):
     def take_retry_requests(self) -> list[str]:
         """Re-runs asked for from outside (`workqueue retry`) since the last call, applied:
         the names now pending again."""
+
+    def gave_up(self, name: str) -> bool:
+        """True when a failed item failed in a way no retry fixes (an exit code the user
+        listed as final), whatever attempts are left. Asked only of failed items; cheap."""
 
     def row(self, name: str) -> Row | None: ...
 

@@ -27,7 +27,7 @@ from dataclasses import replace
 from enum import StrEnum
 
 from .capacity import Capacity
-from .ports import Backend, Ledger, Outcome, Source
+from .ports import Backend, Ledger, Outcome, Source, State
 from .retry import RetryPolicy
 
 log = logging.getLogger(__name__)
@@ -65,7 +65,11 @@ class Reconciler:
     def needs_work(self, name: str) -> bool:
         """False when the ledger says there is nothing to do for `name` (the poller's diff)."""
         current = self.ledger.state(name)
-        return current is None or self.policy.needs_work(*current)
+        if current is None:
+            return True
+        if current[0] == State.FAILED and self.ledger.gave_up(name):
+            return False
+        return self.policy.needs_work(*current)
 
     def reconcile(self, name: str) -> Result:
         result, outcome = self._reconcile(name)
@@ -99,7 +103,7 @@ class Reconciler:
             self.ledger.finish(name, outcome.succeeded, outcome.exit_code, outcome.error)
             if outcome.succeeded:
                 return Result.SUCCEEDED, outcome
-            if self.policy.gave_up(attempt):
+            if outcome.final or self.policy.gave_up(attempt):
                 log.warning(
                     "%s failed for good after %d attempts: %s", name, attempt, outcome.error
                 )

@@ -93,10 +93,15 @@ def print_summary(report, ledger: Ledger, out=None) -> int:
     )
     for name in failed + already_failed:
         row = ledger.row(name)
-        error = row.last_error if row else "failed"
+        error = "failed"
+        if row is not None and row.last_error:
+            error = row.last_error
+        elif row is not None and row.exit_code is not None:
+            error = f"exit code {row.exit_code}"
         attempts = row.attempts if row else 0
+        log_path = (row.log_path if row else None) or "-"
         print(
-            f"failed: {name} ({error}, {attempts} attempt(s)); log: {row.log_path if row else '-'}",
+            f"failed: {name} ({error}, {attempts} attempt(s)); log: {log_path}",
             file=out,
         )
         for line in _log_tail(row.log_path if row else None):

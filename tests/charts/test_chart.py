@@ -52,6 +52,10 @@ EVERYTHING = {
             {"key": "batch", "effect": "NoSchedule"},
             {"key": "gpu", "value": "yes", "effect": "NoExecute"},
         ],
+        "failFastExitCodes": [2, 3],
+        "jobLabels": {"team": "media"},
+        "jobAnnotations": {"example.com/owner": "video-team"},
+        "kueueQueue": "media-queue",
     },
     "volume": {
         "mountPath": "/data",

@@ -63,6 +63,12 @@ class FakeLedger:
         taken, self.retry_requests = self.retry_requests, []
         return taken
 
+    def gave_up(self, name):
+        return bool(self.items.get(name, {}).get("final"))
+
+    def note_manager(self, facts):
+        self.facts = facts
+
     def row(self, name):
         item = self.items.get(name)
         if item is None:

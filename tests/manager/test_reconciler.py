@@ -84,3 +84,37 @@ def test_capacity_is_taken_before_the_fetch():
     source.get_item = lambda name: order.append("fetch") or real_get(name)
     rec.reconcile("a")
     assert order == ["slot", "fetch"]
+
+
+def test_a_final_failure_is_not_retried_and_needs_no_more_work():
+    """Outcome.final (an exit code listed as final): failed for good at once, attempts left or
+    not; and an item the ledger says gave up needs no work on later polls."""
+    from manager.ports import Outcome
+    from manager.reconciler import Reconciler, Result
+    from manager.retry import RetryPolicy
+
+    from .fakes import FakeLedger
+
+    ledger = FakeLedger()
+
+    class Client:
+        def get_item(self, name):
+            return {"name": name}
+
+    class FinalBackend:
+        def log_path(self, name):
+            return "-"
+
+        def run(self, name, data, attempt):
+            return Outcome(False, exit_code=2, error="exit code 2 listed", final=True)
+
+    from manager.capacity import Capacity
+
+    reconciler = Reconciler(
+        ledger, Client(), FinalBackend(), Capacity(1), policy=RetryPolicy(max_attempts=3)
+    )
+    assert reconciler.reconcile("a") == Result.FAILED
+    assert ledger.state("a") == ("failed", 1)
+    assert reconciler.needs_work("a")  # the fake keeps no finality by itself...
+    ledger.items["a"]["final"] = True  # ...a backend's ledger does (the Kubernetes record)
+    assert not reconciler.needs_work("a")

@@ -22,8 +22,9 @@ or a pod no node fits.
 The Job controller's rules the manager relies on: a suspended Job (`spec.suspend`, as Kueue
 holds it) runs nothing until it is unsuspended; a pod the cluster disrupts (`disrupt`: it fails
 with a DisruptionTarget condition) is not counted against backoffLimit when the Job's
-podFailurePolicy says Ignore for it, and is otherwise; attempts run one after the other, never
-overlapping (podReplacementPolicy: Failed).
+podFailurePolicy says Ignore for it, and is otherwise; an exit code a FailJob rule lists fails
+the Job at once (reason PodFailurePolicy, the real controller's message); attempts run one after
+the other, never overlapping (podReplacementPolicy: Failed).
 """
 
 from __future__ import annotations
@@ -157,6 +158,15 @@ class Kubelet:
                     self.runs.append((name, code))
                 if code == 0:
                     break
+                rule = _fail_job_rule(spec, container["name"], code)
+                if rule is not None:  # the podFailurePolicy fails the Job at once
+                    message = (
+                        f"Container {container['name']} for pod {ns}/{pod_name} failed with "
+                        f"exit code {code} matching FailJob rule at index {rule}"
+                    )
+                    return self._finish(
+                        ns, name, spec, ok=False, reason="PodFailurePolicy", message=message
+                    )
         self._finish(ns, name, spec, ok=code == 0, reason="BackoffLimitExceeded")
 
     def _disrupted(self, job: dict, item: str) -> bool | None:
@@ -260,7 +270,9 @@ class Kubelet:
             message = f'Back-off pulling image "{image}"'
             self._pod(job, "Pending", {"waiting": {"reason": reason, "message": message}})
 
-    def _finish(self, ns: str, name: str, spec: dict, *, ok: bool, reason: str) -> None:
+    def _finish(
+        self, ns: str, name: str, spec: dict, *, ok: bool, reason: str, message: str = ""
+    ) -> None:
         done = now_rfc3339()
         condition = {
             "type": "Complete" if ok else "Failed",
@@ -269,7 +281,7 @@ class Kubelet:
             "lastTransitionTime": done,
         }
         if not ok:
-            condition.update(reason=reason, message=f"Job failed: {reason}")
+            condition.update(reason=reason, message=message or f"Job failed: {reason}")
         status = {"active": None, "conditions": [condition], "completionTime": done}
         status["succeeded" if ok else "failed"] = 1
         self._status(ns, name, status)
@@ -297,3 +309,18 @@ def _condition(kind: str, reason: str) -> dict:
         "lastProbeTime": stamp,
         "lastTransitionTime": stamp,
     }
+
+
+def _fail_job_rule(spec: dict, container: str, code: int) -> int | None:
+    """The index of the podFailurePolicy FailJob rule an exit code matches, or None."""
+    rules = ((spec.get("podFailurePolicy") or {}).get("rules")) or []
+    for index, rule in enumerate(rules):
+        match = rule.get("onExitCodes") or {}
+        if rule.get("action") != "FailJob" or not match:
+            continue
+        if match.get("containerName") not in (None, container):
+            continue
+        values = match.get("values") or []
+        if (match.get("operator") == "In") == (code in values):
+            return index
+    return None

@@ -25,6 +25,7 @@ shard), the finalizer's removal - four. Events are posted only for failures.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -195,6 +196,16 @@ class KubernetesBackend:
         stuck = self.completions.stuck.pop(job_name, None)
         if stuck is not None:
             return Outcome(False, error=stuck, log_path=where)
+        if self.record.final(item_hash):
+            code = _fail_fast_code(self.cache.get(job_name))
+            why = f"exit code {code}" if code is not None else "an exit code"
+            return Outcome(
+                False,
+                exit_code=code,
+                error=f"{why} listed in --fail-fast-exit-codes: failed for good",
+                log_path=where,
+                final=True,
+            )
         return Outcome(False, exit_code=1, error="Job failed", log_path=where)
 
     def _clear_previous_attempt(self, job_name: str) -> None:
@@ -295,6 +306,16 @@ class KubernetesBackend:
             if exc.reason not in ("NotFound", "Conflict"):
                 raise
             return 0
+
+
+def _fail_fast_code(job: dict | None) -> int | None:
+    """The exit code in a FailJob condition's message ("... failed with exit code 2 matching
+    FailJob rule at index 1"), when the Job is still cached."""
+    for condition in ((job or {}).get("status") or {}).get("conditions") or []:
+        found = re.search(r"exit code (\d+)", condition.get("message") or "")
+        if condition.get("type") == "Failed" and found:
+            return int(found.group(1))
+    return None
 
 
 def _age(timestamp: str | None) -> float:

@@ -33,7 +33,7 @@ from ...workqueue.rate_limiters import ItemExponentialFailureRateLimiter
 from . import objects as ko
 from .api import KubeApi, KubeError
 from .cache import JobCache, finished
-from .record import RecordStore, job_state
+from .record import RecordStore, failed_fast, job_state
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +135,7 @@ class CompletionController:
         if item is None:
             return
         state, attempts = job_state(job)
-        self.record.put(ko.item_hash(self.queue, item), state, attempts)
+        self.record.put(ko.item_hash(self.queue, item), state, attempts, final=failed_fast(job))
         failure = ""
         if state != "succeeded":
             failure = next(

@@ -112,6 +112,7 @@ class PodOptions:
     job_labels: dict[str, str] = field(default_factory=dict)
     job_annotations: dict[str, str] = field(default_factory=dict)
     kueue_queue: str | None = None  # the Job is created suspended, for Kueue to admit
+    fail_fast_exit_codes: list[int] = field(default_factory=list)  # FailJob on these codes
 
 
 def config_map(queue: str, namespace: str, item: str, data: dict[str, Any]) -> dict[str, Any]:
@@ -206,6 +207,17 @@ def job(queue: str, namespace: str, item: str, attempt: int, pod: PodOptions) ->
         },
         "template": {"metadata": {"labels": item_labels}, "spec": spec},
     }
+    if pod.fail_fast_exit_codes:  # the item fails at once: no more pods, no more attempts
+        job_spec["podFailurePolicy"]["rules"].append(
+            {
+                "action": "FailJob",
+                "onExitCodes": {
+                    "containerName": "worker",
+                    "operator": "In",
+                    "values": sorted(set(pod.fail_fast_exit_codes)),
+                },
+            }
+        )
     job_labels = {**pod.job_labels, **item_labels}  # ours win: the cache selects by them
     if pod.kueue_queue:
         job_labels[KUEUE_QUEUE_LABEL] = pod.kueue_queue

@@ -81,6 +81,17 @@ def rate(text: str) -> float:
     return value
 
 
+def exit_codes(text: str) -> tuple[int, ...]:
+    """A comma-separated list of exit codes 1-255 (`2,3`)."""
+    codes = []
+    for word in text.split(","):
+        word = word.strip()
+        if not word.isdigit() or not 1 <= int(word) <= 255:
+            raise UserError(f"takes exit codes from 1 to 255, comma-separated, got {text!r}")
+        codes.append(int(word))
+    return tuple(sorted(set(codes)))
+
+
 def queue_name(text: str) -> str:
     try:
         return ko.check_queue_name(text)
@@ -241,6 +252,12 @@ class KubeOptions:
         default=600.0,
         parse=seconds_or_zero,
     )
+    fail_fast_exit_codes: tuple[int, ...] = option(
+        "--fail-fast-exit-codes",
+        "worker exit codes that fail the item at once: no more pods, no more attempts (e.g. 2,3)",
+        default=(),
+        parse=exit_codes,
+    )
     kueue_queue: str | None = option(
         "--kueue-queue",
         "hand the Jobs to Kueue: its LocalQueue (the Jobs are created suspended)",
@@ -277,4 +294,5 @@ class KubeOptions:
             job_labels=dict(self.job_labels),
             job_annotations=dict(self.job_annotations),
             kueue_queue=self.kueue_queue,
+            fail_fast_exit_codes=list(self.fail_fast_exit_codes),
         )

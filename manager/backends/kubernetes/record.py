@@ -4,9 +4,10 @@ Jobs are the record of what is running; finished Jobs are cleaned up (ttlSeconds
 history limits, a user's kubectl delete), so they cannot be the record of what *finished*. That
 lives in a compact record of the manager's own in the namespace: sixteen ConfigMaps,
 `<queue>-record-0` … `-f`, sharded by the first hex digit of each item's hash, mapping
-item hash -> "succeeded:<attempts>" or "failed:<attempts>" (about 30 bytes an item, so 100,000
-items fit). Every Job carries the finalizer `workqueue.dev/record`; the manager removes it only
-after the Job's outcome is in the record, so no cleanup can make an item run again. Writes are
+item hash -> "succeeded:<attempts>" or "failed:<attempts>" (":final" appended for a failure
+no retry fixes: an exit code listed in --fail-fast-exit-codes) - about 30 bytes an item, so
+100,000 items fit. Every Job carries the finalizer `workqueue.dev/record`; the manager removes it
+only after the Job's outcome is in the record, so no cleanup can make an item run again. Writes are
 read-modify-write guarded by the resourceVersion read (409 Conflict -> read again), so several
 managers may write at once.
 
@@ -28,6 +29,7 @@ from .api import KubeApi, KubeError
 from .cache import JobCache, finished
 
 ROLE_LABEL = f"{ko.GROUP}/role"
+FAIL_FAST = "PodFailurePolicy"  # the Failed condition's reason when a FailJob rule matched
 
 
 class RecordStore:
@@ -36,6 +38,7 @@ class RecordStore:
         self.queue = queue
         self._lock = threading.Lock()
         self._entries: dict[str, tuple[str, int]] = {}
+        self._final: set[str] = set()  # hashes of failures no retry fixes
 
     def shard_name(self, item_hash: str) -> str:
         return f"{self.queue}-record-{item_hash[0]}"
@@ -43,12 +46,15 @@ class RecordStore:
     def load(self) -> None:
         items, _ = self.api.list("configmaps", f"{ko.QUEUE_LABEL}={self.queue},{ROLE_LABEL}=record")
         entries = {}
+        final = set()
         for cm in items:
             for item_hash, value in (cm.get("data") or {}).items():
-                state, _, attempts = value.partition(":")
-                entries[item_hash] = (state, int(attempts or 0))
+                entries[item_hash], is_final = parse_entry(value)
+                if is_final:
+                    final.add(item_hash)
         with self._lock:
             self._entries = entries
+            self._final = final
 
     def reload(self, item_hash: str) -> None:
         """Read the shard of `item_hash` afresh from the API server: what a rival manager
@@ -61,12 +67,15 @@ class RecordStore:
             return
         shard = item_hash[0]
         fresh = {}
+        final = set()
         for key, value in (cm.get("data") or {}).items():
-            state, _, attempts = value.partition(":")
-            fresh[key] = (state, int(attempts or 0))
+            fresh[key], is_final = parse_entry(value)
+            if is_final:
+                final.add(key)
         with self._lock:
             kept = {k: v for k, v in self._entries.items() if k[0] != shard}
             self._entries = {**kept, **fresh}
+            self._final = {k for k in self._final if k[0] != shard} | final
 
     def get(self, item_hash: str) -> tuple[str, int] | None:
         with self._lock:
@@ -80,15 +89,25 @@ class RecordStore:
         with self._lock:
             return dict(self._entries)
 
-    def put(self, item_hash: str, state: str, attempts: int) -> None:
-        self._write(item_hash, f"{state}:{attempts}")
+    def put(self, item_hash: str, state: str, attempts: int, *, final: bool = False) -> None:
+        """Record an outcome; `final`: a failure no retry fixes (--fail-fast-exit-codes)."""
+        self._write(item_hash, f"{state}:{attempts}" + (":final" if final else ""))
         with self._lock:
             self._entries[item_hash] = (state, attempts)
+            if final:
+                self._final.add(item_hash)
+            else:
+                self._final.discard(item_hash)
+
+    def final(self, item_hash: str) -> bool:
+        with self._lock:
+            return item_hash in self._final
 
     def remove(self, item_hash: str) -> None:
         self._write(item_hash, None)
         with self._lock:
             self._entries.pop(item_hash, None)
+            self._final.discard(item_hash)
 
     def _write(self, item_hash: str, value: str | None) -> None:
         name = self.shard_name(item_hash)
@@ -137,6 +156,25 @@ class RecordStore:
                 if exc.reason != "Conflict":
                     raise
         raise KubeError(409, "Conflict", f"record {name}: too many concurrent writers")
+
+
+def parse_entry(value: str) -> tuple[tuple[str, int], bool]:
+    """ "succeeded:2", "failed:1" or "failed:1:final" -> ((state, attempts), final)."""
+    state, _, rest = value.partition(":")
+    attempts, _, flag = rest.partition(":")
+    try:
+        count = int(attempts or 0)
+    except ValueError:
+        count = 0
+    return (state, count), flag == "final"
+
+
+def failed_fast(job: dict) -> bool:
+    """The Job failed by its podFailurePolicy's FailJob rule (--fail-fast-exit-codes)."""
+    return any(
+        c.get("type") == "Failed" and c.get("status") == "True" and c.get("reason") == FAIL_FAST
+        for c in (job.get("status") or {}).get("conditions") or []
+    )
 
 
 def job_state(job: dict) -> tuple[str, int]:
@@ -264,6 +302,13 @@ class ClusterLedger:
 
     def take_retry_requests(self) -> list[str]:
         return []  # `workqueue retry` acts on the cluster directly: nothing is left for us
+
+    def gave_up(self, name: str) -> bool:
+        """A failure no retry fixes: its Job failed fast, or the record says so."""
+        job = self.cache.get(ko.object_name(self.queue, name))
+        if job is not None and not job["metadata"].get("deletionTimestamp"):
+            return failed_fast(job)
+        return self.record.final(self._hash(name))
 
     def note_manager(self, facts: dict | None) -> None:
         """Kept in the queue's `<queue>-manager` ConfigMap (see `ManagerFacts`)."""

@@ -297,6 +297,10 @@ class Ledger:
             self._state[name] = (State.PENDING.value, 0)
             return True
 
+    def gave_up(self, name: str) -> bool:
+        """Local failures are retried up to --max-attempts: none is final by itself."""
+        return False
+
     def request_retry(self, name: str) -> None:
         """Ask the manager that holds this state directory to retry `name` (see
         `take_retry_requests`); used by `workqueue retry` while a manager runs."""

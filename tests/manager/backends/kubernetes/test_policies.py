@@ -158,3 +158,27 @@ def test_a_storm_of_500s_on_completion_writes_loses_nothing(
         assert "workqueue.dev/record" not in (job["metadata"].get("finalizers") or [])
     records = [c for c in cluster.objects("configmaps") if "-record-" in c["metadata"]["name"]]
     assert sum(len(c.get("data") or {}) for c in records) == 2
+
+
+def test_a_fail_fast_exit_code_fails_the_item_at_once_and_for_good(
+    tmp_path, ambassador_server, marker_worker, cluster
+):
+    """The marker worker exits 7 on items named "fail": listed as final, the Job fails at the
+    first pod (backoffLimit 3 notwithstanding) and the manager does not retry (max-attempts 3),
+    now or on a later pass."""
+    make_items(tmp_path / "videos", ["will-fail.mp4", "ok.mp4"])
+    server = ambassador_server(tmp_path / "videos")
+    extra = ["--once", "--backoff-limit", "3", "--max-attempts", "3", "--retry-backoff", "50ms"]
+    args = cluster.args(server.url, marker_worker, *extra, "--fail-fast-exit-codes", "7,9")
+    r = workqueue(*args)
+    assert r.returncode == 1, r.stderr
+    assert "will-fail.mp4 (exit code 7 listed in --fail-fast-exit-codes" in r.stdout, r.stdout
+    assert "failed for good, 1 attempt(s))" in r.stdout
+    failing = [code for job, code in cluster.kubelet.runs if "will-fail" in job]
+    assert failing == [7]  # one pod, one attempt
+    [job] = [j for j in cluster.objects("jobs") if "will-fail" in j["metadata"]["name"]]
+    rules = job["spec"]["podFailurePolicy"]["rules"]
+    assert rules[-1]["action"] == "FailJob" and rules[-1]["onExitCodes"]["values"] == [7, 9]
+    again = workqueue(*args)
+    assert "1 already done, 1 failed" in again.stdout, again.stdout  # still failed, not rerun
+    assert len(cluster.kubelet.runs) == 2  # nothing ran again
