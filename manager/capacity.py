@@ -15,12 +15,20 @@ from collections.abc import Callable
 
 
 class Capacity:
-    def __init__(self, limit: int, external: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        limit: int,
+        external: Callable[[], int] | None = None,
+        paused: Callable[[], bool] | None = None,
+    ) -> None:
         """`external()` counts work running elsewhere that uses the same limit (the Kubernetes
-        backend's Jobs from a rival manager or an earlier run); call `poke()` when it changes."""
+        backend's Jobs from a rival manager or an earlier run); `paused()` says the queue is
+        held (`workqueue pause`): no slot is given while it is, running work keeps its slot.
+        Call `poke()` when either changes; both are also re-read each second."""
         if limit < 1:
             raise ValueError("parallelism must be >= 1")
         self._external = external or (lambda: 0)
+        self._paused = paused or (lambda: False)
         self._cond = threading.Condition()
         self._limit = limit
         self._in_use = 0
@@ -45,8 +53,10 @@ class Capacity:
         """Wait for a free slot and take it. False when closed (the manager is stopping): the
         caller must then not start anything. The caller's duty: `release()` every slot taken."""
         with self._cond:
-            while self._in_use + self._external() >= self._limit and not self._closed:
-                self._cond.wait(1.0)  # external work is also re-counted each second
+            while not self._closed and (
+                self._paused() or self._in_use + self._external() >= self._limit
+            ):
+                self._cond.wait(1.0)  # external work and the pause are re-read each second
             if self._closed:
                 return False
             self._in_use += 1

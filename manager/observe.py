@@ -11,6 +11,7 @@ that could go stale. A figure that is not known is absent, never a 0 that means 
     workqueue_utilization_ratio        service / (parallelism x interarrival) (when both are)
     workqueue_oldest_waiting_seconds   age of the oldest item waiting to start (while one is)
     workqueue_items{state}             items the record holds, by state (`status` counts)
+    workqueue_paused                   1 while the queue is paused (`workqueue pause`), else 0
     workqueue_build_info{version}      1, with the package's version
     workqueue_item_duration_seconds{outcome}
                                        a histogram of run times of units of work that ended,
@@ -47,8 +48,10 @@ class ManagerCollector:
         parallelism: Callable[[], int],
         oldest_waiting: Callable[[], float | None],
         counts: Callable[[], dict[str, int]] | None = None,
+        paused: Callable[[], bool] | None = None,
     ) -> None:
         self.counts = counts
+        self.paused = paused
         self.measured = measured
         self.parallelism = parallelism
         self.oldest_waiting = oldest_waiting
@@ -98,6 +101,12 @@ class ManagerCollector:
             for state, n in self.counts().items():
                 items.add_metric([state], n)
             yield items
+        if self.paused is not None:
+            yield GaugeMetricFamily(
+                "workqueue_paused",
+                "1 while the queue is paused (workqueue pause): nothing new starts.",
+                value=1 if self.paused() else 0,
+            )
         info = GaugeMetricFamily(
             "workqueue_build_info", "The workqueue build that runs.", labels=["version"]
         )

@@ -103,6 +103,11 @@ class Ledger(Protocol):
         """Re-runs asked for from outside (`workqueue retry`) since the last call, applied:
         the names now pending again."""
 
+    def paused_since(self) -> float | None:
+        """When the queue was paused (`workqueue pause`), or None: nothing new may start while
+        it is. Stored with the queue, so every manager and a restarted one obey it. Called
+        about once a second: cheap."""
+
     def gave_up(self, name: str) -> bool:
         """True when a failed item failed in a way no retry fixes (an exit code the user
         listed as final), whatever attempts are left. Asked only of failed items; cheap."""
@@ -187,6 +192,7 @@ class QueueRecord:
     reasons: dict[str, str] = field(default_factory=dict)
     details: dict[str, dict] = field(default_factory=dict)
     unnamed: dict[str, int] = field(default_factory=dict)  # state -> count
+    paused_since: float | None = None  # `workqueue pause`
     # False when the rows' first-seen times are not arrivals (Kubernetes: a Job's creation is
     # its dispatch); then no arrival rate is measured from them.
     arrivals_known: bool = True

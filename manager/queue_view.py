@@ -157,6 +157,7 @@ class QueueView:
             "counts": dict(self.counts),
             "items": [i.as_json() for i in self.items],
             "forecast": self.forecast.as_json(),
+            "paused_since": _iso(self.paused_since),
             **self.extra,
         }
 
@@ -171,7 +172,7 @@ def from_record(record: QueueRecord, now: float, listed: list[str] | None = None
     source that the record has not seen are pending."""
     known = {r.name for r in record.rows}
     rows = record.rows + pending_rows(sorted(set(listed or ()) - known), now)
-    context = context_from_facts(record.facts, now)
+    context = replace(context_from_facts(record.facts, now), paused_since=record.paused_since)
     if not record.arrivals_known:  # service times only: no arrival rate from dispatch times
         window = [r for r in rows if r.finished is None or r.finished >= now - context.window]
         only_services = [replace(r, first_seen=0.0) for r in window]
@@ -236,10 +237,10 @@ def _item(row: Row, context: Context) -> ItemView:
     if row.state in (State.SUCCEEDED, State.FAILED) and row.started and row.finished:
         view.ran_seconds = max(0.0, row.finished - row.started)
     if row.state == State.PENDING:
-        if context.parallelism is None:
-            view.reason = "waiting for a manager to run the queue"
-        elif context.paused_since is not None:
+        if context.paused_since is not None:
             view.reason = f"waiting: the queue is paused since {_clock(context.paused_since)}"
+        elif context.parallelism is None:
+            view.reason = "waiting for a manager to run the queue"
         else:
             view.reason = "waiting for a free slot"
     elif row.state == State.RUNNING:

@@ -97,7 +97,10 @@ class Manager:
         self.elector = elector
         self.lost_leadership = False
         # Work running outside this manager (a rival's Jobs) counts against the limit too.
-        self.capacity = Capacity(options.parallelism, backend.others_running)
+        self.capacity = Capacity(
+            options.parallelism, backend.others_running, lambda: self.paused_since is not None
+        )
+        self.paused_since: float | None = None  # as last read from the ledger (watch_pause)
         backend.on_change(self.capacity.poke)
         self.registry = registry
         policy = options.retry_policy
@@ -143,6 +146,7 @@ class Manager:
                     lambda: self.capacity.limit,
                     self._oldest,
                     counts=ledger.counts,
+                    paused=lambda: self.paused_since is not None,
                 )
             )
             self._durations = item_durations(registry)
@@ -249,6 +253,32 @@ class Manager:
         log.info("leader election: standing by for %s", self.elector.lease_name)
         return self.elector.wait_leading(self.stop_event.is_set)
 
+    def watch_pause(self, interval: float = 0.5) -> None:
+        """Follow `workqueue pause`/`resume` (the ledger's `paused_since`) until stopped: say
+        each change once, and wake the capacity so a resume takes effect at once."""
+        while not self.stop_event.is_set():
+            try:
+                since = self.ledger.paused_since()
+            except Exception as exc:  # cannot tell: keep the last known state
+                log.warning("cannot read whether the queue is paused: %s", exc)
+                since = self.paused_since
+            if since != self.paused_since:
+                self._pause_changed(since)
+            self.stop_event.wait(interval)
+
+    def _pause_changed(self, since: float | None) -> None:
+        if since is not None:
+            when = time.strftime("%H:%M:%S", time.localtime(since))
+            log.warning(
+                "queue paused since %s: running work finishes, nothing new starts "
+                "(workqueue resume to carry on)",
+                when,
+            )
+        else:
+            log.warning("queue resumed: dispatching again")
+        self.paused_since = since
+        self.capacity.poke()
+
     def _set_parallelism(self, parallelism: int) -> None:
         self.capacity.set_limit(parallelism)
         self._note_manager()
@@ -281,6 +311,7 @@ class Manager:
         context = Context(
             now=time.time() if now is None else now,
             parallelism=self.capacity.limit,
+            paused_since=self.paused_since,
             policy=self.options.retry_policy,
             target_utilization=self.options.target_utilization,
             window=self.options.window,
@@ -294,6 +325,10 @@ class Manager:
 
     def start_workers(self) -> None:
         self.started = time.time()
+        since = self.ledger.paused_since()
+        if since is not None:  # before any worker may take a slot
+            self._pause_changed(since)
+        threading.Thread(target=self.watch_pause, name="pause", daemon=True).start()
         self._note_manager()
         count = max(self.options.parallelism, self.options.max_parallelism or 0)
         for i in range(count):

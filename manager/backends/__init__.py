@@ -43,6 +43,16 @@ class Backend(Protocol):
 
     def retry(self, queue: Any, name: str) -> str: ...
 
+    def pause(self, queue: Any) -> str:
+        """Hold the queue (see `Ledger.paused_since`); a line for people."""
+
+    def resume(self, queue: Any) -> str: ...
+
+    def retry_many(
+        self, queue: Any, *, matching: str | None = None, listed: list[str] | None = None
+    ) -> list[str]:
+        """Every failed item (whose name matches the glob `matching`) run again; their names."""
+
 
 def load(name: str) -> Backend:
     """The backend package called `name` (one of `NAMES`)."""

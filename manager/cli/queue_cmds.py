@@ -2,8 +2,8 @@
 
     workqueue status [NAME] [--json] [--state-dir DIR] [--recent N] [--source URL]
     workqueue status [NAME] [--json] --backend kubernetes --namespace NS --queue Q
-    workqueue retry NAME [--state-dir DIR]
-    workqueue retry NAME --backend kubernetes --namespace NS --queue Q
+    workqueue retry NAME | --failed | --matching GLOB [--state-dir DIR]
+    workqueue retry NAME | --failed | --matching GLOB --backend kubernetes --namespace NS --queue Q
 
 Both dispatch through the backend registry: each backend's `Queue` options name the queue, its
 `status()` answers with a `manager.queue_view.QueueView` (the same reasons, positions and
@@ -69,8 +69,22 @@ def add_parsers(subparsers) -> None:
     _add_queue_options(p)
     p.set_defaults(func=show_status)
 
-    p = subparsers.add_parser("retry", help="run a failed item again")
-    p.add_argument("name", help="the item's name")
+    for command, what in (
+        ("pause", "hold the queue: running work finishes, nothing new starts"),
+        ("resume", "let a paused queue dispatch again"),
+    ):
+        p = subparsers.add_parser(command, help=what, description=what)
+        _add_queue_options(p)
+        p.set_defaults(func=hold_or_release, action=command)
+
+    p = subparsers.add_parser("retry", help="run failed items again")
+    p.add_argument("name", nargs="?", help="the item's name")
+    which = p.add_argument_group("several at once (instead of NAME)")
+    which.add_argument("--failed", action="store_true", help="every failed item")
+    which.add_argument("--matching", metavar="GLOB", help="failed items whose name matches")
+    which.add_argument(
+        "--source", help="also name failed items whose Job is gone from this ambassador's list"
+    )
     _add_queue_options(p)
     p.set_defaults(func=retry_item)
 
@@ -120,10 +134,14 @@ def print_status(view: QueueView, *, recent: int = 10, waiting: int = 10) -> Non
         print(
             f"manager: pid {manager.get('pid')} on {manager.get('host')}, "
             f"parallelism {forecast.parallelism}"
-            + (f", paused since {_clock(view.paused_since)}" if view.paused_since else "")
         )
     else:
         print("manager: none is running this queue")
+    if view.paused_since:
+        print(
+            f"paused since {_clock(view.paused_since)}: running work finishes, nothing new "
+            "starts (workqueue resume)"
+        )
     if forecast.service_seconds is not None:
         parts = [f"mean service {seconds(forecast.service_seconds)}"]
         if forecast.drain_seconds is not None:
@@ -201,5 +219,23 @@ def _clock(when: float) -> str:
 
 def retry_item(args) -> int:
     backend, queue = _queue(args)
-    print(backend.retry(queue, args.name))
+    several = args.failed or args.matching is not None
+    if (args.name is None) == (not several):
+        raise UserError("give the item's NAME, or --failed, or --matching GLOB")
+    if args.name is not None:
+        print(backend.retry(queue, args.name))
+        return 0
+    names = backend.retry_many(queue, matching=args.matching, listed=_listed(args.source))
+    if not names:
+        which = f" matching {args.matching!r}" if args.matching is not None else ""
+        print(f"nothing to retry: no failed item{which}")
+        return 0
+    print(f"{len(names)} item(s) will run again: " + ", ".join(names))
+    return 0
+
+
+def hold_or_release(args) -> int:
+    """`workqueue pause` / `workqueue resume`, on any backend, with or without a manager."""
+    backend, queue = _queue(args)
+    print(getattr(backend, args.action)(queue))
     return 0

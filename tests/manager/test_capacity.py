@@ -37,3 +37,21 @@ def test_capacity_closed_wakes_waiters_with_false():
 def test_capacity_rejects_nonsense():
     with pytest.raises(ValueError):
         Capacity(0)
+
+
+def test_a_paused_capacity_gives_no_slot_until_resumed_and_keeps_taken_ones():
+    import threading
+
+    paused = [False]
+    cap = Capacity(2, paused=lambda: paused[0])
+    assert cap.acquire()  # a running item keeps its slot when the queue is paused
+    paused[0] = True
+    got = []
+    t = threading.Thread(target=lambda: got.append(cap.acquire()))
+    t.start()
+    t.join(0.3)
+    assert t.is_alive() and got == [] and cap.in_use == 1
+    paused[0] = False
+    cap.poke()
+    t.join(2)
+    assert got == [True] and cap.in_use == 2

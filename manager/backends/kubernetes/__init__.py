@@ -46,3 +46,21 @@ def retry(queue: KubeQueue, name: str) -> str:
     from . import assembly
 
     return assembly.retry(queue, name)
+
+
+def retry_many(queue: KubeQueue, *, matching: str | None = None, listed=None) -> list[str]:
+    from . import assembly
+
+    return assembly.retry_many(queue, matching=matching, listed=listed)
+
+
+def pause(queue: KubeQueue) -> str:
+    from . import assembly
+
+    return assembly.pause(queue)
+
+
+def resume(queue: KubeQueue) -> str:
+    from . import assembly
+
+    return assembly.resume(queue)

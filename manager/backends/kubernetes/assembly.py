@@ -9,9 +9,11 @@ Every failure a person can fix - no kubeconfig, an unreachable API, a missing `-
 
 from __future__ import annotations
 
+import fnmatch
 import logging
 import os
 import socket
+import time
 
 from ...errors import UserError
 from ...ports import Parts, QueueRecord, Row, State
@@ -92,7 +94,10 @@ def setup(options: KubeOptions, *, registry=None) -> Parts:
     except BaseException:
         api.close()
         raise
-    stopping = [cache.stop, backend.completions.stop]
+    from . import control
+
+    queue_control = control.Control(api, where.queue).start()
+    stopping = [cache.stop, backend.completions.stop, queue_control.stop]
     if options.stuck_timeout > 0:
         detector = _stuck_detector(api, where, cache, backend, options.stuck_timeout, registry)
         stopping[:0] = [detector.stop, detector.pod_cache.stop]
@@ -102,6 +107,7 @@ def setup(options: KubeOptions, *, registry=None) -> Parts:
         record,
         namespace=where.namespace,
         facts=ManagerFacts(api, where.queue),
+        control=queue_control,
     )
     removed = backend.clean_orphans(options.orphan_age)
     if removed:
@@ -186,6 +192,9 @@ def status(queue: KubeQueue, *, listed: list[str] | None = None) -> QueueRecord:
             jobs, _ = api.list("jobs", ko.queue_selector(where.queue))
             pod_list, _ = api.list("pods", ko.queue_selector(where.queue))
             facts = ManagerFacts(api, where.queue).read()
+            from . import control
+
+            paused = control.read(api, where.queue)
         except KubeError as exc:
             raise UserError(
                 f"cannot read queue {where.queue} in {where.namespace}: {exc}"
@@ -227,6 +236,7 @@ def status(queue: KubeQueue, *, listed: list[str] | None = None) -> QueueRecord:
         details=details,
         unnamed=counts_only,
         arrivals_known=False,  # a Job is created when it is dispatched, not when its item came
+        paused_since=paused,
     )
 
 
@@ -289,3 +299,77 @@ def retry(queue: KubeQueue, name: str) -> str:
         return f"{name}: was failed; the queue's manager will run it again"
     finally:
         api.close()
+
+
+def retry_many(
+    queue: KubeQueue, *, matching: str | None = None, listed: list[str] | None = None
+) -> list[str]:
+    """Every failed item the cluster can name - its Job is there, or `listed` (the source's
+    names) names its record entry - or those whose name matches the glob `matching`, out of
+    the record and their Jobs deleted. Returns their names."""
+    where = queue.check()
+    api = KubeApi(where.namespace, _configuration(where.kubeconfig))
+    try:
+        record = _record(api, where)
+        try:
+            jobs, _ = api.list("jobs", ko.queue_selector(where.queue))
+        except KubeError as exc:
+            raise UserError(f"cannot list Jobs in {where.namespace}: {exc}") from None
+        failed = set()
+        for job in jobs:
+            item = (job["metadata"].get("annotations") or {}).get(ko.ITEM_ANNOTATION)
+            if item is not None and finished(job) == "Failed":
+                failed.add(item)
+        for name in listed or []:
+            entry = record.get(ko.item_hash(where.queue, name))
+            if entry is not None and entry[0] == State.FAILED:
+                failed.add(name)
+        names = sorted(n for n in failed if matching is None or fnmatch.fnmatchcase(n, matching))
+        backend = KubernetesBackend(
+            api,
+            where.queue,
+            ko.PodOptions(image="-"),
+            JobCache(api, ko.queue_selector(where.queue)),
+            record,
+        )
+        return [name for name in names if backend.retry(name)]
+    finally:
+        api.close()
+
+
+def pause(queue: KubeQueue) -> str:
+    from . import control
+
+    where = queue.check()
+    api = KubeApi(where.namespace, _configuration(where.kubeconfig))
+    try:
+        already = control.pause(api, where.queue)
+    except KubeError as exc:
+        raise UserError(f"cannot pause queue {where.queue} in {where.namespace}: {exc}") from None
+    finally:
+        api.close()
+    label = f"queue {where.queue} in {where.namespace}"
+    if already is not None:
+        return f"{label}: already paused since {_clock(already)}"
+    return f"{label}: paused; running Jobs finish, nothing new starts (workqueue resume)"
+
+
+def resume(queue: KubeQueue) -> str:
+    from . import control
+
+    where = queue.check()
+    api = KubeApi(where.namespace, _configuration(where.kubeconfig))
+    try:
+        since = control.resume(api, where.queue)
+    except KubeError as exc:
+        raise UserError(f"cannot resume queue {where.queue} in {where.namespace}: {exc}") from None
+    finally:
+        api.close()
+    label = f"queue {where.queue} in {where.namespace}"
+    if since is None:
+        return f"{label}: not paused"
+    return f"{label}: resumed (paused since {_clock(since)})"
+
+
+def _clock(when: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when))

@@ -34,12 +34,16 @@ _META_KEYS = (
 )
 
 
-def slim(job: dict) -> dict:
-    meta = job.get("metadata") or {}
-    return {
+def slim(obj: dict) -> dict:
+    """What the readers use: the metadata above, the status, and a ConfigMap's data."""
+    meta = obj.get("metadata") or {}
+    out = {
         "metadata": {k: meta[k] for k in _META_KEYS if k in meta},
-        "status": job.get("status") or {},
+        "status": obj.get("status") or {},
     }
+    if "data" in obj:
+        out["data"] = obj["data"]
+    return out
 
 
 def finished(job: dict) -> str | None:

@@ -241,6 +241,7 @@ class ClusterLedger:
         *,
         namespace: str = "",
         facts: ManagerFacts | None = None,
+        control=None,
     ) -> None:
         self.queue = queue
         self.where = f"namespace {namespace}, queue {queue}" if namespace else f"queue {queue}"
@@ -250,6 +251,7 @@ class ClusterLedger:
         self._local: dict[str, tuple[str, int]] = {}
         self._rows: dict[str, dict] = {}
         self.facts = facts  # where `note_manager` leaves the manager's facts (None: nowhere)
+        self.control = control  # the queue's pause state (control.Control), when cached
 
     def _hash(self, name: str) -> str:
         return ko.item_hash(self.queue, name)
@@ -302,6 +304,9 @@ class ClusterLedger:
 
     def take_retry_requests(self) -> list[str]:
         return []  # `workqueue retry` acts on the cluster directly: nothing is left for us
+
+    def paused_since(self) -> float | None:
+        return self.control.paused_since() if self.control is not None else None
 
     def gave_up(self, name: str) -> bool:
         """A failure no retry fixes: its Job failed fast, or the record says so."""

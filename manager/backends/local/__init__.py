@@ -11,11 +11,13 @@ running - and `status()` / `retry()` for the commands that read or change the re
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import logging
 import os
 import shutil
 import socket
+import time
 from dataclasses import dataclass
 
 from ...durations import parse_duration
@@ -24,7 +26,7 @@ from ...logs import log_tail
 from ...options import option, split_words
 from ...ports import Parts, QueueRecord, State
 from . import integrity
-from .ledger import LEDGER_FILE, MANAGER_FILE, Ledger, LedgerBusy
+from .ledger import LEDGER_FILE, MANAGER_FILE, Ledger, LedgerBusy, read_paused, write_paused
 from .process import LocalBackend, end_process_group
 
 DEFAULT_STATE_DIR = ".workqueue"
@@ -142,7 +144,9 @@ def status(queue: LocalQueue, *, listed: list[str] | None = None) -> QueueRecord
     with _existing_ledger(queue.state_dir) as ledger:
         rows = ledger.rows()
         where = ledger.where
-    return QueueRecord(where, rows, running_manager(queue.state_dir))
+    return QueueRecord(
+        where, rows, running_manager(queue.state_dir), paused_since=read_paused(queue.state_dir)
+    )
 
 
 def item_detail(queue: LocalQueue, name: str, record: QueueRecord, lines: int = 20) -> dict:
@@ -171,6 +175,56 @@ def retry(queue: LocalQueue, name: str) -> str:
             return f"{name}: the running manager will run it again"
         ledger.retry(name)
         return f"{name}: pending again; the next manager run will run it"
+
+
+def pause(queue: LocalQueue) -> str:
+    """Hold the queue: running work finishes, nothing new starts, until `resume`."""
+    with _existing_ledger(queue.state_dir) as ledger:
+        where = ledger.where
+    since = read_paused(queue.state_dir)
+    if since is not None:
+        return f"{where}: already paused since {_clock(since)}"
+    write_paused(queue.state_dir, time.time())
+    return f"{where}: paused; running work finishes, nothing new starts (workqueue resume)"
+
+
+def resume(queue: LocalQueue) -> str:
+    with _existing_ledger(queue.state_dir) as ledger:
+        where = ledger.where
+    since = read_paused(queue.state_dir)
+    if since is None:
+        return f"{where}: not paused"
+    write_paused(queue.state_dir, None)
+    return f"{where}: resumed (paused since {_clock(since)})"
+
+
+def _clock(when: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when))
+
+
+def retry_many(
+    queue: LocalQueue, *, matching: str | None = None, listed: list[str] | None = None
+) -> list[str]:
+    """Every failed item (or those whose name matches the glob `matching`) made pending again,
+    or left as requests for the running manager. Returns their names."""
+    try:
+        ledger = _existing_ledger(queue.state_dir, exclusive=True)
+        busy = False
+    except LedgerBusy:
+        ledger = _existing_ledger(queue.state_dir)
+        busy = True
+    with ledger:
+        names = [
+            r.name
+            for r in ledger.rows(State.FAILED)
+            if matching is None or fnmatch.fnmatchcase(r.name, matching)
+        ]
+        for name in names:
+            if busy:
+                ledger.request_retry(name)
+            else:
+                ledger.retry(name)
+    return names
 
 
 Options = LocalOptions

@@ -48,6 +48,33 @@ LEDGER_FILE = "ledger.sqlite3"
 MANAGER_FILE = "manager.json"  # the running manager's facts, for `workqueue status`
 
 
+PAUSED_FILE = "paused"  # {"since": epoch seconds} while the queue is paused
+
+
+def read_paused(state_dir: str) -> float | None:
+    """When the queue in `state_dir` was paused, or None."""
+    try:
+        with open(os.path.join(state_dir, PAUSED_FILE), encoding="utf-8") as f:
+            return float(json.load(f)["since"])
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError):
+        return time.time()  # unreadable: stay paused rather than run what someone held back
+
+
+def write_paused(state_dir: str, since: float | None) -> None:
+    """Pause (written whole: a temporary file renamed over it) or resume (removed)."""
+    path = os.path.join(state_dir, PAUSED_FILE)
+    if since is None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        return
+    temporary = f"{path}.{os.getpid()}.tmp"
+    with open(temporary, "w", encoding="utf-8") as out:
+        json.dump({"since": since}, out)
+    os.replace(temporary, path)
+
+
 class LedgerBusy(UserError):
     """Another manager holds this state directory."""
 
@@ -84,6 +111,8 @@ class Ledger:
         self._db: sqlite3.Connection | None = None
         self._lock_file = None
         self._exclusive = False
+        self._paused: float | None = None
+        self._paused_read = float("-inf")
 
     @property
     def path(self) -> str:
@@ -296,6 +325,16 @@ class Ledger:
             )
             self._state[name] = (State.PENDING.value, 0)
             return True
+
+    def paused_since(self) -> float | None:
+        """From the `paused` file beside the ledger (`workqueue pause`), read at most twice a
+        second."""
+        now = time.monotonic()
+        if now - self._paused_read < 0.5:
+            return self._paused
+        self._paused = read_paused(self.state_dir)
+        self._paused_read = now
+        return self._paused
 
     def gave_up(self, name: str) -> bool:
         """Local failures are retried up to --max-attempts: none is final by itself."""

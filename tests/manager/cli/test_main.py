@@ -9,7 +9,18 @@ import sys
 
 import pytest
 
-COMMANDS = ["lab", "ambassador", "manager", "run", "status", "retry", "stability", "completion"]
+COMMANDS = [
+    "lab",
+    "ambassador",
+    "manager",
+    "run",
+    "status",
+    "retry",
+    "pause",
+    "resume",
+    "stability",
+    "completion",
+]
 
 
 def test_building_the_parser_imports_nothing_heavy():

@@ -182,3 +182,41 @@ def test_a_fail_fast_exit_code_fails_the_item_at_once_and_for_good(
     again = workqueue(*args)
     assert "1 already done, 1 failed" in again.stdout, again.stdout  # still failed, not rerun
     assert len(cluster.kubelet.runs) == 2  # nothing ran again
+
+
+def test_a_paused_queue_dispatches_nothing_across_a_restart_until_resumed(
+    tmp_path, ambassador_server, marker_worker, cluster
+):
+    make_items(tmp_path / "videos", ["a.mp4", "b.mp4"])
+    server = ambassador_server(tmp_path / "videos")
+    r = workqueue("pause", *cluster.queue_args())
+    assert r.returncode == 0 and "paused" in r.stdout, r.stderr
+    args = cluster.args(server.url, marker_worker, "--once", "--leader-elect", "--grace", "1")
+    args += ["--lease-duration", "2", "--renew-deadline", "1.5", "--retry-period", "0.1"]
+    first = spawn_workqueue(*args)
+    try:
+        wait_until(lambda: "paused since" in _status_text(cluster), timeout=30)
+        import time
+
+        time.sleep(1.5)
+        assert cluster.objects("jobs") == []  # held
+    finally:
+        first.terminate()
+        first.wait(timeout=60)
+    second = spawn_workqueue(*args)  # a restarted leader obeys the same pause
+    try:
+        time.sleep(2.0)
+        assert cluster.objects("jobs") == []
+        r = workqueue("resume", *cluster.queue_args())
+        assert r.returncode == 0 and "resumed" in r.stdout
+        out, err = second.communicate(timeout=60)
+        assert second.returncode == 0, err
+        assert err.count("queue paused since") == 1 and "queue resumed" in err
+    finally:
+        if second.poll() is None:
+            second.kill()
+    assert sorted(code for _, code in cluster.kubelet.runs) == [0, 0]
+
+
+def _status_text(cluster) -> str:
+    return workqueue("status", *cluster.queue_args()).stdout

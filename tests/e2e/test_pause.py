@@ -1,0 +1,118 @@
+"""`workqueue pause` / `resume` on the local backend, with real processes: running work
+finishes, nothing new starts, the state survives a restart, and a --once run waits and carries
+on; `retry --failed` / `--matching`."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+
+from tests.support.servers import wait_until
+
+from .conftest import spawn_workqueue, workqueue
+
+WORKER = """#!{python}
+import json, os, sys, time
+name = json.load(open(os.environ["WORK_ITEM_FILE"]))["name"]
+with open({started!r}, "a") as f:
+    f.write(name + "\\n")
+if "gate" in name:
+    while not os.path.exists({gate!r}):
+        time.sleep(0.05)
+if "bad" in name:
+    sys.exit(4)
+"""
+
+
+def setup(tmp_path, names):
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    for name in names:
+        (videos / name).write_bytes(b"x")
+    started, gate = tmp_path / "started.txt", tmp_path / "gate.open"
+    worker = tmp_path / "worker.py"
+    worker.write_text(WORKER.format(python=sys.executable, started=str(started), gate=str(gate)))
+    worker.chmod(0o755)
+    return videos, tmp_path / "state", worker, started, gate
+
+
+def started_names(path) -> list[str]:
+    return path.read_text().split() if path.exists() else []
+
+
+def counts(state) -> dict:
+    return json.loads(workqueue("status", "--state-dir", state, "--json").stdout)["counts"]
+
+
+def test_pause_while_running_lets_running_work_finish_and_starts_nothing_new(tmp_path):
+    videos, state, worker, started, gate = setup(tmp_path, ["a-gate.mp4", "b.mp4", "c.mp4"])
+    run = spawn_workqueue(
+        "run", videos, "--state-dir", state, "--parallelism", "1", "--settle", "0", "--", worker
+    )
+    try:
+        wait_until(lambda: started_names(started) == ["a-gate.mp4"], timeout=30)
+        r = workqueue("pause", "--state-dir", state)
+        assert r.returncode == 0 and "paused" in r.stdout
+        time.sleep(1.2)  # the manager reads the pause within a second
+        gate.touch()  # the running item finishes ...
+        wait_until(lambda: counts(state)["succeeded"] == 1, timeout=30)
+        time.sleep(1.5)
+        assert started_names(started) == ["a-gate.mp4"]  # ... and nothing new starts
+        body = json.loads(workqueue("status", "--state-dir", state, "--json").stdout)
+        assert body["paused_since"] is not None
+        assert all(i["reason"].startswith("waiting: the queue is paused") for i in body["items"]
+                   if i["state"] == "pending")  # fmt: skip
+        r = workqueue("resume", "--state-dir", state)
+        assert r.returncode == 0 and "resumed" in r.stdout
+        out, err = run.communicate(timeout=60)
+        assert run.returncode == 0, err
+        assert err.count("queue paused since") == 1 and "queue resumed" in err
+    finally:
+        gate.touch()
+        if run.poll() is None:
+            run.send_signal(signal.SIGTERM)
+            run.wait(timeout=30)
+    assert sorted(started_names(started)) == ["a-gate.mp4", "b.mp4", "c.mp4"]
+
+
+def test_a_paused_queue_stays_paused_across_a_restart_and_a_once_run_waits(tmp_path):
+    videos, state, worker, started, gate = setup(tmp_path, ["a.mp4", "b.mp4"])
+    gate.touch()
+    r = workqueue("run", videos, "--state-dir", state, "--settle", "0", "--", worker)
+    assert r.returncode == 0
+    for name in ("c.mp4", "d.mp4"):
+        (videos / name).write_bytes(b"x")
+    assert workqueue("pause", "--state-dir", state).returncode == 0
+    run = spawn_workqueue("run", videos, "--state-dir", state, "--settle", "0", "--", worker)
+    try:
+        time.sleep(2.0)
+        assert sorted(started_names(started)) == ["a.mp4", "b.mp4"]  # paused across restart
+        assert workqueue("resume", "--state-dir", state).returncode == 0
+        out, err = run.communicate(timeout=60)
+        assert run.returncode == 0, err
+        assert err.count("queue paused since") == 1
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert sorted(started_names(started)) == ["a.mp4", "b.mp4", "c.mp4", "d.mp4"]
+
+
+def test_retry_failed_and_matching(tmp_path):
+    names = ["bad-1.mp4", "bad-2.mp4", "other-bad.mp4", "ok.mp4"]
+    videos, state, worker, started, gate = setup(tmp_path, names)
+    args = ["run", videos, "--state-dir", state, "--settle", "0", "--max-attempts", "1"]
+    r = workqueue(*args, "--", worker)
+    assert r.returncode == 1 and counts(state)["failed"] == 3
+    r = workqueue("retry", "--matching", "bad-*", "--state-dir", state)
+    assert (
+        r.returncode == 0 and r.stdout.strip() == "2 item(s) will run again: bad-1.mp4, bad-2.mp4"
+    )
+    assert counts(state) == {"pending": 2, "running": 0, "succeeded": 1, "failed": 1}
+    r = workqueue("retry", "--failed", "--state-dir", state)
+    assert r.stdout.strip() == "1 item(s) will run again: other-bad.mp4"
+    r = workqueue("retry", "--failed", "--state-dir", state)
+    assert r.returncode == 0 and r.stdout.strip() == "nothing to retry: no failed item"
+    r = workqueue("retry", "ok.mp4", "--failed", "--state-dir", state)
+    assert r.returncode == 2 and "give the item's NAME, or --failed" in r.stderr
