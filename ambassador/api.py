@@ -2,16 +2,20 @@
 
 Response shapes are Burns' source-ambassador contract, plus Kubernetes-style list paging:
 
-  GET /api/v1/items[?limit=N&continue=TOKEN]
+  GET /api/v1/items[?limit=N&continue=TOKEN][&view=full]
       {"kind":"ItemList","apiVersion":"v1","items":[names, sorted],"metadata":{...}}
+      with view=full each item is {"name": name, "data": {...}} - the data GET /items/<name>
+      gives - so a client needs no request per item (same paging and tokens).
       metadata.continue is set while more remain; metadata.remainingItemCount with it.
       A token names the last item returned, so it stays valid when the folder changes: the next
       page starts right after that name, whatever was added or removed meanwhile.
-  GET /api/v1/items?watch=true[&timeoutSeconds=N]
+  GET /api/v1/items?watch=true[&timeoutSeconds=N][&view=full]
       newline-delimited JSON: {"type":"ADDED","item":name} for every current item, then ADDED /
-      DELETED as they happen; ends after timeoutSeconds when given.
+      DELETED as they happen; ends after timeoutSeconds when given. With view=full an ADDED
+      event carries the item's "data" too.
   GET /api/v1/items/<name>
-      {"kind":"Item","apiVersion":"v1","data":{"name","path","size","modified","contentType"}}
+      {"kind":"Item","apiVersion":"v1","data":{"name","path","size","modified","contentType",
+      "version"}} - `version` changes when the file does (ambassador.versions).
 
 Errors are raised as werkzeug HTTP exceptions and rendered as Status bodies by app.py.
 """
@@ -88,9 +92,12 @@ def _bool_param(name: str) -> bool:
     raise BadRequest(f"{name} must be true or false, got {text!r}")
 
 
+VIEWS = ("names", "full")
+
+
 @bp.get("/items")
 def list_items() -> Response:
-    known = {"limit", "continue", "watch", "timeoutSeconds"}
+    known = {"limit", "continue", "watch", "timeoutSeconds", "view"}
     unknown = sorted(set(request.args) - known)
     if unknown:
         raise BadRequest(f"unknown query parameter: {unknown[0]}")
@@ -99,20 +106,36 @@ def list_items() -> Response:
     timeout_seconds = _int_param("timeoutSeconds", 1, 86_400)
     limit = _int_param("limit", 1, MAX_LIMIT)
     after = decode_continue(request.args.get("continue", ""))
+    view = request.args.get("view", "names")
+    if view not in VIEWS:
+        raise BadRequest(f"view must be one of {', '.join(VIEWS)}, got {view[:50]!r}")
+    full = view == "full"
     if watch:
-        return _watch(timeout_seconds)
-    if after is None and limit is None:
+        return _watch(timeout_seconds, full)
+    if after is None and limit is None and not full:
         return _json_response(_full_listing())
     names, remaining, version = _source().page(after, limit)
     metadata: dict = {"resourceVersion": str(version)}
     if remaining and names:
         metadata["continue"] = encode_continue(names[-1])
         metadata["remainingItemCount"] = remaining
-    return _json_response(_item_list(names, metadata))
+    return _json_response(_item_list(_with_data(names) if full else names, metadata))
 
 
-def _item_list(names: list[str], metadata: dict) -> str:
-    body = {"kind": "ItemList", "apiVersion": "v1", "items": names, "metadata": metadata}
+def _with_data(names: list[str]) -> list[dict]:
+    """`view=full`: each item with its data, as `GET /api/v1/items/<name>` gives it. An item
+    whose file went between the listing and its stat is left out (it is gone)."""
+    get = _source().get
+    out = []
+    for name in names:
+        data = get(name)
+        if data is not None:
+            out.append({"name": name, "data": data})
+    return out
+
+
+def _item_list(items: list, metadata: dict) -> str:
+    body = {"kind": "ItemList", "apiVersion": "v1", "items": items, "metadata": metadata}
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -130,12 +153,16 @@ def _full_listing() -> bytes:
     return body
 
 
-def _watch(timeout_seconds: int | None) -> Response:
+def _watch(timeout_seconds: int | None, full: bool = False) -> Response:
     source = _source()
     names, events = source.subscribe()
     deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
 
     def line(event: dict) -> bytes:
+        if full and event.get("type") == "ADDED":
+            data = source.get(event["item"])
+            if data is not None:
+                event = {**event, "data": data}
         return (json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
 
     def stream():

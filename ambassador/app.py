@@ -80,7 +80,7 @@ def _build_source(config: dict) -> Any:
     if config.get("SHARED_SNAPSHOT"):  # a gunicorn worker: the publisher keeps the snapshot
         from .shared import SharedSnapshot
 
-        return SharedSnapshot(config["SHARED_SNAPSHOT"], root)
+        return SharedSnapshot(config["SHARED_SNAPSHOT"], root, config.get("VERSION_BY") or "stat")
     return FilesystemSource.from_config(config)
 
 

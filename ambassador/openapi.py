@@ -62,6 +62,13 @@ def openapi_document() -> dict:
                         },
                         {"name": "watch", "in": "query", "schema": {"type": "boolean"}},
                         {
+                            "name": "view",
+                            "in": "query",
+                            "description": "names (the default), or full: each item with its "
+                            "data, as getItem gives it",
+                            "schema": {"type": "string", "enum": ["names", "full"]},
+                        },
+                        {
                             "name": "timeoutSeconds",
                             "in": "query",
                             "schema": {"type": "integer", "minimum": 1, "maximum": 86400},
@@ -150,7 +157,15 @@ def openapi_document() -> dict:
                     "properties": {
                         "kind": {"const": "ItemList"},
                         "apiVersion": {"const": "v1"},
-                        "items": {"type": "array", "items": {"type": "string"}},
+                        "items": {
+                            "type": "array",
+                            "items": {
+                                "oneOf": [
+                                    {"type": "string"},
+                                    {"$ref": "#/components/schemas/ItemWithData"},
+                                ]
+                            },
+                        },
                         "metadata": {
                             "type": "object",
                             "properties": {
@@ -172,17 +187,31 @@ def openapi_document() -> dict:
                     "properties": {
                         "kind": {"const": "Item"},
                         "apiVersion": {"const": "v1"},
-                        "data": {
-                            "type": "object",
-                            "required": ["name", "path", "size", "modified", "contentType"],
-                            "properties": {
-                                "name": {"type": "string"},
-                                "path": {"type": "string"},
-                                "size": {"type": "integer", "minimum": 0},
-                                "modified": {"type": "string", "format": "date-time"},
-                                "contentType": {"type": "string"},
-                            },
+                        "data": {"$ref": "#/components/schemas/ItemData"},
+                    },
+                },
+                "ItemData": {
+                    "type": "object",
+                    "required": ["name", "path", "size", "modified", "contentType", "version"],
+                    "properties": {
+                        "name": {"type": "string"},
+                        "path": {"type": "string"},
+                        "size": {"type": "integer", "minimum": 0},
+                        "modified": {"type": "string", "format": "date-time"},
+                        "contentType": {"type": "string"},
+                        "version": {
+                            "type": "string",
+                            "description": "changes when the file does: a digest of size and "
+                            "mtime, or of the bytes (--version-by content)",
                         },
+                    },
+                },
+                "ItemWithData": {
+                    "type": "object",
+                    "required": ["name", "data"],
+                    "properties": {
+                        "name": {"type": "string"},
+                        "data": {"$ref": "#/components/schemas/ItemData"},
                     },
                 },
                 "WatchEvent": {
@@ -191,6 +220,7 @@ def openapi_document() -> dict:
                     "properties": {
                         "type": {"enum": ["ADDED", "DELETED"]},
                         "item": {"type": "string"},
+                        "data": {"$ref": "#/components/schemas/ItemData"},
                     },
                 },
             }

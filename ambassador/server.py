@@ -58,7 +58,8 @@ def add_parser(subparsers, user_error: type[Exception], duration=None) -> None:
 
 
 def add_folder_options(p: argparse.ArgumentParser, duration=None) -> None:
-    """Which files of a folder are items: `--suffix`, `--recursive`, `--settle`. Shared by
+    """Which files of a folder are items, and how their versions are made: `--suffix`,
+    `--recursive`, `--settle`, `--version-by`. Shared by
     `workqueue ambassador` and `workqueue run`; read them back with `folder_config(args)`.
     `duration` parses `--settle` (>= 0; default: bare seconds)."""
     p.add_argument(
@@ -69,6 +70,13 @@ def add_folder_options(p: argparse.ArgumentParser, duration=None) -> None:
         help="item file suffix, repeatable, case-insensitive (default .mp4)",
     )
     p.add_argument("--recursive", action="store_true", help="also take files in subfolders")
+    p.add_argument(
+        "--version-by",
+        choices=("stat", "content"),
+        default="stat",
+        help="an item's version: a digest of size and mtime (stat, the default) or of the "
+        "bytes (content, for sources where mtimes lie)",
+    )
     p.add_argument(
         "--settle",
         type=duration or _seconds,
@@ -83,6 +91,7 @@ def folder_config(args) -> dict:
         "SUFFIXES": args.suffixes or [".mp4"],
         "RECURSIVE": args.recursive,
         "SETTLE": args.settle,
+        "VERSION_BY": args.version_by,
     }
 
 

@@ -114,8 +114,9 @@ class SharedSnapshot:
     """The source of a gunicorn worker: the publisher's newest listing (see the module
     docstring), with the Source interface of `sources/base.py`."""
 
-    def __init__(self, folder: str, root: str) -> None:
+    def __init__(self, folder: str, root: str, version_by: str = "stat") -> None:
         self.folder = folder
+        self.version_by = version_by
         self.root = os.path.abspath(root)
         self._real_root = os.path.realpath(self.root)
         self._lock = threading.Lock()
@@ -181,7 +182,7 @@ class SharedSnapshot:
         self._refresh()
         if name not in self._known:
             return None
-        return item_data(self.root, self._real_root, name)
+        return item_data(self.root, self._real_root, name, self.version_by)
 
     def __len__(self) -> int:
         return len(self._names)

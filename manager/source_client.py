@@ -1,6 +1,11 @@
 """The manager's client of the source API (Burns' source-ambassador contract, `/api/v1/items`):
 list names, get one item, watch. It satisfies `manager.ports.Source`.
 
+Item data comes with the listing when the source offers it (`?view=full`): the manager then
+needs no request per item - the data of the newest listing is served to `get_item` once per
+item. A source without the full view (it answers 400 to the parameter, or lists names anyway)
+is asked for names only from then on, and each item's data with its own GET.
+
 Every call retries connection errors, timeouts and 5xx answers with `retry.SOURCE_CALL`'s
 backoff, then raises `SourceUnavailable` - one line saying what failed and where, never a
 traceback for the user. An answer that is not the API (not JSON, wrong `kind`, wrong shape)
@@ -14,6 +19,7 @@ One `requests.Session` is kept, so polls and item fetches reuse a keep-alive con
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -39,6 +45,10 @@ class SourceProtocolError(SourceError, UserError):
     """The source answered something that is not the items API."""
 
 
+class _NoFullView(Exception):
+    """The source does not serve `view=full`."""
+
+
 class WatchUnsupported(SourceError):
     """The source has no watch stream (it refused `watch=true`, or answered a plain list)."""
 
@@ -62,29 +72,75 @@ class SourceClient:
         self.timeout = timeout
         self.session = session or _session_for(self.base_url)
         self.sleep = sleep
+        # Whether the source serves `view=full` (None: not asked yet), and the data of the
+        # last listing's items not fetched since (name -> data; each used once).
+        self.full_view: bool | None = None
+        self._listed: dict[str, dict] = {}
+        self._listed_lock = threading.Lock()
 
     # -- calls -----------------------------------------------------------------------------
 
     def list_items(self) -> list[str]:
-        """Every item name, following `continue` tokens page by page."""
+        """Every item name, following `continue` tokens page by page. From a source that
+        offers `view=full`, the items' data come with the names and are kept for `get_item`;
+        a source that does not (it refuses the parameter) is asked for names only from then
+        on."""
+        if self.full_view is not False:
+            try:
+                names, data = self._list(full=True)
+            except _NoFullView:
+                self.full_view = False
+            else:
+                self.full_view = True
+                with self._listed_lock:
+                    self._listed = data
+                return names
+        names, _ = self._list(full=False)
+        return names
+
+    def _list(self, *, full: bool) -> tuple[list[str], dict[str, dict]]:
         names: list[str] = []
+        data: dict[str, dict] = {}
         token = ""
         while True:
             params = {"limit": str(PAGE_SIZE)}
+            if full:
+                params["view"] = "full"
             if token:
                 params["continue"] = token
-            body = self._get_json("/api/v1/items", params, expect_kind="ItemList")
+            body = self._get_json("/api/v1/items", params, expect_kind="ItemList", refused_ok=full)
+            if body is None:
+                raise _NoFullView()
             items = body.get("items")
-            if not isinstance(items, list) or not all(isinstance(n, str) for n in items):
-                raise SourceProtocolError(f"{self.base_url}: ItemList.items is not a list of names")
-            names.extend(items)
+            if not isinstance(items, list):
+                raise SourceProtocolError(f"{self.base_url}: ItemList.items is not a list")
+            for item in items:
+                if isinstance(item, str) and not full:
+                    names.append(item)
+                elif (
+                    full
+                    and isinstance(item, dict)
+                    and isinstance(item.get("name"), str)
+                    and isinstance(item.get("data"), dict)
+                ):
+                    names.append(item["name"])
+                    data[item["name"]] = item["data"]
+                elif full and isinstance(item, str):
+                    raise _NoFullView()  # it ignored view=full: names only
+                else:
+                    raise SourceProtocolError(f"{self.base_url}: ItemList.items is malformed")
             metadata = body.get("metadata") or {}
             token = metadata.get("continue") if isinstance(metadata, dict) else None
             if not token:
-                return names
+                return names, data
 
     def get_item(self, name: str) -> dict[str, Any] | None:
-        """The item's `data`, or None when the source says it does not exist (404)."""
+        """The item's `data`, or None when the source says it does not exist (404). Data that
+        came with the last listing (`view=full`) is used once, without a request."""
+        with self._listed_lock:
+            listed = self._listed.pop(name, None)
+        if listed is not None:
+            return listed
         body = self._get_json(
             "/api/v1/items/" + quote(name, safe="/"), None, expect_kind="Item", allow_404=True
         )
@@ -127,7 +183,17 @@ class SourceClient:
 
     # -- plumbing --------------------------------------------------------------------------
 
-    def _get_json(self, path: str, params, *, expect_kind: str, allow_404: bool = False):
+    def _get_json(
+        self,
+        path: str,
+        params,
+        *,
+        expect_kind: str,
+        allow_404: bool = False,
+        refused_ok: bool = False,
+    ):
+        """The answer's JSON; None for a 404 Status when `allow_404`, or for a 400 when
+        `refused_ok` (a source that does not know a parameter)."""
         url = self.base_url + path
         last = "no answer"
         for attempt in range(self.retries + 1):
@@ -142,6 +208,8 @@ class SourceClient:
                 last = f"HTTP {r.status_code}"
                 continue
             if r.status_code == 404 and allow_404 and _is_status(r):
+                return None
+            if r.status_code == 400 and refused_ok:
                 return None
             hint = "is it the items API?"
             if r.status_code != 200:

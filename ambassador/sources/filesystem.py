@@ -38,6 +38,7 @@ from ..naming import (
     parent_of,
 )
 from ..snapshot import Snapshot
+from ..versions import METHODS, version_of
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,9 @@ def rfc3339(epoch_seconds: float) -> str:
     return datetime.fromtimestamp(epoch_seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def item_data(root: str, real_root: str, name: str) -> dict[str, Any] | None:
+def item_data(
+    root: str, real_root: str, name: str, version_by: str = "stat"
+) -> dict[str, Any] | None:
     """The data of the item `name` - a name the caller found in its own listing, never one a
     request made up - from one lstat of its file; None when it is no longer a regular file
     inside the root."""
@@ -71,6 +74,7 @@ def item_data(root: str, real_root: str, name: str) -> dict[str, Any] | None:
         "size": st.st_size,
         "modified": rfc3339(st.st_mtime),
         "contentType": content_type or "application/octet-stream",
+        "version": version_of(path, st, version_by),
     }
 
 
@@ -87,7 +91,11 @@ class FilesystemSource:
         poll_interval: float = 1.0,
         safety_interval: float = 10.0,
         clock: Callable[[], float] = time.time,
+        version_by: str = "stat",
     ) -> None:
+        if version_by not in METHODS:
+            raise ValueError(f"version_by must be one of {', '.join(METHODS)}")
+        self.version_by = version_by  # how an item's version is made (ambassador.versions)
         self.root = os.path.abspath(root)  # "as mounted": item paths are given under this
         self.suffixes = normalise_suffixes(suffixes)
         self.recursive = recursive
@@ -108,7 +116,7 @@ class FilesystemSource:
     @classmethod
     def from_config(cls, config: dict) -> FilesystemSource:
         """The source an app configuration describes (ROOT, SUFFIXES, RECURSIVE, SETTLE,
-        FORCE_POLLING, POLL_INTERVAL)."""
+        FORCE_POLLING, POLL_INTERVAL, VERSION_BY)."""
         return cls(
             config["ROOT"],
             config.get("SUFFIXES") or [".mp4"],
@@ -116,6 +124,7 @@ class FilesystemSource:
             settle=float(config.get("SETTLE", 2.0)),
             force_polling=bool(config.get("FORCE_POLLING", False)),
             poll_interval=float(config.get("POLL_INTERVAL", 1.0)),
+            version_by=config.get("VERSION_BY") or "stat",
         )
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -158,7 +167,7 @@ class FilesystemSource:
         """Data of a listed item: one lstat of its file. Unknown names touch no file at all."""
         if name not in self.snapshot:
             return None
-        return item_data(self.root, self._real_root, name)
+        return item_data(self.root, self._real_root, name, self.version_by)
 
     # -- scanning --------------------------------------------------------------------------
 

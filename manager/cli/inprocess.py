@@ -42,12 +42,25 @@ class FolderServer:
 
 
 def serve_folder(
-    root: str, suffixes: list[str], *, recursive: bool = False, settle: float = 2.0
+    root: str,
+    suffixes: list[str],
+    *,
+    recursive: bool = False,
+    settle: float = 2.0,
+    version_by: str = "stat",
 ) -> FolderServer:
     from waitress import create_server
 
     from ambassador import create_app
 
-    app = create_app({"ROOT": root, "SUFFIXES": suffixes, "RECURSIVE": recursive, "SETTLE": settle})
+    app = create_app(
+        {
+            "ROOT": root,
+            "SUFFIXES": suffixes,
+            "RECURSIVE": recursive,
+            "SETTLE": settle,
+            "VERSION_BY": version_by,
+        }
+    )
     server = create_server(app, host="127.0.0.1", port=0, threads=4, ident="workqueue")
     return FolderServer(app, server)

@@ -58,7 +58,11 @@ def run_folder(args) -> int:
     folder = folder_config(args)
     try:
         server = serve_folder(
-            args.dir, folder["SUFFIXES"], recursive=folder["RECURSIVE"], settle=folder["SETTLE"]
+            args.dir,
+            folder["SUFFIXES"],
+            recursive=folder["RECURSIVE"],
+            settle=folder["SETTLE"],
+            version_by=folder["VERSION_BY"],
         )
     except ValueError as exc:
         raise UserError(str(exc)) from None

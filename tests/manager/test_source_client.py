@@ -31,7 +31,68 @@ def test_list_follows_continue_tokens():
         json={"kind": "ItemList", "apiVersion": "v1", "items": ["c"], "metadata": {}},
         match=[responses.matchers.query_param_matcher({"limit": "10000", "continue": "Yg"})],
     )
-    assert client().list_items() == ["a", "b", "c"]
+    names_only = client()
+    names_only.full_view = False  # a source known not to serve view=full
+    assert names_only.list_items() == ["a", "b", "c"]
+
+
+def _full(items, metadata=None):
+    return {"kind": "ItemList", "apiVersion": "v1", "items": items, "metadata": metadata or {}}
+
+
+@responses.activate
+def test_the_full_view_brings_the_data_and_get_item_uses_it_once():
+    a, b = {"name": "a", "version": "s-1"}, {"name": "b", "version": "s-2"}
+    responses.get(
+        f"{BASE}/api/v1/items",
+        json=_full([{"name": "a", "data": a}], {"continue": "n.YQ"}),
+        match=[responses.matchers.query_param_matcher({"limit": "10000", "view": "full"})],
+    )
+    responses.get(
+        f"{BASE}/api/v1/items",
+        json=_full([{"name": "b", "data": b}]),
+        match=[
+            responses.matchers.query_param_matcher(
+                {"limit": "10000", "view": "full", "continue": "n.YQ"}
+            )
+        ],
+    )
+    c = client()
+    assert c.list_items() == ["a", "b"] and c.full_view is True
+    assert c.get_item("a") == a  # no request: it came with the listing
+    assert len(responses.calls) == 2
+    responses.get(f"{BASE}/api/v1/items/a", json={"kind": "Item", "data": {"name": "a"}})
+    assert c.get_item("a") == {"name": "a"}  # used once: the next look asks the source
+    assert len(responses.calls) == 3
+
+
+@responses.activate
+def test_a_source_without_the_full_view_falls_back_to_names_and_per_item_gets():
+    responses.get(
+        f"{BASE}/api/v1/items",
+        status=400,
+        json={"kind": "Status", "code": 400, "message": "unknown query parameter: view"},
+        match=[responses.matchers.query_param_matcher({"limit": "10000", "view": "full"})],
+    )
+    responses.get(
+        f"{BASE}/api/v1/items",
+        json=_full(["a"]),
+        match=[responses.matchers.query_param_matcher({"limit": "10000"})],
+    )
+    responses.get(f"{BASE}/api/v1/items/a", json={"kind": "Item", "data": {"name": "a"}})
+    c = client()
+    assert c.list_items() == ["a"] and c.full_view is False
+    assert c.get_item("a") == {"name": "a"}
+    c.list_items()  # not asked for the full view again
+    views = [call.request.url for call in responses.calls if "view=full" in call.request.url]
+    assert len(views) == 1
+
+
+@responses.activate
+def test_a_source_that_ignores_the_view_parameter_is_taken_as_names_only():
+    responses.get(f"{BASE}/api/v1/items", json=_full(["a", "b"]))
+    c = client()
+    assert c.list_items() == ["a", "b"] and c.full_view is False
 
 
 @responses.activate
