@@ -44,6 +44,7 @@ class Row:
     exit_code: int | None
     log_path: str | None
     last_error: str | None
+    version: str | None = None  # the item's version its latest attempt ran at
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,10 @@ class Source(Protocol):
     def get_item(self, name: str) -> dict[str, Any] | None:
         """The item's data, or None when the source no longer has it."""
 
+    def peek(self, name: str) -> dict[str, Any] | None:
+        """The data the last listing brought for `name`, if the source lists data (without
+        using it up); None otherwise."""
+
     def watch(
         self, timeout_seconds: int | None = None, read_timeout: float | None = None
     ) -> Iterator[dict[str, str]]:
@@ -90,8 +95,16 @@ class Ledger(Protocol):
     def see(self, names: Iterable[str]) -> list[str]:
         """Record names not seen before as pending; return the new ones."""
 
-    def start(self, name: str, log_path: str) -> int:
-        """pending/failed -> running; count the attempt and return its number."""
+    def start(self, name: str, log_path: str, version: str | None = None) -> int:
+        """pending/failed -> running; count the attempt and return its number; note the
+        item's `version` (from its data) as the one this attempt runs at."""
+
+    def version_ran(self, name: str) -> str | None:
+        """The version the item's latest attempt ran at; None when not known. Cheap."""
+
+    def rerun(self, name: str, version: str) -> bool:
+        """A finished item whose version changed runs again (`--on-change rerun`): the old
+        outcome kept in its history, a new attempt series. False unless it had finished."""
 
     def finish(self, name: str, succeeded: bool, exit_code: int | None, error: str | None):
         """running -> succeeded | failed."""

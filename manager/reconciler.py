@@ -89,7 +89,7 @@ class Reconciler:
             self.ledger.see([name])
             if self.on_dispatch is not None:
                 self.on_dispatch(name)
-            attempt = self.ledger.start(name, self.backend.log_path(name))
+            attempt = self.ledger.start(name, self.backend.log_path(name), data.get("version"))
             started = time.monotonic()
             try:
                 outcome = self.backend.run(name, data, attempt)

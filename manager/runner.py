@@ -57,6 +57,7 @@ class ManagerOptions:
     scale_down_delay: float = 300.0
     target_utilization: float = 0.9
     window: float = 600.0  # seconds of arrivals and service times the autoscaler looks at
+    on_change: str = "ignore"  # "rerun": a finished item whose version changed runs again
 
     @property
     def retry_policy(self) -> RetryPolicy:
@@ -170,6 +171,7 @@ class Manager:
         new = self.ledger.see(names)
         if new:
             self.window.arrived(len(new))
+        self._rerun_changed(names)
         for name in self.ledger.take_retry_requests():
             self.queue.add(name)
         needs_work = self.reconciler.needs_work
@@ -178,6 +180,27 @@ class Manager:
             if needs_work(name):
                 self._waiting_since.setdefault(name, now)
                 self.queue.add(name)
+
+    def _rerun_changed(self, names: list[str]) -> None:
+        """`--on-change rerun`: a finished item the listing shows at another version than the
+        one it ran at runs again (a new attempt series; the old outcome stays in its history).
+        Items that ran before versions were known are left alone: nothing says they changed."""
+        if self.options.on_change != "rerun":
+            return
+        peek = getattr(self.client, "peek", None)
+        if peek is None:
+            return
+        for name in names:
+            ran = self.ledger.version_ran(name)
+            if ran is None:
+                continue
+            data = peek(name)
+            listed = data.get("version") if data else None
+            if listed is None or listed == ran:
+                continue
+            if self.ledger.rerun(name, listed):
+                log.info("%s changed (version %s -> %s): it runs again", name, ran, listed)
+                self.window.arrived(1)
 
     # -- the worker loop -------------------------------------------------------------------
 
@@ -359,6 +382,7 @@ class Manager:
         with self._report_cond:
             self._report = report
             self.ledger.see(report.targets)
+            self._rerun_changed(report.targets)
             for name in report.targets:
                 if not self.reconciler.needs_work(name):
                     report.results[name] = Result.SKIPPED

@@ -134,6 +134,12 @@ class SourceClient:
             if not token:
                 return names, data
 
+    def peek(self, name: str) -> dict[str, Any] | None:
+        """The data the last listing brought for `name` (view=full), without using it up;
+        None when the listing brought none."""
+        with self._listed_lock:
+            return self._listed.get(name)
+
     def get_item(self, name: str) -> dict[str, Any] | None:
         """The item's `data`, or None when the source says it does not exist (404). Data that
         came with the last listing (`view=full`) is used once, without a request."""

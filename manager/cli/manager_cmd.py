@@ -91,6 +91,13 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         help="how far back arrivals and service times are measured (default 10m)",
     )
     p.add_argument(
+        "--on-change",
+        choices=("ignore", "rerun"),
+        default="ignore",
+        help="a finished item whose version changes (new bytes, a new upload): ignore it "
+        "(default) or run it again",
+    )
+    p.add_argument(
         "--metrics-port",
         type=port_number,
         help="serve the dashboard (/), /metrics, /stats and /healthz on this port (0 = any free)",
@@ -123,6 +130,7 @@ def manager_options(args, **extra) -> ManagerOptions:
         scale_interval=args.scale_interval,
         scale_down_delay=args.scale_down_delay,
         window=args.scale_window,
+        on_change=args.on_change,
         **extra,
     )
 

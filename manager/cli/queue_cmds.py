@@ -203,6 +203,15 @@ def print_item(item: ItemView, detail: dict) -> None:
             if c.get("exit_code") is not None:
                 state += f" exit code {c['exit_code']}"
             pairs.append((f"  container {c['name']}", state))
+    for run in detail.get("versions") or []:
+        when = f", finished {_clock(run['finished'])}" if run.get("finished") else ""
+        pairs.append(
+            (
+                "ran at version",
+                f"{run['version'] or 'unknown'} ({run['state']}, {run['attempts']} "
+                f"attempt{'s' * (run['attempts'] != 1)}{when})",
+            )
+        )
     print(rows(pairs))
     if detail.get("log_error"):
         print(detail["log_error"])

@@ -43,8 +43,9 @@ class FakeLedger:
             self.items[n] = {"state": State.PENDING.value, "attempts": 0, "error": None}
         return new
 
-    def start(self, name, log_path):
+    def start(self, name, log_path, version=None):
         item = self.items.setdefault(name, {"state": "pending", "attempts": 0, "error": None})
+        item["version"] = version
         item.update(state=State.RUNNING.value, attempts=item["attempts"] + 1, log=log_path)
         self.transitions.append((name, "running"))
         return item["attempts"]
@@ -62,6 +63,16 @@ class FakeLedger:
     def take_retry_requests(self):
         taken, self.retry_requests = self.retry_requests, []
         return taken
+
+    def version_ran(self, name):
+        return self.items.get(name, {}).get("version")
+
+    def rerun(self, name, version):
+        item = self.items.get(name)
+        if item is None or item["state"] not in ("succeeded", "failed"):
+            return False
+        item.update(state="pending", attempts=0)
+        return True
 
     def gave_up(self, name):
         return bool(self.items.get(name, {}).get("final"))

@@ -279,7 +279,7 @@ class ClusterLedger:
                     new.append(name)
         return new
 
-    def start(self, name: str, log_path: str) -> int:
+    def start(self, name: str, log_path: str, version: str | None = None) -> int:
         current = self.state(name)
         attempts = (current[1] if current else 0) + 1
         with self._lock:
@@ -307,6 +307,12 @@ class ClusterLedger:
 
     def paused_since(self) -> float | None:
         return self.control.paused_since() if self.control is not None else None
+
+    def version_ran(self, name: str) -> str | None:
+        return None  # the cluster's record keeps no versions yet: --on-change is local-only
+
+    def rerun(self, name: str, version: str) -> bool:
+        return False
 
     def gave_up(self, name: str) -> bool:
         """A failure no retry fixes: its Job failed fast, or the record says so."""

@@ -150,9 +150,22 @@ def status(queue: LocalQueue, *, listed: list[str] | None = None) -> QueueRecord
 
 
 def item_detail(queue: LocalQueue, name: str, record: QueueRecord, lines: int = 20) -> dict:
-    """What `workqueue status NAME` adds for one item: the tail of its log."""
-    log_path = next((r.log_path for r in record.rows if r.name == name), None)
-    return {"log_tail": log_tail(log_path, lines)} if log_path else {"log_tail": None}
+    """What `workqueue status NAME` adds for one item: the tail of its log, and the versions
+    it ran at (earlier runs, then the latest), oldest first."""
+    row = next((r for r in record.rows if r.name == name), None)
+    with _existing_ledger(queue.state_dir) as ledger:
+        versions = ledger.history(name)
+    if row is not None and row.version is not None:
+        versions.append(
+            {
+                "version": row.version,
+                "state": row.state,
+                "attempts": row.attempts,
+                "finished": row.finished,
+            }
+        )
+    tail = log_tail(row.log_path, lines) if row is not None and row.log_path else None
+    return {"log_tail": tail, "versions": versions}
 
 
 def retry(queue: LocalQueue, name: str) -> str:

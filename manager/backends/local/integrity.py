@@ -29,7 +29,7 @@ import time
 from ...errors import UserError
 
 APPLICATION_ID = 0x57514C47  # "WQLG"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: items.version and the runs history (from 1: added in place)
 SQLITE_HEADER = b"SQLite format 3\x00"
 BACKUPS_DIR = "backups"
 LOGS_DIR = "logs"

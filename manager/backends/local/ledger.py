@@ -48,6 +48,12 @@ LEDGER_FILE = "ledger.sqlite3"
 MANAGER_FILE = "manager.json"  # the running manager's facts, for `workqueue status`
 
 
+def _add_version_column(db: sqlite3.Connection) -> None:
+    columns = {row[1] for row in db.execute("PRAGMA table_info(items)")}
+    if columns and "version" not in columns:
+        db.execute("ALTER TABLE items ADD COLUMN version TEXT")
+
+
 PAUSED_FILE = "paused"  # {"since": epoch seconds} while the queue is paused
 
 
@@ -91,14 +97,28 @@ CREATE TABLE IF NOT EXISTS items (
     log_path    TEXT,
     last_error  TEXT,
     pgid        INTEGER,
-    pgid_start  TEXT
+    pgid_start  TEXT,
+    version     TEXT
 );
 CREATE INDEX IF NOT EXISTS items_by_state ON items(state);
 CREATE TABLE IF NOT EXISTS retry_requests (name TEXT PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS runs (
+    name        TEXT NOT NULL,
+    version     TEXT,
+    state       TEXT NOT NULL,
+    attempts    INTEGER NOT NULL,
+    started     REAL,
+    finished    REAL,
+    exit_code   INTEGER,
+    last_error  TEXT
+);
+CREATE INDEX IF NOT EXISTS runs_by_name ON runs(name);
 """
 
 
-COLUMNS = "name, state, attempts, first_seen, started, finished, exit_code, log_path, last_error"
+COLUMNS = (
+    "name, state, attempts, first_seen, started, finished, exit_code, log_path, last_error, version"
+)
 
 
 class Ledger:
@@ -108,6 +128,7 @@ class Ledger:
         self.clock = clock
         self._lock = threading.Lock()
         self._state: dict[str, tuple[str, int]] = {}
+        self._versions: dict[str, str] = {}  # name -> the version its latest attempt ran at
         self._db: sqlite3.Connection | None = None
         self._lock_file = None
         self._exclusive = False
@@ -157,11 +178,16 @@ class Ledger:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             integrity.check_database(db, self.path, self.state_dir, stamp=stamp)
+            _add_version_column(db)  # a schema-1 ledger: items had no version yet
             db.executescript(SCHEMA)
-            self._state = {
-                name: (state, attempts)
-                for name, state, attempts in db.execute("SELECT name, state, attempts FROM items")
-            }
+            self._state = {}
+            self._versions = {}
+            for name, state, attempts, version in db.execute(
+                "SELECT name, state, attempts, version FROM items"
+            ):
+                self._state[name] = (state, attempts)
+                if version is not None:
+                    self._versions[name] = version
         except sqlite3.DatabaseError as exc:
             db.close()
             raise integrity.damaged(self.path, self.state_dir, exc) from None
@@ -268,19 +294,60 @@ class Ledger:
                 self._state[n] = (State.PENDING.value, 0)
         return new
 
-    def start(self, name: str, log_path: str) -> int:
-        """pending/failed -> running; counts an attempt. Returns the attempt number."""
+    def start(self, name: str, log_path: str, version: str | None = None) -> int:
+        """pending/failed -> running; counts an attempt and notes the item's version. Returns
+        the attempt number."""
         now = self.clock()
         with self._lock:
             _, attempts = self._state.get(name, (State.PENDING.value, 0))
             attempts += 1
             self._db.execute(
                 "UPDATE items SET state='running', attempts=?, started=?, finished=NULL, "
-                "exit_code=NULL, log_path=?, pgid=NULL, pgid_start=NULL WHERE name=?",
-                (attempts, now, log_path, name),
+                "exit_code=NULL, log_path=?, pgid=NULL, pgid_start=NULL, version=? WHERE name=?",
+                (attempts, now, log_path, version, name),
             )
             self._state[name] = (State.RUNNING.value, attempts)
+            if version is not None:
+                self._versions[name] = version
+            else:
+                self._versions.pop(name, None)
             return attempts
+
+    def version_ran(self, name: str) -> str | None:
+        """The version the item's latest attempt ran at (None: unknown). A dict lookup."""
+        return self._versions.get(name)
+
+    def rerun(self, name: str, version: str) -> bool:
+        """A finished item whose source changed runs again: its outcome goes to the history
+        (`runs`), and it is pending with a new attempt series. False unless it had finished."""
+        with self._lock:
+            current = self._state.get(name)
+            if current is None or current[0] not in (State.SUCCEEDED.value, State.FAILED.value):
+                return False
+            with self._db:
+                self._db.execute("BEGIN")
+                self._db.execute(
+                    "INSERT INTO runs(name, version, state, attempts, started, finished, "
+                    "exit_code, last_error) SELECT name, version, state, attempts, started, "
+                    "finished, exit_code, last_error FROM items WHERE name=?",
+                    (name,),
+                )
+                self._db.execute(
+                    "UPDATE items SET state='pending', attempts=0, first_seen=?, started=NULL, "
+                    "finished=NULL, exit_code=NULL, last_error=NULL WHERE name=?",
+                    (self.clock(), name),
+                )
+            self._state[name] = (State.PENDING.value, 0)
+            return True
+
+    def history(self, name: str) -> list[dict]:
+        """The item's earlier runs, oldest first: version, state, attempts, finished."""
+        with self._lock:
+            found = self._db.execute(
+                "SELECT version, state, attempts, finished FROM runs WHERE name=? ORDER BY rowid",
+                (name,),
+            ).fetchall()
+        return [{"version": v, "state": st, "attempts": a, "finished": f} for v, st, a, f in found]
 
     def record_process(self, name: str, pgid: int, pgid_start: str | None) -> None:
         """The running item's process group, so a restart can end it if the manager died."""

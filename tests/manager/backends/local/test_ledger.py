@@ -68,3 +68,40 @@ def test_retry_requests_reach_the_running_manager(tmp_path):
 def test_a_second_manager_on_the_same_directory_is_refused(tmp_path):
     with Ledger(str(tmp_path)).open(), pytest.raises(LedgerBusy, match="another manager"):
         Ledger(str(tmp_path)).open()
+
+
+def test_a_schema_1_ledger_is_upgraded_in_place_and_keeps_its_items(tmp_path):
+    """Ledgers written before item versions (schema 1) open, gain the version column and the
+    runs history, and are stamped schema 2; nothing they held is lost."""
+    import sqlite3
+
+    from manager.backends.local import integrity
+    from manager.backends.local.ledger import Ledger
+
+    state = tmp_path / "state"
+    state.mkdir()
+    db = sqlite3.connect(state / "ledger.sqlite3")
+    db.executescript(
+        """
+        CREATE TABLE items (name TEXT PRIMARY KEY, state TEXT NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0, first_seen REAL NOT NULL, started REAL,
+            finished REAL, exit_code INTEGER, log_path TEXT, last_error TEXT, pgid INTEGER,
+            pgid_start TEXT);
+        CREATE TABLE retry_requests (name TEXT PRIMARY KEY);
+        INSERT INTO items(name, state, attempts, first_seen) VALUES ('old.mp4', 'succeeded', 1, 1);
+        """
+    )
+    db.execute(f"PRAGMA application_id={integrity.APPLICATION_ID}")
+    db.execute("PRAGMA user_version=1")
+    db.commit()
+    db.close()
+    with Ledger(str(state)).open() as ledger:
+        assert ledger.state("old.mp4") == ("succeeded", 1)
+        assert ledger.version_ran("old.mp4") is None  # ran before versions: unknown
+        assert ledger.rerun("old.mp4", "s-new") is True
+        assert ledger.start("old.mp4", "/log", "s-new") == 1
+        assert ledger.version_ran("old.mp4") == "s-new"
+        assert ledger.history("old.mp4")[0]["state"] == "succeeded"
+    db = sqlite3.connect(state / "ledger.sqlite3")
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+    db.close()
