@@ -389,7 +389,14 @@ class Manager:
         if on_start is not None:
             on_start(report)
         self.start_workers()
-        self.enqueue(report.targets)
+        # Every target not settled above goes on the queue as it is: the reconciler decides
+        # again, and its every answer is reported. (Filtering again here could drop an item a
+        # rival manager began meanwhile: neither queued nor reported, the run would never end.)
+        now = time.time()
+        for name in report.targets:
+            if name not in report.results:
+                self._waiting_since.setdefault(name, now)
+                self.queue.add(name)
         with self._report_cond:
             while len(report.results) < len(report.targets) and not self.stop_event.is_set():
                 self._report_cond.wait(0.5)

@@ -74,6 +74,9 @@ class FakeLedger:
         item.update(state="pending", attempts=0)
         return True
 
+    def paused_since(self):
+        return getattr(self, "paused", None)
+
     def gave_up(self, name):
         return bool(self.items.get(name, {}).get("final"))
 

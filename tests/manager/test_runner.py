@@ -81,3 +81,35 @@ def test_measured_line_reads_well_for_one_item_and_for_many():
     assert one.startswith("measured: mean service time 2.00s over 1 run(s);")
     many = measure_rows([row(str(i), 100.0 + 10 * i, 2.0 + i % 2) for i in range(5)]).describe()
     assert "cv" in many and "mean interarrival 10.00s (cv 0.00)" in many
+
+
+def test_a_once_run_ends_when_a_rival_starts_an_item_between_listing_and_queueing():
+    """The item needs work when the run takes stock, and a rival manager's Job for it shows up
+    before it is queued: it must still be queued (and so reported), or the run never ends."""
+    import threading
+
+    from .fakes import FakeBackend, FakeLedger, FakeSource
+
+    class RivalLedger(FakeLedger):
+        looks = 0
+
+        def state(self, name):
+            if name == "b":
+                self.looks += 1
+                if self.looks > 1:  # from the second look on, a rival runs it
+                    return ("running", 1)
+            return super().state(name)
+
+    ledger = RivalLedger()
+    manager = Manager(
+        FakeSource({"a": {}, "b": {}}), ledger, FakeBackend(), ManagerOptions(parallelism=1)
+    )
+    done = []
+    t = threading.Thread(target=lambda: done.append(manager.run_once()), daemon=True)
+    t.start()
+    t.join(10)
+    if t.is_alive():
+        manager.stop()
+    assert done, "the --once run never ended"
+    report = done[0]
+    assert set(report.results) == {"a", "b"}
