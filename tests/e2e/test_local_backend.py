@@ -174,6 +174,45 @@ def test_the_source_going_away_mid_run_loses_nothing(tmp_path, ambassador_server
     ambassador_server(tmp_path / "videos", port=port)
     out, err = proc.communicate(timeout=90)
     assert proc.returncode == 0, err
+    # the items' data came with the listing (view=full): the outage cost no fetch at all
+    assert "cannot fetch item data" not in err
+    assert Counter(marker_worker.ended()) == Counter(names)
+
+
+def test_a_names_only_source_going_away_mid_run_loses_nothing(tmp_path, marker_worker):
+    """Against a source without the full view each item's data is fetched before it runs: an
+    outage mid-run makes those fetches fail, they are retried, and every item runs once."""
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    from .test_full_view import OldAmbassador
+
+    names = [f"clip-{i}.mp4" for i in range(6)]
+    OldAmbassador.items, OldAmbassador.root, OldAmbassador.gets = names, str(tmp_path), []
+    port = free_port()
+
+    def serve():
+        http = ThreadingHTTPServer(("127.0.0.1", port), OldAmbassador)
+        threading.Thread(target=http.serve_forever, daemon=True).start()
+        return http
+
+    http = serve()
+    extra = ("--parallelism", "1", "--retry-backoff", "0.2")
+    proc = spawn_workqueue(
+        *manager_args(f"http://127.0.0.1:{port}", marker_worker, tmp_path / "state", *extra),
+        env=dict(os.environ, SLEEP="0.3"),
+    )
+    try:
+        wait_until(lambda: len(marker_worker.ended()) >= 1, timeout=20)
+        http.shutdown()
+        http.server_close()
+        time.sleep(2)
+        http = serve()
+        out, err = proc.communicate(timeout=90)
+    finally:
+        http.shutdown()
+        http.server_close()
+    assert proc.returncode == 0, err
     assert "cannot fetch item data" in err
     assert Counter(marker_worker.ended()) == Counter(names)
 
