@@ -185,6 +185,17 @@ class KubeApi:
                 return None
             raise
 
+    def remove(self, kind: str, name: str, uid: str) -> bool:
+        """Delete the object that has `uid` (a precondition: never a newer one of that name);
+        False when it is gone already or was replaced meanwhile."""
+        try:
+            self.delete(kind, name, uid=uid)
+            return True
+        except KubeError as exc:
+            if exc.reason not in ("NotFound", "Conflict"):
+                raise
+            return False
+
     def list(self, kind: str, label_selector: str | None = None) -> tuple[list[dict], str]:
         body = self.call("list", kind, self.namespace, label_selector=label_selector or "")
         return body.get("items") or [], body.get("metadata", {}).get("resourceVersion", "")

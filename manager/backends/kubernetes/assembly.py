@@ -1,7 +1,8 @@
 """Setting up the Kubernetes backend for one queue, from typed options: the API door, the
 durable record, the Job cache, the backend, the ledger view and (with `--leader-elect`) the
-Lease. Also the two commands that act on a queue without running a manager: `status` (counts
-from the record and the Job cache) and `retry` (an item out of the record, its Job deleted).
+Lease - and the stuck-pod detector and the pause control beside them. Also the commands that act
+on a queue without running a manager: `status` (the record, the Jobs and their pods), `retry`
+(items out of the record, their Jobs deleted), `pause` and `resume` (the control ConfigMap).
 
 Every failure a person can fix - no kubeconfig, an unreachable API, a missing `--image` - is a
 `UserError` raised before anything is dispatched.
@@ -14,11 +15,13 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from ...errors import UserError
 from ...ports import Parts, QueueRecord, Row, State
+from . import control, pods
 from . import objects as ko
-from . import pods
 from .api import KubeApi, KubeError, load_configuration
 from .backend import KubernetesBackend
 from .cache import JobCache, finished
@@ -94,8 +97,6 @@ def setup(options: KubeOptions, *, registry=None) -> Parts:
     except BaseException:
         api.close()
         raise
-    from . import control
-
     queue_control = control.Control(api, where.queue).start()
     stopping = [cache.stop, backend.completions.stop, queue_control.stop]
     if options.stuck_timeout > 0:
@@ -135,22 +136,29 @@ def setup(options: KubeOptions, *, registry=None) -> Parts:
     return Parts(ledger=ledger, backend=backend, close=close, elector=elector)
 
 
+@contextmanager
+def _queue_api(queue: KubeQueue) -> Iterator[tuple[KubeQueue, KubeApi]]:
+    """The API door of a command that acts on a queue without running a manager (`status`,
+    `retry`, `pause`, `resume`): the checked queue and a client, closed afterwards."""
+    where = queue.check()
+    api = KubeApi(where.namespace, _configuration(where.kubeconfig))
+    try:
+        yield where, api
+    finally:
+        api.close()
+
+
 def _stuck_detector(api, where, cache, backend, timeout: float, registry):
     """The queue's pods, cached, and the detector that fails items whose pods cannot start."""
     from .stuck import StuckDetector
 
     pod_cache = JobCache(api, ko.queue_selector(where.queue), kind="pods").start()
-
-    def read_pod(name: str) -> dict | None:
-        try:
-            return api.get("pods", name)
-        except KubeError as exc:
-            if exc.reason == "NotFound":
-                return None
-            raise
-
     detector = StuckDetector(
-        cache, pod_cache, read_pod, backend.completions.request_fail, timeout=timeout
+        cache,
+        pod_cache,
+        lambda name: api.find("pods", name),
+        backend.completions.request_fail,
+        timeout=timeout,
     )
     if registry is not None:
         registry.register(_StuckGauge(detector))
@@ -184,23 +192,17 @@ def status(queue: KubeQueue, *, listed: list[str] | None = None) -> QueueRecord:
     outcomes in the record, and the facts its manager left (for ETAs). The record keeps item
     hashes, not names: items whose Job is gone are counted, and named only when `listed`
     (the source's names) names them."""
-    where = queue.check()
-    api = KubeApi(where.namespace, _configuration(where.kubeconfig))
-    try:
+    with _queue_api(queue) as (where, api):
         record = _record(api, where)
         try:
             jobs, _ = api.list("jobs", ko.queue_selector(where.queue))
             pod_list, _ = api.list("pods", ko.queue_selector(where.queue))
             facts = ManagerFacts(api, where.queue).read()
-            from . import control
-
             paused = control.read(api, where.queue)
         except KubeError as exc:
             raise UserError(
                 f"cannot read queue {where.queue} in {where.namespace}: {exc}"
             ) from None
-    finally:
-        api.close()
     newest_pod = pods.by_job(pod_list)
     rows: dict[str, Row] = {}
     reasons: dict[str, str] = {}
@@ -278,17 +280,9 @@ def retry(queue: KubeQueue, name: str) -> str:
     """A failed item out of the record, its Job deleted; the next pass of the queue's manager
     runs it again. An unknown item, or one that did not fail, is a `UserError`, as on the local
     backend."""
-    where = queue.check()
-    api = KubeApi(where.namespace, _configuration(where.kubeconfig))
-    try:
+    with _queue_api(queue) as (where, api):
         record = _record(api, where)
-        backend = KubernetesBackend(
-            api,
-            where.queue,
-            ko.PodOptions(image="-"),
-            JobCache(api, ko.queue_selector(where.queue)),
-            record,
-        )
+        backend = _retrying_backend(api, where, record)
         known = record.get(ko.item_hash(where.queue, name))
         job = backend.read_job(name)
         state = job_state(job)[0] if job is not None else (known[0] if known else None)
@@ -297,8 +291,6 @@ def retry(queue: KubeQueue, name: str) -> str:
         if state != State.FAILED or not backend.retry(name):
             raise UserError(f"{name!r} is {state}, not failed: nothing to retry")
         return f"{name}: was failed; the queue's manager will run it again"
-    finally:
-        api.close()
 
 
 def retry_many(
@@ -307,9 +299,7 @@ def retry_many(
     """Every failed item the cluster can name - its Job is there, or `listed` (the source's
     names) names its record entry - or those whose name matches the glob `matching`, out of
     the record and their Jobs deleted. Returns their names."""
-    where = queue.check()
-    api = KubeApi(where.namespace, _configuration(where.kubeconfig))
-    try:
+    with _queue_api(queue) as (where, api):
         record = _record(api, where)
         try:
             jobs, _ = api.list("jobs", ko.queue_selector(where.queue))
@@ -325,29 +315,30 @@ def retry_many(
             if entry is not None and entry[0] == State.FAILED:
                 failed.add(name)
         names = sorted(n for n in failed if matching is None or fnmatch.fnmatchcase(n, matching))
-        backend = KubernetesBackend(
-            api,
-            where.queue,
-            ko.PodOptions(image="-"),
-            JobCache(api, ko.queue_selector(where.queue)),
-            record,
-        )
+        backend = _retrying_backend(api, where, record)
         return [name for name in names if backend.retry(name)]
-    finally:
-        api.close()
+
+
+def _retrying_backend(api: KubeApi, where: KubeQueue, record: RecordStore) -> KubernetesBackend:
+    """A backend for `retry`: it takes items out of the record and deletes their Jobs, and
+    dispatches nothing (its pod is a placeholder, its Job cache never started)."""
+    return KubernetesBackend(
+        api,
+        where.queue,
+        ko.PodOptions(image="-"),
+        JobCache(api, ko.queue_selector(where.queue)),
+        record,
+    )
 
 
 def pause(queue: KubeQueue) -> str:
-    from . import control
-
-    where = queue.check()
-    api = KubeApi(where.namespace, _configuration(where.kubeconfig))
-    try:
-        already = control.pause(api, where.queue)
-    except KubeError as exc:
-        raise UserError(f"cannot pause queue {where.queue} in {where.namespace}: {exc}") from None
-    finally:
-        api.close()
+    with _queue_api(queue) as (where, api):
+        try:
+            already = control.pause(api, where.queue)
+        except KubeError as exc:
+            raise UserError(
+                f"cannot pause queue {where.queue} in {where.namespace}: {exc}"
+            ) from None
     label = f"queue {where.queue} in {where.namespace}"
     if already is not None:
         return f"{label}: already paused since {_clock(already)}"
@@ -355,16 +346,13 @@ def pause(queue: KubeQueue) -> str:
 
 
 def resume(queue: KubeQueue) -> str:
-    from . import control
-
-    where = queue.check()
-    api = KubeApi(where.namespace, _configuration(where.kubeconfig))
-    try:
-        since = control.resume(api, where.queue)
-    except KubeError as exc:
-        raise UserError(f"cannot resume queue {where.queue} in {where.namespace}: {exc}") from None
-    finally:
-        api.close()
+    with _queue_api(queue) as (where, api):
+        try:
+            since = control.resume(api, where.queue)
+        except KubeError as exc:
+            raise UserError(
+                f"cannot resume queue {where.queue} in {where.namespace}: {exc}"
+            ) from None
     label = f"queue {where.queue} in {where.namespace}"
     if since is None:
         return f"{label}: not paused"

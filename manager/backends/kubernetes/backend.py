@@ -130,7 +130,7 @@ class KubernetesBackend:
         if stale is None or stale["metadata"].get("ownerReferences"):
             return
         if self.api.find("jobs", job_name) is None:
-            self._delete("configmaps", job_name, stale["metadata"]["uid"])
+            self.api.remove("configmaps", job_name, stale["metadata"]["uid"])
 
     def _item_data(self, job_name: str, job: dict, config_map: dict) -> None:
         """The ConfigMap, created owned by `job`. One already there is a rival's (or ours
@@ -281,7 +281,7 @@ class KubernetesBackend:
                 continue
             if self.api.find("jobs", meta["name"]) is not None:
                 continue  # its Job exists after all
-            removed += self._delete("configmaps", meta["name"], meta["uid"])
+            removed += self.api.remove("configmaps", meta["name"], meta["uid"])
         for job in self.cache.items():
             meta = job["metadata"]
             if meta["name"] in names or finished(job) or meta.get("deletionTimestamp"):
@@ -295,17 +295,8 @@ class KubernetesBackend:
                 continue
             log.warning("%s: its item data never came (a crash); dispatching again", meta["name"])
             self.completions.remove_finalizer(meta["name"])
-            removed += self._delete("jobs", meta["name"], fresh["metadata"]["uid"])
+            removed += self.api.remove("jobs", meta["name"], fresh["metadata"]["uid"])
         return removed
-
-    def _delete(self, kind: str, name: str, uid: str) -> int:
-        try:
-            self.api.delete(kind, name, uid=uid)
-            return 1
-        except KubeError as exc:
-            if exc.reason not in ("NotFound", "Conflict"):
-                raise
-            return 0
 
 
 def _fail_fast_code(job: dict | None) -> int | None:

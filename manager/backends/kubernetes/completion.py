@@ -161,7 +161,7 @@ class CompletionController:
             self.on_recorded("failed", "Stuck")
         self.post_event(job, "Stuck", f"item {item!r}: {why}")
         self.remove_finalizer(job_name)
-        self._delete(job_name, job["metadata"]["uid"])
+        self.api.remove("jobs", job_name, job["metadata"]["uid"])
         with self.cache.changed:
             self.cache.changed.notify_all()
 
@@ -193,13 +193,6 @@ class CompletionController:
                     raise
         raise KubeError(409, "Conflict", f"{job_name}: the finalizer kept changing under us")
 
-    def _delete(self, job_name: str, uid: str) -> None:
-        try:
-            self.api.delete("jobs", job_name, uid=uid)
-        except KubeError as exc:
-            if exc.reason not in ("NotFound", "Conflict"):
-                raise
-
     def release_and_delete(self, job_name: str) -> None:
         """Delete a finished Job: recorded first if it was not yet; never one that runs."""
         fresh = self.api.find("jobs", job_name)
@@ -210,7 +203,7 @@ class CompletionController:
                 return  # never delete unrecorded or running work
             self._record(fresh)
             self.remove_finalizer(job_name)
-        self._delete(job_name, fresh["metadata"]["uid"])
+        self.api.remove("jobs", job_name, fresh["metadata"]["uid"])
 
     def _enforce_history(self) -> None:
         """Keep the newest --keep-succeeded / --keep-failed recorded Jobs; delete the rest."""

@@ -83,9 +83,5 @@ def resume(api: KubeApi, queue: str) -> float | None:
     current = api.find("configmaps", name_of(queue))
     if current is None:
         return None
-    try:
-        api.delete("configmaps", name_of(queue), uid=current["metadata"]["uid"])
-    except KubeError as exc:
-        if exc.reason not in ("NotFound", "Conflict"):
-            raise
+    api.remove("configmaps", name_of(queue), current["metadata"]["uid"])
     return since_of(current)

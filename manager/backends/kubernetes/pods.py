@@ -56,7 +56,7 @@ def waiting_reason(job: dict[str, Any], pod: dict[str, Any] | None) -> str | Non
             and condition.get("reason") == "Unschedulable"
         ):
             return _with("waiting for a node (unschedulable)", condition.get("message"), limit=160)
-    for container in _containers(status):
+    for container in container_statuses(status):
         waiting = (container.get("state") or {}).get("waiting") or {}
         reason = waiting.get("reason")
         if reason in IMAGE_REASONS:
@@ -76,7 +76,7 @@ def summary(pod: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     status = pod.get("status") or {}
     containers = []
-    for container in _containers(status):
+    for container in container_statuses(status):
         state = container.get("state") or {}
         kind = next(iter(state), "unknown")
         detail = state.get(kind) or {}
@@ -101,14 +101,15 @@ def exit_code(pod: dict[str, Any] | None) -> int | None:
     """The exit code of the pod's (first) terminated container."""
     if pod is None:
         return None
-    for container in _containers(pod.get("status") or {}):
+    for container in container_statuses(pod.get("status") or {}):
         terminated = (container.get("state") or {}).get("terminated")
         if terminated and terminated.get("exitCode") is not None:
             return int(terminated["exitCode"])
     return None
 
 
-def _containers(status: dict[str, Any]) -> list[dict[str, Any]]:
+def container_statuses(status: dict[str, Any]) -> list[dict[str, Any]]:
+    """The statuses of a pod's init containers, then its containers."""
     return list(status.get("initContainerStatuses") or []) + list(
         status.get("containerStatuses") or []
     )

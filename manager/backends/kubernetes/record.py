@@ -59,11 +59,8 @@ class RecordStore:
     def reload(self, item_hash: str) -> None:
         """Read the shard of `item_hash` afresh from the API server: what a rival manager
         recorded since `load()` becomes known here."""
-        try:
-            cm = self.api.get("configmaps", self.shard_name(item_hash))
-        except KubeError as exc:
-            if exc.reason != "NotFound":
-                raise
+        cm = self.api.find("configmaps", self.shard_name(item_hash))
+        if cm is None:
             return
         shard = item_hash[0]
         fresh = {}
@@ -217,11 +214,8 @@ class ManagerFacts:
 
     def read(self) -> dict | None:
         """The facts of the manager running the queue now, or None."""
-        try:
-            cm = self.api.get("configmaps", self.name)
-        except KubeError as exc:
-            if exc.reason != "NotFound":
-                raise
+        cm = self.api.find("configmaps", self.name)
+        if cm is None:
             return None
         try:
             facts = json.loads((cm.get("data") or {}).get("facts") or "{}")

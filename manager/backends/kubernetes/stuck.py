@@ -38,7 +38,7 @@ STUCK_REASONS = pods.IMAGE_REASONS + pods.CONFIG_REASONS
 
 def stuck_reason(pod: dict) -> str | None:
     """The waiting reason that makes `pod` stuck, or None."""
-    for container in pods._containers(pod.get("status") or {}):
+    for container in pods.container_statuses(pod.get("status") or {}):
         reason = ((container.get("state") or {}).get("waiting") or {}).get("reason")
         if reason in STUCK_REASONS:
             return reason

@@ -83,7 +83,9 @@ def test_a_pod_that_cannot_start_fails_its_item_and_frees_the_slot(
     events = [e for e in cluster.objects("events") if e.get("reason") == "Stuck"]
     assert len(events) == 1 and events[0]["type"] == "Warning"
     assert "ImagePullBackOff" in events[0]["message"]
-    status = json.loads(workqueue("status", *cluster.queue_args(), "--json").stdout)
+    r2 = workqueue("status", *cluster.queue_args(), "--json")
+    assert r2.returncode == 0, r2.stderr
+    status = json.loads(r2.stdout)
     assert status["counts"]["failed"] == 1 and status["counts"]["succeeded"] == 1
 
 
