@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 
 from .errors import InputError
 
@@ -79,6 +80,12 @@ def parse_arrivals(text: str) -> float:
     if count <= 0:
         raise InputError(f"an arrival rate must be > 0: {text!r}")
     return RATE_UNITS[unit] / count
+
+
+def moment(epoch: float, *, date: bool = False) -> str:
+    """A point in time as a person reads it, in local time: 19:20:55, or with `date`
+    2026-11-29 19:20:55. The one formatter of status, the dashboard and the manager's log."""
+    return time.strftime("%Y-%m-%d %H:%M:%S" if date else "%H:%M:%S", time.localtime(epoch))
 
 
 def human(value: float | None) -> str:

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from .durations import human
+from .durations import human, moment
 from .measure import Measured, measure_rows
 from .ports import QueueRecord, Row, State
 from .scaling import recommended_parallelism, verdict_for
@@ -238,14 +238,14 @@ def _item(row: Row, context: Context) -> ItemView:
         view.ran_seconds = max(0.0, row.finished - row.started)
     if row.state == State.PENDING:
         if context.paused_since is not None:
-            view.reason = f"waiting: the queue is paused since {_clock(context.paused_since)}"
+            view.reason = f"waiting: the queue is paused since {moment(context.paused_since)}"
         elif context.parallelism is None:
             view.reason = "waiting for a manager to run the queue"
         else:
             view.reason = "waiting for a free slot"
     elif row.state == State.RUNNING:
         view.since = row.started or row.first_seen or None
-        started = f" since {_clock(row.started)}" if row.started else ""
+        started = f" since {moment(row.started)}" if row.started else ""
         ran = f" ({human(now - row.started)} so far)" if row.started else ""
         view.reason = f"running{started}{ran}, attempt {row.attempts}"
     elif row.state == State.SUCCEEDED:
@@ -265,7 +265,7 @@ def _item(row: Row, context: Context) -> ItemView:
         ):
             ready = (row.finished or now) + policy.item_backoff.delay(max(row.attempts - 1, 0))
             view.ready_at = ready
-            when = f"until {_clock(ready)}" if ready > now else "done, retrying"
+            when = f"until {moment(ready)}" if ready > now else "done, retrying"
             view.reason = (
                 f"backing off {when} ({why}; attempt {row.attempts} of {policy.max_attempts})"
             )
@@ -368,10 +368,6 @@ def _iso(when: float | None) -> str | None:
     if when is None:
         return None
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when))
-
-
-def _clock(when: float) -> str:
-    return time.strftime("%H:%M:%S", time.localtime(when))
 
 
 def _round(value: float | None, digits: int = 3) -> float | None:

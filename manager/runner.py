@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from .autoscaler import Autoscaler
 from .capacity import Capacity
+from .durations import moment
 from .measure import SlidingWindow
 from .poller import Poller
 from .ports import Backend, Elector, Ledger, Outcome, Source, State
@@ -178,8 +179,12 @@ class Manager:
         now = time.time()
         for name in names:
             if needs_work(name):
-                self._waiting_since.setdefault(name, now)
-                self.queue.add(name)
+                self._wait(name, now)
+
+    def _wait(self, name: str, now: float) -> None:
+        """Queue `name` for the workers, noting when it began to wait (kept if it was)."""
+        self._waiting_since.setdefault(name, now)
+        self.queue.add(name)
 
     def _rerun_changed(self, names: list[str]) -> None:
         """`--on-change rerun`: a finished item the listing shows at another version than the
@@ -291,11 +296,10 @@ class Manager:
 
     def _pause_changed(self, since: float | None) -> None:
         if since is not None:
-            when = time.strftime("%H:%M:%S", time.localtime(since))
             log.warning(
                 "queue paused since %s: running work finishes, nothing new starts "
                 "(workqueue resume to carry on)",
-                when,
+                moment(since),
             )
         else:
             log.warning("queue resumed: dispatching again")
@@ -395,8 +399,7 @@ class Manager:
         now = time.time()
         for name in report.targets:
             if name not in report.results:
-                self._waiting_since.setdefault(name, now)
-                self.queue.add(name)
+                self._wait(name, now)
         with self._report_cond:
             while len(report.results) < len(report.targets) and not self.stop_event.is_set():
                 self._report_cond.wait(0.5)

@@ -19,6 +19,7 @@ import time
 from typing import TYPE_CHECKING
 
 from .. import backends
+from ..durations import moment
 from ..errors import UserError
 from ..options import from_words
 from ..ports import State
@@ -138,10 +139,8 @@ def print_status(view: QueueView, *, recent: int = 10, waiting: int = 10) -> Non
     else:
         print("manager: none is running this queue")
     if view.paused_since:
-        print(
-            f"paused since {_clock(view.paused_since)}: running work finishes, nothing new "
-            "starts (workqueue resume)"
-        )
+        since = moment(view.paused_since, date=True)
+        print(f"paused since {since}: running work finishes, nothing new starts (workqueue resume)")
     if forecast.service_seconds is not None:
         parts = [f"mean service {seconds(forecast.service_seconds)}"]
         if forecast.drain_seconds is not None:
@@ -185,7 +184,7 @@ def print_item(item: ItemView, detail: dict) -> None:
     pairs = [("item", item.name), ("state", item.state), ("reason", item.reason)]
     pairs.append(("attempts", str(item.attempts)))
     if item.since:
-        pairs.append(("since", _clock(item.since)))
+        pairs.append(("since", moment(item.since, date=True)))
     if item.position is not None:
         eta = seconds(item.eta_seconds) if item.eta_seconds is not None else "unknown"
         pairs += [("position", str(item.position)), ("expected start", f"in {eta}")]
@@ -204,7 +203,7 @@ def print_item(item: ItemView, detail: dict) -> None:
                 state += f" exit code {c['exit_code']}"
             pairs.append((f"  container {c['name']}", state))
     for run in detail.get("versions") or []:
-        when = f", finished {_clock(run['finished'])}" if run.get("finished") else ""
+        when = f", finished {moment(run['finished'], date=True)}" if run.get("finished") else ""
         pairs.append(
             (
                 "ran at version",
@@ -220,10 +219,6 @@ def print_item(item: ItemView, detail: dict) -> None:
         print(f"\nlog (last {len(tail)} lines):")
         for line in tail:
             print(f"  {one_line(line)}")
-
-
-def _clock(when: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when))
 
 
 def retry_item(args) -> int:

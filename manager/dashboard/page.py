@@ -14,9 +14,8 @@ relative, so the page works behind a proxy that serves it under a path.
 from __future__ import annotations
 
 import html
-import time
 
-from ..durations import human
+from ..durations import human, moment
 from ..queue_view import STATES
 from .model import FAILED_SHOWN, Board, Series
 
@@ -65,7 +64,7 @@ def board_html(board: Board) -> str:
             _failed(board),
             _recent(board),
             _autoscaler(board),
-            f'<p id="generated" data-generated="{view.now:.3f}">as of {esc(_clock(view.now))}</p>',
+            f'<p id="generated" data-generated="{view.now:.3f}">as of {esc(moment(view.now))}</p>',
         ]
     )
 
@@ -77,7 +76,7 @@ def _counts(counts: dict[str, int], paused_since: float | None) -> str:
         for state in (*STATES, *sorted(set(counts) - set(STATES)))
     )
     paused = (
-        f'<p class="paused">paused since {esc(_clock(paused_since))}</p>' if paused_since else ""
+        f'<p class="paused">paused since {esc(moment(paused_since))}</p>' if paused_since else ""
     )
     return f'<section id="counts" aria-label="items by state">{cells}</section>{paused}'
 
@@ -206,7 +205,7 @@ def _recent(board: Board) -> str:
             [
                 f'<span class="name">{esc(i.name)}</span>',
                 esc(human(i.ran_seconds)),
-                esc(_clock(i.since)),
+                esc(moment(i.since)),
             ],
         )
         for i in done[:RECENT_SHOWN]
@@ -222,7 +221,7 @@ def _autoscaler(board: Board) -> str:
     rows = [
         (
             str(d.at),
-            [esc(_clock(d.at)), esc(f"{d.before} → {d.after}"), esc(d.reason)],
+            [esc(moment(d.at)), esc(f"{d.before} → {d.after}"), esc(d.reason)],
         )
         for d in reversed(board.decisions)
     ]
@@ -307,7 +306,3 @@ def _figure(name: str, caption: str, marks: str, top_label: str) -> str:
         f'aria-label="{esc(caption)}">{axis}{marks}</svg>'
         f"<figcaption>{esc(caption)}</figcaption></figure>"
     )
-
-
-def _clock(when: float) -> str:
-    return time.strftime("%H:%M:%S", time.localtime(when))

@@ -14,10 +14,10 @@ import fnmatch
 import logging
 import os
 import socket
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from ...durations import moment
 from ...errors import UserError
 from ...ports import Parts, QueueRecord, Row, State
 from . import control, pods
@@ -341,7 +341,7 @@ def pause(queue: KubeQueue) -> str:
             ) from None
     label = f"queue {where.queue} in {where.namespace}"
     if already is not None:
-        return f"{label}: already paused since {_clock(already)}"
+        return f"{label}: already paused since {moment(already, date=True)}"
     return f"{label}: paused; running Jobs finish, nothing new starts (workqueue resume)"
 
 
@@ -356,8 +356,4 @@ def resume(queue: KubeQueue) -> str:
     label = f"queue {where.queue} in {where.namespace}"
     if since is None:
         return f"{label}: not paused"
-    return f"{label}: resumed (paused since {_clock(since)})"
-
-
-def _clock(when: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when))
+    return f"{label}: resumed (paused since {moment(since, date=True)})"

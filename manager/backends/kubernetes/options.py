@@ -30,6 +30,19 @@ def key_values(words: list[str]) -> dict[str, str]:
     return out
 
 
+def pairs(flag: str, help: str, check) -> Any:
+    """A repeatable `K=V` flag gathered into a dict, each pair checked by `check` (a
+    `validation` function, which raises `UserError` naming what is wrong)."""
+    return option(
+        flag,
+        help,
+        default={},
+        repeat=True,
+        metavar="K=V",
+        parse=lambda words: check(key_values(words)),
+    )
+
+
 def toleration(word: str) -> dict[str, str]:
     head, sep, effect = word.rpartition(":")
     if not sep or effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
@@ -154,14 +167,7 @@ class KubeOptions:
     args: list[str] | None = option(
         "--args", 'container args, e.g. "--width 320"', parse=split_words
     )
-    env: dict[str, str] = option(
-        "--env",
-        "worker environment",
-        default={},
-        repeat=True,
-        metavar="K=V",
-        parse=lambda words: v.env_names(key_values(words)),
-    )
+    env: dict[str, str] = pairs("--env", "worker environment", v.env_names)
     leader_elect: bool = option(
         "--leader-elect",
         "one manager per queue dispatches (a Lease); the others stand by",
@@ -196,14 +202,7 @@ class KubeOptions:
     service_account: str | None = option(
         "--service-account", "the worker pods' service account", parse=v.dns_subdomain
     )
-    node_selector: dict[str, str] = option(
-        "--node-selector",
-        "worker pods' node selector",
-        default={},
-        repeat=True,
-        metavar="K=V",
-        parse=lambda words: v.labels(key_values(words)),
-    )
+    node_selector: dict[str, str] = pairs("--node-selector", "worker pods' node selector", v.labels)
     tolerations: list[dict[str, str]] = option(
         "--toleration",
         "worker pods' toleration",
@@ -229,21 +228,11 @@ class KubeOptions:
     pod_spec: dict[str, Any] | None = option(
         "--pod-spec", "a partial pod spec (YAML) merged into the worker pod", parse=pod_spec
     )
-    job_labels: dict[str, str] = option(
-        "--job-label",
-        "a label on every Job (e.g. team=media)",
-        default={},
-        repeat=True,
-        metavar="K=V",
-        parse=lambda words: v.labels(key_values(words)),
+    job_labels: dict[str, str] = pairs(
+        "--job-label", "a label on every Job (e.g. team=media)", v.labels
     )
-    job_annotations: dict[str, str] = option(
-        "--job-annotation",
-        "an annotation on every Job",
-        default={},
-        repeat=True,
-        metavar="K=V",
-        parse=lambda words: v.annotations(key_values(words)),
+    job_annotations: dict[str, str] = pairs(
+        "--job-annotation", "an annotation on every Job", v.annotations
     )
     stuck_timeout: float = option(
         "--stuck-timeout",

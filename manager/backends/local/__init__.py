@@ -20,7 +20,7 @@ import socket
 import time
 from dataclasses import dataclass
 
-from ...durations import parse_duration
+from ...durations import moment, parse_duration
 from ...errors import UserError
 from ...logs import log_tail
 from ...options import option, split_words
@@ -168,15 +168,19 @@ def item_detail(queue: LocalQueue, name: str, record: QueueRecord, lines: int = 
     return {"log_tail": tail, "versions": versions}
 
 
+def _ledger_to_change(state_dir: str) -> tuple[Ledger, bool]:
+    """The ledger, held exclusively when no manager runs on it; else shared, and True: the
+    change must then be left as a request the running manager takes (`request_retry`)."""
+    try:
+        return _existing_ledger(state_dir, exclusive=True), False
+    except LedgerBusy:
+        return _existing_ledger(state_dir), True
+
+
 def retry(queue: LocalQueue, name: str) -> str:
     """Make a failed item pending again; with a manager running on the state directory, leave
     it a request it takes at its next poll. Returns what happened, for people."""
-    try:
-        ledger = _existing_ledger(queue.state_dir, exclusive=True)
-        busy = False
-    except LedgerBusy:
-        ledger = _existing_ledger(queue.state_dir)
-        busy = True
+    ledger, busy = _ledger_to_change(queue.state_dir)
     with ledger:
         current = ledger.state(name)
         if current is None:
@@ -196,7 +200,7 @@ def pause(queue: LocalQueue) -> str:
         where = ledger.where
     since = read_paused(queue.state_dir)
     if since is not None:
-        return f"{where}: already paused since {_clock(since)}"
+        return f"{where}: already paused since {moment(since, date=True)}"
     write_paused(queue.state_dir, time.time())
     return f"{where}: paused; running work finishes, nothing new starts (workqueue resume)"
 
@@ -208,11 +212,7 @@ def resume(queue: LocalQueue) -> str:
     if since is None:
         return f"{where}: not paused"
     write_paused(queue.state_dir, None)
-    return f"{where}: resumed (paused since {_clock(since)})"
-
-
-def _clock(when: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when))
+    return f"{where}: resumed (paused since {moment(since, date=True)})"
 
 
 def retry_many(
@@ -220,12 +220,7 @@ def retry_many(
 ) -> list[str]:
     """Every failed item (or those whose name matches the glob `matching`) made pending again,
     or left as requests for the running manager. Returns their names."""
-    try:
-        ledger = _existing_ledger(queue.state_dir, exclusive=True)
-        busy = False
-    except LedgerBusy:
-        ledger = _existing_ledger(queue.state_dir)
-        busy = True
+    ledger, busy = _ledger_to_change(queue.state_dir)
     with ledger:
         names = [
             r.name

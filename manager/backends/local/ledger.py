@@ -69,15 +69,20 @@ def read_paused(state_dir: str) -> float | None:
 
 
 def write_paused(state_dir: str, since: float | None) -> None:
-    """Pause (written whole: a temporary file renamed over it) or resume (removed)."""
-    path = os.path.join(state_dir, PAUSED_FILE)
-    if since is None:
+    """Pause (the file written) or resume (removed)."""
+    _replace_json(os.path.join(state_dir, PAUSED_FILE), None if since is None else {"since": since})
+
+
+def _replace_json(path: str, body: dict | None) -> None:
+    """`body` as JSON at `path`, written whole - a temporary file renamed over it, so a reader
+    never sees half of it - or the file removed when `body` is None."""
+    if body is None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
         return
     temporary = f"{path}.{os.getpid()}.tmp"
     with open(temporary, "w", encoding="utf-8") as out:
-        json.dump({"since": since}, out)
+        json.dump(body, out)
     os.replace(temporary, path)
 
 
@@ -424,15 +429,7 @@ class Ledger:
     def note_manager(self, facts: dict | None) -> None:
         """`manager.json` beside the ledger: written whole (a temporary file renamed over it),
         removed when the manager stops. Readers check the pid in it is alive."""
-        path = os.path.join(self.state_dir, MANAGER_FILE)
-        if facts is None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
-            return
-        temporary = f"{path}.{os.getpid()}.tmp"
-        with open(temporary, "w", encoding="utf-8") as out:
-            json.dump(facts, out)
-        os.replace(temporary, path)
+        _replace_json(os.path.join(self.state_dir, MANAGER_FILE), facts)
 
     def recover(self, end_process_group: Callable[[int, str | None], None]) -> list[str]:
         """At start: items left running by a manager that died go back to pending, after
