@@ -10,12 +10,14 @@ that could go stale. A figure that is not known is absent, never a 0 that means 
                                        burst of items listed together is a backlog, not a rate)
     workqueue_utilization_ratio        service / (parallelism x interarrival) (when both are)
     workqueue_oldest_waiting_seconds   age of the oldest item waiting to start (while one is)
-    workqueue_items{state}             items the record holds, by state (`status` counts)
+    workqueue_items{state}             items the record holds, by state (`status` counts:
+                                       pending, running, succeeded, failed, cancelled)
     workqueue_paused                   1 while the queue is paused (`workqueue pause`), else 0
     workqueue_build_info{version}      1, with the package's version
     workqueue_item_duration_seconds{outcome}
                                        a histogram of run times of units of work that ended,
-                                       by outcome (succeeded, failed): p95 service time graphs
+                                       by outcome (succeeded, failed, cancelled - cut short,
+                                       so not a service time): p95 service time graphs
 
 Units and suffixes follow Prometheus' conventions (base units, `_seconds`, `_ratio`, `_info`).
 """

@@ -12,6 +12,11 @@ calculator measures).
 
 An unreachable source is logged once when it goes away and once when it is back; the poller
 keeps trying at its period and loses nothing (the ledger and the source still hold everything).
+
+With `on_removed` (`--cancel-removed`) every complete listing, and every DELETED event of the
+watch stream, also goes to a `manager.removals.Removals`, and the names it proves gone are
+handed to `on_removed`. A watch stream says nothing of what left while it was broken, so in
+watch mode a complete listing is taken each time the stream is (re)opened as well.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import threading
 from collections.abc import Callable
 
 from .ports import Source
+from .removals import Removals
 from .retry import reconnect
 from .source_client import SourceError, SourceProtocolError, WatchUnsupported
 
@@ -45,6 +51,7 @@ class Poller:
         jitter: float = 0.2,
         rng: random.Random | None = None,
         stop: threading.Event | None = None,
+        on_removed: Callable[[list[str]], None] | None = None,
     ) -> None:
         if not 0 <= jitter < 1:
             raise ValueError("jitter must be in [0, 1)")
@@ -55,6 +62,8 @@ class Poller:
         self.rng = rng or random.Random()
         self.stop = stop or threading.Event()
         self.source_down = False
+        self.on_removed = on_removed
+        self.removals = Removals() if on_removed is not None else None
 
     def poll_once(self) -> list[str] | None:
         """List the source and enqueue what needs work. None when the source is unreachable."""
@@ -77,7 +86,17 @@ class Poller:
         if self.source_down:
             log.warning("source %s is back", self.client.base_url)
         self.source_down = False
+        if self.removals is not None:
+            gone = self.removals.listing(names, getattr(self.client, "listing_version", None))
+            if gone:
+                self.on_removed(gone)
         return names
+
+    def watch_removals(self) -> None:
+        """Take a complete listing every period only to learn what left the source, until
+        `stop` (a `--once` run: its items are the first listing's, but removals still count)."""
+        while not self.stop.wait(jittered(self.interval, self.jitter, self.rng)):
+            self.poll_once_listing()
 
     def run(self) -> None:
         """Poll until `stop` is set."""
@@ -99,17 +118,15 @@ class Poller:
             resync = max(
                 5, int(jittered(min(self.interval, RESYNC_SECONDS), self.jitter, self.rng))
             )
+            if self.removals is not None:
+                self.poll_once_listing()  # what left while no stream was open
             try:
-                batch: list[str] = []
                 for event in self.client.watch(timeout_seconds=resync, read_timeout=resync + 10):
                     if self.source_down:
                         log.warning("source %s is back", self.client.base_url)
                         self.source_down = False
                     failures = 0
-                    if event.get("type") == "ADDED":
-                        batch.append(event["item"])
-                        self.enqueue(batch)
-                        batch = []
+                    self._event(event)
                     if self.stop.is_set():
                         return
             except SourceProtocolError:
@@ -124,3 +141,12 @@ class Poller:
                 self.source_down = True
             self.stop.wait(jittered(delays.delay(failures), self.jitter, self.rng))
             failures += 1
+
+    def _event(self, event: dict) -> None:
+        kind, name = event.get("type"), event["item"]
+        if kind == "ADDED":
+            if self.removals is not None:
+                self.removals.added(name)
+            self.enqueue([name])
+        elif kind == "DELETED" and self.removals is not None and self.removals.deleted(name):
+            self.on_removed([name])

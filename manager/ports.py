@@ -11,8 +11,12 @@ An item's life, the same on every backend (state strings, rq's habit):
        ▲                    │
        └────requeue()───────┘  (the manager stopped it: the attempt does not count)
 
+    pending | running | failed ──cancel()──► cancelled  (it left the source: --cancel-removed)
+
 A failed item with attempts left is retried after a per-item backoff (`manager.retry`); out of
-attempts it stays failed until someone asks for a re-run.
+attempts it stays failed until someone asks for a re-run. A cancelled item is finished too: it
+runs again only when asked (`workqueue retry`) or, under `--on-change rerun`, when it comes
+back at another version.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ class State(StrEnum):
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+    CANCELLED = "cancelled"  # it left the source before its work was done (--cancel-removed)
 
 
 @dataclass(frozen=True)
@@ -59,12 +64,16 @@ class Outcome:
     log_path: str | None = None
     seconds: float | None = None  # how long it ran (set by the reconciler)
     final: bool = False  # a failure no retry fixes: the item stays failed
+    cancelled: bool = False  # ended because the item left the source (`Backend.cancel`)
 
 
 class Source(Protocol):
     """Where item names and data come from (the ambassador's `/api/v1/items`)."""
 
     base_url: str
+    # The resourceVersion of the last complete listing (its oldest page's), or None when the
+    # source gives none: what `manager.removals` orders listings by.
+    listing_version: int | None
 
     def list_items(self) -> list[str]:
         """Every item name the source lists now; raises `SourceError` when it cannot tell."""
@@ -111,6 +120,10 @@ class Ledger(Protocol):
 
     def requeue(self, name: str) -> None:
         """running -> pending without counting the attempt."""
+
+    def cancel(self, name: str) -> bool:
+        """pending, running or failed -> cancelled (the item left the source). False when it
+        had already finished (succeeded, cancelled) or is unknown: nothing changed."""
 
     def take_retry_requests(self) -> list[str]:
         """Re-runs asked for from outside (`workqueue retry`) since the last call, applied:
@@ -161,6 +174,12 @@ class Backend(Protocol):
 
     def on_change(self, callback: Callable[[], None]) -> None:
         """Call `callback` whenever `others_running()` may have changed."""
+
+    def cancel(self, name: str) -> bool:
+        """End the unit of work of `name` (it left the source): now if it runs, or as soon as
+        the `run` already under way starts it; that `run` then returns `Outcome(cancelled=
+        True)`. True when work of the item was running (this manager's, or - on a cluster -
+        left by another) and is being ended; False when none was."""
 
 
 class Elector(Protocol):

@@ -253,6 +253,13 @@ def _item(row: Row, context: Context) -> ItemView:
         took = view.ran_seconds
         view.reason = f"succeeded in {human(took)}" if took is not None else "succeeded"
         view.exit_code = row.exit_code
+    elif row.state == State.CANCELLED:
+        view.since = row.finished
+        when = f" at {moment(row.finished)}" if row.finished else ""
+        if row.attempts:
+            view.reason = f"cancelled{when}: it left the source (attempt {row.attempts} ended)"
+        else:
+            view.reason = f"cancelled{when}: it left the source before it started"
     else:  # failed: for good, or backing off before another attempt
         view.since = row.finished
         view.exit_code = row.exit_code
@@ -357,8 +364,10 @@ def _forecast(measured: Measured | None, context: Context, drain: float | None) 
 
 
 def _display_order(item: ItemView):
-    """Running, then the line, then failed and succeeded newest first."""
-    rank = {State.RUNNING: 0, State.PENDING: 1, State.FAILED: 2, State.SUCCEEDED: 3}
+    """Running, then the line, then failed, cancelled and succeeded newest first."""
+    rank = {
+        State.RUNNING: 0, State.PENDING: 1, State.FAILED: 2, State.CANCELLED: 3, State.SUCCEEDED: 4
+    }  # fmt: skip
     if item.position is not None:
         return (1, item.position, item.name)
     return (rank.get(item.state, 4), -(item.since or 0), item.name)

@@ -5,13 +5,20 @@ says *now* and makes reality match - so being handed the same name twice is harm
 
     succeeded, or running             -> nothing to do
     failed with no attempts left      -> nothing to do (stays failed until `workqueue retry`)
+    cancelled                         -> nothing to do (it left the source)
     otherwise                         -> wait for a capacity slot      (before anything else:
                                          reserving work you cannot run yet starves rival
                                          managers - buildkite/agent-stack-k8s#953)
                                       -> GET /api/v1/items/<name>      (gone -> nothing to do)
-                                      -> ledger: running, attempt n
+                                      -> ledger: running, attempt n    (under `gate`)
                                       -> backend.run(...)              (blocks until it ends)
                                       -> ledger: succeeded | failed | pending (interrupted)
+                                                 | cancelled (`Backend.cancel` ended it)
+
+`gate` orders the two ways an item leaves pending: the start above, and a cancel
+(`Manager.cancel_removed`), which takes the gate to read the state and act on it. So a cancel
+sees an item either still pending (and cancels it: it never starts) or running (and asks the
+backend to end it); never in between.
 
 It depends only on the ports (`manager.ports`): any ledger, source and backend will do.
 The caller (the manager's worker loop) follows client-go's worker pattern with the `Result`:
@@ -21,6 +28,7 @@ RETRY -> `add_rate_limited(name)`; anything else -> `forget(name)`; always `done
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -39,6 +47,7 @@ class Result(StrEnum):
     FAILED = "failed"  # failed for good (no attempts left)
     RETRY = "retry"  # failed or could not start; try again after a backoff
     GONE = "gone"  # the source no longer has it
+    CANCELLED = "cancelled"  # it left the source (--cancel-removed): not run, or ended
     STOPPED = "stopped"  # the manager is stopping; the item stays pending
 
 
@@ -61,6 +70,10 @@ class Reconciler:
         self.policy = policy or RetryPolicy()
         self.on_outcome = on_outcome
         self.on_dispatch = on_dispatch  # told when an item stops waiting and starts
+        self.gate = threading.Lock()  # see the module docstring
+        # Invariant: the names this reconciler is between `ledger.start` and the outcome of
+        # (changed under `gate`).
+        self.in_flight: set[str] = set()
 
     def needs_work(self, name: str) -> bool:
         """False when the ledger says there is nothing to do for `name` (the poller's diff)."""
@@ -86,35 +99,50 @@ class Reconciler:
             data = self.client.get_item(name)  # SourceUnavailable propagates: caller retries
             if data is None:
                 return Result.GONE, None
-            self.ledger.see([name])
-            if self.on_dispatch is not None:
-                self.on_dispatch(name)
-            attempt = self.ledger.start(name, self.backend.log_path(name), data.get("version"))
-            started = time.monotonic()
+            with self.gate:
+                self.ledger.see([name])
+                if not self.needs_work(name):  # cancelled (or done elsewhere) meanwhile
+                    return Result.SKIPPED, None
+                if self.on_dispatch is not None:
+                    self.on_dispatch(name)
+                log_path = self.backend.log_path(name)
+                attempt = self.ledger.start(name, log_path, data.get("version"))
+                self.in_flight.add(name)
             try:
-                outcome = self.backend.run(name, data, attempt)
-            except Exception as exc:  # never leave the item marked running
-                log.exception("%s: the backend failed", name)
-                outcome = Outcome(False, error=f"backend error: {type(exc).__name__}: {exc}")
-            outcome = replace(outcome, seconds=time.monotonic() - started)
-            if outcome.interrupted:
-                self.ledger.requeue(name)
-                return Result.STOPPED, outcome
-            self.ledger.finish(name, outcome.succeeded, outcome.exit_code, outcome.error)
-            if outcome.succeeded:
-                return Result.SUCCEEDED, outcome
-            if outcome.final or self.policy.gave_up(attempt):
-                log.warning(
-                    "%s failed for good after %d attempts: %s", name, attempt, outcome.error
-                )
-                return Result.FAILED, outcome
-            log.info(
-                "%s failed (attempt %d of %d): %s; will retry",
-                name,
-                attempt,
-                self.policy.max_attempts,
-                outcome.error,
-            )
-            return Result.RETRY, outcome
+                return self._run(name, data, attempt)
+            finally:
+                with self.gate:
+                    self.in_flight.discard(name)
         finally:
             self.capacity.release()
+
+    def _run(self, name: str, data: dict, attempt: int) -> tuple[Result, Outcome | None]:
+        """Run the started item and record how it ended."""
+        started = time.monotonic()
+        try:
+            outcome = self.backend.run(name, data, attempt)
+        except Exception as exc:  # never leave the item marked running
+            log.exception("%s: the backend failed", name)
+            outcome = Outcome(False, error=f"backend error: {type(exc).__name__}: {exc}")
+        outcome = replace(outcome, seconds=time.monotonic() - started)
+        if outcome.interrupted:
+            self.ledger.requeue(name)
+            return Result.STOPPED, outcome
+        if outcome.cancelled:
+            self.ledger.cancel(name)
+            log.info("%s: cancelled while running (it left the source)", name)
+            return Result.CANCELLED, outcome
+        self.ledger.finish(name, outcome.succeeded, outcome.exit_code, outcome.error)
+        if outcome.succeeded:
+            return Result.SUCCEEDED, outcome
+        if outcome.final or self.policy.gave_up(attempt):
+            log.warning("%s failed for good after %d attempts: %s", name, attempt, outcome.error)
+            return Result.FAILED, outcome
+        log.info(
+            "%s failed (attempt %d of %d): %s; will retry",
+            name,
+            attempt,
+            self.policy.max_attempts,
+            outcome.error,
+        )
+        return Result.RETRY, outcome

@@ -76,6 +76,6 @@ class RetryPolicy:
 
     def needs_work(self, state: str, attempts: int) -> bool:
         """Whether an item in `state` after `attempts` attempts is (still) to be run."""
-        if state in (State.SUCCEEDED, State.RUNNING):
+        if state in (State.SUCCEEDED, State.RUNNING, State.CANCELLED):
             return False
         return not (state == State.FAILED and self.gave_up(attempts))

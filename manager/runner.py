@@ -39,7 +39,7 @@ from .workqueue import PrometheusMetricsProvider, RateLimitingQueue
 
 log = logging.getLogger(__name__)
 
-TERMINAL = {Result.SUCCEEDED, Result.FAILED, Result.GONE, Result.SKIPPED}
+TERMINAL = {Result.SUCCEEDED, Result.FAILED, Result.GONE, Result.SKIPPED, Result.CANCELLED}
 
 
 @dataclass
@@ -59,6 +59,7 @@ class ManagerOptions:
     target_utilization: float = 0.9
     window: float = 600.0  # seconds of arrivals and service times the autoscaler looks at
     on_change: str = "ignore"  # "rerun": a finished item whose version changed runs again
+    cancel_removed: bool = False  # an item that leaves the source is cancelled (never run/ended)
 
     @property
     def retry_policy(self) -> RetryPolicy:
@@ -154,7 +155,11 @@ class Manager:
             self._durations = item_durations(registry)
         self.stop_event = threading.Event()
         self.poller = Poller(
-            client, self.enqueue, interval=options.poll_interval, stop=self.stop_event
+            client,
+            self.enqueue,
+            interval=options.poll_interval,
+            stop=self.stop_event,
+            on_removed=self.cancel_removed if options.cancel_removed else None,
         )
         self.on_result = on_result
         self._report: RunReport | None = None
@@ -173,6 +178,7 @@ class Manager:
         if new:
             self.window.arrived(len(new))
         self._rerun_changed(names)
+        self._revive_returned(names)
         for name in self.ledger.take_retry_requests():
             self.queue.add(name)
         needs_work = self.reconciler.needs_work
@@ -206,6 +212,43 @@ class Manager:
             if self.ledger.rerun(name, listed):
                 log.info("%s changed (version %s -> %s): it runs again", name, ran, listed)
                 self.window.arrived(1)
+
+    def _revive_returned(self, names: list[str]) -> None:
+        """A cancelled item the source lists again came back: it is work again (a new attempt
+        series; the cancelled outcome stays in its history)."""
+        state = self.ledger.state
+        for name in names:
+            current = state(name)
+            if current is not None and current[0] == State.CANCELLED:
+                peek = getattr(self.client, "peek", None)
+                data = peek(name) if peek is not None else None
+                if self.ledger.rerun(name, (data or {}).get("version")):
+                    log.info("%s is back in the source: it runs again", name)
+                    self.window.arrived(1)
+
+    def cancel_removed(self, names: list[str]) -> None:
+        """`--cancel-removed`: these items left the source (`manager.removals` proved it).
+        Pending (or failed, waiting to retry): cancelled, never started. Running: the backend
+        ends it, and the item is recorded cancelled when its `run` returns (or at once, for
+        work this manager is not waiting for - a Job left by a manager before it). Finished
+        items keep their outcome."""
+        gate = self.reconciler.gate
+        for name in names:
+            with gate:
+                current = self.ledger.state(name)
+                if current is None:
+                    continue
+                if current[0] == State.RUNNING:
+                    ours = name in self.reconciler.in_flight
+                    if self.backend.cancel(name):
+                        log.warning("%s left the source: ending its running work", name)
+                        if not ours and self.ledger.cancel(name):
+                            self._note(name, Result.CANCELLED, None)
+                    continue
+                if not self.reconciler.needs_work(name) or not self.ledger.cancel(name):
+                    continue  # finished: its outcome stands
+            log.warning("%s left the source before it started: cancelled", name)
+            self._note(name, Result.CANCELLED, None)
 
     # -- the worker loop -------------------------------------------------------------------
 
@@ -244,10 +287,13 @@ class Manager:
 
     def _note(self, name: str, result: Result, outcome: Outcome | None) -> None:
         if outcome is not None and outcome.seconds is not None and not outcome.interrupted:
-            self.window.served(outcome.seconds)
             if self._durations is not None:
                 ended = "succeeded" if outcome.succeeded else "failed"
+                if outcome.cancelled:
+                    ended = "cancelled"
                 self._durations.labels(ended).observe(outcome.seconds)
+            if not outcome.cancelled:  # cut short: not a service time
+                self.window.served(outcome.seconds)
         if result in TERMINAL:
             self._waiting_since.pop(name, None)
         if self.on_result is not None and result in TERMINAL | {Result.RETRY}:
@@ -387,12 +433,17 @@ class Manager:
             self._report = report
             self.ledger.see(report.targets)
             self._rerun_changed(report.targets)
+            self._revive_returned(report.targets)
             for name in report.targets:
                 if not self.reconciler.needs_work(name):
                     report.results[name] = Result.SKIPPED
         if on_start is not None:
             on_start(report)
         self.start_workers()
+        if self.options.cancel_removed:  # the targets are fixed; what leaves still counts
+            threading.Thread(
+                target=self.poller.watch_removals, name="removals", daemon=True
+            ).start()
         # Every target not settled above goes on the queue as it is: the reconciler decides
         # again, and its every answer is reported. (Filtering again here could drop an item a
         # rival manager began meanwhile: neither queued nor reported, the run would never end.)

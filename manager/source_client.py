@@ -77,6 +77,9 @@ class SourceClient:
         self.full_view: bool | None = None
         self._listed: dict[str, dict] = {}
         self._listed_lock = threading.Lock()
+        # The resourceVersion of the last complete listing: its first page's (the oldest: a
+        # later page can only be newer), None when a page gave none (`manager.removals`).
+        self.listing_version: int | None = None
 
     # -- calls -----------------------------------------------------------------------------
 
@@ -87,21 +90,25 @@ class SourceClient:
         on."""
         if self.full_view is not False:
             try:
-                names, data = self._list(full=True)
+                names, data, version = self._list(full=True)
             except _NoFullView:
                 self.full_view = False
             else:
                 self.full_view = True
                 with self._listed_lock:
                     self._listed = data
+                self.listing_version = version
                 return names
-        names, _ = self._list(full=False)
+        names, _, version = self._list(full=False)
+        self.listing_version = version
         return names
 
-    def _list(self, *, full: bool) -> tuple[list[str], dict[str, dict]]:
+    def _list(self, *, full: bool) -> tuple[list[str], dict[str, dict], int | None]:
         names: list[str] = []
         data: dict[str, dict] = {}
         token = ""
+        first_version: int | None = None
+        pages = 0
         while True:
             params = {"limit": str(PAGE_SIZE)}
             if full:
@@ -130,9 +137,17 @@ class SourceClient:
                 else:
                     raise SourceProtocolError(f"{self.base_url}: ItemList.items is malformed")
             metadata = body.get("metadata") or {}
-            token = metadata.get("continue") if isinstance(metadata, dict) else None
+            if not isinstance(metadata, dict):
+                metadata = {}
+            version = _resource_version(metadata)
+            if version is None:
+                first_version = None
+            elif pages == 0:
+                first_version = version
+            pages += 1
+            token = metadata.get("continue")
             if not token:
-                return names, data
+                return names, data, first_version
 
     def peek(self, name: str) -> dict[str, Any] | None:
         """The data the last listing brought for `name` (view=full), without using it up;
@@ -244,6 +259,14 @@ def _session_for(base_url: str) -> requests.Session:
     session.auth = requests.utils.get_netrc_auth(base_url)
     session.trust_env = False
     return session
+
+
+def _resource_version(metadata: dict) -> int | None:
+    """A listing's `metadata.resourceVersion` as a number, None when absent or not one."""
+    try:
+        return int(metadata.get("resourceVersion"))
+    except (TypeError, ValueError):
+        return None
 
 
 def _is_status(response: requests.Response) -> bool:

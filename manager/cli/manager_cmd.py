@@ -98,6 +98,12 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         "(default) or run it again",
     )
     p.add_argument(
+        "--cancel-removed",
+        action="store_true",
+        help="an item that leaves the source is cancelled: never started if it waits, ended "
+        "if it runs (told only by a newer complete listing or a DELETED event)",
+    )
+    p.add_argument(
         "--metrics-port",
         type=port_number,
         help="serve the dashboard (/), /metrics, /stats and /healthz on this port (0 = any free)",
@@ -131,6 +137,7 @@ def manager_options(args, **extra) -> ManagerOptions:
         scale_down_delay=args.scale_down_delay,
         window=args.scale_window,
         on_change=args.on_change,
+        cancel_removed=args.cancel_removed,
         **extra,
     )
 

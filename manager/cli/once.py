@@ -69,12 +69,14 @@ def _log_tail(path: str | None, lines: int = 5) -> list[str]:
 
 
 def print_summary(report, ledger: Ledger, out=None) -> int:
-    """Print what the run did; return the exit code (0 all succeeded, 1 any failed)."""
+    """Print what the run did; return the exit code (0 all succeeded - or were cancelled, which
+    is what the source asked for - 1 any failed or was left unfinished)."""
     out = out or sys.stdout
     done_now = report.names_with(Result.SUCCEEDED)
     failed = report.names_with(Result.FAILED)
     skipped = report.names_with(Result.SKIPPED)
     gone = report.names_with(Result.GONE)
+    cancelled = report.names_with(Result.CANCELLED)
     already_failed = [n for n in skipped if (ledger.state(n) or ("",))[0] == State.FAILED.value]
     already_done = [n for n in skipped if n not in already_failed]
     unfinished = [n for n in report.targets if n not in report.results]
@@ -85,6 +87,8 @@ def print_summary(report, ledger: Ledger, out=None) -> int:
     parts.append(f"{len(failed) + len(already_failed)} failed")
     if gone:
         parts.append(f"{len(gone)} gone from the source")
+    if cancelled:
+        parts.append(f"{len(cancelled)} cancelled (left the source)")
     if unfinished:
         parts.append(f"{len(unfinished)} not finished (interrupted)")
     print(

@@ -2,8 +2,9 @@
 
 It serves an ambassador for DIR in-process (`inprocess.py`), waits for files still being copied
 to settle, and runs the local manager with `--once` against it: every matching file once, a
-progress bar on a terminal, a summary at the end. Exit 0 when every item succeeded, 1 when any
-failed. Everything after `--` is the worker command, word for word.
+progress bar on a terminal, a summary at the end. Exit 0 when every item succeeded (or, with
+--cancel-removed, was cancelled because its file went), 1 when any failed. Everything after
+`--` is the worker command, word for word.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ def run_folder(args) -> int:
         raise UserError(f"cannot read the folder {args.dir} (permission denied)")
     check_parallelism_bounds(args)
     local = from_words(LocalOptions, vars(args), worker_argv=argv)
-    options = manager_options(args)
+    # --cancel-removed: the folder is listed every ~2 s for what left it (in-process: cheap)
+    options = manager_options(args, poll_interval=2.0)
     from .inprocess import serve_folder
 
     folder = folder_config(args)

@@ -63,6 +63,7 @@ def board_html(board: Board) -> str:
             _waiting(board),
             _failed(board),
             _recent(board),
+            _cancelled(board),
             _autoscaler(board),
             f'<p id="generated" data-generated="{view.now:.3f}">as of {esc(moment(view.now))}</p>',
         ]
@@ -194,6 +195,20 @@ def _failed(board: Board) -> str:
             )
         )
     return _table("failed", f"Failed ({len(failed)})", ["item", "reason", "log tail"], rows)
+
+
+def _cancelled(board: Board) -> str:
+    """Items that left the source before their work was done (--cancel-removed); nothing
+    when there are none."""
+    gone = [i for i in board.view.items if i.state == "cancelled"]
+    if not gone:
+        return ""
+    gone.sort(key=lambda i: i.since or 0, reverse=True)
+    rows = [
+        (i.name, [f'<span class="name">{esc(i.name)}</span>', esc(i.reason)])
+        for i in gone[:RECENT_SHOWN]
+    ]
+    return _table("cancelled", f"Cancelled ({len(gone)})", ["item", "reason"], rows)
 
 
 def _recent(board: Board) -> str:

@@ -116,7 +116,7 @@ def test_the_dashboard_of_a_real_run_in_chromium(tmp_path, browser):
         browser.get(url)
         browser.execute_script("window.__sameDocument = true;")
         # both gated items running, the others done: a still moment to compare with the ledger
-        steady = {"pending": 0, "running": 2, "succeeded": 2, "failed": 1}
+        steady = {"pending": 0, "running": 2, "succeeded": 2, "failed": 1, "cancelled": 0}
         wait_until(lambda: counts(browser) == steady, timeout=30, interval=0.2)
         ledger = json.loads(workqueue("status", "--state-dir", state, "--json").stdout)
         assert ledger["counts"] == counts(browser) == steady

@@ -109,7 +109,13 @@ def test_retry_failed_and_matching(tmp_path):
     assert (
         r.returncode == 0 and r.stdout.strip() == "2 item(s) will run again: bad-1.mp4, bad-2.mp4"
     )
-    assert counts(state) == {"pending": 2, "running": 0, "succeeded": 1, "failed": 1}
+    assert counts(state) == {
+        "pending": 2,
+        "running": 0,
+        "succeeded": 1,
+        "failed": 1,
+        "cancelled": 0,
+    }
     r = workqueue("retry", "--failed", "--state-dir", state)
     assert r.stdout.strip() == "1 item(s) will run again: other-bad.mp4"
     r = workqueue("retry", "--failed", "--state-dir", state)

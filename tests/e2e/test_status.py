@@ -72,7 +72,13 @@ def test_status_json_while_a_manager_runs_and_after(gated_run):
         body = wait_until(gate_running, timeout=30, interval=0.1)
         jsonschema.validate(body, SCHEMA)
         items = {i["name"]: i for i in body["items"]}
-        assert body["counts"] == {"pending": 3, "running": 1, "succeeded": 1, "failed": 1}
+        assert body["counts"] == {
+            "pending": 3,
+            "running": 1,
+            "succeeded": 1,
+            "failed": 1,
+            "cancelled": 0,
+        }
         assert items["c-gate.mp4"]["reason"].startswith("running since ")
         line = sorted((i for i in body["items"] if "position" in i), key=lambda i: i["position"])
         assert [i["name"] for i in line] == ["d-1.mp4", "e-2.mp4", "f-3.mp4"]
@@ -98,7 +104,13 @@ def test_status_json_while_a_manager_runs_and_after(gated_run):
             run.wait(timeout=30)
     after = status(state)
     jsonschema.validate(after, SCHEMA)
-    assert after["counts"] == {"pending": 0, "running": 0, "succeeded": 5, "failed": 1}
+    assert after["counts"] == {
+        "pending": 0,
+        "running": 0,
+        "succeeded": 5,
+        "failed": 1,
+        "cancelled": 0,
+    }
     assert after["manager"] is None and after["forecast"]["parallelism"] is None
     assert after["forecast"]["recommended_parallelism"] is None  # no manager: no parallelism
     r = workqueue("status", "--state-dir", state)

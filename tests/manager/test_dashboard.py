@@ -64,7 +64,13 @@ def test_the_board_and_its_json_and_the_shipped_files(serve):
     fragment = requests.get(url + "/ui/board", timeout=5).text
     assert fragment.startswith('<section id="counts"') and "<html" not in fragment
     board = requests.get(url + "/ui/board.json", timeout=5).json()
-    assert board["counts"] == {"pending": 1, "running": 1, "succeeded": 1, "failed": 1}
+    assert board["counts"] == {
+        "pending": 1,
+        "running": 1,
+        "succeeded": 1,
+        "failed": 1,
+        "cancelled": 0,
+    }
     assert sum(board["series"]["succeeded"]) == 1 and sum(board["series"]["failed"]) == 1
     assert board["autoscaler"] == {"enabled": False, "decisions": []}
     js = requests.get(url + "/ui/static/dashboard.js", timeout=5)

@@ -61,7 +61,7 @@ def test_the_schedule_fills_free_slots_then_follows_the_running_items():
     assert etas == pytest.approx({"w1": 0.0, "w2": 6.0, "w3": 10.0})
     assert view.forecast.drain_seconds == pytest.approx(20.0)  # w3 starts at 10, runs 10
     assert view.forecast.service_seconds == pytest.approx(10.0)
-    assert view.counts == {"pending": 3, "running": 1, "succeeded": 2, "failed": 0}
+    assert view.counts == {"pending": 3, "running": 1, "succeeded": 2, "failed": 0, "cancelled": 0}
     running = next(i for i in view.items if i.name == "run")
     assert running.reason.startswith("running since ") and "4.0 s so far" in running.reason
 
@@ -122,7 +122,7 @@ def test_reasons_a_backend_knows_better_win():
 def test_from_record_adds_listed_names_and_unnamed_counts():
     record = QueueRecord("ns", [done("a", 1.0, NOW - 5)], None, unnamed={"succeeded": 4})
     view = from_record(record, NOW, listed=["a", "new.mp4"])
-    assert view.counts == {"pending": 1, "running": 0, "succeeded": 5, "failed": 0}
+    assert view.counts == {"pending": 1, "running": 0, "succeeded": 5, "failed": 0, "cancelled": 0}
     assert view.waiting()[0].name == "new.mp4"
 
 

@@ -24,7 +24,8 @@ holds it) runs nothing until it is unsuspended; a pod the cluster disrupts (`dis
 with a DisruptionTarget condition) is not counted against backoffLimit when the Job's
 podFailurePolicy says Ignore for it, and is otherwise; an exit code a FailJob rule lists fails
 the Job at once (reason PodFailurePolicy, the real controller's message); attempts run one after
-the other, never overlapping (podReplacementPolicy: Failed).
+the other, never overlapping (podReplacementPolicy: Failed). A Job deleted while its pod runs
+takes the pod with it: its container is sent SIGTERM, as a kubelet does when a pod is deleted.
 """
 
 from __future__ import annotations
@@ -63,9 +64,16 @@ class Kubelet:
         self.disruptions: list[tuple[str, bool]] = []  # (pod, ignored by the Job's policy)
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
+        self._containers: dict[str, subprocess.Popen] = {}  # Job uid -> its running container
         self.store.hooks.append(self._on_change)
 
     def _on_change(self, kind: str, resource: str, obj: dict) -> None:
+        if resource == "jobs" and kind == "DELETED":
+            with self._lock:
+                container = self._containers.get(obj["metadata"]["uid"])
+            if container is not None:  # the pod goes with its Job: its container is stopped
+                container.terminate()
+            return
         if resource != "jobs" or kind not in ("ADDED", "MODIFIED"):
             return
         uid = obj["metadata"]["uid"]
@@ -148,9 +156,7 @@ class Kubelet:
             for _ in range(tries):
                 pod_name = self._pod(job, "Running", {"running": {"startedAt": now_rfc3339()}})
                 try:
-                    code = subprocess.run(
-                        argv, env=env, stdin=subprocess.DEVNULL, capture_output=True
-                    ).returncode
+                    code = self._container(job, argv, env)
                 except OSError:
                     code = 127
                 self._pod_ended(ns, pod_name, container, code)
@@ -168,6 +174,28 @@ class Kubelet:
                         ns, name, spec, ok=False, reason="PodFailurePolicy", message=message
                     )
         self._finish(ns, name, spec, ok=code == 0, reason="BackoffLimitExceeded")
+
+    def _container(self, job: dict, argv: list[str], env: dict[str, str]) -> int:
+        """Run one container to its end; its exit code. Stopped if the Job is deleted."""
+        uid = job["metadata"]["uid"]
+        proc = subprocess.Popen(
+            argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        with self._lock:
+            self._containers[uid] = proc
+        try:
+            meta = job["metadata"]
+            try:
+                alive = self.store.get("jobs", meta["namespace"], meta["name"])["metadata"]
+            except ApiError:
+                alive = None
+            if alive is None or alive["uid"] != uid:
+                proc.terminate()  # deleted before the container started
+            return proc.wait()
+        finally:
+            with self._lock:
+                self._containers.pop(uid, None)
 
     def _disrupted(self, job: dict, item: str) -> bool | None:
         """One pod of `job` ended by the cluster, if `disrupt` says so (None if not). True

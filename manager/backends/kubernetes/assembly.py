@@ -277,7 +277,7 @@ def _epoch(timestamp: str | None) -> float | None:
 
 
 def retry(queue: KubeQueue, name: str) -> str:
-    """A failed item out of the record, its Job deleted; the next pass of the queue's manager
+    """A failed (or cancelled) item out of the record, its Job deleted; the next pass of the queue's manager
     runs it again. An unknown item, or one that did not fail, is a `UserError`, as on the local
     backend."""
     with _queue_api(queue) as (where, api):
@@ -288,9 +288,9 @@ def retry(queue: KubeQueue, name: str) -> str:
         state = job_state(job)[0] if job is not None else (known[0] if known else None)
         if state is None:
             raise UserError(f"no item named {name!r} in queue {where.queue} of {where.namespace}")
-        if state != State.FAILED or not backend.retry(name):
+        if state not in (State.FAILED, State.CANCELLED) or not backend.retry(name):
             raise UserError(f"{name!r} is {state}, not failed: nothing to retry")
-        return f"{name}: was failed; the queue's manager will run it again"
+        return f"{name}: was {state}; the queue's manager will run it again"
 
 
 def retry_many(

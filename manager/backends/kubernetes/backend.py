@@ -15,6 +15,11 @@ A crash between 1 and 2 leaves a Job whose pod cannot mount its data: `clean_orp
 such a Job (it never ran) once it is a minute old, and the item is dispatched again; a
 ConfigMap nobody owns (left by an older version) is removed the same way.
 
+cancel(name) - the item left the source (--cancel-removed): its Job is read afresh and, if it
+still runs, its finalizer removed and the Job deleted with a uid precondition (so never a newer
+Job of that name); the `run` awaiting it returns cancelled. A Job found finished keeps its
+outcome.
+
 Completion - recording the outcome, removing the finalizer, history limits, failing stuck
 items - is the completion controller's (`completion.py`): the Job cache's handler only enqueues.
 
@@ -66,6 +71,7 @@ class KubernetesBackend:
         self.keep_failed = keep_failed
         self._stopping = threading.Event()
         self._in_flight: set[str] = set()
+        self._cancelled: set[str] = set()  # Job names whose run() is to return cancelled
         self._on_change: list[Callable[[], None]] = []  # told after each cache change
         self.metrics = _Metrics(registry, cache) if registry is not None else None
         self.completions = CompletionController(
@@ -101,10 +107,39 @@ class KubernetesBackend:
             return self._dispatch(name, job_name, config_map, attempt, where)
         finally:
             self._in_flight.discard(job_name)
+            self._cancelled.discard(job_name)
+
+    def cancel(self, name: str) -> bool:
+        """End the item's running Job (see the module docstring). False when there is none:
+        no Job, or one that has finished (its outcome stands)."""
+        job_name = ko.object_name(self.queue, name)
+        if job_name in self._in_flight:
+            self._cancelled.add(job_name)  # before the delete: run() must not call it a failure
+        ended = self._end_job(job_name)
+        with self.cache.changed:
+            self.cache.changed.notify_all()
+        if ended is False:  # it had finished: its outcome stands
+            self._cancelled.discard(job_name)
+            return False
+        return ended or job_name in self._cancelled  # None: not created yet; run() sees to it
+
+    def _end_job(self, job_name: str) -> bool | None:
+        """Delete the Job if, read afresh, it still runs: True. False when it has finished;
+        None when there is none (or it is being deleted already)."""
+        fresh = self.api.find("jobs", job_name)
+        if fresh is None or fresh["metadata"].get("deletionTimestamp"):
+            return None
+        if finished(fresh):
+            return False
+        self.completions.remove_finalizer(job_name)
+        self.api.remove("jobs", job_name, fresh["metadata"]["uid"])
+        return True
 
     def _dispatch(self, name, job_name, config_map, attempt, where) -> Outcome:
         self._clear_previous_attempt(job_name)
         self._clear_stale_data(job_name)
+        if job_name in self._cancelled:  # asked before its Job existed: never create it
+            return self._cancelled_outcome(where)
         body = ko.job(self.queue, self.api.namespace, name, attempt, self.pod)
         try:
             job = self.api.create("jobs", body)
@@ -171,10 +206,18 @@ class KubernetesBackend:
             finalizers = cached["metadata"].get("finalizers") or []
             return finished(cached) is not None and ko.RECORD_FINALIZER not in finalizers
 
+        def cancelled() -> bool:
+            return job_name in self._cancelled and not recorded()
+
         for _ in range(RECORD_LOOKS):
             self.cache.wait_for(
-                lambda: recorded() or self._stopping.is_set() or settled_elsewhere()
+                lambda: recorded() or self._stopping.is_set() or settled_elsewhere() or cancelled()
             )
+            if cancelled():
+                if self._end_job(job_name) is False:  # it finished first: its outcome stands
+                    self._cancelled.discard(job_name)
+                    continue
+                return self._cancelled_outcome(where)
             if recorded() or self._stopping.is_set():
                 break
             self.record.reload(item_hash)  # the outcome is in the record: read it afresh
@@ -207,6 +250,11 @@ class KubernetesBackend:
                 final=True,
             )
         return Outcome(False, exit_code=1, error="Job failed", log_path=where)
+
+    @staticmethod
+    def _cancelled_outcome(where: str) -> Outcome:
+        error = "cancelled: it left the source"
+        return Outcome(False, error=error, log_path=where, cancelled=True)
 
     def _clear_previous_attempt(self, job_name: str) -> None:
         """A retry reuses the deterministic name: the failed Job (already recorded) goes

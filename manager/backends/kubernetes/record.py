@@ -4,8 +4,9 @@ Jobs are the record of what is running; finished Jobs are cleaned up (ttlSeconds
 history limits, a user's kubectl delete), so they cannot be the record of what *finished*. That
 lives in a compact record of the manager's own in the namespace: sixteen ConfigMaps,
 `<queue>-record-0` … `-f`, sharded by the first hex digit of each item's hash, mapping
-item hash -> "succeeded:<attempts>" or "failed:<attempts>" (":final" appended for a failure
-no retry fixes: an exit code listed in --fail-fast-exit-codes) - about 30 bytes an item, so
+item hash -> "succeeded:<attempts>", "failed:<attempts>" (":final" appended for a failure
+no retry fixes: an exit code listed in --fail-fast-exit-codes) or "cancelled:<attempts>" (it
+left the source: --cancel-removed) - about 30 bytes an item, so
 100,000 items fit. Every Job carries the finalizer `workqueue.dev/record`; the manager removes it
 only after the Job's outcome is in the record, so no cleanup can make an item run again. Writes are
 read-modify-write guarded by the resourceVersion read (409 Conflict -> read again), so several
@@ -252,7 +253,8 @@ class ClusterLedger:
 
     def state(self, name: str) -> tuple[str, int] | None:
         """The item's Job if there is one (running, or finished with its outcome); else what
-        this manager is doing with it right now; else the record; else what it last did."""
+        this manager is doing with it right now; else the record; else what it last did;
+        else pending if this manager has seen it listed."""
         job = self.cache.get(ko.object_name(self.queue, name))
         if job is not None and not job["metadata"].get("deletionTimestamp"):
             return job_state(job)
@@ -261,7 +263,11 @@ class ClusterLedger:
         if local is not None and local[0] == State.RUNNING.value:
             return local
         recorded = self.record.get(self._hash(name))
-        return recorded if recorded is not None else local
+        if recorded is not None:
+            return recorded
+        if local is None and name in self._rows:  # seen, never started: pending
+            return State.PENDING.value, 0
+        return local
 
     def see(self, names: Iterable[str]) -> list[str]:
         now = time.time()
@@ -295,6 +301,22 @@ class ClusterLedger:
         with self._lock:
             attempts = self._local.get(name, (None, 1))[1]
             self._local[name] = (State.PENDING.value, max(0, attempts - 1))
+
+    def cancel(self, name: str) -> bool:
+        """Recorded cancelled in the durable record (so no manager runs it again), unless it
+        had finished. A pending item never seen running has 0 attempts."""
+        current = self.state(name)
+        if current is None:
+            return False
+        if current[0] in (State.SUCCEEDED.value, State.CANCELLED.value):
+            return False
+        self.record.put(self._hash(name), State.CANCELLED.value, current[1])
+        with self._lock:
+            self._local[name] = (State.CANCELLED.value, current[1])
+            self._rows.setdefault(name, {"first_seen": time.time()}).update(
+                finished=time.time(), last_error="cancelled: it left the source"
+            )
+        return True
 
     def take_retry_requests(self) -> list[str]:
         return []  # `workqueue retry` acts on the cluster directly: nothing is left for us

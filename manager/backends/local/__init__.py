@@ -178,14 +178,15 @@ def _ledger_to_change(state_dir: str) -> tuple[Ledger, bool]:
 
 
 def retry(queue: LocalQueue, name: str) -> str:
-    """Make a failed item pending again; with a manager running on the state directory, leave
-    it a request it takes at its next poll. Returns what happened, for people."""
+    """Make a failed (or cancelled) item pending again; with a manager running on the state
+    directory, leave it a request it takes at its next poll. Returns what happened, for
+    people."""
     ledger, busy = _ledger_to_change(queue.state_dir)
     with ledger:
         current = ledger.state(name)
         if current is None:
             raise UserError(f"no item named {name!r} in {ledger.where}")
-        if current[0] != State.FAILED:
+        if current[0] not in (State.FAILED, State.CANCELLED):
             raise UserError(f"{name!r} is {current[0]}, not failed: nothing to retry")
         if busy:
             ledger.request_retry(name)

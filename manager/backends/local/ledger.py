@@ -6,7 +6,8 @@ a manager runs.
 
 One row per item name: its state, attempts, first-seen / started / finished times (wall clock,
 seconds), exit code, log path, last error, and - while it runs - the process group it runs in.
-States are strings (rq's habit): pending -> running -> succeeded | failed.
+States are strings (rq's habit): pending -> running -> succeeded | failed, and cancelled for an
+item that left the source before its work was done (`--cancel-removed`).
 
 Durability: every transition is committed before the manager acts on it (`journal_mode=WAL`,
 `synchronous=NORMAL`: a committed transition survives a crash of the manager - kill -9
@@ -322,12 +323,14 @@ class Ledger:
         """The version the item's latest attempt ran at (None: unknown). A dict lookup."""
         return self._versions.get(name)
 
-    def rerun(self, name: str, version: str) -> bool:
-        """A finished item whose source changed runs again: its outcome goes to the history
-        (`runs`), and it is pending with a new attempt series. False unless it had finished."""
+    def rerun(self, name: str, version: str | None = None) -> bool:
+        """A finished item whose source changed (or, cancelled, came back) runs again: its
+        outcome goes to the history (`runs`), and it is pending with a new attempt series.
+        False unless it had finished."""
+        finished = (State.SUCCEEDED.value, State.FAILED.value, State.CANCELLED.value)
         with self._lock:
             current = self._state.get(name)
-            if current is None or current[0] not in (State.SUCCEEDED.value, State.FAILED.value):
+            if current is None or current[0] not in finished:
                 return False
             with self._db:
                 self._db.execute("BEGIN")
@@ -385,11 +388,27 @@ class Ledger:
             )
             self._state[name] = (State.PENDING.value, attempts)
 
-    def retry(self, name: str) -> bool:
-        """A failed item runs again on purpose: back to pending with its attempts reset."""
+    def cancel(self, name: str) -> bool:
+        """pending, running or failed -> cancelled: the item left the source. Its attempts and
+        last outcome stay as they were; `finished` is the moment of the cancel."""
         with self._lock:
             current = self._state.get(name)
-            if current is None or current[0] != State.FAILED.value:
+            if current is None or current[0] in (State.SUCCEEDED.value, State.CANCELLED.value):
+                return False
+            self._db.execute(
+                "UPDATE items SET state='cancelled', finished=?, pgid=NULL, pgid_start=NULL "
+                "WHERE name=?",
+                (self.clock(), name),
+            )
+            self._state[name] = (State.CANCELLED.value, current[1])
+            return True
+
+    def retry(self, name: str) -> bool:
+        """A failed or cancelled item runs again on purpose: back to pending with its attempts
+        reset."""
+        with self._lock:
+            current = self._state.get(name)
+            if current is None or current[0] not in (State.FAILED.value, State.CANCELLED.value):
                 return False
             self._db.execute(
                 "UPDATE items SET state='pending', attempts=0, last_error=NULL WHERE name=?",

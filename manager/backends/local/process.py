@@ -12,6 +12,10 @@ it left running in its group is ended when it exits (SIGTERM, then SIGKILL), suc
 worker that wants a daemon to outlive it must detach it on purpose (its own session). stdout and
 stderr are appended to one log file per item under `logs/`, each attempt under a header line.
 
+`cancel(name)` (the item left the source) ends the item's process group the same way - at once
+if it runs, or as soon as the `run` under way has started it - and that `run` reports the
+outcome as cancelled.
+
 If the manager itself is killed (-9), children cannot be told; `record_process` (the ledger's)
 keeps each running child's process group and its start time (from /proc), and a restarted
 manager ends those groups (`end_process_group`, through `Ledger.recover`) - only if the start
@@ -87,6 +91,10 @@ class LocalBackend:
         os.makedirs(self.items_dir, mode=0o700, exist_ok=True)
         os.makedirs(self.logs_dir, exist_ok=True)
         self._running: dict[int, subprocess.Popen] = {}
+        # Invariants (under _running_lock): _active holds the names inside run(), with their
+        # child once it started; _cancelled is the subset of _active asked to end.
+        self._active: dict[str, subprocess.Popen | None] = {}
+        self._cancelled: set[str] = set()
         self._running_lock = threading.Lock()
         self._stopping = threading.Event()
 
@@ -99,10 +107,44 @@ class LocalBackend:
     def on_change(self, callback: Callable[[], None]) -> None:
         return None  # nothing runs here that the manager did not start
 
+    def cancel(self, name: str) -> bool:
+        """End `name`'s process group (SIGTERM, then SIGKILL), now or as soon as it starts;
+        its `run` reports it cancelled. False when no `run` of it is under way."""
+        with self._running_lock:
+            if name not in self._active:
+                return False
+            self._cancelled.add(name)
+            proc = self._active[name]
+        if proc is not None:  # ended off the caller's thread: the poller must not wait on it
+            threading.Thread(target=self._end, args=(proc,), daemon=True).start()
+        return True
+
     def run(self, name: str, data: dict[str, Any], attempt: int) -> Outcome:
+        with self._running_lock:
+            self._active[name] = None
+        try:
+            return self._run(name, data, attempt)
+        finally:
+            with self._running_lock:
+                self._active.pop(name, None)
+                self._cancelled.discard(name)
+
+    def _cancelled_outcome(self, name: str, log_path: str, code: int | None = None):
+        with self._running_lock:
+            if name not in self._cancelled:
+                return None
+        return Outcome(
+            False, exit_code=code, error="cancelled: it left the source", log_path=log_path,
+            cancelled=True,
+        )  # fmt: skip
+
+    def _run(self, name: str, data: dict[str, Any], attempt: int) -> Outcome:
         log_path = self.log_path(name)
         if self._stopping.is_set():
             return Outcome(False, interrupted=True, log_path=log_path)
+        cancelled = self._cancelled_outcome(name, log_path)
+        if cancelled is not None:
+            return cancelled
         fd, item_file = tempfile.mkstemp(prefix="item-", suffix=".json", dir=self.items_dir)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -135,10 +177,15 @@ class LocalBackend:
                     )
                 with self._running_lock:
                     self._running[proc.pid] = proc
+                    self._active[name] = proc
+                    cancel_now = name in self._cancelled
                 try:
                     if self.record_process is not None:
                         self.record_process(name, proc.pid, process_start_time(proc.pid))
-                    return self._wait(proc, log_path)
+                    if cancel_now:  # asked while it was being started
+                        self._end(proc)
+                    outcome = self._wait(proc, log_path)
+                    return self._cancelled_outcome(name, log_path, outcome.exit_code) or outcome
                 finally:
                     with self._running_lock:
                         self._running.pop(proc.pid, None)

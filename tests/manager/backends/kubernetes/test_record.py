@@ -84,5 +84,11 @@ def test_rows_and_counts_cover_what_this_manager_saw():
     record.put("a.mp4", "succeeded", 1)
     cache.put("b.mp4")
     assert [r.name for r in view.rows("running")] == ["b.mp4"]
-    assert view.counts() == {"pending": 0, "running": 1, "succeeded": 1, "failed": 0}
+    assert view.counts() == {
+        "pending": 0,
+        "running": 1,
+        "succeeded": 1,
+        "failed": 0,
+        "cancelled": 0,
+    }
     assert view.take_retry_requests() == []

@@ -40,7 +40,13 @@ def test_status_from_the_cluster_says_why_pods_do_not_run(
 
         body = wait_until(settled, timeout=60, interval=0.2)
         jsonschema.validate(body, SCHEMA)
-        assert body["counts"] == {"pending": 0, "running": 2, "succeeded": 1, "failed": 0}
+        assert body["counts"] == {
+            "pending": 0,
+            "running": 2,
+            "succeeded": 1,
+            "failed": 0,
+            "cancelled": 0,
+        }
         items = {i["name"]: i for i in body["items"]}
         assert items["pull-me.mp4"]["reason"].startswith(
             "image cannot be pulled (ImagePullBackOff): thumbnailer:1.0"

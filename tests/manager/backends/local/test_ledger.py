@@ -19,7 +19,13 @@ def test_lifecycle_of_an_item(tmp_path):
         ledger.finish("a", True, 0, None)
         row = ledger.row("a")
         assert (row.state, row.attempts, row.exit_code, row.first_seen) == ("succeeded", 2, 0, 100)
-        assert ledger.counts() == {"pending": 1, "running": 0, "succeeded": 1, "failed": 0}
+        assert ledger.counts() == {
+            "pending": 1,
+            "running": 0,
+            "succeeded": 1,
+            "failed": 0,
+            "cancelled": 0,
+        }
 
 
 def test_state_survives_reopening(tmp_path):

@@ -1,0 +1,70 @@
+"""Which items left the source, told only from answers that prove it (`--cancel-removed`).
+
+An item has left the source when a complete listing *newer* than one that listed it no longer
+lists it, or when the watch stream says DELETED (its events come in the order the source saw
+them). Nothing else counts:
+
+  * a listing that failed, or broke off between pages, raised before it got here: the
+    poller hands over complete listings only;
+  * a listing is ordered by its `metadata.resourceVersion` (the ambassador's snapshot
+    version, which only grows while it runs; the oldest page's, for a paged listing). One
+    from a source that gives none cannot be ordered, so nothing is ever cancelled from it (a
+    warning says so once);
+  * a listing whose version is *older* than the last one seen went back in time - the
+    ambassador restarted and counts from 1 again, or a second replica answered. It cancels
+    nothing; it becomes the new baseline, so the next, newer listing is compared with it.
+
+State: `_listed`, the names of the newest listing seen, and `_version`, its resourceVersion.
+Invariant: every name in `_listed` was listed at `_version` (or later, by an ADDED event),
+so a newer listing without it proves it left. One set of names: the memory of one listing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+log = logging.getLogger(__name__)
+
+
+class Removals:
+    def __init__(self) -> None:
+        self._listed: set[str] = set()
+        self._version: int | None = None
+        self._warned_unordered = False
+
+    def listing(self, names: Iterable[str], version: int | None) -> list[str]:
+        """A complete listing at resourceVersion `version`: the names it proves removed
+        (listed before, missing now), sorted. The caller's duty: pass only complete listings."""
+        current = set(names)
+        if version is None:
+            if not self._warned_unordered:
+                log.warning(
+                    "the source gives no resourceVersion with its listings: --cancel-removed "
+                    "cannot tell a newer listing from an older one and cancels nothing"
+                )
+                self._warned_unordered = True
+            return []
+        previous, before = self._listed, self._version
+        self._listed, self._version = current, version
+        if before is None or version <= before:
+            if before is not None and version < before:
+                log.warning(
+                    "the source's listing went back in time (resourceVersion %d after %d: "
+                    "restarted?); nothing is cancelled from it",
+                    version,
+                    before,
+                )
+            return []
+        return sorted(previous - current)
+
+    def added(self, name: str) -> None:
+        """The watch stream said ADDED: the item is listed (as of the stream's newest event)."""
+        self._listed.add(name)
+
+    def deleted(self, name: str) -> bool:
+        """The watch stream said DELETED: True when the item was known listed (so it left)."""
+        if name in self._listed:
+            self._listed.discard(name)
+            return True
+        return False
