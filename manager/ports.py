@@ -176,10 +176,10 @@ class Backend(Protocol):
         """Call `callback` whenever `others_running()` may have changed."""
 
     def cancel(self, name: str) -> bool:
-        """End the unit of work of `name` (it left the source): now if it runs, or as soon as
-        the `run` already under way starts it; that `run` then returns `Outcome(cancelled=
-        True)`. True when work of the item was running (this manager's, or - on a cluster -
-        left by another) and is being ended; False when none was."""
+        """End the unit of work of `name` (it left the source): the `run` of it under way here
+        (which then returns `Outcome(cancelled=True)`), or - on a cluster - work of it left
+        running by another manager. False when neither is there (yet): the caller asks again
+        while its `run` has not begun."""
 
 
 class Elector(Protocol):

@@ -71,9 +71,10 @@ class Reconciler:
         self.on_outcome = on_outcome
         self.on_dispatch = on_dispatch  # told when an item stops waiting and starts
         self.gate = threading.Lock()  # see the module docstring
-        # Invariant: the names this reconciler is between `ledger.start` and the outcome of
-        # (changed under `gate`).
+        # Invariants (changed under `gate`): in_flight holds the names this reconciler is
+        # between `ledger.start` and the outcome of; cancelling, those of them asked to end.
         self.in_flight: set[str] = set()
+        self.cancelling: set[str] = set()
 
     def needs_work(self, name: str) -> bool:
         """False when the ledger says there is nothing to do for `name` (the poller's diff)."""
@@ -113,6 +114,7 @@ class Reconciler:
             finally:
                 with self.gate:
                     self.in_flight.discard(name)
+                    self.cancelling.discard(name)
         finally:
             self.capacity.release()
 
@@ -120,11 +122,16 @@ class Reconciler:
         """Run the started item and record how it ended."""
         started = time.monotonic()
         try:
-            outcome = self.backend.run(name, data, attempt)
+            if name in self.cancelling:  # asked to end before it began
+                outcome = Outcome(False, error="cancelled: it left the source", cancelled=True)
+            else:
+                outcome = self.backend.run(name, data, attempt)
         except Exception as exc:  # never leave the item marked running
             log.exception("%s: the backend failed", name)
             outcome = Outcome(False, error=f"backend error: {type(exc).__name__}: {exc}")
         outcome = replace(outcome, seconds=time.monotonic() - started)
+        if name in self.cancelling and not outcome.succeeded and not outcome.interrupted:
+            outcome = replace(outcome, cancelled=True)  # however the ending looked to it
         if outcome.interrupted:
             self.ledger.requeue(name)
             return Result.STOPPED, outcome

@@ -228,27 +228,51 @@ class Manager:
 
     def cancel_removed(self, names: list[str]) -> None:
         """`--cancel-removed`: these items left the source (`manager.removals` proved it).
-        Pending (or failed, waiting to retry): cancelled, never started. Running: the backend
-        ends it, and the item is recorded cancelled when its `run` returns (or at once, for
-        work this manager is not waiting for - a Job left by a manager before it). Finished
-        items keep their outcome."""
+        Pending (or failed, waiting to retry): cancelled, never started. Running here: the
+        backend ends it, and the reconciler records it cancelled when its `run` returns.
+        Running elsewhere (a Job a manager before this one left): ended and recorded at
+        once. Finished items keep their outcome."""
         gate = self.reconciler.gate
         for name in names:
             with gate:
                 current = self.ledger.state(name)
                 if current is None:
                     continue
-                if current[0] == State.RUNNING:
-                    ours = name in self.reconciler.in_flight
-                    if self.backend.cancel(name):
-                        log.warning("%s left the source: ending its running work", name)
-                        if not ours and self.ledger.cancel(name):
-                            self._note(name, Result.CANCELLED, None)
-                    continue
-                if not self.reconciler.needs_work(name) or not self.ledger.cancel(name):
+                if name in self.reconciler.in_flight:
+                    self.reconciler.cancelling.add(name)
+                    log.warning("%s left the source: ending its running work", name)
+                    ours = True
+                elif current[0] == State.RUNNING:
+                    ours = False
+                elif not self.reconciler.needs_work(name) or not self.ledger.cancel(name):
                     continue  # finished: its outcome stands
-            log.warning("%s left the source before it started: cancelled", name)
-            self._note(name, Result.CANCELLED, None)
+                else:
+                    log.warning("%s left the source before it started: cancelled", name)
+                    self._note(name, Result.CANCELLED, None)
+                    continue
+            if ours:
+                threading.Thread(
+                    target=self._end_running, args=(name,), name="cancel", daemon=True
+                ).start()
+            elif self.backend.cancel(name) and self.ledger.cancel(name):
+                log.warning("%s left the source: its running work was ended", name)
+                self._note(name, Result.CANCELLED, None)
+
+    def _end_running(self, name: str) -> None:
+        """Ask the backend to end `name`'s run until it says it does, or the run is over: a
+        run between its start in the ledger and the backend taking it up is not yet known
+        to the backend. The reconciler records the outcome cancelled."""
+        while True:
+            try:
+                if self.backend.cancel(name):
+                    return
+            except Exception as exc:  # the next look tries again
+                log.warning("%s: cannot end its running work yet: %s", name, exc)
+            with self.reconciler.gate:
+                if name not in self.reconciler.in_flight:
+                    return
+            if self.stop_event.wait(0.1):
+                return
 
     # -- the worker loop -------------------------------------------------------------------
 

@@ -25,8 +25,9 @@ from . import objects as ko
 from .api import KubeApi, KubeError, load_configuration
 from .backend import KubernetesBackend
 from .cache import JobCache, finished
+from .ledger import ClusterLedger, job_state
 from .options import KubeOptions, KubeQueue
-from .record import ClusterLedger, ManagerFacts, RecordStore, job_state
+from .record import Entry, ManagerFacts, RecordStore
 
 log = logging.getLogger(__name__)
 SYNC_TIMEOUT_SECONDS = 60
@@ -77,6 +78,7 @@ def setup(options: KubeOptions, *, registry=None) -> Parts:
             ko.queue_selector(where.queue),
             on_change=lambda kind, job: holder["backend"].on_job_change(kind, job),
             resync_period=options.resync,
+            index_label=ko.ITEM_HASH_LABEL,
         )
         backend = holder["backend"] = KubernetesBackend(
             api,
@@ -207,14 +209,25 @@ def status(queue: KubeQueue, *, listed: list[str] | None = None) -> QueueRecord:
     rows: dict[str, Row] = {}
     reasons: dict[str, str] = {}
     details: dict[str, dict] = {}
+    by_item: dict[str, list[dict]] = {}
     for job in jobs:
         meta = job["metadata"]
         item = (meta.get("annotations") or {}).get(ko.ITEM_ANNOTATION)
-        if item is None or meta.get("deletionTimestamp"):
+        if item is not None and not meta.get("deletionTimestamp"):
+            by_item.setdefault(item, []).append(job)
+    for item, its_jobs in by_item.items():
+        entry = record.entry(ko.item_hash(where.queue, item))
+        job = _current(its_jobs, entry)
+        if job is None:  # every Job is an older version's: the record speaks for it
             continue
+        meta = job["metadata"]
         pod = newest_pod.get(meta["name"])
-        rows[item] = _job_row(item, job, pod, where.namespace)
-        details[item] = {"job": meta["name"], "pod": pods.summary(pod)}
+        rows[item] = _job_row(item, job, pod, where.namespace, entry)
+        details[item] = {
+            "job": meta["name"],
+            "pod": pods.summary(pod),
+            "versions": _versions(its_jobs, entry),
+        }
         if not finished(job):
             why = pods.waiting_reason(job, pod)
             if why is not None:
@@ -242,8 +255,34 @@ def status(queue: KubeQueue, *, listed: list[str] | None = None) -> QueueRecord:
     )
 
 
-def _job_row(item: str, job: dict, pod: dict | None, namespace: str) -> Row:
+def _current(jobs: list[dict], entry: Entry | None) -> dict | None:
+    """The Job that speaks for the item now: of the version its record entry names (a re-run
+    asked for a new version has none yet), else the newest."""
+    if entry is not None and entry.version is not None:
+        return ko.newest([j for j in jobs if ko.job_version(j) == entry.version])
+    return ko.newest(jobs)
+
+
+def _versions(jobs: list[dict], entry: Entry | None) -> list[dict]:
+    """The versions an item ran at, oldest first: its record's history, then each Job's."""
+    out = []
+    for state, attempts, version, when in reversed((entry.history if entry else ()) or ()):
+        out.append({"version": version, "state": state, "attempts": attempts, "finished": when})
+    for job in sorted(jobs, key=lambda j: j["metadata"].get("creationTimestamp") or ""):
+        state, attempts = job_state(job)
+        version = ko.job_version(job)
+        done = _epoch((job.get("status") or {}).get("completionTime"))
+        out.append({"version": version, "state": state, "attempts": attempts, "finished": done})
+    return out
+
+
+def _job_row(
+    item: str, job: dict, pod: dict | None, namespace: str, entry: Entry | None = None
+) -> Row:
     state, attempts = job_state(job)
+    later = entry is not None and (entry.state == State.PENDING or entry.attempts >= attempts)
+    if later and state != State.RUNNING:
+        state, attempts = entry.state, entry.attempts  # the record's later word
     job_status = job.get("status") or {}
     outcome = finished(job)
     error = None
@@ -260,6 +299,7 @@ def _job_row(item: str, job: dict, pod: dict | None, namespace: str) -> Row:
         pods.exit_code(pod),
         f"kubectl logs -n {namespace} job/{job['metadata']['name']}",
         error,
+        ko.job_version(job),
     )
 
 
@@ -277,9 +317,9 @@ def _epoch(timestamp: str | None) -> float | None:
 
 
 def retry(queue: KubeQueue, name: str) -> str:
-    """A failed (or cancelled) item out of the record, its Job deleted; the next pass of the queue's manager
-    runs it again. An unknown item, or one that did not fail, is a `UserError`, as on the local
-    backend."""
+    """A failed (or cancelled) item out of the record, its Job deleted; the next pass of the
+    queue's manager runs it again. An unknown item, or one that did not fail, is a
+    `UserError`, as on the local backend."""
     with _queue_api(queue) as (where, api):
         record = _record(api, where)
         backend = _retrying_backend(api, where, record)
@@ -326,7 +366,7 @@ def _retrying_backend(api: KubeApi, where: KubeQueue, record: RecordStore) -> Ku
         api,
         where.queue,
         ko.PodOptions(image="-"),
-        JobCache(api, ko.queue_selector(where.queue)),
+        JobCache(api, ko.queue_selector(where.queue), index_label=ko.ITEM_HASH_LABEL),
         record,
     )
 

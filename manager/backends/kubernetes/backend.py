@@ -72,6 +72,7 @@ class KubernetesBackend:
         self._stopping = threading.Event()
         self._in_flight: set[str] = set()
         self._cancelled: set[str] = set()  # Job names whose run() is to return cancelled
+        self._job_of: dict[str, str] = {}  # item name -> the Job name its run() is about
         self._on_change: list[Callable[[], None]] = []  # told after each cache change
         self.metrics = _Metrics(registry, cache) if registry is not None else None
         self.completions = CompletionController(
@@ -87,15 +88,16 @@ class KubernetesBackend:
     # -- the backend hook ------------------------------------------------------------------
 
     def log_path(self, name: str) -> str:
-        return f"job/{ko.object_name(self.queue, name)} (kubectl logs)"
+        return f"kubectl logs -l {ko.item_selector(self.queue, name)} (the item's Jobs)"
 
     def on_change(self, callback: Callable[[], None]) -> None:
         """`callback()` after every change of the queue's Jobs (the capacity re-counts)."""
         self._on_change.append(callback)
 
     def run(self, name: str, data: dict[str, Any], attempt: int) -> Outcome:
-        job_name = ko.object_name(self.queue, name)
-        where = self.log_path(name)
+        version = data.get("version")
+        job_name = ko.object_name(self.queue, name, version)
+        where = f"job/{job_name} (kubectl logs)"
         if self._stopping.is_set():
             return Outcome(False, interrupted=True, log_path=where)
         try:
@@ -103,18 +105,28 @@ class KubernetesBackend:
         except ko.ItemTooLarge as exc:
             return Outcome(False, error=str(exc), log_path=where)
         self._in_flight.add(job_name)
+        self._job_of[name] = job_name
         try:
-            return self._dispatch(name, job_name, config_map, attempt, where)
+            return self._dispatch(name, job_name, config_map, attempt, where, version)
         finally:
             self._in_flight.discard(job_name)
+            self._job_of.pop(name, None)
             self._cancelled.discard(job_name)
 
     def cancel(self, name: str) -> bool:
         """End the item's running Job (see the module docstring). False when there is none:
         no Job, or one that has finished (its outcome stands)."""
-        job_name = ko.object_name(self.queue, name)
-        if job_name in self._in_flight:
+        job_name = self._job_of.get(name)
+        if job_name is not None:
             self._cancelled.add(job_name)  # before the delete: run() must not call it a failure
+        else:  # not ours: a Job left by another manager, of whatever version
+            running = [
+                j for j in self.cache.indexed(ko.item_hash(self.queue, name)) if not finished(j)
+            ]
+            job = ko.newest(running)
+            if job is None:
+                return False
+            job_name = job["metadata"]["name"]
         ended = self._end_job(job_name)
         with self.cache.changed:
             self.cache.changed.notify_all()
@@ -135,12 +147,12 @@ class KubernetesBackend:
         self.api.remove("jobs", job_name, fresh["metadata"]["uid"])
         return True
 
-    def _dispatch(self, name, job_name, config_map, attempt, where) -> Outcome:
+    def _dispatch(self, name, job_name, config_map, attempt, where, version) -> Outcome:
         self._clear_previous_attempt(job_name)
         self._clear_stale_data(job_name)
         if job_name in self._cancelled:  # asked before its Job existed: never create it
             return self._cancelled_outcome(where)
-        body = ko.job(self.queue, self.api.namespace, name, attempt, self.pod)
+        body = ko.job(self.queue, self.api.namespace, name, attempt, self.pod, version)
         try:
             job = self.api.create("jobs", body)
             if self.metrics:
@@ -192,9 +204,13 @@ class KubernetesBackend:
         job_name = job["metadata"]["name"]
         seen = {"job": False}
 
+        version = ko.job_version(job)
+
         def recorded() -> bool:
-            entry = self.record.get(item_hash)
-            return entry is not None and entry[1] >= attempt
+            entry = self.record.entry(item_hash)
+            if entry is None or entry.state == "pending" or entry.attempts < attempt:
+                return False
+            return version is None or entry.version in (None, version)
 
         def settled_elsewhere() -> bool:
             """Recorded by someone else (a rival manager removed the finalizer first, which it
@@ -265,18 +281,23 @@ class KubernetesBackend:
         self.completions.release_and_delete(job_name)
         self.cache.wait_for(lambda: self.cache.get(job_name) is None, timeout=60)
 
+    def read_jobs(self, name: str) -> list[dict]:
+        """The item's Jobs (one per version it ran at) as the API server has them now."""
+        jobs, _ = self.api.list("jobs", ko.item_selector(self.queue, name))
+        return jobs
+
     def read_job(self, name: str) -> dict | None:
-        """The item's Job as the API server has it now, or None."""
-        return self.api.find("jobs", ko.object_name(self.queue, name))
+        """The item's newest Job as the API server has it now, or None."""
+        return ko.newest(self.read_jobs(name))
 
     def retry(self, name: str) -> bool:
-        """Run a finished item again on purpose: out of the record, its Job deleted. False
-        when the item is still running (nothing to retry)."""
-        job_name = ko.object_name(self.queue, name)
-        fresh = self.api.find("jobs", job_name)
+        """Run a finished item again on purpose: out of the record, its newest Job deleted.
+        False when the item is still running (nothing to retry)."""
+        fresh = self.read_job(name)
         if fresh is not None and finished(fresh) is None:
             return False
-        self.completions.release_and_delete(job_name)
+        if fresh is not None:
+            self.completions.release_and_delete(fresh["metadata"]["name"])
         self.record.remove(ko.item_hash(self.queue, name))
         return True
 

@@ -65,9 +65,12 @@ class JobCache:
         retry_delay: float = 1.0,
         kind: str = "jobs",
         resync_period: float | None = None,
+        index_label: str | None = None,
     ) -> None:
         """`resync_period`: every so often, replay every cached object to `on_change` as
-        "SYNC" (an informer's resync), so a handler that missed a change gets it again."""
+        "SYNC" (an informer's resync), so a handler that missed a change gets it again.
+        `index_label`: keep the objects findable by that label's value (`indexed`), as an
+        informer's indexer does - one item's Jobs of every version, by its item-hash label."""
         self.api = api
         self.kind = kind
         self.selector = label_selector
@@ -79,6 +82,9 @@ class JobCache:
         self.relists = 0
         # Invariant: _jobs is the API server's set of matching Jobs as of _rv (slim copies).
         self._jobs: dict[str, dict] = {}
+        # Invariant: _index maps each value of index_label to the names in _jobs carrying it.
+        self.index_label = index_label
+        self._index: dict[str, set[str]] = {}
         self._rv = ""
         self._stop = threading.Event()
         self._stream = None  # the open watch, so stop() can interrupt its blocking read
@@ -128,6 +134,27 @@ class JobCache:
         with self.changed:
             return list(self._jobs.values())
 
+    def indexed(self, value: str) -> list[dict]:
+        """The objects whose `index_label` is `value`."""
+        with self.changed:
+            return [self._jobs[n] for n in self._index.get(value, ())]
+
+    def _indexing(self, name: str, old: dict | None, new: dict | None) -> None:
+        """Keep `_index` in step with one change of `_jobs` (the caller holds the lock)."""
+        if self.index_label is None:
+            return
+        for obj, add in ((old, False), (new, True)):
+            value = ((obj or {}).get("metadata", {}).get("labels") or {}).get(self.index_label)
+            if value is None:
+                continue
+            names = self._index.setdefault(value, set())
+            if add:
+                names.add(name)
+            else:
+                names.discard(name)
+                if not names:
+                    del self._index[value]
+
     def __len__(self) -> int:
         return len(self._jobs)
 
@@ -141,8 +168,9 @@ class JobCache:
         name = job["metadata"]["name"]
         with self.changed:
             if kind == "DELETED":
-                self._jobs.pop(name, None)
+                self._indexing(name, self._jobs.pop(name, None), None)
             else:
+                self._indexing(name, self._jobs.get(name), job)
                 self._jobs[name] = job
             self._rv = job["metadata"].get("resourceVersion") or self._rv
             self.changed.notify_all()
@@ -158,6 +186,9 @@ class JobCache:
         with self.changed:
             gone = [j for n, j in self._jobs.items() if n not in fresh]
             self._jobs, self._rv = fresh, rv
+            self._index = {}
+            for name, job in fresh.items():
+                self._indexing(name, None, job)
             self.relists += 1
             self.changed.notify_all()
         self.synced.set()

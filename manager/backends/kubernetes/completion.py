@@ -33,7 +33,8 @@ from ...workqueue.rate_limiters import ItemExponentialFailureRateLimiter
 from . import objects as ko
 from .api import KubeApi, KubeError
 from .cache import JobCache, finished
-from .record import RecordStore, failed_fast, job_state
+from .ledger import failed_fast, job_state
+from .record import RecordStore
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +136,13 @@ class CompletionController:
         if item is None:
             return
         state, attempts = job_state(job)
-        self.record.put(ko.item_hash(self.queue, item), state, attempts, final=failed_fast(job))
+        self.record.put(
+            ko.item_hash(self.queue, item),
+            state,
+            attempts,
+            final=failed_fast(job),
+            version=ko.job_version(job),
+        )
         failure = ""
         if state != "succeeded":
             failure = next(
@@ -156,7 +163,9 @@ class CompletionController:
         if item is None:
             return
         _, attempts = job_state(job)
-        self.record.put(ko.item_hash(self.queue, item), "failed", attempts)
+        self.record.put(
+            ko.item_hash(self.queue, item), "failed", attempts, version=ko.job_version(job)
+        )
         if self.on_recorded:
             self.on_recorded("failed", "Stuck")
         self.post_event(job, "Stuck", f"item {item!r}: {why}")

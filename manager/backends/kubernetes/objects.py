@@ -6,12 +6,15 @@ strict) and two managers, or one restarted, always compute the same objects.
 
 Names: `<queue>-<item slug>-<hash>`, a DNS-1123 label of at most 63
 characters for any item name (spaces, unicode, 250 characters): the slug keeps it readable, the
-hash - of the queue and the full name - keeps it unique. The API server refuses a second object
-with the same name (409 AlreadyExists), which is what makes an item run once even when several
-managers race for it. The ConfigMap shares its Job's name.
+hash - of the queue, the full name and the item's version when the source gives one - keeps it
+unique. The API server refuses a second object with the same name (409 AlreadyExists), which is
+what makes an item run once per version even when several managers race for it; a new version
+(new bytes, `--on-change rerun`) gets a Job of its own beside the old one's. The ConfigMap
+shares its Job's name.
 
-Labels carry the queue and the item's hash (so a label selector finds one item's objects); the
-annotation `workqueue.dev/item` carries the full item name, which labels cannot hold.
+Labels carry the queue and the item's hash - of the queue and name only, so a label selector
+finds every version's objects; the annotations `workqueue.dev/item` and `workqueue.dev/version`
+carry the full item name and its version, which labels cannot hold.
 
 The pod is locked down by default: non-root, no privilege escalation, read-only root file
 system, every capability dropped, the RuntimeDefault seccomp profile, and no service-account
@@ -34,6 +37,7 @@ KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 ITEM_HASH_LABEL = f"{GROUP}/item-hash"
 ITEM_ANNOTATION = f"{GROUP}/item"
 ATTEMPT_ANNOTATION = f"{GROUP}/attempt"
+VERSION_ANNOTATION = f"{GROUP}/version"
 RECORD_FINALIZER = f"{GROUP}/record"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "workqueue"}
 
@@ -74,9 +78,11 @@ def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", lowered).strip("-")
 
 
-def object_name(queue: str, item: str) -> str:
-    """The Job's (and its ConfigMap's) name for `item` in `queue`."""
-    suffix = item_hash(queue, item, HASH_CHARS)
+def object_name(queue: str, item: str, version: str | None = None) -> str:
+    """The Job's (and its ConfigMap's) name for `item` at `version` in `queue` (a source
+    without versions: None)."""
+    keyed = item if version is None else f"{item}\0{version}"
+    suffix = item_hash(queue, keyed, HASH_CHARS)
     room = MAX_NAME - len(queue) - len(suffix) - 2
     item_part = slug(item)[:room].strip("-") or "item"
     return f"{queue}-{item_part}-{suffix}"
@@ -84,6 +90,26 @@ def object_name(queue: str, item: str) -> str:
 
 def labels(queue: str, item: str) -> dict[str, str]:
     return {**MANAGED_BY, QUEUE_LABEL: queue, ITEM_HASH_LABEL: item_hash(queue, item)}
+
+
+def item_selector(queue: str, item: str) -> str:
+    """Every version's objects of one item."""
+    return f"{QUEUE_LABEL}={queue},{ITEM_HASH_LABEL}={item_hash(queue, item)}"
+
+
+def job_version(job: dict) -> str | None:
+    return (job["metadata"].get("annotations") or {}).get(VERSION_ANNOTATION)
+
+
+def newest(jobs: list[dict]) -> dict | None:
+    """The latest of one item's Jobs: created last (attempt breaks a tie of seconds)."""
+
+    def key(j: dict):
+        meta = j["metadata"]
+        attempt = (meta.get("annotations") or {}).get(ATTEMPT_ANNOTATION) or "0"
+        return (meta.get("creationTimestamp") or "", int(attempt) if attempt.isdigit() else 0)
+
+    return max(jobs, key=key, default=None)
 
 
 def queue_selector(queue: str) -> str:
@@ -127,7 +153,7 @@ def config_map(queue: str, namespace: str, item: str, data: dict[str, Any]) -> d
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {
-            "name": object_name(queue, item),
+            "name": object_name(queue, item, data.get("version")),
             "namespace": namespace,
             "labels": labels(queue, item),
             "annotations": {ITEM_ANNOTATION: item},
@@ -136,8 +162,15 @@ def config_map(queue: str, namespace: str, item: str, data: dict[str, Any]) -> d
     }
 
 
-def job(queue: str, namespace: str, item: str, attempt: int, pod: PodOptions) -> dict[str, Any]:
-    name = object_name(queue, item)
+def job(
+    queue: str,
+    namespace: str,
+    item: str,
+    attempt: int,
+    pod: PodOptions,
+    version: str | None = None,
+) -> dict[str, Any]:
+    name = object_name(queue, item, version)
     item_labels = labels(queue, item)
     env = [{"name": "WORK_ITEM_FILE", "value": f"{ITEM_MOUNT_DIR}/{ITEM_FILE_KEY}"}]
     env += [{"name": k, "value": v} for k, v in sorted(pod.env.items())]
@@ -237,6 +270,7 @@ def job(queue: str, namespace: str, item: str, attempt: int, pod: PodOptions) ->
                 **pod.job_annotations,
                 ITEM_ANNOTATION: item,
                 ATTEMPT_ANNOTATION: str(attempt),
+                **({VERSION_ANNOTATION: version} if version is not None else {}),
             },
             "finalizers": [RECORD_FINALIZER],
         },

@@ -8,6 +8,7 @@ import threading
 
 from manager.backends.kubernetes import objects as ko
 from manager.backends.kubernetes.backend import KubernetesBackend
+from manager.backends.kubernetes.record import Entry
 
 Q = "thumbs"
 ITEM = "a.mp4"
@@ -33,6 +34,13 @@ class FakeRecord:
 
     def get(self, item_hash):
         return self.entries.get(item_hash)
+
+    def entry(self, item_hash):
+        found = self.entries.get(item_hash)
+        return None if found is None else Entry(*found)
+
+    def final(self, item_hash):
+        return False
 
     def reload(self, item_hash):
         self.reloads += 1

@@ -38,7 +38,8 @@ def test_every_item_runs_once_as_a_job_and_is_recorded(
     jobs = {j["metadata"]["annotations"][ko.ITEM_ANNOTATION]: j for j in cluster.objects("jobs")}
     assert set(jobs) == set(names)
     for item, job in jobs.items():
-        assert job["metadata"]["name"] == ko.object_name("thumbs", item)
+        version = job["metadata"]["annotations"][ko.VERSION_ANNOTATION]
+        assert job["metadata"]["name"] == ko.object_name("thumbs", item, version)
         assert ko.RECORD_FINALIZER not in (job["metadata"].get("finalizers") or [])
     owned = [c for c in cluster.objects("configmaps") if c["metadata"].get("ownerReferences")]
     assert len(owned) == len(names)
@@ -99,19 +100,22 @@ def test_crash_leftovers_do_not_block_an_item(
     marker_worker,
     cluster,
 ):
+    import requests
+
     make_items(tmp_path / "videos", ["a.mp4"])
     server = ambassador_server(tmp_path / "videos")
+    version = requests.get(server.url + "/api/v1/items/a.mp4", timeout=5).json()["data"]["version"]
     # a ConfigMap without its Job: what a crash between the two creates leaves
-    cluster.server.store.create(
-        "", "configmaps", NS, ko.config_map("thumbs", NS, "a.mp4", {"name": "stale"})
-    )
+    stale = {"name": "stale", "version": version}
+    cluster.server.store.create("", "configmaps", NS, ko.config_map("thumbs", NS, "a.mp4", stale))
     r = workqueue(*cluster.args(server.url, marker_worker, "--once"))
     assert r.returncode == 0, r.stderr
     assert marker_worker.ended() == ["a.mp4"]
+    assert [e["data"]["name"] for e in marker_worker.events()] == ["a.mp4", "a.mp4"]  # not stale
     cm = [
         c
         for c in cluster.objects("configmaps")
-        if c["metadata"]["name"] == ko.object_name("thumbs", "a.mp4")
+        if c["metadata"]["name"] == ko.object_name("thumbs", "a.mp4", version)
     ][0]
     assert cm["metadata"]["ownerReferences"][0]["kind"] == "Job"
 

@@ -9,6 +9,7 @@ import json
 import sys
 
 from manager.backends.kubernetes import objects as ko
+from manager.backends.kubernetes.record import Entry
 from tests.e2e.conftest import spawn_workqueue, workqueue
 from tests.e2e.test_local_backend import make_items
 from tests.support.servers import wait_until
@@ -23,11 +24,13 @@ if "long" in name:
 """
 
 
-def record_entries(cluster) -> dict[str, str]:
+def record_entries(cluster) -> dict[str, tuple[str, int]]:
+    """item hash -> (state, attempts), as the durable record has it."""
     out = {}
     for cm in cluster.objects("configmaps"):
         if "-record-" in cm["metadata"]["name"]:
-            out.update(cm.get("data") or {})
+            for key, value in (cm.get("data") or {}).items():
+                out[key] = Entry.parse(value)[:2]
     return out
 
 
@@ -54,9 +57,9 @@ def test_removed_items_are_cancelled_never_started_or_their_job_deleted(
         wait_until(lambda: started.exists() and started.read_text().split() == ["a-long.mp4"], 30)
         (videos / "b.mp4").unlink()  # waiting for the one slot: never gets a Job
         b_hash = ko.item_hash("thumbs", "b.mp4")
-        wait_until(lambda: record_entries(cluster).get(b_hash) == "cancelled:0", timeout=30)
-        job_name = ko.object_name("thumbs", "a-long.mp4")
-        assert [j["metadata"]["name"] for j in cluster.objects("jobs")] == [job_name]
+        wait_until(lambda: record_entries(cluster).get(b_hash) == ("cancelled", 0), timeout=30)
+        jobs = cluster.objects("jobs")
+        assert [j["metadata"]["annotations"][ko.ITEM_ANNOTATION] for j in jobs] == ["a-long.mp4"]
         (videos / "a-long.mp4").unlink()  # running: its Job goes, and its pod with it
         out, err = run.communicate(timeout=60)
     finally:
@@ -67,7 +70,7 @@ def test_removed_items_are_cancelled_never_started_or_their_job_deleted(
     assert cluster.objects("jobs") == []
     deletes = [a for a in cluster.server.answers if a[0] == "delete" and a[1] == "jobs"]
     assert deletes and all(code == 200 for _, _, code, _ in deletes)
-    assert record_entries(cluster)[ko.item_hash("thumbs", "a-long.mp4")] == "cancelled:1"
+    assert record_entries(cluster)[ko.item_hash("thumbs", "a-long.mp4")] == ("cancelled", 1)
     assert started.read_text().split() == ["a-long.mp4"]
     wait_until(lambda: not cluster.kubelet._containers, timeout=10)  # the container stopped
     status = workqueue("status", *cluster.queue_args(), "--json")

@@ -4,7 +4,8 @@ the durable record: which source of truth wins, and how attempts are counted."""
 from __future__ import annotations
 
 from manager.backends.kubernetes import objects as ko
-from manager.backends.kubernetes.record import ClusterLedger
+from manager.backends.kubernetes.ledger import ClusterLedger
+from manager.backends.kubernetes.record import Entry
 
 Q = "thumbs"
 
@@ -16,10 +17,22 @@ class FakeCache:
     def get(self, name):
         return self.jobs.get(name)
 
-    def put(self, item, *, attempt=1, condition=None, deleting=False):
+    def indexed(self, item_hash):
+        return [
+            j
+            for j in self.jobs.values()
+            if j["metadata"]["labels"][ko.ITEM_HASH_LABEL] == item_hash
+        ]
+
+    def put(self, item, *, attempt=1, condition=None, deleting=False, version=None):
+        annotations = {ko.ATTEMPT_ANNOTATION: str(attempt)}
+        if version is not None:
+            annotations[ko.VERSION_ANNOTATION] = version
         meta = {
-            "name": ko.object_name(Q, item),
-            "annotations": {ko.ATTEMPT_ANNOTATION: str(attempt)},
+            "name": ko.object_name(Q, item, version),
+            "labels": ko.labels(Q, item),
+            "annotations": annotations,
+            "creationTimestamp": f"2026-01-01T00:00:{len(self.jobs):02d}Z",
         }
         if deleting:
             meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
@@ -30,14 +43,36 @@ class FakeCache:
 
 
 class FakeRecord:
+    """The `RecordStore` faces the ledger uses, in memory; `outcome` records by item name."""
+
     def __init__(self) -> None:
-        self.entries: dict[str, tuple[str, int]] = {}
+        self.by_hash: dict[str, Entry] = {}
+
+    def entry(self, item_hash):
+        return self.by_hash.get(item_hash)
 
     def get(self, item_hash):
-        return self.entries.get(item_hash)
+        entry = self.by_hash.get(item_hash)
+        return None if entry is None else (entry.state, entry.attempts)
 
-    def put(self, item, state, attempts):
-        self.entries[ko.item_hash(Q, item)] = (state, attempts)
+    def version(self, item_hash):
+        entry = self.by_hash.get(item_hash)
+        return None if entry is None else entry.version
+
+    def final(self, item_hash):
+        entry = self.by_hash.get(item_hash)
+        return entry is not None and entry.final
+
+    def put(self, item_hash, state, attempts, *, final=False, version=None):
+        self.by_hash[item_hash] = Entry(state, attempts, final, version)
+
+    def outcome(self, item, state, attempts, *, version=None):
+        self.put(ko.item_hash(Q, item), state, attempts, version=version)
+
+    def rerun(self, item_hash, version):
+        earlier = self.by_hash.get(item_hash)
+        history = ((earlier.state, earlier.attempts, earlier.version, 0.0),) if earlier else ()
+        self.by_hash[item_hash] = Entry("pending", 0, False, version, history)
 
 
 def ledger():
@@ -53,7 +88,7 @@ def test_an_unknown_item_has_no_state_and_the_ledger_names_its_queue():
 
 def test_the_job_in_the_cache_wins_over_the_record():
     view, cache, record = ledger()
-    record.put("a.mp4", "failed", 1)
+    record.outcome("a.mp4", "failed", 1)
     cache.put("a.mp4", attempt=2)
     assert view.state("a.mp4") == ("running", 2)
     cache.put("a.mp4", attempt=2, condition="Complete")
@@ -62,14 +97,14 @@ def test_the_job_in_the_cache_wins_over_the_record():
 
 def test_a_job_being_deleted_gives_way_to_the_record():
     view, cache, record = ledger()
-    record.put("a.mp4", "succeeded", 1)
+    record.outcome("a.mp4", "succeeded", 1)
     cache.put("a.mp4", condition="Complete", deleting=True)
     assert view.state("a.mp4") == ("succeeded", 1)
 
 
 def test_attempts_continue_from_the_record_and_local_running_wins():
     view, _, record = ledger()
-    record.put("a.mp4", "failed", 2)
+    record.outcome("a.mp4", "failed", 2)
     assert view.start("a.mp4", "job/x") == 3
     assert view.state("a.mp4") == ("running", 3)
     view.finish("a.mp4", False, 1, "Job failed")
@@ -81,7 +116,7 @@ def test_rows_and_counts_cover_what_this_manager_saw():
     view, cache, record = ledger()
     assert view.see(["a.mp4", "b.mp4", "a.mp4"]) == ["a.mp4", "b.mp4"]
     assert view.see(["a.mp4"]) == []
-    record.put("a.mp4", "succeeded", 1)
+    record.outcome("a.mp4", "succeeded", 1)
     cache.put("b.mp4")
     assert [r.name for r in view.rows("running")] == ["b.mp4"]
     assert view.counts() == {
@@ -92,3 +127,32 @@ def test_rows_and_counts_cover_what_this_manager_saw():
         "cancelled": 0,
     }
     assert view.take_retry_requests() == []
+
+
+def test_a_rerun_at_a_new_version_leaves_the_old_versions_job_as_history():
+    view, cache, record = ledger()
+    cache.put("a.mp4", condition="Complete", version="v1")
+    record.outcome("a.mp4", "succeeded", 1, version="v1")
+    assert view.state("a.mp4") == ("succeeded", 1) and view.version_ran("a.mp4") == "v1"
+    assert view.rerun("a.mp4", "v2") is True
+    assert view.state("a.mp4") == ("pending", 0)  # the v1 Job is history now
+    assert view.version_ran("a.mp4") == "v2"
+    assert record.entry(ko.item_hash(Q, "a.mp4")).history[0][:3] == ("succeeded", 1, "v1")
+    assert view.start("a.mp4", "log", "v2") == 1  # a new attempt series
+    cache.put("a.mp4", version="v2")
+    assert view.state("a.mp4") == ("running", 1)
+    assert view.rerun("a.mp4", "v3") is False  # running: nothing to re-run
+
+
+def test_the_record_has_the_later_word_on_a_finished_attempt():
+    view, cache, record = ledger()
+    view.see(["a.mp4", "b.mp4"])
+    cache.put("a.mp4", condition="Failed")
+    record.outcome("a.mp4", "failed", 1)
+    assert view.cancel("a.mp4") is True  # failed, waiting to retry: the source dropped it
+    assert view.state("a.mp4") == ("cancelled", 1)  # not the Job's "failed"
+    assert view.cancel("a.mp4") is False
+    assert view.state("b.mp4") == ("pending", 0)  # seen, never started
+    assert view.cancel("b.mp4") is True and view.state("b.mp4") == ("cancelled", 0)
+    assert view.rerun("b.mp4") is True and view.state("b.mp4") == ("pending", 0)  # it came back
+    assert view.cancel("never-seen.mp4") is False

@@ -1,0 +1,253 @@
+"""The ledger view of the Kubernetes backend: what the reconciler reads, over the cluster.
+
+`ClusterLedger` satisfies `manager.ports.Ledger`. An item's state is read from, in order:
+
+  1. its current Job in the cache - of the version this manager wants (the one it started, or a
+     re-run asked for), else the newest of the item's Jobs - while it runs, or once finished
+     if the record does not know that attempt yet (a finished Job not yet recorded);
+  2. the durable record (record.py), which has the later word on a finished attempt: it says
+     cancelled, or pending for a re-run, after the Job's outcome (a re-run's own Job, finished
+     and not yet recorded, then reads pending for a moment: its `run` is still waiting for
+     the record, so nothing dispatches it twice);
+  3. what this manager itself is doing with it; else pending if it has seen it listed.
+
+Versions (`--on-change rerun`): the record keeps the version each outcome was for; `rerun`
+moves the outcome into the item's history and marks it pending at the new version, so the old
+version's Job (kept by the history limits, named by its own version) is history, not state.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+
+from ...ports import Row, State
+from . import objects as ko
+from .cache import JobCache, finished
+from .record import ManagerFacts, RecordStore
+
+FAIL_FAST = "PodFailurePolicy"  # the Failed condition's reason when a FailJob rule matched
+FINISHED = (State.SUCCEEDED.value, State.FAILED.value, State.CANCELLED.value)
+
+
+def failed_fast(job: dict) -> bool:
+    """The Job failed by its podFailurePolicy's FailJob rule (--fail-fast-exit-codes)."""
+    return any(
+        c.get("type") == "Failed" and c.get("status") == "True" and c.get("reason") == FAIL_FAST
+        for c in (job.get("status") or {}).get("conditions") or []
+    )
+
+
+def job_state(job: dict) -> tuple[str, int]:
+    annotations = job["metadata"].get("annotations") or {}
+    attempts = int(annotations.get(ko.ATTEMPT_ANNOTATION) or 1)
+    outcome = finished(job)
+    if outcome == "Complete":
+        return State.SUCCEEDED.value, attempts
+    if outcome == "Failed":
+        return State.FAILED.value, attempts
+    return State.RUNNING.value, attempts
+
+
+class ClusterLedger:
+    """`manager.ports.Ledger` over the cluster (see the module docstring)."""
+
+    def __init__(
+        self,
+        queue: str,
+        cache: JobCache,
+        record: RecordStore,
+        *,
+        namespace: str = "",
+        facts: ManagerFacts | None = None,
+        control=None,
+    ) -> None:
+        self.queue = queue
+        self.where = f"namespace {namespace}, queue {queue}" if namespace else f"queue {queue}"
+        self.cache = cache
+        self.record = record
+        self._lock = threading.Lock()
+        self._local: dict[str, tuple[str, int]] = {}
+        self._rows: dict[str, dict] = {}
+        # name -> the version this manager started the item at, or asked a re-run for
+        self._versions: dict[str, str] = {}
+        self.facts = facts  # where `note_manager` leaves the manager's facts (None: nowhere)
+        self.control = control  # the queue's pause state (control.Control), when cached
+
+    def _hash(self, name: str) -> str:
+        return ko.item_hash(self.queue, name)
+
+    def _job(self, name: str) -> dict | None:
+        """The item's current Job in the cache (see the module docstring), or None."""
+        jobs = [
+            j
+            for j in self.cache.indexed(self._hash(name))
+            if not j["metadata"].get("deletionTimestamp")
+        ]
+        if not jobs:
+            return None
+        with self._lock:
+            wanted = self._versions.get(name)
+        if wanted is None:
+            wanted = self.record.version(self._hash(name))
+        if wanted is not None:
+            return ko.newest([j for j in jobs if ko.job_version(j) == wanted])
+        return ko.newest(jobs)
+
+    def state(self, name: str) -> tuple[str, int] | None:
+        """See the module docstring for which source of truth answers."""
+        recorded = self.record.get(self._hash(name))
+        job = self._job(name)
+        if job is not None:
+            current = job_state(job)
+            if current[0] == State.RUNNING.value or recorded is None:
+                return current
+            if recorded[0] == State.PENDING.value:  # a re-run asked for after it finished
+                return recorded
+            if recorded[1] < current[1]:  # finished, not yet recorded
+                return current
+            return recorded  # the record knows this attempt, and may say more since
+        with self._lock:
+            local = self._local.get(name)
+        if local is not None and local[0] == State.RUNNING.value:
+            return local
+        if recorded is not None:
+            return recorded
+        if local is None and name in self._rows:  # seen, never started: pending
+            return State.PENDING.value, 0
+        return local
+
+    def see(self, names: Iterable[str]) -> list[str]:
+        now = time.time()
+        new = []
+        with self._lock:
+            for name in names:
+                if name not in self._rows:
+                    self._rows[name] = {"first_seen": now}
+                    new.append(name)
+        return new
+
+    def start(self, name: str, log_path: str, version: str | None = None) -> int:
+        current = self.state(name)
+        attempts = (current[1] if current else 0) + 1
+        with self._lock:
+            if version is not None:
+                self._versions[name] = version
+            self._local[name] = (State.RUNNING.value, attempts)
+            row = self._rows.setdefault(name, {"first_seen": time.time()})
+            row.update(started=time.time(), finished=None, log_path=log_path)
+        return attempts
+
+    def finish(self, name: str, succeeded: bool, exit_code: int | None, error: str | None):
+        state = State.SUCCEEDED if succeeded else State.FAILED
+        with self._lock:
+            attempts = self._local.get(name, (None, 1))[1]
+            self._local[name] = (state.value, attempts)
+            self._rows.setdefault(name, {"first_seen": time.time()}).update(
+                finished=time.time(), exit_code=exit_code, last_error=error
+            )
+
+    def requeue(self, name: str) -> None:
+        with self._lock:
+            attempts = self._local.get(name, (None, 1))[1]
+            self._local[name] = (State.PENDING.value, max(0, attempts - 1))
+
+    def cancel(self, name: str) -> bool:
+        """Recorded cancelled in the durable record (so no manager runs it again), unless it
+        had finished. A pending item never seen running has 0 attempts."""
+        current = self.state(name)
+        if current is None:
+            return False
+        if current[0] in (State.SUCCEEDED.value, State.CANCELLED.value):
+            return False
+        version = self.version_ran(name)
+        self.record.put(self._hash(name), State.CANCELLED.value, current[1], version=version)
+        with self._lock:
+            self._local[name] = (State.CANCELLED.value, current[1])
+            self._rows.setdefault(name, {"first_seen": time.time()}).update(
+                finished=time.time(), last_error="cancelled: it left the source"
+            )
+        return True
+
+    def take_retry_requests(self) -> list[str]:
+        return []  # `workqueue retry` acts on the cluster directly: nothing is left for us
+
+    def paused_since(self) -> float | None:
+        return self.control.paused_since() if self.control is not None else None
+
+    def version_ran(self, name: str) -> str | None:
+        """The version this manager started the item at (or asked a re-run for), else its
+        current Job's, else the record's. Cache and dict lookups."""
+        with self._lock:
+            version = self._versions.get(name)
+        if version is not None:
+            return version
+        job = self._job(name)
+        if job is not None and ko.job_version(job) is not None:
+            return ko.job_version(job)
+        return self.record.version(self._hash(name))
+
+    def rerun(self, name: str, version: str | None = None) -> bool:
+        """A finished item runs again at `version` (a changed file, or a cancelled one that
+        came back): its outcome moves into the record's history for it, and it is pending.
+        False unless it had finished."""
+        current = self.state(name)
+        if current is None or current[0] not in FINISHED:
+            return False
+        self.record.rerun(self._hash(name), version)
+        with self._lock:
+            if version is not None:
+                self._versions[name] = version
+            else:
+                self._versions.pop(name, None)
+            self._local[name] = (State.PENDING.value, 0)
+        return True
+
+    def gave_up(self, name: str) -> bool:
+        """A failure no retry fixes: its Job failed fast, or the record says so."""
+        job = self._job(name)
+        if job is not None and failed_fast(job):
+            return True
+        return self.record.final(self._hash(name))
+
+    def note_manager(self, facts: dict | None) -> None:
+        """Kept in the queue's `<queue>-manager` ConfigMap (see `ManagerFacts`)."""
+        if self.facts is not None:
+            self.facts.write(facts)
+
+    def close(self) -> None:
+        return None
+
+    def row(self, name: str) -> Row | None:
+        current = self.state(name)
+        with self._lock:
+            data = self._rows.get(name)
+        if current is None and data is None:
+            return None
+        data = data or {"first_seen": 0.0}
+        state, attempts = current or (State.PENDING.value, 0)
+        return Row(
+            name,
+            state,
+            attempts,
+            data.get("first_seen", 0.0),
+            data.get("started"),
+            data.get("finished"),
+            data.get("exit_code"),
+            data.get("log_path"),
+            data.get("last_error"),
+        )
+
+    def rows(self, state: str | None = None) -> list[Row]:
+        """The items this manager has seen, or those in `state`, by name."""
+        with self._lock:
+            names = sorted(self._rows)
+        rows = [r for r in (self.row(n) for n in names) if r is not None]
+        return rows if state is None else [r for r in rows if r.state == state]
+
+    def counts(self) -> dict[str, int]:
+        out = {s.value: 0 for s in State}
+        for r in self.rows():
+            out[r.state] += 1
+        return out
