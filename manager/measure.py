@@ -115,7 +115,8 @@ def measure(
 def measure_rows(rows: Iterable[Row], *, window: float | None = None) -> Measured | None:
     """The figures of ledger rows; with `window`, only the `window` seconds ending at the
     newest event (first seen or finished) count, so a ledger read long after a run still
-    describes that run. None for no rows."""
+    describes that run. A cancelled item's run was cut short: no service time. None for no
+    rows."""
     rows = list(rows)
     if not rows:
         return None
@@ -129,6 +130,7 @@ def measure_rows(rows: Iterable[Row], *, window: float | None = None) -> Measure
         for r in rows
         if r.started is not None
         and r.finished is not None
+        and r.state != "cancelled"
         and r.finished >= r.started
         and r.finished >= start
     ]

@@ -318,6 +318,9 @@ class FilesystemSource:
     def _refresh_with_events(self, last_poll: float) -> None:
         import watchfiles
 
+        # watchfiles says "N changes detected" at INFO on every batch: noise in our logs
+        logging.getLogger("watchfiles").setLevel(logging.WARNING)
+
         self.mode = "events"
         for changes in watchfiles.watch(
             self.root,

@@ -29,6 +29,8 @@ from .report import one_line, rows, seconds
 if TYPE_CHECKING:
     from ..queue_view import ItemView, QueueView
 
+FINISHED = (State.SUCCEEDED, State.FAILED, State.CANCELLED)  # "recent" in `status`
+
 
 def _add_queue_options(p) -> None:
     p.add_argument(
@@ -170,7 +172,7 @@ def print_status(view: QueueView, *, recent: int = 10, waiting: int = 10) -> Non
         for item in failed:
             print(f"  {item.name}: {item.reason}  log: {item.log}")
     done = sorted(
-        (i for i in view.items if i.state in (State.SUCCEEDED, State.FAILED) and i.since),
+        (i for i in view.items if i.state in FINISHED and i.since),
         key=lambda i: i.since,
         reverse=True,
     )

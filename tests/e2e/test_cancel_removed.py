@@ -10,7 +10,9 @@ import os
 import signal
 import sys
 
-from tests.support.servers import wait_until
+import requests
+
+from tests.support.servers import free_port, wait_until
 
 from .conftest import spawn_workqueue, workqueue
 
@@ -65,9 +67,10 @@ def test_removed_while_waiting_never_runs_and_removed_while_running_is_ended(tmp
     videos, state, worker, started, gate, pids = setup(
         tmp_path, ["a-long.mp4", "b-gate.mp4", "c.mp4"]
     )
+    port = free_port()
     run = spawn_workqueue(
         "run", videos, "--state-dir", state, "--parallelism", "2", "--settle", "0",
-        "--cancel-removed", "--", worker,
+        "--cancel-removed", "--metrics-port", port, "--", worker,
     )  # fmt: skip
     try:
         wait_until(lambda: sorted(started_names(started)) == ["a-long.mp4", "b-gate.mp4"], 30)
@@ -78,6 +81,9 @@ def test_removed_while_waiting_never_runs_and_removed_while_running_is_ended(tmp
         (videos / "a-long.mp4").unlink()  # running: its process group is ended
         wait_until(lambda: status(state)["counts"]["cancelled"] == 2, timeout=30)
         wait_until(lambda: not alive(child), timeout=15)  # the worker's own child too
+        text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+        assert 'workqueue_items{state="cancelled"} 2.0' in text
+        assert 'workqueue_item_duration_seconds_count{outcome="cancelled"} 1.0' in text
         gate.touch()
         out, err = run.communicate(timeout=60)
     finally:

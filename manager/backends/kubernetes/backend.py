@@ -73,6 +73,7 @@ class KubernetesBackend:
         self._in_flight: set[str] = set()
         self._cancelled: set[str] = set()  # Job names whose run() is to return cancelled
         self._job_of: dict[str, str] = {}  # item name -> the Job name its run() is about
+        self._ending = threading.Lock()  # one `_end_job` at a time: one delete per Job
         self._on_change: list[Callable[[], None]] = []  # told after each cache change
         self.metrics = _Metrics(registry, cache) if registry is not None else None
         self.completions = CompletionController(
@@ -138,14 +139,15 @@ class KubernetesBackend:
     def _end_job(self, job_name: str) -> bool | None:
         """Delete the Job if, read afresh, it still runs: True. False when it has finished;
         None when there is none (or it is being deleted already)."""
-        fresh = self.api.find("jobs", job_name)
-        if fresh is None or fresh["metadata"].get("deletionTimestamp"):
-            return None
-        if finished(fresh):
-            return False
-        self.completions.remove_finalizer(job_name)
-        self.api.remove("jobs", job_name, fresh["metadata"]["uid"])
-        return True
+        with self._ending:
+            fresh = self.api.find("jobs", job_name)
+            if fresh is None or fresh["metadata"].get("deletionTimestamp"):
+                return None
+            if finished(fresh):
+                return False
+            self.completions.remove_finalizer(job_name)
+            self.api.remove("jobs", job_name, fresh["metadata"]["uid"])
+            return True
 
     def _dispatch(self, name, job_name, config_map, attempt, where, version) -> Outcome:
         self._clear_previous_attempt(job_name)
