@@ -1,12 +1,12 @@
-"""The floor under `workqueue run`: what the source contract costs before the manager adds anything.
+"""The floor under `workqueue run`: a 15-line Python thread pool that runs a command per file.
 
-Run as its own process, like `workqueue run`: serve FOLDER with the same in-process ambassador,
-list it, then with `--parallelism` threads fetch each item's data with the same source client
-(`GET /api/v1/items/<name>`, the contract) and run `true` once per item. No queue, no ledger, no
-WORK_ITEM_FILE, no logs - so the time is Python start-up, the HTTP round trips and the spawns,
-and the gap between this and `workqueue run` is the manager's own cost per item.
+Run as its own process, like `workqueue run`: list FOLDER, then with `--parallelism` threads run
+CMD once per file with WORK_ITEM_FILE naming the file (subprocess, like most hand-written
+runners). No queue, no ledger, no item data, no logs, no recovery - so the time is Python
+start-up and the spawns, and the gap between this and `workqueue run` is what the manager's
+guarantees cost per item.
 
-Run: .venv/bin/python -m bench.local_floor FOLDER [--suffix .x] [--parallelism 2]
+Run: .venv/bin/python -m bench.local_floor FOLDER [--suffix .x] [--parallelism 2] [CMD ...]
 """
 
 from __future__ import annotations
@@ -22,24 +22,17 @@ def main() -> None:
     parser.add_argument("folder")
     parser.add_argument("--suffix", default=".x")
     parser.add_argument("--parallelism", type=int, default=2)
+    parser.add_argument("cmd", nargs="*", default=["true"])
     args = parser.parse_args()
+    files = sorted(e.path for e in os.scandir(args.folder) if e.name.endswith(args.suffix))
 
-    from manager.cli.inprocess import serve_folder
-    from manager.source_client import SourceClient
+    def one(path: str) -> int:
+        env = dict(os.environ, WORK_ITEM_FILE=path)
+        return subprocess.run(args.cmd, env=env, stdin=subprocess.DEVNULL).returncode
 
-    server = serve_folder(os.path.abspath(args.folder), [args.suffix], settle=0)
-    try:
-        server.wait_settled()
-        client = SourceClient(server.url)
-
-        def one(name: str) -> None:
-            if client.get_item(name) is not None:
-                subprocess.run(["true"], stdin=subprocess.DEVNULL, start_new_session=True)
-
-        with ThreadPoolExecutor(args.parallelism) as pool:
-            list(pool.map(one, client.list_items()))
-    finally:
-        server.stop()
+    with ThreadPoolExecutor(args.parallelism) as pool:
+        codes = list(pool.map(one, files))
+    raise SystemExit(1 if any(codes) else 0)
 
 
 if __name__ == "__main__":

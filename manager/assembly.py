@@ -15,9 +15,8 @@ from typing import Any
 
 from . import backends
 from .errors import UserError
-from .ports import Ledger
+from .ports import Ledger, Source
 from .runner import Manager, ManagerOptions
-from .source_client import SourceClient
 
 log = logging.getLogger(__name__)
 
@@ -44,19 +43,27 @@ class Assembled:
 
 
 def assemble(
-    source_url: str,
+    source: str | Source,
     backend_name: str,
     backend_options: Any,
     options: ManagerOptions,
     *,
     stats: StatsEndpoint | None = None,
 ) -> Assembled:
-    """A manager of `backend_name` (see `manager.backends`) over the source at `source_url`.
-    The caller's duty: `close()` the result, whatever happens."""
-    from prometheus_client import CollectorRegistry
+    """A manager of `backend_name` (see `manager.backends`) over `source`: an ambassador's
+    URL, or a ready `Source`. Metrics are kept only when `stats` serves them. The caller's
+    duty: `close()` the result, whatever happens."""
+    if isinstance(source, str):
+        from .source_client import SourceClient
 
-    client = SourceClient(source_url)
-    registry = CollectorRegistry()
+        client = SourceClient(source)
+    else:
+        client = source
+    registry = None
+    if stats is not None:
+        from prometheus_client import CollectorRegistry
+
+        registry = CollectorRegistry()
     parts = backends.load(backend_name).setup(backend_options, registry=registry)
     closers = [parts.close]
     try:

@@ -18,6 +18,7 @@ them. It never asks what kind of backend it drives.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
@@ -306,6 +307,11 @@ class Manager:
         since = list(self._waiting_since.values())
         return time.time() - min(since) if since else None
 
+    @functools.lru_cache(maxsize=8)  # noqa: B019 - three labels, the manager lives long
+    def _duration(self, outcome: str):
+        """The item-duration histogram's child for `outcome` (looked up once)."""
+        return self._durations.labels(outcome)
+
     def _on_outcome(self, name: str, result: Result, outcome: Outcome | None) -> None:
         self._note(name, result, outcome)
 
@@ -315,7 +321,7 @@ class Manager:
                 ended = "succeeded" if outcome.succeeded else "failed"
                 if outcome.cancelled:
                     ended = "cancelled"
-                self._durations.labels(ended).observe(outcome.seconds)
+                self._duration(ended).observe(outcome.seconds)
             if not outcome.cancelled:  # cut short: not a service time
                 self.window.served(outcome.seconds)
         if result in TERMINAL:

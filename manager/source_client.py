@@ -22,10 +22,11 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-import requests
+if TYPE_CHECKING:  # imported when a client is made: `workqueue run` never needs it
+    import requests
 
 from .errors import UserError
 from .retry import SOURCE_CALL, Backoff
@@ -181,6 +182,8 @@ class SourceClient:
         params = {"watch": "true"}
         if timeout_seconds:
             params["timeoutSeconds"] = str(timeout_seconds)
+        import requests
+
         url = self.base_url + "/api/v1/items"
         try:
             with self.session.get(url, params=params, stream=True, timeout=(5, read_timeout)) as r:
@@ -215,6 +218,8 @@ class SourceClient:
     ):
         """The answer's JSON; None for a 404 Status when `allow_404`, or for a 400 when
         `refused_ok` (a source that does not know a parameter)."""
+        import requests
+
         url = self.base_url + path
         last = "no answer"
         for attempt in range(self.retries + 1):
@@ -252,6 +257,8 @@ def _session_for(base_url: str) -> requests.Session:
     0.13 ms of the 1 ms a loopback fetch costs here; the source's URL does not change, so
     neither do they.
     """
+    import requests
+
     session = requests.Session()
     settings = session.merge_environment_settings(base_url, {}, None, None, None)
     session.proxies.update(settings["proxies"])
@@ -277,6 +284,8 @@ def _is_status(response: requests.Response) -> bool:
 
 
 def _short(exc: Exception) -> str:
+    import requests
+
     if isinstance(exc, requests.ConnectionError):
         return "connection refused or reset"
     if isinstance(exc, requests.Timeout):

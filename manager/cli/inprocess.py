@@ -1,66 +1,106 @@
-"""An ambassador served in-process for `workqueue run`: the one place manager/ starts one.
+"""The folder source of `workqueue run`: the ambassador's own file-system source, in-process.
 
-`workqueue run DIR -- CMD` needs a source for the manager to poll; it serves the ambassador app
-on a free loopback port from threads of this process (`manager.threaded_server`: waitress), for
-the length of the run. Waitress keeps connections alive, so the manager's session fetches every
-item over one connection (werkzeug's development server closes each one, which made a TCP
-handshake part of every item). Bound to 127.0.0.1 only.
+`workqueue run DIR -- CMD` needs a source for the manager. It used to serve the ambassador app
+over HTTP on a loopback port and have the manager poll it: Flask, waitress and requests were
+imported (a third of a second before the first item), and every listing was serialised to
+JSON and parsed back, all in the one interpreter the dispatch threads share. The manager needs
+none of that from a source in its own process: `FolderSource` satisfies `manager.ports.Source`
+by reading the very same `ambassador.sources.FilesystemSource` - its settling, hostile-name
+rules, snapshot versions and item data (with `version`) - directly. The HTTP API stays the
+contract for every other client; `workqueue ambassador` serves it.
+
+    list_items   the snapshot's names; `listing_version` its version (the resourceVersion an
+                 HTTP listing would carry), so --cancel-removed orders listings the same way
+    get_item     the item's data as GET /api/v1/items/<name> gives it (one lstat), or None
+    peek         the same, for --on-change rerun
+    watch        ADDED for every name, then each ADDED/DELETED, as the watch stream does
 """
 
 from __future__ import annotations
 
+import queue
 import time
+from collections.abc import Iterator
+from typing import Any
 
-from ..threaded_server import ThreadedServer
 
+class FolderSource:
+    def __init__(
+        self,
+        root: str,
+        suffixes: list[str],
+        *,
+        recursive: bool = False,
+        settle: float = 2.0,
+        version_by: str = "stat",
+    ) -> None:
+        """Raises ValueError for options the file-system source refuses."""
+        from ambassador.sources import FilesystemSource
 
-class FolderServer:
-    def __init__(self, app, server) -> None:
-        """Serve `app` through `server` (a waitress server made for it) from a thread."""
-        self.app = app
-        self._serving = ThreadedServer(server, name="ambassador")
-        self._thread = self._serving.thread
-        self.url = f"http://127.0.0.1:{self._serving.port}"
+        self.files = FilesystemSource(
+            root, suffixes, recursive=recursive, settle=settle, version_by=version_by
+        )
+        self.base_url = f"folder {root}"
+        self.listing_version: int | None = None
 
-    @property
-    def source(self):
-        return self.app.extensions["workqueue.source"]
+    def start(self) -> FolderSource:
+        self.files.start()
+        return self
 
     def wait_settled(self, timeout: float | None = None) -> None:
         """Wait until no file is still settling, so the first listing holds every file that
         was there when the run began (a file still being copied is waited for)."""
-        source = self.source
         deadline = None if timeout is None else time.monotonic() + timeout
-        while source.snapshot.pending_names():
+        while self.files.snapshot.pending_names():
             if deadline is not None and time.monotonic() > deadline:
                 return
             time.sleep(0.05)
 
     def stop(self) -> None:
-        self._serving.stop()
-        self.source.stop()
+        self.files.stop()
+
+    # -- manager.ports.Source --------------------------------------------------------------
+
+    def list_items(self) -> list[str]:
+        names, _, version = self.files.page(None, None)
+        self.listing_version = version
+        return names
+
+    def get_item(self, name: str) -> dict[str, Any] | None:
+        return self.files.get(name)
+
+    def peek(self, name: str) -> dict[str, Any] | None:
+        return self.files.get(name)
+
+    def watch(
+        self, timeout_seconds: int | None = None, read_timeout: float | None = None
+    ) -> Iterator[dict[str, str]]:
+        names, events = self.files.subscribe()
+        deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
+        try:
+            for name in names:
+                yield {"type": "ADDED", "item": name}
+            while True:
+                wait = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
+                if wait <= 0:
+                    return
+                try:
+                    yield events.get(timeout=wait)
+                except queue.Empty:
+                    continue
+        finally:
+            self.files.unsubscribe(events)
 
 
-def serve_folder(
+def open_folder(
     root: str,
     suffixes: list[str],
     *,
     recursive: bool = False,
     settle: float = 2.0,
     version_by: str = "stat",
-) -> FolderServer:
-    from waitress import create_server
-
-    from ambassador import create_app
-
-    app = create_app(
-        {
-            "ROOT": root,
-            "SUFFIXES": suffixes,
-            "RECURSIVE": recursive,
-            "SETTLE": settle,
-            "VERSION_BY": version_by,
-        }
-    )
-    server = create_server(app, host="127.0.0.1", port=0, threads=4, ident="workqueue")
-    return FolderServer(app, server)
+) -> FolderSource:
+    """The folder's source, started (its first scan done). The caller's duty: `stop()`."""
+    return FolderSource(
+        root, suffixes, recursive=recursive, settle=settle, version_by=version_by
+    ).start()

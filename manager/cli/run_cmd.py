@@ -1,10 +1,10 @@
 """`workqueue run DIR -- CMD ARGS…`: one command for a folder, on one machine.
 
-It serves an ambassador for DIR in-process (`inprocess.py`), waits for files still being copied
-to settle, and runs the local manager with `--once` against it: every matching file once, a
-progress bar on a terminal, a summary at the end. Exit 0 when every item succeeded (or, with
---cancel-removed, was cancelled because its file went), 1 when any failed. Everything after
-`--` is the worker command, word for word.
+It reads DIR through the ambassador's own file-system source, in-process (`inprocess.py`),
+waits for files still being copied to settle, and runs the local manager with `--once` on it:
+every matching file once, a progress bar on a terminal, a summary at the end. Exit 0 when
+every item succeeded (or, with --cancel-removed, was cancelled because its file went), 1 when
+any failed. Everything after `--` is the worker command, word for word.
 """
 
 from __future__ import annotations
@@ -55,11 +55,11 @@ def run_folder(args) -> int:
     local = from_words(LocalOptions, vars(args), worker_argv=argv)
     # --cancel-removed: the folder is listed every ~2 s for what left it (in-process: cheap)
     options = manager_options(args, poll_interval=2.0)
-    from .inprocess import serve_folder
+    from .inprocess import open_folder
 
     folder = folder_config(args)
     try:
-        server = serve_folder(
+        source = open_folder(
             args.dir,
             folder["SUFFIXES"],
             recursive=folder["RECURSIVE"],
@@ -69,11 +69,11 @@ def run_folder(args) -> int:
     except ValueError as exc:
         raise UserError(str(exc)) from None
     try:
-        server.wait_settled()
-        built = assemble(server.url, "local", local, options, stats=stats_endpoint(args))
+        source.wait_settled()
+        built = assemble(source, "local", local, options, stats=stats_endpoint(args))
         try:
             return run_once(built.manager, built.ledger, install_signal_handlers(built.manager))
         finally:
             built.close()
     finally:
-        server.stop()
+        source.stop()

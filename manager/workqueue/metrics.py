@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from prometheus_client import REGISTRY, CollectorRegistry
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+if TYPE_CHECKING:  # imported when metrics are made: a queue without them never loads it
+    from prometheus_client import CollectorRegistry
 
 # client-go: prometheus.ExponentialBuckets(10e-9, 10, 10) -> 1e-8 s .. 10 s
 DURATION_BUCKETS: tuple[float, ...] = tuple(10.0**e for e in range(-8, 2))
@@ -103,6 +103,12 @@ class _Collector:
         self.lock = threading.Lock()
 
     def collect(self):
+        from prometheus_client.core import (
+            CounterMetricFamily,
+            GaugeMetricFamily,
+            HistogramMetricFamily,
+        )
+
         with self.lock:
             self.queues = [q for q in self.queues if q.alive()]
             queues = list(self.queues)
@@ -153,7 +159,11 @@ class PrometheusMetricsProvider:
     """
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry if registry is not None else REGISTRY
+        if registry is None:
+            from prometheus_client import REGISTRY
+
+            registry = REGISTRY
+        self.registry = registry
         self._collector = _Collector()
         self.registry.register(self._collector)
 

@@ -1,36 +1,66 @@
-"""The in-process ambassador of `workqueue run`: it serves over real HTTP on loopback and its
-stop() ends the serving thread itself, not after the loop's select() times out."""
+"""The folder source of `workqueue run`: the ambassador's own file-system source read in-process.
+Its answers are the HTTP API's (compared with the real app's), its listing carries the snapshot
+version, its watch is the stream's; and `workqueue run` loads no web stack at all."""
 
 from __future__ import annotations
 
-import time
-
-import requests
-from waitress import create_server
+import json
+import subprocess
+import sys
 
 from ambassador import create_app
-from manager.cli.inprocess import FolderServer, serve_folder
+from manager.cli.inprocess import open_folder
 
 
-def test_serves_the_folder_on_loopback(tmp_path):
-    (tmp_path / "a.x").touch()
-    server = serve_folder(str(tmp_path), [".x"], settle=0)
-    try:
-        server.wait_settled()
-        assert server.url.startswith("http://127.0.0.1:")
-        assert requests.get(server.url + "/api/v1/items", timeout=5).json()["items"] == ["a.x"]
-    finally:
-        server.stop()
-
-
-def test_stop_wakes_the_loop_instead_of_waiting_out_its_timeout(tmp_path):
+def test_lists_and_answers_as_the_http_api_does(tmp_path):
+    for name in ("b.x", "a.x", "skip.txt"):
+        (tmp_path / name).write_bytes(b"data")
+    source = open_folder(str(tmp_path), [".x"], settle=0)
     app = create_app({"ROOT": str(tmp_path), "SUFFIXES": [".x"], "SETTLE": 0})
-    # An hour-long select() timeout: only a wake-up from stop() can end the loop in time.
-    waitress = create_server(app, host="127.0.0.1", port=0, threads=2, asyncore_loop_timeout=3600)
-    server = FolderServer(app, waitress)
-    with requests.Session() as session:  # leave a keep-alive connection open, as a run does
-        assert session.get(server.url + "/healthz", timeout=5).status_code == 200
-        time.sleep(0.3)  # the loop goes back to sleep in select() (stop() must wake it)
-        server.stop()
-    assert not server._thread.is_alive()
-    assert not waitress._map  # listener, connections and trigger all closed
+    try:
+        source.wait_settled()
+        assert source.list_items() == ["a.x", "b.x"]
+        assert isinstance(source.listing_version, int) and source.listing_version > 0
+        client = app.test_client()
+        for name in ("a.x", "b.x"):
+            over_http = client.get(f"/api/v1/items/{name}").get_json()["data"]
+            assert source.get_item(name) == over_http == source.peek(name)
+        assert source.get_item("skip.txt") is None and source.get_item("../etc") is None
+    finally:
+        source.stop()
+        app.extensions["workqueue.source"].stop()
+
+
+def test_watch_says_added_then_deleted(tmp_path):
+    (tmp_path / "a.x").touch()
+    source = open_folder(str(tmp_path), [".x"], settle=0)
+    try:
+        events = source.watch(timeout_seconds=20)
+        assert next(events) == {"type": "ADDED", "item": "a.x"}
+        before = source.list_items() and source.listing_version
+        (tmp_path / "a.x").unlink()
+        assert next(events) == {"type": "DELETED", "item": "a.x"}
+        events.close()
+        assert source.list_items() == [] and source.listing_version > before
+    finally:
+        source.stop()
+
+
+def test_workqueue_run_loads_no_web_stack(tmp_path):
+    (tmp_path / "a.x").touch()
+    state = tmp_path / "state"
+    probe = (
+        "import sys\n"
+        "from manager.cli.main import main\n"
+        f"code = main(['run', {str(tmp_path)!r}, '--suffix', '.x', '--settle', '0', "
+        f"'--state-dir', {str(state)!r}, '--', 'true'])\n"
+        "web = sorted(m for m in ('flask', 'werkzeug', 'waitress', 'requests', "
+        "'prometheus_client') if m in sys.modules)\n"
+        "print(json.dumps([code, web]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", "import json\n" + probe], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    code, web = json.loads(out.stdout.splitlines()[-1])
+    assert code == 0 and web == [], web
