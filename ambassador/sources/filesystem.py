@@ -19,6 +19,7 @@ Never followed: symlinks (neither listed nor served, wherever they point) and hi
 
 from __future__ import annotations
 
+import functools
 import logging
 import mimetypes
 import os
@@ -49,6 +50,19 @@ def rfc3339(epoch_seconds: float) -> str:
     return datetime.fromtimestamp(epoch_seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def content_type(name: str) -> str:
+    """The media type by the name's last two suffixes (".mp4", ".tar.gz": all mimetypes looks
+    at), as mimetypes knows them."""
+    parts = name.rsplit("/", 1)[-1].split(".")
+    return _content_type("." + ".".join(parts[-2:]).lower() if len(parts) > 1 else "")
+
+
+@functools.lru_cache(maxsize=1024)  # a folder holds a handful of suffixes: one lookup each
+def _content_type(suffixes: str) -> str:
+    guessed, _ = mimetypes.guess_type("item" + suffixes, strict=False)
+    return guessed or "application/octet-stream"
+
+
 def item_data(
     root: str, real_root: str, name: str, version_by: str = "stat"
 ) -> dict[str, Any] | None:
@@ -67,13 +81,12 @@ def item_data(
         return None
     if not stat.S_ISREG(st.st_mode):
         return None
-    content_type, _ = mimetypes.guess_type(name, strict=False)
     return {
         "name": name,
         "path": path,
         "size": st.st_size,
         "modified": rfc3339(st.st_mtime),
-        "contentType": content_type or "application/octet-stream",
+        "contentType": content_type(name),
         "version": version_of(path, st, version_by),
     }
 

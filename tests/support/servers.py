@@ -56,8 +56,8 @@ class Server:
             if self.process.poll() is not None:
                 raise AssertionError(f"ambassador exited with {self.process.returncode}")
             try:
-                return requests.get(self.url + "/readyz", timeout=1).status_code == 200
-            except requests.ConnectionError:
+                return requests.get(self.url + "/readyz", timeout=5).status_code == 200
+            except requests.RequestException:  # not listening yet, or still loading
                 return False
 
         wait_until(up, timeout=20)

@@ -12,10 +12,11 @@ environment is encoded by C, and glibc's posix_spawn starts the child with vfork
             everything it started (`signal_group`)
 
 Descriptors: posix_spawn closes only close-on-exec descriptors. Python, SQLite and the file
-watcher open theirs close-on-exec, but the manager may have been handed inheritable ones (by
-its parent shell, a test runner, a C library): every start closes those in the child, found
-by a look at /proc/self/fd, so a worker inherits only 0, 1 and 2 - as `close_fds` did
-(tests/manager/backends/local/test_spawn.py checks a real worker's descriptors).
+watcher open theirs close-on-exec; what can be inheritable is what the manager was handed when
+it started (by its parent shell, a test runner). `Spawner` marks those close-on-exec once, when
+it is made (a look at /proc/self/fd), so a worker inherits only 0, 1 and 2 - as `close_fds`
+did, without its per-spawn cost (tests/manager/backends/local/test_spawn.py checks a real
+worker's descriptors).
 
 Waiting: `wait(timeout)` blocks in `waitpid` (the lock released) or, with a timeout, polls a
 pidfd (Linux 5.3+; elsewhere a short sleep loop), so no thread spins. Exactly one thread - the
@@ -47,6 +48,8 @@ class Spawner:
             program = found
         self.program = program
         self.argv = list(argv)
+        for fd in _inheritable():
+            os.set_inheritable(fd, False)
 
     def start(self, log_fd: int, extra_env: dict[str, str]) -> Child:
         """The child, started; `OSError` when it cannot be (not found, not executable)."""
@@ -56,13 +59,12 @@ class Spawner:
             (os.POSIX_SPAWN_DUP2, log_fd, 1),
             (os.POSIX_SPAWN_DUP2, log_fd, 2),
         ]
-        actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in _inheritable(log_fd)]
         pid = os.posix_spawn(self.program, self.argv, env, file_actions=actions, setsid=True)
         return Child(pid)
 
 
-def _inheritable(but: int) -> list[int]:
-    """This process's inheritable descriptors above 2 (other than `but`)."""
+def _inheritable() -> list[int]:
+    """This process's inheritable descriptors above 2."""
     found = []
     try:
         names = os.listdir("/proc/self/fd")
@@ -70,7 +72,7 @@ def _inheritable(but: int) -> list[int]:
         return found
     for entry in names:
         fd = int(entry)
-        if fd <= 2 or fd == but:
+        if fd <= 2:
             continue
         try:
             if os.get_inheritable(fd):

@@ -9,6 +9,7 @@ import json
 import os
 import stat
 import sys
+from pathlib import Path
 
 from manager.backends.local.process import LocalBackend
 
@@ -62,7 +63,7 @@ def test_the_worker_inherits_only_stdio_and_reads_its_own_item(tmp_path):
     assert len(paths) == 1  # one at a time: the same slot file, rewritten in place
     item_file = paths.pop()
     assert stat.S_ISREG(os.lstat(item_file).st_mode)
-    log = open(runner.log_path("item-1")).read()
+    log = Path(runner.log_path("item-1")).read_text()
     assert "=== workqueue: item-1 attempt 1 at" in log
 
 
