@@ -12,7 +12,8 @@ Response shapes are Burns' source-ambassador contract, plus Kubernetes-style lis
   GET /api/v1/items?watch=true[&timeoutSeconds=N][&view=full]
       newline-delimited JSON: {"type":"ADDED","item":name} for every current item, then ADDED /
       DELETED as they happen; ends after timeoutSeconds when given. With view=full an ADDED
-      event carries the item's "data" too.
+      event carries the item's "data" too. After HEARTBEAT_SECONDS without an event an empty
+      line is sent (clients skip it): a watcher that went away is noticed and its thread freed.
   GET /api/v1/items/<name>
       {"kind":"Item","apiVersion":"v1","data":{"name","path","size","modified","contentType",
       "version"}} - `version` changes when the file does (ambassador.versions).
@@ -34,6 +35,7 @@ from werkzeug.exceptions import BadRequest, NotFound
 bp = Blueprint("items", __name__, url_prefix="/api/v1")
 
 MAX_LIMIT = 100_000
+HEARTBEAT_SECONDS = 15.0
 
 
 def _source():
@@ -168,14 +170,20 @@ def _watch(timeout_seconds: int | None, full: bool = False) -> Response:
     def stream():
         try:
             yield b"".join(line({"type": "ADDED", "item": n}) for n in names)
+            quiet_since = time.monotonic()
             while True:
-                wait = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
+                now = time.monotonic()
+                wait = HEARTBEAT_SECONDS if deadline is None else min(5.0, deadline - now)
                 if wait <= 0:
                     return
                 try:
                     event = events.get(timeout=wait)
                 except queue.Empty:
+                    if time.monotonic() - quiet_since >= HEARTBEAT_SECONDS:
+                        quiet_since = time.monotonic()
+                        yield b"\n"  # a write: a client that left is noticed here
                     continue
+                quiet_since = time.monotonic()
                 yield line(event)
         finally:
             source.unsubscribe(events)

@@ -76,7 +76,11 @@ def openapi_document() -> dict:
                     ],
                     "responses": {
                         "200": {
-                            "description": "The list, or with watch=true a stream of events.",
+                            "description": (
+                                "The list, or with watch=true a stream of events, one JSON "
+                                "object per line; an empty line after 15 s without an event "
+                                "is a heartbeat to skip."
+                            ),
                             "content": {
                                 "application/json": {
                                     "schema": {"$ref": "#/components/schemas/ItemList"}

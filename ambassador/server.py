@@ -4,7 +4,12 @@
                          [--host 127.0.0.1] [--port 8080] [--workers N] [--force-polling]
 
 Gunicorn runs `--workers` processes of the gthread worker, so a long watch stream occupies one
-thread, not a whole worker. The folder is watched by one process, started first: the snapshot
+thread, not a whole worker - and each worker may run up to `--threads` (1024) of them: threads
+are made only as connections need them, an idle watch costs a thread's touched stack and a
+queue (bench/ambassador.py measures it), and no monkey-patching is needed, as a gevent worker
+would (the snapshot's follower threads and the file watcher stay plain threads). A listing or
+an item GET holds a thread for milliseconds; keep-alive connections between requests hold
+none. The folder is watched by one process, started first: the snapshot
 publisher of `shared.py`; every worker serves the listing it publishes, so all of them answer
 from one snapshot whose version only grows. With more than one worker, metrics
 use prometheus-client's multiprocess mode through a private directory made here, before anything
@@ -25,7 +30,7 @@ import tempfile
 
 from .logs import logging_config
 
-THREADS_PER_WORKER = 16
+THREADS_PER_WORKER = 1024  # watch streams hold one each for their whole life
 
 
 def add_parser(subparsers, user_error: type[Exception], duration=None) -> None:
@@ -43,6 +48,13 @@ def add_parser(subparsers, user_error: type[Exception], duration=None) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=_port, default=8080, help="port (default 8080; 0 = any free)")
     p.add_argument("--workers", type=_workers, default=2, help="gunicorn worker processes (2)")
+    p.add_argument(
+        "--threads",
+        type=_threads,
+        default=THREADS_PER_WORKER,
+        help=f"most requests a worker serves at once - each watch stream holds one "
+        f"(default {THREADS_PER_WORKER}; made as needed)",
+    )
     p.add_argument(
         "--force-polling",
         action="store_true",
@@ -117,6 +129,12 @@ def _workers(text: str) -> int:
     return int(text)
 
 
+def _threads(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 10_000:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to 10000: {text!r}")
+    return int(text)
+
+
 def app_config(args) -> dict:
     return {
         "ROOT": args.root,
@@ -155,6 +173,7 @@ def serve(args, user_error: type[Exception]) -> int:
             {**config, "SHARED_SNAPSHOT": snapshot_dir},
             f"fd://{listener.fileno()}",
             args.workers,
+            getattr(args, "threads", THREADS_PER_WORKER),
             getattr(args, "log_format", "text"),
             getattr(args, "log_level", None) or "warning",
         )
@@ -223,7 +242,12 @@ def _bind_host(host: str) -> str:
 
 
 def _run_gunicorn(
-    config: dict, bind: str, workers: int, log_format: str = "text", log_level: str = "warning"
+    config: dict,
+    bind: str,
+    workers: int,
+    threads: int = THREADS_PER_WORKER,
+    log_format: str = "text",
+    log_level: str = "warning",
 ) -> None:
     from gunicorn.app.base import BaseApplication
 
@@ -233,7 +257,8 @@ def _run_gunicorn(
                 "bind": bind,
                 "workers": workers,
                 "worker_class": "gthread",
-                "threads": THREADS_PER_WORKER,
+                "threads": threads,
+                "worker_connections": threads + 256,  # the watches, and keep-alive clients
                 "timeout": 60,
                 "graceful_timeout": 2,  # a listing takes milliseconds; a watch never ends
                 "keepalive": 5,
