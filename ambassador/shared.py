@@ -66,15 +66,17 @@ def publish(folder: str, version: int, names: list[str]) -> None:
 
 def run_publisher(config: dict, folder: str, stop: threading.Event | None = None) -> None:
     """The publisher's life: start the file-system source, publish its first listing, then a
-    new version whenever the listing changes, until `stop` (or SIGTERM ends the process)."""
+    new version whenever the listing changes, until `stop` (SIGTERM), or until the server that
+    started it is gone (killed before it could stop us: we must not outlive it)."""
     stop = stop or threading.Event()
+    parent = os.getppid()  # the server that started us: if it dies, so do we
     source = FilesystemSource.from_config(config)
     source.start()
     _, changes = source.subscribe()
     seen: int | None = None  # the snapshot version last published
     beat = 0.0
     try:
-        while not stop.is_set():
+        while not stop.is_set() and os.getppid() == parent:
             names, _, current = source.page(None, None)
             if current != seen:  # the snapshot's versions only grow; + 1 keeps ours above 0
                 publish(folder, current + 1, names)
