@@ -143,14 +143,22 @@ def _item_list(items: list, metadata: dict) -> str:
 
 def _full_listing() -> bytes:
     """The whole listing, serialised once per snapshot version (listing 100,000 names is then
-    a memory copy, not 100,000 string encodings per request)."""
+    a memory copy, not 100,000 string encodings per request). A source that keeps its names
+    as JSON already (`json_names`: a worker's shared snapshot) gives the array itself."""
     cache = current_app.extensions["workqueue.listing_cache"]
     source = _source()
     cached = cache.get("body")
     if cached is not None and cache.get("version") == source.version:
         return cached  # no copy of the names at all while the listing is unchanged
-    names, _, version = source.page(None, None)
-    body = _item_list(names, {"resourceVersion": str(version)}).encode()
+    json_names = getattr(source, "json_names", None)
+    if json_names is not None:
+        array, version = json_names()
+        metadata = json.dumps({"resourceVersion": str(version)}, separators=(",", ":"))
+        head = b'{"kind":"ItemList","apiVersion":"v1","items":'
+        body = b"".join((head, array, b',"metadata":', metadata.encode(), b"}"))
+    else:
+        names, _, version = source.page(None, None)
+        body = _item_list(names, {"resourceVersion": str(version)}).encode()
     cache["version"], cache["body"] = version, body
     return body
 

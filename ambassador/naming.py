@@ -48,6 +48,8 @@ def is_representable(part: str) -> bool:
     (decoded by Python with surrogate escapes) or that break a line (a newline, a carriage
     return, any other line boundary) are not items - a name the listing shows is always one a
     client can fetch, and one line. (Tabs and other characters are data: they are served.)"""
+    if part.isascii() and part.isprintable():  # the usual name, decided without copies
+        return True
     try:
         part.encode("utf-8")
     except UnicodeEncodeError:

@@ -30,9 +30,9 @@ import os
 import queue
 import threading
 import time
-from bisect import bisect_right
 from typing import Any
 
+from .sorted_names import SortedNames
 from .sources.filesystem import FilesystemSource, item_data
 
 log = logging.getLogger(__name__)
@@ -109,6 +109,10 @@ def _drain(q: queue.SimpleQueue) -> None:
             return
 
 
+def _event(kind: str, name: bytes) -> dict:
+    return {"type": kind, "item": name.decode("utf-8")}
+
+
 # -- the workers ---------------------------------------------------------------------------
 
 
@@ -122,15 +126,15 @@ class SharedSnapshot:
         self.root = os.path.abspath(root)
         self._real_root = os.path.realpath(self.root)
         self._lock = threading.Lock()
-        # Invariant (under _lock): _names is sorted and _known is the same set, both of
-        # _version; _stamp identifies the `current` file they were read from.
-        self._names: list[str] = []
-        self._known: frozenset[str] = frozenset()
+        # Invariant (under _lock): _names holds the names of _version, sorted, compactly
+        # (sorted_names.py); _stamp identifies the `current` file they were read from.
+        self._names = SortedNames()
         self._version = 0
         self._stamp: tuple[int, int, int] | None = None
         self._watchers: dict[queue.SimpleQueue, int] = {}  # queue -> version it has seen
-        # Invariant: holds the names of every version some watcher is at.
-        self._sets: dict[int, frozenset[str]] = {}
+        # Invariant: holds the names (as UTF-8 sets) of every version some watcher is at;
+        # built only while there are watchers.
+        self._sets: dict[int, frozenset[bytes]] = {}
         self._follower: threading.Thread | None = None
         self._stop = threading.Event()
 
@@ -166,8 +170,8 @@ class SharedSnapshot:
                     raw = f.read()
             except FileNotFoundError:
                 return  # superseded while we looked: the next look finds the newer one
-            names = raw.decode("utf-8").split("\0") if raw else []
-            self._names, self._known, self._version = names, frozenset(names), version
+            raw.decode("utf-8")  # the publisher writes UTF-8: anything else is a torn file
+            self._names, self._version = SortedNames(raw), version
             self._stamp = stamp
 
     # -- the Source interface --------------------------------------------------------------
@@ -176,13 +180,20 @@ class SharedSnapshot:
         self._refresh()
         with self._lock:
             names = self._names
-            start = 0 if after is None else bisect_right(names, after)
+            start = 0 if after is None else names.bisect_right(after)
             end = len(names) if limit is None else min(len(names), start + limit)
-            return names[start:end], len(names) - end, self._version
+            return names.slice(start, end), len(names) - end, self._version
+
+    def json_names(self) -> tuple[bytes, int]:
+        """Every name as a JSON array (built once a version), and the version."""
+        self._refresh()
+        with self._lock:
+            names, version = self._names, self._version
+        return names.json_array(), version
 
     def get(self, name: str) -> dict[str, Any] | None:
         self._refresh()
-        if name not in self._known:
+        if name not in self._names:
             return None
         return item_data(self.root, self._real_root, name, self.version_by)
 
@@ -210,8 +221,9 @@ class SharedSnapshot:
         q: queue.SimpleQueue = queue.SimpleQueue()
         with self._lock:
             self._watchers[q] = self._version
-            self._sets[self._version] = self._known
-            names = list(self._names)
+            if self._version not in self._sets:
+                self._sets[self._version] = self._names.as_set()
+            names = self._names.slice(0, len(self._names))
             if self._follower is None:
                 self._follower = threading.Thread(
                     target=self._follow, name="ambassador-follow", daemon=True
@@ -229,11 +241,17 @@ class SharedSnapshot:
         while not self._stop.wait(FOLLOW_SECONDS):
             self._refresh()
             with self._lock:
-                current, names = self._version, self._known
-                for since in {v for v in self._watchers.values() if v < current}:
+                current = self._version
+                behind = {v for v in self._watchers.values() if v < current}
+                if not behind:
+                    wanted = set(self._watchers.values())
+                    self._sets = {v: s for v, s in self._sets.items() if v in wanted}
+                    continue
+                names = self._sets.get(current) or self._names.as_set()
+                for since in behind:
                     before = self._sets[since]
-                    events = [{"type": "DELETED", "item": n} for n in sorted(before - names)]
-                    events += [{"type": "ADDED", "item": n} for n in sorted(names - before)]
+                    events = [_event("DELETED", n) for n in sorted(before - names)]
+                    events += [_event("ADDED", n) for n in sorted(names - before)]
                     for q, seen in list(self._watchers.items()):
                         if seen == since:
                             for event in events:

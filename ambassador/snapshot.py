@@ -3,8 +3,9 @@
 Requests never scan the folder; they read this snapshot, which the source keeps current from
 file-system events or polling. Three pieces of state, all guarded by `_lock`:
 
-  listed   name -> (size, mtime_ns) of every item served; `names` is the same set, sorted, so
-           a page after any name is a bisect and a slice.
+  listed   the name of every item served (a set: its size and mtime are not kept - a request
+           stats the file itself); `names` is the same set, sorted, so a page after any name
+           is a bisect and a slice.
   pending  name -> (size, mtime_ns, since) of candidate files that have not yet held still for
            `settle` seconds; `since` is when their current size and mtime were first seen.
   version  bumped on every change to `listed`, so readers can cache what they derive from it.
@@ -39,9 +40,12 @@ class Snapshot:
         self.settle = settle
         self.clock = clock
         self._lock = threading.Lock()
-        self._listed: dict[str, tuple[int, int]] = {}
+        self._listed: set[str] = set()
         self._names: list[str] = []  # invariant: sorted(self._listed)
         self._pending: dict[str, tuple[int, int, float]] = {}
+        # Files a first scan found at rest, to be listed by the next promote_settled() in one
+        # sorted insert (a million of them, handed over in chunks, sorted once).
+        self._at_rest: dict[str, None] = {}  # an ordered set
         self.version = 0
         self._subscribers: set[queue.SimpleQueue] = set()
 
@@ -49,23 +53,36 @@ class Snapshot:
 
     def observe(self, name: str, size: int, mtime_ns: int, *, initial: bool = False) -> None:
         """The source saw candidate file `name` with this size and mtime."""
+        self.observe_many([(name, size, mtime_ns)], initial=initial)
+
+    def observe_many(self, seen: list[tuple[str, int, int]], *, initial: bool = False) -> None:
+        """`observe` for many files at once - (name, size, mtime_ns) each - under one lock
+        (a directory's scan: a million files at start-up)."""
+        listed, pending = self._listed, self._pending
+        at_rest = []  # found already settled by a first scan: never pending
         with self._lock:
-            if name in self._listed:
-                self._listed[name] = (size, mtime_ns)
-                return
-            current = self._pending.get(name)
-            if current is not None and current[:2] == (size, mtime_ns):
-                return
             now = self.clock()
-            since = min(mtime_ns / 1e9, now) if initial else now
-            self._pending[name] = (size, mtime_ns, since)
+            for name, size, mtime_ns in seen:
+                if name in listed:
+                    continue
+                current = pending.get(name)
+                if current is not None and current[0] == size and current[1] == mtime_ns:
+                    continue
+                since = min(mtime_ns / 1e9, now) if initial else now
+                if initial and current is None and since + self.settle <= now:
+                    at_rest.append(name)
+                else:
+                    pending[name] = (size, mtime_ns, since)
+            self._at_rest.update(dict.fromkeys(at_rest))  # listed by promote_settled()
 
     def forget(self, names: Iterable[str]) -> None:
         """These files are gone (or are no longer items)."""
         with self._lock:
             for name in names:
                 self._pending.pop(name, None)
-                if self._listed.pop(name, None) is not None:
+                self._at_rest.pop(name, None)
+                if name in self._listed:
+                    self._listed.discard(name)
                     index = bisect_left(self._names, name)
                     del self._names[index]
                     self.version += 1
@@ -76,7 +93,8 @@ class Snapshot:
         pending file is due, or None when nothing is pending."""
         with self._lock:
             now = self.clock()
-            ready, next_due = [], None
+            ready, next_due = list(self._at_rest), None
+            self._at_rest = {}
             for name, (_, _, since) in self._pending.items():
                 due = since + self.settle
                 if due <= now:
@@ -85,22 +103,33 @@ class Snapshot:
                     next_due = due
             if ready:
                 for name in ready:
-                    size, mtime_ns, _ = self._pending.pop(name)
-                    self._listed[name] = (size, mtime_ns)
-                if len(ready) > _BULK_INSERT:
-                    self._names.extend(ready)
-                    self._names.sort()
-                else:
-                    for name in ready:
-                        insort(self._names, name)
-                self.version += 1
-                for name in sorted(ready):
-                    self._publish({"type": "ADDED", "item": name})
+                    self._pending.pop(name, None)
+                self._list_now(list(dict.fromkeys(ready)))
             return next_due
+
+    def _list_now(self, ready: list[str]) -> None:
+        """List `ready` (names not listed yet) as one new version. The caller holds the lock."""
+        self._listed.update(ready)
+        ready.sort()
+        if len(ready) > _BULK_INSERT:
+            self._names.extend(ready)
+            self._names.sort()  # two sorted runs: Python's sort merges them in one pass
+        else:
+            for name in ready:
+                insort(self._names, name)
+        self.version += 1
+        if self._subscribers:
+            for name in ready:
+                self._publish({"type": "ADDED", "item": name})
+
+    def all_names(self) -> list[str]:
+        """Every name the snapshot holds: listed, settling, or found at rest (a copy)."""
+        with self._lock:
+            return [*self._names, *self._pending, *self._at_rest]
 
     def pending_names(self) -> list[str]:
         with self._lock:
-            return list(self._pending)
+            return [*self._pending, *self._at_rest]
 
     # -- read by requests ------------------------------------------------------------------
 

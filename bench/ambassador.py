@@ -32,6 +32,7 @@ import time
 
 import requests
 
+FOLDERS: list[str] = []  # made by this run, removed at its end
 AMBASSADOR = [sys.executable, "-m", "manager.cli", "ambassador", "--workers", "2"]
 
 
@@ -107,6 +108,7 @@ def serve_hello(port: int) -> None:
                 "workers": 2,
                 "worker_class": "gthread",
                 "threads": THREADS_PER_WORKER,
+                "worker_connections": THREADS_PER_WORKER + 256,
                 "loglevel": "warning",
                 "accesslog": None,
             }.items():
@@ -150,17 +152,22 @@ def rss_tree_mb(pid: int) -> float:
     return total / 1024
 
 
-def bench_big_folder(files: int, procs: list) -> str:
+def bench_big_folder(files: int, procs: list, reuse: str | None = None) -> str:
     """Cold start, RSS, full listing against a static file, paged listings; returns the URL
     of one item for the throughput part."""
     print(f"making {files:,} files ...", flush=True)
     empty = tempfile.mkdtemp(prefix="wq-bench-amb-empty-")
+    FOLDERS.append(empty)
     proc, _, _ = start_ambassador(empty)
     time.sleep(1)
     base_rss = rss_tree_mb(proc.pid)
     proc.terminate()
     proc.wait(10)
-    root = make_folder(files)
+    if reuse:  # a folder of clip-NNNNNN.mp4 files made by an earlier run (kept)
+        root = reuse
+    else:
+        root = make_folder(files)
+        FOLDERS.append(root)
     proc, base, cold = start_ambassador(root)
     procs.append(proc)
     session = requests.Session()
@@ -174,6 +181,7 @@ def bench_big_folder(files: int, procs: list) -> str:
     )
     full = session.get(base + "/api/v1/items", timeout=60).content
     static_dir = tempfile.mkdtemp(prefix="wq-bench-static-")
+    FOLDERS.append(static_dir)
     with open(os.path.join(static_dir, "items.json"), "wb") as f:
         f.write(full)
     static_port = free_port()
@@ -205,6 +213,7 @@ def bench_big_folder(files: int, procs: list) -> str:
 def bench_watchers(count: int, procs: list) -> None:
     """`count` watch streams on one ambassador: each must get the event of one new file."""
     root = make_folder(10)
+    FOLDERS.append(root)
     proc, base, _ = start_ambassador(root)
     procs.append(proc)
     time.sleep(1)
@@ -256,7 +265,6 @@ def bench_watchers(count: int, procs: list) -> None:
         f"(goal p99 <= 1 s); RSS {before:.0f} MB -> {idle:.0f} MB, "
         f"{(idle - before) * 1024 / count:.0f} KB per idle watcher"
     )
-    shutil.rmtree(root, ignore_errors=True)
 
 
 def bench_item_get(item_url: str, seconds: int, procs: list) -> None:
@@ -286,6 +294,7 @@ def main() -> None:
     parser.add_argument("--watchers", type=int, default=1_000)
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--serve-hello", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--reuse", help="a folder of --files clip-NNNNNN.mp4 files to use")
     args = parser.parse_args()
     if args.serve_hello:
         serve_hello(args.serve_hello)
@@ -293,12 +302,14 @@ def main() -> None:
     procs: list[subprocess.Popen] = []
     try:
         bench_watchers(args.watchers, procs)
-        item_url = bench_big_folder(args.files, procs)
+        item_url = bench_big_folder(args.files, procs, args.reuse)
         bench_item_get(item_url, args.seconds, procs)
     finally:
         for p in procs:
             p.terminate()
             p.wait(10)
+        for folder in FOLDERS:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":
