@@ -25,12 +25,17 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import queue
 import re
+import tempfile
+import threading
 import time
+from typing import Any
 
 from flask import Blueprint, Response, current_app, request
 from werkzeug.exceptions import BadRequest, NotFound
+from werkzeug.wsgi import wrap_file
 
 bp = Blueprint("items", __name__, url_prefix="/api/v1")
 
@@ -115,7 +120,7 @@ def list_items() -> Response:
     if watch:
         return _watch(timeout_seconds, full)
     if after is None and limit is None and not full:
-        return _json_response(_full_listing())
+        return _full_listing_response()
     names, remaining, version = _source().page(after, limit)
     metadata: dict = {"resourceVersion": str(version)}
     if remaining and names:
@@ -141,15 +146,27 @@ def _item_list(items: list, metadata: dict) -> str:
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
 
 
-def _full_listing() -> bytes:
+def _full_listing() -> tuple[Any, int]:
     """The whole listing, serialised once per snapshot version (listing 100,000 names is then
-    a memory copy, not 100,000 string encodings per request). A source that keeps its names
-    as JSON already (`json_names`: a worker's shared snapshot) gives the array itself."""
+    a file read, not 100,000 string encodings per request), kept in an anonymous temporary
+    file: the kernel's page cache holds it, not the worker, and gunicorn sends it with
+    sendfile. Returns what to send - a reader of its own (its own offset), or the bytes where
+    /proc cannot reopen the file - and its size. A source that keeps its names as JSON
+    already (`json_names`: a worker's shared snapshot) gives the array itself."""
     cache = current_app.extensions["workqueue.listing_cache"]
     source = _source()
-    cached = cache.get("body")
-    if cached is not None and cache.get("version") == source.version:
-        return cached  # no copy of the names at all while the listing is unchanged
+    with cache.setdefault("lock", threading.Lock()):
+        if "body" not in cache or cache.get("version") != source.version:
+            _rebuild(cache, source)
+        kept = cache["body"]
+        if isinstance(kept, bytes):
+            return kept, len(kept)
+        # reopened under the lock: a newer version may close this file, never before
+        return open(f"/proc/self/fd/{kept.fileno()}", "rb"), cache["size"]  # noqa: SIM115
+
+
+def _rebuild(cache: dict, source) -> None:
+    """The listing of the source's current version into `cache` (the caller holds its lock)."""
     json_names = getattr(source, "json_names", None)
     if json_names is not None:
         array, version = json_names()
@@ -159,8 +176,26 @@ def _full_listing() -> bytes:
     else:
         names, _, version = source.page(None, None)
         body = _item_list(names, {"resourceVersion": str(version)}).encode()
-    cache["version"], cache["body"] = version, body
-    return body
+    kept: Any = body
+    if os.path.isdir("/proc/self/fd"):
+        kept = tempfile.TemporaryFile()  # noqa: SIM115 - kept open for later requests
+        kept.write(body)
+        kept.flush()
+    old = cache.get("body")
+    cache["version"], cache["body"], cache["size"] = version, kept, len(body)
+    if old is not None and not isinstance(old, bytes):
+        old.close()  # requests still sending it hold descriptors of their own
+
+
+def _full_listing_response() -> Response:
+    body, size = _full_listing()
+    if isinstance(body, bytes):
+        return _json_response(body)
+    response = Response(
+        wrap_file(request.environ, body), mimetype="application/json", direct_passthrough=True
+    )
+    response.content_length = size
+    return response
 
 
 def _watch(timeout_seconds: int | None, full: bool = False) -> Response:

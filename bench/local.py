@@ -2,9 +2,10 @@
 
   1. `true` as the worker, 1,000 and 10,000 items, parallelism 2 and 8: `workqueue run` against
      `xargs -P N` running `true` once per file (goal: ratio <= 1.5 at parallelism 2, and
-     parallelism 8 faster than 2 at 10,000 items), and bench/local_floor.py - a 15-line Python
-     thread pool, one subprocess per file and nothing recorded - the floor of dispatching from
-     one Python process.
+     parallelism 8 faster than 2 at 10,000 items), and two floors from bench/local_floor.py: a
+     15-line Python thread pool, one subprocess per file and nothing recorded; and the same
+     doing workqueue's durable steps per item (three SQLite transactions, an item file, a log,
+     posix_spawn) the least way.
   2. 200 one-second videos thumbnailed at parallelism 2: `workqueue run` with the thumbnailer
      against `xargs -P 2` running the same worker script on the same files, each with its
      WORK_ITEM_FILE written beforehand (goal ratio <= 1.05).
@@ -78,15 +79,16 @@ def bench_true(work: Path, counts: list[int], parallelisms: list[int]) -> None:
             xargs = timed(
                 f"find {folder} -name '*.x' -print0 | xargs -0 -P {p} -n 1 true", shell=True
             )
-            floor = timed(
-                [sys.executable, "-m", "bench.local_floor", folder, "--parallelism", str(p)]
-            )
+            pool = [sys.executable, "-m", "bench.local_floor", folder, "--parallelism", str(p)]
+            floor = timed(pool)
+            durable = timed([*pool, "--durable", work / f"floor-state-{count}-{p}"])
             goal = " (goal <= 1.5)" if p == 2 else ""
             print(
                 f"{count:,} items, worker `true`, parallelism {p}: workqueue run {ours[p]:.2f} s "
                 f"({ours[p] / count * 1000:.2f} ms/item), xargs -P {p} {xargs:.2f} s, "
-                f"ratio {ours[p] / xargs:.2f}{goal}; Python thread-pool floor {floor:.2f} s, "
-                f"ratio {floor / xargs:.2f}"
+                f"ratio {ours[p] / xargs:.2f}{goal}; floors: Python thread pool {floor:.2f} s "
+                f"(ratio {floor / xargs:.2f}), the same with workqueue's durable steps "
+                f"{durable:.2f} s (ratio {durable / xargs:.2f})"
             )
         if len(parallelisms) > 1:
             low, high = parallelisms[0], parallelisms[-1]

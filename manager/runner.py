@@ -336,7 +336,8 @@ class Manager:
                 report.outcomes[name] = outcome
             if result in TERMINAL and name not in report.results:
                 report.results[name] = result
-                self._report_cond.notify_all()
+                if len(report.results) >= len(report.targets):  # the run waits for the last
+                    self._report_cond.notify_all()
 
     # -- running ---------------------------------------------------------------------------
 

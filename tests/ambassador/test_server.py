@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import requests
 
@@ -21,6 +22,21 @@ def test_list_and_get_over_real_http(tmp_path, ambassador_server):
     assert body["items"] == ["a.mp4"]
     item = requests.get(server.url + "/api/v1/items/a.mp4", timeout=5).json()
     assert item["data"]["size"] == 3
+    # the full listing is sent from its cached file (sendfile): whole, with its length, and
+    # a new version is a new file - asked from many connections at once, every answer whole
+    names = [f"clip-{i:04d}.mp4" for i in range(2000)]
+    for name in names:
+        (tmp_path / name).write_bytes(b"x")
+    wanted = sorted(["a.mp4", *names])
+
+    def listing():
+        r = requests.get(server.url + "/api/v1/items", timeout=10)
+        assert int(r.headers["Content-Length"]) == len(r.content)
+        return r.json()["items"]
+
+    wait_until(lambda: listing() == wanted, timeout=20)
+    with ThreadPoolExecutor(8) as pool:
+        assert all(got == wanted for got in pool.map(lambda _: listing(), range(40)))
 
 
 def test_watch_streams_current_items_then_changes(tmp_path, ambassador_server):

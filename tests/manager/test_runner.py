@@ -1,5 +1,6 @@
-"""The Manager in-process over a real ambassador: the --once progress bar on a terminal, and a
-backend failure that must not leave an item marked running."""
+"""The Manager in-process over the folder source `workqueue run` uses (the ambassador's own
+file-system source): the --once progress bar on a terminal, and a backend failure that must not
+leave an item marked running."""
 
 from __future__ import annotations
 
@@ -9,10 +10,9 @@ from contextlib import contextmanager
 
 from manager.backends.local.ledger import Ledger
 from manager.backends.local.process import LocalBackend
-from manager.cli.inprocess import serve_folder
+from manager.cli.inprocess import open_folder
 from manager.cli.once import run_with_progress
 from manager.runner import Manager, ManagerOptions
-from manager.source_client import SourceClient
 
 
 class FakeTerminal(io.StringIO):
@@ -22,23 +22,20 @@ class FakeTerminal(io.StringIO):
 
 @contextmanager
 def manager_over(tmp_path, names, backend_class=LocalBackend, **options):
-    """A Manager over an in-process ambassador serving `names` (files at rest), with a ledger
-    in tmp_path; yields (manager, ledger)."""
+    """A Manager over the folder source of `names` (files at rest), with a ledger in
+    tmp_path; yields (manager, ledger)."""
     folder = tmp_path / "items"
     folder.mkdir()
     for name in names:
         (folder / name).touch()
         os.utime(folder / name, (1_000_000_000, 1_000_000_000))
-    server = serve_folder(str(folder), [".x"])
+    source = open_folder(str(folder), [".x"])
     try:
         with Ledger(str(tmp_path / "state")).open() as ledger:
             backend = backend_class(["true"], ledger.state_dir)
-            yield (
-                Manager(SourceClient(server.url), ledger, backend, ManagerOptions(**options)),
-                ledger,
-            )
+            yield Manager(source, ledger, backend, ManagerOptions(**options)), ledger
     finally:
-        server.stop()
+        source.stop()
 
 
 def test_progress_bar_counts_every_item_on_a_terminal(tmp_path):
