@@ -154,6 +154,11 @@ class Manager:
                 )
             )
             self._durations = item_durations(registry)
+        # Keep listed data only of items that will run - unless every item's listed version
+        # is compared with the one it ran at (--on-change rerun), which needs them all.
+        self._trim_listings = hasattr(client, "keep") and options.on_change != "rerun"
+        if self._trim_listings:
+            client.keep = self.reconciler.needs_work
         self.stop_event = threading.Event()
         self.poller = Poller(
             client,
@@ -184,9 +189,13 @@ class Manager:
             self.queue.add(name)
         needs_work = self.reconciler.needs_work
         now = time.time()
+        waiting = 0
         for name in names:
             if needs_work(name):
                 self._wait(name, now)
+                waiting += 1
+        if self._trim_listings:
+            self.client.listed_work(waiting)
 
     def _wait(self, name: str, now: float) -> None:
         """Queue `name` for the workers, noting when it began to wait (kept if it was)."""

@@ -3,8 +3,12 @@ list names, get one item, watch. It satisfies `manager.ports.Source`.
 
 Item data comes with the listing when the source offers it (`?view=full`): the manager then
 needs no request per item - the data of the newest listing is served to `get_item` once per
-item. A source without the full view (it answers 400 to the parameter, or lists names anyway)
-is asked for names only from then on, and each item's data with its own GET.
+item. Only the data of items the manager will run is kept (`keep`, asked page by page: a
+listing of 100,000 finished items holds none), and the full view is asked for only while
+listings bring work in bulk (`FULL_VIEW_MIN` items or more needed work last time; a trickle of
+new items costs a GET each, and the source no stat per listed file). A source without the full
+view (it answers 400 to the parameter, or lists names anyway) is asked for names only from then
+on, and each item's data with its own GET.
 
 Every call retries connection errors, timeouts and 5xx answers with `retry.SOURCE_CALL`'s
 backoff, then raises `SourceUnavailable` - one line saying what failed and where, never a
@@ -32,6 +36,7 @@ from .errors import UserError
 from .retry import SOURCE_CALL, Backoff
 
 PAGE_SIZE = 10_000
+FULL_VIEW_MIN = 50  # items needing work in a listing for the next one to bring their data
 
 
 class SourceError(Exception):
@@ -76,6 +81,10 @@ class SourceClient:
         # Whether the source serves `view=full` (None: not asked yet), and the data of the
         # last listing's items not fetched since (name -> data; each used once).
         self.full_view: bool | None = None
+        # What data to keep from a listing (the manager's "needs work"; None: all), and
+        # whether the next listing should bring data at all (see the module docstring).
+        self.keep: Callable[[str], bool] | None = None
+        self.want_data = True
         self._listed: dict[str, dict] = {}
         self._listed_lock = threading.Lock()
         # The resourceVersion of the last complete listing: its first page's (the oldest: a
@@ -89,7 +98,7 @@ class SourceClient:
         offers `view=full`, the items' data come with the names and are kept for `get_item`;
         a source that does not (it refuses the parameter) is asked for names only from then
         on."""
-        if self.full_view is not False:
+        if self.full_view is not False and self.want_data:
             try:
                 names, data, version = self._list(full=True)
             except _NoFullView:
@@ -105,6 +114,7 @@ class SourceClient:
         return names
 
     def _list(self, *, full: bool) -> tuple[list[str], dict[str, dict], int | None]:
+        keep = self.keep
         names: list[str] = []
         data: dict[str, dict] = {}
         token = ""
@@ -132,7 +142,8 @@ class SourceClient:
                     and isinstance(item.get("data"), dict)
                 ):
                     names.append(item["name"])
-                    data[item["name"]] = item["data"]
+                    if keep is None or keep(item["name"]):
+                        data[item["name"]] = item["data"]
                 elif full and isinstance(item, str):
                     raise _NoFullView()  # it ignored view=full: names only
                 else:
@@ -149,6 +160,11 @@ class SourceClient:
             token = metadata.get("continue")
             if not token:
                 return names, data, first_version
+
+    def listed_work(self, needing_work: int) -> None:
+        """The manager found `needing_work` items of the last listing to run: bring data with
+        the next listing only if that was a bulk."""
+        self.want_data = needing_work >= FULL_VIEW_MIN
 
     def peek(self, name: str) -> dict[str, Any] | None:
         """The data the last listing brought for `name` (view=full), without using it up;

@@ -53,8 +53,8 @@ def rfc3339(epoch_seconds: float) -> str:
 def content_type(name: str) -> str:
     """The media type by the name's last two suffixes (".mp4", ".tar.gz": all mimetypes looks
     at), as mimetypes knows them."""
-    parts = name.rsplit("/", 1)[-1].split(".")
-    return _content_type("." + ".".join(parts[-2:]).lower() if len(parts) > 1 else "")
+    suffixes = name.rsplit("/", 1)[-1].split(".")[1:][-2:]  # not the stem: it varies
+    return _content_type("." + ".".join(suffixes).lower() if suffixes else "")
 
 
 @functools.lru_cache(maxsize=1024)  # a folder holds a handful of suffixes: one lookup each

@@ -148,3 +148,18 @@ def test_the_board_json_is_the_status_object_plus_series():
     body = json.loads(json.dumps(a_board().as_json()))
     assert {"counts", "items", "forecast", "series", "autoscaler"} <= set(body)
     assert "wait.mp4" in board_html(a_board())
+
+
+def test_cancelled_items_are_counted_and_listed_with_their_reason():
+    rows = [
+        Row("gone.mp4", "cancelled", 0, NOW - 50, None, NOW - 40, None, None, None),
+        Row("cut.mp4", "cancelled", 1, NOW - 30, NOW - 20, NOW - 10, None, None, None),
+        Row("ok.mp4", "succeeded", 1, NOW - 60, NOW - 50, NOW - 40, 0, None, None),
+    ]
+    view = build("/state", rows, Context(now=NOW, parallelism=1))
+    html = board_html(Board(view, series(view.items, NOW), [], False, {}))
+    assert view.counts["cancelled"] == 2
+    assert 'data-state="cancelled"><span class="n">2</span>' in html
+    assert 'id="cancelled"' in html and "Cancelled (2)" in html
+    assert "it left the source before it started" in html
+    assert "it left the source (attempt 1 ended)" in html

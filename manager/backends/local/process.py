@@ -55,22 +55,35 @@ def log_file_name(name: str) -> str:
     return f"{slug}-{digest}.log"
 
 
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+SAME_START_TICKS = CLOCK_TICKS  # two start times this close (1 s) are one process's
+
+
 def process_start_time(pid: int) -> str | None:
     """The kernel's start time of a process (clock ticks since boot), or None if it is gone."""
-    try:  # os-level calls: this runs once per item, on the dispatch path
-        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            stat = os.read(fd, 4096).decode("ascii", "replace")
-        finally:
-            os.close(fd)
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode("ascii", "replace")
     except OSError:
         return None
     return stat.rsplit(")", 1)[1].split()[19]  # field 22 overall; fields after "(comm)"
 
 
+def started_now() -> str:
+    """The start time, in the kernel's terms (clock ticks since boot), of a process started
+    just now: read from the clock the kernel uses, not from /proc - three system calls fewer
+    per item on the dispatch path. `end_process_group` allows for the difference."""
+    return str(int(time.clock_gettime(time.CLOCK_BOOTTIME) * CLOCK_TICKS))
+
+
 def end_process_group(pgid: int, start: str | None) -> None:
-    """Kill a process group left behind by a manager that died, if it is still that group."""
-    if start is None or process_start_time(pgid) != start:
+    """Kill a process group left behind by a manager that died, if it is still that group: its
+    leader started when the ledger says (within a second; pids are not reused that fast)."""
+    actual = process_start_time(pgid)
+    try:
+        if start is None or actual is None or abs(int(actual) - int(start)) > SAME_START_TICKS:
+            return
+    except ValueError:  # not a start time: nothing proves the group is ours
         return
     try:
         os.killpg(pgid, signal.SIGKILL)
@@ -195,7 +208,7 @@ class LocalBackend:
                 cancel_now = name in self._cancelled
             try:
                 if self.record_process is not None:
-                    self.record_process(name, proc.pid, process_start_time(proc.pid))
+                    self.record_process(name, proc.pid, started_now())
                 if cancel_now:  # asked while it was being started
                     proc.end(KILL_AFTER_TERM_SECONDS)
                 outcome = self._wait(proc, log_path)
