@@ -109,7 +109,7 @@ class LocalBackend:
         self.timeout = timeout
         self.env = env
         self._spawner: Spawner | None = None  # made at the first run: a missing program fails
-        self._free_slots: list[int] = []  # item-file slots not in use (see `_run`)
+        self._free_slots: list[tuple[int, int]] = []  # item-file slots not in use, open
         self._slots = itertools.count()  # that item, not the manager's start
         self.record_process = record_process
         self.items_dir = os.path.join(state_dir, "items")
@@ -171,20 +171,17 @@ class LocalBackend:
         cancelled = self._cancelled_outcome(name, log_path)
         if cancelled is not None:
             return cancelled
-        # The item file is one of a few slot files, rewritten in place: one per unit of work
-        # running at once, never two at a time. Creating and deleting a file per item made the
-        # file system's inode allocator the dispatch's bottleneck (ext4 scans its recently
-        # deleted inodes on every create).
-        slot = self._take_slot()
+        # The item file is one of a few slot files, kept open and rewritten in place (written,
+        # then cut to length): one per unit of work running at once, never two at a time.
+        # Creating and deleting a file per item made ext4's inode allocator the dispatch's
+        # bottleneck (it scans recently deleted inodes on every create), and truncating to
+        # zero before each write cost 90 us (blocks freed and allocated again); this is 3 us.
+        slot, slot_fd = self._take_slot()
         item_file = os.path.join(self.items_dir, f"item-{slot}.json")
         try:
             body = json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
-            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
-            fd = os.open(item_file, flags, 0o600)
-            try:
-                os.write(fd, body)  # a regular file takes it whole
-            finally:
-                os.close(fd)
+            os.pwrite(slot_fd, body, 0)  # a regular file takes it whole
+            os.ftruncate(slot_fd, len(body))
             log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
             try:
                 stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
@@ -218,11 +215,17 @@ class LocalBackend:
                     self._running.pop(proc.pid, None)
         finally:
             with self._running_lock:
-                self._free_slots.append(slot)
+                self._free_slots.append((slot, slot_fd))
 
-    def _take_slot(self) -> int:
+    def _take_slot(self) -> tuple[int, int]:
+        """A free item-file slot and its open descriptor (made when all are in use)."""
         with self._running_lock:
-            return self._free_slots.pop() if self._free_slots else next(self._slots)
+            if self._free_slots:
+                return self._free_slots.pop()
+            slot = next(self._slots)
+        path = os.path.join(self.items_dir, f"item-{slot}.json")
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        return slot, os.open(path, flags, 0o600)
 
     def _wait(self, proc: Child, log_path: str) -> Outcome:
         code = proc.wait(self.timeout)
