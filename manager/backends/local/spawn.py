@@ -4,12 +4,15 @@
 before the child even exists: it encodes the whole environment in a Python loop, searches PATH,
 builds and closes pipes, and runs `close_fds` bookkeeping - all while holding the interpreter
 lock the other dispatch threads need. Here the program is found once (`Spawner`), the
-environment is encoded by C, and glibc's posix_spawn starts the child with vfork semantics:
+environment encoded once, and glibc's posix_spawn starts the child with vfork semantics -
+called through libc (`libc_spawn.py`) so the lock is released while it does, else through
+`os.posix_spawn`:
 
     stdin   /dev/null
     stdout  the item's log (appended), stderr the same file
     session a new one (setsid): the child leads its own process group, so ending the item ends
             everything it started (`signal_group`)
+    signals SIGPIPE and SIGXFSZ at their default actions (Python ignores them for itself)
 
 Descriptors: posix_spawn closes only close-on-exec descriptors. Python, SQLite and the file
 watcher open theirs close-on-exec; what can be inheritable is what the manager was handed when
@@ -32,6 +35,12 @@ import signal
 import threading
 import time
 
+from . import libc_spawn
+
+# Python ignores SIGPIPE (and SIGXFSZ) for itself; a worker gets their default actions back, as
+# subprocess's restore_signals gives them.
+RESTORED_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ)
+
 
 class Spawner:
     """Starts `argv` again and again with `env` (None: the manager's own environment, as it
@@ -50,16 +59,28 @@ class Spawner:
         self.argv = list(argv)
         for fd in _inheritable():
             os.set_inheritable(fd, False)
+        self._template = None
+        if libc_spawn.available():  # the same call, without holding the interpreter lock
+            self._template = libc_spawn.Template(program, self.argv, self.base_env)
 
     def start(self, log_fd: int, extra_env: dict[str, str]) -> Child:
         """The child, started; `OSError` when it cannot be (not found, not executable)."""
+        if self._template is not None:
+            return Child(self._template.spawn(log_fd, extra_env))
         env = {**self.base_env, **extra_env}
         actions = [
             (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
             (os.POSIX_SPAWN_DUP2, log_fd, 1),
             (os.POSIX_SPAWN_DUP2, log_fd, 2),
         ]
-        pid = os.posix_spawn(self.program, self.argv, env, file_actions=actions, setsid=True)
+        pid = os.posix_spawn(
+            self.program,
+            self.argv,
+            env,
+            file_actions=actions,
+            setsid=True,
+            setsigdef=RESTORED_SIGNALS,
+        )
         return Child(pid)
 
 

@@ -1,7 +1,9 @@
 """The local backend's process start (`spawn.py` via `LocalBackend`), with real processes: the
-worker inherits no descriptor beyond 0, 1 and 2, gets its item in a private file (0600) that
-holds exactly its own item even as item files are reused, and its exit code, a signal, a
-timeout and a missing program come back as they did with subprocess."""
+worker inherits no descriptor beyond 0, 1 and 2, leads a session of its own, has SIGPIPE at its
+default action, gets its item in a private file (0600) that holds exactly its own item even as
+item files are reused, and its exit code, a signal, a timeout and a missing program come back
+as they did with subprocess - through libc, and through os.posix_spawn where libc's is not
+used."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import os
 import stat
 import sys
 from pathlib import Path
+
+import pytest
 
 from manager.backends.local.process import LocalBackend
 
@@ -25,7 +29,8 @@ for fd in range(3, 256):
         continue
     inherited.append(fd)
 report = {{"item": item, "path": path, "mode": oct(os.stat(path).st_mode & 0o777),
-          "inherited": inherited, "stdin": sys.stdin.read()}}
+          "inherited": inherited, "stdin": sys.stdin.read(), "sid": os.getsid(0),
+          "pid": os.getpid()}}
 with open({out!r} + "/" + item["name"] + ".json", "w") as f:
     json.dump(report, f)
 if item["name"] == "sleepy":
@@ -44,7 +49,14 @@ def backend(tmp_path, **kw):
     return LocalBackend([str(worker)], str(tmp_path / "state"), **kw), out
 
 
-def test_the_worker_inherits_only_stdio_and_reads_its_own_item(tmp_path):
+@pytest.fixture(params=["libc", "os"])
+def spawn_path(request, monkeypatch):
+    if request.param == "os":
+        monkeypatch.setattr("manager.backends.local.libc_spawn.available", lambda: False)
+    return request.param
+
+
+def test_the_worker_inherits_only_stdio_and_reads_its_own_item(tmp_path, spawn_path):
     runner, out = backend(tmp_path)
     keep_open = os.open(os.devnull, os.O_RDONLY)  # the manager's own descriptors stay its own
     try:
@@ -58,6 +70,7 @@ def test_the_worker_inherits_only_stdio_and_reads_its_own_item(tmp_path):
         report = json.loads((out / f"item-{i}.json").read_text())
         assert report["item"] == {"name": f"item-{i}", "n": i}
         assert report["inherited"] == [] and report["stdin"] == ""
+        assert report["sid"] == report["pid"]  # a session (and process group) of its own
         assert report["mode"] == "0o600"
         paths.add(report["path"])
     assert len(paths) == 1  # one at a time: the same slot file, rewritten in place
@@ -67,7 +80,18 @@ def test_the_worker_inherits_only_stdio_and_reads_its_own_item(tmp_path):
     assert "=== workqueue: item-1 attempt 1 at" in log
 
 
-def test_exit_codes_signals_timeouts_and_a_missing_program(tmp_path):
+def test_sigpipe_is_not_ignored_by_the_worker(tmp_path, spawn_path):
+    """Python ignores SIGPIPE for itself; a shell worker shows what it inherited."""
+    script = tmp_path / "sig.sh"
+    script.write_text(f"#!/bin/sh\ngrep '^SigIgn:' /proc/$$/status > {tmp_path}/sig\n")
+    script.chmod(0o755)
+    runner = LocalBackend([str(script)], str(tmp_path / "state"))
+    assert runner.run("x", {"name": "x"}, 1).succeeded
+    ignored = int((tmp_path / "sig").read_text().split()[1], 16)
+    assert not ignored & (1 << (13 - 1)), "SIGPIPE (13) is ignored in the worker"
+
+
+def test_exit_codes_signals_timeouts_and_a_missing_program(tmp_path, spawn_path):
     runner, _ = backend(tmp_path, timeout=1.0)
     failed = runner.run("bad", {"name": "bad", "exit": 3}, 1)
     assert not failed.succeeded and failed.exit_code == 3 and failed.error == "exit code 3"
