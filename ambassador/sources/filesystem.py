@@ -152,9 +152,10 @@ class FilesystemSource:
         self._thread = threading.Thread(target=self._refresh, name="ambassador-fs", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, wait: bool = True) -> None:
+        """Stop refreshing; with `wait`, return once the refresher has (up to 5 s)."""
         self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
+        if wait and self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
 
     # -- the Source interface --------------------------------------------------------------

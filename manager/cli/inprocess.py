@@ -57,7 +57,9 @@ class FolderSource:
             time.sleep(0.05)
 
     def stop(self) -> None:
-        self.files.stop()
+        """Stop watching the folder; the run is over, so its refresher (a daemon thread, up to
+        a tick from noticing) is not waited for."""
+        self.files.stop(wait=False)
 
     # -- manager.ports.Source --------------------------------------------------------------
 

@@ -8,8 +8,6 @@ flag, both may come from the environment (WORKQUEUE_LOG_FORMAT, WORKQUEUE_LOG_LE
 
 from __future__ import annotations
 
-import logging.config
-
 from ambassador.logs import LEVELS, logging_config
 
 # command -> its default level: the ambassador is quiet unless something is wrong
@@ -34,4 +32,6 @@ def add_log_options(p, *, default: str) -> None:
 
 def setup_logging(log_format: str = "text", level: str = "info") -> None:
     """Every logger to stderr in `log_format` at `level` (set once, before a command runs)."""
+    import logging.config  # 20 ms of imports (handlers, sockets): only when logging is set up
+
     logging.config.dictConfig(logging_config(log_format, level))

@@ -27,6 +27,14 @@ def version() -> str:
         return "unknown"
 
 
+class VersionAction(argparse.Action):
+    """`--version`, looked up only when asked (importlib.metadata costs every command 25 ms)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"workqueue {version()}")
+        parser.exit()
+
+
 def subcommand_parser(parser: argparse.ArgumentParser, name: str):
     """The parser of the command `name`, or None when there is no such command."""
     for action in parser._actions:
@@ -53,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="workqueue",
         description="Run a container (or a command) once for every item a source lists.",
     )
-    parser.add_argument("--version", action="version", version=f"workqueue {version()}")
+    parser.add_argument("--version", action=VersionAction, nargs=0, help="print the version")
     subparsers = parser.add_subparsers(
         dest="subcommand", required=True, metavar="COMMAND", parser_class=OneLineParser
     )
