@@ -34,9 +34,10 @@ def test_status_from_the_cluster_says_why_pods_do_not_run(
     manager = spawn_workqueue(*args)
     try:
 
-        def settled():
+        def settled():  # a-ok done, and the other two dispatched (their Jobs exist)
             body = status_json(cluster)
-            return body if body["counts"]["succeeded"] == 1 else None
+            counts = body["counts"]
+            return body if counts["succeeded"] == 1 and counts["running"] == 2 else None
 
         body = wait_until(settled, timeout=60, interval=0.2)
         jsonschema.validate(body, SCHEMA)
