@@ -243,21 +243,17 @@ class SharedSnapshot:
             with self._lock:
                 current = self._version
                 behind = {v for v in self._watchers.values() if v < current}
-                if not behind:
-                    wanted = set(self._watchers.values())
-                    self._sets = {v: s for v, s in self._sets.items() if v in wanted}
-                    continue
-                names = self._sets.get(current) or self._names.as_set()
-                for since in behind:
-                    before = self._sets[since]
-                    events = [_event("DELETED", n) for n in sorted(before - names)]
-                    events += [_event("ADDED", n) for n in sorted(names - before)]
-                    for q, seen in list(self._watchers.items()):
-                        if seen == since:
-                            for event in events:
-                                q.put(event)
-                            self._watchers[q] = current
-                if self._watchers:
+                if behind:  # the names as a set only when some watcher needs a diff
+                    names = self._sets.get(current) or self._names.as_set()
+                    for since in behind:
+                        before = self._sets[since]
+                        events = [_event("DELETED", n) for n in sorted(before - names)]
+                        events += [_event("ADDED", n) for n in sorted(names - before)]
+                        for q, seen in list(self._watchers.items()):
+                            if seen == since:
+                                for event in events:
+                                    q.put(event)
+                                self._watchers[q] = current
                     self._sets[current] = names
                 wanted = set(self._watchers.values())
                 self._sets = {v: s for v, s in self._sets.items() if v in wanted}

@@ -35,6 +35,10 @@ class State(StrEnum):
     CANCELLED = "cancelled"  # it left the source before its work was done (--cancel-removed)
 
 
+# The states an item's work has ended in: what `Ledger.rerun` starts over from.
+FINISHED = (State.SUCCEEDED, State.FAILED, State.CANCELLED)
+
+
 @dataclass(frozen=True)
 class Row:
     """What a ledger knows of one item. Times are wall-clock seconds; `started`/`finished` are

@@ -22,14 +22,12 @@ from .. import backends
 from ..durations import moment
 from ..errors import UserError
 from ..options import from_words
-from ..ports import State
+from ..ports import FINISHED, State
 from .argtypes import add_declared, positive_int
 from .report import one_line, rows, seconds
 
 if TYPE_CHECKING:
     from ..queue_view import ItemView, QueueView
-
-FINISHED = (State.SUCCEEDED, State.FAILED, State.CANCELLED)  # "recent" in `status`
 
 
 def _add_queue_options(p) -> None:

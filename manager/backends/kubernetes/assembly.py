@@ -217,7 +217,7 @@ def status(queue: KubeQueue, *, listed: list[str] | None = None) -> QueueRecord:
             by_item.setdefault(item, []).append(job)
     for item, its_jobs in by_item.items():
         entry = record.entry(ko.item_hash(where.queue, item))
-        job = _current(its_jobs, entry)
+        job = ko.current_job(its_jobs, entry.version if entry is not None else None)
         if job is None:  # every Job is an older version's: the record speaks for it
             continue
         meta = job["metadata"]
@@ -253,14 +253,6 @@ def status(queue: KubeQueue, *, listed: list[str] | None = None) -> QueueRecord:
         arrivals_known=False,  # a Job is created when it is dispatched, not when its item came
         paused_since=paused,
     )
-
-
-def _current(jobs: list[dict], entry: Entry | None) -> dict | None:
-    """The Job that speaks for the item now: of the version its record entry names (a re-run
-    asked for a new version has none yet), else the newest."""
-    if entry is not None and entry.version is not None:
-        return ko.newest([j for j in jobs if ko.job_version(j) == entry.version])
-    return ko.newest(jobs)
 
 
 def _versions(jobs: list[dict], entry: Entry | None) -> list[dict]:
@@ -372,28 +364,27 @@ def _retrying_backend(api: KubeApi, where: KubeQueue, record: RecordStore) -> Ku
 
 
 def pause(queue: KubeQueue) -> str:
-    with _queue_api(queue) as (where, api):
-        try:
-            already = control.pause(api, where.queue)
-        except KubeError as exc:
-            raise UserError(
-                f"cannot pause queue {where.queue} in {where.namespace}: {exc}"
-            ) from None
-    label = f"queue {where.queue} in {where.namespace}"
+    label, already = _control(queue, "pause", control.pause)
     if already is not None:
         return f"{label}: already paused since {moment(already, date=True)}"
     return f"{label}: paused; running Jobs finish, nothing new starts (workqueue resume)"
 
 
 def resume(queue: KubeQueue) -> str:
-    with _queue_api(queue) as (where, api):
-        try:
-            since = control.resume(api, where.queue)
-        except KubeError as exc:
-            raise UserError(
-                f"cannot resume queue {where.queue} in {where.namespace}: {exc}"
-            ) from None
-    label = f"queue {where.queue} in {where.namespace}"
+    label, since = _control(queue, "resume", control.resume)
     if since is None:
         return f"{label}: not paused"
     return f"{label}: resumed (paused since {moment(since, date=True)})"
+
+
+def _control(queue: KubeQueue, verb: str, change) -> tuple[str, float | None]:
+    """`change(api, queue)` (control.pause or resume) on the queue's control object; the
+    queue's name for people, and the pause's time `change` returned."""
+    with _queue_api(queue) as (where, api):
+        try:
+            when = change(api, where.queue)
+        except KubeError as exc:
+            raise UserError(
+                f"cannot {verb} queue {where.queue} in {where.namespace}: {exc}"
+            ) from None
+    return f"queue {where.queue} in {where.namespace}", when

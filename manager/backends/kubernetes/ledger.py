@@ -22,13 +22,12 @@ import threading
 import time
 from collections.abc import Iterable
 
-from ...ports import Row, State
+from ...ports import FINISHED, Row, State
 from . import objects as ko
 from .cache import JobCache, finished
 from .record import ManagerFacts, RecordStore
 
 FAIL_FAST = "PodFailurePolicy"  # the Failed condition's reason when a FailJob rule matched
-FINISHED = (State.SUCCEEDED.value, State.FAILED.value, State.CANCELLED.value)
 
 
 def failed_fast(job: dict) -> bool:
@@ -91,9 +90,7 @@ class ClusterLedger:
             wanted = self._versions.get(name)
         if wanted is None:
             wanted = self.record.version(self._hash(name))
-        if wanted is not None:
-            return ko.newest([j for j in jobs if ko.job_version(j) == wanted])
-        return ko.newest(jobs)
+        return ko.current_job(jobs, wanted)
 
     def state(self, name: str) -> tuple[str, int] | None:
         """See the module docstring for which source of truth answers."""

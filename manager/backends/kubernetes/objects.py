@@ -112,6 +112,15 @@ def newest(jobs: list[dict]) -> dict | None:
     return max(jobs, key=key, default=None)
 
 
+def current_job(jobs: list[dict], version: str | None) -> dict | None:
+    """Which of one item's Jobs speaks for it now: the newest of `version` when the version
+    wanted is known (a re-run asked for a new version has none yet: None), else the newest.
+    Older versions' Jobs are history."""
+    if version is not None:
+        return newest([j for j in jobs if job_version(j) == version])
+    return newest(jobs)
+
+
 def queue_selector(queue: str) -> str:
     return f"{QUEUE_LABEL}={queue}"
 

@@ -42,7 +42,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from ...errors import UserError
-from ...ports import Row, State
+from ...ports import FINISHED, Row, State
 from . import integrity
 
 LEDGER_FILE = "ledger.sqlite3"
@@ -329,10 +329,9 @@ class Ledger:
         """A finished item whose source changed (or, cancelled, came back) runs again: its
         outcome goes to the history (`runs`), and it is pending with a new attempt series.
         False unless it had finished."""
-        finished = (State.SUCCEEDED.value, State.FAILED.value, State.CANCELLED.value)
         with self._lock:
             current = self._state.get(name)
-            if current is None or current[0] not in finished:
+            if current is None or current[0] not in FINISHED:
                 return False
             with self._db:
                 self._db.execute("BEGIN")
