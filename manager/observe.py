@@ -13,6 +13,9 @@ that could go stale. A figure that is not known is absent, never a 0 that means 
     workqueue_items{state}             items the record holds, by state (`status` counts:
                                        pending, running, succeeded, failed, cancelled)
     workqueue_paused                   1 while the queue is paused (`workqueue pause`), else 0
+    workqueue_storage_fault{kind}      1 while the manager holds dispatch because its record
+                                       cannot be written (kind: full, read-only, not-writable,
+                                       io-error; `manager.faults`), absent otherwise
     workqueue_build_info{version}      1, with the package's version
     workqueue_item_duration_seconds{outcome}
                                        a histogram of run times of units of work that ended,
@@ -51,9 +54,11 @@ class ManagerCollector:
         oldest_waiting: Callable[[], float | None],
         counts: Callable[[], dict[str, int]] | None = None,
         paused: Callable[[], bool] | None = None,
+        fault: Callable[[], str | None] | None = None,
     ) -> None:
         self.counts = counts
         self.paused = paused
+        self.fault = fault
         self.measured = measured
         self.parallelism = parallelism
         self.oldest_waiting = oldest_waiting
@@ -109,6 +114,15 @@ class ManagerCollector:
                 "1 while the queue is paused (workqueue pause): nothing new starts.",
                 value=1 if self.paused() else 0,
             )
+        kind = self.fault() if self.fault is not None else None
+        if kind is not None:
+            held = GaugeMetricFamily(
+                "workqueue_storage_fault",
+                "1 while the record cannot be written (a full disk): nothing new starts.",
+                labels=["kind"],
+            )
+            held.add_metric([kind], 1)
+            yield held
         info = GaugeMetricFamily(
             "workqueue_build_info", "The workqueue build that runs.", labels=["version"]
         )

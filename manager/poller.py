@@ -62,6 +62,7 @@ class Poller:
         self.rng = rng or random.Random()
         self.stop = stop or threading.Event()
         self.source_down = False
+        self.last_error: Exception | None = None  # why the last listing failed
         self.on_removed = on_removed
         self.removals = Removals() if on_removed is not None else None
 
@@ -82,6 +83,7 @@ class Poller:
             if not self.source_down:
                 log.warning("%s; will keep trying every ~%gs", exc, self.interval)
             self.source_down = True
+            self.last_error = exc
             return None
         if self.source_down:
             log.warning("source %s is back", self.client.base_url)

@@ -100,6 +100,8 @@ class Ledger(Protocol):
     the manager acts on a transition. `where` names it for people (a folder, a namespace)."""
 
     where: str
+    # False when the rows' first-seen times are not arrivals (see `QueueRecord`).
+    arrivals_known: bool
 
     def state(self, name: str) -> tuple[str, int] | None:
         """(state, attempts), or None for an item never seen. Called for every listed name on
@@ -155,6 +157,10 @@ class Ledger(Protocol):
         see `Manager.facts`) where `workqueue status` reads the queue's record, so it can say
         when waiting items will run; None when the manager stops. Called at start and when the
         parallelism changes, never per item."""
+
+    def probe(self) -> None:
+        """After a `manager.faults.StorageFault`: return when the record takes writes again,
+        raise the fault while it does not. Called every few seconds while dispatch is held."""
 
     def close(self) -> None: ...
 
@@ -232,3 +238,7 @@ class QueueRecord:
     # False when the rows' first-seen times are not arrivals (Kubernetes: a Job's creation is
     # its dispatch); then no arrival rate is measured from them.
     arrivals_known: bool = True
+    held: str | None = None  # why the running manager holds dispatch (`manager.faults`)
+    # False when what is running stops with its manager (local processes): a running row with
+    # no manager is what a stopped manager left, and runs again when one starts.
+    work_outlives_manager: bool = True

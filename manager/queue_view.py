@@ -47,8 +47,15 @@ class Context:
     paused_since: float | None = None
     target_utilization: float = 0.9
     window: float = 3600.0  # how far back arrivals and service times are measured
-    measured: Measured | None = None  # a running manager's own window; else from the rows
+    measured: Measured | None = None  # given figures; else measured from the rows (`measured`)
     not_started: frozenset[str] = frozenset()  # running items whose work has not begun yet
+    # False when the rows' first-seen times are not arrivals (Kubernetes: a Job's creation is
+    # its dispatch); then no arrival rate is measured from them.
+    arrivals_known: bool = True
+    held: str | None = None  # why the running manager holds dispatch (`manager.faults`)
+    # False when running items are only what a stopped manager left (local processes): they
+    # run again when a manager starts; True when they go on without one (a cluster's Jobs).
+    work_outlives_manager: bool = True
 
 
 def context_from_facts(facts: dict | None, now: float) -> Context:
@@ -140,6 +147,7 @@ class QueueView:
     items: list[ItemView]
     forecast: Forecast
     paused_since: float | None = None
+    held: str | None = None  # why the running manager holds dispatch (a full disk)
     extra: dict = field(default_factory=dict)  # backend-specific facts (e.g. `manager`)
     details: dict = field(default_factory=dict)  # name -> what `status NAME` adds (a pod)
 
@@ -158,6 +166,7 @@ class QueueView:
             "items": [i.as_json() for i in self.items],
             "forecast": self.forecast.as_json(),
             "paused_since": _iso(self.paused_since),
+            "held": self.held,
             **self.extra,
         }
 
@@ -172,11 +181,13 @@ def from_record(record: QueueRecord, now: float, listed: list[str] | None = None
     source that the record has not seen are pending."""
     known = {r.name for r in record.rows}
     rows = record.rows + pending_rows(sorted(set(listed or ()) - known), now)
-    context = replace(context_from_facts(record.facts, now), paused_since=record.paused_since)
-    if not record.arrivals_known:  # service times only: no arrival rate from dispatch times
-        window = [r for r in rows if r.finished is None or r.finished >= now - context.window]
-        only_services = [replace(r, first_seen=0.0) for r in window]
-        context = replace(context, measured=measure_rows(only_services))
+    context = replace(
+        context_from_facts(record.facts, now),
+        paused_since=record.paused_since,
+        arrivals_known=record.arrivals_known,
+        held=record.held,
+        work_outlives_manager=record.work_outlives_manager,
+    )
     view = build(
         record.where,
         rows,
@@ -188,6 +199,17 @@ def from_record(record: QueueRecord, now: float, listed: list[str] | None = None
         view.counts[state] = view.counts.get(state, 0) + n
     view.details = record.details
     return view
+
+
+def measured_from(rows: list[Row], context: Context) -> Measured | None:
+    """The figures the forecast stands on, from the record's rows: the one definition that
+    `status` and the dashboard share, so at one moment they give one answer. The window is the
+    running manager's (`--scale-window`); where first-seen times are not arrivals, only the
+    service times of the window ending now count."""
+    if context.arrivals_known:
+        return measure_rows(rows, window=context.window)
+    recent = [r for r in rows if r.finished is None or r.finished >= context.now - context.window]
+    return measure_rows([replace(r, first_seen=0.0) for r in recent])
 
 
 def build(
@@ -208,7 +230,7 @@ def build(
     for row in rows:
         counts[row.state] = counts.get(row.state, 0) + 1
         items[row.name] = _item(row, context)
-    measured = context.measured or measure_rows(rows, window=context.window)
+    measured = context.measured or measured_from(rows, context)
     service = measured.service_seconds if measured else None
     for name, reason in (reasons or {}).items():
         if name in items:
@@ -225,6 +247,7 @@ def build(
         items=sorted(items.values(), key=_display_order),
         forecast=_forecast(measured, context, drain),
         paused_since=context.paused_since,
+        held=context.held,
         extra=extra,
     )
 
@@ -239,6 +262,8 @@ def _item(row: Row, context: Context) -> ItemView:
     if row.state == State.PENDING:
         if context.paused_since is not None:
             view.reason = f"waiting: the queue is paused since {moment(context.paused_since)}"
+        elif context.held is not None and context.parallelism is not None:
+            view.reason = f"waiting: the manager holds dispatch - {context.held}"
         elif context.parallelism is None:
             view.reason = "waiting for a manager to run the queue"
         else:
@@ -246,8 +271,15 @@ def _item(row: Row, context: Context) -> ItemView:
     elif row.state == State.RUNNING:
         view.since = row.started or row.first_seen or None
         started = f" since {moment(row.started)}" if row.started else ""
-        ran = f" ({human(now - row.started)} so far)" if row.started else ""
-        view.reason = f"running{started}{ran}, attempt {row.attempts}"
+        if context.parallelism is None and not context.work_outlives_manager:
+            view.reason = (
+                f"not running: its manager stopped while it ran (attempt {row.attempts}"
+                f"{', started ' + moment(row.started) if row.started else ''}); it runs again "
+                "when a manager starts"
+            )
+        else:
+            ran = f" ({human(now - row.started)} so far)" if row.started else ""
+            view.reason = f"running{started}{ran}, attempt {row.attempts}"
     elif row.state == State.SUCCEEDED:
         view.since = row.finished
         took = view.ran_seconds
@@ -311,7 +343,7 @@ def _schedule(
     for position, name in enumerate(line, start=1):
         items[name].position = position
     parallelism = context.parallelism
-    if parallelism is None or context.paused_since is not None:
+    if parallelism is None or context.paused_since is not None or context.held is not None:
         return None
     now = context.now
     running = [r for r in rows if r.state == State.RUNNING]

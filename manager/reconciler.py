@@ -35,6 +35,7 @@ from dataclasses import replace
 from enum import StrEnum
 
 from .capacity import Capacity
+from .faults import StorageFault
 from .ports import Backend, Ledger, Outcome, Source, State
 from .retry import RetryPolicy
 
@@ -75,6 +76,9 @@ class Reconciler:
         # between `ledger.start` and the outcome of; cancelling, those of them asked to end.
         self.in_flight: set[str] = set()
         self.cancelling: set[str] = set()
+        # name -> (attempt, outcome) of runs that ended while the ledger could not be written
+        # (a `StorageFault`): still running in the ledger, recorded by `record_unrecorded`.
+        self.unrecorded: dict[str, tuple[int, Outcome]] = {}
 
     def needs_work(self, name: str) -> bool:
         """False when the ledger says there is nothing to do for `name` (the poller's diff)."""
@@ -119,32 +123,63 @@ class Reconciler:
             self.capacity.release()
 
     def _run(self, name: str, data: dict, attempt: int) -> tuple[Result, Outcome | None]:
-        """Run the started item and record how it ended."""
+        """Run the started item and record how it ended. A `StorageFault` propagates: from
+        the backend (nothing ran: the item is put back, its attempt not counted), or from
+        the ledger (the outcome is kept in `unrecorded` until `record_unrecorded`)."""
         started = time.monotonic()
+        fault = None
         try:
             if name in self.cancelling:  # asked to end before it began
                 outcome = Outcome(False, error="cancelled: it left the source", cancelled=True)
             else:
                 outcome = self.backend.run(name, data, attempt)
+        except StorageFault as exc:  # the item file or its log could not be written
+            fault = exc
+            outcome = Outcome(False, interrupted=True)
         except Exception as exc:  # never leave the item marked running
             log.exception("%s: the backend failed", name)
             outcome = Outcome(False, error=f"backend error: {type(exc).__name__}: {exc}")
         outcome = replace(outcome, seconds=time.monotonic() - started)
         if name in self.cancelling and not outcome.succeeded and not outcome.interrupted:
             outcome = replace(outcome, cancelled=True)  # however the ending looked to it
+        try:
+            result = self._record(name, attempt, outcome)
+        except StorageFault:
+            with self.gate:
+                self.unrecorded[name] = (attempt, outcome)
+            raise
+        if fault is not None:
+            raise fault
+        return result, outcome
+
+    def record_unrecorded(self) -> list[tuple[str, Result, Outcome]]:
+        """Record the outcomes a `StorageFault` kept from the ledger (oldest first); the fault
+        again while it stands. Returns what was recorded now."""
+        done = []
+        with self.gate:
+            waiting = list(self.unrecorded.items())
+        for name, (attempt, outcome) in waiting:
+            result = self._record(name, attempt, outcome)
+            with self.gate:
+                self.unrecorded.pop(name, None)
+            done.append((name, result, outcome))
+        return done
+
+    def _record(self, name: str, attempt: int, outcome: Outcome) -> Result:
+        """Write how the started item's attempt ended; the result for the worker loop."""
         if outcome.interrupted:
             self.ledger.requeue(name)
-            return Result.STOPPED, outcome
+            return Result.STOPPED
         if outcome.cancelled:
             self.ledger.cancel(name)
             log.info("%s: cancelled while running (it left the source)", name)
-            return Result.CANCELLED, outcome
+            return Result.CANCELLED
         self.ledger.finish(name, outcome.succeeded, outcome.exit_code, outcome.error)
         if outcome.succeeded:
-            return Result.SUCCEEDED, outcome
+            return Result.SUCCEEDED
         if outcome.final or self.policy.gave_up(attempt):
             log.warning("%s failed for good after %d attempts: %s", name, attempt, outcome.error)
-            return Result.FAILED, outcome
+            return Result.FAILED
         log.info(
             "%s failed (attempt %d of %d): %s; will retry",
             name,
@@ -152,4 +187,4 @@ class Reconciler:
             self.policy.max_attempts,
             outcome.error,
         )
-        return Result.RETRY, outcome
+        return Result.RETRY

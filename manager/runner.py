@@ -29,7 +29,9 @@ from dataclasses import dataclass, field
 
 from .autoscaler import Autoscaler
 from .capacity import Capacity
-from .durations import moment
+from .durations import human, moment
+from .errors import UserError
+from .faults import StorageFault
 from .measure import SlidingWindow
 from .poller import Poller
 from .ports import Backend, Elector, Ledger, Outcome, Source, State
@@ -61,6 +63,8 @@ class ManagerOptions:
     window: float = 600.0  # seconds of arrivals and service times the autoscaler looks at
     on_change: str = "ignore"  # "rerun": a finished item whose version changed runs again
     cancel_removed: bool = False  # an item that leaves the source is cancelled (never run/ended)
+    source_timeout: float | None = None  # --once: give up on an unreachable source after this
+    probe_interval: float = 2.0  # held by a StorageFault: how often writes are tried again
 
     @property
     def retry_policy(self) -> RetryPolicy:
@@ -77,6 +81,7 @@ class RunReport:
     started: float = 0.0
     finished: float = 0.0
     interrupted: bool = False
+    listed: bool = True  # False: stopped before the source answered its first listing
 
     def names_with(self, *results: Result) -> list[str]:
         return [n for n in self.targets if self.results.get(n) in results]
@@ -102,9 +107,16 @@ class Manager:
         self.lost_leadership = False
         # Work running outside this manager (a rival's Jobs) counts against the limit too.
         self.capacity = Capacity(
-            options.parallelism, backend.others_running, lambda: self.paused_since is not None
+            options.parallelism,
+            backend.others_running,
+            lambda: self.paused_since is not None or self.fault is not None,
         )
         self.paused_since: float | None = None  # as last read from the ledger (watch_pause)
+        # Set while the record cannot be written (`manager.faults`): nothing new starts until
+        # a probe of the state directory succeeds (`_hold_for`), or a `--once` run ends.
+        self.fault: StorageFault | None = None
+        self._fault_lock = threading.Lock()
+        self._once = False
         backend.on_change(self.capacity.poke)
         self.registry = registry
         policy = options.retry_policy
@@ -151,6 +163,7 @@ class Manager:
                     self._oldest,
                     counts=ledger.counts,
                     paused=lambda: self.paused_since is not None,
+                    fault=lambda: self.fault.kind if self.fault is not None else None,
                 )
             )
             self._durations = item_durations(registry)
@@ -179,7 +192,14 @@ class Manager:
 
     def enqueue(self, names: list[str]) -> None:
         """Record new names, then queue every name that still needs work (including any that
-        `workqueue retry` asked for since the last time)."""
+        `workqueue retry` asked for since the last time). While the record cannot be written
+        nothing is recorded: the next listing brings the names again."""
+        try:
+            self._enqueue(names)
+        except StorageFault as fault:
+            self._hold_for(fault)
+
+    def _enqueue(self, names: list[str]) -> None:
         new = self.ledger.see(names)
         if new:
             self.window.arrived(len(new))
@@ -237,6 +257,12 @@ class Manager:
                     self.window.arrived(1)
 
     def cancel_removed(self, names: list[str]) -> None:
+        try:
+            self._cancel_removed(names)
+        except StorageFault as fault:  # told again by the next complete listing
+            self._hold_for(fault)
+
+    def _cancel_removed(self, names: list[str]) -> None:
         """`--cancel-removed`: these items left the source (`manager.removals` proved it).
         Pending (or failed, waiting to retry): cancelled, never started. Running here: the
         backend ends it, and the reconciler records it cancelled when its `run` returns.
@@ -293,6 +319,11 @@ class Manager:
                 return
             try:
                 result = self.reconciler.reconcile(name)
+            except StorageFault as fault:  # not the item's failure: it waits for the disk
+                self._hold_for(fault)
+                result = Result.STOPPED
+                if not self.stop_event.is_set():
+                    self.queue.add(name)  # back in line when dispatch resumes (see done())
             except Exception as exc:  # one item's trouble never stops the others
                 if isinstance(exc, SourceError):
                     log.warning("%s: cannot fetch item data (%s); will retry", name, exc)
@@ -300,13 +331,79 @@ class Manager:
                     log.exception("%s: unexpected error; will retry", name)
                 result = Result.RETRY
                 self._note(name, result, None)
+            self._requeue_after(name, result)
+
+    def _requeue_after(self, name: str, result: Result) -> None:
+        """client-go's worker duty for an item taken with get(): RETRY -> add_rate_limited,
+        anything else -> forget; always done."""
+        try:
+            if result == Result.RETRY and not self.stop_event.is_set():
+                self.queue.add_rate_limited(name)
+            else:
+                self.queue.forget(name)
+        finally:
+            self.queue.done(name)
+
+    # -- a record that cannot be written (`manager.faults`) --------------------------------
+
+    def _hold_for(self, fault: StorageFault) -> None:
+        """The record cannot be written: hold dispatch (the capacity gives no slot), say so
+        once. A `--once` run then stops (running work gets its grace); a long-running manager
+        probes the state directory until writes succeed, then dispatches again by itself."""
+        with self._fault_lock:
+            if self.fault is not None:
+                return
+            self.fault = fault
+        self.capacity.poke()
+        if self._once:
+            log.error("%s: stopping, running work gets %gs to finish", fault.short,
+                      self.options.grace)  # fmt: skip
+            self.stop()
+            return
+        log.error("%s", self._held_reason())
+        self._note_manager()
+        threading.Thread(target=self._probe_until_writable, name="probe", daemon=True).start()
+
+    def _held_reason(self) -> str | None:
+        """Why nothing new starts, for the log, `status` and the dashboard; None: it does."""
+        fault = self.fault
+        if fault is None:
+            return None
+        every = self.options.probe_interval
+        return fault.describe(
+            lost="nothing is lost: running work goes on, nothing new starts",
+            then=f"the manager carries on by itself (it tries every {every:g}s)",
+        )
+
+    def _probe_until_writable(self) -> None:
+        while not self.stop_event.wait(self.options.probe_interval):
             try:
-                if result == Result.RETRY and not self.stop_event.is_set():
+                self.ledger.probe()
+                recorded = self.reconciler.record_unrecorded()
+            except StorageFault:
+                continue
+            for name, result, outcome in recorded:
+                self._note(name, result, outcome)
+                if result == Result.RETRY:
                     self.queue.add_rate_limited(name)
-                else:
-                    self.queue.forget(name)
-            finally:
-                self.queue.done(name)
+            with self._fault_lock:
+                fault, self.fault = self.fault, None
+            log.warning("%s no more: writes succeed again; dispatching again", fault.short)
+            self._note_manager()
+            self.capacity.poke()
+            return
+
+    def final_fault(self) -> StorageFault | None:
+        """The fault that ended a `--once` run, its message saying what becomes of the
+        outcomes that could not be recorded; None when none did."""
+        fault = self.fault
+        if fault is None:
+            return None
+        left = len(self.reconciler.unrecorded)
+        lost = "nothing was lost"
+        if left:
+            lost += f"; {left} item(s) whose end could not be recorded run again at the next start"
+        return StorageFault(fault.kind, fault.where, fault.detail, lost=lost)
 
     def _dispatched(self, name: str) -> None:
         self._waiting_since.pop(name, None)
@@ -409,6 +506,7 @@ class Manager:
             "retry_backoff_cap": options.retry_backoff_cap,
             "target_utilization": options.target_utilization,
             "window": options.window,
+            "held": self._held_reason(),
         }
 
     def _note_manager(self, running: bool = True) -> None:
@@ -428,7 +526,8 @@ class Manager:
             policy=self.options.retry_policy,
             target_utilization=self.options.target_utilization,
             window=self.options.window,
-            measured=self.window.measured(),
+            arrivals_known=self.ledger.arrivals_known,
+            held=self._held_reason(),
         )
         return build(self.ledger.where, self.ledger.rows(), context)
 
@@ -467,7 +566,11 @@ class Manager:
 
     def run_once(self, on_start: Callable[[RunReport], None] | None = None) -> RunReport:
         """Process every item the source lists now; return when each has finished (or stop())."""
+        self._once = True
         names = self._first_listing()
+        if names is None:  # stopped before the source ever answered: nothing ran
+            now = time.time()
+            return RunReport(targets=[], started=now, finished=now, interrupted=True, listed=False)
         report = RunReport(targets=sorted(set(names)), started=time.time())
         with self._report_cond:
             self._report = report
@@ -500,15 +603,29 @@ class Manager:
         self._drain()
         return report
 
-    def _first_listing(self) -> list[str]:
+    def _first_listing(self) -> list[str] | None:
+        """The source's listing, tried again while it cannot be reached; None when stopped
+        first. With `source_timeout`, a source that stays unreachable that long is a
+        `UserError` (a mistyped --source must not wait forever)."""
+        timeout = self.options.source_timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
         for delay in reconnect(self.options.poll_interval).delays():
             if self.stop_event.is_set():
-                break
+                return None
             names = self.poller.poll_once_listing()
             if names is not None:
                 return names
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise UserError(
+                        f"cannot reach the source {self.client.base_url} "
+                        f"({self.poller.last_error}) after trying for {human(timeout)}: check "
+                        "--source (a --once run waits for it at most --source-timeout)"
+                    )
+                delay = min(delay, left)
             self.stop_event.wait(delay)
-        return []
+        return None
 
     def stop(self) -> None:
         """Stop taking items; running work gets the grace period (see the module docstring)."""
@@ -526,8 +643,13 @@ class Manager:
         self.backend.shutdown(self.options.grace)
         for t in self._workers:
             t.join()
-        leftover = [r.name for r in self.ledger.rows(State.RUNNING)]
-        for name in leftover:  # never leave an item marked running
-            self.ledger.requeue(name)
+        try:
+            for name, result, outcome in self.reconciler.record_unrecorded():
+                self._note(name, result, outcome)
+            leftover = [r.name for r in self.ledger.rows(State.RUNNING)]
+            for name in leftover:  # never leave an item marked running
+                self.ledger.requeue(name)
+        except StorageFault as fault:  # left running: the next start puts them back
+            self._hold_for(fault)
         if self.started is not None:
             self._note_manager(running=False)

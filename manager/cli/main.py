@@ -13,6 +13,7 @@ import re
 import sys
 
 from ..errors import UserError
+from ..faults import StorageFault
 from . import environment
 from .log_options import LONG_RUNNING, add_log_options, setup_logging
 from .report import one_line
@@ -125,6 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"workqueue {args.subcommand}: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
+    except StorageFault as exc:  # the machine's fault, not the user's: its own exit code
+        print(f"workqueue {args.subcommand}: error: {one_line(str(exc))}", file=sys.stderr)
+        return 3
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `workqueue lab | head`: the reader left; that is not an error

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from .. import backends
 from ..errors import UserError
+from ..faults import StorageFault
 from ..options import from_words
 from .argtypes import add_declared, duration, host, positive_int, token, workers
 
@@ -184,6 +185,13 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--watch", action="store_true", help="follow the source's watch stream instead of polling"
     )
+    p.add_argument(
+        "--source-timeout",
+        type=duration,
+        default=30.0,
+        help="with --once: how long an unreachable source is tried before the run gives up "
+        "with exit 2 (default 30s; without --once the manager waits for it)",
+    )
     add_run_options(p)
     seen: set[str] = set()
     for name in backends.NAMES:
@@ -217,7 +225,13 @@ def run_once(manager: Manager, ledger, got: dict) -> int:
     from .once import print_summary, run_with_progress
 
     report = run_with_progress(manager)
-    code = print_summary(report, ledger)
+    try:
+        code = print_summary(report, ledger)
+    except StorageFault:  # an I/O error may refuse even the summary's reads
+        code = 1
+    fault = manager.final_fault()
+    if fault is not None:
+        raise fault  # one line and exit 3 (`manager.cli.main`)
     if report.interrupted:
         return 128 + got.get("signal", signal.SIGINT)
     return code
@@ -228,7 +242,12 @@ def run_manager(args) -> int:
 
     check_parallelism_bounds(args)
     backend_options = from_words(backends.load(args.backend).Options, vars(args))
-    options = manager_options(args, poll_interval=args.poll_interval, watch=args.watch)
+    options = manager_options(
+        args,
+        poll_interval=args.poll_interval,
+        watch=args.watch,
+        source_timeout=args.source_timeout if args.once else None,
+    )
     built = assemble(
         args.source, args.backend, backend_options, options, stats=stats_endpoint(args)
     )

@@ -72,6 +72,9 @@ def print_summary(report, ledger: Ledger, out=None) -> int:
     """Print what the run did; return the exit code (0 all succeeded - or were cancelled, which
     is what the source asked for - 1 any failed or was left unfinished)."""
     out = out or sys.stdout
+    if not report.listed:
+        print("workqueue: stopped before the source answered: nothing ran", file=out)
+        return 1
     done_now = report.names_with(Result.SUCCEEDED)
     failed = report.names_with(Result.FAILED)
     skipped = report.names_with(Result.SKIPPED)

@@ -141,6 +141,8 @@ def print_status(view: QueueView, *, recent: int = 10, waiting: int = 10) -> Non
     if view.paused_since:
         since = moment(view.paused_since, date=True)
         print(f"paused since {since}: running work finishes, nothing new starts (workqueue resume)")
+    if view.held and manager:
+        print(f"held: {view.held}")
     if forecast.service_seconds is not None:
         parts = [f"mean service {seconds(forecast.service_seconds)}"]
         if forecast.drain_seconds is not None:

@@ -21,14 +21,18 @@ from dataclasses import dataclass, field
 from ..logs import log_tail
 from ..queue_view import ItemView, QueueView
 
-MINUTES = 60
+BUCKETS = 60  # bars (and points) per chart
+HOUR = 3600.0
+SHORTEST_SPAN = 600.0  # a young run's charts cover at least its first ten minutes
 FAILED_SHOWN = 20
 LOG_LINES = 5
 
 
 @dataclass
 class Series:
-    """Per minute over the last hour, oldest first; `start` is the first minute's start."""
+    """`BUCKETS` equal spans ending now, oldest first; `start` is the first one's start. The
+    whole covers the last hour, or - while the manager has run for less - the time since it
+    started (at least ten minutes), so a new run's charts are not an hour of empty bars."""
 
     start: float
     succeeded: list[int]
@@ -36,11 +40,17 @@ class Series:
     latency_p50: list[float | None]
     latency_p95: list[float | None]
     run_p95: list[float | None]
+    bucket_seconds: float = 60.0
+
+    @property
+    def span_seconds(self) -> float:
+        return self.bucket_seconds * len(self.succeeded)
 
     def as_json(self) -> dict:
         return {
             "start": self.start,
-            "minute_seconds": 60,
+            "bucket_seconds": self.bucket_seconds,
+            "minute_seconds": self.bucket_seconds,  # the name of earlier versions
             "succeeded": self.succeeded,
             "failed": self.failed,
             "latency_p50_seconds": self.latency_p50,
@@ -79,20 +89,30 @@ class Board:
         }
 
 
-def series(items: list[ItemView], now: float) -> Series:
-    """The last hour of finished items, per minute."""
-    start = (math.floor(now / 60) - MINUTES + 1) * 60.0
-    succeeded = [0] * MINUTES
-    failed = [0] * MINUTES
-    latencies: list[list[float]] = [[] for _ in range(MINUTES)]
-    runs: list[list[float]] = [[] for _ in range(MINUTES)]
+def bucket_for(now: float, since: float | None) -> float:
+    """The span of one bucket: a minute for the last hour, less for a manager that started
+    less than an hour ago (`since`), in whole multiples of ten seconds."""
+    if since is None:
+        return HOUR / BUCKETS
+    span = min(HOUR, max(SHORTEST_SPAN, now - since))
+    return math.ceil(span / BUCKETS / 10.0) * 10.0
+
+
+def series(items: list[ItemView], now: float, since: float | None = None) -> Series:
+    """Finished items per bucket (see `Series`), ending with the bucket that holds `now`."""
+    bucket = bucket_for(now, since)
+    start = (math.floor(now / bucket) - BUCKETS + 1) * bucket
+    succeeded = [0] * BUCKETS
+    failed = [0] * BUCKETS
+    latencies: list[list[float]] = [[] for _ in range(BUCKETS)]
+    runs: list[list[float]] = [[] for _ in range(BUCKETS)]
     for item in items:
         if item.state not in ("succeeded", "failed") or item.since is None:
             continue
         if item.position is not None:  # failed, backing off: not an outcome yet
             continue
-        minute = int((item.since - start) // 60)
-        if not 0 <= minute < MINUTES:
+        minute = int((item.since - start) // bucket)
+        if not 0 <= minute < BUCKETS:
             continue
         (succeeded if item.state == "succeeded" else failed)[minute] += 1
         if item.first_seen:
@@ -106,6 +126,7 @@ def series(items: list[ItemView], now: float) -> Series:
         latency_p50=[_quantile(v, 0.5) for v in latencies],
         latency_p95=[_quantile(v, 0.95) for v in latencies],
         run_p95=[_quantile(v, 0.95) for v in runs],
+        bucket_seconds=bucket,
     )
 
 
@@ -130,7 +151,8 @@ def board(manager, now: float | None = None) -> Board:
         tail = log_tail(item.log, LOG_LINES)
         if tail is not None:
             tails[item.name] = tail
-    return Board(view, series(view.items, now), decisions, autoscaler is not None, tails)
+    started = manager.started
+    return Board(view, series(view.items, now, started), decisions, autoscaler is not None, tails)
 
 
 class BoardCache:

@@ -14,6 +14,7 @@ relative, so the page works behind a proxy that serves it under a path.
 from __future__ import annotations
 
 import html
+import re
 
 from ..durations import human, moment
 from ..queue_view import STATES
@@ -25,6 +26,20 @@ RECENT_SHOWN = 10
 
 def esc(value) -> str:
     return html.escape(str(value), quote=True)
+
+
+_BREAK_AFTER = re.compile(r"([/_.\-]+)")
+
+
+def name_html(name: str) -> str:
+    """An item's name, escaped, that a narrow column wraps after its separators (`/`, `_`,
+    `.`, `-`) rather than mid-word; a run of letters longer than the column still wraps."""
+    parts = _BREAK_AFTER.split(str(name))
+    return (
+        '<span class="name">'
+        + "".join(esc(part) + ("<wbr>" if k % 2 else "") for k, part in enumerate(parts))
+        + "</span>"
+    )
 
 
 def page(board: Board) -> str:
@@ -56,7 +71,7 @@ def board_html(board: Board) -> str:
     view = board.view
     return "\n".join(
         [
-            _counts(view.counts, view.paused_since),
+            _counts(view.counts, view.paused_since, view.held),
             _stability(board),
             _charts(board.series),
             _running(board),
@@ -70,7 +85,7 @@ def board_html(board: Board) -> str:
     )
 
 
-def _counts(counts: dict[str, int], paused_since: float | None) -> str:
+def _counts(counts: dict[str, int], paused_since: float | None, held: str | None) -> str:
     cells = "".join(
         f'<div class="count" data-state="{esc(state)}"><span class="n">{counts.get(state, 0)}'
         f'</span> <span class="label">{esc(state)}</span></div>'
@@ -79,6 +94,8 @@ def _counts(counts: dict[str, int], paused_since: float | None) -> str:
     paused = (
         f'<p class="paused">paused since {esc(moment(paused_since))}</p>' if paused_since else ""
     )
+    if held:
+        paused += f'<p class="held" role="alert">nothing new starts: {esc(held)}</p>'
     return f'<section id="counts" aria-label="items by state">{cells}</section>{paused}'
 
 
@@ -142,7 +159,7 @@ def _running(board: Board) -> str:
         (
             i.name,
             [
-                f'<span class="name">{esc(i.name)}</span>',
+                name_html(i.name),
                 esc(i.attempts),
                 esc(human(now - i.since) if i.since else "-"),
                 esc(i.reason),
@@ -162,7 +179,7 @@ def _waiting(board: Board) -> str:
             i.name,
             [
                 esc(i.position),
-                f'<span class="name">{esc(i.name)}</span>',
+                name_html(i.name),
                 esc("in " + human(i.eta_seconds) if i.eta_seconds is not None else "unknown"),
                 esc(i.reason),
             ],
@@ -191,7 +208,7 @@ def _failed(board: Board) -> str:
         rows.append(
             (
                 i.name,
-                [f'<span class="name">{esc(i.name)}</span>', esc(i.reason), log],
+                [name_html(i.name), esc(i.reason), log],
             )
         )
     return _table("failed", f"Failed ({len(failed)})", ["item", "reason", "log tail"], rows)
@@ -204,10 +221,7 @@ def _cancelled(board: Board) -> str:
     if not gone:
         return ""
     gone.sort(key=lambda i: i.since or 0, reverse=True)
-    rows = [
-        (i.name, [f'<span class="name">{esc(i.name)}</span>', esc(i.reason)])
-        for i in gone[:RECENT_SHOWN]
-    ]
+    rows = [(i.name, [name_html(i.name), esc(i.reason)]) for i in gone[:RECENT_SHOWN]]
     return _table("cancelled", f"Cancelled ({len(gone)})", ["item", "reason"], rows)
 
 
@@ -218,7 +232,7 @@ def _recent(board: Board) -> str:
         (
             i.name,
             [
-                f'<span class="name">{esc(i.name)}</span>',
+                name_html(i.name),
                 esc(human(i.ran_seconds)),
                 esc(moment(i.since)),
             ],
@@ -245,13 +259,17 @@ def _autoscaler(board: Board) -> str:
 
 # -- charts ----------------------------------------------------------------------------------
 
-WIDTH, HEIGHT, PAD = 600, 140, 24
+WIDTH, HEIGHT, PAD = 600, 220, 24
+
+
+def _span(seconds: float) -> str:
+    minutes = round(seconds / 60)
+    return "hour" if minutes >= 60 else f"{minutes} min"
 
 
 def _charts(series: Series) -> str:
-    return (
-        f'<section id="charts"><h2>Last hour</h2>{_throughput(series)}{_latency(series)}</section>'
-    )
+    title = f"Last {_span(series.span_seconds)}"
+    return f'<section id="charts"><h2>{title}</h2>{_throughput(series)}{_latency(series)}</section>'
 
 
 def _throughput(s: Series) -> str:
@@ -268,11 +286,13 @@ def _throughput(s: Series) -> str:
         if bad:
             bars.append(_rect(x, y - h_bad, step - 1, h_bad, "bad", f"{bad} failed"))
     total = sum(s.succeeded) + sum(s.failed)
+    per = "minute" if s.bucket_seconds == 60 else f"{s.bucket_seconds:g} s"
     return _figure(
         "throughput",
-        f"items finished per minute ({total} in the hour; peak {top})",
+        f"items finished per {per} ({total} in the last {_span(s.span_seconds)}; peak {top})",
         "".join(bars),
-        f"{top}/min",
+        f"{top}/{'min' if s.bucket_seconds == 60 else per}",
+        s.span_seconds,
     )
 
 
@@ -296,9 +316,10 @@ def _latency(s: Series) -> str:
     caption = "latency, first seen to finished: p50 (solid) and p95 (dashed)"
     return _figure(
         "latency",
-        caption if values else f"{caption}: nothing finished in the hour",
+        caption if values else f"{caption}: nothing finished in the last {_span(s.span_seconds)}",
         line(s.latency_p50, "p50") + line(s.latency_p95, "p95"),
         human(top) if values else "",
+        s.span_seconds,
     )
 
 
@@ -309,11 +330,11 @@ def _rect(x: float, y: float, w: float, h: float, css: str, title: str) -> str:
     )
 
 
-def _figure(name: str, caption: str, marks: str, top_label: str) -> str:
+def _figure(name: str, caption: str, marks: str, top_label: str, span: float) -> str:
     axis = (
         f'<line class="axis" x1="{PAD}" y1="{HEIGHT - PAD}" x2="{WIDTH}" y2="{HEIGHT - PAD}"/>'
         f'<text x="2" y="12">{esc(top_label)}</text>'
-        f'<text x="{PAD}" y="{HEIGHT - 6}">-60 min</text>'
+        f'<text x="{PAD}" y="{HEIGHT - 6}">-{esc(_span(span).replace("hour", "60 min"))}</text>'
         f'<text x="{WIDTH - 30}" y="{HEIGHT - 6}">now</text>'
     )
     return (

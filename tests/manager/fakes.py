@@ -27,6 +27,7 @@ class FakeSource:
 
 class FakeLedger:
     where = "memory"
+    arrivals_known = True
 
     def __init__(self) -> None:
         self.items: dict[str, dict] = {}
@@ -82,6 +83,9 @@ class FakeLedger:
 
     def note_manager(self, facts):
         self.facts = facts
+
+    def probe(self):
+        return None
 
     def row(self, name):
         item = self.items.get(name)

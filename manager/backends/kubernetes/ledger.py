@@ -52,6 +52,8 @@ def job_state(job: dict) -> tuple[str, int]:
 class ClusterLedger:
     """`manager.ports.Ledger` over the cluster (see the module docstring)."""
 
+    arrivals_known = False  # rows of items from the record carry no arrival time
+
     def __init__(
         self,
         queue: str,
@@ -212,6 +214,9 @@ class ClusterLedger:
         """Kept in the queue's `<queue>-manager` ConfigMap (see `ManagerFacts`)."""
         if self.facts is not None:
             self.facts.write(facts)
+
+    def probe(self) -> None:
+        """Nothing of this record is written to a local disk: no `StorageFault` to wait out."""
 
     def close(self) -> None:
         return None

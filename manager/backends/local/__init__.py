@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from ...durations import moment, parse_duration
 from ...errors import UserError
+from ...faults import StorageFault, diagnose
 from ...logs import log_tail
 from ...options import option, split_words
 from ...ports import Parts, QueueRecord, State
@@ -144,8 +145,29 @@ def status(queue: LocalQueue, *, listed: list[str] | None = None) -> QueueRecord
     with _existing_ledger(queue.state_dir) as ledger:
         rows = ledger.rows()
         where = ledger.where
+    facts = running_manager(queue.state_dir)
     return QueueRecord(
-        where, rows, running_manager(queue.state_dir), paused_since=read_paused(queue.state_dir)
+        where,
+        rows,
+        facts,
+        paused_since=read_paused(queue.state_dir),
+        held=_held(facts, where),
+        work_outlives_manager=False,  # a worker is a child of its manager: it stops with it
+    )
+
+
+def _held(facts: dict | None, state_dir: str) -> str | None:
+    """Why the running manager holds dispatch: what it said (`Manager.facts`), or - when the
+    disk refuses even that note - what the state directory's file system says of itself."""
+    if not facts:
+        return None
+    if facts.get("held"):
+        return str(facts["held"])
+    kind = diagnose(state_dir)
+    if kind is None:
+        return None
+    return StorageFault(kind, state_dir).describe(
+        lost="nothing is lost", then="the manager carries on by itself"
     )
 
 

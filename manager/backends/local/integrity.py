@@ -27,6 +27,7 @@ import sqlite3
 import time
 
 from ...errors import UserError
+from ...faults import classify
 
 APPLICATION_ID = 0x57514C47  # "WQLG"
 SCHEMA_VERSION = 2  # 2: items.version and the runs history (from 1: added in place)
@@ -110,7 +111,7 @@ def check_database(db: sqlite3.Connection, path: str, state_dir: str, *, stamp: 
             db.execute(f"PRAGMA application_id={APPLICATION_ID}")
             db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
     except sqlite3.DatabaseError as exc:
-        raise damaged(path, state_dir, exc) from None
+        raise classify(exc, state_dir) or damaged(path, state_dir, exc) from None
 
 
 def backups(state_dir: str) -> list[str]:
@@ -134,12 +135,19 @@ def backup(db: sqlite3.Connection, state_dir: str, *, now: float | None = None) 
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now)) + f"{now % 1:.6f}"[1:]
     path = os.path.join(folder, f"ledger-{stamp}.sqlite3")
     partial = path + ".part"
-    target = sqlite3.connect(partial)
     try:
-        db.backup(target)
-    finally:
-        target.close()
-    os.replace(partial, path)
+        target = sqlite3.connect(partial)
+        try:
+            db.backup(target)
+        finally:
+            target.close()
+        os.replace(partial, path)
+    except BaseException:  # a backup cut short (a full disk) must not hold the space it took
+        try:
+            os.unlink(partial)
+        except OSError:
+            pass
+        raise
     for old in backups(state_dir)[KEEP_BACKUPS:]:
         os.unlink(old)
     return path

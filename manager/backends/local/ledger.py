@@ -33,20 +33,25 @@ to do; a manager's ledger is backed up when it opens and when it closes.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
+import functools
 import json
 import os
 import sqlite3
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterable
 
 from ...errors import UserError
+from ...faults import READ_ONLY, StorageFault, classify, probe
 from ...ports import FINISHED, Row, State
 from . import integrity
 
 LEDGER_FILE = "ledger.sqlite3"
 MANAGER_FILE = "manager.json"  # the running manager's facts, for `workqueue status`
+MANAGER_FILE_BYTES = 4096  # its size, kept: rewritten in place when the disk is full
 
 
 def _add_version_column(db: sqlite3.Connection) -> None:
@@ -74,21 +79,57 @@ def write_paused(state_dir: str, since: float | None) -> None:
     _replace_json(os.path.join(state_dir, PAUSED_FILE), None if since is None else {"since": since})
 
 
-def _replace_json(path: str, body: dict | None) -> None:
+def _replace_json(path: str, body: dict | None, *, pad: int = 0) -> None:
     """`body` as JSON at `path`, written whole - a temporary file renamed over it, so a reader
-    never sees half of it - or the file removed when `body` is None."""
+    never sees half of it - or the file removed when `body` is None. With `pad`, the text is
+    padded with spaces to that many bytes, and when a full disk refuses the temporary file
+    the old file's own bytes are overwritten in place (they need no new space): how a manager
+    on a full disk still tells `status` why it holds."""
     if body is None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
         return
+    text = json.dumps(body).encode()
+    text += b" " * max(0, pad - len(text))
     temporary = f"{path}.{os.getpid()}.tmp"
-    with open(temporary, "w", encoding="utf-8") as out:
-        json.dump(body, out)
-    os.replace(temporary, path)
+    try:
+        with open(temporary, "wb") as out:
+            out.write(text)
+        os.replace(temporary, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        if not pad or exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)  # FileNotFoundError: nothing to reuse
+        try:
+            if os.fstat(fd).st_size < len(text):
+                raise
+            os.pwrite(fd, text, 0)
+        finally:
+            os.close(fd)
 
 
 class LedgerBusy(UserError):
     """Another manager holds this state directory."""
+
+
+def _storage(method):
+    """A ledger method whose failures of the machine (a full disk, a read-only file system, an
+    I/O error: `manager.faults`) are raised as one `StorageFault`. The method's in-memory
+    mirror changes only after its statement succeeded, so a fault leaves both unchanged."""
+
+    @functools.wraps(method)
+    def guarded(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except (OSError, sqlite3.DatabaseError) as exc:
+            fault = classify(exc, self.state_dir)
+            if fault is None:
+                raise
+            raise fault from None
+
+    return guarded
 
 
 # No index on state: every transition would update it (a third of a transition's cost), and
@@ -121,6 +162,7 @@ CREATE TABLE IF NOT EXISTS runs (
     last_error  TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_by_name ON runs(name);
+CREATE TABLE IF NOT EXISTS health (what TEXT PRIMARY KEY, at REAL);
 """
 
 
@@ -130,6 +172,8 @@ COLUMNS = (
 
 
 class Ledger:
+    arrivals_known = True  # first_seen is when the manager first saw the item listed
+
     def __init__(self, state_dir: str, *, clock: Callable[[], float] = time.time) -> None:
         self.state_dir = os.path.abspath(state_dir)
         self.where = self.state_dir
@@ -149,6 +193,7 @@ class Ledger:
 
     # -- lifecycle -------------------------------------------------------------------------
 
+    @_storage
     def lock(self) -> None:
         """Hold the state directory (one manager at a time); `LedgerBusy` when another does."""
         os.makedirs(self.state_dir, exist_ok=True)
@@ -165,18 +210,63 @@ class Ledger:
     def open(self, *, exclusive: bool = True) -> Ledger:
         """Open (and check) the ledger; `exclusive` holds the state directory too, as a
         manager must. The caller's duty: `close()`."""
-        os.makedirs(self.state_dir, exist_ok=True)
         if exclusive:
             self.lock()
+        elif not os.access(self.state_dir, os.W_OK) and os.path.isdir(self.state_dir):
+            # Only reading (`status`, `ledger check`) a folder this process cannot write: a
+            # read-only mount, a disk the kernel turned read-only, someone else's folder.
+            self._db = self._connect_read_only()
+            return self
+        else:
+            self._make_state_dir()
         try:
             self._db = self._connect(stamp=exclusive)
+            if exclusive and self._state:
+                self._backup_now()
         except BaseException:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
             self._release_lock()
             raise
         self._exclusive = exclusive
-        if exclusive and self._state:
-            integrity.backup(self._db, self.state_dir)
         return self
+
+    @_storage
+    def _make_state_dir(self) -> None:
+        os.makedirs(self.state_dir, exist_ok=True)
+
+    @_storage
+    def _backup_now(self) -> str:
+        return integrity.backup(self._db, self.state_dir)
+
+    def _connect_read_only(self) -> sqlite3.Connection:
+        """A connection that never writes (nor makes the journal's side files): SQLite's
+        read-only mode, or - when the ledger was closed cleanly, so no write-ahead log holds
+        anything the file lacks - the file read as immutable."""
+        integrity.check_file(self.path, self.state_dir)
+        uri = "file:" + urllib.parse.quote(self.path)
+        wal = os.path.exists(self.path + "-wal")
+        for mode in ("?mode=ro",) + (() if wal else ("?mode=ro&immutable=1",)):
+            db = sqlite3.connect(uri + mode, uri=True, check_same_thread=False)
+            try:
+                integrity.check_database(db, self.path, self.state_dir, stamp=False)
+                self._mirror(db)
+                return db
+            except StorageFault:
+                db.close()
+        raise StorageFault(READ_ONLY, self.state_dir, "the ledger's journal cannot be read")
+
+    def _mirror(self, db: sqlite3.Connection) -> None:
+        """The items' (state, attempts) and versions read into memory (the invariant above)."""
+        self._state = {}
+        self._versions = {}
+        for name, state, attempts, version in db.execute(
+            "SELECT name, state, attempts, version FROM items"
+        ):
+            self._state[name] = (state, attempts)
+            if version is not None:
+                self._versions[name] = version
 
     def _connect(self, *, stamp: bool) -> sqlite3.Connection:
         """The checked connection (see `integrity.py`), with the items mirrored in memory."""
@@ -188,17 +278,12 @@ class Ledger:
             integrity.check_database(db, self.path, self.state_dir, stamp=stamp)
             _add_version_column(db)  # a schema-1 ledger: items had no version yet
             db.executescript(SCHEMA)
-            self._state = {}
-            self._versions = {}
-            for name, state, attempts, version in db.execute(
-                "SELECT name, state, attempts, version FROM items"
-            ):
-                self._state[name] = (state, attempts)
-                if version is not None:
-                    self._versions[name] = version
+            self._mirror(db)
         except sqlite3.DatabaseError as exc:
             db.close()
-            raise integrity.damaged(self.path, self.state_dir, exc) from None
+            raise classify(exc, self.state_dir) or integrity.damaged(
+                self.path, self.state_dir, exc
+            ) from None
         except BaseException:
             db.close()
             raise
@@ -211,6 +296,7 @@ class Ledger:
             sync = self._db.execute("PRAGMA synchronous").fetchone()[0]
         return mode, sync
 
+    @_storage
     def backup(self) -> str:
         """A consistent copy into the state directory's backups (see `integrity.backup`)."""
         with self._lock:
@@ -221,7 +307,7 @@ class Ledger:
             if self._exclusive and self._state:
                 try:
                     self.backup()
-                except (OSError, sqlite3.Error):
+                except (OSError, sqlite3.Error, StorageFault):
                     pass  # the ledger itself is committed; a backup is a courtesy
             self._db.close()
             self._db = None
@@ -250,6 +336,7 @@ class Ledger:
     def __len__(self) -> int:
         return len(self._state)
 
+    @_storage
     def row(self, name: str) -> Row | None:
         with self._lock:
             query = f"SELECT {COLUMNS} FROM items WHERE name=?"
@@ -262,6 +349,7 @@ class Ledger:
             return self.query()
         return self.query("state=?", (str(state),))
 
+    @_storage
     def query(
         self, where: str = "", params: Iterable = (), order: str = "name", limit: int | None = None
     ) -> list[Row]:
@@ -283,6 +371,7 @@ class Ledger:
 
     # -- transitions -----------------------------------------------------------------------
 
+    @_storage
     def see(self, names: Iterable[str]) -> list[str]:
         """Record names not seen before as pending (first_seen = now). Returns the new ones."""
         new = [n for n in names if n not in self._state]
@@ -302,6 +391,7 @@ class Ledger:
                 self._state[n] = (State.PENDING.value, 0)
         return new
 
+    @_storage
     def start(self, name: str, log_path: str, version: str | None = None) -> int:
         """pending/failed -> running; counts an attempt and notes the item's version. Returns
         the attempt number."""
@@ -325,6 +415,7 @@ class Ledger:
         """The version the item's latest attempt ran at (None: unknown). A dict lookup."""
         return self._versions.get(name)
 
+    @_storage
     def rerun(self, name: str, version: str | None = None) -> bool:
         """A finished item whose source changed (or, cancelled, came back) runs again: its
         outcome goes to the history (`runs`), and it is pending with a new attempt series.
@@ -349,6 +440,7 @@ class Ledger:
             self._state[name] = (State.PENDING.value, 0)
             return True
 
+    @_storage
     def history(self, name: str) -> list[dict]:
         """The item's earlier runs, oldest first: version, state, attempts, finished."""
         with self._lock:
@@ -358,6 +450,7 @@ class Ledger:
             ).fetchall()
         return [{"version": v, "state": st, "attempts": a, "finished": f} for v, st, a, f in found]
 
+    @_storage
     def record_process(self, name: str, pgid: int, pgid_start: str | None) -> None:
         """The running item's process group, so a restart can end it if the manager died."""
         with self._lock:
@@ -365,6 +458,7 @@ class Ledger:
                 "UPDATE items SET pgid=?, pgid_start=? WHERE name=?", (pgid, pgid_start, name)
             )
 
+    @_storage
     def finish(self, name: str, succeeded: bool, exit_code: int | None, error: str | None) -> None:
         """running -> succeeded | failed."""
         state = State.SUCCEEDED if succeeded else State.FAILED
@@ -377,6 +471,7 @@ class Ledger:
             )
             self._state[name] = (state.value, attempts)
 
+    @_storage
     def requeue(self, name: str) -> None:
         """running -> pending without counting the attempt (the manager stopped it)."""
         with self._lock:
@@ -389,6 +484,7 @@ class Ledger:
             )
             self._state[name] = (State.PENDING.value, attempts)
 
+    @_storage
     def cancel(self, name: str) -> bool:
         """pending, running or failed -> cancelled: the item left the source. Its attempts and
         last outcome stay as they were; `finished` is the moment of the cancel."""
@@ -404,6 +500,7 @@ class Ledger:
             self._state[name] = (State.CANCELLED.value, current[1])
             return True
 
+    @_storage
     def retry(self, name: str) -> bool:
         """A failed or cancelled item runs again on purpose: back to pending with its attempts
         reset."""
@@ -432,12 +529,14 @@ class Ledger:
         """Local failures are retried up to --max-attempts: none is final by itself."""
         return False
 
+    @_storage
     def request_retry(self, name: str) -> None:
         """Ask the manager that holds this state directory to retry `name` (see
         `take_retry_requests`); used by `workqueue retry` while a manager runs."""
         with self._lock:
             self._db.execute("INSERT OR IGNORE INTO retry_requests(name) VALUES (?)", (name,))
 
+    @_storage
     def take_retry_requests(self) -> list[str]:
         """Apply and clear pending retry requests; returns the names now pending again."""
         with self._lock:
@@ -446,11 +545,23 @@ class Ledger:
                 self._db.execute("DELETE FROM retry_requests")
         return [n for n in names if self.retry(n)]
 
+    @_storage
     def note_manager(self, facts: dict | None) -> None:
         """`manager.json` beside the ledger: written whole (a temporary file renamed over it),
         removed when the manager stops. Readers check the pid in it is alive."""
-        _replace_json(os.path.join(self.state_dir, MANAGER_FILE), facts)
+        _replace_json(os.path.join(self.state_dir, MANAGER_FILE), facts, pad=MANAGER_FILE_BYTES)
 
+    @_storage
+    def probe(self) -> None:
+        """Whether the state directory takes writes again after a `StorageFault`: new data in
+        a scratch file, then a committed transaction; raises the fault while it does not."""
+        probe(self.state_dir)
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO health(what, at) VALUES ('probe', ?)", (self.clock(),)
+            )
+
+    @_storage
     def recover(self, end_process_group: Callable[[int, str | None], None]) -> list[str]:
         """At start: items left running by a manager that died go back to pending, after
         `end_process_group(pgid, start)` ended whatever they were still running."""

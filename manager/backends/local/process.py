@@ -26,10 +26,12 @@ time still matches, so a recycled pid is never hit - before it runs the items ag
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import itertools
 import json
+import logging
 import os
 import re
 import signal
@@ -38,10 +40,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ...faults import StorageFault, classify, diagnose
 from ...ports import Outcome
 from .spawn import Child, Spawner
 
 KILL_AFTER_TERM_SECONDS = 5.0
+log = logging.getLogger(__name__)
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -112,6 +116,7 @@ class LocalBackend:
         self._free_slots: list[tuple[int, int]] = []  # item-file slots not in use, open
         self._slots = itertools.count()  # that item, not the manager's start
         self.record_process = record_process
+        self.state_dir = state_dir
         self.items_dir = os.path.join(state_dir, "items")
         self.logs_dir = os.path.join(state_dir, "logs")
         os.makedirs(self.items_dir, mode=0o700, exist_ok=True)
@@ -176,17 +181,21 @@ class LocalBackend:
         # Creating and deleting a file per item made ext4's inode allocator the dispatch's
         # bottleneck (it scans recently deleted inodes on every create), and truncating to
         # zero before each write cost 90 us (blocks freed and allocated again); this is 3 us.
-        slot, slot_fd = self._take_slot()
+        with self._storage():
+            slot, slot_fd = self._take_slot()
         item_file = os.path.join(self.items_dir, f"item-{slot}.json")
         try:
-            body = json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
-            os.pwrite(slot_fd, body, 0)  # a regular file takes it whole
-            os.ftruncate(slot_fd, len(body))
-            log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+            with self._storage():
+                body = json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
+                os.pwrite(slot_fd, body, 0)  # a regular file takes it whole
+                os.ftruncate(slot_fd, len(body))
+                flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+                log_fd = os.open(log_path, flags, 0o644)
             try:
                 stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
                 header = f"=== workqueue: {name} attempt {attempt} at {stamp} ===\n"
-                os.write(log_fd, header.encode("utf-8", "replace"))
+                with self._storage():
+                    os.write(log_fd, header.encode("utf-8", "replace"))
                 try:
                     if self._spawner is None:
                         self._spawner = Spawner(self.argv, self.env)
@@ -204,18 +213,51 @@ class LocalBackend:
                 self._active[name] = proc
                 cancel_now = name in self._cancelled
             try:
-                if self.record_process is not None:
-                    self.record_process(name, proc.pid, started_now())
+                self._record_process(name, proc.pid)
                 if cancel_now:  # asked while it was being started
                     proc.end(KILL_AFTER_TERM_SECONDS)
                 outcome = self._wait(proc, log_path)
-                return self._cancelled_outcome(name, log_path, outcome.exit_code) or outcome
+                outcome = self._cancelled_outcome(name, log_path, outcome.exit_code) or outcome
+                self._blame_the_disk(outcome)
+                return outcome
             finally:
                 with self._running_lock:
                     self._running.pop(proc.pid, None)
         finally:
             with self._running_lock:
                 self._free_slots.append((slot, slot_fd))
+
+    def _blame_the_disk(self, outcome: Outcome) -> None:
+        """A worker that failed while the state directory is full or read-only most likely
+        failed to write its log there: a `StorageFault` (the manager holds and the attempt
+        does not count), not the item's failure."""
+        if outcome.succeeded or outcome.cancelled or outcome.interrupted:
+            return
+        kind = diagnose(self.state_dir)
+        if kind is not None:
+            raise StorageFault(kind, self.state_dir, "a worker failed while its log could not grow")
+
+    def _record_process(self, name: str, pgid: int) -> None:
+        """Tell the ledger the child's process group. A fault of the disk here does not stop
+        the child (it runs and its outcome is reported as usual); only a manager killed while
+        it runs could then not end it at the next start."""
+        if self.record_process is None:
+            return
+        try:
+            self.record_process(name, pgid, started_now())
+        except StorageFault as fault:
+            log.warning("%s: its process group is not recorded: %s", name, fault.short)
+
+    @contextlib.contextmanager
+    def _storage(self):
+        """The state directory's faults (`manager.faults`) as a `StorageFault`."""
+        try:
+            yield
+        except OSError as exc:
+            fault = classify(exc, self.state_dir)
+            if fault is None:
+                raise
+            raise fault from None
 
     def _take_slot(self) -> tuple[int, int]:
         """A free item-file slot and its open descriptor (made when all are in use)."""
