@@ -83,8 +83,12 @@ def dest(field: dataclasses.Field) -> str:
 def from_words(cls: type[T], words: Mapping[str, Any], **given: Any) -> T:
     """An instance of `cls` from typed words: for each flag field, the words stored under its
     `dest` (None or [] when not typed: the field's default), parsed by its `parse`. `given`
-    sets fields directly (already typed). Raises `UserError` for a word that cannot be used."""
+    sets fields directly (already typed). Raises `UserError` for a word that cannot be used,
+    naming its flag - or its variable, when `words["environment_sources"]` says it came from
+    the environment."""
     values: dict[str, Any] = {}
+    # {dest: variable} of the words that came from the environment (`WORKQUEUE_<FLAG>`)
+    sources = words.get("environment_sources") or {}
     for field in flags(cls):
         if field.name in given:
             continue
@@ -97,8 +101,7 @@ def from_words(cls: type[T], words: Mapping[str, Any], **given: Any) -> T:
             continue
         try:
             values[field.name] = parse(raw)
-        except UserError as exc:
-            raise UserError(f"{field.metadata['flag']}: {exc}") from None
-        except ValueError as exc:
-            raise UserError(f"{field.metadata['flag']}: {exc}") from None
+        except (UserError, ValueError) as exc:
+            where = sources.get(dest(field)) or field.metadata["flag"]
+            raise UserError(f"{where}: {exc}") from None
     return cls(**values, **given)

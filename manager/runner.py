@@ -618,10 +618,10 @@ class Manager:
             if deadline is not None:
                 left = deadline - time.monotonic()
                 if left <= 0:
+                    why = self.poller.last_error or f"source {self.client.base_url} unreachable"
                     raise UserError(
-                        f"cannot reach the source {self.client.base_url} "
-                        f"({self.poller.last_error}) after trying for {human(timeout)}: check "
-                        "--source (a --once run waits for it at most --source-timeout)"
+                        f"{why}, for {human(timeout)}: check --source (a --once run waits for "
+                        "its source at most --source-timeout)"
                     )
                 delay = min(delay, left)
             self.stop_event.wait(delay)

@@ -23,6 +23,7 @@ import functools
 import logging
 import mimetypes
 import os
+import re
 import stat
 import threading
 import time
@@ -44,6 +45,27 @@ log = logging.getLogger(__name__)
 
 CHUNK = 10_000  # files handed to the snapshot at once during a scan
 TICK_SECONDS = 0.2  # how late a settled file may be promoted; also the event-batch window
+
+
+# How watchfiles says an event named a path that is not valid UTF-8 (it then drops the batch).
+UNDECODABLE_PATH = re.compile(r'Unable to decode path "(.*)" to string')
+
+
+def _unescape(shown: str) -> str:
+    """The path watchfiles showed with `\\xHH` for its undecodable bytes, as Python names it
+    (surrogate escapes): the name a scan of the folder finds."""
+    raw = re.sub(
+        rb"\\x([0-9A-Fa-f]{2})", lambda m: bytes([int(m.group(1), 16)]), os.fsencode(shown)
+    )
+    return os.fsdecode(raw)
+
+
+def _is_surrogate_escaped(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def rfc3339(epoch_seconds: float) -> str:
@@ -127,6 +149,7 @@ class FilesystemSource:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._real_root = os.path.realpath(self.root)
+        self._unservable: set[str] = set()  # names already warned of (not valid UTF-8 ...)
 
     @classmethod
     def from_config(cls, config: dict) -> FilesystemSource:
@@ -232,7 +255,11 @@ class FilesystemSource:
             try:
                 if entry.is_file(follow_symlinks=False):
                     lower = part.lower()
-                    if not lower.endswith(suffixes) or not is_candidate_file_name(part, suffixes):
+                    if not lower.endswith(suffixes):
+                        continue
+                    if not is_candidate_file_name(part, suffixes):
+                        if not is_representable(part):
+                            self._warn_unservable(prefix + part)
                         continue
                     name = prefix + part
                     seen.add(name)
@@ -254,6 +281,18 @@ class FilesystemSource:
                     subdirs.add(prefix + part)
             except OSError:
                 continue  # vanished between listing and stat
+
+    def _warn_unservable(self, name: str) -> None:
+        """Say once that a file that would be an item is not one, and why."""
+        if name in self._unservable:
+            return
+        self._unservable.add(name)
+        shown = os.fsencode(name) if _is_surrogate_escaped(name) else name
+        log.warning(
+            "not listed: %r - its name is not valid UTF-8 or breaks a line, so no client "
+            "could ask for it; rename the file to list it",
+            shown,
+        )
 
     def _drop_dir(self, rel_dir: str) -> None:
         doomed = [d for d in self._dirs if d == rel_dir or d.startswith(rel_dir + "/")]
@@ -347,7 +386,7 @@ class FilesystemSource:
 
     def _refresh(self) -> None:
         last_poll = time.monotonic()
-        if self.use_events:
+        while self.use_events:
             try:
                 # The first safety check comes one second in, not a whole safety interval: a
                 # file created between the first scan and the moment inotify watches the folder
@@ -357,9 +396,19 @@ class FilesystemSource:
             except Exception as exc:  # inotify limits, unsupported file systems, ...
                 if self._stop.is_set():
                     return
-                log.warning(
-                    "file events unavailable (%s); polling every %ss", exc, self.poll_interval
-                )
+                undecodable = UNDECODABLE_PATH.search(str(exc))
+                if undecodable is None:
+                    log.warning(
+                        "file events unavailable (%s); polling every %ss", exc, self.poll_interval
+                    )
+                    break
+                # watchfiles gives up on a batch of events that holds a path that is not valid
+                # UTF-8: that file is no item, the rest of the batch is looked at by a rescan of
+                # what changed, and the events are watched again.
+                path = _unescape(undecodable.group(1))
+                self._warn_unservable(os.path.relpath(path, self.root))
+                self._poll_dirs()
+                last_poll = time.monotonic()
         self.mode = "polling"
         while not self._stop.wait(TICK_SECONDS):
             try:

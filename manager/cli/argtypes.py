@@ -116,6 +116,7 @@ def add_declared(group, cls: type, *, skip: set[str] = frozenset(), seen: set[st
         if meta["flag"] in skip or meta["flag"] in seen:
             continue
         seen.add(meta["flag"])
+        placeholder = meta["flag"].lstrip("-").upper().replace("-", "_")  # not the dest's name
         kwargs = {
             "dest": dest(field),
             "help": argparse.SUPPRESS if meta["hidden"] else meta["help"],
@@ -123,7 +124,7 @@ def add_declared(group, cls: type, *, skip: set[str] = frozenset(), seen: set[st
         if meta["switch"]:
             kwargs["action"] = "store_true"
         elif meta["repeat"]:
-            kwargs.update(action="append", default=[], metavar=meta["metavar"])
-        elif meta["metavar"]:
-            kwargs["metavar"] = meta["metavar"]
+            kwargs.update(action="append", default=[], metavar=meta["metavar"] or placeholder)
+        else:
+            kwargs["metavar"] = meta["metavar"] or placeholder
         group.add_argument(meta["flag"], **kwargs)

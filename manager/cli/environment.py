@@ -44,7 +44,10 @@ def settable(parser: argparse.ArgumentParser):
 
 def apply(parser: argparse.ArgumentParser, environ: Mapping[str, str] = os.environ) -> None:
     """Make `WORKQUEUE_<FLAG>` values the defaults of `parser`'s flags; a bad value is
-    `parser.error` (one line, exit 2)."""
+    `parser.error` (one line, exit 2). Which destinations took a value from which variable
+    is left in the parsed namespace as `environment_sources` ({dest: variable}), so a value
+    checked later (`manager.options.from_words`) is blamed on the variable too."""
+    sources: dict[str, str] = {}
     for flag, action in settable(parser):
         name = variable(flag)
         if name not in environ:
@@ -54,6 +57,8 @@ def apply(parser: argparse.ArgumentParser, environ: Mapping[str, str] = os.envir
         except (argparse.ArgumentTypeError, ValueError, UserError) as exc:
             parser.error(f"{name}: {exc}")
         action.required = False
+        sources[action.dest] = name
+    parser.set_defaults(environment_sources=sources)
 
 
 def _value(action: argparse.Action, text: str):

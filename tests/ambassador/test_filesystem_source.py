@@ -105,3 +105,18 @@ def test_events_mode_is_reported(tmp_path):
         wait_until(lambda: source.mode == "events")
     finally:
         source.stop()
+
+
+def test_a_name_that_is_not_utf8_is_skipped_aloud_and_events_go_on(tmp_path, start_source, caplog):
+    caplog.set_level("WARNING", logger="ambassador.sources.filesystem")
+    os.close(os.open(os.fsencode(tmp_path) + b"/at-start\xff.mp4", os.O_CREAT | os.O_WRONLY))
+    source = start_source(tmp_path, settle=0)
+    os.close(os.open(os.fsencode(tmp_path) + b"/later\xfe.mp4", os.O_CREAT | os.O_WRONLY))
+    (tmp_path / "good.mp4").write_bytes(b"x")
+    wait_until(lambda: names(source) == ["good.mp4"])
+    wait_until(lambda: caplog.text.count("not valid UTF-8") == 2)
+    assert "b'at-start\\xff.mp4'" in caplog.text and "b'later\\xfe.mp4'" in caplog.text
+    mode = source.mode
+    (tmp_path / "next.mp4").write_bytes(b"x")  # still followed by events (or the poller)
+    wait_until(lambda: names(source) == ["good.mp4", "next.mp4"])
+    assert source.mode == mode and "file events unavailable" not in caplog.text

@@ -34,10 +34,41 @@ SYNC_TIMEOUT_SECONDS = 60
 
 
 def _configuration(kubeconfig: str | None):
+    for path in [kubeconfig] if kubeconfig else os.environ.get("KUBECONFIG", "").split(":"):
+        if path:
+            check_kubeconfig(path)
     try:
         return load_configuration(kubeconfig)
     except Exception as exc:  # the client raises several kinds for a missing config
-        raise UserError(f"no Kubernetes configuration: {exc}") from None
+        raise UserError(f"no Kubernetes configuration: {one_line_of(exc)}") from None
+
+
+def one_line_of(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+def check_kubeconfig(path: str) -> None:
+    """A `UserError` naming the file unless it reads as a kubeconfig (a YAML mapping with
+    clusters, contexts or users): the client's own errors for a wrong file say things like
+    "'str' object does not support item assignment"."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            body = yaml.safe_load(f)
+    except FileNotFoundError:
+        raise UserError(f"kubeconfig {path} does not exist") from None
+    except OSError as exc:
+        raise UserError(f"cannot read the kubeconfig {path}: {exc.strerror}") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        where = getattr(exc, "problem_mark", None)
+        at = f" (line {where.line + 1})" if where is not None else ""
+        raise UserError(f"kubeconfig {path} is not valid YAML{at}") from None
+    if not isinstance(body, dict) or not {"clusters", "contexts", "users"} & set(body):
+        raise UserError(
+            f"{path} is not a kubeconfig (no clusters, contexts or users in it): point "
+            "--kubeconfig (or $KUBECONFIG) at the file `kubectl config view` reads"
+        )
 
 
 def _api_latency(registry):

@@ -77,19 +77,20 @@ class LocalOptions:
         return LocalQueue(self.state_dir)
 
 
-def open_ledger(state_dir: str, *, exclusive: bool = True) -> Ledger:
+def open_ledger(state_dir: str, *, exclusive: bool = True, backups: bool | None = None) -> Ledger:
     """The ledger of `state_dir`, opened; a held or unusable directory is a `UserError`."""
     try:
-        return Ledger(state_dir).open(exclusive=exclusive)
+        return Ledger(state_dir).open(exclusive=exclusive, backups=backups)
     except OSError as exc:
         raise UserError(f"cannot use state directory {state_dir}: {exc.strerror}") from None
 
 
 def _existing_ledger(state_dir: str, *, exclusive: bool = False) -> Ledger:
-    """For commands that read what a manager left: a clear error when nothing is there."""
+    """For commands that read or change what a manager left (never backed up by them): a
+    clear error when nothing is there."""
     if not os.path.exists(os.path.join(state_dir, LEDGER_FILE)):
         raise UserError(f"no ledger in {state_dir} (has a manager run there?)")
-    return open_ledger(state_dir, exclusive=exclusive)
+    return open_ledger(state_dir, exclusive=exclusive, backups=False)
 
 
 def setup(options: LocalOptions, *, registry=None) -> Parts:

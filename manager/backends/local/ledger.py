@@ -184,6 +184,7 @@ class Ledger:
         self._db: sqlite3.Connection | None = None
         self._lock_file = None
         self._exclusive = False
+        self._backups = False
         self._paused: float | None = None
         self._paused_read = float("-inf")
 
@@ -207,9 +208,12 @@ class Ledger:
                 f"another manager is using the state directory {self.state_dir}"
             ) from None
 
-    def open(self, *, exclusive: bool = True) -> Ledger:
+    def open(self, *, exclusive: bool = True, backups: bool | None = None) -> Ledger:
         """Open (and check) the ledger; `exclusive` holds the state directory too, as a
-        manager must. The caller's duty: `close()`."""
+        manager must. `backups` (default: `exclusive`) takes one when it opens and one when it
+        closes - a manager's; a command that changes one item takes none, so a few of them
+        never push out the backup a manager took. The caller's duty: `close()`."""
+        self._backups = exclusive if backups is None else backups
         if exclusive:
             self.lock()
         elif not os.access(self.state_dir, os.W_OK) and os.path.isdir(self.state_dir):
@@ -221,7 +225,7 @@ class Ledger:
             self._make_state_dir()
         try:
             self._db = self._connect(stamp=exclusive)
-            if exclusive and self._state:
+            if self._backups and self._state:
                 self._backup_now()
         except BaseException:
             if self._db is not None:
@@ -304,7 +308,7 @@ class Ledger:
 
     def close(self) -> None:
         if self._db is not None:
-            if self._exclusive and self._state:
+            if self._backups and self._state:
                 try:
                     self.backup()
                 except (OSError, sqlite3.Error, StorageFault):
