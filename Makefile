@@ -24,7 +24,15 @@ tools:
 			--no-install-recommends chromium chromium-driver prometheus >/dev/null; \
 	fi
 
-test: $(STAMP) tools
+# checkov (the chart's security scan) in an environment of its own: it pins libraries of its
+# own that the project's need not share.
+CHECKOV := .venv-checkov/bin/checkov
+$(CHECKOV):
+	test -x .venv-checkov/bin/python || $(PYTHON) -m venv .venv-checkov
+	.venv-checkov/bin/python -m pip install --quiet --upgrade pip
+	.venv-checkov/bin/python -m pip install --quiet 'checkov>=3.2,<4'
+
+test: $(STAMP) tools $(CHECKOV)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -n 2
@@ -67,4 +75,4 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.workqueue
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .workqueue $(DEMO_DIR)
+	rm -rf $(VENV) .venv-checkov .pytest_cache .ruff_cache .hypothesis .workqueue $(DEMO_DIR)

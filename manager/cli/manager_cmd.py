@@ -121,6 +121,11 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         help="bearer token the dashboard at / asks for (required to see it when "
         "--metrics-host is beyond loopback; /metrics stays open)",
     )
+    p.add_argument(
+        "--ui-token-file",
+        metavar="FILE",
+        help="read --ui-token from this file (a mounted Secret: kept out of the environment)",
+    )
 
 
 def manager_options(args, **extra) -> ManagerOptions:
@@ -153,7 +158,28 @@ def stats_endpoint(args) -> StatsEndpoint | None:
 
     if args.metrics_port is None:
         return None
-    return StatsEndpoint(args.metrics_host, args.metrics_port, args.ui_token)
+    return StatsEndpoint(args.metrics_host, args.metrics_port, ui_token(args))
+
+
+def ui_token(args) -> str | None:
+    """`--ui-token`, or the token in `--ui-token-file` (one or the other), checked."""
+    if args.ui_token_file is None:
+        return args.ui_token
+    if args.ui_token is not None:
+        raise UserError("give --ui-token or --ui-token-file, not both")
+    try:
+        with open(args.ui_token_file, encoding="utf-8") as f:
+            text = f.read().strip()
+    except OSError as exc:
+        raise UserError(
+            f"cannot read --ui-token-file {args.ui_token_file}: {exc.strerror}"
+        ) from None
+    except UnicodeDecodeError:
+        raise UserError(f"--ui-token-file {args.ui_token_file} is not text") from None
+    try:
+        return token(text)
+    except argparse.ArgumentTypeError as exc:
+        raise UserError(f"the token in {args.ui_token_file} {exc}") from None
 
 
 def add_parser(subparsers) -> None:

@@ -213,3 +213,58 @@ def test_the_example_values_file_renders_valid_manifests():
             kubernetes_validate.validate(doc, version, strict=True)
     found, _ = containers(docs)
     assert "--env=OUTPUT_DIR=/data/thumbnails" in found["manager"]["args"]
+
+
+def test_values_with_quotes_and_yaml_characters_reach_the_manager_exactly():
+    from manager.backends.kubernetes import KubeOptions
+    from manager.cli import build_parser
+    from manager.options import from_words
+
+    given = {
+        "worker": {
+            "image": "registry.example/thumbnailer:2.0",
+            "command": ["/bin/sh", "-c", "echo 'it''s' \"$X\" && exit 0"],
+            "args": ["it's", 'a "quoted" word', "$(HOME)", "x: y # z", "", "back\\slash"],
+            "env": {"MSG": "it's: #1 {not: yaml}", "EMPTY": ""},
+            "resources": {
+                "requests": {"cpu": "250m", "memory": "128Mi"},
+                "limits": {"cpu": "2", "memory": "1Gi"},
+            },
+            "jobAnnotations": {"example.com/note": "it's 'quoted': yes"},
+            "fsGroup": 2000,
+            "runAsUser": 2000,
+        }
+    }
+    found, _ = containers(render(given))
+    args = [a.replace("$(POD_NAMESPACE)", "media") for a in found["manager"]["args"]]
+    options = from_words(KubeOptions, vars(build_parser().parse_args(args)))
+    worker = given["worker"]
+    assert options.command == worker["command"] and options.args == worker["args"]
+    assert options.env == worker["env"]
+    assert options.job_annotations == worker["jobAnnotations"]
+    pod = options.pod()
+    assert pod.resources == worker["resources"]  # limits kept, requests not copied into them
+    assert pod.fs_group == 2000 and pod.run_as_user == 2000
+    # Helm merges values with the chart's defaults: null takes a default out
+    requests_only = {
+        "worker": {
+            **worker,
+            "resources": {"requests": {"cpu": "1", "memory": None}, "limits": None},
+        }
+    }
+    found, _ = containers(render(requests_only))
+    args = [a.replace("$(POD_NAMESPACE)", "media") for a in found["manager"]["args"]]
+    pod = from_words(KubeOptions, vars(build_parser().parse_args(args))).pod()
+    assert pod.resources == {"requests": {"cpu": "1"}}  # a request is no cap
+
+
+def test_worker_pods_get_the_fsgroup_that_makes_a_new_volume_writable():
+    from manager.backends.kubernetes import objects as ko
+
+    pod = ko.PodOptions(image="w:1", pvc="data", fs_group=10001, run_as_user=10001)
+    spec = ko.job("q", "media", "a.mp4", 1, pod)["spec"]["template"]["spec"]
+    assert spec["securityContext"]["fsGroup"] == 10001
+    assert spec["securityContext"]["fsGroupChangePolicy"] == "OnRootMismatch"
+    assert spec["securityContext"]["runAsUser"] == 10001
+    defaults = containers(render(None))[0]["manager"]["args"]
+    assert "--fs-group=10001" in defaults and "--run-as-user=10001" in defaults

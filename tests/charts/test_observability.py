@@ -74,27 +74,40 @@ def test_the_new_objects_render_and_core_ones_are_valid():
     assert not by_kind(render(), "PrometheusRule") and len(by_kind(render(), "ConfigMap")) == 0
 
 
+def ui_token_source(docs) -> tuple[dict, str] | None:
+    """(the Secret volume the manager reads its dashboard token from, the file it is told to
+    read), or None when it is given none."""
+    found, pod = containers(docs)
+    args = [a for a in found["manager"]["args"] if a.startswith("--ui-token-file=")]
+    if not args:
+        return None
+    path = args[0].split("=", 1)[1]
+    mount = next(m for m in found["manager"]["volumeMounts"] if path.startswith(m["mountPath"]))
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    assert mount["readOnly"] is True
+    return volume["secret"], path[len(mount["mountPath"]) + 1 :]
+
+
 def test_the_dashboard_token_comes_from_a_secret():
     docs = render()
     secret = by_kind(docs, "Secret")[0]
     token = base64.b64decode(secret["data"]["token"]).decode()
     assert len(token) == 40 and token.isalnum()
+    volume, file_name = ui_token_source(docs)
+    assert volume["secretName"] == secret["metadata"]["name"]
+    assert volume["items"] == [{"key": "token", "path": file_name}]
     found, _ = containers(docs)
-    env = {e["name"]: e for e in found["manager"]["env"]}
-    ref = env["WORKQUEUE_UI_TOKEN"]["valueFrom"]["secretKeyRef"]
-    assert ref == {"name": secret["metadata"]["name"], "key": "token"}
+    assert "WORKQUEUE_UI_TOKEN" not in {e["name"] for e in found["manager"]["env"]}  # a file
     # the manager accepts it (16+ characters of the allowed kind)
     from manager.cli.argtypes import token as token_type
 
     assert token_type(token) == token
     mine = render({"dashboard": {"existingSecret": "my-ui", "secretKey": "t"}})
     assert not by_kind(mine, "Secret")
-    found, _ = containers(mine)
-    env = {e["name"]: e for e in found["manager"]["env"]}
-    assert env["WORKQUEUE_UI_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "my-ui", "key": "t"}
+    volume, file_name = ui_token_source(mine)
+    assert volume["secretName"] == "my-ui" and volume["items"] == [{"key": "t", "path": "t"}]
     off = render({"dashboard": {"enabled": False}})
-    found, _ = containers(off)
-    assert "WORKQUEUE_UI_TOKEN" not in {e["name"] for e in found["manager"]["env"]}
+    assert ui_token_source(off) is None
 
 
 def test_promtool_checks_the_rules(tmp_path):

@@ -35,11 +35,20 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if or .Values.volume.existingClaim .Values.volume.create.enabled .Values.volume.nfs.server -}}true{{- end -}}
 {{- end -}}
 
-{{/* A list as one shell-split string (the manager splits it, never a shell). */}}
+{{/* A list as one shell-split string (the manager splits it as a shell would, and never
+runs a shell): each word single-quoted, a quote inside a word closed, escaped and reopened
+('it'"'"'s'), so every word comes back exactly as given. */}}
 {{- define "workqueue.words" -}}
 {{- $words := list -}}
-{{- range . -}}{{- $words = append $words (squote .) -}}{{- end -}}
+{{- range . -}}
+{{- $words = append $words (printf "'%s'" (replace "'" "'\"'\"'" (toString .))) -}}
+{{- end -}}
 {{- join " " $words -}}
+{{- end -}}
+
+{{/* One container argument, "--flag=value", as a YAML string whatever the value holds. */}}
+{{- define "workqueue.arg" -}}
+{{- toJson (printf "%s=%s" (index . 0) (toString (index . 1))) -}}
 {{- end -}}
 
 {{- define "workqueue.uiSecretName" -}}

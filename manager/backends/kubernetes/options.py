@@ -221,9 +221,25 @@ class KubeOptions:
         "how long a finished Job stays, e.g. 1h (0: gone at once)",
         parse=whole_seconds_or_zero,
     )
-    cpu: str | None = option("--cpu", "CPU request (and limit), e.g. 500m", parse=v.quantity)
+    cpu: str | None = option("--cpu", "the worker's CPU request, e.g. 500m", parse=v.quantity)
     memory: str | None = option(
-        "--memory", "memory request (and limit), e.g. 256Mi", parse=v.quantity
+        "--memory", "the worker's memory request, e.g. 256Mi", parse=v.quantity
+    )
+    cpu_limit: str | None = option(
+        "--cpu-limit", "the worker's CPU limit, e.g. 2 (default: none)", parse=v.quantity
+    )
+    memory_limit: str | None = option(
+        "--memory-limit", "the worker's memory limit, e.g. 1Gi (default: none)", parse=v.quantity
+    )
+    run_as_user: int | None = option(
+        "--run-as-user",
+        "the uid worker pods run as (default: the image's own user; never root)",
+        parse=whole,
+    )
+    fs_group: int | None = option(
+        "--fs-group",
+        "the worker pods' fsGroup: the group that may write the shared volume (e.g. 10001)",
+        parse=whole,
     )
     pod_spec: dict[str, Any] | None = option(
         "--pod-spec", "a partial pod spec (YAML) merged into the worker pod", parse=pod_spec
@@ -260,10 +276,17 @@ class KubeOptions:
     def pod(self) -> ko.PodOptions:
         if not self.image:
             raise UserError("--image is required with --backend kubernetes")
-        resources = None
-        if self.cpu or self.memory:
-            amounts = {k: v for k, v in (("cpu", self.cpu), ("memory", self.memory)) if v}
-            resources = {"requests": amounts, "limits": dict(amounts)}
+        # A request is what the scheduler reserves, a limit a cap: each only when given (a
+        # request copied into a limit would throttle a worker that could use an idle core).
+        wanted = {
+            "requests": {"cpu": self.cpu, "memory": self.memory},
+            "limits": {"cpu": self.cpu_limit, "memory": self.memory_limit},
+        }
+        resources = {
+            kind: {k: v for k, v in amounts.items() if v}
+            for kind, amounts in wanted.items()
+            if any(amounts.values())
+        } or None
         return ko.PodOptions(
             image=self.image,
             command=self.command,
@@ -284,4 +307,6 @@ class KubeOptions:
             job_annotations=dict(self.job_annotations),
             kueue_queue=self.kueue_queue,
             fail_fast_exit_codes=list(self.fail_fast_exit_codes),
+            fs_group=self.fs_group,
+            run_as_user=self.run_as_user,
         )

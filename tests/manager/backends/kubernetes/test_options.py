@@ -70,7 +70,7 @@ def test_good_values_build_the_pod():
         {"key": "gpu", "effect": "NoExecute", "operator": "Equal", "value": "yes"}
     ]
     assert pod.active_deadline_seconds == 5400 and pod.ttl_seconds_after_finished == 0
-    assert pod.resources == {"requests": {"cpu": "500m"}, "limits": {"cpu": "500m"}}
+    assert pod.resources == {"requests": {"cpu": "500m"}}  # a request is not a cap
     assert options.where == KubeQueue("media", "thumbs", None)
 
 

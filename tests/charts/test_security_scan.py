@@ -1,0 +1,116 @@
+"""The chart as a security review reads it: checkov (the scanner platform teams run on every
+chart) on the rendered chart - with the defaults and with every optional object on - and on
+the Job and ConfigMap the manager creates from the chart's own arguments. Nothing may fail
+but the findings that are the user's own choice at install, which a chart cannot make for
+them: the namespace (`helm install -n`), image digests and the pull policy.
+
+checkov lives in its own environment (`make test` makes `.venv-checkov`): it pins libraries
+of its own that the project's environment need not share."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .test_chart import EVERYTHING, containers, render
+
+REPO = Path(__file__).resolve().parents[2]
+USERS_CHOICE = {
+    "CKV_K8S_21": "the namespace: set by `helm install -n`, not by the chart",
+    "CKV_K8S_43": "image digests: the user pins the images they run",
+    "CKV_K8S_15": "the pull policy: Always suits mutable tags, IfNotPresent pinned ones",
+}
+ALL_ON = {
+    **EVERYTHING,
+    "grafanaDashboard": {"enabled": True},
+    "prometheusRule": {"enabled": True},
+    "networkPolicy": {"enabled": True, "itemsFrom": [{"podSelector": {}}]},
+}
+
+
+def checkov_binary() -> str:
+    found = os.environ.get("CHECKOV") or shutil.which("checkov")
+    local = REPO / ".venv-checkov" / "bin" / "checkov"
+    binary = found or (str(local) if local.exists() else None)
+    assert binary, "checkov is missing: run `make test` (it installs checkov in .venv-checkov)"
+    return binary
+
+
+def scan(docs: list[dict], tmp_path: Path) -> list[dict]:
+    """checkov's failed checks on `docs`, every one of them (none skipped by checkov)."""
+    path = tmp_path / "manifests.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    done = subprocess.run(
+        [checkov_binary(), "-f", str(path), "--framework", "kubernetes", "--skip-download",
+         "--quiet", "--output", "json"],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "BC_SKIP_MAPPING": "TRUE", "CHECKOV_RUN_SCA_PACKAGE_SCAN_V2": "false"},
+    )  # fmt: skip
+    assert done.returncode in (0, 1), done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    reports = report if isinstance(report, list) else [report]
+    failed = []
+    for one in reports:
+        failed += one.get("results", {}).get("failed_checks", [])
+    return failed
+
+
+def assert_only_users_choices(failed: list[dict]) -> None:
+    left = sorted({(f["check_id"], f["check_name"], f["resource"]) for f in failed
+                   if f["check_id"] not in USERS_CHOICE})  # fmt: skip
+    assert not left, "checkov finds:\n" + "\n".join(f"{c} {n} ({r})" for c, n, r in left)
+
+
+@pytest.mark.parametrize("values", [None, ALL_ON], ids=["defaults", "everything-on"])
+def test_checkov_finds_nothing_in_the_chart_but_the_users_choices(values, tmp_path):
+    docs = render(values)
+    kinds = {d["kind"] for d in docs}
+    assert "NetworkPolicy" in kinds
+    if values is ALL_ON:
+        assert {"PrometheusRule", "ServiceMonitor", "Service", "ConfigMap"} <= kinds
+    assert_only_users_choices(scan(docs, tmp_path))
+
+
+@pytest.mark.parametrize("values", [None, EVERYTHING], ids=["defaults", "everything"])
+def test_checkov_finds_nothing_in_what_the_manager_creates(values, tmp_path):
+    from manager.backends.kubernetes import KubeOptions
+    from manager.backends.kubernetes import objects as ko
+    from manager.cli import build_parser
+    from manager.options import from_words
+
+    chart = render(values)
+    found, _ = containers(chart)
+    args = [a.replace("$(POD_NAMESPACE)", "media") for a in found["manager"]["args"]]
+    options = from_words(KubeOptions, vars(build_parser().parse_args(args)))
+    data = {"name": "a video.mp4", "path": "/data/a video.mp4", "size": 10}
+    docs = [
+        ko.job(options.queue, "media", "a video.mp4", 1, options.pod()),
+        ko.config_map(options.queue, "media", "a video.mp4", data),
+        *[d for d in chart if d["kind"] == "NetworkPolicy"],  # deployed with them
+    ]
+    assert_only_users_choices(scan(docs, tmp_path))
+
+
+def test_the_manager_alone_mounts_the_api_token_and_reads_the_dashboard_token_from_a_file():
+    found, pod = containers(render(None))
+    assert pod["automountServiceAccountToken"] is False
+    token_mounts = {
+        name: [m for m in c.get("volumeMounts", []) if m["name"] == "kube-api-access"]
+        for name, c in found.items()
+    }
+    assert token_mounts["manager"] and not token_mounts["ambassador"]
+    assert (
+        token_mounts["manager"][0]["mountPath"] == "/var/run/secrets/kubernetes.io/serviceaccount"
+    )
+    env = {e["name"] for c in found.values() for e in c.get("env", [])}
+    assert "WORKQUEUE_UI_TOKEN" not in env
+    assert "--ui-token-file=/etc/workqueue/ui/token" in found["manager"]["args"]
+    for c in found.values():
+        assert c["readinessProbe"] and c["livenessProbe"]
+        assert c["resources"]["limits"]["cpu"] and c["resources"]["limits"]["memory"]
