@@ -84,8 +84,10 @@ class Plan:
     service: ServiceTimes
     deadline_seconds: float
     confidence: float
-    recommended_parallelism: int | None  # None: not within max_parallelism
-    needed_parallelism: int  # the same, without the ceiling
+    recommended_parallelism: int | None  # None: not within max_parallelism (or not at all)
+    # The same without the ceiling; None when no parallelism meets the deadline (one worker
+    # per item still may take longer, at the confidence asked: the slowest items decide).
+    needed_parallelism: int | None
     drains: list[Drain]  # around the recommendation
     cost_per_hour: float | None
 
@@ -175,7 +177,7 @@ def plan(
         deadline_seconds=deadline,
         confidence=confidence,
         recommended_parallelism=recommended,
-        needed_parallelism=needed if needed is not None else items,
+        needed_parallelism=needed,
         drains=drains,
         cost_per_hour=cost_per_hour,
     )

@@ -9,7 +9,7 @@ keeps busy), utilization ρ = a/P.
     verdict    stable    ρ < U              (U: target utilization, 0.9 by default)
                fragile   U <= ρ <= 1        ("balanced but fragile")
                unstable  ρ > 1              (the backlog grows without bound)
-    recommended parallelism: the smallest P with ρ <= U
+    recommended parallelism: the smallest P with ρ <= U and ρ < 1
 
 When ρ < 1, M/M/c gives the waiting behaviour, assuming Poisson arrivals and exponential
 service times (coefficient of variation 1 for both): Erlang C is the chance an arriving item
@@ -50,11 +50,15 @@ def erlang_c(servers: int, offered_load: float) -> float:
 
 
 def recommended_parallelism(interarrival: float, service: float, target: float) -> int:
-    """The smallest P with service / (P · interarrival) <= target."""
+    """The smallest P with service / (P · interarrival) <= target that is also stable (below
+    1: a target of 1 must not recommend a queue with no margin at all)."""
     if math.isinf(interarrival):
         return 1
     load = service / interarrival
-    return max(1, math.ceil(load / target - 1e-9))
+    parallelism = max(1, math.ceil(load / target - 1e-9))
+    while load / parallelism >= 1:
+        parallelism += 1
+    return parallelism
 
 
 @dataclass(frozen=True)
@@ -155,8 +159,9 @@ def analyse(
     fields: dict = {}
     spare = parallelism * service_rate - arrival_rate  # items per second the workers gain
     if utilization < 1:
-        c = erlang_c(parallelism, load)
         factor = (arrival_cv**2 + service_cv**2) / 2.0 if model == "ggc" else 1.0
+        # Clockwork arrivals and service (both cvs 0) below saturation: nobody ever waits.
+        c = erlang_c(parallelism, load) if factor > 0 else 0.0
         mean_wait = factor * c / spare
         waiting_mean = mean_wait / c if c > 0 else 0.0  # mean wait of an item that waits
         p95 = waiting_mean * math.log(c / 0.05) if c > 0.05 else 0.0

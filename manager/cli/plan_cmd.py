@@ -124,6 +124,13 @@ def service_times(args) -> ServiceTimes:
     )
 
 
+def drain_bound_at_most(result) -> float:
+    """The drain bound with one worker per item: the shortest any parallelism gives."""
+    from ..planning import drain_bound
+
+    return drain_bound(result.items, result.service, result.items, result.confidence)
+
+
 def render(result) -> str:
     chosen = result.chosen
     confidence = f"{result.confidence:.0%}"
@@ -141,10 +148,16 @@ def render(result) -> str:
         ),
         "",
     ]
-    if chosen is None:
+    if chosen is None and result.needed_parallelism is None:
         lines.append(
-            f"cannot meet the deadline with at most {result.drains[-1].parallelism} workers "
-            f"at {confidence} confidence: it needs {result.needed_parallelism}"
+            f"no parallelism meets the deadline at {confidence} confidence: even one worker "
+            f"per item ({result.items:,}) takes up to {report.seconds(drain_bound_at_most(result))}"
+            ", because single items may run that long; allow more time or lower --confidence"
+        )
+    elif chosen is None:
+        lines.append(
+            f"cannot meet the deadline with at most {result.drains[-1].parallelism:,} workers "
+            f"at {confidence} confidence: it needs {result.needed_parallelism:,}"
         )
     else:
         lines.append(

@@ -127,3 +127,44 @@ def test_one_unknown_item_is_one_line_and_exit_2(tmp_path, gated_run):
     assert r.stderr.strip().splitlines() == [
         f"workqueue status: error: no item named 'nope.mp4' in {state}"
     ]
+
+
+def test_the_dashboard_and_status_give_one_forecast_at_one_moment(tmp_path, ambassador_server):
+    """Items that arrive over time (so there is an arrival rate), one held running: at that
+    moment nothing changes, and the dashboard's board.json and `status --json` must agree."""
+    import time
+
+    import requests
+
+    from tests.support.servers import free_port
+
+    videos, state, gate = tmp_path / "videos", tmp_path / "state", tmp_path / "gate.open"
+    videos.mkdir()
+    worker = tmp_path / "worker.py"
+    worker.write_text(WORKER.format(python=sys.executable, gate=str(gate)))
+    worker.chmod(0o755)
+    source = ambassador_server(videos, "--suffix", ".mp4")
+    port = free_port()
+    run = spawn_workqueue(
+        "manager", "--source", source.url, "--worker-cmd", str(worker), "--state-dir", state,
+        "--poll-interval", "0.5s", "--parallelism", "1", "--metrics-port", port,
+    )  # fmt: skip
+    try:
+        for name in ("a-1.mp4", "b-2.mp4", "c-3.mp4", "d-gate.mp4"):
+            (videos / name).write_bytes(b"x")
+            time.sleep(1.3)  # arrivals spread out: a rate, not a burst
+        wait_until(lambda: status(state)["counts"]["succeeded"] == 3, timeout=60)
+        wait_until(lambda: status(state)["counts"]["running"] == 1, timeout=30)
+        time.sleep(0.6)  # past the dashboard's half-second cache
+        board = requests.get(f"http://127.0.0.1:{port}/ui/board.json", timeout=5).json()
+        mine = status(state)
+        theirs = board["forecast"]
+        for key in ("utilization", "verdict", "recommended_parallelism", "service_seconds",
+                    "interarrival_seconds", "parallelism"):  # fmt: skip
+            assert mine["forecast"][key] == theirs[key], (key, mine["forecast"], theirs)
+        assert mine["forecast"]["utilization"] is not None  # there is a rate to speak of
+        assert mine["counts"] == board["counts"]
+    finally:
+        gate.touch()
+        run.send_signal(signal.SIGTERM)
+        run.communicate(timeout=60)

@@ -131,3 +131,31 @@ def test_the_thumbnailer_finds_its_ffmpeg_or_says_how_to_get_one(tmp_path, sampl
     r = subprocess.run([sys.executable, THUMBNAIL], env=bare, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "sample-000.png").exists()
+
+
+def _shape(text: str) -> list[str]:
+    """Lines with their figures, paths and names made alike: what the README must match."""
+    import re
+
+    out = []
+    for line in text.strip().splitlines():
+        line = re.sub(r"/\S+", "PATH", line)
+        line = re.sub(r"sample-\d+", "sample-N", line)
+        line = re.sub(r"\d+(\.\d+)?", "N", line)
+        out.append(line.rstrip())
+    return out
+
+
+def test_the_status_the_example_readme_prints_is_what_the_command_prints(
+    tmp_path, sample_videos, ffmpeg_env
+):
+    from .conftest import REPO
+
+    readme = (REPO / "examples" / "thumbnailer" / "README.md").read_text()
+    block = readme.split("$ workqueue status --recent 3\n", 1)[1].split("$ workqueue retry", 1)[0]
+    state = tmp_path / "state"
+    env = dict(ffmpeg_env, OUTPUT_DIR=str(tmp_path / "thumbs"))
+    workqueue("run", sample_videos, "--state-dir", state, "--max-attempts", "1", "--",
+              THUMBNAIL, env=env, timeout=180)  # fmt: skip
+    printed = workqueue("status", "--state-dir", state, "--recent", "3").stdout
+    assert _shape(printed) == _shape(block)

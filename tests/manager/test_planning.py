@@ -66,3 +66,29 @@ def test_nonsense_is_refused(kwargs):
     args = {"items": 10, "service": ServiceTimes(1.0, 1.0), **kwargs}
     with pytest.raises(InputError):
         plan(args.pop("items"), args.pop("service"), args.pop("deadline"), **args)
+
+
+def test_a_deadline_no_parallelism_meets_says_so_and_names_no_needed_parallelism():
+    # 1,000 items of 60 s (cv 1) in 10 minutes: even one worker per item may take 10.9 min,
+    # since a few of the 1,000 single runs are that long at 95 % confidence
+    result = plan(1000, ServiceTimes(60.0, 1.0), 600, max_parallelism=10)
+    body = result.as_json()
+    assert body["meets_deadline"] is False and body["needed_parallelism"] is None
+    assert drain_bound(1000, ServiceTimes(60.0, 1.0), 1000, 0.95) > 600
+
+
+def test_the_plan_command_never_claims_a_parallelism_that_cannot_meet_the_deadline():
+    import subprocess
+    import sys
+
+    def plan_cmd(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "manager.cli", "plan", "--items", "1000", "--service", "60s",
+             *args], capture_output=True, text=True, timeout=60,
+        ).stdout  # fmt: skip
+
+    out = plan_cmd("--deadline", "10m", "--max-parallelism", "10")
+    assert "no parallelism meets the deadline" in out and "it needs" not in out
+    assert "one worker per item (1,000)" in out
+    out = plan_cmd("--deadline", "2h", "--max-parallelism", "5")
+    assert "cannot meet the deadline with at most 5 workers at 95% confidence: it needs 10" in out

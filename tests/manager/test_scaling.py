@@ -98,3 +98,26 @@ def test_more_workers_never_wait_longer(interarrival, service):
 def test_erlang_c_is_exact_for_many_servers():
     c = erlang_c(2000, 1900)
     assert 0 < c < 1
+
+
+@given(
+    st.floats(min_value=0.01, max_value=1e4),
+    st.integers(min_value=1, max_value=500),
+    st.floats(min_value=0.05, max_value=1.0),
+)
+def test_the_recommendation_is_always_stable_and_within_the_target(interarrival, k, target):
+    service = interarrival * k / 4  # offered loads that are often whole numbers
+    p = recommended_parallelism(interarrival, service, target)
+    load = service / interarrival
+    assert load / p < 1 and load / p <= target + 1e-9
+    assert p == 1 or (load / (p - 1) > target - 1e-9 or load / (p - 1) >= 1)
+
+
+def test_a_target_of_one_never_recommends_a_queue_with_no_margin():
+    assert recommended_parallelism(20.0, 60.0, 1.0) == 4  # 3 would be utilization 1.00
+    assert analyse(20.0, 60.0, 1, target_utilization=1.0).recommended_parallelism == 4
+
+
+def test_clockwork_arrivals_and_service_never_wait_below_saturation():
+    s = analyse(20.0, 50.0, 3, model="ggc", arrival_cv=0.0, service_cv=0.0)
+    assert s.wait_probability == 0.0 and s.mean_wait_seconds == 0.0 and s.p95_wait_seconds == 0.0
