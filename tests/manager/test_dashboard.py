@@ -163,3 +163,28 @@ def test_cancelled_items_are_counted_and_listed_with_their_reason():
     assert 'id="cancelled"' in html and "Cancelled (2)" in html
     assert "it left the source before it started" in html
     assert "it left the source (attempt 1 ended)" in html
+
+
+def test_a_young_run_charts_its_own_minutes_not_an_empty_hour():
+    from manager.dashboard.model import bucket_for
+
+    board = a_board()
+    items = board.view.items
+    young = series(items, NOW, since=NOW - 120)  # the manager started two minutes ago
+    assert young.bucket_seconds == 10 and young.span_seconds == 600
+    assert sum(young.succeeded) == sum(board.series.succeeded)  # the same items, finer
+    assert bucket_for(NOW, NOW - 7200) == 60  # an old run: the last hour per minute
+    assert bucket_for(NOW, None) == 60
+    html = board_html(Board(board.view, young, [], False, {}))
+    assert "<h2>Last 10 min</h2>" in html and "-10 min" in html
+
+
+def test_long_names_wrap_after_their_separators_and_stay_escaped():
+    from manager.dashboard.page import name_html
+
+    html = name_html("camera-07/2026_12_01/<b>night</b>.mp4")
+    assert html.startswith('<span class="name">') and "<b>" not in html
+    assert (
+        "camera-<wbr>07/<wbr>2026_<wbr>12_<wbr>01/<wbr>&lt;b&gt;night&lt;/<wbr>b&gt;.<wbr>mp4"
+        in html
+    )
