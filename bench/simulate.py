@@ -1,4 +1,4 @@
-"""Benchmark of the simulator (manager.simulate): its speed, and the Allen-Cunneen G/G/c
+"""Benchmark of the simulator (manager.planning.simulate): its speed, and the Allen-Cunneen G/G/c
 approximation of `workqueue stability --model ggc` held against it.
 
 1. Items per second of simulation: 1,000,000 items of M/M/3 and of lognormal G/G/4 (goal: a
@@ -18,8 +18,8 @@ import argparse
 import random
 import time
 
-from manager.scaling import analyse
-from manager.simulate import exponential, gaps, lognormal, simulate, with_cv
+from manager.planning.scaling import analyse
+from manager.planning.simulate import exponential, gaps, lognormal, simulate, with_cv
 
 
 def speed(items: int) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 from . import backends
 from .errors import UserError
 from .ports import Ledger, Source
-from .runner import Manager, ManagerOptions
+from .runtime.runner import Manager, ManagerOptions
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class StatsEndpoint:
     """Where the manager serves /metrics, /stats, /healthz and the dashboard (`ui_token`: the
-    dashboard's bearer token, see `manager.dashboard`)."""
+    dashboard's bearer token, see `manager.views.dashboard`)."""
 
     host: str = "127.0.0.1"
     port: int = 0
@@ -54,7 +54,7 @@ def assemble(
     URL, or a ready `Source`. Metrics are kept only when `stats` serves them. The caller's
     duty: `close()` the result, whatever happens."""
     if isinstance(source, str):
-        from .source_client import SourceClient
+        from .sources.http import SourceClient
 
         client = SourceClient(source)
     else:
@@ -71,8 +71,8 @@ def assemble(
             client, parts.ledger, parts.backend, options, elector=parts.elector, registry=registry
         )
         if stats is not None:
-            from .dashboard import Dashboard, board
-            from .stats_server import StatsServer
+            from .views.dashboard import Dashboard, board
+            from .views.stats_server import StatsServer
 
             dashboard = Dashboard(lambda: board(manager), host=stats.host, token=stats.ui_token)
             try:

@@ -5,7 +5,7 @@ into after an error with `errors=remount-ro`), an I/O error (EIO) and a folder t
 not write are not the user's mistakes and not an item's failure: no retry of the item fixes
 them, and counting them as failed attempts would use up items' attempts for nothing. They are
 one `StorageFault`, raised where the record is written (the local ledger, the item files and
-logs beside it), and handled in one way by the manager (`manager.runner`):
+logs beside it), and handled in one way by the manager (`manager.runtime.runner`):
 
     stop dispatching (the capacity is held, as under `workqueue pause`), let running work
     finish or put it back, record what can be recorded, say once what happened and what to

@@ -21,10 +21,13 @@ back at another version.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
+
+from .errors import UserError
 
 
 class State(StrEnum):
@@ -71,12 +74,70 @@ class Outcome:
     cancelled: bool = False  # ended because the item left the source (`Backend.cancel`)
 
 
+class Cancel:
+    """Whether one run was asked to end because its item left the source (`--cancel-removed`).
+    The manager makes one per run when it records the start, and sets it at most once
+    (`manager.runtime.cancellation`); the backend that runs the item only reads it.
+
+    A backend's duty: look at `is_set()` before it starts anything for the item, and end what
+    it started when told (`on_set`); its `run` then returns `Outcome(cancelled=True)`."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._set = False  # Invariant: once True, never False; _callbacks is then empty
+        self._callbacks: list[Callable[[], None]] = []
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self) -> None:
+        """Ask the run to end; every `on_set` callback is called once, in this thread."""
+        with self._lock:
+            if self._set:
+                return
+            self._set = True
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
+
+    def on_set(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call `callback()` when the run is asked to end - at once if it was already. Returns
+        a function that forgets the callback (call it when what it would end is over)."""
+        with self._lock:
+            if not self._set:
+                self._callbacks.append(callback)
+                return lambda: self._forget(callback)
+        callback()
+        return lambda: None
+
+    def _forget(self, callback: Callable[[], None]) -> None:
+        with self._lock:
+            if callback in self._callbacks:
+                self._callbacks.remove(callback)
+
+
+class SourceError(Exception):
+    """What a `Source` raises when it cannot tell; str() is one line for the user."""
+
+
+class SourceUnavailable(SourceError):
+    """The source did not answer usefully (down, timing out, 5xx): try again later."""
+
+
+class SourceProtocolError(SourceError, UserError):
+    """The source answered, but not in the items API (a wrong URL): retrying will not help."""
+
+
+class WatchUnsupported(SourceError):
+    """The source has no watch stream: poll it instead."""
+
+
 class Source(Protocol):
     """Where item names and data come from (the ambassador's `/api/v1/items`)."""
 
     base_url: str
     # The resourceVersion of the last complete listing (its oldest page's), or None when the
-    # source gives none: what `manager.removals` orders listings by.
+    # source gives none: what `manager.runtime.removals` orders listings by.
     listing_version: int | None
 
     def list_items(self) -> list[str]:
@@ -92,7 +153,17 @@ class Source(Protocol):
     def watch(
         self, timeout_seconds: int | None = None, read_timeout: float | None = None
     ) -> Iterator[dict[str, str]]:
-        """`{"type": "ADDED"|"DELETED", "item": name}` events, every current item first."""
+        """`{"type": "ADDED"|"DELETED", "item": name}` events, every current item first;
+        `WatchUnsupported` when the source has none."""
+
+    def keep_data_of(self, wanted: Callable[[str], bool] | None) -> None:
+        """From now on keep the data a listing brings (for `get_item` and `peek`) only of the
+        items `wanted(name)` says will run (None: of every item). A source whose listings
+        bring no data ignores it."""
+
+    def listed_work(self, waiting: int) -> None:
+        """Told after each listing how many of its items still wait for work: a source may
+        ask for data in bulk while listings bring work, and stop when they bring none."""
 
 
 class Ledger(Protocol):
@@ -172,7 +243,10 @@ class Backend(Protocol):
     def log_path(self, name: str) -> str:
         """Where a person finds the item's output (a file, or how to ask the cluster)."""
 
-    def run(self, name: str, data: dict[str, Any], attempt: int) -> Outcome: ...
+    def run(self, name: str, data: dict[str, Any], attempt: int, cancel: Cancel) -> Outcome:
+        """Run one unit of work for the item and return how it ended. `cancel` is this run's
+        (see `Cancel`): set before anything started, nothing starts; set later, the work is
+        ended and the outcome is `cancelled`."""
 
     def shutdown(self, grace: float) -> None:
         """Start nothing new; running work gets `grace` seconds, then ends as `interrupted`
@@ -185,11 +259,11 @@ class Backend(Protocol):
     def on_change(self, callback: Callable[[], None]) -> None:
         """Call `callback` whenever `others_running()` may have changed."""
 
-    def cancel(self, name: str) -> bool:
-        """End the unit of work of `name` (it left the source): the `run` of it under way here
-        (which then returns `Outcome(cancelled=True)`), or - on a cluster - work of it left
-        running by another manager. False when neither is there (yet): the caller asks again
-        while its `run` has not begun."""
+    def cancel_elsewhere(self, name: str) -> bool:
+        """End the unit of work of `name` (it left the source) that runs outside this manager:
+        on a cluster, a Job another manager (or this one before a restart) left running. True
+        when it was ended; False when none runs (a local backend's work never outlives its
+        manager). Work this manager runs is ended through its run's `Cancel`."""
 
 
 class Elector(Protocol):
@@ -223,7 +297,7 @@ class Parts:
 @dataclass
 class QueueRecord:
     """What a backend's record says of a queue, for `workqueue status` (which turns it into a
-    `manager.queue_view.QueueView`): every item it can name, the facts the running manager
+    `manager.views.queue_view.QueueView`): every item it can name, the facts the running manager
     left (`Ledger.note_manager`; None when none runs), reasons it knows better than the rows
     (a pod waiting for a node), what `status NAME` adds per item (a pod's state), and items it
     can count but not name (a record keyed by hash)."""

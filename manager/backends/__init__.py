@@ -29,7 +29,7 @@ DEFAULT = "local"
 class Backend(Protocol):
     """The face of a backend package."""
 
-    Options: type  # a dataclass of `manager.options.option` fields: what a manager needs
+    Options: type  # a dataclass of `manager.declared.option` fields: what a manager needs
     Queue: type  # the same, for naming a queue: what `status` and `retry` need
 
     def setup(self, options: Any, *, registry: Any = None) -> Parts: ...

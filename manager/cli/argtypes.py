@@ -4,8 +4,8 @@ Each type turns one command-line word into a value or raises `argparse.ArgumentT
 message naming the problem, which the CLI prints as its one-line error (exit code 2). Every time
 flag takes `duration`: one parser (`manager.durations`) for all of them.
 
-`add_declared(group, cls)` adds the flags a dataclass of `manager.options.option` fields
-declares (a backend's options); `manager.options.from_words` builds the dataclass back from the
+`add_declared(group, cls)` adds the flags a dataclass of `manager.declared.option` fields
+declares (a backend's options); `manager.declared.from_words` builds the dataclass back from the
 parsed words. Words are parsed there, not here, so a backend's checks live with the backend.
 """
 
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import argparse
 
+from ..declared import dest, flags
 from ..durations import parse_duration
 from ..errors import InputError
-from ..options import dest, flags
 
 
 def _number(text: str, kind: type, noun: str):

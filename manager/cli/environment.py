@@ -46,7 +46,7 @@ def apply(parser: argparse.ArgumentParser, environ: Mapping[str, str] = os.envir
     """Make `WORKQUEUE_<FLAG>` values the defaults of `parser`'s flags; a bad value is
     `parser.error` (one line, exit 2). Which destinations took a value from which variable
     is left in the parsed namespace as `environment_sources` ({dest: variable}), so a value
-    checked later (`manager.options.from_words`) is blamed on the variable too."""
+    checked later (`manager.declared.from_words`) is blamed on the variable too."""
     sources: dict[str, str] = {}
     for flag, action in settable(parser):
         name = variable(flag)

@@ -1,4 +1,4 @@
-"""`workqueue lab`: watch the workqueue absorb a firehose of adds (`manager.lab` runs it)."""
+"""`workqueue lab`: watch the workqueue absorb a firehose of adds (`manager.views.lab` runs it)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def add_parser(subparsers) -> None:
 
 
 def run_lab_command(args) -> int:
-    from ..lab import SLOW_DEFAULTS, LabConfig, run_lab
+    from ..views.lab import SLOW_DEFAULTS, LabConfig, run_lab
 
     defaults = SLOW_DEFAULTS if args.slow else {}
     config = LabConfig(

@@ -68,8 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     from ambassador.server import add_parser as add_ambassador_parser
 
+    from . import completion_cmd as completion
     from . import (
-        completion,
         lab_cmd,
         ledger_cmd,
         manager_cmd,

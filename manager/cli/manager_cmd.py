@@ -6,7 +6,7 @@ shares with `workqueue run`.
     workqueue manager --source URL --backend kubernetes --namespace NS --queue Q --image IMG …
 
 The flags become typed options here, at the edge: `ManagerOptions` for the core, the chosen
-backend's own options (declared in its package, built by `manager.options.from_words`), and the
+backend's own options (declared in its package, built by `manager.declared.from_words`), and the
 stats endpoint. A `--once` run exits 0 when every item succeeded, 1 when any failed, 128+N when
 interrupted by signal N; a manager that lost its leadership exits 1.
 """
@@ -20,16 +20,16 @@ import threading
 from typing import TYPE_CHECKING
 
 from .. import backends
+from ..declared import from_words
 from ..errors import UserError
 from ..faults import StorageFault
-from ..options import from_words
 from .argtypes import add_declared, duration, host, positive_int, token, workers
 
 if TYPE_CHECKING:  # the manager itself is imported when a command runs, not to parse flags:
     # building the parser must not import prometheus-client before `workqueue ambassador` has
     # set up its multiprocess directory (and `--help` stays fast)
     from ..assembly import StatsEndpoint
-    from ..runner import Manager, ManagerOptions
+    from ..runtime.runner import Manager, ManagerOptions
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
 
 
 def manager_options(args, **extra) -> ManagerOptions:
-    from ..runner import ManagerOptions
+    from ..runtime.runner import ManagerOptions
 
     return ManagerOptions(
         parallelism=args.parallelism,

@@ -14,10 +14,10 @@ import os
 import sys
 import threading
 
-from ..measure import measure_rows
+from ..planning.measure import measure_rows
 from ..ports import Ledger, State
-from ..reconciler import Result
-from ..runner import TERMINAL, Manager, RunReport
+from ..runtime.reconciler import Result
+from ..runtime.runner import TERMINAL, Manager, RunReport
 
 
 def run_with_progress(manager: Manager, *, stream=None) -> RunReport:

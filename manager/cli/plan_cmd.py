@@ -7,7 +7,7 @@
 The items: `--items N`, the names a source lists now (`--source URL`), or the matching files of a
 folder (DIR, with `--suffix`, as the ambassador would list them). The service time: `--service`
 (with `--service-cv`, default 1: exponential) or measured from a ledger (`--from-state`, its
-empirical distribution). The math is `manager.planning`'s.
+empirical distribution). The math is `manager.planning.deadline`'s.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sys
 
 from ..durations import parse_duration
 from ..errors import InputError, UserError
-from ..planning import ServiceTimes, plan
+from ..planning.deadline import ServiceTimes, plan
 from . import report
 from .argtypes import cv, positive_int
 
@@ -79,7 +79,7 @@ def count_items(args) -> int:
     if args.items is not None:
         return args.items
     if args.source is not None:
-        from ..source_client import SourceClient, SourceError
+        from ..sources.http import SourceClient, SourceError
 
         try:
             return len(SourceClient(args.source).list_items())
@@ -126,7 +126,7 @@ def service_times(args) -> ServiceTimes:
 
 def drain_bound_at_most(result) -> float:
     """The drain bound with one worker per item: the shortest any parallelism gives."""
-    from ..planning import drain_bound
+    from ..planning.deadline import drain_bound
 
     return drain_bound(result.items, result.service, result.items, result.confidence)
 

@@ -6,7 +6,7 @@
     workqueue retry NAME | --failed | --matching GLOB --backend kubernetes --namespace NS --queue Q
 
 Both dispatch through the backend registry: each backend's `Queue` options name the queue, its
-`status()` answers with a `manager.queue_view.QueueView` (the same reasons, positions and
+`status()` answers with a `manager.views.queue_view.QueueView` (the same reasons, positions and
 forecast on every backend; `--json` prints its `as_json()`), its `retry()` with a line for
 people. An unknown item
 is one line and exit 2 on every backend.
@@ -19,15 +19,15 @@ import time
 from typing import TYPE_CHECKING
 
 from .. import backends
+from ..declared import from_words
 from ..durations import moment
 from ..errors import UserError
-from ..options import from_words
 from ..ports import FINISHED, State
 from .argtypes import add_declared, positive_int
 from .report import one_line, rows, seconds
 
 if TYPE_CHECKING:
-    from ..queue_view import ItemView, QueueView
+    from ..views.queue_view import ItemView, QueueView
 
 
 def _add_queue_options(p) -> None:
@@ -93,7 +93,7 @@ def add_parsers(subparsers) -> None:
 def _listed(source: str | None) -> list[str] | None:
     if source is None:
         return None
-    from ..source_client import SourceClient, SourceError
+    from ..sources.http import SourceClient, SourceError
 
     try:
         return SourceClient(source).list_items()
@@ -102,7 +102,7 @@ def _listed(source: str | None) -> list[str] | None:
 
 
 def show_status(args) -> int:
-    from ..queue_view import from_record
+    from ..views.queue_view import from_record
 
     backend, queue = _queue(args)
     listed = _listed(args.source)

@@ -14,8 +14,8 @@ import os
 from ambassador.server import add_folder_options, folder_config
 
 from ..backends.local import LocalOptions, worker_argv
+from ..declared import from_words
 from ..errors import UserError
-from ..options import from_words
 from .argtypes import add_declared, duration_or_zero
 from .manager_cmd import (
     add_run_options,
@@ -55,7 +55,7 @@ def run_folder(args) -> int:
     local = from_words(LocalOptions, vars(args), worker_argv=argv)
     # --cancel-removed: the folder is listed every ~2 s for what left it (in-process: cheap)
     options = manager_options(args, poll_interval=2.0)
-    from .inprocess import open_folder
+    from ..sources.folder import open_folder
 
     folder = folder_config(args)
     try:

@@ -10,7 +10,7 @@ Arrivals: `--arrival-dist poisson` (default), `deterministic` or `lognormal` (wi
 `--from-state`, the ledger's own arrival times replayed. Service: `--service-dist exponential`
 (default), `deterministic`, `lognormal` (with `--service-cv`), or `empirical` - resampled from the
 ledger's measured times (the default with `--from-state` and no `--service`). The figures are
-`manager.simulate`'s; JSON keys follow the stability calculator's names.
+`manager.planning.simulate`'s; JSON keys follow the stability calculator's names.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import sys
 
 from ..durations import parse_arrivals, parse_duration
 from ..errors import InputError, UserError
-from ..simulate import (
+from ..planning.simulate import (
     bursts,
     deterministic,
     empirical,

@@ -5,11 +5,11 @@
     workqueue stability --from-state .workqueue [--window 1h] [--parallelism 2] [--plot p.png]
     workqueue stability --from-url http://127.0.0.1:9090
 
-The math is in `manager.scaling`, the measurement in `manager.measure` (the same figures the
-autoscaler and a `--once` summary use): from a ledger over the window ending at its newest event
-(a ledger read after a run still describes that run), or from a running manager's /stats. Items
-that all arrived together are a backlog, not a rate: the calculator then says so and reports
-how long they take to drain.
+The math is in `manager.planning.scaling`, the measurement in `manager.planning.measure` (the
+same figures the autoscaler and a `--once` summary use): from a ledger over the window ending
+at its newest event (a ledger read after a run still describes that run), or from a running
+manager's /stats. Items that all arrived together are a backlog, not a rate: the calculator
+then says so and reports how long they take to drain.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import sys
 
 from ..durations import parse_arrivals, parse_duration
 from ..errors import InputError, UserError
-from ..measure import Measured, measure, measure_rows
-from ..scaling import MODELS, analyse, expected_latency
+from ..planning.measure import Measured, measure, measure_rows
+from ..planning.scaling import MODELS, analyse, expected_latency
 from . import report
 from .argtypes import cv, positive_int
 
@@ -339,7 +339,7 @@ def choose_model(args, measured: Measured | None) -> tuple[str, float, float, st
 
 def check(result, args):
     """The same queue, simulated: Poisson-like arrivals and service with the model's CVs."""
-    from ..simulate import gaps, simulate, with_cv
+    from ..planning.simulate import gaps, simulate, with_cv
 
     if math.isinf(result.interarrival_seconds):
         raise UserError("--check needs an arrival rate (these items all arrived together)")

@@ -124,6 +124,18 @@ class Queue:
                 metrics.queue_sum += waited
             return key, False
 
+    def wait_for_key(self) -> bool:
+        """Block until a key waits in the FIFO (True) or the queue is shut down with none
+        left (False). For a single consumer that must take something else first - a capacity
+        slot - before it takes the key: its `get()` then returns at once, the head of the line
+        (no other consumer can take it meanwhile)."""
+        with self._cond:
+            while not self._fifo and not self._shutting_down:
+                if getsizeof(self._dirty) > _COMPACT_ABOVE_BYTES:
+                    self._dirty = dict(self._dirty)
+                self._cond.wait()
+            return bool(self._fifo)
+
     def done(self, key: Any, _bounds=DURATION_BUCKETS, _bisect=bisect_left) -> None:
         """Mark `key` as finished. If it was added while held, it goes back in the FIFO once."""
         with self._cond:

@@ -122,7 +122,7 @@ def test_the_cli_accepts_the_rendered_arguments(values):
         [a.replace("$(POD_NAMESPACE)", "media") for a in found["manager"]["args"]]
     )
     from manager.backends.kubernetes import KubeOptions
-    from manager.options import from_words
+    from manager.declared import from_words
 
     options = from_words(KubeOptions, vars(manager))  # the typed options the manager gets
     assert manager.backend == "kubernetes" and options.leader_elect
@@ -218,7 +218,7 @@ def test_the_example_values_file_renders_valid_manifests():
 def test_values_with_quotes_and_yaml_characters_reach_the_manager_exactly():
     from manager.backends.kubernetes import KubeOptions
     from manager.cli import build_parser
-    from manager.options import from_words
+    from manager.declared import from_words
 
     given = {
         "worker": {

@@ -82,7 +82,7 @@ def test_checkov_finds_nothing_in_what_the_manager_creates(values, tmp_path):
     from manager.backends.kubernetes import KubeOptions
     from manager.backends.kubernetes import objects as ko
     from manager.cli import build_parser
-    from manager.options import from_words
+    from manager.declared import from_words
 
     chart = render(values)
     found, _ = containers(chart)

@@ -24,6 +24,15 @@ class FakeSource:
         for name in sorted(self.items):
             yield {"type": "ADDED", "item": name}
 
+    def keep_data_of(self, wanted):
+        return None
+
+    def peek(self, name):
+        return None
+
+    def listed_work(self, waiting):
+        return None
+
 
 class FakeLedger:
     where = "memory"
@@ -120,7 +129,7 @@ class FakeBackend:
     def log_path(self, name):
         return f"log/{name}"
 
-    def run(self, name, data, attempt):
+    def run(self, name, data, attempt, cancel=None):
         self.runs.append((name, data, attempt))
         queue = self.script.get(name)
         if queue:
@@ -132,6 +141,9 @@ class FakeBackend:
 
     def shutdown(self, grace):
         return None
+
+    def cancel_elsewhere(self, name):
+        return False
 
     def others_running(self):
         return self.others

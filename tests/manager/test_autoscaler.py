@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 
-from manager.autoscaler import Autoscaler
-from manager.measure import Measured, SlidingWindow
+from manager.planning.measure import Measured, SlidingWindow
+from manager.runtime.autoscaler import Autoscaler
 
 
 def figures(interarrival, service):

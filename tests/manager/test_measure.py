@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from manager.measure import SlidingWindow, measure, measure_rows
+from manager.planning.measure import SlidingWindow, measure, measure_rows
 from manager.ports import Row
 
 

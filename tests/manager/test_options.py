@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import pytest
 
+from manager.declared import dest, flags, from_words, option
 from manager.durations import parse_duration
 from manager.errors import UserError
-from manager.options import dest, flags, from_words, option
 
 
 @dataclass(frozen=True)

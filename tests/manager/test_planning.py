@@ -8,8 +8,8 @@ import math
 import pytest
 
 from manager.errors import InputError
-from manager.planning import ServiceTimes, drain_bound, plan
-from manager.simulate import at_once, simulate
+from manager.planning.deadline import ServiceTimes, drain_bound, plan
+from manager.planning.simulate import at_once, simulate
 
 
 def test_clockwork_service_drains_in_whole_rounds():

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from manager.ports import QueueRecord, Row
-from manager.queue_view import Context, build, context_from_facts, from_record
 from manager.retry import Backoff, RetryPolicy
+from manager.views.queue_view import Context, build, context_from_facts, from_record
 
 NOW = 1_000_000.0
 

@@ -3,10 +3,10 @@ the retry policy bounds an item's attempts."""
 
 from __future__ import annotations
 
-from manager.capacity import Capacity
 from manager.ports import Outcome
-from manager.reconciler import Reconciler, Result
 from manager.retry import RetryPolicy
+from manager.runtime.capacity import Capacity
+from manager.runtime.reconciler import Reconciler, Result
 
 from .fakes import FakeBackend, FakeLedger, FakeSource
 
@@ -90,8 +90,8 @@ def test_a_final_failure_is_not_retried_and_needs_no_more_work():
     """Outcome.final (an exit code listed as final): failed for good at once, attempts left or
     not; and an item the ledger says gave up needs no work on later polls."""
     from manager.ports import Outcome
-    from manager.reconciler import Reconciler, Result
     from manager.retry import RetryPolicy
+    from manager.runtime.reconciler import Reconciler, Result
 
     from .fakes import FakeLedger
 
@@ -105,10 +105,10 @@ def test_a_final_failure_is_not_retried_and_needs_no_more_work():
         def log_path(self, name):
             return "-"
 
-        def run(self, name, data, attempt):
+        def run(self, name, data, attempt, cancel=None):
             return Outcome(False, exit_code=2, error="exit code 2 listed", final=True)
 
-    from manager.capacity import Capacity
+    from manager.runtime.capacity import Capacity
 
     reconciler = Reconciler(
         ledger, Client(), FinalBackend(), Capacity(1), policy=RetryPolicy(max_attempts=3)

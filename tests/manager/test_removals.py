@@ -1,6 +1,6 @@
-"""What counts as an item leaving the source (`manager.removals`), and the poller handing over
-only complete listings: over real HTTP on 127.0.0.1, with the real source client, a listing
-that fails, breaks off between pages or is cut mid-body cancels nothing."""
+"""What counts as an item leaving the source (`manager.runtime.removals`), and the poller
+handing over only complete listings: over real HTTP on 127.0.0.1, with the real source client,
+a listing that fails, breaks off between pages or is cut mid-body cancels nothing."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from manager.poller import Poller
-from manager.removals import Removals
-from manager.source_client import SourceClient
+from manager.runtime.poller import Poller
+from manager.runtime.removals import Removals
+from manager.sources.http import SourceClient
 
 
 def test_a_newer_complete_listing_proves_removal():

@@ -10,9 +10,9 @@ from contextlib import contextmanager
 
 from manager.backends.local.ledger import Ledger
 from manager.backends.local.process import LocalBackend
-from manager.cli.inprocess import open_folder
 from manager.cli.once import run_with_progress
-from manager.runner import Manager, ManagerOptions
+from manager.runtime.runner import Manager, ManagerOptions
+from manager.sources.folder import open_folder
 
 
 class FakeTerminal(io.StringIO):
@@ -54,7 +54,7 @@ def test_no_bar_on_a_pipe(tmp_path):
 
 
 def test_a_backend_that_raises_fails_the_item_and_leaves_nothing_running(tmp_path):
-    from manager.reconciler import Result
+    from manager.runtime.reconciler import Result
 
     class Exploding(LocalBackend):
         def run(self, *args, **kwargs):
@@ -68,7 +68,7 @@ def test_a_backend_that_raises_fails_the_item_and_leaves_nothing_running(tmp_pat
 
 
 def test_measured_line_reads_well_for_one_item_and_for_many():
-    from manager.measure import measure_rows
+    from manager.planning.measure import measure_rows
     from manager.ports import Row
 
     def row(name, seen, took):

@@ -10,8 +10,8 @@ import random
 import pytest
 
 from manager.errors import InputError
-from manager.scaling import analyse
-from manager.simulate import (
+from manager.planning.scaling import analyse
+from manager.planning.simulate import (
     at_once,
     batch_means_ci,
     bursts,

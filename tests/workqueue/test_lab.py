@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 
 from manager.cli import main
-from manager.lab import LabConfig, run_lab
+from manager.views.lab import LabConfig, run_lab
 
 
 def test_lab_counters_are_consistent():

@@ -25,42 +25,42 @@ Queue = KubeQueue
 
 
 def setup(options: KubeOptions, *, registry=None) -> Parts:
-    from . import assembly
+    from . import parts
 
-    return assembly.setup(options, registry=registry)
+    return parts.setup(options, registry=registry)
 
 
 def status(queue: KubeQueue, *, listed: list[str] | None = None) -> QueueRecord:
-    from . import assembly
+    from . import parts
 
-    return assembly.status(queue, listed=listed)
+    return parts.status(queue, listed=listed)
 
 
 def item_detail(queue: KubeQueue, name: str, record: QueueRecord) -> dict:
-    from . import assembly
+    from . import parts
 
-    return assembly.item_detail(queue, name, record)
+    return parts.item_detail(queue, name, record)
 
 
 def retry(queue: KubeQueue, name: str) -> str:
-    from . import assembly
+    from . import parts
 
-    return assembly.retry(queue, name)
+    return parts.retry(queue, name)
 
 
 def retry_many(queue: KubeQueue, *, matching: str | None = None, listed=None) -> list[str]:
-    from . import assembly
+    from . import parts
 
-    return assembly.retry_many(queue, matching=matching, listed=listed)
+    return parts.retry_many(queue, matching=matching, listed=listed)
 
 
 def pause(queue: KubeQueue) -> str:
-    from . import assembly
+    from . import parts
 
-    return assembly.pause(queue)
+    return parts.pause(queue)
 
 
 def resume(queue: KubeQueue) -> str:
-    from . import assembly
+    from . import parts
 
-    return assembly.resume(queue)
+    return parts.resume(queue)

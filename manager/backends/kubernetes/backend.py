@@ -15,10 +15,11 @@ A crash between 1 and 2 leaves a Job whose pod cannot mount its data: `clean_orp
 such a Job (it never ran) once it is a minute old, and the item is dispatched again; a
 ConfigMap nobody owns (left by an older version) is removed the same way.
 
-cancel(name) - the item left the source (--cancel-removed): its Job is read afresh and, if it
-still runs, its finalizer removed and the Job deleted with a uid precondition (so never a newer
-Job of that name); the `run` awaiting it returns cancelled. A Job found finished keeps its
-outcome.
+Cancel - the item left the source (--cancel-removed). A run's `Cancel` set before its Job
+was created: none is created. Set while the run awaits its Job: the Job is read afresh and,
+if it still runs, its finalizer removed and the Job deleted with a uid precondition (so never a
+newer Job of that name); the run returns cancelled. A Job found finished keeps its outcome.
+`cancel_elsewhere(name)` does the same to a Job another manager left running.
 
 Completion - recording the outcome, removing the finalizer, history limits, failing stuck
 items - is the completion controller's (`completion.py`): the Job cache's handler only enqueues.
@@ -36,12 +37,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ...ports import Outcome
+from ...ports import Cancel, Outcome
 from . import objects as ko
 from .api import KubeApi, KubeError
 from .cache import JobCache, finished
-from .completion import CompletionController
 from .record import RecordStore
+from .settler import CompletionController
 
 log = logging.getLogger(__name__)
 
@@ -70,9 +71,7 @@ class KubernetesBackend:
         self.keep_succeeded = keep_succeeded
         self.keep_failed = keep_failed
         self._stopping = threading.Event()
-        self._in_flight: set[str] = set()
-        self._cancelled: set[str] = set()  # Job names whose run() is to return cancelled
-        self._job_of: dict[str, str] = {}  # item name -> the Job name its run() is about
+        self._in_flight: set[str] = set()  # Job names a run() of this manager is about
         self._ending = threading.Lock()  # one `_end_job` at a time: one delete per Job
         self._on_change: list[Callable[[], None]] = []  # told after each cache change
         self.metrics = _Metrics(registry, cache) if registry is not None else None
@@ -95,7 +94,7 @@ class KubernetesBackend:
         """`callback()` after every change of the queue's Jobs (the capacity re-counts)."""
         self._on_change.append(callback)
 
-    def run(self, name: str, data: dict[str, Any], attempt: int) -> Outcome:
+    def run(self, name: str, data: dict[str, Any], attempt: int, cancel: Cancel) -> Outcome:
         version = data.get("version")
         job_name = ko.object_name(self.queue, name, version)
         where = f"job/{job_name} (kubectl logs)"
@@ -106,35 +105,27 @@ class KubernetesBackend:
         except ko.ItemTooLarge as exc:
             return Outcome(False, error=str(exc), log_path=where)
         self._in_flight.add(job_name)
-        self._job_of[name] = job_name
+        forget = cancel.on_set(self._wake)  # the wait below looks at the cancel again
         try:
-            return self._dispatch(name, job_name, config_map, attempt, where, version)
+            return self._dispatch(name, job_name, config_map, attempt, where, version, cancel)
         finally:
+            forget()
             self._in_flight.discard(job_name)
-            self._job_of.pop(name, None)
-            self._cancelled.discard(job_name)
 
-    def cancel(self, name: str) -> bool:
-        """End the item's running Job (see the module docstring). False when there is none:
-        no Job, or one that has finished (its outcome stands)."""
-        job_name = self._job_of.get(name)
-        if job_name is not None:
-            self._cancelled.add(job_name)  # before the delete: run() must not call it a failure
-        else:  # not ours: a Job left by another manager, of whatever version
-            running = [
-                j for j in self.cache.indexed(ko.item_hash(self.queue, name)) if not finished(j)
-            ]
-            job = ko.newest(running)
-            if job is None:
-                return False
-            job_name = job["metadata"]["name"]
-        ended = self._end_job(job_name)
+    def _wake(self) -> None:
         with self.cache.changed:
             self.cache.changed.notify_all()
-        if ended is False:  # it had finished: its outcome stands
-            self._cancelled.discard(job_name)
+
+    def cancel_elsewhere(self, name: str) -> bool:
+        """End the Job of `name` another manager left running, of whatever version (see the
+        module docstring). False when there is none, or it has finished (its outcome stands)."""
+        running = [j for j in self.cache.indexed(ko.item_hash(self.queue, name)) if not finished(j)]
+        job = ko.newest(running)
+        if job is None:
             return False
-        return ended or job_name in self._cancelled  # None: not created yet; run() sees to it
+        ended = self._end_job(job["metadata"]["name"])
+        self._wake()
+        return bool(ended)
 
     def _end_job(self, job_name: str) -> bool | None:
         """Delete the Job if, read afresh, it still runs: True. False when it has finished;
@@ -149,10 +140,10 @@ class KubernetesBackend:
             self.api.remove("jobs", job_name, fresh["metadata"]["uid"])
             return True
 
-    def _dispatch(self, name, job_name, config_map, attempt, where, version) -> Outcome:
+    def _dispatch(self, name, job_name, config_map, attempt, where, version, cancel) -> Outcome:
         self._clear_previous_attempt(job_name)
         self._clear_stale_data(job_name)
-        if job_name in self._cancelled:  # asked before its Job existed: never create it
+        if cancel.is_set():  # asked before its Job existed: never create it
             return self._cancelled_outcome(where)
         body = ko.job(self.queue, self.api.namespace, name, attempt, self.pod, version)
         try:
@@ -167,7 +158,7 @@ class KubernetesBackend:
             log.info("%s: already dispatched (409 AlreadyExists); awaiting its outcome", name)
             job = self.api.get("jobs", job_name)
         self._item_data(job_name, job, config_map)
-        return self._await(name, job, where)
+        return self._await(name, job, where, cancel)
 
     def _clear_stale_data(self, job_name: str) -> None:
         """A ConfigMap of this name that no Job owns, with no Job of this name, is stale (an
@@ -199,7 +190,8 @@ class KubernetesBackend:
                 current["data"] = config_map["data"]
                 self.api.replace("configmaps", job_name, current)  # guarded by its version
 
-    def _await(self, name: str, job: dict, where: str) -> Outcome:
+    def _await(self, name: str, job: dict, where: str, cancel: Cancel | None = None) -> Outcome:
+        cancel = cancel or Cancel()
         item_hash = ko.item_hash(self.queue, name)
         attempt = int(job["metadata"].get("annotations", {}).get(ko.ATTEMPT_ANNOTATION) or 1)
 
@@ -224,8 +216,10 @@ class KubernetesBackend:
             finalizers = cached["metadata"].get("finalizers") or []
             return finished(cached) is not None and ko.RECORD_FINALIZER not in finalizers
 
+        outlived = {"cancel": False}  # the Job finished before the cancel could end it
+
         def cancelled() -> bool:
-            return job_name in self._cancelled and not recorded()
+            return cancel.is_set() and not outlived["cancel"] and not recorded()
 
         for _ in range(RECORD_LOOKS):
             self.cache.wait_for(
@@ -233,7 +227,7 @@ class KubernetesBackend:
             )
             if cancelled():
                 if self._end_job(job_name) is False:  # it finished first: its outcome stands
-                    self._cancelled.discard(job_name)
+                    outlived["cancel"] = True
                     continue
                 return self._cancelled_outcome(where)
             if recorded() or self._stopping.is_set():

@@ -1,6 +1,6 @@
 """The Kubernetes backend's options, declared once: where the queue lives, and the worker pod.
 
-Each field is a flag (`manager.options.option`); the parse functions here turn what a person
+Each field is a flag (`manager.declared.option`); the parse functions here turn what a person
 typed into typed values or a `UserError` naming the flag, so a bad value is refused before any
 API call. `KubeQueue` names a queue (`--namespace`, `--queue`, `--kubeconfig`) for `status` and
 `retry`; `KubeOptions` is everything a manager needs, and builds the `PodOptions` of
@@ -13,9 +13,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from ...declared import option, split_words
 from ...durations import parse_duration
 from ...errors import UserError
-from ...options import option, split_words
 from . import objects as ko
 from . import validation as v
 

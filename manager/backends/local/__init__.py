@@ -20,11 +20,11 @@ import socket
 import time
 from dataclasses import dataclass
 
+from ...declared import option, split_words
 from ...durations import moment, parse_duration
 from ...errors import UserError
 from ...faults import StorageFault, diagnose
-from ...logs import log_tail
-from ...options import option, split_words
+from ...log_tails import log_tail
 from ...ports import Parts, QueueRecord, State
 from . import integrity
 from .ledger import LEDGER_FILE, MANAGER_FILE, Ledger, LedgerBusy, read_paused, write_paused

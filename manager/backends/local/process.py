@@ -14,9 +14,9 @@ it left running in its group is ended when it exits (SIGTERM, then SIGKILL), suc
 worker that wants a daemon to outlive it must detach it on purpose (its own session). stdout and
 stderr are appended to one log file per item under `logs/`, each attempt under a header line.
 
-`cancel(name)` (the item left the source) ends the item's process group the same way - at once
-if it runs, or as soon as the `run` under way has started it - and that `run` reports the
-outcome as cancelled.
+A run's `Cancel` (`manager.ports.Cancel`: the item left the source) ends the item's process
+group the same way - at once if it runs, as soon as it is started if the cancel came first -
+and the run reports the outcome as cancelled; set before anything started, nothing starts.
 
 If the manager itself is killed (-9), children cannot be told; `record_process` (the ledger's)
 keeps each running child's process group and its start time (from /proc), and a restarted
@@ -41,7 +41,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...faults import StorageFault, classify, diagnose
-from ...ports import Outcome
+from ...ports import Cancel, Outcome
 from .spawn import Child, Spawner
 
 KILL_AFTER_TERM_SECONDS = 5.0
@@ -121,11 +121,8 @@ class LocalBackend:
         self.logs_dir = os.path.join(state_dir, "logs")
         os.makedirs(self.items_dir, mode=0o700, exist_ok=True)
         os.makedirs(self.logs_dir, exist_ok=True)
+        # Invariant (under _running_lock): the children started and not yet reaped, by pid.
         self._running: dict[int, Child] = {}
-        # Invariants (under _running_lock): _active holds the names inside run(), with their
-        # child once it started; _cancelled is the subset of _active asked to end.
-        self._active: dict[str, Child | None] = {}
-        self._cancelled: set[str] = set()
         self._running_lock = threading.Lock()
         self._stopping = threading.Event()
 
@@ -138,44 +135,17 @@ class LocalBackend:
     def on_change(self, callback: Callable[[], None]) -> None:
         return None  # nothing runs here that the manager did not start
 
-    def cancel(self, name: str) -> bool:
-        """End `name`'s process group (SIGTERM, then SIGKILL), now or as soon as it starts;
-        its `run` reports it cancelled. False when no `run` of it is under way."""
-        with self._running_lock:
-            if name not in self._active:
-                return False
-            self._cancelled.add(name)
-            proc = self._active[name]
-        if proc is not None:  # ended off the caller's thread: the poller must not wait on it
-            threading.Thread(target=proc.end, args=(KILL_AFTER_TERM_SECONDS,), daemon=True).start()
-        return True
+    def cancel_elsewhere(self, name: str) -> bool:
+        """Nothing of this state directory runs outside its manager (a manager that died left
+        process groups that its successor ends at start): nothing to end."""
+        return False
 
-    def run(self, name: str, data: dict[str, Any], attempt: int) -> Outcome:
-        with self._running_lock:
-            self._active[name] = None
-        try:
-            return self._run(name, data, attempt)
-        finally:
-            with self._running_lock:
-                self._active.pop(name, None)
-                self._cancelled.discard(name)
-
-    def _cancelled_outcome(self, name: str, log_path: str, code: int | None = None):
-        with self._running_lock:
-            if name not in self._cancelled:
-                return None
-        return Outcome(
-            False, exit_code=code, error="cancelled: it left the source", log_path=log_path,
-            cancelled=True,
-        )  # fmt: skip
-
-    def _run(self, name: str, data: dict[str, Any], attempt: int) -> Outcome:
+    def run(self, name: str, data: dict[str, Any], attempt: int, cancel: Cancel) -> Outcome:
         log_path = self.log_path(name)
         if self._stopping.is_set():
             return Outcome(False, interrupted=True, log_path=log_path)
-        cancelled = self._cancelled_outcome(name, log_path)
-        if cancelled is not None:
-            return cancelled
+        if cancel.is_set():
+            return _cancelled(log_path)
         # The item file is one of a few slot files, kept open and rewritten in place (written,
         # then cut to length): one per unit of work running at once, never two at a time.
         # Creating and deleting a file per item made ext4's inode allocator the dispatch's
@@ -210,17 +180,22 @@ class LocalBackend:
                 os.close(log_fd)
             with self._running_lock:
                 self._running[proc.pid] = proc
-                self._active[name] = proc
-                cancel_now = name in self._cancelled
+            # Ended off the canceller's thread: the poller that noticed the removal must not
+            # wait for a worker's grace period (and at once if the cancel came first).
+            forget = cancel.on_set(
+                lambda: threading.Thread(
+                    target=proc.end, args=(KILL_AFTER_TERM_SECONDS,), daemon=True
+                ).start()
+            )
             try:
                 self._record_process(name, proc.pid)
-                if cancel_now:  # asked while it was being started
-                    proc.end(KILL_AFTER_TERM_SECONDS)
                 outcome = self._wait(proc, log_path)
-                outcome = self._cancelled_outcome(name, log_path, outcome.exit_code) or outcome
+                if cancel.is_set() and not outcome.succeeded:
+                    return _cancelled(log_path, outcome.exit_code)
                 self._blame_the_disk(outcome)
                 return outcome
             finally:
+                forget()
                 with self._running_lock:
                     self._running.pop(proc.pid, None)
         finally:
@@ -323,3 +298,10 @@ class LocalBackend:
             left = list(self._running.values())
         for proc in left:
             threading.Thread(target=proc.end, args=(KILL_AFTER_TERM_SECONDS,), daemon=True).start()
+
+
+def _cancelled(log_path: str, code: int | None = None) -> Outcome:
+    return Outcome(
+        False, exit_code=code, error="cancelled: it left the source", log_path=log_path,
+        cancelled=True,
+    )  # fmt: skip

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from manager import backends
-from manager.options import flags
+from manager.declared import flags
 
 
 @pytest.mark.parametrize("name", backends.NAMES)

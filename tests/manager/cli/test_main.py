@@ -27,7 +27,7 @@ def test_building_the_parser_imports_nothing_heavy():
     code = (
         "import sys; from manager.cli import build_parser; build_parser(); "
         "print(sorted(m for m in ('prometheus_client', 'flask', 'kubernetes', 'waitress', "
-        "'requests', 'manager.runner', 'manager.workqueue') if m in sys.modules))"
+        "'requests', 'manager.runtime.runner', 'manager.workqueue') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -51,8 +51,8 @@ def no_real_work(monkeypatch, tmp_path):
         raise Reached
 
     monkeypatch.setattr("manager.assembly.assemble", reached)
-    monkeypatch.setattr("manager.cli.inprocess.open_folder", reached)
-    monkeypatch.setattr("manager.lab.run_lab", reached)
+    monkeypatch.setattr("manager.sources.folder.open_folder", reached)
+    monkeypatch.setattr("manager.views.lab.run_lab", reached)
     monkeypatch.setattr("ambassador.server._listen", reached)
 
 

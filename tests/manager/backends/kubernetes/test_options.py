@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from manager.backends.kubernetes.options import KubeOptions, KubeQueue
+from manager.declared import from_words
 from manager.errors import UserError
-from manager.options import from_words
 
 
 def typed(**words):

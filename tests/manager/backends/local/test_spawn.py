@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from manager.backends.local.process import LocalBackend
+from manager.ports import Cancel
 
 WORKER = """#!{python}
 import json, os, sys
@@ -61,7 +62,7 @@ def test_the_worker_inherits_only_stdio_and_reads_its_own_item(tmp_path, spawn_p
     keep_open = os.open(os.devnull, os.O_RDONLY)  # the manager's own descriptors stay its own
     try:
         for i in range(3):
-            outcome = runner.run(f"item-{i}", {"name": f"item-{i}", "n": i}, 1)
+            outcome = runner.run(f"item-{i}", {"name": f"item-{i}", "n": i}, 1, Cancel())
             assert outcome.succeeded and outcome.exit_code == 0
     finally:
         os.close(keep_open)
@@ -86,17 +87,17 @@ def test_sigpipe_is_not_ignored_by_the_worker(tmp_path, spawn_path):
     script.write_text(f"#!/bin/sh\ngrep '^SigIgn:' /proc/$$/status > {tmp_path}/sig\n")
     script.chmod(0o755)
     runner = LocalBackend([str(script)], str(tmp_path / "state"))
-    assert runner.run("x", {"name": "x"}, 1).succeeded
+    assert runner.run("x", {"name": "x"}, 1, Cancel()).succeeded
     ignored = int((tmp_path / "sig").read_text().split()[1], 16)
     assert not ignored & (1 << (13 - 1)), "SIGPIPE (13) is ignored in the worker"
 
 
 def test_exit_codes_signals_timeouts_and_a_missing_program(tmp_path, spawn_path):
     runner, _ = backend(tmp_path, timeout=1.0)
-    failed = runner.run("bad", {"name": "bad", "exit": 3}, 1)
+    failed = runner.run("bad", {"name": "bad", "exit": 3}, 1, Cancel())
     assert not failed.succeeded and failed.exit_code == 3 and failed.error == "exit code 3"
-    slow = runner.run("sleepy", {"name": "sleepy"}, 1)
+    slow = runner.run("sleepy", {"name": "sleepy"}, 1, Cancel())
     assert not slow.succeeded and slow.error == "timed out after 1s"
     missing = LocalBackend([str(tmp_path / "nope")], str(tmp_path / "state2"))
-    gone = missing.run("x", {"name": "x"}, 1)
+    gone = missing.run("x", {"name": "x"}, 1, Cancel())
     assert not gone.succeeded and gone.error.startswith("cannot start worker: ")

@@ -1,8 +1,9 @@
 """The manager's own metrics, beside the queue's client-go ones (`manager.workqueue.metrics`).
 
 Measured figures are read when Prometheus scrapes, from the same sliding window the autoscaler
-and `/stats` read (`manager.measure`), so every reader agrees and nothing is copied into gauges
-that could go stale. A figure that is not known is absent, never a 0 that means "no data":
+and `/stats` read (`manager.planning.measure`), so those readers agree and nothing is copied
+into gauges that could go stale. A figure that is not known is absent, never a 0 that means
+"no data":
 
     workqueue_parallelism              units of work allowed at once now (always)
     workqueue_service_seconds          mean run time over the window (once something finished)
@@ -31,7 +32,7 @@ import math
 from collections.abc import Callable
 from importlib import metadata
 
-from .measure import Measured
+from ..planning.measure import Measured
 
 # Batch work runs from seconds to hours: buckets from 100 ms to 4 h.
 DURATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 14400)

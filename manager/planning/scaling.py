@@ -20,7 +20,7 @@ scaled by (ca² + cs²) / 2, where ca and cs are the coefficients of variation o
 and service times (1 and 1 give M/M/c back; clockwork service halves the wait). The p95 wait then
 keeps M/M/c's shape - wait with probability C, exponentially with the adjusted mean - an
 approximation of an approximation, which `workqueue stability --check` holds against the
-simulator (`manager.simulate`).
+simulator (`manager.planning.simulate`).
 When ρ >= 1, the backlog grows by λ - Pμ items per unit of time. A backlog of N items drains in
 N / (Pμ - λ) (infinite when Pμ <= λ).
 """
@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .errors import InputError
+from ..errors import InputError
 
 MODELS = ("mmc", "ggc")
 MAX_PARALLELISM = 1_000_000  # Erlang C costs one step per worker

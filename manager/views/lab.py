@@ -28,7 +28,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
-from .workqueue import Event, RateLimitingQueue, default_controller_rate_limiter
+from ..workqueue import Event, RateLimitingQueue, default_controller_rate_limiter
 
 SLOW_DEFAULTS = {"rate": 8.0, "keys": 3, "work_ms": 300.0}
 

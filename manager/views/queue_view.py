@@ -12,7 +12,8 @@ each waiting item, in dispatch order, takes the earliest free slot no sooner tha
 (a failed item backing off is ready when its backoff ends) and holds it for S. An item's
 `eta_seconds` is its predicted start from now; the forecast's `drain_seconds` is when the last
 slot falls idle. Items arriving later are not in it - the forecast's `utilization` and
-`verdict` (from the measured interarrival, `manager.scaling`) say whether the line will grow.
+`verdict` (from the measured interarrival, `manager.planning.scaling`) say whether the line
+will grow.
 Without a manager running, or before any service time is measured, there is no schedule: the
 reasons say so and the numbers are null, never a made-up 0.
 """
@@ -26,13 +27,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from .durations import human, moment
-from .measure import Measured, measure_rows
-from .ports import QueueRecord, Row, State
-from .scaling import recommended_parallelism, verdict_for
+from ..durations import human, moment
+from ..planning.measure import Measured, measure_rows
+from ..planning.scaling import recommended_parallelism, verdict_for
+from ..ports import QueueRecord, Row, State
 
 if TYPE_CHECKING:  # retry imports the workqueue and so prometheus-client: not at parse time
-    from .retry import RetryPolicy
+    from ..retry import RetryPolicy
 
 STATES = tuple(s.value for s in State)
 
@@ -63,7 +64,7 @@ def context_from_facts(facts: dict | None, now: float) -> Context:
     queue no manager runs (None)."""
     if not facts:
         return Context(now=now)
-    from .retry import Backoff, RetryPolicy
+    from ..retry import Backoff, RetryPolicy
 
     try:
         policy = RetryPolicy(

@@ -1,4 +1,4 @@
-"""One item at a time: decide, take capacity, fetch, record, dispatch, record.
+"""One item at a time: decide, fetch, record the start, run, record the outcome.
 
 `reconcile(name)` is level-based (as client-go's controllers are): it looks at what the ledger
 says *now* and makes reality match - so being handed the same name twice is harmless:
@@ -6,38 +6,40 @@ says *now* and makes reality match - so being handed the same name twice is harm
     succeeded, or running             -> nothing to do
     failed with no attempts left      -> nothing to do (stays failed until `workqueue retry`)
     cancelled                         -> nothing to do (it left the source)
-    otherwise                         -> wait for a capacity slot      (before anything else:
+    otherwise                         -> a capacity slot               (before anything else:
                                          reserving work you cannot run yet starves rival
                                          managers - buildkite/agent-stack-k8s#953)
                                       -> GET /api/v1/items/<name>      (gone -> nothing to do)
-                                      -> ledger: running, attempt n    (under `gate`)
-                                      -> backend.run(...)              (blocks until it ends)
+                                      -> ledger: running, attempt n    (under the gate of
+                                                                        `Cancellations`)
+                                      -> backend.run(..., cancel)      (blocks until it ends)
                                       -> ledger: succeeded | failed | pending (interrupted)
-                                                 | cancelled (`Backend.cancel` ended it)
+                                                 | cancelled (its `Cancel` was set)
 
-`gate` orders the two ways an item leaves pending: the start above, and a cancel
-(`Manager.cancel_removed`), which takes the gate to read the state and act on it. So a cancel
-sees an item either still pending (and cancels it: it never starts) or running (and asks the
-backend to end it); never in between.
+It comes in two halves so the dispatcher (`manager.runtime.dispatcher`) can start items in
+the line's order and run them side by side: `begin(name)` - with a slot already held - does
+everything up to the recorded start, `finish(started)` runs and records. `reconcile(name)` is
+the two in one thread, taking and giving back the slot itself.
 
-It depends only on the ports (`manager.ports`): any ledger, source and backend will do.
-The caller (the manager's worker loop) follows client-go's worker pattern with the `Result`:
-RETRY -> `add_rate_limited(name)`; anything else -> `forget(name)`; always `done(name)`.
+It depends only on the ports (`manager.ports`): any ledger, source and backend will do. The
+caller follows client-go's worker pattern with the `Result`: RETRY -> `add_rate_limited(name)`;
+anything else -> `forget(name)`; always `done(name)`.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import Any
 
+from ..faults import StorageFault
+from ..ports import Backend, Cancel, Ledger, Outcome, Source, State
+from ..retry import RetryPolicy
+from .cancellation import Cancellations
 from .capacity import Capacity
-from .faults import StorageFault
-from .ports import Backend, Ledger, Outcome, Source, State
-from .retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 
@@ -52,32 +54,40 @@ class Result(StrEnum):
     STOPPED = "stopped"  # the manager is stopping; the item stays pending
 
 
+@dataclass(frozen=True)
+class Started:
+    """An item whose start is recorded (`Reconciler.begin`): what `finish` needs to run it."""
+
+    name: str
+    data: dict[str, Any]
+    attempt: int
+    cancel: Cancel
+
+
 class Reconciler:
     def __init__(
         self,
         ledger: Ledger,
-        client: Source,
+        source: Source,
         backend: Backend,
         capacity: Capacity,
         *,
         policy: RetryPolicy | None = None,
+        cancellations: Cancellations | None = None,
         on_outcome: Callable[[str, Result, Outcome | None], None] | None = None,
         on_dispatch: Callable[[str], None] | None = None,
     ) -> None:
         self.ledger = ledger
-        self.client = client
+        self.source = source
         self.backend = backend
         self.capacity = capacity
         self.policy = policy or RetryPolicy()
+        self.cancellations = cancellations or Cancellations(ledger, backend)
         self.on_outcome = on_outcome
         self.on_dispatch = on_dispatch  # told when an item stops waiting and starts
-        self.gate = threading.Lock()  # see the module docstring
-        # Invariants (changed under `gate`): in_flight holds the names this reconciler is
-        # between `ledger.start` and the outcome of; cancelling, those of them asked to end.
-        self.in_flight: set[str] = set()
-        self.cancelling: set[str] = set()
         # name -> (attempt, outcome) of runs that ended while the ledger could not be written
         # (a `StorageFault`): still running in the ledger, recorded by `record_unrecorded`.
+        # Changed under the cancellations' gate.
         self.unrecorded: dict[str, tuple[int, Outcome]] = {}
 
     def needs_work(self, name: str) -> bool:
@@ -89,63 +99,86 @@ class Reconciler:
             return False
         return self.policy.needs_work(*current)
 
+    # -- one item in one thread ------------------------------------------------------------
+
     def reconcile(self, name: str) -> Result:
-        result, outcome = self._reconcile(name)
+        """The whole step for one item: a slot (waited for), `begin`, `finish`, the slot back.
+        A `StorageFault` or `SourceError` propagates, the slot given back."""
+        if not self.needs_work(name):
+            return self._told(name, Result.SKIPPED, None)
+        if not self.capacity.acquire():
+            return self._told(name, Result.STOPPED, None)
+        try:
+            started = self.begin(name)
+            if isinstance(started, Result):
+                return self._told(name, started, None)
+            return self.finish(started)
+        finally:
+            self.capacity.release()
+
+    # -- the two halves --------------------------------------------------------------------
+
+    def begin(self, name: str) -> Started | Result:
+        """With a capacity slot held: fetch the item and record its start. A `Result` when
+        nothing is to run (the caller gives the slot back and reports it: `report`). The
+        source's errors and a `StorageFault` propagate - nothing started."""
+        if not self.needs_work(name):
+            return Result.SKIPPED
+        data = self.source.get_item(name)
+        if data is None:
+            return Result.GONE
+        with self.cancellations.gate:
+            self.ledger.see([name])
+            if not self.needs_work(name):  # cancelled (or done elsewhere) meanwhile
+                return Result.SKIPPED
+            if self.on_dispatch is not None:
+                self.on_dispatch(name)
+            log_path = self.backend.log_path(name)
+            attempt = self.ledger.start(name, log_path, data.get("version"))
+            cancel = self.cancellations.started(name)
+        return Started(name, data, attempt, cancel)
+
+    def finish(self, started: Started) -> Result:
+        """Run a started item and record how it ended (the slot stays the caller's). A
+        `StorageFault` propagates: from the backend (nothing ran: the item is put back, its
+        attempt not counted), or from the ledger (the outcome waits in `unrecorded`)."""
+        try:
+            result, outcome = self._run(started)
+        finally:
+            self.cancellations.ended(started.name)
+        return self._told(started.name, result, outcome)
+
+    def report(self, name: str, result: Result) -> Result:
+        """Tell `on_outcome` of a `begin` that started nothing."""
+        return self._told(name, result, None)
+
+    def _told(self, name: str, result: Result, outcome: Outcome | None) -> Result:
         if self.on_outcome is not None:
             self.on_outcome(name, result, outcome)
         return result
 
-    def _reconcile(self, name: str) -> tuple[Result, Outcome | None]:
-        if not self.needs_work(name):
-            return Result.SKIPPED, None
-        if not self.capacity.acquire():
-            return Result.STOPPED, None
-        try:
-            data = self.client.get_item(name)  # SourceUnavailable propagates: caller retries
-            if data is None:
-                return Result.GONE, None
-            with self.gate:
-                self.ledger.see([name])
-                if not self.needs_work(name):  # cancelled (or done elsewhere) meanwhile
-                    return Result.SKIPPED, None
-                if self.on_dispatch is not None:
-                    self.on_dispatch(name)
-                log_path = self.backend.log_path(name)
-                attempt = self.ledger.start(name, log_path, data.get("version"))
-                self.in_flight.add(name)
-            try:
-                return self._run(name, data, attempt)
-            finally:
-                with self.gate:
-                    self.in_flight.discard(name)
-                    self.cancelling.discard(name)
-        finally:
-            self.capacity.release()
-
-    def _run(self, name: str, data: dict, attempt: int) -> tuple[Result, Outcome | None]:
-        """Run the started item and record how it ended. A `StorageFault` propagates: from
-        the backend (nothing ran: the item is put back, its attempt not counted), or from
-        the ledger (the outcome is kept in `unrecorded` until `record_unrecorded`)."""
-        started = time.monotonic()
+    def _run(self, started: Started) -> tuple[Result, Outcome]:
+        name, attempt, cancel = started.name, started.attempt, started.cancel
+        began = time.monotonic()
         fault = None
         try:
-            if name in self.cancelling:  # asked to end before it began
+            if cancel.is_set():  # asked to end before it began
                 outcome = Outcome(False, error="cancelled: it left the source", cancelled=True)
             else:
-                outcome = self.backend.run(name, data, attempt)
+                outcome = self.backend.run(name, started.data, attempt, cancel)
         except StorageFault as exc:  # the item file or its log could not be written
             fault = exc
             outcome = Outcome(False, interrupted=True)
         except Exception as exc:  # never leave the item marked running
             log.exception("%s: the backend failed", name)
             outcome = Outcome(False, error=f"backend error: {type(exc).__name__}: {exc}")
-        outcome = replace(outcome, seconds=time.monotonic() - started)
-        if name in self.cancelling and not outcome.succeeded and not outcome.interrupted:
+        outcome = replace(outcome, seconds=time.monotonic() - began)
+        if cancel.is_set() and not outcome.succeeded and not outcome.interrupted:
             outcome = replace(outcome, cancelled=True)  # however the ending looked to it
         try:
             result = self._record(name, attempt, outcome)
         except StorageFault:
-            with self.gate:
+            with self.cancellations.gate:
                 self.unrecorded[name] = (attempt, outcome)
             raise
         if fault is not None:
@@ -156,11 +189,11 @@ class Reconciler:
         """Record the outcomes a `StorageFault` kept from the ledger (oldest first); the fault
         again while it stands. Returns what was recorded now."""
         done = []
-        with self.gate:
+        with self.cancellations.gate:
             waiting = list(self.unrecorded.items())
         for name, (attempt, outcome) in waiting:
             result = self._record(name, attempt, outcome)
-            with self.gate:
+            with self.cancellations.gate:
                 self.unrecorded.pop(name, None)
             done.append((name, result, outcome))
         return done

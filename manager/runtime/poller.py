@@ -14,7 +14,7 @@ An unreachable source is logged once when it goes away and once when it is back;
 keeps trying at its period and loses nothing (the ledger and the source still hold everything).
 
 With `on_removed` (`--cancel-removed`) every complete listing, and every DELETED event of the
-watch stream, also goes to a `manager.removals.Removals`, and the names it proves gone are
+watch stream, also goes to a `manager.runtime.removals.Removals`, and the names it proves gone are
 handed to `on_removed`. A watch stream says nothing of what left while it was broken, so in
 watch mode a complete listing is taken each time the stream is (re)opened as well.
 """
@@ -26,10 +26,10 @@ import random
 import threading
 from collections.abc import Callable
 
-from .ports import Source
+from ..ports import Source
+from ..retry import reconnect
+from ..sources.http import SourceError, SourceProtocolError, WatchUnsupported
 from .removals import Removals
-from .retry import reconnect
-from .source_client import SourceError, SourceProtocolError, WatchUnsupported
 
 log = logging.getLogger(__name__)
 

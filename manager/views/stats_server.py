@@ -1,6 +1,6 @@
 """The manager's own HTTP endpoint (`--metrics-port`): /metrics for Prometheus, /stats for the
 stability calculator (`workqueue stability --from-url`), /healthz, and the live dashboard at /
-(`manager.dashboard`, which keeps its own access rules; the other three are always open).
+(`manager.views.dashboard`, which keeps its own access rules; the other three are always open).
 
 /stats is JSON: {"span": seconds measured, "arrival_times": [...], "service_seconds": [...],
 "parallelism": P} - the raw samples of the manager's sliding window, so the calculator computes
@@ -23,7 +23,7 @@ class StatsServer:
         self, stats: Callable[[], dict], registry, host: str, port: int, dashboard=None
     ) -> None:
         """`stats()` gives the /stats body (the manager's `stats`); `dashboard` a WSGI app for
-        / and /ui/ (`manager.dashboard.Dashboard`), if any. Raises OSError when the address
+        / and /ui/ (`manager.views.dashboard.Dashboard`), if any. Raises OSError when the address
         cannot be bound."""
         self.stats = stats
         self.registry = registry

@@ -1,19 +1,22 @@
-"""The manager: a poller feeding a rate-limited dedup queue, drained by worker threads that
-reconcile one item each (the generic loop of Burns' work-queue manager: list -> diff ->
-dispatch -> track completion).
+"""The manager: a poller feeding a rate-limited dedup queue, a dispatcher that starts items in
+the line's order as capacity frees up, and workers that run them (the generic loop of Burns'
+work-queue manager: list -> diff -> dispatch -> track completion).
 
-    poller / watch ──add(name)──► RateLimitingQueue ──get()──► worker thread ─► Reconciler
-                                        ▲                          │
-                                        └── add_rate_limited ◄─────┘ (RETRY), else forget; done
+    poller / watch ──add(name)──► RateLimitingQueue ──► Dispatcher: a slot, then the head
+                                        ▲                  of the line, begin (in order)
+                                        │                          │ started
+                                        └── add_rate_limited ◄── worker: finish (run, record)
+                                            (RETRY), else forget; done
 
-There are as many worker threads as the most units of work that may ever run at once; the
-`Capacity` limit (the parallelism) decides how many actually do. Stopping (SIGTERM/SIGINT, or the
-end of a `--once` run) shuts the queue, closes capacity so nothing new starts, and gives running
-work a grace period before the backend ends it; interrupted items go back to pending.
+The `Capacity` limit (the parallelism) decides how many units of work run at once; there are
+as many workers as the most that ever may (the autoscaler's ceiling). Stopping (SIGTERM/SIGINT,
+or the end of a `--once` run) shuts the queue, closes capacity so nothing new starts, and gives
+running work a grace period before the backend ends it; interrupted items go back to pending.
+Cancels of items that left the source are `manager.runtime.cancellation`'s.
 
 Everything the manager uses is given to its constructor - source, ledger, backend (the ports of
 `manager.ports`), options, and the leader elector when there is one; `manager.assembly` builds
-them. It never asks what kind of backend it drives.
+them. It never asks what kind of backend or source it drives.
 """
 
 from __future__ import annotations
@@ -27,18 +30,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..durations import human, moment
+from ..errors import UserError
+from ..faults import StorageFault
+from ..planning.measure import SlidingWindow
+from ..ports import Backend, Elector, Ledger, Outcome, Source, SourceError, State
+from ..retry import Backoff, RetryPolicy, reconnect
+from ..workqueue import PrometheusMetricsProvider, RateLimitingQueue
 from .autoscaler import Autoscaler
+from .cancellation import Cancellations
 from .capacity import Capacity
-from .durations import human, moment
-from .errors import UserError
-from .faults import StorageFault
-from .measure import SlidingWindow
+from .dispatcher import Dispatcher
 from .poller import Poller
-from .ports import Backend, Elector, Ledger, Outcome, Source, State
 from .reconciler import Reconciler, Result
-from .retry import Backoff, RetryPolicy, reconnect
-from .source_client import SourceError
-from .workqueue import PrometheusMetricsProvider, RateLimitingQueue
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +94,7 @@ class RunReport:
 class Manager:
     def __init__(
         self,
-        client: Source,
+        source: Source,
         ledger: Ledger,
         backend: Backend,
         options: ManagerOptions,
@@ -99,7 +103,7 @@ class Manager:
         on_result: Callable[[str, Result], None] | None = None,
         registry=None,
     ) -> None:
-        self.client = client
+        self.source = source
         self.ledger = ledger
         self.backend = backend
         self.options = options
@@ -140,13 +144,15 @@ class Manager:
                 down_delay=options.scale_down_delay,
                 target_utilization=options.target_utilization,
             )
+        self.cancellations = Cancellations(ledger, backend)
         self.reconciler = Reconciler(
             ledger,
-            client,
+            source,
             backend,
             self.capacity,
             policy=policy,
-            on_outcome=self._on_outcome,
+            cancellations=self.cancellations,
+            on_outcome=self._note,
             on_dispatch=self._dispatched,
         )
         # Invariant: the items queued because they need work and not yet dispatched, with the
@@ -154,7 +160,7 @@ class Manager:
         self._waiting_since: dict[str, float] = {}
         self._durations = None
         if registry is not None:
-            from .observe import ManagerCollector, item_durations
+            from ..views.observe import ManagerCollector, item_durations
 
             registry.register(
                 ManagerCollector(
@@ -169,12 +175,11 @@ class Manager:
             self._durations = item_durations(registry)
         # Keep listed data only of items that will run - unless every item's listed version
         # is compared with the one it ran at (--on-change rerun), which needs them all.
-        self._trim_listings = hasattr(client, "keep") and options.on_change != "rerun"
-        if self._trim_listings:
-            client.keep = self.reconciler.needs_work
+        if options.on_change != "rerun":
+            source.keep_data_of(self.reconciler.needs_work)
         self.stop_event = threading.Event()
         self.poller = Poller(
-            client,
+            source,
             self.enqueue,
             interval=options.poll_interval,
             stop=self.stop_event,
@@ -183,7 +188,7 @@ class Manager:
         self.on_result = on_result
         self._report: RunReport | None = None
         self._report_cond = threading.Condition()
-        self._workers: list[threading.Thread] = []
+        self._dispatcher: Dispatcher | None = None
         self._stopping = threading.Lock()
         self._stopped = False
         self.started: float | None = None  # when this manager began to work (it leads)
@@ -214,8 +219,7 @@ class Manager:
             if needs_work(name):
                 self._wait(name, now)
                 waiting += 1
-        if self._trim_listings:
-            self.client.listed_work(waiting)
+        self.source.listed_work(waiting)
 
     def _wait(self, name: str, now: float) -> None:
         """Queue `name` for the workers, noting when it began to wait (kept if it was)."""
@@ -228,9 +232,7 @@ class Manager:
         Items that ran before versions were known are left alone: nothing says they changed."""
         if self.options.on_change != "rerun":
             return
-        peek = getattr(self.client, "peek", None)
-        if peek is None:
-            return
+        peek = self.source.peek
         for name in names:
             ran = self.ledger.version_ran(name)
             if ran is None:
@@ -250,8 +252,7 @@ class Manager:
         for name in names:
             current = state(name)
             if current is not None and current[0] == State.CANCELLED:
-                peek = getattr(self.client, "peek", None)
-                data = peek(name) if peek is not None else None
+                data = self.source.peek(name)
                 if self.ledger.rerun(name, (data or {}).get("version")):
                     log.info("%s is back in the source: it runs again", name)
                     self.window.arrived(1)
@@ -263,75 +264,29 @@ class Manager:
             self._hold_for(fault)
 
     def _cancel_removed(self, names: list[str]) -> None:
-        """`--cancel-removed`: these items left the source (`manager.removals` proved it).
-        Pending (or failed, waiting to retry): cancelled, never started. Running here: the
-        backend ends it, and the reconciler records it cancelled when its `run` returns.
-        Running elsewhere (a Job a manager before this one left): ended and recorded at
-        once. Finished items keep their outcome."""
-        gate = self.reconciler.gate
-        for name in names:
-            with gate:
-                current = self.ledger.state(name)
-                if current is None:
-                    continue
-                if name in self.reconciler.in_flight:
-                    self.reconciler.cancelling.add(name)
-                    log.warning("%s left the source: ending its running work", name)
-                    ours = True
-                elif current[0] == State.RUNNING:
-                    ours = False
-                elif not self.reconciler.needs_work(name) or not self.ledger.cancel(name):
-                    continue  # finished: its outcome stands
-                else:
-                    log.warning("%s left the source before it started: cancelled", name)
-                    self._note(name, Result.CANCELLED, None)
-                    continue
-            if ours:
-                threading.Thread(
-                    target=self._end_running, args=(name,), name="cancel", daemon=True
-                ).start()
-            elif self.backend.cancel(name) and self.ledger.cancel(name):
-                log.warning("%s left the source: its running work was ended", name)
-                self._note(name, Result.CANCELLED, None)
+        """`--cancel-removed`: these items left the source (`manager.runtime.removals` proved
+        it); `Cancellations.removed` cancels each, and what it recorded now is noted."""
+        for name in self.cancellations.removed(names, self.reconciler.needs_work):
+            self._note(name, Result.CANCELLED, None)
 
-    def _end_running(self, name: str) -> None:
-        """Ask the backend to end `name`'s run until it says it does, or the run is over: a
-        run between its start in the ledger and the backend taking it up is not yet known
-        to the backend. The reconciler records the outcome cancelled."""
-        while True:
-            try:
-                if self.backend.cancel(name):
-                    return
-            except Exception as exc:  # the next look tries again
-                log.warning("%s: cannot end its running work yet: %s", name, exc)
-            with self.reconciler.gate:
-                if name not in self.reconciler.in_flight:
-                    return
-            if self.stop_event.wait(0.1):
-                return
+    # -- what became of each item the dispatcher took --------------------------------------
 
-    # -- the worker loop -------------------------------------------------------------------
-
-    def _work(self) -> None:
-        while True:
-            name, shutdown = self.queue.get()
-            if shutdown:
-                return
-            try:
-                result = self.reconciler.reconcile(name)
-            except StorageFault as fault:  # not the item's failure: it waits for the disk
-                self._hold_for(fault)
-                result = Result.STOPPED
-                if not self.stop_event.is_set():
-                    self.queue.add(name)  # back in line when dispatch resumes (see done())
-            except Exception as exc:  # one item's trouble never stops the others
-                if isinstance(exc, SourceError):
-                    log.warning("%s: cannot fetch item data (%s); will retry", name, exc)
-                else:
-                    log.exception("%s: unexpected error; will retry", name)
-                result = Result.RETRY
-                self._note(name, result, None)
-            self._requeue_after(name, result)
+    def _settle(self, name: str, result: Result | None, error: BaseException | None) -> None:
+        """The dispatcher's report (see `manager.runtime.dispatcher`): an item that needs
+        the disk waits for it, one whose data the source would not give is retried."""
+        if isinstance(error, StorageFault):  # not the item's failure: it waits for the disk
+            self._hold_for(error)
+            result = Result.STOPPED
+            if not self.stop_event.is_set():
+                self.queue.add(name)  # back in line when dispatch resumes (see done())
+        elif error is not None:  # one item's trouble never stops the others
+            if isinstance(error, SourceError):
+                log.warning("%s: cannot fetch item data (%s); will retry", name, error)
+            else:
+                log.error("%s: unexpected error; will retry", name, exc_info=error)
+            result = Result.RETRY
+            self._note(name, result, None)
+        self._requeue_after(name, result)
 
     def _requeue_after(self, name: str, result: Result) -> None:
         """client-go's worker duty for an item taken with get(): RETRY -> add_rate_limited,
@@ -417,9 +372,6 @@ class Manager:
     def _duration(self, outcome: str):
         """The item-duration histogram's child for `outcome` (looked up once)."""
         return self._durations.labels(outcome)
-
-    def _on_outcome(self, name: str, result: Result, outcome: Outcome | None) -> None:
-        self._note(name, result, outcome)
 
     def _note(self, name: str, result: Result, outcome: Outcome | None) -> None:
         if outcome is not None and outcome.seconds is not None and not outcome.interrupted:
@@ -516,8 +468,8 @@ class Manager:
             log.warning("cannot leave the manager's facts for `workqueue status`: %s", exc)
 
     def view(self, now: float | None = None):
-        """The queue as this manager sees it now (`manager.queue_view`), for the dashboard."""
-        from .queue_view import Context, build
+        """The queue as this manager sees it now (`manager.views.queue_view`), for the dashboard."""
+        from ..views.queue_view import Context, build
 
         context = Context(
             now=time.time() if now is None else now,
@@ -536,17 +488,18 @@ class Manager:
         return {**self.window.snapshot(), "parallelism": self.capacity.limit}
 
     def start_workers(self) -> None:
+        """Start dispatching: the pause follower, the dispatcher and its workers, and the
+        autoscaler when there is one."""
         self.started = time.time()
         since = self.ledger.paused_since()
         if since is not None:  # before any worker may take a slot
             self._pause_changed(since)
         threading.Thread(target=self.watch_pause, name="pause", daemon=True).start()
         self._note_manager()
-        count = max(self.options.parallelism, self.options.max_parallelism or 0)
-        for i in range(count):
-            t = threading.Thread(target=self._work, name=f"worker-{i + 1}", daemon=True)
-            t.start()
-            self._workers.append(t)
+        workers = max(self.options.parallelism, self.options.max_parallelism or 0)
+        self._dispatcher = Dispatcher(
+            self.queue, self.capacity, self.reconciler, self._settle, workers=workers
+        ).start()
         if self.autoscaler is not None:
             threading.Thread(
                 target=self.autoscaler.run, args=(self.stop_event,), name="autoscaler", daemon=True
@@ -618,7 +571,7 @@ class Manager:
             if deadline is not None:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    why = self.poller.last_error or f"source {self.client.base_url} unreachable"
+                    why = self.poller.last_error or f"source {self.source.base_url} unreachable"
                     raise UserError(
                         f"{why}, for {human(timeout)}: check --source (a --once run waits for "
                         "its source at most --source-timeout)"
@@ -641,8 +594,8 @@ class Manager:
         self.queue.shut_down()
         self.capacity.close()
         self.backend.shutdown(self.options.grace)
-        for t in self._workers:
-            t.join()
+        if self._dispatcher is not None:
+            self._dispatcher.join()
         try:
             for name, result, outcome in self.reconciler.record_unrecorded():
                 self._note(name, result, outcome)

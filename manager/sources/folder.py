@@ -74,6 +74,12 @@ class FolderSource:
     def peek(self, name: str) -> dict[str, Any] | None:
         return self.files.get(name)
 
+    def keep_data_of(self, wanted) -> None:
+        return None  # nothing is held per listing: data is read from the snapshot when asked
+
+    def listed_work(self, waiting: int) -> None:
+        return None
+
     def watch(
         self, timeout_seconds: int | None = None, read_timeout: float | None = None
     ) -> Iterator[dict[str, str]]:

@@ -32,31 +32,23 @@ from urllib.parse import quote
 if TYPE_CHECKING:  # imported when a client is made: `workqueue run` never needs it
     import requests
 
-from .errors import UserError
-from .retry import SOURCE_CALL, Backoff
+from ..ports import SourceError, SourceProtocolError, SourceUnavailable, WatchUnsupported
+from ..retry import SOURCE_CALL, Backoff
+
+__all__ = [
+    "SourceClient",
+    "SourceError",
+    "SourceProtocolError",
+    "SourceUnavailable",
+    "WatchUnsupported",
+]
 
 PAGE_SIZE = 10_000
 FULL_VIEW_MIN = 50  # items needing work in a listing for the next one to bring their data
 
 
-class SourceError(Exception):
-    """Base of the source client's errors; str() is a one-line message for the user."""
-
-
-class SourceUnavailable(SourceError):
-    """The source did not answer usefully (down, timing out, 5xx) after the retries."""
-
-
-class SourceProtocolError(SourceError, UserError):
-    """The source answered something that is not the items API."""
-
-
 class _NoFullView(Exception):
     """The source does not serve `view=full`."""
-
-
-class WatchUnsupported(SourceError):
-    """The source has no watch stream (it refused `watch=true`, or answered a plain list)."""
 
 
 class SourceClient:
@@ -88,7 +80,7 @@ class SourceClient:
         self._listed: dict[str, dict] = {}
         self._listed_lock = threading.Lock()
         # The resourceVersion of the last complete listing: its first page's (the oldest: a
-        # later page can only be newer), None when a page gave none (`manager.removals`).
+        # later page can only be newer), None when a page gave none (`manager.runtime.removals`).
         self.listing_version: int | None = None
 
     # -- calls -----------------------------------------------------------------------------
@@ -160,6 +152,10 @@ class SourceClient:
             token = metadata.get("continue")
             if not token:
                 return names, data, first_version
+
+    def keep_data_of(self, wanted: Callable[[str], bool] | None) -> None:
+        """`manager.ports.Source.keep_data_of`: asked of each full listing's page."""
+        self.keep = wanted
 
     def listed_work(self, needing_work: int) -> None:
         """The manager found `needing_work` items of the last listing to run: bring data with

@@ -16,7 +16,7 @@ from __future__ import annotations
 import html
 import re
 
-from ..durations import human, moment
+from ...durations import human, moment
 from ..queue_view import STATES
 from .model import FAILED_SHOWN, Board, Series
 

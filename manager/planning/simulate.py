@@ -32,7 +32,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .errors import InputError
+from ..errors import InputError
 
 # t(0.975, k-1) for the batch-means interval, by number of batches k.
 _T975 = {5: 2.776, 10: 2.262, 15: 2.145, 20: 2.093, 30: 2.045}

@@ -26,7 +26,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from .ports import Row
+from ..ports import Row
 
 # Items first seen within this many seconds of each other arrived "together" (one listing).
 BURST_SECONDS = 1.0

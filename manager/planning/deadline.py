@@ -14,7 +14,8 @@ so at a stated confidence q it is at most
 where S and cv are the service time's mean and coefficient of variation (the first term: W at
 its q-quantile, by the central limit theorem) and T_q(P) the q-quantile of the longest of P
 service times (the overhang of the last items). This is a bound, so it errs long: the tests hold
-it against simulated drains (`manager.simulate`), which it must cover at least q of the time.
+it against simulated drains (`manager.planning.simulate`), which it must cover at least q of
+the time.
 The expected drain comes from one simulated drain (exact for the distribution, fixed seed).
 
 The recommended parallelism is the smallest P whose M_q meets the deadline; worker-hours are
@@ -29,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
-from .errors import InputError
+from ..errors import InputError
 from .simulate import at_once, empirical, quantile, simulate, with_cv
 
 MAX_ITEMS = 10**12

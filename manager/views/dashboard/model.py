@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..logs import log_tail
+from ...log_tails import log_tail
 from ..queue_view import ItemView, QueueView
 
 BUCKETS = 60  # bars (and points) per chart
@@ -139,7 +139,7 @@ def _quantile(values: list[float], q: float) -> float | None:
 
 
 def board(manager, now: float | None = None) -> Board:
-    """The board of `manager` (a `manager.runner.Manager`) now."""
+    """The board of `manager` (a `manager.runtime.runner.Manager`) now."""
     now = time.time() if now is None else now
     view = manager.view(now)
     autoscaler = manager.autoscaler

@@ -8,12 +8,12 @@ under the target, clamps it to [min, max], and then:
     to the highest of them - a dip in arrivals must last before workers are given up, and one
     quiet interval never undoes the last scale-up (no flapping).
 With no finished work yet there is no service time, so nothing changes. When the window holds
-a burst (items that arrived together: a backlog, not a rate - `manager.measure`), the
+a burst (items that arrived together: a backlog, not a rate - `manager.planning.measure`), the
 recommendation is one worker per item still waiting or running, so the backlog drains as fast as
 the bounds allow.
 
 Each change is logged with its reason, e.g. "utilization 0.97 > 0.9 at P=3 -> P=4", and kept
-in `decisions` (the dashboard's table). What it reads is on /metrics too (`manager.observe`:
+in `decisions` (the dashboard's table). What it reads is on /metrics too (`manager.views.observe`:
 workqueue_parallelism, workqueue_utilization_ratio, workqueue_interarrival_seconds,
 workqueue_service_seconds), computed from the same window.
 """
@@ -27,8 +27,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from .measure import Measured
-from .scaling import recommended_parallelism
+from ..planning.measure import Measured
+from ..planning.scaling import recommended_parallelism
 
 log = logging.getLogger(__name__)
 
