@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 from manager.backends.kubernetes import objects as ko  # noqa: E402
 from manager.backends.kubernetes.api import KubeApi, load_configuration  # noqa: E402
-from manager.backends.kubernetes.cache import JobCache  # noqa: E402
+from manager.backends.kubernetes.cache import ClusterCache  # noqa: E402
 from tests.support.apiserver import ApiServer  # noqa: E402
 from tests.support.kubelet import Kubelet  # noqa: E402
 from tests.support.servers import Server, free_port  # noqa: E402
@@ -226,7 +226,7 @@ def bench_known_jobs(work: Path, count: int = 10_000) -> None:
 def time_list(kubeconfig: str) -> None:
     """Child process: one cache list, timed; prints seconds and the bytes the cache keeps."""
     api = KubeApi(NS, load_configuration(kubeconfig), qps=0)
-    cache = JobCache(api, ko.queue_selector(QUEUE))
+    cache = ClusterCache(api, ko.queue_selector(QUEUE))
     start = time.monotonic()
     cache._list()
     took = time.monotonic() - start

@@ -174,7 +174,7 @@ def rss_mb(pid: int) -> float:
 
 
 def bench_big_ledger(work: Path, count: int) -> None:
-    from manager.backends.local.ledger import Ledger
+    from manager.backends.local.ledger import SqliteLedger
 
     folder = work / "big"
     folder.mkdir()
@@ -183,7 +183,7 @@ def bench_big_ledger(work: Path, count: int) -> None:
         (folder / name).touch()
     at_rest(folder)
     state = work / "big-state"
-    with Ledger(str(state)).open() as ledger:
+    with SqliteLedger(str(state)).open() as ledger:
         ledger.see(names)
         with ledger._db:
             ledger._db.execute(

@@ -1,8 +1,10 @@
 """The backends, by name: where one unit of work per item runs.
 
-Each backend is a package here with the same face (see `Backend` below): its typed options,
-`setup()` that builds a manager's ledger and runner (and recovers what an earlier manager left),
-and `status()` / `item_detail()` / `retry()` for the commands that act on a queue's record.
+Each backend is a package here with the same face (see `BackendPackage` below): its typed
+options, `setup()` that builds a manager's ledger and runner (and recovers what an earlier
+manager left), `queue_ops()` for the commands that act on a queue's record (`queue_ops.py`:
+the rules every backend shares, the hooks each fills) and `measured_record()` for the planning
+commands' `--from-state`.
 The command line offers `--backend` from `NAMES`, builds its flags from each backend's option
 declarations, and dispatches through `load(name)`. Adding a backend is one package beside
 these two, and one line in `_PACKAGES`.
@@ -17,6 +19,7 @@ import importlib
 from typing import Any, Protocol
 
 from ..ports import Parts, QueueRecord
+from .queue_ops import QueueOps
 
 _PACKAGES = {
     "local": "manager.backends.local",
@@ -26,34 +29,25 @@ NAMES = tuple(_PACKAGES)
 DEFAULT = "local"
 
 
-class Backend(Protocol):
+class BackendPackage(Protocol):
     """The face of a backend package."""
 
     Options: type  # a dataclass of `manager.declared.option` fields: what a manager needs
     Queue: type  # the same, for naming a queue: what `status` and `retry` need
 
-    def setup(self, options: Any, *, registry: Any = None) -> Parts: ...
+    def setup(self, options: Any, *, registry: Any = None) -> Parts:
+        """A manager's ledger, backend (and elector), what an earlier manager left recovered;
+        the caller's duty: `Parts.close()`."""
 
-    def status(self, queue: Any, *, listed: list[str] | None = None) -> QueueRecord:
-        """What the queue's record says; `listed` (the source's names) lets a record keyed by
-        hash (Kubernetes) name its items."""
+    def queue_ops(self, queue: Any) -> QueueOps:
+        """What `status`, `retry`, `pause` and `resume` do to the queue's record (one shape
+        for every backend: `manager.backends.queue_ops`); a context manager."""
 
-    def item_detail(self, queue: Any, name: str, record: QueueRecord) -> dict:
-        """What `workqueue status NAME` adds for one item (a log tail, a pod's state)."""
-
-    def retry(self, queue: Any, name: str) -> str: ...
-
-    def pause(self, queue: Any) -> str:
-        """Hold the queue (see `Ledger.paused_since`); a line for people."""
-
-    def resume(self, queue: Any) -> str: ...
-
-    def retry_many(
-        self, queue: Any, *, matching: str | None = None, listed: list[str] | None = None
-    ) -> list[str]:
-        """Every failed item (whose name matches the glob `matching`) run again; their names."""
+    def measured_record(self, queue: Any) -> QueueRecord:
+        """The queue's record as `--from-state` measures it (`stability`, `simulate`,
+        `plan`): its rows, and whether their first-seen times are arrivals."""
 
 
-def load(name: str) -> Backend:
+def load(name: str) -> BackendPackage:
     """The backend package called `name` (one of `NAMES`)."""
     return importlib.import_module(_PACKAGES[name])  # type: ignore[return-value]

@@ -12,7 +12,6 @@ any succeeded item again (the record of what ran comes back with it).
 
 from __future__ import annotations
 
-from ..backends import local
 from ..backends.local import DEFAULT_STATE_DIR
 
 
@@ -36,6 +35,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
+    from ..backends.local import care as local
+
     if args.action == "check":
         print(local.check_ledger(args.state_dir))
     elif args.action == "backup":

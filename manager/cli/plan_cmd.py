@@ -18,9 +18,11 @@ import sys
 
 from ..durations import parse_duration
 from ..errors import InputError, UserError
+from ..planning import measure
 from ..planning.deadline import ServiceTimes, plan
 from . import report
 from .argtypes import cv, positive_int
+from .queues import add_from_state, measured_record
 
 
 def add_parser(subparsers) -> None:
@@ -37,7 +39,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--source", metavar="URL", help="count the items a source lists")
     p.add_argument("--service", help="mean service time of one item, e.g. 30s")
     p.add_argument("--service-cv", type=cv, help="its coefficient of variation (default 1)")
-    p.add_argument("--from-state", metavar="DIR", help="service times measured in a ledger")
+    add_from_state(p, "service times measured")
     p.add_argument("--deadline", required=True, help="when the batch must be done, e.g. 6h")
     p.add_argument(
         "--confidence",
@@ -108,15 +110,10 @@ def count_folder(folder: str, suffixes: list[str]) -> int:
 
 
 def service_times(args) -> ServiceTimes:
-    if args.service and args.from_state:
+    if args.service and args.from_state is not None:
         raise InputError("give --service or --from-state, not both")
-    if args.from_state:
-        from ..backends.local import rows_for
-
-        rows = rows_for(args.from_state)
-        return ServiceTimes.measured(
-            [r.finished - r.started for r in rows if r.started and r.finished]
-        )
+    if args.from_state is not None:
+        return ServiceTimes.measured(measure.service_times(measured_record(args).rows))
     if not args.service:
         raise InputError("give --service (the mean processing time of one item) or --from-state")
     return ServiceTimes(

@@ -5,10 +5,10 @@
     workqueue retry NAME | --failed | --matching GLOB [--state-dir DIR]
     workqueue retry NAME | --failed | --matching GLOB --backend kubernetes --namespace NS --queue Q
 
-Both dispatch through the backend registry: each backend's `Queue` options name the queue, its
-`status()` answers with a `manager.views.queue_view.QueueView` (the same reasons, positions and
-forecast on every backend; `--json` prints its `as_json()`), its `retry()` with a line for
-people. An unknown item
+Both dispatch through the backend registry: each backend's `Queue` options name the queue, and
+its `queue_ops(queue)` (a `manager.backends.queue_ops.QueueOps`) answers: `status()` with the
+record `manager.views.queue_view` turns into the same reasons, positions and forecast on every
+backend (`--json` prints its `as_json()`), `retry()` with a line for people. An unknown item
 is one line and exit 2 on every backend.
 """
 
@@ -18,33 +18,15 @@ import json
 import time
 from typing import TYPE_CHECKING
 
-from .. import backends
-from ..declared import from_words
 from ..durations import moment
 from ..errors import UserError
 from ..ports import FINISHED, State
-from .argtypes import add_declared, positive_int
+from .argtypes import positive_int
+from .queues import add_queue_options, queue_of
 from .report import one_line, rows, seconds
 
 if TYPE_CHECKING:
     from ..views.queue_view import ItemView, QueueView
-
-
-def _add_queue_options(p) -> None:
-    p.add_argument(
-        "--backend",
-        choices=backends.NAMES,
-        default=backends.DEFAULT,
-        help=f"where the queue runs (default {backends.DEFAULT})",
-    )
-    seen: set[str] = set()
-    for name in backends.NAMES:
-        add_declared(p.add_argument_group(f"{name} backend"), backends.load(name).Queue, seen=seen)
-
-
-def _queue(args):
-    backend = backends.load(args.backend)
-    return backend, from_words(backend.Queue, vars(args))
 
 
 def add_parsers(subparsers) -> None:
@@ -67,7 +49,7 @@ def add_parsers(subparsers) -> None:
         help="also ask this ambassador what it lists: items no manager has seen yet are "
         "pending (on Kubernetes, the only way to name items whose Job is gone)",
     )
-    _add_queue_options(p)
+    add_queue_options(p)
     p.set_defaults(func=show_status)
 
     for command, what in (
@@ -75,7 +57,7 @@ def add_parsers(subparsers) -> None:
         ("resume", "let a paused queue dispatch again"),
     ):
         p = subparsers.add_parser(command, help=what, description=what)
-        _add_queue_options(p)
+        add_queue_options(p)
         p.set_defaults(func=hold_or_release, action=command)
 
     p = subparsers.add_parser("retry", help="run failed items again")
@@ -86,7 +68,7 @@ def add_parsers(subparsers) -> None:
     which.add_argument(
         "--source", help="also name failed items whose Job is gone from this ambassador's list"
     )
-    _add_queue_options(p)
+    add_queue_options(p)
     p.set_defaults(func=retry_item)
 
 
@@ -104,9 +86,10 @@ def _listed(source: str | None) -> list[str] | None:
 def show_status(args) -> int:
     from ..views.queue_view import from_record
 
-    backend, queue = _queue(args)
+    backend, queue = queue_of(args)
     listed = _listed(args.source)
-    record = backend.status(queue, listed=listed)
+    with backend.queue_ops(queue) as ops:
+        record = ops.status(listed)
     view = from_record(record, time.time(), listed)
     if args.name is None:
         if args.json:
@@ -117,7 +100,8 @@ def show_status(args) -> int:
     item = next((i for i in view.items if i.name == args.name), None)
     if item is None:
         raise UserError(f"no item named {args.name!r} in {view.where}")
-    detail = backend.item_detail(queue, item.name, record)
+    with backend.queue_ops(queue) as ops:
+        detail = ops.item_detail(item.name, record)
     if args.json:
         print(json.dumps({**item.as_json(), **detail}, indent=2))
     else:
@@ -224,14 +208,16 @@ def print_item(item: ItemView, detail: dict) -> None:
 
 
 def retry_item(args) -> int:
-    backend, queue = _queue(args)
+    backend, queue = queue_of(args)
     several = args.failed or args.matching is not None
     if (args.name is None) == (not several):
         raise UserError("give the item's NAME, or --failed, or --matching GLOB")
-    if args.name is not None:
-        print(backend.retry(queue, args.name))
-        return 0
-    names = backend.retry_many(queue, matching=args.matching, listed=_listed(args.source))
+    listed = _listed(args.source) if args.name is None else None
+    with backend.queue_ops(queue) as ops:
+        if args.name is not None:
+            print(ops.retry(args.name))
+            return 0
+        names = ops.retry_many(matching=args.matching, listed=listed)
     if not names:
         which = f" matching {args.matching!r}" if args.matching is not None else ""
         print(f"nothing to retry: no failed item{which}")
@@ -242,6 +228,7 @@ def retry_item(args) -> int:
 
 def hold_or_release(args) -> int:
     """`workqueue pause` / `workqueue resume`, on any backend, with or without a manager."""
-    backend, queue = _queue(args)
-    print(getattr(backend, args.action)(queue))
+    backend, queue = queue_of(args)
+    with backend.queue_ops(queue) as ops:
+        print(ops.pause() if args.action == "pause" else ops.resume())
     return 0

@@ -19,7 +19,8 @@ import json
 import sys
 
 from ..durations import parse_arrivals, parse_duration
-from ..errors import InputError, UserError
+from ..errors import InputError
+from ..planning.measure import service_times
 from ..planning.simulate import (
     bursts,
     deterministic,
@@ -32,6 +33,7 @@ from ..planning.simulate import (
 )
 from . import report
 from .argtypes import cv, positive_int
+from .queues import add_from_state, measured_record
 
 ARRIVAL_DISTS = ("poisson", "deterministic", "lognormal")
 SERVICE_DISTS = ("exponential", "deterministic", "lognormal", "empirical")
@@ -61,17 +63,16 @@ def add_parser(subparsers) -> None:
         help="items (default 100000; with --from-state, the ledger's own count)",
     )
     p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
-    p.add_argument(
-        "--from-state", metavar="DIR", help="replay a ledger's arrivals, resample its service"
-    )
+    add_from_state(p, "replay the arrivals and resample the service times")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--plot", metavar="FILE.png", help="plot the backlog over time")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    rows = _ledger_rows(args.from_state) if args.from_state else None
-    arrivals = _arrivals(args, rows)
+    record = measured_record(args)
+    rows = record.rows if record is not None else None
+    arrivals = _arrivals(args, rows, record is None or record.arrivals_known)
     service = _service(args, rows)
     items = args.items or (len(rows) if rows is not None else 100_000)
     result = simulate(
@@ -119,16 +120,7 @@ def run(args) -> int:
     return 0
 
 
-def _ledger_rows(state_dir: str):
-    from ..backends.local import rows_for
-
-    rows = rows_for(state_dir)
-    if not rows:
-        raise UserError(f"the ledger in {state_dir} has no items yet")
-    return rows
-
-
-def _arrivals(args, rows):
+def _arrivals(args, rows, arrivals_known: bool = True):
     if args.burst:
         size, sep, every = args.burst.partition("/")
         if not sep or not size.strip().isdigit():
@@ -149,6 +141,11 @@ def _arrivals(args, rows):
                 lognormal(mean, args.arrival_cv) if args.arrival_cv else deterministic(mean)
             )
         return gaps(exponential(mean))
+    if rows is not None and not arrivals_known:
+        raise InputError(
+            "this queue's record has no arrival times (a Job is made when its item is "
+            "dispatched): give --interarrival, --arrivals or --burst with --from-state"
+        )
     if rows is not None:
         return replay([r.first_seen for r in rows])
     raise InputError("give --interarrival, --arrivals or --burst (or --from-state)")
@@ -159,7 +156,7 @@ def _service(args, rows):
     if dist == "empirical":
         if rows is None:
             raise InputError("--service-dist empirical needs --from-state")
-        return empirical([r.finished - r.started for r in rows if r.started and r.finished])
+        return empirical(service_times(rows))
     if not args.service:
         raise InputError("give --service (the mean processing time of one item)")
     mean = parse_duration(args.service)

@@ -24,6 +24,7 @@ from ..planning.measure import Measured, measure, measure_rows
 from ..planning.scaling import MODELS, analyse, expected_latency
 from . import report
 from .argtypes import cv, positive_int
+from .queues import add_from_state, measured_record
 
 MODEL_NAMES = {"mmc": "M/M/c (Erlang C)", "ggc": "G/G/c (Allen-Cunneen)"}
 MODEL_NOTE = (
@@ -55,9 +56,8 @@ def add_parser(subparsers) -> None:
         help="the margin: stable below this utilization (default 0.9)",
     )
     p.add_argument("--backlog", type=int, help="a burst of N items to drain")
-    source = p.add_mutually_exclusive_group()
-    source.add_argument("--from-state", metavar="DIR", help="measure from a local ledger")
-    source.add_argument("--from-url", metavar="URL", help="measure from a running manager")
+    add_from_state(p, "measure")
+    p.add_argument("--from-url", metavar="URL", help="measure from a running manager")
     p.add_argument("--window", default="1h", help="measurement window (default 1h)")
     p.add_argument(
         "--model",
@@ -88,13 +88,10 @@ def add_parser(subparsers) -> None:
 # -- measurement ---------------------------------------------------------------------------
 
 
-def from_state(state_dir: str, window: float) -> Measured:
-    from ..backends.local import rows_for
-
-    figures = measure_rows(rows_for(state_dir), window=window)
-    if figures is None:
-        raise UserError(f"the ledger in {state_dir} has no items yet")
-    return figures
+def from_state(args, window: float) -> Measured:
+    """The figures of the record `--from-state` names (any backend: `cli.queues`)."""
+    record = measured_record(args)
+    return measure_rows(record.rows, window=window, arrivals_known=record.arrivals_known)
 
 
 def from_url(url: str) -> tuple[Measured, int]:
@@ -258,8 +255,10 @@ def plot(result, path: str) -> None:
 def run(args) -> int:
     measured, running_at = None, None
     window = parse_duration(args.window)
-    if args.from_state:
-        measured = from_state(args.from_state, window)
+    if args.from_state is not None and args.from_url:
+        raise UserError("give --from-state or --from-url, not both")
+    if args.from_state is not None:
+        measured = from_state(args, window)
     elif args.from_url:
         measured, running_at = from_url(args.from_url)
     if args.interarrival:

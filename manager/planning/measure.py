@@ -112,11 +112,29 @@ def measure(
     )
 
 
-def measure_rows(rows: Iterable[Row], *, window: float | None = None) -> Measured | None:
+def service_times(rows: Iterable[Row], since: float = -math.inf) -> list[float]:
+    """The run time of every unit of work that ran to an end (finished at or after `since`):
+    a cancelled item's run was cut short, and is no service time. The one definition every
+    service-time figure uses (`stability`, `simulate`, `plan`, the forecast)."""
+    return [
+        r.finished - r.started
+        for r in rows
+        if r.started is not None
+        and r.finished is not None
+        and r.state != "cancelled"
+        and r.finished >= r.started
+        and r.finished >= since
+    ]
+
+
+def measure_rows(
+    rows: Iterable[Row], *, window: float | None = None, arrivals_known: bool = True
+) -> Measured | None:
     """The figures of ledger rows; with `window`, only the `window` seconds ending at the
     newest event (first seen or finished) count, so a ledger read long after a run still
-    describes that run. A cancelled item's run was cut short: no service time. None for no
-    rows."""
+    describes that run. Where first-seen times are not arrivals (`arrivals_known` False: a
+    Kubernetes record, whose Jobs are made at dispatch), only service times are measured.
+    None for no rows."""
     rows = list(rows)
     if not rows:
         return None
@@ -124,17 +142,8 @@ def measure_rows(rows: Iterable[Row], *, window: float | None = None) -> Measure
     if window is not None:
         end = max(max(r.first_seen for r in rows), max((r.finished or 0.0) for r in rows))
         start = end - window
-    arrivals = [r.first_seen for r in rows if r.first_seen >= start]
-    services = [
-        r.finished - r.started
-        for r in rows
-        if r.started is not None
-        and r.finished is not None
-        and r.state != "cancelled"
-        and r.finished >= r.started
-        and r.finished >= start
-    ]
-    return measure(arrivals, services, window_seconds=window)
+    arrivals = [r.first_seen for r in rows if r.first_seen >= start] if arrivals_known else []
+    return measure(arrivals, service_times(rows, start), window_seconds=window)
 
 
 class SlidingWindow:

@@ -26,9 +26,8 @@ import random
 import threading
 from collections.abc import Callable
 
-from ..ports import Source
+from ..ports import Source, SourceError, SourceProtocolError, WatchUnsupported
 from ..retry import reconnect
-from ..sources.http import SourceError, SourceProtocolError, WatchUnsupported
 from .removals import Removals
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ import sqlite3
 import pytest
 
 from manager.backends.local import integrity
-from manager.backends.local.ledger import Ledger, LedgerBusy
+from manager.backends.local.ledger import LedgerBusy, SqliteLedger
 
 from .conftest import workqueue
 from .test_local_backend import make_items, manager_once
@@ -72,7 +72,7 @@ def test_every_command_refuses_a_ledger_it_cannot_trust(
 ):
     server, state = ran_once
     # enough rows that half a ledger loses pages, not just free space
-    with Ledger(str(state)).open() as ledger:
+    with SqliteLedger(str(state)).open() as ledger:
         ledger.see([f"filler-{i:05d}-{'x' * 200}" for i in range(3000)])
     damage(state / "ledger.sqlite3")
     started = len(marker_worker.started())
@@ -115,7 +115,7 @@ def test_a_missing_ledger_next_to_earlier_logs_is_not_new(ran_once, marker_worke
 
 
 def test_restore_is_refused_while_a_manager_holds_the_directory(tmp_path):
-    holder = Ledger(str(tmp_path)).open()
+    holder = SqliteLedger(str(tmp_path)).open()
     try:
         one_line_exit_2(workqueue("ledger", "restore", "--state-dir", tmp_path), "another manager")
     finally:
@@ -129,7 +129,7 @@ def test_restore_is_refused_while_a_manager_holds_the_directory(tmp_path):
 
 
 def test_a_ledger_knows_it_is_one_and_is_durable_as_documented(tmp_path):
-    with Ledger(str(tmp_path)).open() as ledger:
+    with SqliteLedger(str(tmp_path)).open() as ledger:
         assert ledger.durability() == ("wal", 1)  # WAL, synchronous=NORMAL
         ledger.see(["a"])
     with sqlite3.connect(tmp_path / "ledger.sqlite3") as db:
@@ -147,14 +147,14 @@ def test_a_ledger_of_an_earlier_version_is_stamped_not_refused(tmp_path):
         db.execute(
             "INSERT INTO items(name, state, attempts, first_seen) VALUES ('a','succeeded',1,0)"
         )
-    with Ledger(str(tmp_path)).open() as ledger:
+    with SqliteLedger(str(tmp_path)).open() as ledger:
         assert ledger.state("a") == ("succeeded", 1)
     with sqlite3.connect(tmp_path / "ledger.sqlite3") as db:
         assert db.execute("PRAGMA application_id").fetchone()[0] == integrity.APPLICATION_ID
 
 
 def test_backups_rotate(tmp_path):
-    with Ledger(str(tmp_path)).open() as ledger:
+    with SqliteLedger(str(tmp_path)).open() as ledger:
         ledger.see(["a"])
         for _ in range(integrity.KEEP_BACKUPS + 3):
             ledger.backup()
@@ -163,5 +163,5 @@ def test_backups_rotate(tmp_path):
 
 
 def test_a_second_manager_is_still_refused(tmp_path):
-    with Ledger(str(tmp_path)).open(), pytest.raises(LedgerBusy):
-        Ledger(str(tmp_path)).open()
+    with SqliteLedger(str(tmp_path)).open(), pytest.raises(LedgerBusy):
+        SqliteLedger(str(tmp_path)).open()

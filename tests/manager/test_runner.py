@@ -8,7 +8,7 @@ import io
 import os
 from contextlib import contextmanager
 
-from manager.backends.local.ledger import Ledger
+from manager.backends.local.ledger import SqliteLedger
 from manager.backends.local.process import LocalBackend
 from manager.cli.once import run_with_progress
 from manager.runtime.runner import Manager, ManagerOptions
@@ -31,7 +31,7 @@ def manager_over(tmp_path, names, backend_class=LocalBackend, **options):
         os.utime(folder / name, (1_000_000_000, 1_000_000_000))
     source = open_folder(str(folder), [".x"])
     try:
-        with Ledger(str(tmp_path / "state")).open() as ledger:
+        with SqliteLedger(str(tmp_path / "state")).open() as ledger:
             backend = backend_class(["true"], ledger.state_dir)
             yield Manager(source, ledger, backend, ManagerOptions(**options)), ledger
     finally:

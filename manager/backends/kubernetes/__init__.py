@@ -1,14 +1,20 @@
 """The Kubernetes backend: one Job plus one ConfigMap per item, recorded durably in the cluster.
 
-    api.py      the one module that imports `kubernetes`: every API call goes through it
-    objects.py  the manifests (pure data): names, labels, the Job, the ConfigMap
-    cache.py    one list + watch of the queue's Jobs (an informer)
-    record.py   the durable record of outcomes (ConfigMaps), and the ledger view over it
-    leader.py   one manager per queue on a Lease
-    pods.py     why a Job's pod is not running yet, in words
-    backend.py  dispatch and completion
-    options.py  the typed options (`KubeOptions`, `KubeQueue`)
-    assembly.py the set-up for one manager, and `status` / `retry`
+    api.py         the one module that imports `kubernetes`: every API call goes through it
+    objects.py     the manifests (pure data): names, labels, the Job, the ConfigMap
+    validation.py  every flag's value checked as the API server would check it
+    options.py     the typed options (`KubeOptions`, `KubeQueue`)
+    cache.py       `ClusterCache`: one list + watch of the queue's Jobs, pods or ConfigMaps
+    record.py      the durable record of outcomes (ConfigMaps), and the manager's facts
+    ledger.py      `ClusterLedger`: the `Ledger` port over the Job cache and the record
+    backend.py     dispatch: the Job, its ConfigMap, the wait for the recorded outcome
+    settler.py     the controller that settles finished Jobs (record, finalizer, history)
+    stuck.py       pods that cannot start, failed after --stuck-timeout
+    pods.py        why a Job's pod is not running yet, in words
+    control.py     pause and resume: the queue's control ConfigMap
+    leader.py      one manager per queue on a Lease
+    parts.py       the set-up of one manager (`setup`)
+    queue_commands.py `status`, `retry`, `pause`, `resume` on the cluster (`KubeQueueOps`)
 
 This face is what the registry (`manager.backends`) hands the rest of the manager. It is light:
 the options import no client, so building the command line's flags costs nothing; the
@@ -30,37 +36,16 @@ def setup(options: KubeOptions, *, registry=None) -> Parts:
     return parts.setup(options, registry=registry)
 
 
-def status(queue: KubeQueue, *, listed: list[str] | None = None) -> QueueRecord:
-    from . import parts
+def queue_ops(queue: KubeQueue):
+    """What `status`, `retry`, `pause` and `resume` do to the queue (a context manager)."""
+    from .queue_commands import KubeQueueOps
 
-    return parts.status(queue, listed=listed)
-
-
-def item_detail(queue: KubeQueue, name: str, record: QueueRecord) -> dict:
-    from . import parts
-
-    return parts.item_detail(queue, name, record)
+    return KubeQueueOps(queue)
 
 
-def retry(queue: KubeQueue, name: str) -> str:
-    from . import parts
-
-    return parts.retry(queue, name)
-
-
-def retry_many(queue: KubeQueue, *, matching: str | None = None, listed=None) -> list[str]:
-    from . import parts
-
-    return parts.retry_many(queue, matching=matching, listed=listed)
-
-
-def pause(queue: KubeQueue) -> str:
-    from . import parts
-
-    return parts.pause(queue)
-
-
-def resume(queue: KubeQueue) -> str:
-    from . import parts
-
-    return parts.resume(queue)
+def measured_record(queue: KubeQueue) -> QueueRecord:
+    """What the record and the queue's Jobs give (`status`'s): what `stability`, `simulate`
+    and `plan` measure with `--from-state` - service times; a Job's creation is its
+    dispatch, not its item's arrival, so it says arrivals are not known."""
+    with queue_ops(queue) as ops:
+        return ops.status()

@@ -40,7 +40,7 @@ from typing import Any
 from ...ports import Cancel, Outcome
 from . import objects as ko
 from .api import KubeApi, KubeError
-from .cache import JobCache, finished
+from .cache import ClusterCache, finished
 from .record import RecordStore
 from .settler import CompletionController
 
@@ -56,7 +56,7 @@ class KubernetesBackend:
         api: KubeApi,
         queue: str,
         pod: ko.PodOptions,
-        cache: JobCache,
+        cache: ClusterCache,
         record: RecordStore,
         *,
         keep_succeeded: int | None = None,
@@ -383,7 +383,7 @@ def _age(timestamp: str | None) -> float:
 
 
 class _Metrics:
-    def __init__(self, registry, cache: JobCache) -> None:
+    def __init__(self, registry, cache: ClusterCache) -> None:
         from prometheus_client import Counter, Gauge
 
         self.created = Counter(

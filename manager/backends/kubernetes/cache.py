@@ -54,7 +54,7 @@ def finished(job: dict) -> str | None:
     return None
 
 
-class JobCache:
+class ClusterCache:
     def __init__(
         self,
         api: KubeApi,
@@ -94,7 +94,7 @@ class JobCache:
             target=self._resync_loop, name=f"{kind}-resync", daemon=True
         )
 
-    def start(self) -> JobCache:
+    def start(self) -> ClusterCache:
         self._thread.start()
         if self.resync_period and self.on_change is not None:
             self._resync.start()

@@ -12,7 +12,7 @@ import time
 
 from . import objects as ko
 from .api import KubeApi, KubeError
-from .cache import JobCache
+from .cache import ClusterCache
 from .record import ROLE_LABEL
 
 ROLE = "control"
@@ -40,7 +40,7 @@ class Control:
 
     def __init__(self, api: KubeApi, queue: str) -> None:
         self.queue = queue
-        self.cache = JobCache(api, selector(queue), kind="configmaps")
+        self.cache = ClusterCache(api, selector(queue), kind="configmaps")
 
     def start(self) -> Control:
         self.cache.start()
@@ -58,8 +58,9 @@ def read(api: KubeApi, queue: str) -> float | None:
     return since_of(api.find("configmaps", name_of(queue)))
 
 
-def pause(api: KubeApi, queue: str) -> float | None:
-    """Pause the queue; returns when it was already paused, or None if this paused it."""
+def pause(api: KubeApi, queue: str, since: float | None = None) -> float | None:
+    """Pause the queue (as of `since`, default now); returns when it was already paused, or
+    None if this paused it."""
     body = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -67,7 +68,7 @@ def pause(api: KubeApi, queue: str) -> float | None:
             "name": name_of(queue),
             "labels": {**ko.MANAGED_BY, ko.QUEUE_LABEL: queue, ROLE_LABEL: ROLE},
         },
-        "data": {"paused_since": repr(time.time())},
+        "data": {"paused_since": repr(time.time() if since is None else since)},
     }
     try:
         api.create("configmaps", body)

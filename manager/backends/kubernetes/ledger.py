@@ -24,7 +24,7 @@ from collections.abc import Iterable
 
 from ...ports import FINISHED, Row, State
 from . import objects as ko
-from .cache import JobCache, finished
+from .cache import ClusterCache, finished
 from .record import ManagerFacts, RecordStore
 
 FAIL_FAST = "PodFailurePolicy"  # the Failed condition's reason when a FailJob rule matched
@@ -57,7 +57,7 @@ class ClusterLedger:
     def __init__(
         self,
         queue: str,
-        cache: JobCache,
+        cache: ClusterCache,
         record: RecordStore,
         *,
         namespace: str = "",

@@ -32,7 +32,7 @@ from ...workqueue import RateLimitingQueue
 from ...workqueue.rate_limiters import ItemExponentialFailureRateLimiter
 from . import objects as ko
 from .api import KubeApi, KubeError
-from .cache import JobCache, finished
+from .cache import ClusterCache, finished
 from .ledger import failed_fast, job_state
 from .record import RecordStore
 
@@ -44,7 +44,7 @@ class CompletionController:
         self,
         api: KubeApi,
         queue: str,
-        cache: JobCache,
+        cache: ClusterCache,
         record: RecordStore,
         *,
         keep_succeeded: int | None = None,

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 
 from . import pods
-from .cache import JobCache, finished
+from .cache import ClusterCache, finished
 from .leader import parse_time
 
 log = logging.getLogger(__name__)
@@ -48,8 +48,8 @@ def stuck_reason(pod: dict) -> str | None:
 class StuckDetector:
     def __init__(
         self,
-        jobs: JobCache,
-        pod_cache: JobCache,
+        jobs: ClusterCache,
+        pod_cache: ClusterCache,
         read_pod: Callable[[str], dict | None],
         fail: Callable[[dict, str], None],
         *,

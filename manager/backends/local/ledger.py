@@ -38,6 +38,7 @@ import fcntl
 import functools
 import json
 import os
+import socket
 import sqlite3
 import threading
 import time
@@ -171,7 +172,7 @@ COLUMNS = (
 )
 
 
-class Ledger:
+class SqliteLedger:
     arrivals_known = True  # first_seen is when the manager first saw the item listed
 
     def __init__(self, state_dir: str, *, clock: Callable[[], float] = time.time) -> None:
@@ -208,7 +209,7 @@ class Ledger:
                 f"another manager is using the state directory {self.state_dir}"
             ) from None
 
-    def open(self, *, exclusive: bool = True, backups: bool | None = None) -> Ledger:
+    def open(self, *, exclusive: bool = True, backups: bool | None = None) -> SqliteLedger:
         """Open (and check) the ledger; `exclusive` holds the state directory too, as a
         manager must. `backups` (default: `exclusive`) takes one when it opens and one when it
         closes - a manager's; a command that changes one item takes none, so a few of them
@@ -325,7 +326,7 @@ class Ledger:
             self._lock_file.close()
             self._lock_file = None
 
-    def __enter__(self) -> Ledger:
+    def __enter__(self) -> SqliteLedger:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -578,3 +579,41 @@ class Ledger:
                 end_process_group(pgid, start)
             self.requeue(name)
         return [name for name, _, _ in left]
+
+
+def open_ledger(
+    state_dir: str, *, exclusive: bool = True, backups: bool | None = None
+) -> SqliteLedger:
+    """The ledger of `state_dir`, opened; a held or unusable directory is a `UserError`."""
+    try:
+        return SqliteLedger(state_dir).open(exclusive=exclusive, backups=backups)
+    except OSError as exc:
+        raise UserError(f"cannot use state directory {state_dir}: {exc.strerror}") from None
+
+
+def existing_ledger(state_dir: str, *, exclusive: bool = False) -> SqliteLedger:
+    """For commands that read or change what a manager left (never backed up by them): a
+    clear error when nothing is there."""
+    if not os.path.exists(os.path.join(state_dir, LEDGER_FILE)):
+        raise UserError(f"no ledger in {state_dir} (has a manager run there?)")
+    return open_ledger(state_dir, exclusive=exclusive, backups=False)
+
+
+def running_manager(state_dir: str) -> dict | None:
+    """The facts the manager running on `state_dir` left (`SqliteLedger.note_manager`), or None
+    when none runs there: no file, or its process is gone (killed before it could clean up)."""
+    try:
+        with open(os.path.join(state_dir, MANAGER_FILE), encoding="utf-8") as f:
+            facts = json.load(f)
+        pid = int(facts["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if facts.get("host") != socket.gethostname():
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass  # alive, someone else's
+    return facts

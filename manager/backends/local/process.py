@@ -20,7 +20,7 @@ and the run reports the outcome as cancelled; set before anything started, nothi
 
 If the manager itself is killed (-9), children cannot be told; `record_process` (the ledger's)
 keeps each running child's process group and its start time (from /proc), and a restarted
-manager ends those groups (`end_process_group`, through `Ledger.recover`) - only if the start
+manager ends those groups (`end_process_group`, through `SqliteLedger.recover`) - only if the start
 time still matches, so a recycled pid is never hit - before it runs the items again.
 """
 

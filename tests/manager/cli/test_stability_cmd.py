@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from manager.backends.local.ledger import Ledger
+from manager.backends.local.ledger import SqliteLedger
 
 
 def stability(*args):
@@ -60,7 +60,7 @@ def test_bad_input_is_one_line_exit_2(args):
 
 
 def make_ledger(state, arrivals, service):
-    with Ledger(str(state)).open() as ledger:
+    with SqliteLedger(str(state)).open() as ledger:
         ledger.see([f"item-{i}" for i in range(len(arrivals))])
         with sqlite3.connect(state / "ledger.sqlite3") as db:
             for i, t in enumerate(arrivals):

@@ -387,14 +387,14 @@ def test_history_limits_keep_the_newest_and_rerun_nothing(
 def test_orphaned_config_maps_are_removed(apiserver, tmp_path):
     from manager.backends.kubernetes.api import KubeApi, load_configuration
     from manager.backends.kubernetes.backend import KubernetesBackend
-    from manager.backends.kubernetes.cache import JobCache
+    from manager.backends.kubernetes.cache import ClusterCache
     from manager.backends.kubernetes.record import RecordStore
 
     api = KubeApi(NS, load_configuration(apiserver.write_kubeconfig(tmp_path / "kc")), qps=0)
     try:
         api.create("configmaps", ko.config_map("thumbs", NS, "gone.mp4", {"name": "gone"}))
         api.create("configmaps", {"metadata": {"name": "unrelated"}})
-        cache = JobCache(api, ko.queue_selector("thumbs")).start()
+        cache = ClusterCache(api, ko.queue_selector("thumbs")).start()
         cache.synced.wait(10)
         record = RecordStore(api, "thumbs")
         record.put(ko.item_hash("thumbs", "x"), "succeeded", 1)  # a record shard: kept

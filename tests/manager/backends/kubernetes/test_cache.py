@@ -7,7 +7,7 @@ import pytest
 
 from manager.backends.kubernetes import objects as ko
 from manager.backends.kubernetes.api import KubeApi, load_configuration
-from manager.backends.kubernetes.cache import JobCache, finished
+from manager.backends.kubernetes.cache import ClusterCache, finished
 from tests.support.servers import wait_until
 
 NS = "media"
@@ -28,7 +28,7 @@ def test_list_then_watch_sees_every_change_of_the_queue_only(api):
     make_job(api, "q", "before")
     make_job(api, "other", "not-ours")
     seen = []
-    cache = JobCache(
+    cache = ClusterCache(
         api,
         ko.queue_selector("q"),
         on_change=lambda kind, job: seen.append((kind, job["metadata"]["name"])),
@@ -56,7 +56,7 @@ def test_list_then_watch_sees_every_change_of_the_queue_only(api):
 
 
 def test_a_cut_stream_and_a_compacted_version_lose_nothing(api, apiserver):
-    cache = JobCache(api, ko.queue_selector("q"), watch_timeout=1, retry_delay=0.05).start()
+    cache = ClusterCache(api, ko.queue_selector("q"), watch_timeout=1, retry_delay=0.05).start()
     try:
         wait_until(cache.synced.is_set)
         apiserver.faults.add("cut", verb="watch", resource="jobs", after_events=1)
@@ -85,7 +85,7 @@ def test_a_resync_replays_every_cached_job_to_the_handler(api):
     """An informer's resync: a handler that failed on a change gets the Job again."""
     make_job(api, "q", "a")
     seen = []
-    cache = JobCache(
+    cache = ClusterCache(
         api,
         ko.queue_selector("q"),
         on_change=lambda kind, job: seen.append(kind),
@@ -103,7 +103,7 @@ def test_a_pod_cache_is_the_same_informer_over_pods(api, apiserver):
     apiserver.store.create(
         "", "pods", NS, {"metadata": {"name": "p1", "labels": {ko.QUEUE_LABEL: "q"}}}
     )
-    cache = JobCache(api, ko.queue_selector("q"), kind="pods").start()
+    cache = ClusterCache(api, ko.queue_selector("q"), kind="pods").start()
     try:
         wait_until(cache.synced.is_set)
         assert [p["metadata"]["name"] for p in cache.items()] == ["p1"]

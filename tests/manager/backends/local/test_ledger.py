@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from manager.backends.local.ledger import Ledger, LedgerBusy
+from manager.backends.local.ledger import LedgerBusy, SqliteLedger
 
 
 def test_lifecycle_of_an_item(tmp_path):
-    with Ledger(str(tmp_path), clock=lambda: 100.0).open() as ledger:
+    with SqliteLedger(str(tmp_path), clock=lambda: 100.0).open() as ledger:
         assert ledger.see(["a", "b", "a"]) == ["a", "b"]
         assert ledger.see(["a"]) == []
         assert ledger.state("a") == ("pending", 0)
@@ -29,28 +29,28 @@ def test_lifecycle_of_an_item(tmp_path):
 
 
 def test_state_survives_reopening(tmp_path):
-    with Ledger(str(tmp_path)).open() as ledger:
+    with SqliteLedger(str(tmp_path)).open() as ledger:
         ledger.see(["a"])
         ledger.start("a", "/log")
         ledger.finish("a", True, 0, None)
-    with Ledger(str(tmp_path)).open() as ledger:
+    with SqliteLedger(str(tmp_path)).open() as ledger:
         assert ledger.state("a") == ("succeeded", 1)
 
 
 def test_recover_requeues_running_items_and_ends_their_groups(tmp_path):
-    with Ledger(str(tmp_path)).open() as ledger:
+    with SqliteLedger(str(tmp_path)).open() as ledger:
         ledger.see(["a", "b"])
         ledger.start("a", "/log")
         ledger.record_process("a", 4242, "777")
     ended = []
-    with Ledger(str(tmp_path)).open() as ledger:
+    with SqliteLedger(str(tmp_path)).open() as ledger:
         assert ledger.recover(lambda pgid, start: ended.append((pgid, start))) == ["a"]
         assert ended == [(4242, "777")]
         assert ledger.state("a") == ("pending", 0)
 
 
 def test_retry_only_failed_items(tmp_path):
-    with Ledger(str(tmp_path)).open() as ledger:
+    with SqliteLedger(str(tmp_path)).open() as ledger:
         ledger.see(["a", "b"])
         ledger.start("a", "/log")
         ledger.finish("a", False, 1, "boom")
@@ -60,11 +60,11 @@ def test_retry_only_failed_items(tmp_path):
 
 
 def test_retry_requests_reach_the_running_manager(tmp_path):
-    with Ledger(str(tmp_path)).open() as manager:
+    with SqliteLedger(str(tmp_path)).open() as manager:
         manager.see(["a"])
         manager.start("a", "/log")
         manager.finish("a", False, 1, "boom")
-        with Ledger(str(tmp_path)).open(exclusive=False) as cli:
+        with SqliteLedger(str(tmp_path)).open(exclusive=False) as cli:
             cli.request_retry("a")
         assert manager.take_retry_requests() == ["a"]
         assert manager.state("a") == ("pending", 0)
@@ -72,8 +72,8 @@ def test_retry_requests_reach_the_running_manager(tmp_path):
 
 
 def test_a_second_manager_on_the_same_directory_is_refused(tmp_path):
-    with Ledger(str(tmp_path)).open(), pytest.raises(LedgerBusy, match="another manager"):
-        Ledger(str(tmp_path)).open()
+    with SqliteLedger(str(tmp_path)).open(), pytest.raises(LedgerBusy, match="another manager"):
+        SqliteLedger(str(tmp_path)).open()
 
 
 def test_a_schema_1_ledger_is_upgraded_in_place_and_keeps_its_items(tmp_path):
@@ -82,7 +82,7 @@ def test_a_schema_1_ledger_is_upgraded_in_place_and_keeps_its_items(tmp_path):
     import sqlite3
 
     from manager.backends.local import integrity
-    from manager.backends.local.ledger import Ledger
+    from manager.backends.local.ledger import SqliteLedger
 
     state = tmp_path / "state"
     state.mkdir()
@@ -101,7 +101,7 @@ def test_a_schema_1_ledger_is_upgraded_in_place_and_keeps_its_items(tmp_path):
     db.execute("PRAGMA user_version=1")
     db.commit()
     db.close()
-    with Ledger(str(state)).open() as ledger:
+    with SqliteLedger(str(state)).open() as ledger:
         assert ledger.state("old.mp4") == ("succeeded", 1)
         assert ledger.version_ran("old.mp4") is None  # ran before versions: unknown
         assert ledger.rerun("old.mp4", "s-new") is True

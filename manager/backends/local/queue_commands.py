@@ -1,0 +1,125 @@
+"""`status`, `retry`, `pause`, `resume` on a local queue: its ledger and the files beside it.
+
+The rules are `manager.backends.queue_ops.QueueOps`'s; the hooks here read the ledger (shared,
+read-only where the folder cannot be written) and change it - held exclusively when no manager
+runs on the state directory, else by leaving a request the running manager takes at its next
+poll (`SqliteLedger.request_retry`). The queue is paused by a file beside the ledger.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ...errors import UserError
+from ...faults import StorageFault, diagnose
+from ...log_tails import log_tail
+from ...ports import QueueRecord, State
+from ..queue_ops import QueueOps
+from .ledger import (
+    LEDGER_FILE,
+    LedgerBusy,
+    SqliteLedger,
+    existing_ledger,
+    read_paused,
+    running_manager,
+    write_paused,
+)
+
+
+class LocalQueueOps(QueueOps):
+    def __init__(self, state_dir: str) -> None:
+        self.state_dir = state_dir
+        self.where = os.path.abspath(state_dir)
+        # Invariant: None, or the ledger opened for the commands' reads and changes; _busy
+        # says a manager holds the directory (changes are then left as its requests).
+        self._ledger: SqliteLedger | None = None
+        self._busy = False
+
+    def close(self) -> None:
+        if self._ledger is not None:
+            self._ledger.close()
+            self._ledger = None
+
+    def _opened(self) -> SqliteLedger:
+        """The ledger, held exclusively when no manager runs on it; else shared."""
+        if self._ledger is None:
+            try:
+                self._ledger = existing_ledger(self.state_dir, exclusive=True)
+            except LedgerBusy:
+                self._ledger, self._busy = existing_ledger(self.state_dir), True
+        return self._ledger
+
+    def status(self, listed: list[str] | None = None) -> QueueRecord:
+        """The queue as its ledger has it, and the facts of the manager running on it now
+        (the ledger names every item it has seen: `listed` adds nothing here)."""
+        with existing_ledger(self.state_dir) as ledger:
+            rows = ledger.rows()
+        facts = running_manager(self.state_dir)
+        return QueueRecord(
+            self.where,
+            rows,
+            facts,
+            paused_since=read_paused(self.state_dir),
+            held=_held(facts, self.where),
+            work_outlives_manager=False,  # a worker is a child of its manager: it stops with it
+        )
+
+    def item_detail(self, name: str, record: QueueRecord, lines: int = 20) -> dict:
+        """The tail of the item's log, and the versions it ran at (earlier runs, then the
+        latest), oldest first."""
+        row = next((r for r in record.rows if r.name == name), None)
+        with existing_ledger(self.state_dir) as ledger:
+            versions = ledger.history(name)
+        if row is not None and row.version is not None:
+            versions.append(
+                {
+                    "version": row.version,
+                    "state": row.state,
+                    "attempts": row.attempts,
+                    "finished": row.finished,
+                }
+            )
+        tail = log_tail(row.log_path, lines) if row is not None and row.log_path else None
+        return {"log_tail": tail, "versions": versions}
+
+    def state_of(self, name: str) -> str | None:
+        current = self._opened().state(name)
+        return None if current is None else current[0]
+
+    def failed_names(self, listed: list[str] | None) -> list[str]:
+        return [r.name for r in self._opened().rows(State.FAILED)]
+
+    def run_again(self, name: str) -> bool:
+        ledger = self._opened()
+        if self._busy:
+            ledger.request_retry(name)
+            return True
+        return ledger.retry(name)
+
+    def retried(self, name: str, state: str) -> str:
+        if self._busy:
+            return f"{name}: the running manager will run it again"
+        return f"{name}: pending again; the next manager run will run it"
+
+    def paused_since(self) -> float | None:
+        if not os.path.exists(os.path.join(self.state_dir, LEDGER_FILE)):
+            raise UserError(f"no ledger in {self.state_dir} (has a manager run there?)")
+        return read_paused(self.state_dir)
+
+    def hold(self, since: float | None) -> None:
+        write_paused(self.state_dir, since)
+
+
+def _held(facts: dict | None, state_dir: str) -> str | None:
+    """Why the running manager holds dispatch: what it said (`Manager.facts`), or - when the
+    disk refuses even that note - what the state directory's file system says of itself."""
+    if not facts:
+        return None
+    if facts.get("held"):
+        return str(facts["held"])
+    kind = diagnose(state_dir)
+    if kind is None:
+        return None
+    return StorageFault(kind, state_dir).describe(
+        lost="nothing is lost", then="the manager carries on by itself"
+    )

@@ -1,0 +1,111 @@
+"""What the commands that act on a queue's record do, in one shape for every backend:
+`workqueue status [NAME]`, `retry NAME | --failed | --matching GLOB`, `pause`, `resume`.
+
+`QueueOps` holds the rules every backend shares - what may be retried and what is said when
+it may not, which failed items `--matching` takes, what pause and resume say - and leaves to
+the backend only the hooks that read and change its own record (a SQLite ledger and a file
+beside it; Jobs, record ConfigMaps and a control ConfigMap). A backend package hands one out
+from `queue_ops(queue)`; use it as a context manager: what it opened is closed at the end.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import time
+from abc import ABC, abstractmethod
+
+from ..durations import moment
+from ..errors import UserError
+from ..ports import QueueRecord, State
+
+RETRYABLE = (State.FAILED, State.CANCELLED)
+
+
+class QueueOps(ABC):
+    where: str  # the queue for people: "/srv/.workqueue", "queue thumbs of media"
+    running_work = "running work"  # what finishes when the queue is paused
+
+    def __enter__(self) -> QueueOps:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:  # noqa: B027 - a hook with nothing to do by default
+        """Close what the hooks opened (a ledger, an API client)."""
+
+    # -- the hooks -------------------------------------------------------------------------
+
+    @abstractmethod
+    def status(self, listed: list[str] | None = None) -> QueueRecord:
+        """What the queue's record says; `listed` (the source's names) lets a record keyed by
+        hash (Kubernetes) name its items."""
+
+    def item_detail(self, name: str, record: QueueRecord) -> dict:
+        """What `workqueue status NAME` adds for one item (a log tail, a pod's state)."""
+        return record.details.get(name) or {}
+
+    @abstractmethod
+    def state_of(self, name: str) -> str | None:
+        """The item's state in the record now; None for an item it does not know."""
+
+    @abstractmethod
+    def failed_names(self, listed: list[str] | None) -> list[str]:
+        """Every failed item the record can name (`listed` names more on Kubernetes)."""
+
+    @abstractmethod
+    def run_again(self, name: str) -> bool:
+        """Make a failed or cancelled item run again (pending, or asked of the manager that
+        runs the queue); False when it could not."""
+
+    @abstractmethod
+    def retried(self, name: str, state: str) -> str:
+        """What `retry NAME` says once `run_again` did it (`state`: what it was)."""
+
+    @abstractmethod
+    def paused_since(self) -> float | None:
+        """When the queue was paused (`workqueue pause`); None when it is not."""
+
+    @abstractmethod
+    def hold(self, since: float | None) -> None:
+        """Pause the queue as of `since`, or resume it (None)."""
+
+    # -- the rules every backend shares ----------------------------------------------------
+
+    def retry(self, name: str) -> str:
+        """Run one failed (or cancelled) item again; an unknown item, or one that did not
+        fail, is a `UserError` on every backend."""
+        state = self.state_of(name)
+        if state is None:
+            raise UserError(f"no item named {name!r} in {self.where}")
+        if state not in RETRYABLE or not self.run_again(name):
+            raise UserError(f"{name!r} is {state}, not failed: nothing to retry")
+        return self.retried(name, state)
+
+    def retry_many(
+        self, *, matching: str | None = None, listed: list[str] | None = None
+    ) -> list[str]:
+        """Every failed item (whose name matches the glob `matching`) run again; their
+        names, in order."""
+        names = sorted(
+            n
+            for n in self.failed_names(listed)
+            if matching is None or fnmatch.fnmatchcase(n, matching)
+        )
+        return [name for name in names if self.run_again(name)]
+
+    def pause(self) -> str:
+        """Hold the queue: running work finishes, nothing new starts, until `resume`."""
+        since = self.paused_since()
+        if since is not None:
+            return f"{self.where}: already paused since {moment(since, date=True)}"
+        self.hold(time.time())
+        return f"{self.where}: paused; {self.running_work} finishes, nothing new starts " \
+            "(workqueue resume)"  # fmt: skip
+
+    def resume(self) -> str:
+        since = self.paused_since()
+        if since is None:
+            return f"{self.where}: not paused"
+        self.hold(None)
+        return f"{self.where}: resumed (paused since {moment(since, date=True)})"

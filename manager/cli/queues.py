@@ -1,0 +1,71 @@
+"""Naming a queue on the command line, on any backend, and `--from-state`: its measured history.
+
+    --backend local|kubernetes   and the chosen backend's own queue flags (--state-dir; or
+                                 --namespace, --queue, --kubeconfig), declared in its package
+    --from-state [DIR]           measure from the queue's record: a local state directory
+                                 (DIR, or --state-dir), or the queue --backend kubernetes names
+
+`status`, `retry`, `pause` and `resume` name their queue this way; `stability`, `simulate` and
+`plan` read its record's rows through the registry (`BackendPackage.measured_record`), so a
+user of either backend plans from their own measured times.
+"""
+
+from __future__ import annotations
+
+from .. import backends
+from ..declared import from_words
+from ..errors import UserError
+from ..ports import QueueRecord
+from .argtypes import add_declared
+
+
+def add_queue_options(p) -> None:
+    """`--backend` and every backend's queue flags (each flag once)."""
+    p.add_argument(
+        "--backend",
+        choices=backends.NAMES,
+        default=backends.DEFAULT,
+        help=f"where the queue runs (default {backends.DEFAULT})",
+    )
+    seen: set[str] = set()
+    for name in backends.NAMES:
+        add_declared(p.add_argument_group(f"{name} backend"), backends.load(name).Queue, seen=seen)
+
+
+def queue_of(args):
+    """(the backend package, its typed `Queue`) the flags name."""
+    backend = backends.load(args.backend)
+    return backend, from_words(backend.Queue, vars(args))
+
+
+def add_from_state(p, what: str) -> None:
+    """`--from-state [DIR]` and the queue flags it reads with (`what` says what it does)."""
+    p.add_argument(
+        "--from-state",
+        nargs="?",
+        const="",
+        metavar="DIR",
+        help=f"{what}, from a queue's record: a local state directory (DIR, else --state-dir), "
+        "or with --backend kubernetes the queue --namespace and --queue name",
+    )
+    add_queue_options(p)
+
+
+def measured_record(args) -> QueueRecord | None:
+    """The record `--from-state` names (None without the flag); one with no items yet, or a
+    DIR given to a backend that has none, is a `UserError`."""
+    if args.from_state is None:
+        return None
+    words = dict(vars(args))
+    if args.from_state:
+        if "declared_state_dir" not in words or args.backend != backends.DEFAULT:
+            raise UserError(
+                f"--from-state {args.from_state}: a state directory is the local backend's; "
+                f"with --backend {args.backend}, name the queue with its own flags"
+            )
+        words["declared_state_dir"] = args.from_state
+    backend = backends.load(args.backend)
+    record = backend.measured_record(from_words(backend.Queue, words))
+    if not record.rows:
+        raise UserError(f"the record of {record.where} has no items yet")
+    return record
