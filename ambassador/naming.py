@@ -57,10 +57,6 @@ def is_representable(part: str) -> bool:
     return len(f"{part}x".splitlines()) == 1
 
 
-def join_name(parent: str, part: str) -> str:
-    return f"{parent}/{part}" if parent else part
-
-
 def parent_of(name: str) -> str:
     head, _, _ = name.rpartition("/")
     return head

@@ -1,6 +1,6 @@
 """`workqueue run DIR -- CMD ARGS…`: one command for a folder, on one machine.
 
-It reads DIR through the ambassador's own file-system source, in-process (`inprocess.py`),
+It reads DIR through the ambassador's own file-system source, in-process (`manager.sources.folder`),
 waits for files still being copied to settle, and runs the local manager with `--once` on it:
 every matching file once, a progress bar on a terminal, a summary at the end. Exit 0 when
 every item succeeded (or, with --cancel-removed, was cancelled because its file went), 1 when
@@ -30,8 +30,9 @@ from .manager_cmd import (
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "run",
-        help="one command: serve DIR and run CMD once for every matching file",
-        description="Start an ambassador on DIR in-process and a local manager with --once.",
+        help="one command: run CMD once for every matching file of DIR",
+        description="Read DIR through the ambassador's own folder source, in-process (no "
+        "HTTP), and run a local manager with --once on it.",
     )
     p.add_argument("dir", help="folder of items")
     add_folder_options(p, duration_or_zero)

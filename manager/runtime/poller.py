@@ -5,10 +5,10 @@ keeps rival managers polling in the same phase forever, so they keep racing for 
 (buildkite/agent-stack-k8s#953 shows two controllers on one fixed ticker contending for the
 same jobs); jitter makes their relative phase drift.
 
-Each listing is diffed against the ledger (`needs_work`): only names that still need work are
-added to the queue, so a poll over 100,000 finished items costs one dict lookup per name.
-New names are recorded in the ledger when first seen (their arrival time is what the stability
-calculator measures).
+Each listing is handed to `enqueue` (the manager's), which records new names in the ledger
+when first seen (their arrival time is what the stability calculator measures) and diffs the
+listing against it: only names that still need work are queued, so a poll over 100,000
+finished items costs one dict lookup per name. The poller itself knows no ledger.
 
 An unreachable source is logged once when it goes away and once when it is back; the poller
 keeps trying at its period and loses nothing (the ledger and the source still hold everything).

@@ -12,7 +12,7 @@ clock.py          RealClock and FakeClock: time is injected, never read directly
 from .clock import FakeClock, RealClock
 from .delaying import DelayingQueue
 from .events import Event, Observer
-from .metrics import PrometheusMetricsProvider, QueueMetrics, default_metrics_provider
+from .metrics import PrometheusMetricsProvider, QueueMetrics
 from .queue import Queue
 from .rate_limiters import (
     BucketRateLimiter,
@@ -38,5 +38,4 @@ __all__ = [
     "RateLimitingQueue",
     "RealClock",
     "default_controller_rate_limiter",
-    "default_metrics_provider",
 ]

@@ -154,7 +154,7 @@ class _Collector:
 class PrometheusMetricsProvider:
     """Gives each queue its `QueueMetrics` and exports them all from one registry.
 
-    Make one provider per registry (`default_metrics_provider()` for the global one); a second
+    Make one provider per registry (no registry: prometheus-client's global one); a second
     provider on the same registry would register the same metric names twice.
     """
 
@@ -173,15 +173,3 @@ class PrometheusMetricsProvider:
             self._collector.queues.append(metrics)
         return metrics
 
-
-_default_provider: PrometheusMetricsProvider | None = None
-_default_lock = threading.Lock()
-
-
-def default_metrics_provider() -> PrometheusMetricsProvider:
-    """The provider bound to prometheus-client's global registry (created once)."""
-    global _default_provider
-    with _default_lock:
-        if _default_provider is None:
-            _default_provider = PrometheusMetricsProvider()
-        return _default_provider

@@ -41,7 +41,7 @@ class Queue:
     """A FIFO work queue with dedup and one-worker-per-key semantics (see the module docstring).
 
     `name` labels the metrics; `clock` is a RealClock or FakeClock; `metrics_provider` (for
-    instance `default_metrics_provider()`) turns metrics on; `observer` is told what each call did
+    instance a `PrometheusMetricsProvider`) turns metrics on; `observer` is told what each call did
     (see events.py).
     """
 

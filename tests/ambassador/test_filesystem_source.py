@@ -52,12 +52,14 @@ def test_new_and_removed_files_are_seen(tmp_path, start_source):
 
 
 def test_a_rename_from_part_is_an_arrival(tmp_path, start_source):
-    source = start_source(tmp_path, settle=0)
+    # ".part" is one of the suffixes: only the copy-in-progress rule keeps the copy out
+    source = start_source(tmp_path, settle=0, suffixes=[".mp4", ".part"])
     (tmp_path / "a.mp4.part").write_bytes(b"x" * 100)
-    time.sleep(0.3)
-    assert names(source) == []
+    (tmp_path / "sentinel.mp4").write_bytes(b"x")
+    wait_until(lambda: "sentinel.mp4" in names(source))  # the folder was looked at since
+    assert "a.mp4.part" not in names(source)
     os.rename(tmp_path / "a.mp4.part", tmp_path / "a.mp4")
-    wait_until(lambda: names(source) == ["a.mp4"])
+    wait_until(lambda: names(source) == ["a.mp4", "sentinel.mp4"])
 
 
 def test_a_growing_file_waits_until_it_holds_still(tmp_path, start_source):

@@ -34,3 +34,12 @@ def test_the_api_keeps_its_documented_contract(case):
     response = case.call()
     assert response.status_code < 500, response.text
     case.validate_response(response)
+
+
+def test_the_documents_continue_pattern_is_the_one_the_code_checks():
+    from ambassador.api import CONTINUE_PATTERN
+    from ambassador.openapi import openapi_document
+
+    params = openapi_document()["paths"]["/api/v1/items"]["get"]["parameters"]
+    (token,) = [p for p in params if p["name"] == "continue"]
+    assert token["schema"]["pattern"] == CONTINUE_PATTERN

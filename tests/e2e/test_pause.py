@@ -9,7 +9,7 @@ import signal
 import sys
 import time
 
-from tests.support.servers import wait_until
+from tests.support.servers import free_port, holding, wait_until
 
 from .conftest import spawn_workqueue, workqueue
 
@@ -85,9 +85,15 @@ def test_a_paused_queue_stays_paused_across_a_restart_and_a_once_run_waits(tmp_p
     for name in ("c.mp4", "d.mp4"):
         (videos / name).write_bytes(b"x")
     assert workqueue("pause", "--state-dir", state).returncode == 0
-    run = spawn_workqueue("run", videos, "--state-dir", state, "--settle", "0", "--", worker)
+    port = free_port()
+    run = spawn_workqueue(
+        "run", videos, "--state-dir", state, "--settle", "0", "--metrics-port", port, "--",
+        worker,
+    )  # fmt: skip
     try:
-        time.sleep(2.0)
+        # The manager's own word that it holds: both new items in its line, the queue paused
+        # - so nothing started below is the pause, not a manager that has not begun.
+        wait_until(lambda: holding(port, 2), timeout=30)
         assert sorted(started_names(started)) == ["a.mp4", "b.mp4"]  # paused across restart
         assert workqueue("resume", "--state-dir", state).returncode == 0
         out, err = run.communicate(timeout=60)

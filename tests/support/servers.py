@@ -26,6 +26,18 @@ def wait_until(predicate, timeout: float = 10.0, interval: float = 0.02):
         time.sleep(interval)
 
 
+def holding(port: int, waiting: int) -> bool:
+    """A running manager's metrics (on `port`) say it holds: paused, `waiting` items in its
+    line - its own word that it has begun and starts nothing."""
+    import requests
+
+    try:
+        text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    except requests.RequestException:
+        return False
+    return "workqueue_paused 1.0" in text and f'workqueue_depth{{name="items"}} {waiting}.0' in text
+
+
 class Server:
     """A real `workqueue ambassador` process on a loopback port."""
 

@@ -75,12 +75,6 @@ class Entry(NamedTuple):
         return cls(state, count, flag == "final")
 
 
-def parse_entry(value: str) -> tuple[tuple[str, int], bool]:
-    """ "succeeded:2", "failed:1:final", or the JSON form -> ((state, attempts), final)."""
-    entry = Entry.parse(value)
-    return (entry.state, entry.attempts), entry.final
-
-
 class RecordStore:
     def __init__(self, api: KubeApi, queue: str) -> None:
         self.api = api

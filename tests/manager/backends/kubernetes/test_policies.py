@@ -8,7 +8,7 @@ import json
 
 from tests.e2e.conftest import spawn_workqueue, workqueue
 from tests.e2e.test_local_backend import make_items
-from tests.support.servers import wait_until
+from tests.support.servers import free_port, holding, wait_until
 
 
 def test_kueue_jobs_wait_suspended_until_admitted(
@@ -195,19 +195,21 @@ def test_a_paused_queue_dispatches_nothing_across_a_restart_until_resumed(
     assert r.returncode == 0 and "paused" in r.stdout, r.stderr
     args = cluster.args(server.url, marker_worker, "--once", "--leader-elect", "--grace", "1")
     args += ["--lease-duration", "2", "--renew-deadline", "1.5", "--retry-period", "0.1"]
-    first = spawn_workqueue(*args)
+    port = free_port()
+    first = spawn_workqueue(*args, "--metrics-port", port)
     try:
         wait_until(lambda: "paused since" in _status_text(cluster), timeout=30)
-        import time
-
-        time.sleep(1.5)
+        # the leader's own word: both items in its line, the queue held - so no Job below is
+        # the pause, not a manager that has not begun
+        wait_until(lambda: holding(port, 2), timeout=30)
         assert cluster.objects("jobs") == []  # held
     finally:
         first.terminate()
         first.wait(timeout=60)
-    second = spawn_workqueue(*args)  # a restarted leader obeys the same pause
+    port = free_port()
+    second = spawn_workqueue(*args, "--metrics-port", port)  # a restarted leader obeys it too
     try:
-        time.sleep(2.0)
+        wait_until(lambda: holding(port, 2), timeout=30)
         assert cluster.objects("jobs") == []
         r = workqueue("resume", *cluster.queue_args())
         assert r.returncode == 0 and "resumed" in r.stdout

@@ -8,7 +8,7 @@ from manager.retry import RetryPolicy
 from manager.runtime.capacity import Capacity
 from manager.runtime.reconciler import Reconciler, Result
 
-from .fakes import FakeBackend, FakeLedger, FakeSource
+from ..fakes import FakeBackend, FakeLedger, FakeSource
 
 
 def reconciler(items, script=None, *, max_attempts=3, limit=1):
@@ -93,7 +93,7 @@ def test_a_final_failure_is_not_retried_and_needs_no_more_work():
     from manager.retry import RetryPolicy
     from manager.runtime.reconciler import Reconciler, Result
 
-    from .fakes import FakeLedger
+    from ..fakes import FakeLedger
 
     ledger = FakeLedger()
 

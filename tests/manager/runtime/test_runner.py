@@ -85,7 +85,7 @@ def test_a_once_run_ends_when_a_rival_starts_an_item_between_listing_and_queuein
     before it is queued: it must still be queued (and so reported), or the run never ends."""
     import threading
 
-    from .fakes import FakeBackend, FakeLedger, FakeSource
+    from ..fakes import FakeBackend, FakeLedger, FakeSource
 
     class RivalLedger(FakeLedger):
         looks = 0
