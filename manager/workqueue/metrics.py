@@ -172,4 +172,3 @@ class PrometheusMetricsProvider:
         with self._collector.lock:
             self._collector.queues.append(metrics)
         return metrics
-
