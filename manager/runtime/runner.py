@@ -12,7 +12,8 @@ The `Capacity` limit (the parallelism) decides how many units of work run at onc
 as many workers as the most that ever may (the autoscaler's ceiling). Stopping (SIGTERM/SIGINT,
 or the end of a `--once` run) shuts the queue, closes capacity so nothing new starts, and gives
 running work a grace period before the backend ends it; interrupted items go back to pending.
-Cancels of items that left the source are `manager.runtime.cancellation`'s.
+What a listing puts in line is `intake`'s, cancels of items that left the source are
+`cancellation`'s, and a record that cannot be written is `fault_hold`'s.
 
 Everything the manager uses is given to its constructor - source, ledger, backend (the ports of
 `manager.ports`), options, and the leader elector when there is one; `manager.assembly` builds
@@ -41,6 +42,8 @@ from .autoscaler import Autoscaler
 from .cancellation import Cancellations
 from .capacity import Capacity
 from .dispatcher import Dispatcher
+from .fault_hold import FaultHold
+from .intake import Intake
 from .poller import Poller
 from .reconciler import Reconciler, Result
 
@@ -116,11 +119,6 @@ class Manager:
             lambda: self.paused_since is not None or self.fault is not None,
         )
         self.paused_since: float | None = None  # as last read from the ledger (watch_pause)
-        # Set while the record cannot be written (`manager.faults`): nothing new starts until
-        # a probe of the state directory succeeds (`_hold_for`), or a `--once` run ends.
-        self.fault: StorageFault | None = None
-        self._fault_lock = threading.Lock()
-        self._once = False
         backend.on_change(self.capacity.poke)
         self.registry = registry
         policy = options.retry_policy
@@ -137,7 +135,7 @@ class Manager:
                 options.parallelism,
                 self.window.measured,
                 time.monotonic,
-                backlog=lambda: len(self._waiting_since) + self.capacity.in_use,
+                backlog=lambda: len(self.intake.waiting_since) + self.capacity.in_use,
                 minimum=options.min_parallelism,
                 maximum=options.max_parallelism or options.parallelism,
                 interval=options.scale_interval,
@@ -153,11 +151,16 @@ class Manager:
             policy=policy,
             cancellations=self.cancellations,
             on_outcome=self._note,
-            on_dispatch=self._dispatched,
+            on_dispatch=lambda name: self.intake.left_line(name),
         )
-        # Invariant: the items queued because they need work and not yet dispatched, with the
-        # time each was first queued (what workqueue_oldest_waiting_seconds reports).
-        self._waiting_since: dict[str, float] = {}
+        self.intake = Intake(
+            ledger,
+            source,
+            self.queue,
+            self.window,
+            self.reconciler.needs_work,
+            rerun_changed=options.on_change == "rerun",
+        )
         self._durations = None
         if registry is not None:
             from ..views.observe import ManagerCollector, item_durations
@@ -166,7 +169,7 @@ class Manager:
                 ManagerCollector(
                     self.window.measured,
                     lambda: self.capacity.limit,
-                    self._oldest,
+                    lambda: self.intake.oldest(),
                     counts=ledger.counts,
                     paused=lambda: self.paused_since is not None,
                     fault=lambda: self.fault.kind if self.fault is not None else None,
@@ -178,6 +181,17 @@ class Manager:
         if options.on_change != "rerun":
             source.keep_data_of(self.reconciler.needs_work)
         self.stop_event = threading.Event()
+        # nothing new starts while the record cannot be written (`manager.faults`)
+        self.hold = FaultHold(
+            probe=ledger.probe,
+            record_kept=self._record_kept,
+            kept=lambda: len(self.reconciler.unrecorded),
+            changed=self._hold_changed,
+            stop=self.stop,
+            stopped=self.stop_event,
+            probe_interval=options.probe_interval,
+            grace=options.grace,
+        )
         self.poller = Poller(
             source,
             self.enqueue,
@@ -200,68 +214,15 @@ class Manager:
         `workqueue retry` asked for since the last time). While the record cannot be written
         nothing is recorded: the next listing brings the names again."""
         try:
-            self._enqueue(names)
+            self.intake.listed(names)
         except StorageFault as fault:
-            self._hold_for(fault)
-
-    def _enqueue(self, names: list[str]) -> None:
-        new = self.ledger.see(names)
-        if new:
-            self.window.arrived(len(new))
-        self._rerun_changed(names)
-        self._revive_returned(names)
-        for name in self.ledger.take_retry_requests():
-            self.queue.add(name)
-        needs_work = self.reconciler.needs_work
-        now = time.time()
-        waiting = 0
-        for name in names:
-            if needs_work(name):
-                self._wait(name, now)
-                waiting += 1
-        self.source.listed_work(waiting)
-
-    def _wait(self, name: str, now: float) -> None:
-        """Queue `name` for the workers, noting when it began to wait (kept if it was)."""
-        self._waiting_since.setdefault(name, now)
-        self.queue.add(name)
-
-    def _rerun_changed(self, names: list[str]) -> None:
-        """`--on-change rerun`: a finished item the listing shows at another version than the
-        one it ran at runs again (a new attempt series; the old outcome stays in its history).
-        Items that ran before versions were known are left alone: nothing says they changed."""
-        if self.options.on_change != "rerun":
-            return
-        peek = self.source.peek
-        for name in names:
-            ran = self.ledger.version_ran(name)
-            if ran is None:
-                continue
-            data = peek(name)
-            listed = data.get("version") if data else None
-            if listed is None or listed == ran:
-                continue
-            if self.ledger.rerun(name, listed):
-                log.info("%s changed (version %s -> %s): it runs again", name, ran, listed)
-                self.window.arrived(1)
-
-    def _revive_returned(self, names: list[str]) -> None:
-        """A cancelled item the source lists again came back: it is work again (a new attempt
-        series; the cancelled outcome stays in its history)."""
-        state = self.ledger.state
-        for name in names:
-            current = state(name)
-            if current is not None and current[0] == State.CANCELLED:
-                data = self.source.peek(name)
-                if self.ledger.rerun(name, (data or {}).get("version")):
-                    log.info("%s is back in the source: it runs again", name)
-                    self.window.arrived(1)
+            self.hold.hold_for(fault)
 
     def cancel_removed(self, names: list[str]) -> None:
         try:
             self._cancel_removed(names)
         except StorageFault as fault:  # told again by the next complete listing
-            self._hold_for(fault)
+            self.hold.hold_for(fault)
 
     def _cancel_removed(self, names: list[str]) -> None:
         """`--cancel-removed`: these items left the source (`manager.runtime.removals` proved
@@ -275,7 +236,7 @@ class Manager:
         """The dispatcher's report (see `manager.runtime.dispatcher`): an item that needs
         the disk waits for it, one whose data the source would not give is retried."""
         if isinstance(error, StorageFault):  # not the item's failure: it waits for the disk
-            self._hold_for(error)
+            self.hold.hold_for(error)
             result = Result.STOPPED
             if not self.stop_event.is_set():
                 self.queue.add(name)  # back in line when dispatch resumes (see done())
@@ -299,74 +260,25 @@ class Manager:
         finally:
             self.queue.done(name)
 
-    # -- a record that cannot be written (`manager.faults`) --------------------------------
+    def _record_kept(self) -> None:
+        """Write the outcomes a `StorageFault` kept from the record (`FaultHold`'s probe)."""
+        for name, result, outcome in self.reconciler.record_unrecorded():
+            self._note(name, result, outcome)
+            if result == Result.RETRY:
+                self.queue.add_rate_limited(name)
 
-    def _hold_for(self, fault: StorageFault) -> None:
-        """The record cannot be written: hold dispatch (the capacity gives no slot), say so
-        once. A `--once` run then stops (running work gets its grace); a long-running manager
-        probes the state directory until writes succeed, then dispatches again by itself."""
-        with self._fault_lock:
-            if self.fault is not None:
-                return
-            self.fault = fault
+    def _hold_changed(self) -> None:
         self.capacity.poke()
-        if self._once:
-            log.error("%s: stopping, running work gets %gs to finish", fault.short,
-                      self.options.grace)  # fmt: skip
-            self.stop()
-            return
-        log.error("%s", self._held_reason())
-        self._note_manager()
-        threading.Thread(target=self._probe_until_writable, name="probe", daemon=True).start()
-
-    def _held_reason(self) -> str | None:
-        """Why nothing new starts, for the log, `status` and the dashboard; None: it does."""
-        fault = self.fault
-        if fault is None:
-            return None
-        every = self.options.probe_interval
-        return fault.describe(
-            lost="nothing is lost: running work goes on, nothing new starts",
-            then=f"the manager carries on by itself (it tries every {every:g}s)",
-        )
-
-    def _probe_until_writable(self) -> None:
-        while not self.stop_event.wait(self.options.probe_interval):
-            try:
-                self.ledger.probe()
-                recorded = self.reconciler.record_unrecorded()
-            except StorageFault:
-                continue
-            for name, result, outcome in recorded:
-                self._note(name, result, outcome)
-                if result == Result.RETRY:
-                    self.queue.add_rate_limited(name)
-            with self._fault_lock:
-                fault, self.fault = self.fault, None
-            log.warning("%s no more: writes succeed again; dispatching again", fault.short)
+        if not self.hold.once:
             self._note_manager()
-            self.capacity.poke()
-            return
+
+    @property
+    def fault(self) -> StorageFault | None:
+        """The fault the manager holds dispatch for (`manager.runtime.fault_hold`), or None."""
+        return self.hold.fault
 
     def final_fault(self) -> StorageFault | None:
-        """The fault that ended a `--once` run, its message saying what becomes of the
-        outcomes that could not be recorded; None when none did."""
-        fault = self.fault
-        if fault is None:
-            return None
-        left = len(self.reconciler.unrecorded)
-        lost = "nothing was lost"
-        if left:
-            lost += f"; {left} item(s) whose end could not be recorded run again at the next start"
-        return StorageFault(fault.kind, fault.where, fault.detail, lost=lost)
-
-    def _dispatched(self, name: str) -> None:
-        self._waiting_since.pop(name, None)
-
-    def _oldest(self) -> float | None:
-        """Age of the oldest item waiting to be dispatched; None when none waits."""
-        since = list(self._waiting_since.values())
-        return time.time() - min(since) if since else None
+        return self.hold.final()
 
     @functools.lru_cache(maxsize=8)  # noqa: B019 - three labels, the manager lives long
     def _duration(self, outcome: str):
@@ -383,7 +295,7 @@ class Manager:
             if not outcome.cancelled:  # cut short: not a service time
                 self.window.served(outcome.seconds)
         if result in TERMINAL:
-            self._waiting_since.pop(name, None)
+            self.intake.left_line(name)
         if self.on_result is not None and result in TERMINAL | {Result.RETRY}:
             self.on_result(name, result)
         report = self._report
@@ -458,7 +370,7 @@ class Manager:
             "retry_backoff_cap": options.retry_backoff_cap,
             "target_utilization": options.target_utilization,
             "window": options.window,
-            "held": self._held_reason(),
+            "held": self.hold.reason(),
         }
 
     def _note_manager(self, running: bool = True) -> None:
@@ -479,7 +391,7 @@ class Manager:
             target_utilization=self.options.target_utilization,
             window=self.options.window,
             arrivals_known=self.ledger.arrivals_known,
-            held=self._held_reason(),
+            held=self.hold.reason(),
         )
         return build(self.ledger.where, self.ledger.rows(), context)
 
@@ -519,7 +431,7 @@ class Manager:
 
     def run_once(self, on_start: Callable[[RunReport], None] | None = None) -> RunReport:
         """Process every item the source lists now; return when each has finished (or stop())."""
-        self._once = True
+        self.hold.once = True
         names = self._first_listing()
         if names is None:  # stopped before the source ever answered: nothing ran
             now = time.time()
@@ -528,8 +440,7 @@ class Manager:
         with self._report_cond:
             self._report = report
             self.ledger.see(report.targets)
-            self._rerun_changed(report.targets)
-            self._revive_returned(report.targets)
+            self.intake.revisit(report.targets)
             for name in report.targets:
                 if not self.reconciler.needs_work(name):
                     report.results[name] = Result.SKIPPED
@@ -546,7 +457,7 @@ class Manager:
         now = time.time()
         for name in report.targets:
             if name not in report.results:
-                self._wait(name, now)
+                self.intake.wait(name, now)
         with self._report_cond:
             while len(report.results) < len(report.targets) and not self.stop_event.is_set():
                 self._report_cond.wait(0.5)
@@ -603,6 +514,6 @@ class Manager:
             for name in leftover:  # never leave an item marked running
                 self.ledger.requeue(name)
         except StorageFault as fault:  # left running: the next start puts them back
-            self._hold_for(fault)
+            self.hold.hold_for(fault)
         if self.started is not None:
             self._note_manager(running=False)

@@ -1,1 +1,7 @@
-"""TODO"""
+"""The source port's adapters (`manager.ports.Source`): where item names and data come from.
+
+    http.py    the client of an ambassador's items API (`/api/v1/items`): `workqueue manager`
+    folder.py  the ambassador's own folder source, in-process: `workqueue run DIR`
+
+Only the edge (`manager.assembly`, `manager.cli`) picks one; the core sees the port.
+"""

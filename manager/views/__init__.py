@@ -1,1 +1,8 @@
-"""TODO"""
+"""What people see of a queue: one answer, several readers.
+
+queue_view.py    where every item is, why, when it will run, and the forecast
+observe.py       the manager's Prometheus metrics, computed at scrape time
+dashboard/       the live page on the metrics port (model, page, static script and style)
+stats_server.py  /metrics, /stats, /healthz and the dashboard; threaded_server.py serves
+lab.py           `workqueue lab`: the workqueue under a firehose, live in the terminal
+"""

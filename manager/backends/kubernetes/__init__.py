@@ -14,7 +14,8 @@
     control.py     pause and resume: the queue's control ConfigMap
     leader.py      one manager per queue on a Lease
     parts.py       the set-up of one manager (`setup`)
-    queue_commands.py `status`, `retry`, `pause`, `resume` on the cluster (`KubeQueueOps`)
+    queue_commands.py
+                   `status`, `retry`, `pause`, `resume` on the cluster (`KubeQueueOps`)
 
 This face is what the registry (`manager.backends`) hands the rest of the manager. It is light:
 the options import no client, so building the command line's flags costs nothing; the

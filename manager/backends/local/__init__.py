@@ -4,9 +4,11 @@
     spawn.py       starts a worker cheaply (posix_spawn, a new session), and waits on it
     libc_spawn.py  glibc's posix_spawn through ctypes, the interpreter lock released
     ledger.py      `SqliteLedger`: the record of every item under the state directory, and
-                   its recovery; the running manager's facts and the pause file beside it
+                   its recovery
+    state_files.py the pause file and the running manager's facts beside the ledger
     integrity.py   the ledger checks itself at every open, and its backups
-    queue_commands.py  `status`, `retry`, `pause`, `resume` on the ledger (`LocalQueueOps`)
+    queue_commands.py
+                   `status`, `retry`, `pause`, `resume` on the ledger (`LocalQueueOps`)
     care.py        `workqueue ledger check | backup | restore`
 
 This face is what the registry (`manager.backends`) hands the rest of the manager: the typed

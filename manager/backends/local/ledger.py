@@ -32,13 +32,9 @@ to do; a manager's ledger is backed up when it opens and when it closes.
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import fcntl
 import functools
-import json
 import os
-import socket
 import sqlite3
 import threading
 import time
@@ -49,66 +45,15 @@ from ...errors import UserError
 from ...faults import READ_ONLY, StorageFault, classify, probe
 from ...ports import FINISHED, Row, State
 from . import integrity
+from .state_files import read_paused, write_facts
 
 LEDGER_FILE = "ledger.sqlite3"
-MANAGER_FILE = "manager.json"  # the running manager's facts, for `workqueue status`
-MANAGER_FILE_BYTES = 4096  # its size, kept: rewritten in place when the disk is full
 
 
 def _add_version_column(db: sqlite3.Connection) -> None:
     columns = {row[1] for row in db.execute("PRAGMA table_info(items)")}
     if columns and "version" not in columns:
         db.execute("ALTER TABLE items ADD COLUMN version TEXT")
-
-
-PAUSED_FILE = "paused"  # {"since": epoch seconds} while the queue is paused
-
-
-def read_paused(state_dir: str) -> float | None:
-    """When the queue in `state_dir` was paused, or None."""
-    try:
-        with open(os.path.join(state_dir, PAUSED_FILE), encoding="utf-8") as f:
-            return float(json.load(f)["since"])
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError, KeyError, TypeError):
-        return time.time()  # unreadable: stay paused rather than run what someone held back
-
-
-def write_paused(state_dir: str, since: float | None) -> None:
-    """Pause (the file written) or resume (removed)."""
-    _replace_json(os.path.join(state_dir, PAUSED_FILE), None if since is None else {"since": since})
-
-
-def _replace_json(path: str, body: dict | None, *, pad: int = 0) -> None:
-    """`body` as JSON at `path`, written whole - a temporary file renamed over it, so a reader
-    never sees half of it - or the file removed when `body` is None. With `pad`, the text is
-    padded with spaces to that many bytes, and when a full disk refuses the temporary file
-    the old file's own bytes are overwritten in place (they need no new space): how a manager
-    on a full disk still tells `status` why it holds."""
-    if body is None:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
-        return
-    text = json.dumps(body).encode()
-    text += b" " * max(0, pad - len(text))
-    temporary = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(temporary, "wb") as out:
-            out.write(text)
-        os.replace(temporary, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        if not pad or exc.errno not in (errno.ENOSPC, errno.EDQUOT):
-            raise
-        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)  # FileNotFoundError: nothing to reuse
-        try:
-            if os.fstat(fd).st_size < len(text):
-                raise
-            os.pwrite(fd, text, 0)
-        finally:
-            os.close(fd)
 
 
 class LedgerBusy(UserError):
@@ -554,7 +499,7 @@ class SqliteLedger:
     def note_manager(self, facts: dict | None) -> None:
         """`manager.json` beside the ledger: written whole (a temporary file renamed over it),
         removed when the manager stops. Readers check the pid in it is alive."""
-        _replace_json(os.path.join(self.state_dir, MANAGER_FILE), facts, pad=MANAGER_FILE_BYTES)
+        write_facts(self.state_dir, facts)
 
     @_storage
     def probe(self) -> None:
@@ -597,23 +542,3 @@ def existing_ledger(state_dir: str, *, exclusive: bool = False) -> SqliteLedger:
     if not os.path.exists(os.path.join(state_dir, LEDGER_FILE)):
         raise UserError(f"no ledger in {state_dir} (has a manager run there?)")
     return open_ledger(state_dir, exclusive=exclusive, backups=False)
-
-
-def running_manager(state_dir: str) -> dict | None:
-    """The facts the manager running on `state_dir` left (`SqliteLedger.note_manager`), or None
-    when none runs there: no file, or its process is gone (killed before it could clean up)."""
-    try:
-        with open(os.path.join(state_dir, MANAGER_FILE), encoding="utf-8") as f:
-            facts = json.load(f)
-        pid = int(facts["pid"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    if facts.get("host") != socket.gethostname():
-        return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None
-    except PermissionError:
-        pass  # alive, someone else's
-    return facts

@@ -15,15 +15,8 @@ from ...faults import StorageFault, diagnose
 from ...log_tails import log_tail
 from ...ports import QueueRecord, State
 from ..queue_ops import QueueOps
-from .ledger import (
-    LEDGER_FILE,
-    LedgerBusy,
-    SqliteLedger,
-    existing_ledger,
-    read_paused,
-    running_manager,
-    write_paused,
-)
+from .ledger import LEDGER_FILE, LedgerBusy, SqliteLedger, existing_ledger
+from .state_files import read_paused, running_manager, write_paused
 
 
 class LocalQueueOps(QueueOps):

@@ -1,0 +1,97 @@
+"""The small files beside the local ledger: how a queue is paused, and the facts of the
+manager running on it - what `workqueue pause`, `resume` and `status` read and write without
+opening the ledger.
+
+    paused         {"since": epoch seconds} while the queue is paused (`workqueue pause`)
+    manager.json   the running manager's facts (`Manager.facts`), padded to 4 KiB so that on a
+                   full disk it is rewritten in place (its own bytes need no new space)
+
+Both are written whole (a temporary file renamed over them): a reader never sees half of one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import socket
+import time
+
+MANAGER_FILE = "manager.json"  # the running manager's facts, for `workqueue status`
+MANAGER_FILE_BYTES = 4096  # its size, kept: rewritten in place when the disk is full
+
+
+PAUSED_FILE = "paused"  # {"since": epoch seconds} while the queue is paused
+
+
+def read_paused(state_dir: str) -> float | None:
+    """When the queue in `state_dir` was paused, or None."""
+    try:
+        with open(os.path.join(state_dir, PAUSED_FILE), encoding="utf-8") as f:
+            return float(json.load(f)["since"])
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError):
+        return time.time()  # unreadable: stay paused rather than run what someone held back
+
+
+def write_paused(state_dir: str, since: float | None) -> None:
+    """Pause (the file written) or resume (removed)."""
+    _replace_json(os.path.join(state_dir, PAUSED_FILE), None if since is None else {"since": since})
+
+
+def _replace_json(path: str, body: dict | None, *, pad: int = 0) -> None:
+    """`body` as JSON at `path`, written whole - a temporary file renamed over it, so a reader
+    never sees half of it - or the file removed when `body` is None. With `pad`, the text is
+    padded with spaces to that many bytes, and when a full disk refuses the temporary file
+    the old file's own bytes are overwritten in place (they need no new space): how a manager
+    on a full disk still tells `status` why it holds."""
+    if body is None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        return
+    text = json.dumps(body).encode()
+    text += b" " * max(0, pad - len(text))
+    temporary = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(temporary, "wb") as out:
+            out.write(text)
+        os.replace(temporary, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        if not pad or exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)  # FileNotFoundError: nothing to reuse
+        try:
+            if os.fstat(fd).st_size < len(text):
+                raise
+            os.pwrite(fd, text, 0)
+        finally:
+            os.close(fd)
+
+
+def write_facts(state_dir: str, facts: dict | None) -> None:
+    """The running manager's facts (None: it stopped, the file goes)."""
+    _replace_json(os.path.join(state_dir, MANAGER_FILE), facts, pad=MANAGER_FILE_BYTES)
+
+
+def running_manager(state_dir: str) -> dict | None:
+    """The facts the manager running on `state_dir` left (`SqliteLedger.note_manager`), or None
+    when none runs there: no file, or its process is gone (killed before it could clean up)."""
+    try:
+        with open(os.path.join(state_dir, MANAGER_FILE), encoding="utf-8") as f:
+            facts = json.load(f)
+        pid = int(facts["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if facts.get("host") != socket.gethostname():
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass  # alive, someone else's
+    return facts
