@@ -14,6 +14,7 @@ import os
 import signal
 import sqlite3
 
+import pytest
 import requests
 
 from tests.support.filesystems import Ext4Image, read_only_bind, small_tmpfs
@@ -139,7 +140,14 @@ def test_a_read_only_state_directory_refuses_a_run_and_still_answers_status(tmp_
     assert_rerun_finishes_without_repeats(items, state, worker, started)
 
 
-def test_ext4_turning_read_only_mid_run_is_one_line_and_a_rerun_finishes(tmp_path):
+@pytest.mark.parametrize(
+    "fault, says",
+    [
+        ("fail", "read-only file system"),  # ext4 remounts itself read-only after an error
+        ("shut_down", "I/O error"),  # every later read and write is EIO
+    ],
+)
+def test_a_disk_that_fails_mid_run_is_one_line_and_a_rerun_finishes(tmp_path, fault, says):
     items, worker, started = folder(tmp_path, 40, sleep=0.05)
     with Ext4Image(tmp_path / "disk") as disk:
         state = disk.path / "state"
@@ -149,40 +157,19 @@ def test_ext4_turning_read_only_mid_run_is_one_line_and_a_rerun_finishes(tmp_pat
         )  # fmt: skip
         try:
             wait_until(lambda: len(started_names(started)) >= 5, timeout=30)
-            # What the kernel had written back when the error came is what survives it: a
+            # What the kernel had written back when the fault came is what survives it: a
             # sync stands for the half minute of writeback a real run has had by then (the
             # ledger's durability is synchronous=NORMAL: the last transitions may be lost,
             # and those items run again - never one the disk kept as succeeded).
             os.sync()
             wait_until(lambda: len(started_names(started)) >= 8, timeout=30)
-            disk.fail()
+            getattr(disk, fault)()
             _, err = proc.communicate(timeout=60)
         finally:
             if proc.poll() is None:
                 proc.kill()
         assert proc.returncode == 3 and "Traceback" not in err, err[-2000:]
-        assert "read-only file system" in err and err.count("workqueue run: error") == 1
-        disk.mend()
-        assert_rerun_finishes_without_repeats(items, state, worker, started)
-
-
-def test_an_io_error_mid_run_is_one_line_and_a_rerun_finishes(tmp_path):
-    items, worker, started = folder(tmp_path, 40, sleep=0.05)
-    with Ext4Image(tmp_path / "disk") as disk:
-        state = disk.path / "state"
-        proc = spawn_workqueue(
-            "run", items, "--state-dir", state, "--settle", "0", "--grace", "2s",
-            "--parallelism", "1", "--", worker,
-        )  # fmt: skip
-        try:
-            wait_until(lambda: len(started_names(started)) >= 5, timeout=30)
-            disk.shut_down()
-            _, err = proc.communicate(timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-        assert proc.returncode == 3 and "Traceback" not in err, err[-2000:]
-        assert "I/O error" in err and err.count("workqueue run: error") == 1
+        assert says in err and err.count("workqueue run: error") == 1
         disk.mend()
         assert_rerun_finishes_without_repeats(items, state, worker, started)
 
