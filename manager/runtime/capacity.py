@@ -62,6 +62,22 @@ class Capacity:
             self._in_use += 1
             return True
 
+    def keep(self) -> bool:
+        """For the holder of a slot whose unit of work just ended, about to start the next: keep
+        the slot (True) when the limit still allows it - not closed, not paused, no more in use
+        than the limit - else give it back (False: `acquire` waits for one as usual). It saves
+        a release and an acquire, and a wake-up of another thread, per item."""
+        with self._cond:
+            if (
+                not self._closed
+                and not self._paused()
+                and self._in_use + self._external() <= self._limit
+            ):
+                return True
+            self._in_use -= 1
+            self._cond.notify()
+            return False
+
     def release(self) -> None:
         with self._cond:
             self._in_use -= 1

@@ -3,16 +3,17 @@
 A worker that takes an item first and then waits for a slot holds that item while it waits;
 with more workers than slots (paused, autoscaled down, a rival's Jobs counted) the waiting
 workers wake in whatever order the condition variable picks, and the line's order - what
-`status` shows as positions and predicted starts - is lost. Here one dispatcher thread does,
-for ever:
+`status` shows as positions and predicted starts - is lost. Here the workers take turns at
+dispatching; the one whose turn it is (under `_turn`, one at a time):
 
-    wait until an item is in line ──► take a capacity slot ──► take the head of the line
+    waits until an item is in line ──► takes a capacity slot ──► takes the head of the line
           ──► `Reconciler.begin` (fetch, record the start: in line order)
-          ──► hand the started item to a worker, which runs it (`finish`) and frees the slot
 
-so items start in the order they were queued, whatever the number of workers and slots, and
-batches or priorities can be built on the one place that picks the next item. The workers
-(as many as the most units of work that may ever run at once) only run what was started.
+then gives up the turn and runs what it began (`finish`). So items start in the order they
+were queued, whatever the number of workers and slots, and batches or priorities can be built
+on the one place that picks the next item. A worker whose work just ended takes the next turn
+at once if nobody waits for it, and keeps its slot when the limit still allows
+(`Capacity.keep`): one thread goes from one item to the next with no wake-up of another.
 
 What the dispatcher cannot settle itself - an item that needs no work, a source that did not
 answer, a `StorageFault` - goes to `settle(name, result, error)`, the manager's, which does the
@@ -21,7 +22,6 @@ workqueue's duty (`forget` or `add_rate_limited`, and `done`) for every item it 
 
 from __future__ import annotations
 
-import queue
 import threading
 from collections.abc import Callable
 
@@ -41,67 +41,83 @@ class Dispatcher:
         *,
         workers: int,
     ) -> None:
-        """`line` is the workqueue (`get`, `wait_for_key`); `settle(name, result, error)` is
-        told how each item it took ended: a `Result`, or the exception that stopped it."""
+        """`line` is the workqueue (`get`, `wait_for_key`, `len`); `settle(name, result,
+        error)` is told how each item it took ended: a `Result`, or the exception that
+        stopped it."""
         self.line = line
         self.capacity = capacity
         self.reconciler = reconciler
         self.settle = settle
         self.workers = workers
-        # Started items waiting for a worker; None tells a worker to leave. Invariant: every
-        # item in it holds a capacity slot.
-        self._handoff: queue.SimpleQueue[Started | None] = queue.SimpleQueue()
+        self._turn = threading.Lock()  # whoever holds it is the one that takes from the line
         self._threads: list[threading.Thread] = []
 
     def start(self) -> Dispatcher:
         for i in range(self.workers):
-            self._spawn(self._work, f"worker-{i + 1}")
-        self._spawn(self._dispatch, "dispatcher")
+            thread = threading.Thread(target=self._work, name=f"worker-{i + 1}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
         return self
 
     def join(self) -> None:
-        """Wait until the dispatcher and every worker have left (after the line was shut down
-        and the capacity closed)."""
+        """Wait until every worker has left (after the line was shut down and the capacity
+        closed)."""
         for thread in self._threads:
             thread.join()
 
-    def _spawn(self, target, name: str) -> None:
-        thread = threading.Thread(target=target, name=name, daemon=True)
-        thread.start()
-        self._threads.append(thread)
-
-    def _dispatch(self) -> None:
-        try:
-            while self.line.wait_for_key() and self.capacity.acquire():
-                name, shutdown = self.line.get()
-                if shutdown:
+    def _work(self) -> None:
+        kept = False  # whether this worker holds the slot of the work it just ended
+        while True:
+            if kept and self._turn.acquire(blocking=False):  # nobody waits: go on at once
+                try:
+                    started, leave = self._next(keep=True)
+                finally:
+                    self._turn.release()
+            else:
+                if kept:  # the worker whose turn it is may be waiting for this very slot
                     self.capacity.release()
-                    return
-                self._begin(name)
-        finally:
-            for _ in range(self.workers):
-                self._handoff.put(None)
+                with self._turn:
+                    started, leave = self._next(keep=False)
+            kept = False
+            if leave:
+                return
+            if started is not None:
+                self._finish(started)
+                kept = True
 
-    def _begin(self, name: str) -> None:
+    def _next(self, *, keep: bool) -> tuple[Started | None, bool]:
+        """One turn: (the item begun, or None; whether to leave). `keep`: this worker holds
+        a slot already (`Capacity.keep` decides whether it may use it)."""
+        if keep and (len(self.line) == 0 or not self.capacity.keep()):
+            if len(self.line) == 0:
+                self.capacity.release()
+            keep = False  # (a refused keep gave the slot back itself)
+        if not keep and not (self.line.wait_for_key() and self.capacity.acquire()):
+            return None, True
+        name, shutdown = self.line.get()
+        if shutdown:
+            self.capacity.release()
+            return None, True
+        return self._begin(name), False
+
+    def _begin(self, name: str) -> Started | None:
         try:
             started = self.reconciler.begin(name)
         except Exception as exc:  # the source did not answer, the disk refused the start
             self.capacity.release()
             self.settle(name, None, exc)
-            return
+            return None
         if isinstance(started, Result):  # nothing to run: the slot goes back at once
             self.capacity.release()
             self.settle(name, self.reconciler.report(name, started), None)
-            return
-        self._handoff.put(started)
+            return None
+        return started
 
-    def _work(self) -> None:
-        while (started := self._handoff.get()) is not None:
-            result, error = None, None
-            try:
-                result = self.reconciler.finish(started)
-            except Exception as exc:  # a StorageFault: the record could not be written
-                error = exc
-            finally:
-                self.capacity.release()
-            self.settle(started.name, result, error)
+    def _finish(self, started: Started) -> None:
+        """Run a begun item; its slot stays this worker's (the next turn keeps or frees it)."""
+        result, error = None, None
+        try:
+            result = self.reconciler.finish(started)
+        except Exception as exc:  # a StorageFault: the record could not be written
+            error = exc
+        self.settle(started.name, result, error)

@@ -55,3 +55,14 @@ def test_a_paused_capacity_gives_no_slot_until_resumed_and_keeps_taken_ones():
     cap.poke()
     t.join(2)
     assert got == [True] and cap.in_use == 2
+
+
+def test_a_slot_is_kept_for_the_next_item_only_while_the_limit_allows_it():
+    paused = {"on": False}
+    capacity = Capacity(2, paused=lambda: paused["on"])
+    assert capacity.acquire() and capacity.acquire()
+    assert capacity.keep() and capacity.in_use == 2  # the limit still allows both
+    capacity.set_limit(1)  # lowered: the kept slot goes back
+    assert not capacity.keep() and capacity.in_use == 1
+    paused["on"] = True  # paused: no slot is kept for new work
+    assert not capacity.keep() and capacity.in_use == 0
