@@ -88,19 +88,18 @@ def show_status(args) -> int:
 
     backend, queue = queue_of(args)
     listed = _listed(args.source)
-    with backend.queue_ops(queue) as ops:
+    with backend.queue_ops(queue) as ops:  # one ledger, or one API client, for both reads
         record = ops.status(listed)
-    view = from_record(record, time.time(), listed)
-    if args.name is None:
-        if args.json:
-            print(json.dumps(view.as_json(), indent=2))
-        else:
-            print_status(view, recent=args.recent, waiting=args.waiting)
-        return 0
-    item = next((i for i in view.items if i.name == args.name), None)
-    if item is None:
-        raise UserError(f"no item named {args.name!r} in {view.where}")
-    with backend.queue_ops(queue) as ops:
+        view = from_record(record, time.time(), listed)
+        if args.name is None:
+            if args.json:
+                print(json.dumps(view.as_json(), indent=2))
+            else:
+                print_status(view, recent=args.recent, waiting=args.waiting)
+            return 0
+        item = next((i for i in view.items if i.name == args.name), None)
+        if item is None:
+            raise UserError(f"no item named {args.name!r} in {view.where}")
         detail = ops.item_detail(item.name, record)
     if args.json:
         print(json.dumps({**item.as_json(), **detail}, indent=2))

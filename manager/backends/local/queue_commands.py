@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import os
 
-from ...errors import UserError
 from ...faults import StorageFault, diagnose
 from ...log_tails import log_tail
 from ...ports import QueueRecord, State
 from ..queue_ops import QueueOps
-from .ledger import LEDGER_FILE, LedgerBusy, SqliteLedger, existing_ledger
+from .ledger import LedgerBusy, SqliteLedger, existing_ledger
 from .state_files import read_paused, running_manager, write_paused
 
 
@@ -95,8 +94,7 @@ class LocalQueueOps(QueueOps):
         return f"{name}: pending again; the next manager run will run it"
 
     def paused_since(self) -> float | None:
-        if not os.path.exists(os.path.join(self.state_dir, LEDGER_FILE)):
-            raise UserError(f"no ledger in {self.state_dir} (has a manager run there?)")
+        self._opened()  # a clear error where no manager ever ran
         return read_paused(self.state_dir)
 
     def hold(self, since: float | None) -> None:
