@@ -23,7 +23,7 @@ from ..queue_view import ItemView, QueueView
 
 BUCKETS = 60  # bars (and points) per chart
 HOUR = 3600.0
-SHORTEST_SPAN = 600.0  # a young run's charts cover at least its first ten minutes
+SHORTEST_SPAN = 120.0  # a young run's charts cover at least its first two minutes
 FAILED_SHOWN = 20
 LOG_LINES = 5
 
@@ -32,7 +32,7 @@ LOG_LINES = 5
 class Series:
     """`BUCKETS` equal spans ending now, oldest first; `start` is the first one's start. The
     whole covers the last hour, or - while the manager has run for less - the time since it
-    started (at least ten minutes), so a new run's charts are not an hour of empty bars."""
+    started (at least two minutes), so a new run's charts are not an hour of empty bars."""
 
     start: float
     succeeded: list[int]
@@ -89,13 +89,17 @@ class Board:
         }
 
 
+NICE_BUCKETS = (2.0, 5.0, 10.0, 15.0, 20.0, 30.0, 60.0)  # seconds a bar may stand for
+
+
 def bucket_for(now: float, since: float | None) -> float:
-    """The span of one bucket: a minute for the last hour, less for a manager that started
-    less than an hour ago (`since`), in whole multiples of ten seconds."""
+    """The span of one bucket: a minute for the last hour; for a manager that started less
+    than an hour ago (`since`), the smallest of `NICE_BUCKETS` that covers its age (at least
+    two minutes) in `BUCKETS` bars."""
     if since is None:
         return HOUR / BUCKETS
     span = min(HOUR, max(SHORTEST_SPAN, now - since))
-    return math.ceil(span / BUCKETS / 10.0) * 10.0
+    return next(b for b in NICE_BUCKETS if b * BUCKETS >= span)
 
 
 def series(items: list[ItemView], now: float, since: float | None = None) -> Series:

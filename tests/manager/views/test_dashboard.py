@@ -171,12 +171,14 @@ def test_a_young_run_charts_its_own_minutes_not_an_empty_hour():
     board = a_board()
     items = board.view.items
     young = series(items, NOW, since=NOW - 120)  # the manager started two minutes ago
-    assert young.bucket_seconds == 10 and young.span_seconds == 600
+    assert young.bucket_seconds == 2 and young.span_seconds == 120
     assert sum(young.succeeded) == sum(board.series.succeeded)  # the same items, finer
+    assert bucket_for(NOW, NOW - 5) == 2  # just started: its first two minutes
+    assert bucket_for(NOW, NOW - 900) == 15  # a quarter of an hour in 60 bars
     assert bucket_for(NOW, NOW - 7200) == 60  # an old run: the last hour per minute
     assert bucket_for(NOW, None) == 60
     html = board_html(Board(board.view, young, [], False, {}))
-    assert "<h2>Last 10 min</h2>" in html and "-10 min" in html
+    assert "<h2>Last 2 min</h2>" in html and "-2 min" in html
 
 
 def test_long_names_wrap_after_their_separators_and_stay_escaped():
