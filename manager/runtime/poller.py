@@ -43,7 +43,7 @@ def jittered(interval: float, jitter: float, rng: random.Random) -> float:
 class Poller:
     def __init__(
         self,
-        client: Source,
+        source: Source,
         enqueue: Callable[[list[str]], None],
         *,
         interval: float = 10.0,
@@ -54,7 +54,7 @@ class Poller:
     ) -> None:
         if not 0 <= jitter < 1:
             raise ValueError("jitter must be in [0, 1)")
-        self.client = client
+        self.source = source
         self.enqueue = enqueue
         self.interval = interval
         self.jitter = jitter
@@ -75,7 +75,7 @@ class Poller:
     def poll_once_listing(self) -> list[str] | None:
         """List the source (logging outages once); None when it is unreachable."""
         try:
-            names = self.client.list_items()
+            names = self.source.list_items()
         except SourceProtocolError:
             raise
         except SourceError as exc:
@@ -85,10 +85,10 @@ class Poller:
             self.last_error = exc
             return None
         if self.source_down:
-            log.warning("source %s is back", self.client.base_url)
+            log.warning("source %s is back", self.source.base_url)
         self.source_down = False
         if self.removals is not None:
-            gone = self.removals.listing(names, getattr(self.client, "listing_version", None))
+            gone = self.removals.listing(names, self.source.listing_version)
             if gone:
                 self.on_removed(gone)
         return names
@@ -122,9 +122,9 @@ class Poller:
             if self.removals is not None:
                 self.poll_once_listing()  # what left while no stream was open
             try:
-                for event in self.client.watch(timeout_seconds=resync, read_timeout=resync + 10):
+                for event in self.source.watch(timeout_seconds=resync, read_timeout=resync + 10):
                     if self.source_down:
-                        log.warning("source %s is back", self.client.base_url)
+                        log.warning("source %s is back", self.source.base_url)
                         self.source_down = False
                     failures = 0
                     self._event(event)
