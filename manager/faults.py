@@ -24,6 +24,7 @@ is called one.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import sqlite3
@@ -145,6 +146,19 @@ def _gives_io_errors(where: str) -> bool:
     except OSError as exc:
         return exc.errno == errno.EIO
     return False
+
+
+@contextlib.contextmanager
+def raised_as_faults(where: str):
+    """Run the block so that what the machine refused under `where` (see `classify`) leaves
+    it as one `StorageFault`; any other error leaves as it came."""
+    try:
+        yield
+    except (OSError, sqlite3.DatabaseError) as exc:
+        fault = classify(exc, where)
+        if fault is None:
+            raise
+        raise fault from None
 
 
 def probe(where: str, size: int = 64 * 1024) -> None:

@@ -13,7 +13,7 @@ user of either backend plans from their own measured times.
 from __future__ import annotations
 
 from .. import backends
-from ..declared import from_words
+from ..declared import dest, flags, from_words
 from ..errors import UserError
 from ..ports import QueueRecord
 from .argtypes import add_declared
@@ -57,14 +57,15 @@ def measured_record(args) -> QueueRecord | None:
     if args.from_state is None:
         return None
     words = dict(vars(args))
-    if args.from_state:
-        if "declared_state_dir" not in words or args.backend != backends.DEFAULT:
-            raise UserError(
-                f"--from-state {args.from_state}: a state directory is the local backend's; "
-                f"with --backend {args.backend}, name the queue with its own flags"
-            )
-        words["declared_state_dir"] = args.from_state
     backend = backends.load(args.backend)
+    if args.from_state:  # DIR: the backend's own state directory, if its queue has one
+        field = next((f for f in flags(backend.Queue) if f.name == "state_dir"), None)
+        if field is None:
+            raise UserError(
+                f"--from-state {args.from_state}: --backend {args.backend} keeps no state "
+                "directory; name the queue with its own flags"
+            )
+        words[dest(field)] = args.from_state
     record = backend.measured_record(from_words(backend.Queue, words))
     if not record.rows:
         raise UserError(f"the record of {record.where} has no items yet")

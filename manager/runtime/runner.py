@@ -508,8 +508,7 @@ class Manager:
         if self._dispatcher is not None:
             self._dispatcher.join()
         try:
-            for name, result, outcome in self.reconciler.record_unrecorded():
-                self._note(name, result, outcome)
+            self._record_kept()  # (a retry it asks for is ignored: the queue is shut down)
             leftover = [r.name for r in self.ledger.rows(State.RUNNING)]
             for name in leftover:  # never leave an item marked running
                 self.ledger.requeue(name)

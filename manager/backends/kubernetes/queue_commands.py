@@ -49,16 +49,15 @@ class KubeQueueOps(QueueOps):
         (the source's names) names them."""
         where, api = self.queue, self.api
         record = self._record()
-        if True:
-            try:
-                jobs, _ = api.list("jobs", ko.queue_selector(where.queue))
-                pod_list, _ = api.list("pods", ko.queue_selector(where.queue))
-                facts = ManagerFacts(api, where.queue).read()
-                paused = control.read(api, where.queue)
-            except KubeError as exc:
-                raise UserError(
-                    f"cannot read queue {where.queue} in {where.namespace}: {exc}"
-                ) from None
+        try:
+            jobs, _ = api.list("jobs", ko.queue_selector(where.queue))
+            pod_list, _ = api.list("pods", ko.queue_selector(where.queue))
+            facts = ManagerFacts(api, where.queue).read()
+            paused = control.read(api, where.queue)
+        except KubeError as exc:
+            raise UserError(
+                f"cannot read queue {where.queue} in {where.namespace}: {exc}"
+            ) from None
         newest_pod = pods.by_job(pod_list)
         rows: dict[str, Row] = {}
         reasons: dict[str, str] = {}

@@ -42,7 +42,7 @@ import urllib.parse
 from collections.abc import Callable, Iterable
 
 from ...errors import UserError
-from ...faults import READ_ONLY, StorageFault, classify, probe
+from ...faults import READ_ONLY, StorageFault, classify, probe, raised_as_faults
 from ...ports import FINISHED, Row, State
 from . import integrity
 from .state_files import read_paused, write_facts
@@ -67,13 +67,8 @@ def _storage(method):
 
     @functools.wraps(method)
     def guarded(self, *args, **kwargs):
-        try:
+        with raised_as_faults(self.state_dir):
             return method(self, *args, **kwargs)
-        except (OSError, sqlite3.DatabaseError) as exc:
-            fault = classify(exc, self.state_dir)
-            if fault is None:
-                raise
-            raise fault from None
 
     return guarded
 

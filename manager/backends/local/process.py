@@ -26,7 +26,6 @@ time still matches, so a recycled pid is never hit - before it runs the items ag
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import itertools
@@ -40,7 +39,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ...faults import StorageFault, classify, diagnose
+from ...faults import StorageFault, diagnose, raised_as_faults
 from ...ports import Cancel, Outcome
 from .spawn import Child, Spawner
 
@@ -151,11 +150,11 @@ class LocalBackend:
         # Creating and deleting a file per item made ext4's inode allocator the dispatch's
         # bottleneck (it scans recently deleted inodes on every create), and truncating to
         # zero before each write cost 90 us (blocks freed and allocated again); this is 3 us.
-        with self._storage():
+        with raised_as_faults(self.state_dir):
             slot, slot_fd = self._take_slot()
         item_file = os.path.join(self.items_dir, f"item-{slot}.json")
         try:
-            with self._storage():
+            with raised_as_faults(self.state_dir):
                 body = json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
                 os.pwrite(slot_fd, body, 0)  # a regular file takes it whole
                 os.ftruncate(slot_fd, len(body))
@@ -164,7 +163,7 @@ class LocalBackend:
             try:
                 stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
                 header = f"=== workqueue: {name} attempt {attempt} at {stamp} ===\n"
-                with self._storage():
+                with raised_as_faults(self.state_dir):
                     os.write(log_fd, header.encode("utf-8", "replace"))
                 try:
                     if self._spawner is None:
@@ -222,17 +221,6 @@ class LocalBackend:
             self.record_process(name, pgid, started_now())
         except StorageFault as fault:
             log.warning("%s: its process group is not recorded: %s", name, fault.short)
-
-    @contextlib.contextmanager
-    def _storage(self):
-        """The state directory's faults (`manager.faults`) as a `StorageFault`."""
-        try:
-            yield
-        except OSError as exc:
-            fault = classify(exc, self.state_dir)
-            if fault is None:
-                raise
-            raise fault from None
 
     def _take_slot(self) -> tuple[int, int]:
         """A free item-file slot and its open descriptor (made when all are in use)."""

@@ -26,11 +26,19 @@ class LocalQueueOps(QueueOps):
         # says a manager holds the directory (changes are then left as its requests).
         self._ledger: SqliteLedger | None = None
         self._busy = False
+        self._reader: SqliteLedger | None = None  # shared, for the reads of `status`
 
     def close(self) -> None:
-        if self._ledger is not None:
-            self._ledger.close()
-            self._ledger = None
+        for ledger in (self._ledger, self._reader):
+            if ledger is not None:
+                ledger.close()
+        self._ledger = self._reader = None
+
+    def _reading(self) -> SqliteLedger:
+        """The ledger opened shared (a running manager keeps its hold), once."""
+        if self._reader is None:
+            self._reader = existing_ledger(self.state_dir)
+        return self._reader
 
     def _opened(self) -> SqliteLedger:
         """The ledger, held exclusively when no manager runs on it; else shared."""
@@ -44,8 +52,7 @@ class LocalQueueOps(QueueOps):
     def status(self, listed: list[str] | None = None) -> QueueRecord:
         """The queue as its ledger has it, and the facts of the manager running on it now
         (the ledger names every item it has seen: `listed` adds nothing here)."""
-        with existing_ledger(self.state_dir) as ledger:
-            rows = ledger.rows()
+        rows = self._reading().rows()
         facts = running_manager(self.state_dir)
         return QueueRecord(
             self.where,
@@ -60,8 +67,7 @@ class LocalQueueOps(QueueOps):
         """The tail of the item's log, and the versions it ran at (earlier runs, then the
         latest), oldest first."""
         row = next((r for r in record.rows if r.name == name), None)
-        with existing_ledger(self.state_dir) as ledger:
-            versions = ledger.history(name)
+        versions = self._reading().history(name)
         if row is not None and row.version is not None:
             versions.append(
                 {

@@ -39,4 +39,4 @@ def test_the_planning_commands_measure_a_kubernetes_queue(
     assert r.returncode == 2 and "no arrival times" in r.stderr
 
     r = workqueue("stability", "--from-state", str(tmp_path), *queue, "--arrivals", "1/s")
-    assert r.returncode == 2 and "a state directory is the local backend's" in r.stderr
+    assert r.returncode == 2 and "keeps no state directory" in r.stderr
