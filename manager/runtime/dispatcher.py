@@ -88,10 +88,12 @@ class Dispatcher:
     def _next(self, *, keep: bool) -> tuple[Started | None, bool]:
         """One turn: (the item begun, or None; whether to leave). `keep`: this worker holds
         a slot already (`Capacity.keep` decides whether it may use it)."""
-        if keep and (len(self.line) == 0 or not self.capacity.keep()):
-            if len(self.line) == 0:
+        if keep:
+            if len(self.line) == 0:  # nothing to keep it for: waiting must not hold a slot
                 self.capacity.release()
-            keep = False  # (a refused keep gave the slot back itself)
+                keep = False
+            else:
+                keep = self.capacity.keep()  # (a refused keep gives the slot back itself)
         if not keep and not (self.line.wait_for_key() and self.capacity.acquire()):
             return None, True
         name, shutdown = self.line.get()
