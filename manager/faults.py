@@ -82,6 +82,15 @@ class StorageFault(Exception):
             f"then `workqueue ledger check`, and {then}; {lost}"
         )
 
+    def holding(self, every: float | None = None) -> str:
+        """The line a manager that waits for the disk gives (`status`, the dashboard, its
+        log): `every`, how often it tries again, when it is known."""
+        tries = f" (it tries every {every:g}s)" if every is not None else ""
+        return self.describe(
+            lost="nothing is lost: running work goes on, nothing new starts",
+            then=f"the manager carries on by itself{tries}",
+        )
+
     @property
     def short(self) -> str:
         """A few words for a status line or a label: "state directory full"."""

@@ -71,10 +71,7 @@ class FaultHold:
         fault = self.fault
         if fault is None:
             return None
-        return fault.describe(
-            lost="nothing is lost: running work goes on, nothing new starts",
-            then=f"the manager carries on by itself (it tries every {self.probe_interval:g}s)",
-        )
+        return fault.holding(self.probe_interval)
 
     def final(self) -> StorageFault | None:
         """The fault that ended a `--once` run, its message saying what becomes of the

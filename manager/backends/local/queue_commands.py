@@ -117,6 +117,4 @@ def _held(facts: dict | None, state_dir: str) -> str | None:
     kind = diagnose(state_dir)
     if kind is None:
         return None
-    return StorageFault(kind, state_dir).describe(
-        lost="nothing is lost", then="the manager carries on by itself"
-    )
+    return StorageFault(kind, state_dir).holding()
