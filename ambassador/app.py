@@ -1,10 +1,13 @@
 """The ambassador's Flask application: `create_app(config=None)`.
 
-Config keys (all optional except a root or a ready-made source):
+Config keys (all optional except a source):
+  SOURCE_TYPE      the registry's kind (sources/registry.py): "filesystem" (the default, with
+                   ROOT), "s3", "redis" - each with the keys its `config_from_url` makes
   ROOT             folder to serve                       SUFFIXES       ['.mp4']
   RECURSIVE        serve files below ROOT too (False)    SETTLE         seconds to hold still (2)
   FORCE_POLLING    poll instead of file events (False)   POLL_INTERVAL  seconds (1)
-  SOURCE           a ready Source (tests, other backends); then ROOT & co. are ignored
+  SOURCE           a ready Source (tests, other backends); then the keys above are ignored
+  SHARED_SNAPSHOT  a gunicorn worker's: the publisher's folder (shared.py)
   START_SOURCE     start the source now (True)
 
 One error handler turns every HTTP error, and any unexpected exception, into the Status body
@@ -24,7 +27,7 @@ from werkzeug.exceptions import HTTPException, InternalServerError
 from .api import bp as items_bp
 from .metrics import install_metrics
 from .openapi import openapi_document
-from .sources import FilesystemSource
+from .sources.registry import kind_of, open_source
 
 log = logging.getLogger(__name__)
 
@@ -74,14 +77,13 @@ def _reason_from_code(code: int) -> str:
 def _build_source(config: dict) -> Any:
     if config.get("SOURCE") is not None:
         return config["SOURCE"]
-    root = config.get("ROOT")
-    if not root:
-        raise ValueError("the ambassador needs ROOT (a folder) or SOURCE")
+    if kind_of(config) == "filesystem" and not config.get("ROOT"):
+        raise ValueError("the ambassador needs ROOT (a folder), a SOURCE_TYPE or SOURCE")
     if config.get("SHARED_SNAPSHOT"):  # a gunicorn worker: the publisher keeps the snapshot
         from .shared import SharedSnapshot
 
-        return SharedSnapshot(config["SHARED_SNAPSHOT"], root, config.get("VERSION_BY") or "stat")
-    return FilesystemSource.from_config(config)
+        return SharedSnapshot(config["SHARED_SNAPSHOT"], config)
+    return open_source(config)
 
 
 def create_app(config: dict | None = None) -> Flask:
@@ -127,8 +129,10 @@ def create_app(config: dict | None = None) -> Flask:
 
     @app.get("/readyz")
     def readyz() -> Response:
-        if not current_app.extensions["workqueue.source"].ready():
-            return status_response(503, "the root folder cannot be read")
+        source = current_app.extensions["workqueue.source"]
+        if not source.ready():
+            why = getattr(source, "problem", None)
+            return status_response(503, why or "the source cannot be read")
         return Response("ok\n", mimetype="text/plain")
 
     @app.get("/api/v1/openapi.json")

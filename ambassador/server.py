@@ -1,7 +1,12 @@
 """`workqueue ambassador`: serve the ambassador with gunicorn (never Flask's development server).
 
-    workqueue ambassador --root DIR [--suffix .mp4]… [--recursive] [--settle SECONDS]
+    workqueue ambassador --source URL [--suffix .mp4]… [--recursive] [--settle SECONDS]
                          [--host 127.0.0.1] [--port 8080] [--workers N] [--force-polling]
+
+URL picks the source through the registry (sources/registry.py): a folder path or file:///path
+(`--root DIR` is the same), s3://bucket/prefix/, redis://host:port/db?set=KEY. It is checked
+once before anything is served, so a bucket that does not exist, missing credentials or an
+unreachable server is one line and exit 2.
 
 Gunicorn runs `--workers` processes of the gthread worker, so a long watch stream occupies one
 thread, not a whole worker - and each worker may run up to `--threads` (1024) of them: threads
@@ -40,10 +45,19 @@ def add_parser(subparsers, user_error: type[Exception], duration=None) -> None:
     duration = duration or _seconds
     p = subparsers.add_parser(
         "ambassador",
-        help="serve the items API for files on a (shared) folder",
-        description="Serve GET /api/v1/items for the files in --root that end with --suffix.",
+        help="serve the items API for a folder, a bucket or a Redis set",
+        description="Serve GET /api/v1/items for the items of --source (a folder path, "
+        "file:///path, s3://bucket/prefix/ or redis://host:port/db?set=KEY) that end with "
+        "--suffix.",
     )
-    p.add_argument("--root", required=True, help="folder whose files are the items")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument(
+        "--source",
+        metavar="URL",
+        help="where the items are: a folder, file:///path, s3://bucket/prefix/, "
+        "redis://host:port/db?set=KEY[&data=HASH]",
+    )
+    where.add_argument("--root", metavar="DIR", help="a folder whose files are the items")
     add_folder_options(p, duration)
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=_port, default=8080, help="port (default 8080; 0 = any free)")
@@ -55,25 +69,17 @@ def add_parser(subparsers, user_error: type[Exception], duration=None) -> None:
         help=f"most requests a worker serves at once - each watch stream holds one "
         f"(default {THREADS_PER_WORKER}; made as needed)",
     )
-    p.add_argument(
-        "--force-polling",
-        action="store_true",
-        help="poll instead of file events (network file systems such as NFS)",
-    )
-    p.add_argument(
-        "--poll-interval",
-        type=duration,
-        default=1.0,
-        help="time between directory checks when polling (default 1s)",
-    )
     p.set_defaults(func=lambda args: serve(args, user_error))
 
 
 def add_folder_options(p: argparse.ArgumentParser, duration=None) -> None:
-    """Which files of a folder are items, and how their versions are made: `--suffix`,
-    `--recursive`, `--settle`, `--version-by`. Shared by
-    `workqueue ambassador` and `workqueue run`; read them back with `folder_config(args)`.
-    `duration` parses `--settle` (>= 0; default: bare seconds)."""
+    """Which items of a source are served and how it is read: `--suffix`, `--recursive`,
+    `--settle`, `--version-by`, `--force-polling` (folders), `--poll-interval`,
+    `--relist-interval`, `--endpoint-url`, `--sqs-queue-url` (S3). Shared by `workqueue
+    ambassador` and `workqueue run`; read them back with `folder_config(args)`. `duration`
+    parses the times (>= 0; default: bare seconds). The folder-only options default to None,
+    so that giving one for another source is an error, not silently ignored."""
+    duration = duration or _seconds
     p.add_argument(
         "--suffix",
         action="append",
@@ -85,26 +91,85 @@ def add_folder_options(p: argparse.ArgumentParser, duration=None) -> None:
     p.add_argument(
         "--version-by",
         choices=("stat", "content"),
-        default="stat",
-        help="an item's version: a digest of size and mtime (stat, the default) or of the "
-        "bytes (content, for sources where mtimes lie)",
+        default=None,
+        help="folders: an item's version, a digest of size and mtime (stat, the default) or "
+        "of the bytes (content, for sources where mtimes lie)",
     )
     p.add_argument(
         "--settle",
-        type=duration or _seconds,
-        default=2.0,
-        help="how long a file's size and mtime must hold still (default 2s; 0 = at once)",
+        type=duration,
+        default=None,
+        help="folders: how long a file's size and mtime must hold still (default 2s; 0 = at "
+        "once)",
+    )
+    p.add_argument(
+        "--force-polling",
+        action="store_true",
+        default=None,
+        help="folders: poll instead of file events (network file systems such as NFS)",
+    )
+    p.add_argument(
+        "--poll-interval",
+        type=duration,
+        default=None,
+        help="time between listings when polling (folders 1s, S3 10s, Redis 2s)",
+    )
+    p.add_argument(
+        "--relist-interval",
+        type=duration,
+        default=None,
+        help="S3 with --sqs-queue-url, Redis with notifications: time between full listings, "
+        "the safety net for a lost notification (default 5m)",
+    )
+    p.add_argument(
+        "--endpoint-url",
+        metavar="URL",
+        help="S3: the store's endpoint (MinIO, Ceph, R2); default: AWS_ENDPOINT_URL_S3, "
+        "AWS_ENDPOINT_URL, or AWS",
+    )
+    p.add_argument(
+        "--sqs-queue-url",
+        metavar="URL",
+        help="S3: an SQS queue receiving the bucket's event notifications - changes cost "
+        "O(changes), not a listing of the bucket",
     )
 
 
 def folder_config(args) -> dict:
-    """The app configuration the folder options give (see `add_folder_options`)."""
+    """The common options as given (None: not given; see `add_folder_options`)."""
     return {
-        "SUFFIXES": args.suffixes or [".mp4"],
+        "SUFFIXES": args.suffixes,
         "RECURSIVE": args.recursive,
         "SETTLE": args.settle,
         "VERSION_BY": args.version_by,
+        "FORCE_POLLING": args.force_polling,
+        "POLL_INTERVAL": args.poll_interval,
+        "RELIST_INTERVAL": args.relist_interval,
+        "S3_ENDPOINT_URL": args.endpoint_url,
+        "SQS_QUEUE_URL": args.sqs_queue_url,
     }
+
+
+def source_spec(url: str, args, user_error: type[Exception], *, check: bool = True):
+    """The registry's source for `url` with the options of `args`, checked by reaching it
+    once (`check`): every problem is `user_error` with one line."""
+    from .sources.registry import SourceConfigError, resolve, source_type
+
+    try:
+        spec = resolve(url, folder_config(args))
+        if check:
+            source_type(spec.kind).check(spec.config)
+    except SourceConfigError as exc:
+        raise user_error(str(exc)) from None
+    except ImportError as exc:
+        raise user_error(
+            f"this source needs {exc.name}: pip install 'workqueue[{_extra(exc.name)}]'"
+        ) from None
+    return spec
+
+
+def _extra(module: str | None) -> str:
+    return {"boto3": "s3", "botocore": "s3", "redis": "redis"}.get(module or "", "all")
 
 
 def _seconds(text: str) -> float:
@@ -135,36 +200,24 @@ def _threads(text: str) -> int:
     return int(text)
 
 
-def app_config(args) -> dict:
-    return {
-        "ROOT": args.root,
-        **folder_config(args),
-        "FORCE_POLLING": args.force_polling,
-        "POLL_INTERVAL": args.poll_interval or 1.0,
-    }
+def app_config(args, user_error: type[Exception] = ValueError) -> dict:
+    """The app configuration of `--source` (or `--root`) and the options, checked."""
+    url = args.source if getattr(args, "source", None) else args.root
+    if url is None:
+        raise user_error("give --source URL (or --root DIR)")
+    return source_spec(url, args, user_error).config
 
 
 def serve(args, user_error: type[Exception]) -> int:
-    if not os.path.isdir(args.root):
-        raise user_error(f"--root is not a folder: {args.root}")
-    if not os.access(args.root, os.R_OK | os.X_OK):
-        raise user_error(f"--root cannot be read: {args.root}")
-    from .naming import normalise_suffixes
-
-    try:
-        normalise_suffixes(folder_config(args)["SUFFIXES"])
-    except ValueError as exc:
-        raise user_error(str(exc)) from None
-
+    config = app_config(args, user_error)
     listener = _listen(args.host, args.port, user_error)
     host, port = listener.getsockname()[:2]
     where = f"http://{_bind_host(host)}:{port}"
-    print(f"workqueue ambassador: serving {os.path.abspath(args.root)} on {where}", flush=True)
+    print(f"workqueue ambassador: serving {_shown(config)} on {where}", flush=True)
     metrics_dir = None
     if args.workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         metrics_dir = tempfile.mkdtemp(prefix="workqueue-ambassador-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
-    config = app_config(args)
     snapshot_dir = tempfile.mkdtemp(prefix="workqueue-ambassador-snapshot-")
     publisher = _start_publisher(config, snapshot_dir, user_error)
     master = os.getpid()
@@ -208,9 +261,21 @@ def _start_publisher(config: dict, folder: str, user_error: type[Exception]):
     )
     while not os.path.exists(os.path.join(folder, CURRENT)):
         if process.poll() is not None:
-            raise user_error(f"cannot watch {config['ROOT']} (the snapshot process ended)")
+            raise user_error(f"cannot read {_shown(config)} (the snapshot process ended)")
         time.sleep(0.02)
     return process
+
+
+def _shown(config: dict) -> str:
+    """The source as a person would name it."""
+    kind = config.get("SOURCE_TYPE") or "filesystem"
+    if kind == "s3":
+        return f"s3://{config['S3_BUCKET']}/{config.get('S3_PREFIX') or ''}"
+    if kind == "redis":
+        return f"redis set {config['REDIS_SET']!r}"
+    if kind == "filesystem":
+        return os.path.abspath(config["ROOT"])
+    return kind
 
 
 def _listen(host: str, port: int, user_error: type[Exception]):

@@ -1,15 +1,22 @@
-"""One snapshot per ambassador, whatever the number of gunicorn workers.
+"""One snapshot per ambassador, whatever the number of gunicorn workers - and whatever the source.
 
 Each gunicorn worker used to build its own snapshot, so two workers could disagree: a client
 saw the item count go back between two listings served by different workers. Now one process -
-the *publisher*, started by `workqueue ambassador` before gunicorn - keeps the only snapshot
-(the file-system source with its events and settling) and publishes every version of the listing
-into a private folder; every worker serves the newest version published.
+the *publisher*, started by `workqueue ambassador` before gunicorn - keeps the only live source
+(the registry's, `sources/registry.py`: a folder with its events and settling, a bucket, a Redis
+set) and publishes every version of the listing into a private folder; every worker serves the
+newest version published.
 
     publisher:  names-000000000042   the sorted names of version 42, NUL-separated UTF-8
+                meta-000000000042    for sources whose listing describes the items (an object's
+                                     ETag, size, time): each name's meta, in the same order
                 current              "42 names-000000000042" (replaced atomically, after the
-                                     names file is complete)
-                heartbeat            touched every second while the publisher lives
+                                     names and meta files are complete)
+                heartbeat            rewritten every second while the publisher lives: "ok", or
+                                     why the source cannot be read (`/readyz` answers 503)
+
+A worker describes an item with the source type's `describe(config, name, meta)`: from the
+published meta (no request to the store), or, for a folder, from one lstat of the file.
     worker:     SharedSnapshot       re-reads `current` when it changed (one stat per request)
 
 Invariants: published versions only grow; `current` names a complete file; a worker moves only
@@ -33,7 +40,7 @@ import time
 from typing import Any
 
 from .sorted_names import SortedNames
-from .sources.filesystem import FilesystemSource, item_data
+from .sources.registry import kind_of, open_source, source_type
 
 log = logging.getLogger(__name__)
 
@@ -48,30 +55,39 @@ KEEP_FILES = 4
 # -- the publisher -------------------------------------------------------------------------
 
 
-def publish(folder: str, version: int, names: list[str]) -> None:
-    """Write version `version` of the listing, then point `current` at it."""
+def publish(folder: str, version: int, names: list[str], metas: list[str] | None = None) -> None:
+    """Write version `version` of the listing (and its items' metas), then point `current`
+    at it."""
     file_name = f"names-{version:012d}"
-    partial = os.path.join(folder, file_name + ".part")
-    with open(partial, "wb") as f:
-        f.write("\0".join(names).encode("utf-8"))
-    os.replace(partial, os.path.join(folder, file_name))
+    if metas is not None:
+        _write(folder, f"meta-{version:012d}", "\0".join(metas).encode("utf-8"))
+    _write(folder, file_name, "\0".join(names).encode("utf-8"))
     pointer = os.path.join(folder, CURRENT + ".part")
     with open(pointer, "w", encoding="ascii") as f:
         f.write(f"{version} {file_name}\n")
     os.replace(pointer, os.path.join(folder, CURRENT))
-    published = sorted(n for n in os.listdir(folder) if n.startswith("names-") and "." not in n)
-    for old in published[:-KEEP_FILES]:  # a worker still reading one keeps its open file
-        os.unlink(os.path.join(folder, old))
+    for kind in ("names-", "meta-"):
+        published = sorted(n for n in os.listdir(folder) if n.startswith(kind) and "." not in n)
+        for old in published[:-KEEP_FILES]:  # a worker still reading one keeps its open file
+            os.unlink(os.path.join(folder, old))
+
+
+def _write(folder: str, file_name: str, body: bytes) -> None:
+    partial = os.path.join(folder, file_name + ".part")
+    with open(partial, "wb") as f:
+        f.write(body)
+    os.replace(partial, os.path.join(folder, file_name))
 
 
 def run_publisher(config: dict, folder: str, stop: threading.Event | None = None) -> None:
-    """The publisher's life: start the file-system source, publish its first listing, then a
-    new version whenever the listing changes, until `stop` (SIGTERM), or until the server that
-    started it is gone (killed before it could stop us: we must not outlive it)."""
+    """The publisher's life: start the source, publish its first listing, then a new version
+    whenever the listing changes, until `stop` (SIGTERM), or until the server that started it
+    is gone (killed before it could stop us: we must not outlive it)."""
     stop = stop or threading.Event()
     parent = os.getppid()  # the server that started us: if it dies, so do we
-    source = FilesystemSource.from_config(config)
+    source = open_source(config)
     source.start()
+    metas = getattr(source, "metas", None)
     _, changes = source.subscribe()
     seen: int | None = None  # the snapshot version last published
     beat = 0.0
@@ -79,10 +95,10 @@ def run_publisher(config: dict, folder: str, stop: threading.Event | None = None
         while not stop.is_set() and os.getppid() == parent:
             names, _, current = source.page(None, None)
             if current != seen:  # the snapshot's versions only grow; + 1 keeps ours above 0
-                publish(folder, current + 1, names)
+                publish(folder, current + 1, names, metas(names) if metas else None)
                 seen = current
             if time.monotonic() - beat >= 1.0:
-                _touch(os.path.join(folder, HEARTBEAT))
+                _beat(os.path.join(folder, HEARTBEAT), source)
                 beat = time.monotonic()
             try:
                 changes.get(timeout=0.5)
@@ -95,10 +111,15 @@ def run_publisher(config: dict, folder: str, stop: threading.Event | None = None
         source.stop()
 
 
-def _touch(path: str) -> None:
-    with open(path, "a"):
-        pass
-    os.utime(path)
+def _beat(path: str, source) -> None:
+    """The heartbeat: "ok" while the source can be read, else why not (one line)."""
+    if source.ready():
+        state = "ok"
+    else:
+        state = getattr(source, "problem", None) or "the source cannot be read"
+    with open(path + ".part", "w", encoding="utf-8") as f:
+        f.write(state.replace("\n", " "))
+    os.replace(path + ".part", path)
 
 
 def _drain(q: queue.SimpleQueue) -> None:
@@ -120,15 +141,16 @@ class SharedSnapshot:
     """The source of a gunicorn worker: the publisher's newest listing (see the module
     docstring), with the Source interface of `sources/base.py`."""
 
-    def __init__(self, folder: str, root: str, version_by: str = "stat") -> None:
+    def __init__(self, folder: str, config: dict) -> None:
         self.folder = folder
-        self.version_by = version_by
-        self.root = os.path.abspath(root)
-        self._real_root = os.path.realpath(self.root)
+        self.config = config
+        self.kind = source_type(kind_of(config))
         self._lock = threading.Lock()
         # Invariant (under _lock): _names holds the names of _version, sorted, compactly
-        # (sorted_names.py); _stamp identifies the `current` file they were read from.
+        # (sorted_names.py), and _metas their metas in the same order (empty for a source
+        # that publishes none); _stamp identifies the `current` file they were read from.
         self._names = SortedNames()
+        self._metas = SortedNames()
         self._version = 0
         self._stamp: tuple[int, int, int] | None = None
         self._watchers: dict[queue.SimpleQueue, int] = {}  # queue -> version it has seen
@@ -171,7 +193,15 @@ class SharedSnapshot:
             except FileNotFoundError:
                 return  # superseded while we looked: the next look finds the newer one
             raw.decode("utf-8")  # the publisher writes UTF-8: anything else is a torn file
+            metas = b""
+            meta_file = os.path.join(self.folder, "meta-" + file_name.removeprefix("names-"))
+            try:
+                with open(meta_file, "rb") as f:
+                    metas = f.read()
+            except FileNotFoundError:
+                pass  # a source whose items are described afresh (a folder)
             self._names, self._version = SortedNames(raw), version
+            self._metas = SortedNames(metas)  # not sorted: read by index only
             self._stamp = stamp
 
     # -- the Source interface --------------------------------------------------------------
@@ -193,9 +223,13 @@ class SharedSnapshot:
 
     def get(self, name: str) -> dict[str, Any] | None:
         self._refresh()
-        if name not in self._names:
+        with self._lock:
+            names, metas = self._names, self._metas
+        index = names.bisect_right(name) - 1
+        if index < 0 or names[index] != name:
             return None
-        return item_data(self.root, self._real_root, name, self.version_by)
+        meta = metas[index] if len(metas) else None
+        return self.kind.describe(self.config, name, meta)
 
     def __len__(self) -> int:
         return len(self._names)
@@ -207,12 +241,21 @@ class SharedSnapshot:
         return self._version
 
     def ready(self) -> bool:
+        return self.problem is None
+
+    @property
+    def problem(self) -> str | None:
+        """Why the source cannot be served now (the publisher's heartbeat), or None."""
+        path = os.path.join(self.folder, HEARTBEAT)
         try:
-            beat = os.stat(os.path.join(self.folder, HEARTBEAT)).st_mtime
+            beat = os.stat(path).st_mtime
+            with open(path, encoding="utf-8") as f:
+                state = f.read().strip()
         except FileNotFoundError:
-            return False
-        fresh = time.time() - beat < STALE_SECONDS
-        return fresh and os.access(self.root, os.R_OK | os.X_OK) and os.path.isdir(self.root)
+            return "the snapshot publisher has not started"
+        if time.time() - beat >= STALE_SECONDS:
+            return "the snapshot publisher is not answering"
+        return None if state == "ok" else state
 
     def subscribe(self) -> tuple[list[str], queue.SimpleQueue]:
         """Every current name, and a queue of each later event. The caller's duty:

@@ -25,3 +25,35 @@ def ambassador_server():
     yield start
     for server in servers:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def object_store():
+    """moto's S3 and SQS server over HTTP on a loopback port (one per test process; each
+    test makes buckets and queues of unique names)."""
+    from .support.stores import ObjectStore
+
+    store = ObjectStore()
+    yield store
+    store.stop()
+
+
+@pytest.fixture
+def s3(object_store, monkeypatch):
+    """The object store, with boto3's standard configuration pointing at it in this process's
+    environment (and so in every process a test starts)."""
+    for key, value in object_store.env.items():
+        monkeypatch.setenv(key, value)
+    for key in ("AWS_PROFILE", "AWS_ENDPOINT_URL_S3"):
+        monkeypatch.delenv(key, raising=False)
+    return object_store
+
+
+@pytest.fixture(scope="session")
+def redis_store():
+    """A real redis-server with keyspace notifications on (each test uses keys of its own)."""
+    from .support.stores import RedisServer
+
+    server = RedisServer(notifications=True)
+    yield server
+    server.stop()

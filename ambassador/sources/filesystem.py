@@ -21,15 +21,14 @@ from __future__ import annotations
 
 import functools
 import logging
-import mimetypes
 import os
 import re
 import stat
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from ..naming import (
     is_candidate_file_name,
@@ -40,6 +39,8 @@ from ..naming import (
 )
 from ..snapshot import Snapshot
 from ..versions import METHODS, version_of
+from .items import content_type, rfc3339
+from .registry import SourceConfigError
 
 log = logging.getLogger(__name__)
 
@@ -66,23 +67,6 @@ def _is_surrogate_escaped(name: str) -> bool:
     except UnicodeEncodeError:
         return True
     return False
-
-
-def rfc3339(epoch_seconds: float) -> str:
-    return datetime.fromtimestamp(epoch_seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def content_type(name: str) -> str:
-    """The media type by the name's last two suffixes (".mp4", ".tar.gz": all mimetypes looks
-    at), as mimetypes knows them."""
-    suffixes = name.rsplit("/", 1)[-1].split(".")[1:][-2:]  # not the stem: it varies
-    return _content_type("." + ".".join(suffixes).lower() if suffixes else "")
-
-
-@functools.lru_cache(maxsize=1024)  # a folder holds a handful of suffixes: one lookup each
-def _content_type(suffixes: str) -> str:
-    guessed, _ = mimetypes.guess_type("item" + suffixes, strict=False)
-    return guessed or "application/octet-stream"
 
 
 def item_data(
@@ -201,6 +185,11 @@ class FilesystemSource:
 
     def ready(self) -> bool:
         return os.access(self.root, os.R_OK | os.X_OK) and os.path.isdir(self.root)
+
+    @property
+    def problem(self) -> str | None:
+        """Why the folder cannot be served now, or None (`/readyz`)."""
+        return None if self.ready() else f"the root folder cannot be read: {self.root}"
 
     def get(self, name: str) -> dict[str, Any] | None:
         """Data of a listed item: one lstat of its file. Unknown names touch no file at all."""
@@ -440,3 +429,58 @@ class FilesystemSource:
                 last_poll = self._tick(self.safety_interval, last_poll)
             except Exception:
                 log.exception("refresh failed; will retry")
+
+
+class FilesystemType:
+    """The folder source type of the registry (`registry.py`): a path or `file:///path`."""
+
+    kind = "filesystem"
+    events = True  # inotify through watchfiles; polling where events are not seen (NFS)
+    content_versions = False  # a digest of size and mtime, unless --version-by content
+    settles = True
+
+    def config_from_url(self, url: str, options: dict) -> dict:
+        root = url
+        if url.lower().startswith("file:"):
+            parts = urlsplit(url)
+            if parts.netloc not in ("", "localhost") or parts.query or parts.fragment:
+                raise SourceConfigError(f"a file URL is file:///absolute/path, not {url!r}")
+            root = unquote(parts.path)
+        version_by = options.get("VERSION_BY") or "stat"
+        if version_by not in METHODS:
+            raise SourceConfigError(f"--version-by must be one of {', '.join(METHODS)}")
+        return {
+            "ROOT": root,
+            "SUFFIXES": options.get("SUFFIXES") or [".mp4"],
+            "RECURSIVE": bool(options.get("RECURSIVE")),
+            "SETTLE": 2.0 if options.get("SETTLE") is None else float(options["SETTLE"]),
+            "VERSION_BY": version_by,
+            "FORCE_POLLING": bool(options.get("FORCE_POLLING")),
+            "POLL_INTERVAL": float(options.get("POLL_INTERVAL") or 1.0),
+        }
+
+    def check(self, config: dict) -> None:
+        root = config["ROOT"]
+        if not os.path.isdir(root):
+            raise SourceConfigError(f"not a folder: {root}")
+        if not os.access(root, os.R_OK | os.X_OK):
+            raise SourceConfigError(f"cannot read the folder {root} (permission denied)")
+        try:
+            normalise_suffixes(config["SUFFIXES"])
+        except ValueError as exc:
+            raise SourceConfigError(str(exc)) from None
+
+    def open(self, config: dict) -> FilesystemSource:
+        return FilesystemSource.from_config(config)
+
+    def describe(self, config: dict, name: str, meta: str | None) -> dict[str, Any] | None:
+        root = os.path.abspath(config["ROOT"])
+        return item_data(root, _real(root), name, config.get("VERSION_BY") or "stat")
+
+
+@functools.lru_cache(maxsize=16)
+def _real(root: str) -> str:
+    return os.path.realpath(root)  # resolved once, as FilesystemSource does at start
+
+
+SOURCE_TYPE = FilesystemType()

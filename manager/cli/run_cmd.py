@@ -1,17 +1,19 @@
-"""`workqueue run DIR -- CMD ARGS…`: one command for a folder, on one machine.
+"""`workqueue run SOURCE -- CMD ARGS…`: one command for a folder (or a bucket, or a Redis set),
+on one machine.
 
-It reads DIR through the ambassador's own file-system source, in-process (`manager.sources.folder`),
-waits for files still being copied to settle, and runs the local manager with `--once` on it:
-every matching file once, a progress bar on a terminal, a summary at the end. Exit 0 when
+SOURCE is what `workqueue ambassador --source` takes: a folder path, file:///path,
+s3://bucket/prefix/ or redis://host:port/db?set=KEY. It is read through the ambassador's own
+source, in-process (`manager.sources.folder`); files still being copied are waited for, and the
+local manager runs with `--once` on it: every matching item once, a progress bar on a terminal,
+a summary at the end. Exit 0 when
 every item succeeded (or, with --cancel-removed, was cancelled because its file went), 1 when
 any failed. Everything after `--` is the worker command, word for word.
 """
 
 from __future__ import annotations
 
-import os
-
-from ambassador.server import add_folder_options, folder_config
+from ambassador.server import add_folder_options, source_spec
+from ambassador.sources.listed import SourceUnreachable
 
 from ..backends.local import LocalOptions, worker_argv
 from ..declared import from_words
@@ -30,16 +32,17 @@ from .manager_cmd import (
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "run",
-        help="one command: run CMD once for every matching file of DIR",
-        description="Read DIR through the ambassador's own folder source, in-process (no "
+        help="one command: run CMD once for every matching item of a folder, bucket or set",
+        description="Read SOURCE (a folder, file:///path, s3://bucket/prefix/ or "
+        "redis://host:port/db?set=KEY) through the ambassador's own source, in-process (no "
         "HTTP), and run a local manager with --once on it.",
     )
-    p.add_argument("dir", help="folder of items")
+    p.add_argument("dir", metavar="SOURCE", help="a folder of items, or a source URL")
     add_folder_options(p, duration_or_zero)
     add_run_options(p)
     add_declared(p, LocalOptions, skip={"--worker-cmd"})
     p.set_defaults(func=run_folder, command=[])
-    p.usage = "workqueue run DIR [--suffix .mp4]… [options] -- CMD ARGS…"
+    p.usage = "workqueue run SOURCE [--suffix .mp4]… [options] -- CMD ARGS…"
 
 
 def run_folder(args) -> int:
@@ -48,26 +51,28 @@ def run_folder(args) -> int:
     if not args.command:
         raise UserError("give the worker command after --, e.g. workqueue run DIR -- CMD ARGS")
     argv = worker_argv(args.command)
-    if not os.path.isdir(args.dir):
-        raise UserError(f"not a folder: {args.dir}")
-    if not os.access(args.dir, os.R_OK | os.X_OK):
-        raise UserError(f"cannot read the folder {args.dir} (permission denied)")
+    spec = source_spec(args.dir, args, UserError)  # a bad source: one line, exit 2
     check_parallelism_bounds(args)
     local = from_words(LocalOptions, vars(args), worker_argv=argv)
     # --cancel-removed: the folder is listed every ~2 s for what left it (in-process: cheap)
     options = manager_options(args, poll_interval=2.0)
-    from ..sources.folder import open_folder
+    from ..sources.folder import open_folder, open_source
 
-    folder = folder_config(args)
+    config = spec.config
     try:
-        source = open_folder(
-            args.dir,
-            folder["SUFFIXES"],
-            recursive=folder["RECURSIVE"],
-            settle=folder["SETTLE"],
-            version_by=folder["VERSION_BY"],
-        )
+        if spec.kind == "filesystem":
+            source = open_folder(
+                config["ROOT"],
+                config["SUFFIXES"],
+                recursive=config["RECURSIVE"],
+                settle=config["SETTLE"],
+                version_by=config["VERSION_BY"],
+            )
+        else:
+            source = open_source(config, args.dir)
     except ValueError as exc:
+        raise UserError(str(exc)) from None
+    except SourceUnreachable as exc:  # reached a moment ago by the check: say what it says now
         raise UserError(str(exc)) from None
     try:
         source.wait_settled()

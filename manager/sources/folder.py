@@ -1,13 +1,15 @@
-"""The folder source of `workqueue run`: the ambassador's own file-system source, in-process.
+"""The source of `workqueue run`: the ambassador's own source (a folder, a bucket, a Redis set),
+in-process.
 
-`workqueue run DIR -- CMD` needs a source for the manager. It used to serve the ambassador app
+`workqueue run URL -- CMD` needs a source for the manager. It used to serve the ambassador app
 over HTTP on a loopback port and have the manager poll it: Flask, waitress and requests were
 imported (a third of a second before the first item), and every listing was serialised to
 JSON and parsed back, all in the one interpreter the dispatch threads share. The manager needs
 none of that from a source in its own process: `FolderSource` satisfies `manager.ports.Source`
-by reading the very same `ambassador.sources.FilesystemSource` - its settling, hostile-name
-rules, snapshot versions and item data (with `version`) - directly. The HTTP API stays the
-contract for every other client; `workqueue ambassador` serves it.
+by reading the very same source the ambassador would serve (the registry's: for a folder
+`ambassador.sources.FilesystemSource` - its settling, hostile-name rules, snapshot versions and
+item data with `version`; for a bucket or a Redis set their `ListedSource`) directly. The HTTP
+API stays the contract for every other client; `workqueue ambassador` serves it.
 
     list_items   the snapshot's names; `listing_version` its version (the resourceVersion an
                  HTTP listing would carry), so --cancel-removed orders listings the same way
@@ -25,22 +27,11 @@ from typing import Any
 
 
 class FolderSource:
-    def __init__(
-        self,
-        root: str,
-        suffixes: list[str],
-        *,
-        recursive: bool = False,
-        settle: float = 2.0,
-        version_by: str = "stat",
-    ) -> None:
-        """Raises ValueError for options the file-system source refuses."""
-        from ambassador.sources import FilesystemSource
-
-        self.files = FilesystemSource(
-            root, suffixes, recursive=recursive, settle=settle, version_by=version_by
-        )
-        self.base_url = f"folder {root}"
+    def __init__(self, files, where: str) -> None:
+        """`files`: an ambassador source (`ambassador.sources.Source`), not started;
+        `where`: how logs name it."""
+        self.files = files
+        self.base_url = where
         self.listing_version: int | None = None
 
     def start(self) -> FolderSource:
@@ -51,7 +42,7 @@ class FolderSource:
         """Wait until no file is still settling, so the first listing holds every file that
         was there when the run began (a file still being copied is waited for)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while self.files.snapshot.pending_names():
+        while self.files.snapshot.pending_names():  # only a folder's files settle
             if deadline is not None and time.monotonic() > deadline:
                 return
             time.sleep(0.05)
@@ -108,7 +99,20 @@ def open_folder(
     settle: float = 2.0,
     version_by: str = "stat",
 ) -> FolderSource:
-    """The folder's source, started (its first scan done). The caller's duty: `stop()`."""
-    return FolderSource(
+    """The folder's source, started (its first scan done). The caller's duty: `stop()`.
+    Raises ValueError for options the file-system source refuses."""
+    from ambassador.sources import FilesystemSource
+
+    files = FilesystemSource(
         root, suffixes, recursive=recursive, settle=settle, version_by=version_by
-    ).start()
+    )
+    return FolderSource(files, f"folder {root}").start()
+
+
+def open_source(config: dict, where: str) -> FolderSource:
+    """The source of an ambassador app configuration (`ambassador.sources.resolve`),
+    started: its first listing done (raises what the source's start raises). The caller's
+    duty: `stop()`."""
+    from ambassador.sources import open_source as open_ambassador_source
+
+    return FolderSource(open_ambassador_source(config), where).start()

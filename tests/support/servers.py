@@ -52,12 +52,12 @@ class Server:
             "-m",
             "manager.cli",
             "ambassador",
-            "--root",
+            "--source" if "://" in str(root) else "--root",
             str(root),
             "--port",
             str(port),
         ]
-        if "--settle" not in extra:
+        if "--settle" not in extra and "://" not in str(root):
             args += ["--settle", "0"]
         self.process = subprocess.Popen([*args, *extra], stderr=stderr)
 

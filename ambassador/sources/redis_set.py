@@ -1,0 +1,217 @@
+"""Items are the members of a Redis set; their data, optionally, the fields of a Redis hash.
+
+    workqueue ambassador --source 'redis://host:6379/0?set=videos&data=video-data'
+
+`set=KEY` (required) names the set whose members are the items; `data=KEY` a hash whose field
+NAME holds item NAME's data - a JSON object is merged into the item's data, any other value is
+given as `value`. `rediss://` connects with TLS; a password is taken from the URL or, better
+(it stays out of process listings and Helm values), from the `REDIS_PASSWORD` environment
+variable. A member is an item when it ends with one of `--suffix` (default: any member, as a
+set holds names, not files) and can be served as a name (one line of valid UTF-8).
+
+Versions: with a data hash, an item's version is a digest of its data, so writing new data for
+a member makes it a new version (`--on-change rerun` runs it again); without one, every member
+has the same version for ever.
+
+Changes: where the server has keyspace notifications on for sets and hashes
+(`notify-keyspace-events` holding `K` and `s`/`h`, or `A`), a change to the set or the hash is
+pushed (`__keyspace@DB__:KEY`) and answered with one re-listing (SSCAN and HSCAN, a thousand at a
+time) - Redis says which key changed, not which member; several changes in a burst share one.
+Otherwise the set is re-listed every `--poll-interval`. Either way, a full re-listing also runs
+every `--relist-interval`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Iterable, Iterator
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from ..naming import is_representable, normalise_suffixes
+from .items import content_type
+from .listed import RELIST, Change, ListedSource, SourceUnreachable
+from .registry import SourceConfigError, not_for
+
+FOLDER_ONLY = ("SETTLE", "VERSION_BY", "FORCE_POLLING", "RECURSIVE")
+SCAN_COUNT = 1000
+BURST_SECONDS = 0.05  # notifications this close together share one re-listing
+
+
+def connect(config: dict, *, timeout: float = 5.0):
+    import redis
+
+    return redis.Redis.from_url(
+        config["REDIS_URL"],
+        password=os.environ.get("REDIS_PASSWORD") or None,  # one in the URL wins
+        socket_connect_timeout=timeout,
+        socket_timeout=timeout,
+        decode_responses=True,
+    )
+
+
+class RedisLister:
+    """The `Lister` of listed.py for one set (and its data hash)."""
+
+    def __init__(self, config: dict) -> None:
+        self.config = config
+        self.set_key = config["REDIS_SET"]
+        self.data_key = config.get("REDIS_DATA") or None
+        self.suffixes = normalise_suffixes(config["SUFFIXES"]) if config.get("SUFFIXES") else ()
+        self.db = int(config.get("REDIS_DB") or 0)
+        self.where = f"redis set {self.set_key!r} (db {self.db})"
+        self.redis = connect(config)
+
+    def is_item(self, member: str) -> bool:
+        if not member or "\0" in member or not is_representable(member):
+            return False
+        return not self.suffixes or member.lower().endswith(self.suffixes)
+
+    def list_all(self) -> Iterable[tuple[str, str]]:
+        import redis
+
+        try:
+            members = [m for m in self.redis.sscan_iter(self.set_key, count=SCAN_COUNT)]
+            data: dict[str, str] = {}
+            if self.data_key:
+                data = dict(self.redis.hscan_iter(self.data_key, count=SCAN_COUNT))
+        except redis.RedisError as exc:
+            raise SourceUnreachable(f"{self.where}: {exc}") from None
+        return [(m, json.dumps(data[m]) if m in data else "-") for m in members if self.is_item(m)]
+
+    def describe(self, name: str, meta: str) -> dict[str, Any]:
+        return describe(name, meta, has_data=self.data_key is not None)
+
+    def changes(self, stop: threading.Event) -> Iterator[list[Change] | object] | None:
+        """Keyspace notifications, when the server sends them for sets (and hashes)."""
+        import redis
+
+        try:
+            flags = (self.redis.config_get("notify-keyspace-events") or {}).get(
+                "notify-keyspace-events", ""
+            )
+        except redis.RedisError:  # CONFIG may be refused (managed Redis): poll
+            return None
+        wanted = {"s", "h"} if self.data_key else {"s"}
+        if "K" not in flags or not ("A" in flags or wanted <= set(flags)):
+            return None
+        channels = [f"__keyspace@{self.db}__:{self.set_key}"]
+        if self.data_key:
+            channels.append(f"__keyspace@{self.db}__:{self.data_key}")
+        pubsub = connect(self.config, timeout=30).pubsub(ignore_subscribe_messages=True)
+        try:
+            pubsub.subscribe(*channels)  # now, so that no change after start() is missed
+        except redis.RedisError:
+            pubsub.close()
+            return None
+        return self._notified(pubsub, stop)
+
+    def _notified(self, pubsub, stop: threading.Event) -> Iterator[object]:
+        import redis
+
+        try:
+            yield RELIST  # what changed between the first listing and the subscription
+            while not stop.is_set():
+                message = pubsub.get_message(timeout=1.0)
+                if message is None:
+                    continue
+                stop.wait(BURST_SECONDS)
+                while pubsub.get_message(timeout=0) is not None:
+                    pass  # the whole burst is one re-listing
+                yield RELIST
+        except redis.RedisError as exc:
+            raise SourceUnreachable(f"{self.where}: notifications: {exc}") from None
+        finally:
+            pubsub.close()
+
+
+def describe(name: str, meta: str, *, has_data: bool) -> dict[str, Any]:
+    data: dict[str, Any] = {"name": name, "contentType": content_type(name)}
+    if meta != "-":
+        value = json.loads(meta)
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            data.update({k: v for k, v in parsed.items() if k not in ("name", "version")})
+        else:
+            data["value"] = value
+        data["version"] = "d-" + hashlib.sha256(value.encode()).hexdigest()[:16]
+    elif has_data:
+        data["version"] = "d-none"
+    else:
+        data["version"] = "m-1"  # a set member has no content: one version for ever
+    return data
+
+
+class RedisType:
+    """The Redis source type of the registry (`registry.py`)."""
+
+    kind = "redis"
+    events = True  # keyspace notifications, where the server has them on
+    content_versions = True  # with a data hash
+    settles = False
+
+    def config_from_url(self, url: str, options: dict) -> dict:
+        not_for("redis", options, FOLDER_ONLY)
+        parts = urlsplit(url)
+        query = parse_qs(parts.query, keep_blank_values=True)
+        unknown = sorted(set(query) - {"set", "data"})
+        if unknown or not query.get("set") or not query["set"][0] or not parts.hostname:
+            raise SourceConfigError(
+                f"a Redis source is redis://host:port/db?set=KEY[&data=HASH], not {url!r}"
+            )
+        db = parts.path.strip("/") or "0"
+        if not db.isdigit():
+            raise SourceConfigError(f"the Redis database must be a number, not {db!r}")
+        try:
+            _ = parts.port
+        except ValueError:
+            raise SourceConfigError(f"not a port number in {url!r}") from None
+        suffixes = options.get("SUFFIXES") or []
+        try:
+            normalise_suffixes(suffixes)
+        except ValueError as exc:
+            raise SourceConfigError(str(exc)) from None
+        base = parts._replace(query="", fragment="", path=f"/{db}").geturl()
+        return {
+            "REDIS_URL": base,
+            "REDIS_DB": int(db),
+            "REDIS_SET": query["set"][0],
+            "REDIS_DATA": (query.get("data") or [""])[0] or None,
+            "SUFFIXES": suffixes,
+            "POLL_INTERVAL": float(options.get("POLL_INTERVAL") or 2.0),
+            "RELIST_INTERVAL": float(options.get("RELIST_INTERVAL") or 300.0),
+        }
+
+    def check(self, config: dict) -> None:
+        import redis
+
+        lister = RedisLister(config)
+        try:
+            kind = lister.redis.type(lister.set_key)
+        except redis.AuthenticationError:
+            raise SourceConfigError(f"{lister.where}: the password was refused") from None
+        except redis.RedisError as exc:
+            raise SourceConfigError(f"{lister.where}: cannot reach the server: {exc}") from None
+        if kind not in ("set", "none"):
+            raise SourceConfigError(f"{lister.where}: the key holds a {kind}, not a set")
+
+    def open(self, config: dict) -> ListedSource:
+        return ListedSource(
+            RedisLister(config),
+            poll_interval=float(config.get("POLL_INTERVAL") or 2.0),
+            relist_interval=float(config.get("RELIST_INTERVAL") or 300.0),
+        )
+
+    def describe(self, config: dict, name: str, meta: str | None) -> dict | None:
+        if not meta:
+            return None
+        return describe(name, meta, has_data=bool(config.get("REDIS_DATA")))
+
+
+SOURCE_TYPE = RedisType()

@@ -1,0 +1,118 @@
+"""Which source serves the items: one module per source type, found by the URL's scheme.
+
+Burns' ambassador is where reuse happens: the same items API over an NFS folder, an object store
+or Redis, and "only swap which ambassador you deploy". Here each source type is one module that
+only lists and describes items; everything above it - the one published snapshot per ambassador
+(`shared.py`), paging and `continue` tokens, `resourceVersion`, the watch stream, `?view=full`,
+`/readyz`, OpenAPI, metrics - is the same code for all of them.
+
+    folder path, file:///path   filesystem   (`--root DIR` is the same)
+    s3://bucket/prefix/         s3           S3 and S3-compatible stores (MinIO, Ceph, R2)
+    redis://host:port/db?set=K  redis        the members of a Redis set (rediss:// with TLS)
+
+A source type (`SourceType`) turns a URL and the common options into an app configuration - a
+flat JSON-able dict, so the snapshot publisher (a process of its own) and every gunicorn worker
+rebuild the same source from it - and from that configuration opens the live source and
+describes one item for a worker. Third-party types register under the entry-point group
+`workqueue.sources` (name = scheme, value = an object with the attributes below); a built-in
+scheme cannot be replaced.
+
+Capabilities a type declares: `events` (changes pushed: file events, SQS notifications,
+keyspace notifications - else, or as well, found by re-listing), `content_versions` (an item's
+version follows its bytes: ETag, a content digest), `settles` (`--settle` applies). Caller's
+duty: `check(config)` before serving, so a bad source is one line at start, not a 503 later.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from importlib.metadata import entry_points
+from typing import Any, NamedTuple, Protocol
+from urllib.parse import urlsplit
+
+ENTRY_POINT_GROUP = "workqueue.sources"
+BUILT_IN = {"filesystem": "filesystem", "s3": "s3", "redis": "redis_set"}  # kind -> module
+SCHEMES = {"file": "filesystem", "s3": "s3", "redis": "redis", "rediss": "redis"}  # -> kind
+
+
+class SourceConfigError(ValueError):
+    """A source that cannot be served as given: one line for the user (exit 2)."""
+
+
+class SourceType(Protocol):
+    kind: str  # the SOURCE_TYPE of an app configuration: "filesystem", "s3", "redis"
+    events: bool
+    content_versions: bool
+    settles: bool
+
+    def config_from_url(self, url: str, options: Mapping[str, Any]) -> dict:
+        """The app configuration of `url` with the common options (SUFFIXES, RECURSIVE,
+        SETTLE, POLL_INTERVAL, ...); raises SourceConfigError for a malformed URL."""
+
+    def check(self, config: dict) -> None:
+        """Reach the source once (the bucket exists, credentials work, the server answers);
+        raises SourceConfigError saying what is wrong."""
+
+    def open(self, config: dict):
+        """The live source (`base.Source`), not started."""
+
+    def describe(self, config: dict, name: str, meta: str | None) -> dict | None:
+        """An item's data for a worker of the shared snapshot: from `meta`, the string the
+        live source published for `name` (sources whose listing carries it), or read afresh
+        when `meta` is None (the file system stats the file)."""
+
+
+class SourceSpec(NamedTuple):
+    kind: str
+    config: dict
+
+
+def scheme_of(url: str) -> str:
+    """The URL's scheme; a plain path (no `scheme://`) is a folder: "file"."""
+    if "://" not in url:
+        return "file"
+    return urlsplit(url).scheme.lower()
+
+
+def source_type(kind_or_scheme: str) -> SourceType:
+    """The source type of a scheme ("s3") or of a configuration's SOURCE_TYPE ("redis")."""
+    module = BUILT_IN.get(SCHEMES.get(kind_or_scheme, kind_or_scheme))
+    if module is not None:
+        return importlib.import_module(f"{__package__}.{module}").SOURCE_TYPE
+    for entry in entry_points(group=ENTRY_POINT_GROUP):
+        if entry.name == kind_or_scheme:
+            return entry.load()
+    known = sorted({*SCHEMES, *(e.name for e in entry_points(group=ENTRY_POINT_GROUP))})
+    raise SourceConfigError(
+        f"unknown source scheme {kind_or_scheme!r}: use a folder path, "
+        + ", ".join(f"{s}://" for s in known)
+    )
+
+
+def resolve(url: str, options: Mapping[str, Any] | None = None) -> SourceSpec:
+    """The source type and app configuration of `url` (see the module docstring)."""
+    if not url or not url.strip():
+        raise SourceConfigError("the source is empty: give a folder path or a URL")
+    kind = source_type(scheme_of(url))
+    config = kind.config_from_url(url, dict(options or {}))
+    config["SOURCE_TYPE"] = kind.kind
+    return SourceSpec(kind.kind, config)
+
+
+def kind_of(config: Mapping[str, Any]) -> str:
+    """The SOURCE_TYPE of an app configuration (one with only ROOT is a folder's)."""
+    return str(config.get("SOURCE_TYPE") or "filesystem")
+
+
+def open_source(config: dict):
+    """The live source an app configuration describes, not started."""
+    return source_type(kind_of(config)).open(config)
+
+
+def not_for(kind: str, options: Mapping[str, Any], folder_only: tuple[str, ...]) -> None:
+    """Refuse the folder-only options (given, not defaulted: None) for a source of `kind`."""
+    for flag in folder_only:
+        if options.get(flag) is not None:
+            name = "--" + flag.lower().replace("_", "-")
+            raise SourceConfigError(f"{name} applies to folder sources only, not to {kind}")

@@ -1,0 +1,246 @@
+"""Items are objects in an S3 bucket, or in any store that speaks S3 (MinIO, Ceph, R2, GCS).
+
+    workqueue ambassador --source s3://bucket/videos/ --suffix .mp4 [--recursive]
+                         [--endpoint-url URL] [--sqs-queue-url URL] [--poll-interval 10s]
+
+Configuration is boto3's own: the credentials chain (environment, shared files and profiles -
+`AWS_PROFILE` -, web identity / IRSA, instance roles), the region, and the endpoint from
+`AWS_ENDPOINT_URL` / `AWS_ENDPOINT_URL_S3` (boto3 reads both) or `--endpoint-url`.
+
+Names: an item's name is its key relative to the prefix. Keys are names, never paths: a key with
+spaces, unicode, `+`, `%` or `../` is served under exactly that name and reaches the worker as
+`key` and an `s3://` URL, which nothing here joins to a folder. Without `--recursive` only keys
+directly under the prefix are items (the listing uses the `/` delimiter, so deeper keys are not
+even fetched); "folder" markers (keys ending in `/`) never are.
+
+Versions: an object's version is made from its ETag - an MD5 of the bytes for a plain upload, so
+the same bytes copied again keep their version and new bytes make a new one (a multipart upload's
+ETag also depends on its part size: the same bytes uploaded with other parts are a new version).
+
+Changes: a ListObjectsV2 listing every `--poll-interval` - one request per 1,000 objects, none
+per object: 100 requests for 100,000 objects. With `--sqs-queue-url` (the bucket's event
+notifications delivered to SQS; s3_events.py) changes are applied as they arrive and the full
+listing runs every `--relist-interval` as the safety net.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..naming import is_representable, normalise_suffixes
+from .items import content_type, rfc3339
+from .listed import ListedSource, SourceUnreachable
+from .registry import SourceConfigError, not_for
+
+FOLDER_ONLY = ("SETTLE", "VERSION_BY", "FORCE_POLLING")
+PAGE_SIZE = 1000  # ListObjectsV2's most keys per response
+# Bucket names as S3 allows them (3-63 of a-z 0-9 . -), and the dotted names of older buckets.
+BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-_]{2,254}$")
+
+
+def client(config: dict, service: str = "s3"):
+    """A boto3 client with the standard configuration (see the module docstring); a few
+    quick retries so that a store that is down is noticed in seconds, not minutes."""
+    import boto3
+    from botocore.config import Config
+
+    session = boto3.session.Session(profile_name=config.get("AWS_PROFILE") or None)
+    endpoint = config.get("S3_ENDPOINT_URL") if service == "s3" else None
+    return session.client(
+        service,
+        endpoint_url=endpoint or None,
+        config=Config(
+            retries={"max_attempts": 3, "mode": "standard"},
+            connect_timeout=5,
+            read_timeout=30 if service == "s3" else 25,  # SQS long polls wait 20 s
+        ),
+    )
+
+
+def split_url(url: str) -> tuple[str, str]:
+    """(bucket, prefix) of `s3://bucket/prefix/` - the prefix ends with `/` unless empty."""
+    parts = urlsplit(url)
+    bucket = parts.netloc
+    if not bucket or not BUCKET.match(bucket) or parts.query or parts.fragment:
+        raise SourceConfigError(f"an S3 source is s3://bucket/prefix/, not {url!r}")
+    prefix = parts.path.lstrip("/")
+    if prefix and not prefix.endswith("/"):
+        prefix += "/"
+    return bucket, prefix
+
+
+class S3Lister:
+    """The `Lister` of listed.py for one bucket and prefix."""
+
+    def __init__(self, config: dict) -> None:
+        self.config = config
+        self.bucket = config["S3_BUCKET"]
+        self.prefix = config.get("S3_PREFIX") or ""
+        self.suffixes = normalise_suffixes(config.get("SUFFIXES") or [".mp4"])
+        self.recursive = bool(config.get("RECURSIVE"))
+        self.where = f"s3://{self.bucket}/{self.prefix}"
+        self.s3 = client(config)
+
+    def name_of(self, key: str) -> str | None:
+        """The item name of `key`, or None when the key is not an item of this source."""
+        if not key.startswith(self.prefix) or key.endswith("/"):
+            return None
+        name = key[len(self.prefix) :]
+        if not name or (not self.recursive and "/" in name) or "\0" in name:
+            return None
+        if not name.lower().endswith(self.suffixes) or not is_representable(name):
+            return None
+        return name
+
+    def list_all(self) -> Iterable[tuple[str, str]]:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        args: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self.prefix}
+        if not self.recursive:
+            args["Delimiter"] = "/"
+        out = []
+        try:
+            for page in self.s3.get_paginator("list_objects_v2").paginate(
+                **args, PaginationConfig={"PageSize": PAGE_SIZE}
+            ):
+                for obj in page.get("Contents") or ():
+                    name = self.name_of(obj["Key"])
+                    if name is not None:
+                        out.append((name, meta_of(obj["ETag"], obj["Size"], obj["LastModified"])))
+        except (BotoCoreError, ClientError) as exc:
+            raise SourceUnreachable(describe_error(exc, self.where)) from None
+        return out
+
+    def head(self, name: str) -> str | None:
+        """The meta of the object named `name` as the store has it now; None when gone."""
+        from botocore.exceptions import ClientError
+
+        try:
+            obj = self.s3.head_object(Bucket=self.bucket, Key=self.prefix + name)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise
+        return meta_of(obj["ETag"], obj["ContentLength"], obj["LastModified"])
+
+    def describe(self, name: str, meta: str) -> dict[str, Any]:
+        return describe(self.bucket, self.prefix, name, meta)
+
+    def changes(self, stop):
+        queue_url = self.config.get("SQS_QUEUE_URL")
+        if not queue_url:
+            return None
+        from .s3_events import notifications
+
+        return notifications(self, client(self.config, "sqs"), queue_url, stop)
+
+
+def meta_of(etag: str, size: int, modified) -> str:
+    """What the snapshot keeps of an object: its ETag, size and time (seconds), tab-separated."""
+    stamp = int(modified.timestamp()) if hasattr(modified, "timestamp") else int(modified)
+    return f"{etag.strip(chr(34))}\t{size}\t{stamp}"
+
+
+def describe(bucket: str, prefix: str, name: str, meta: str) -> dict[str, Any]:
+    """An object's item data (what GET /api/v1/items/<name> answers and the worker reads)."""
+    etag, size, stamp = meta.split("\t")
+    key = prefix + name
+    return {
+        "name": name,
+        "bucket": bucket,
+        "key": key,
+        "url": f"s3://{bucket}/{key}",
+        "size": int(size),
+        "modified": rfc3339(int(stamp)),
+        "contentType": content_type(name),
+        "etag": etag,
+        "version": "e-" + hashlib.sha256(etag.encode()).hexdigest()[:16],
+    }
+
+
+def describe_error(exc: Exception, where: str) -> str:
+    """One line for what boto3 raised, naming the likely cause."""
+    from botocore.exceptions import (
+        ClientError,
+        EndpointConnectionError,
+        NoCredentialsError,
+        PartialCredentialsError,
+    )
+
+    if isinstance(exc, NoCredentialsError | PartialCredentialsError):
+        return f"{where}: no AWS credentials found (environment, profile, web identity or role)"
+    if isinstance(exc, EndpointConnectionError):
+        return f"{where}: cannot reach the endpoint {exc.kwargs.get('endpoint_url', '')}".strip()
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        code, message = error.get("Code", "?"), error.get("Message", "")
+        if code == "NoSuchBucket":
+            return f"{where}: the bucket does not exist"
+        if code in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "403"):
+            return f"{where}: access denied ({code}): check the credentials and the policy"
+        return f"{where}: {code} {message}".strip()
+    return f"{where}: {exc}"
+
+
+class S3Type:
+    """The S3 source type of the registry (`registry.py`)."""
+
+    kind = "s3"
+    events = True  # with --sqs-queue-url; polling otherwise
+    content_versions = True
+    settles = False
+
+    def config_from_url(self, url: str, options: dict) -> dict:
+        not_for("s3", options, FOLDER_ONLY)
+        bucket, prefix = split_url(url)
+        try:
+            normalise_suffixes(options.get("SUFFIXES") or [".mp4"])
+        except ValueError as exc:
+            raise SourceConfigError(str(exc)) from None
+        endpoint = options.get("S3_ENDPOINT_URL")
+        if endpoint and urlsplit(endpoint).scheme not in ("http", "https"):
+            raise SourceConfigError(f"--endpoint-url must be an http(s) URL, not {endpoint!r}")
+        return {
+            "S3_BUCKET": bucket,
+            "S3_PREFIX": prefix,
+            "SUFFIXES": options.get("SUFFIXES") or [".mp4"],
+            "RECURSIVE": bool(options.get("RECURSIVE")),
+            "POLL_INTERVAL": float(options.get("POLL_INTERVAL") or 10.0),
+            "RELIST_INTERVAL": float(options.get("RELIST_INTERVAL") or 300.0),
+            "S3_ENDPOINT_URL": endpoint or None,
+            "SQS_QUEUE_URL": options.get("SQS_QUEUE_URL") or None,
+            "AWS_PROFILE": os.environ.get("AWS_PROFILE") or None,
+        }
+
+    def check(self, config: dict) -> None:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        lister = S3Lister(config)
+        try:
+            lister.s3.list_objects_v2(Bucket=lister.bucket, Prefix=lister.prefix, MaxKeys=1)
+            if config.get("SQS_QUEUE_URL"):
+                client(config, "sqs").get_queue_attributes(
+                    QueueUrl=config["SQS_QUEUE_URL"], AttributeNames=["QueueArn"]
+                )
+        except (BotoCoreError, ClientError) as exc:
+            raise SourceConfigError(describe_error(exc, lister.where)) from None
+
+    def open(self, config: dict) -> ListedSource:
+        return ListedSource(
+            S3Lister(config),
+            poll_interval=float(config.get("POLL_INTERVAL") or 10.0),
+            relist_interval=float(config.get("RELIST_INTERVAL") or 300.0),
+        )
+
+    def describe(self, config: dict, name: str, meta: str | None) -> dict | None:
+        if not meta:
+            return None
+        return describe(config["S3_BUCKET"], config.get("S3_PREFIX") or "", name, meta)
+
+
+SOURCE_TYPE = S3Type()

@@ -1,0 +1,104 @@
+"""The Redis source against a real redis-server: members as items, data from a hash, versions,
+changes by keyspace notifications and by polling, and the bad sources."""
+
+from __future__ import annotations
+
+import pytest
+
+from ambassador.sources.registry import SourceConfigError, resolve, source_type
+from tests.support.servers import wait_until
+from tests.support.stores import RedisServer, unique
+
+
+def opened(url: str, **options):
+    spec = resolve(url, options)
+    kind = source_type(spec.kind)
+    kind.check(spec.config)
+    source = kind.open(spec.config)
+    source.start()
+    return source
+
+
+def test_members_are_items_with_data_from_a_hash(redis_store):
+    r, key, data = redis_store.client(), unique("set"), unique("hash")
+    r.sadd(key, "a.mp4", "b c.mp4", "../odd.mp4", "notes.txt")
+    r.hset(data, mapping={"a.mp4": '{"bitrate": 800, "name": "ignored"}', "b c.mp4": "plain"})
+    source = opened(f"{redis_store.url}?set={key}&data={data}", SUFFIXES=[".mp4"])
+    try:
+        assert source.page(None, None)[0] == ["../odd.mp4", "a.mp4", "b c.mp4"]
+        a = source.get("a.mp4")
+        assert a["name"] == "a.mp4" and a["bitrate"] == 800 and a["contentType"] == "video/mp4"
+        assert source.get("b c.mp4")["value"] == "plain"
+        assert source.get("../odd.mp4")["version"] == "d-none"  # in the set, no data yet
+        assert source.get("notes.txt") is None
+    finally:
+        source.stop()
+
+
+def test_new_data_is_a_new_version_and_changes_are_pushed(redis_store):
+    r, key, data = redis_store.client(), unique("set"), unique("hash")
+    r.sadd(key, "a")
+    r.hset(data, "a", '{"n": 1}')
+    source = opened(f"{redis_store.url}?set={key}&data={data}")
+    _, events = source.subscribe()
+    try:
+        assert source.mode == "events"  # the server sends keyspace notifications
+        first = source.get("a")["version"]
+        r.hset(data, "a", '{"n": 2}')
+        wait_until(lambda: source.get("a")["version"] != first)
+        assert source.get("a")["n"] == 2
+        r.sadd(key, "b")
+        r.srem(key, "a")
+        wait_until(lambda: source.page(None, None)[0] == ["b"])
+        seen = {(e["type"], e["item"]) for e in (events.get(timeout=5) for _ in range(2))}
+        assert seen == {("ADDED", "b"), ("DELETED", "a")}
+    finally:
+        source.unsubscribe(events)
+        source.stop()
+
+
+def test_without_notifications_the_set_is_polled():
+    server = RedisServer(notifications=False)
+    try:
+        r, key = server.client(), unique("set")
+        r.sadd(key, "a")
+        source = opened(f"{server.url}?set={key}", POLL_INTERVAL=0.1)
+        try:
+            assert source.mode == "polling"
+            assert source.get("a")["version"] == "m-1"
+            r.sadd(key, "b")
+            wait_until(lambda: source.page(None, None)[0] == ["a", "b"])
+            server.process.kill()  # an outage: the items stay, the source is not ready
+            wait_until(lambda: not source.ready())
+            assert source.page(None, None)[0] == ["a", "b"]
+        finally:
+            source.stop()
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("redis://localhost:6379/0", "a Redis source is redis://host:port/db?set=KEY"),
+        ("redis://localhost:6379/0?set=", "a Redis source is redis://host:port/db?set=KEY"),
+        ("redis://localhost:6379/0?set=k&bad=1", "a Redis source is"),
+        ("redis://localhost:6379/x?set=k", "the Redis database must be a number"),
+        ("redis://localhost:99999/0?set=k", "not a port number"),
+    ],
+)
+def test_malformed_redis_urls(url, said):
+    with pytest.raises(SourceConfigError, match=said.replace("?", r"\?")):
+        resolve(url, {})
+
+
+def test_unreachable_or_wrong_keys_at_start(redis_store):
+    kind = source_type("redis")
+    with pytest.raises(SourceConfigError, match="cannot reach the server"):
+        kind.check(resolve("redis://127.0.0.1:9/0?set=k", {}).config)
+    r, key = redis_store.client(), unique("str")
+    r.set(key, "not a set")
+    with pytest.raises(SourceConfigError, match="holds a string, not a set"):
+        kind.check(resolve(f"{redis_store.url}?set={key}", {}).config)
+    with pytest.raises(SourceConfigError, match="--recursive applies to folder sources only"):
+        resolve(f"{redis_store.url}?set={key}", {"RECURSIVE": True})

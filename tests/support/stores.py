@@ -1,0 +1,136 @@
+"""Real stores for tests and benchmarks: moto's S3 and SQS server over HTTP, and a real
+`redis-server` - each on a free loopback port, reached through the client's standard
+configuration (for boto3: AWS_ENDPOINT_URL and the usual credential variables)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import uuid
+
+from .servers import free_port, wait_until
+
+REGION = "us-east-1"
+
+
+class ObjectStore:
+    """moto's server (`ThreadedMotoServer`, in this process) as an S3 + SQS endpoint."""
+
+    def __init__(self) -> None:
+        from moto.server import ThreadedMotoServer
+
+        self.port = free_port()
+        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        self.server.start()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.env = {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": REGION,
+            "AWS_ENDPOINT_URL": self.endpoint,
+        }
+
+    def client(self, service: str = "s3"):
+        import boto3
+
+        return boto3.session.Session(
+            aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION
+        ).client(service, endpoint_url=self.endpoint)
+
+    def bucket(self, *keys: str, body: bytes = b"video") -> str:
+        """A new bucket (a unique name) holding `keys`."""
+        name = f"b-{uuid.uuid4().hex[:12]}"
+        s3 = self.client()
+        s3.create_bucket(Bucket=name)
+        for key in keys:
+            s3.put_object(Bucket=name, Key=key, Body=body)
+        return name
+
+    def fill(self, bucket: str, keys, body: bytes = b"x") -> None:
+        """Many objects at once, straight into moto's in-process backend (a benchmark's
+        100,000 objects in seconds, not one HTTP PUT each)."""
+        from moto.core import DEFAULT_ACCOUNT_ID
+        from moto.s3.models import s3_backends
+
+        backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
+        for key in keys:
+            backend.put_object(bucket, key, body)
+
+    def notifying_queue(self, bucket: str) -> str:
+        """An SQS queue receiving the bucket's object notifications; its URL."""
+        sqs = self.client("sqs")
+        url = sqs.create_queue(QueueName=f"q-{uuid.uuid4().hex[:12]}")["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
+        self.client().put_bucket_notification_configuration(
+            Bucket=bucket,
+            NotificationConfiguration={
+                "QueueConfigurations": [
+                    {
+                        "QueueArn": arn["Attributes"]["QueueArn"],
+                        "Events": ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"],
+                    }
+                ]
+            },
+        )
+        return url
+
+    def notify(self, queue_url: str, bucket: str, key: str, event: str = "ObjectCreated:Put"):
+        """A notification as S3 sends it (key URL-encoded, spaces as +) - for duplicates and
+        late deliveries."""
+        from urllib.parse import quote_plus
+
+        record = {"eventName": event, "s3": {"bucket": {"name": bucket},
+                                             "object": {"key": quote_plus(key)}}}  # fmt: skip
+        self.client("sqs").send_message(
+            QueueUrl=queue_url, MessageBody=json.dumps({"Records": [record]})
+        )
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+class RedisServer:
+    """A real `redis-server` (from the distribution's packages) on a free loopback port,
+    without persistence; `notifications` turns keyspace notifications on."""
+
+    def __init__(self, *, notifications: bool = False) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RuntimeError("redis-server is not installed (make test installs it)")
+        self.port = free_port()
+        args = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""]
+        args += ["--appendonly", "no", "--protected-mode", "no"]
+        if notifications:
+            args += ["--notify-keyspace-events", "Ksh"]
+        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL)
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        wait_until(self._answers, timeout=10)
+
+    def _answers(self) -> bool:
+        import redis
+
+        if self.process.poll() is not None:
+            raise RuntimeError(f"redis-server exited with {self.process.returncode}")
+        try:
+            return bool(redis.Redis(port=self.port, socket_timeout=1).ping())
+        except redis.RedisError:
+            return False
+
+    def client(self):
+        import redis
+
+        return redis.Redis(port=self.port, decode_responses=True)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
