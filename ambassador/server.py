@@ -87,7 +87,12 @@ def add_folder_options(p: argparse.ArgumentParser, duration=None) -> None:
         metavar="SUFFIX",
         help="item file suffix, repeatable, case-insensitive (default .mp4)",
     )
-    p.add_argument("--recursive", action="store_true", help="also take files in subfolders")
+    p.add_argument(
+        "--recursive",
+        action="store_true",
+        default=None,
+        help="also take files in subfolders (S3: keys below the prefix's sub-prefixes)",
+    )
     p.add_argument(
         "--version-by",
         choices=("stat", "content"),
@@ -99,8 +104,7 @@ def add_folder_options(p: argparse.ArgumentParser, duration=None) -> None:
         "--settle",
         type=duration,
         default=None,
-        help="folders: how long a file's size and mtime must hold still (default 2s; 0 = at "
-        "once)",
+        help="folders: how long a file's size and mtime must hold still (default 2s; 0 = at once)",
     )
     p.add_argument(
         "--force-polling",

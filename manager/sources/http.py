@@ -175,9 +175,7 @@ class SourceClient:
             listed = self._listed.pop(name, None)
         if listed is not None:
             return listed
-        body = self._get_json(
-            "/api/v1/items/" + quote(name, safe="/"), None, expect_kind="Item", allow_404=True
-        )
+        body = self._get_json(item_path(name), None, expect_kind="Item", allow_404=True)
         if body is None:
             return None
         data = body.get("data")
@@ -303,3 +301,12 @@ def _short(exc: Exception) -> str:
     if isinstance(exc, requests.Timeout):
         return "timed out"
     return type(exc).__name__
+
+
+def item_path(name: str) -> str:
+    """The item's URL path. Its slashes stay slashes (readable logs), except in a name with a
+    `.` or `..` segment - an object key such as `../a.mp4` is a name, never a path: HTTP clients
+    resolve dot segments before sending, so every slash of such a name is sent encoded."""
+    segments = name.split("/")
+    dotted = any(part in (".", "..") for part in segments)
+    return "/api/v1/items/" + quote(name, safe="" if dotted else "/")

@@ -133,4 +133,3 @@ class RedisServer:
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
-
