@@ -14,14 +14,15 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # Tools from the distribution's packages, installed when missing: Chromium and chromedriver for
-# the dashboard's browser test, promtool (Prometheus) to check the chart's alerting rules.
+# the dashboard's browser test, promtool (Prometheus) to check the chart's alerting rules,
+# redis-server for the Redis source's tests.
 tools:
 	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null \
-		|| ! command -v promtool >/dev/null; then \
+		|| ! command -v promtool >/dev/null || ! command -v redis-server >/dev/null; then \
 		sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
-		echo "installing chromium, chromium-driver and prometheus (promtool) with apt-get"; \
+		echo "installing chromium, chromium-driver, prometheus (promtool) and redis-server with apt-get"; \
 		$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq \
-			--no-install-recommends chromium chromium-driver prometheus >/dev/null; \
+			--no-install-recommends chromium chromium-driver prometheus redis-server >/dev/null; \
 	fi
 
 # checkov (the chart's security scan) in an environment of its own: it pins libraries of its

@@ -18,8 +18,11 @@ class ObjectStore:
     """moto's server (`ThreadedMotoServer`, in this process) as an S3 + SQS endpoint."""
 
     def __init__(self) -> None:
+        import logging
+
         from moto.server import ThreadedMotoServer
 
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
         self.port = free_port()
         self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
         self.server.start()

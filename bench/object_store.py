@@ -1,0 +1,168 @@
+"""Benchmark of the S3 source: an ambassador over a bucket of --objects objects (100,000), beside
+boto3's own paginator listing the same bucket in the same run (the floor).
+
+Prints:
+  * the floor: boto3's ListObjectsV2 paginator listing every key with the requests the source
+    makes (the same prefix and delimiter; best of 3);
+  * cold start of `workqueue ambassador --source s3://...` (2 workers): launch to every object
+    listed over HTTP, and its ratio to the floor (goal <= 2x);
+  * the ambassador's RSS (all processes) against the same server on an empty bucket, per item
+    (goal <= 300 B, the folder source's);
+  * one poll with nothing new: the requests it makes (goal: one listing - a page per 1,000
+    objects - and no per-object request), its time, and what it costs at S3's list price.
+
+The store is moto's S3 server (`ThreadedMotoServer`) in this process, over HTTP on loopback,
+filled through its backend (100,000 PUTs over HTTP would take minutes and measure nothing).
+moto answers a page far more slowly than S3 does, and both the floor and the ambassador pay
+that: the ratio is the figure, not the seconds.
+
+Run: .venv/bin/python -m bench.object_store [--objects 100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+import requests
+
+from bench.ambassador import free_port, rss_tree_mb, wait_up
+from tests.support.stores import ObjectStore
+
+LIST_PRICE_PER_1000 = 0.005  # USD, S3 Standard LIST requests (us-east-1)
+
+
+def floor_seconds(store: ObjectStore, bucket: str) -> tuple[float, int]:
+    """boto3's paginator over the whole bucket: best of three, and the keys it saw."""
+    s3 = store.client()
+    times, count = [], 0
+    for _ in range(3):
+        started = time.perf_counter()
+        count = 0
+        pages = s3.get_paginator("list_objects_v2").paginate(
+            Bucket=bucket,
+            Prefix="",
+            Delimiter="/",  # the requests the source makes
+        )
+        for page in pages:
+            count += len(page.get("Contents") or ())
+        times.append(time.perf_counter() - started)
+    return min(times), count
+
+
+def start(store: ObjectStore, bucket: str, expected: int):
+    port = free_port()
+    env = {**os.environ, **store.env}
+    launched = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "manager.cli", "ambassador", "--source", f"s3://{bucket}/",
+         "--suffix", ".mp4", "--port", str(port), "--workers", "2", "--poll-interval", "3600"],
+        env=env, stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    wait_up(base + "/readyz", timeout=600)
+    while True:
+        body = requests.get(base + "/api/v1/items?limit=1", timeout=60).json()
+        listed = len(body["items"]) + body["metadata"].get("remainingItemCount", 0)
+        if listed >= expected:
+            return proc, base, time.perf_counter() - launched
+        time.sleep(0.05)
+
+
+def quiet_poll(store: ObjectStore, bucket: str) -> tuple[dict[str, int], float, int, int]:
+    """The live source in this process: the bytes its first listing keeps (tracemalloc), and
+    one re-listing with nothing new - the requests it made by operation."""
+    from ambassador.sources.registry import resolve, source_type
+
+    for key, value in store.env.items():
+        os.environ[key] = value
+    import gc
+    import tracemalloc
+
+    spec = resolve(f"s3://{bucket}/", {"SUFFIXES": [".mp4"], "POLL_INTERVAL": 3600})
+    source = source_type("s3").open(spec.config)
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    source.start()
+    gc.collect()
+    kept = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    calls: dict[str, int] = {}
+
+    def count(model, **_):
+        calls[model.name] = calls.get(model.name, 0) + 1
+
+    source.lister.s3.meta.events.register("before-call.s3", count)
+    version = source.version
+    started = time.perf_counter()
+    source._relist()  # what the poller does every --poll-interval
+    took = time.perf_counter() - started
+    changed = source.version - version
+    source.stop()
+    return calls, took, changed, kept
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--objects", type=int, default=100_000)
+    args = parser.parse_args()
+    store = ObjectStore()
+    procs: list[subprocess.Popen] = []
+    try:
+        empty = store.bucket()
+        proc, _, _ = start(store, empty, 0)
+        time.sleep(1)
+        base_rss = rss_tree_mb(proc.pid)
+        proc.terminate()
+        proc.wait(10)
+
+        bucket = store.bucket()
+        print(f"filling a bucket with {args.objects:,} objects ...", flush=True)
+        store.fill(bucket, (f"videos-{i:07d}.mp4" for i in range(args.objects)))
+        floor, seen = floor_seconds(store, bucket)
+        assert seen == args.objects, seen
+        proc, base, cold = start(store, bucket, args.objects)
+        procs.append(proc)
+        for _ in range(4):  # both workers have read the published version
+            requests.get(base + "/api/v1/items", timeout=120)
+        time.sleep(1)
+        rss = rss_tree_mb(proc.pid)
+        per_item = (rss - base_rss) * 1024 * 1024 / args.objects
+        print(
+            f"{args.objects:,} objects: boto3's paginator lists them in {floor:.2f} s (the "
+            f"floor); the ambassador's cold start, launch to every object listed, {cold:.2f} s: "
+            f"{cold / floor:.2f}x the floor (goal <= 2x)"
+        )
+        print(
+            f"RSS {rss:.0f} MB, {base_rss:.0f} MB on an empty bucket: {per_item:.0f} B per item "
+            "(goal <= 300 B)"
+        )
+        data = requests.get(base + "/api/v1/items/videos-0000042.mp4", timeout=10).json()
+        assert data["data"]["key"] == "videos-0000042.mp4", data
+        calls, took, changed, kept = quiet_poll(store, bucket)
+        print(
+            f"of which the live source keeps {kept / args.objects:.0f} B per item (tracemalloc, "
+            "in one process); the rest is each worker's copy and the allocator's high-water mark "
+            "from parsing the listing's XML"
+        )
+        pages = calls.get("ListObjectsV2", 0)
+        others = sum(n for op, n in calls.items() if op != "ListObjectsV2")
+        cost = pages * LIST_PRICE_PER_1000 / 1000
+        print(
+            f"a poll with nothing new: {pages} ListObjectsV2 pages, {others} per-object "
+            f"requests, {took:.2f} s here, {changed} listing changes; at S3's list price "
+            f"${cost:.4f} a poll, ${cost * 8640:.2f} a day at the default 10 s interval"
+        )
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(10)
+        store.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+"""The source registry: a scheme picks one module; third parties register by entry point; the
+folder keeps every spelling it had (a path, file:///path, --root)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+
+import pytest
+
+from ambassador.sources import registry
+from ambassador.sources.registry import SourceConfigError, resolve, source_type
+
+
+def test_a_path_and_a_file_url_are_the_same_folder(tmp_path):
+    by_path = resolve(str(tmp_path), {"SUFFIXES": [".mov"], "SETTLE": 0})
+    by_url = resolve(f"file://{tmp_path}", {"SUFFIXES": [".mov"], "SETTLE": 0})
+    assert by_path == by_url and by_path.kind == "filesystem"
+    assert by_path.config["ROOT"] == str(tmp_path) and by_path.config["SETTLE"] == 0
+    assert resolve(str(tmp_path)).config["SETTLE"] == 2.0  # the folder's default
+    with pytest.raises(SourceConfigError, match="file:///absolute/path"):
+        resolve("file://elsewhere/x")
+
+
+def test_capabilities_are_declared():
+    folder, s3, redis = (source_type(k) for k in ("filesystem", "s3", "redis"))
+    assert folder.settles and not s3.settles and not redis.settles
+    assert s3.content_versions and not folder.content_versions
+    assert source_type("rediss") is redis and source_type("file") is folder
+
+
+class Upper:
+    """A third-party source type: items are the words of its URL, upper-cased."""
+
+    kind = "words"
+    events = False
+    content_versions = False
+    settles = False
+
+    def config_from_url(self, url, options):
+        return {"WORDS": url.split("://", 1)[1].split(",")}
+
+    def check(self, config):
+        if not config["WORDS"][0]:
+            raise SourceConfigError("no words")
+
+    def open(self, config):
+        from ambassador.sources.listed import ListedSource
+
+        class Lister:
+            where = "words"
+
+            def list_all(self):
+                return [(w.upper(), "-") for w in config["WORDS"]]
+
+            def describe(self, name, meta):
+                return {"name": name, "version": "1"}
+
+            def changes(self, stop):
+                return None
+
+        return ListedSource(Lister())
+
+    def describe(self, config, name, meta):
+        return {"name": name, "version": "1"}
+
+
+def test_a_third_party_source_comes_by_entry_point(monkeypatch):
+    point = importlib.metadata.EntryPoint(
+        name="words", value="tests.ambassador.test_registry:UPPER", group=registry.ENTRY_POINT_GROUP
+    )
+    monkeypatch.setattr(registry, "entry_points", lambda group: [point] if group else [])
+    spec = resolve("words://a,b")
+    assert spec.kind == "words" and spec.config["SOURCE_TYPE"] == "words"
+    source = registry.open_source(spec.config)
+    source.start()
+    try:
+        assert source.page(None, None)[0] == ["A", "B"]
+    finally:
+        source.stop()
+    with pytest.raises(SourceConfigError, match="unknown source scheme 'nope'.*words://"):
+        resolve("nope://x")
+
+
+UPPER = Upper()

@@ -1,0 +1,107 @@
+"""The chart per source type: `source.type: filesystem | s3 | redis` renders an ambassador the
+CLI accepts and resolves to that source, with credentials only from Secrets or the service
+account (IRSA) - never in clear - and values the schema refuses."""
+
+from __future__ import annotations
+
+import pytest
+from helm_python import lint
+
+from ambassador.sources.registry import resolve
+
+from .test_chart import CHART, VERSIONS, by_kind, containers, render
+
+S3 = {
+    "source": {
+        "type": "s3",
+        "s3": {
+            "bucket": "media-in", "prefix": "videos/", "endpointUrl": "http://minio:9000",
+            "region": "eu-west-1", "sqsQueueUrl": "https://sqs.eu-west-1.amazonaws.com/1/q",
+            "credentialsSecret": "minio-keys",
+        },
+    },
+    "serviceAccount": {"annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/r"}},
+}  # fmt: skip
+REDIS = {
+    "source": {
+        "type": "redis",
+        "redis": {
+            "url": "rediss://redis.cache:6380/2", "set": "to do", "data": "item-data",
+            "passwordSecret": {"name": "redis-auth", "key": "pw"},
+        },
+    },
+}  # fmt: skip
+
+
+def ambassador_of(values):
+    import kubernetes_validate
+
+    docs = render(values)
+    for doc in docs:
+        if doc["kind"] != "ServiceMonitor":
+            for version in VERSIONS:
+                kubernetes_validate.validate(doc, version, strict=True)
+    found, _ = containers(docs)
+    return found["ambassador"], docs
+
+
+def parsed(container):
+    from manager.cli import build_parser
+
+    return build_parser().parse_args(container["args"])
+
+
+def options_of(args):
+    from ambassador.server import folder_config
+
+    return folder_config(args)
+
+
+def test_the_default_is_the_shared_folder():
+    ambassador, _ = ambassador_of(None)
+    args = parsed(ambassador)
+    assert args.root == "/data" and args.source is None
+    assert resolve(args.root, options_of(args)).kind == "filesystem"
+
+
+def test_s3_renders_the_bucket_with_credentials_from_a_secret_or_irsa():
+    ambassador, docs = ambassador_of(S3)
+    args = parsed(ambassador)
+    spec = resolve(args.source, options_of(args))
+    assert spec.kind == "s3"
+    assert spec.config["S3_BUCKET"] == "media-in" and spec.config["S3_PREFIX"] == "videos/"
+    assert spec.config["S3_ENDPOINT_URL"] == "http://minio:9000"
+    assert spec.config["SQS_QUEUE_URL"].startswith("https://sqs.")
+    assert ambassador["envFrom"] == [{"secretRef": {"name": "minio-keys"}}]
+    assert {"name": "AWS_REGION", "value": "eu-west-1"} in ambassador["env"]
+    (account,) = by_kind(docs, "ServiceAccount")
+    assert account["metadata"]["annotations"]["eks.amazonaws.com/role-arn"].endswith(":role/r")
+    assert "--settle" not in " ".join(ambassador["args"])
+
+
+def test_redis_renders_the_set_with_the_password_from_a_secret():
+    ambassador, _ = ambassador_of(REDIS)
+    args = parsed(ambassador)
+    spec = resolve(args.source, options_of(args))
+    assert spec.kind == "redis"
+    assert spec.config["REDIS_SET"] == "to do" and spec.config["REDIS_DATA"] == "item-data"
+    assert spec.config["REDIS_URL"] == "rediss://redis.cache:6380/2"
+    (password,) = [e for e in ambassador["env"] if e["name"] == "REDIS_PASSWORD"]
+    assert password["valueFrom"]["secretKeyRef"] == {"name": "redis-auth", "key": "pw"}
+    assert "pw" not in " ".join(ambassador["args"]) and "--recursive" not in ambassador["args"]
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"source": {"type": "ftp"}},
+        {"source": {"type": "s3", "s3": {"bucket": ""}}},
+        {"source": {"type": "s3", "s3": {"bucket": "ok-bucket", "accessKey": "AKIA..."}}},
+        {"source": {"type": "redis", "redis": {"url": "redis://:secret@redis:6379/0", "set": "k"}}},
+        {"source": {"type": "redis", "redis": {"url": "redis://redis:6379/0", "set": ""}}},
+    ],
+    ids=["unknown-type", "no-bucket", "keys-in-values", "password-in-url", "no-set"],
+)
+def test_the_schema_refuses_bad_sources_and_credentials_in_clear(values):
+    result = lint(str(CHART), values, strict=True)
+    assert result["errors"], result
