@@ -155,12 +155,18 @@ def start_ambassador(root: str, *extra: str) -> tuple[subprocess.Popen, str, flo
         stdout=subprocess.DEVNULL,
     )
     base = f"http://127.0.0.1:{port}"
-    wait_up(base + "/readyz", timeout=300)
+    wait_listed(base, expected)
+    return proc, base, time.perf_counter() - launched
+
+
+def wait_listed(base: str, expected: int, timeout: float = 300) -> None:
+    """Until the ambassador at `base` is ready and lists at least `expected` items."""
+    wait_up(base + "/readyz", timeout=timeout)
     while True:
         body = requests.get(base + "/api/v1/items?limit=1", timeout=60).json()
         listed = len(body["items"]) + body["metadata"].get("remainingItemCount", 0)
         if listed >= expected:
-            return proc, base, time.perf_counter() - launched
+            return
         time.sleep(0.05)
 
 

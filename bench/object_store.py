@@ -29,7 +29,7 @@ import time
 
 import requests
 
-from bench.ambassador import free_port, rss_tree_mb, wait_up
+from bench.ambassador import free_port, rss_tree_mb, wait_listed
 from tests.support.stores import ObjectStore
 
 LIST_PRICE_PER_1000 = 0.005  # USD, S3 Standard LIST requests (us-east-1)
@@ -63,13 +63,8 @@ def start(store: ObjectStore, bucket: str, expected: int):
         env=env, stdout=subprocess.DEVNULL,
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
-    wait_up(base + "/readyz", timeout=600)
-    while True:
-        body = requests.get(base + "/api/v1/items?limit=1", timeout=60).json()
-        listed = len(body["items"]) + body["metadata"].get("remainingItemCount", 0)
-        if listed >= expected:
-            return proc, base, time.perf_counter() - launched
-        time.sleep(0.05)
+    wait_listed(base, expected, timeout=600)
+    return proc, base, time.perf_counter() - launched
 
 
 def quiet_poll(store: ObjectStore, bucket: str) -> tuple[dict[str, int], float, int, int]:
