@@ -73,6 +73,9 @@ class ListedSource:
         self._meta: dict[str, str] = {}
         self._meta_changes = 0
         self._apply_lock = threading.Lock()  # one writer at a time: the lister's two threads
+        # Invariant (under _apply_lock): while a full listing runs, the names `apply` changed
+        # since it began (an ordered set); None between listings. One listing at a time.
+        self._touched: dict[str, None] | None = None
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.problem: str | None = None  # why the last listing failed; None when it worked
@@ -136,9 +139,18 @@ class ListedSource:
         self.problem = str(exc) or type(exc).__name__
 
     def _relist(self, *, initial: bool = False) -> None:
-        """A full listing, diffed against the snapshot."""
+        """A full listing, diffed against the snapshot. A change a notification applied while
+        the listing ran is newer than the listing's view of that name: it stands."""
+        with self._apply_lock:
+            self._touched = {}  # names `apply` changes from now on
         listed = dict(self.lister.list_all())  # raises before anything changes here
         with self._apply_lock:
+            touched, self._touched = self._touched, None
+            for name in touched:  # the notification's account is the newer one
+                if name in self._meta:
+                    listed[name] = self._meta[name]
+                else:
+                    listed.pop(name, None)
             gone = [n for n in self._meta if n not in listed]
             changed = sum(1 for n, m in listed.items() if n in self._meta and self._meta[n] != m)
             new = [(n, 0, 0) for n in listed if n not in self._meta]
@@ -160,6 +172,8 @@ class ListedSource:
         with self._apply_lock:
             gone, new = [], []
             for name, meta in batch:
+                if self._touched is not None:
+                    self._touched[name] = None
                 before = self._meta.get(name)
                 if meta is None:
                     if before is not None:

@@ -158,3 +158,38 @@ def test_unreachable_sources_are_one_line_at_start(s3, monkeypatch):
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     with pytest.raises(SourceConfigError, match="no AWS credentials"):
         kind.check(resolve("s3://any-bucket/", {}).config)
+
+
+def test_a_notification_during_a_listing_is_not_undone_by_it(s3):
+    """The listing began before the notification and saw the store as it was: the item the
+    notification added stays, the one it removed stays gone."""
+    from ambassador.sources.listed import ListedSource
+
+    class SlowLister:
+        where = "test"
+
+        def __init__(self):
+            self.calls = 0
+
+        def list_all(self):
+            self.calls += 1
+            listing = [("old.mp4", "1\t1\t1")]
+            if self.calls == 2:  # the second listing: a notification lands while it runs
+                source.apply([("new.mp4", "2\t2\t2"), ("old.mp4", None)])
+            return listing
+
+        def describe(self, name, meta):
+            return {"name": name, "version": meta}
+
+        def changes(self, stop):
+            return None
+
+    source = ListedSource(SlowLister(), poll_interval=3600)
+    source.start()
+    try:
+        source._relist()
+        assert source.page(None, None)[0] == ["new.mp4"]
+        source._relist()  # a listing that began after the change sees it as it is
+        assert source.page(None, None)[0] == ["old.mp4"]
+    finally:
+        source.stop()
