@@ -18,7 +18,11 @@ Response shapes are Burns' source-ambassador contract, plus Kubernetes-style lis
       {"kind":"Item","apiVersion":"v1","data":{"name","path","size","modified","contentType",
       "version"}} - `version` changes when the file does (ambassador.versions).
 
-Errors are raised as werkzeug HTTP exceptions and rendered as Status bodies by app.py.
+Errors are raised as werkzeug HTTP exceptions and rendered as Status bodies by app.py. While
+the source cannot be read (a bucket or a Redis server unreachable, the folder gone: `/readyz`
+fails) every request here answers 503 saying why: a client must not take the last listing for
+the source's current one - the manager then holds, as for any source outage, and never reads
+an outage as "every item was removed". Watch streams already open stay open.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import time
 from typing import Any
 
 from flask import Blueprint, Response, current_app, request
-from werkzeug.exceptions import BadRequest, NotFound
+from werkzeug.exceptions import BadRequest, NotFound, ServiceUnavailable
 from werkzeug.wsgi import wrap_file
 
 bp = Blueprint("items", __name__, url_prefix="/api/v1")
@@ -45,6 +49,14 @@ HEARTBEAT_SECONDS = 15.0
 
 def _source():
     return current_app.extensions["workqueue.source"]
+
+
+@bp.before_request
+def _source_readable() -> None:
+    source = _source()
+    if not source.ready():
+        why = getattr(source, "problem", None) or "the source cannot be read"
+        raise ServiceUnavailable(f"the source is unavailable: {why}")
 
 
 def _json_response(body: bytes | str, status: int = 200) -> Response:

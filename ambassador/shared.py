@@ -49,6 +49,7 @@ HEARTBEAT = "heartbeat"
 FOLLOW_SECONDS = 0.05  # how often a worker with watchers looks for a new version
 PUBLISH_SECONDS = 0.02  # how long the publisher gathers changes into one version
 STALE_SECONDS = 10.0  # a publisher silent this long is gone: the worker is not ready
+READY_SECONDS = 0.5  # how stale a worker's view of the heartbeat may be
 KEEP_FILES = 4
 
 
@@ -159,6 +160,8 @@ class SharedSnapshot:
         self._sets: dict[int, frozenset[bytes]] = {}
         self._follower: threading.Thread | None = None
         self._stop = threading.Event()
+        self._problem: str | None = None
+        self._ready_at = -READY_SECONDS
 
     def start(self) -> None:
         self._refresh()
@@ -245,7 +248,14 @@ class SharedSnapshot:
 
     @property
     def problem(self) -> str | None:
-        """Why the source cannot be served now (the publisher's heartbeat), or None."""
+        """Why the source cannot be served now (the publisher's heartbeat, read at most every
+        READY_SECONDS: every request asks), or None."""
+        now = time.monotonic()
+        if now - self._ready_at >= READY_SECONDS:
+            self._problem, self._ready_at = self._read_heartbeat(), now
+        return self._problem
+
+    def _read_heartbeat(self) -> str | None:
         path = os.path.join(self.folder, HEARTBEAT)
         try:
             beat = os.stat(path).st_mtime

@@ -46,8 +46,9 @@ class SourceUnreachable(Exception):
 class Lister(Protocol):
     where: str  # "s3://bucket/prefix/", for logs
 
-    def list_all(self) -> Iterable[tuple[str, str]]:
-        """Every item's (name, meta); raises SourceUnreachable."""
+    def list_all(self) -> dict[str, str] | Iterable[tuple[str, str]]:
+        """Every item's name -> meta (a dict, or (name, meta) pairs); raises
+        SourceUnreachable. The whole listing or an exception: never a part of it."""
 
     def describe(self, name: str, meta: str) -> dict[str, Any]:
         """The item's data from its meta."""
@@ -143,7 +144,9 @@ class ListedSource:
         the listing ran is newer than the listing's view of that name: it stands."""
         with self._apply_lock:
             self._touched = {}  # names `apply` changes from now on
-        listed = dict(self.lister.list_all())  # raises before anything changes here
+        listed = self.lister.list_all()  # raises before anything changes here
+        if not isinstance(listed, dict):
+            listed = dict(listed)
         with self._apply_lock:
             touched, self._touched = self._touched, None
             for name in touched:  # the notification's account is the newer one

@@ -25,10 +25,10 @@ listing runs every `--relist-interval` as the safety net.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import re
-from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -97,13 +97,13 @@ class S3Lister:
             return None
         return name
 
-    def list_all(self) -> Iterable[tuple[str, str]]:
+    def list_all(self) -> dict[str, str]:
         from botocore.exceptions import BotoCoreError, ClientError
 
         args: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self.prefix}
         if not self.recursive:
             args["Delimiter"] = "/"
-        out = []
+        out: dict[str, str] = {}  # built in place: no second copy of a big listing
         try:
             for page in self.s3.get_paginator("list_objects_v2").paginate(
                 **args, PaginationConfig={"PageSize": PAGE_SIZE}
@@ -111,7 +111,7 @@ class S3Lister:
                 for obj in page.get("Contents") or ():
                     name = self.name_of(obj["Key"])
                     if name is not None:
-                        out.append((name, meta_of(obj["ETag"], obj["Size"], obj["LastModified"])))
+                        out[name] = meta_of(obj["ETag"], obj["Size"], obj["LastModified"])
         except (BotoCoreError, ClientError) as exc:
             raise SourceUnreachable(describe_error(exc, self.where)) from None
         return out
@@ -141,22 +141,37 @@ class S3Lister:
 
 
 def meta_of(etag: str, size: int, modified) -> str:
-    """What the snapshot keeps of an object: its ETag, size and time (seconds), tab-separated."""
+    """What the snapshot keeps of an object, as short as it reads back: the ETag (an MD5's 32
+    hex digits as 22 base64 characters; any other ETag, such as a multipart one, as "=" and
+    itself), the size and the time in seconds (hex), tab-separated - about 35 characters, held
+    by the publisher and by every worker for each object."""
+    etag = etag.strip('"')
     stamp = int(modified.timestamp()) if hasattr(modified, "timestamp") else int(modified)
-    return f"{etag.strip(chr(34))}\t{size}\t{stamp}"
+    if len(etag) == 32 and all(c in "0123456789abcdef" for c in etag):
+        tag = base64.urlsafe_b64encode(bytes.fromhex(etag)).decode()[:22]
+    else:
+        tag = "=" + etag
+    return f"{tag}\t{size:x}\t{stamp:x}"
+
+
+def etag_of(tag: str) -> str:
+    if tag.startswith("="):
+        return tag[1:]
+    return base64.urlsafe_b64decode(tag + "==").hex()
 
 
 def describe(bucket: str, prefix: str, name: str, meta: str) -> dict[str, Any]:
     """An object's item data (what GET /api/v1/items/<name> answers and the worker reads)."""
-    etag, size, stamp = meta.split("\t")
+    tag, size, stamp = meta.split("\t")
+    etag = etag_of(tag)
     key = prefix + name
     return {
         "name": name,
         "bucket": bucket,
         "key": key,
         "url": f"s3://{bucket}/{key}",
-        "size": int(size),
-        "modified": rfc3339(int(stamp)),
+        "size": int(size, 16),
+        "modified": rfc3339(int(stamp, 16)),
         "contentType": content_type(name),
         "etag": etag,
         "version": "e-" + hashlib.sha256(etag.encode()).hexdigest()[:16],

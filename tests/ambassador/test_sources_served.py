@@ -103,3 +103,27 @@ def test_a_key_with_dot_segments_is_fetched_by_its_name(s3, ambassador_server):
     client = SourceClient(server.url)
     for name in names:
         assert client.get_item(name)["key"] == f"in/{name}"
+
+
+def test_a_source_that_fails_later_is_an_outage_not_an_empty_listing(ambassador_server):
+    from manager.ports import SourceUnavailable
+    from manager.sources.http import SourceClient
+    from tests.support.stores import RedisServer
+
+    redis_server = RedisServer()
+    try:
+        key = unique("set")
+        redis_server.client().sadd(key, "a", "b")
+        server = ambassador_server(f"{redis_server.url}?set={key}", "--poll-interval", "0.2")
+        client = SourceClient(server.url, retries=0)
+        assert client.list_items() == ["a", "b"]
+        redis_server.process.kill()
+        redis_server.process.wait()
+        wait_until(lambda: requests.get(f"{server.url}/readyz", timeout=5).status_code == 503)
+        answer = requests.get(f"{server.url}/api/v1/items", timeout=5)
+        assert answer.status_code == 503
+        assert answer.json()["message"].startswith("the source is unavailable: redis set")
+        with pytest.raises(SourceUnavailable):  # the manager holds; it never sees "no items"
+            client.list_items()
+    finally:
+        redis_server.stop()
