@@ -10,6 +10,9 @@ What it implements (namespaced resources only):
   gone; ownerReferences garbage collection, background and orphan), watch from a
   resourceVersion (ADDED/MODIFIED/DELETED; an ERROR event with 410 Expired for a compacted one),
   uid, creationTimestamp, a monotonically increasing resourceVersion, Status error bodies.
+  custom resources of an installed CustomResourceDefinition (`store.install_crd`, custom.py):
+  structural defaults and validation (422 Invalid), discovery of the group version, the status
+  subresource (generation moves with spec only) and the scale subresource (autoscaling/v1 Scale)
 Not implemented: other resources, list paging, field selectors, foreground deletion's blocking
 (treated as background), admission of any kind, authentication.
 
@@ -18,7 +21,7 @@ after N events. Every request is recorded as (verb, group, resource, subresource
 so the RBAC a client needs can be derived from what it actually did.
 
 Split by concern: `selectors`, `patches`, `faults`, `store`, `server` (HTTP and watch),
-`errors` (Status bodies).
+`custom` (CRDs), `errors` (Status bodies).
 """
 
 from .errors import ApiError, now_rfc3339, status_body

@@ -13,12 +13,13 @@ from urllib.parse import parse_qs, urlsplit
 from .errors import ApiError, status_body
 from .faults import Faults
 from .selectors import selector_matches
-from .store import RESOURCES, Store
+from .store import Store
 
 _PATH = re.compile(
-    r"^/(?:api/v1|apis/(?P<group>[^/]+)/v1)/namespaces/(?P<ns>[^/]+)/"
-    r"(?P<resource>[^/]+)(?:/(?P<name>[^/]+)(?:/(?P<sub>status))?)?$"
+    r"^/(?:api/v1|apis/(?P<group>[^/]+)/(?P<version>v[0-9a-z]+))/namespaces/(?P<ns>[^/]+)/"
+    r"(?P<resource>[^/]+)(?:/(?P<name>[^/]+)(?:/(?P<sub>status|scale))?)?$"
 )
+_DISCOVERY = re.compile(r"^/apis/(?P<group>[^/]+)/(?P<version>[^/]+)/?$")
 
 
 class ApiServer:
@@ -117,7 +118,10 @@ class ApiServer:
         m = _PATH.match(url.path)
         length = int(h.headers.get("Content-Length") or 0)
         raw = h.rfile.read(length) if length else b""
-        if not m or (m.group("group") or "", m.group("resource")) not in RESOURCES:
+        found = _DISCOVERY.match(url.path)
+        if found and method == "GET":
+            return self._discovery(h, found.group("group"), found.group("version"))
+        if not m or (m.group("group") or "", m.group("resource")) not in self.store.resources:
             return self._send(
                 h,
                 404,
@@ -154,6 +158,16 @@ class ApiServer:
             store = self.store
             if verb == "watch":
                 return self._watch(h, resource, ns, query, fault)
+            if sub == "scale":
+                if verb == "get":
+                    return self._send(h, 200, store.get_scale(resource, ns, name))
+                if verb in ("update", "patch"):
+                    content_type = h.headers.get("Content-Type", "")
+                    answer = store.set_scale(
+                        resource, ns, name, body, content_type, patching=verb == "patch"
+                    )
+                    return self._send(h, 200, answer)
+                raise ApiError(405, "MethodNotAllowed", f"{verb} is not allowed on scale")
             if verb == "list":
                 data = store.list_json(group, resource, ns, query.get("labelSelector"))
                 return self._send(h, 200, None, raw=data)
@@ -180,6 +194,16 @@ class ApiServer:
             self._send(h, exc.code, status_body(exc.code, exc.reason, exc.message), exc.headers)
         except (ValueError, KeyError, TypeError, IndexError) as exc:
             self._send(h, 400, status_body(400, "BadRequest", f"bad request: {exc}"))
+
+    def _discovery(self, h, group: str, version: str) -> None:
+        """GET /apis/GROUP/VERSION: the resources of an installed CRD, else 404 (so a client
+        can tell whether the CRD is installed, as it does with a real cluster)."""
+        for definition in list(self.store.definitions.values()):
+            if (definition.group, definition.version) == (group, version):
+                return self._send(h, 200, definition.discovery())
+        return self._send(
+            h, 404, status_body(404, "NotFound", "the server could not find the requested resource")
+        )
 
     def _send(
         self, h, code: int, body: dict | None, headers: dict | None = None, raw: bytes | None = None

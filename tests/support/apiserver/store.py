@@ -13,6 +13,7 @@ import threading
 import uuid
 from collections import deque
 
+from .custom import Definition
 from .errors import ApiError, now_rfc3339
 from .patches import json_patch, merge_patch
 from .selectors import selector_matches
@@ -39,6 +40,23 @@ class Store:
         self.rv = 100
         self.log: deque[tuple[int, str, str, str, dict]] = deque(maxlen=history)
         self.hooks: list = []  # called (type, resource, obj) after each change, outside no lock
+        self.resources = dict(RESOURCES)  # (group, plural) -> (apiVersion, kind), CRDs too
+        self.definitions: dict[str, Definition] = {}  # plural -> its CRD (custom.py)
+
+    def install_crd(self, crd: dict) -> Definition:
+        """Serve a CustomResourceDefinition's resource from now on (custom.py)."""
+        definition = Definition(crd)
+        with self.cond:
+            self.resources[(definition.group, definition.plural)] = (
+                definition.api_version, definition.kind,
+            )  # fmt: skip
+            self.definitions[definition.plural] = definition
+        return definition
+
+    def _has_status(self, resource: str) -> bool:
+        """The main resource never writes status (Jobs, and CRDs with a status subresource)."""
+        d = self.definitions.get(resource)
+        return resource == "jobs" or (d is not None and d.has_status)
 
     def _record(self, kind: str, resource: str, ns: str, obj: dict) -> None:
         self.rv += 1
@@ -56,7 +74,7 @@ class Store:
         return self.log[0][0] if self.log else self.rv
 
     def create(self, group: str, resource: str, ns: str, body: dict) -> dict:
-        api_version, kind = RESOURCES[(group, resource)]
+        api_version, kind = self.resources[(group, resource)]
         with self.cond:
             obj = copy.deepcopy(body)
             meta = obj.setdefault("metadata", {})
@@ -74,6 +92,11 @@ class Store:
             )
             meta.pop("deletionTimestamp", None)
             obj["apiVersion"], obj["kind"] = api_version, kind
+            definition = self.definitions.get(resource)
+            if definition is not None:
+                if definition.has_status:
+                    obj.pop("status", None)  # status is written through /status only
+                obj = definition.admit(obj)
             self.objects[key] = obj
             self._record("ADDED", resource, ns, obj)
             return copy.deepcopy(obj)
@@ -102,7 +125,7 @@ class Store:
     def list_json(self, group: str, resource: str, ns: str, selector: str | None) -> bytes:
         """A list answer's body, serialised under the lock without copying each object (a
         list of 10,000 Jobs is what the benchmarks ask for)."""
-        api_version, kind = RESOURCES[(group, resource)]
+        api_version, kind = self.resources[(group, resource)]
         with self.cond:
             return json.dumps(
                 {
@@ -147,8 +170,13 @@ class Store:
             if "deletionTimestamp" in current["metadata"]:
                 new["metadata"]["deletionTimestamp"] = current["metadata"]["deletionTimestamp"]
             new["apiVersion"], new["kind"] = current["apiVersion"], current["kind"]
-            if status is not None and resource == "jobs":
-                new["status"] = status  # the main resource never writes status
+            if self._has_status(resource):  # the main resource never writes status
+                new.pop("status", None)
+                if status is not None:
+                    new["status"] = status
+        definition = self.definitions.get(resource)
+        if definition is not None:
+            new = definition.admit(new)
         new["metadata"]["generation"] = current["metadata"].get("generation", 1) + (
             0 if status_only or new.get("spec") == current.get("spec") else 1
         )
@@ -176,6 +204,38 @@ class Store:
             if wanted_rv and wanted_rv != current["metadata"]["resourceVersion"]:
                 raise ApiError(409, "Conflict", f'{resource} "{name}" has been modified')
             return self._write(resource, ns, name, current, merged, status_only)
+
+    def get_scale(self, resource: str, ns: str, name: str) -> dict:
+        definition = self._scalable(resource)
+        return definition.scale_of(self.get(resource, ns, name))
+
+    def set_scale(
+        self, resource: str, ns: str, name: str, body, content_type: str, patching: bool
+    ) -> dict:
+        """PUT or PATCH of /scale: the Scale (or a patch of it) sets the replicas path."""
+        definition = self._scalable(resource)
+        with self.cond:
+            current = self.objects.get((resource, ns, name))
+            if current is None:
+                raise ApiError(404, "NotFound", f'{resource} "{name}" not found')
+            scale = definition.scale_of(current)
+            if patching:
+                merge = json_patch if "json-patch" in content_type else merge_patch
+                scale = merge(scale, body)
+            else:
+                scale = body
+            wanted_rv = (scale.get("metadata") or {}).get("resourceVersion")
+            if not patching and wanted_rv and wanted_rv != current["metadata"]["resourceVersion"]:
+                raise ApiError(409, "Conflict", f'{resource} "{name}" has been modified')
+            new = definition.with_replicas(current, scale)
+            written = self._write(resource, ns, name, current, new, False)
+            return definition.scale_of(written)
+
+    def _scalable(self, resource: str) -> Definition:
+        definition = self.definitions.get(resource)
+        if definition is None or not definition.scale:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        return definition
 
     def delete(self, resource: str, ns: str, name: str, options: dict) -> dict:
         with self.cond:

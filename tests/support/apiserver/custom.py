@@ -1,0 +1,163 @@
+"""Custom resources in the stand-in, as kube-apiserver serves a CustomResourceDefinition
+(apiextensions.k8s.io/v1; the Kubernetes API reference, "CustomResourceDefinition" and
+"Extend the Kubernetes API with CustomResourceDefinitions"):
+
+  * the resource at /apis/GROUP/VERSION/namespaces/NS/PLURAL[/NAME], and discovery of the group
+    version at /apis/GROUP/VERSION (an APIResourceList naming the resource and subresources);
+  * the structural schema: `default`s applied on every write (create, update, patch), and an
+    object that breaks the schema refused with 422 Invalid;
+  * the status subresource: the main resource ignores `status` (it is kept as it was; dropped on
+    create), /status changes nothing but `status`; `metadata.generation` moves only when
+    `spec` changes;
+  * the scale subresource: GET /scale answers an `autoscaling/v1` Scale whose `spec.replicas`
+    is the object's `specReplicasPath` and whose status carries `statusReplicasPath` and
+    `labelSelectorPath`; PUT or PATCH /scale sets `specReplicasPath` (guarded by the Scale's
+    resourceVersion, which is the object's).
+"""
+
+from __future__ import annotations
+
+import copy
+
+from .errors import ApiError
+
+
+def _path(json_path: str) -> list[str]:
+    return [p for p in json_path.lstrip(".").split(".") if p]
+
+
+def _read(obj: dict, json_path: str):
+    for part in _path(json_path):
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(part)
+    return obj
+
+
+def _write(obj: dict, json_path: str, value) -> None:
+    parts = _path(json_path)
+    for part in parts[:-1]:
+        obj = obj.setdefault(part, {})
+    obj[parts[-1]] = value
+
+
+def apply_defaults(schema: dict, value):
+    """`value` with the schema's defaults filled in, as the API server does on every write."""
+    if not isinstance(value, dict) or schema.get("type") != "object":
+        return value
+    for name, sub in (schema.get("properties") or {}).items():
+        if name not in value and "default" in sub:
+            value[name] = copy.deepcopy(sub["default"])
+        if name in value:
+            value[name] = apply_defaults(sub, value[name])
+    return value
+
+
+def validate(schema: dict, value, where: str = "") -> list[str]:
+    """What breaks the schema (types, enums, ranges, required), as field paths and reasons."""
+    problems = []
+    kind = schema.get("type")
+    checks = {
+        "object": dict, "array": list, "string": str, "boolean": bool,
+        "integer": int, "number": (int, float),
+    }  # fmt: skip
+    expected = checks.get(kind)
+    if expected is not None and (
+        not isinstance(value, expected)
+        or (kind in ("integer", "number") and value is True)
+        or (kind in ("integer", "number") and value is False)
+    ):
+        return [f"{where or '<root>'}: must be of type {kind}"]
+    if "enum" in schema and value not in schema["enum"]:
+        problems.append(f"{where}: Unsupported value: {value!r}")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if "minimum" in schema and value < schema["minimum"]:
+            problems.append(f"{where}: should be greater than or equal to {schema['minimum']}")
+        if "maximum" in schema and value > schema["maximum"]:
+            problems.append(f"{where}: should be less than or equal to {schema['maximum']}")
+    if isinstance(value, dict):
+        for name in schema.get("required") or ():
+            if name not in value:
+                problems.append(f"{where}.{name}: Required value".lstrip("."))
+        for name, sub in (schema.get("properties") or {}).items():
+            if name in value:
+                problems += validate(sub, value[name], f"{where}.{name}".lstrip("."))
+    if isinstance(value, list) and "items" in schema:
+        for i, item in enumerate(value):
+            problems += validate(schema["items"], item, f"{where}[{i}]")
+    return problems
+
+
+class Definition:
+    """One served version of a CustomResourceDefinition."""
+
+    def __init__(self, crd: dict) -> None:
+        spec = crd["spec"]
+        version = next(v for v in spec["versions"] if v.get("served"))
+        self.group, self.version = spec["group"], version["name"]
+        self.plural, self.kind = spec["names"]["plural"], spec["names"]["kind"]
+        self.api_version = f"{self.group}/{self.version}"
+        self.schema = version["schema"]["openAPIV3Schema"]
+        subresources = version.get("subresources") or {}
+        self.has_status = "status" in subresources
+        self.scale = subresources.get("scale")
+
+    def admit(self, obj: dict) -> dict:
+        """The object as stored: defaults applied; 422 Invalid when it breaks the schema."""
+        obj = apply_defaults(self.schema, obj)
+        problems = validate(self.schema, {k: v for k, v in obj.items() if k != "metadata"})
+        if problems:
+            name = (obj.get("metadata") or {}).get("name", "")
+            raise ApiError(
+                422, "Invalid", f'{self.kind} "{name}" is invalid: ' + "; ".join(problems)
+            )
+        return obj
+
+    def scale_of(self, obj: dict) -> dict:
+        meta = obj["metadata"]
+        status: dict = {"replicas": _read(obj, self.scale["statusReplicasPath"]) or 0}
+        selector = _read(obj, self.scale.get("labelSelectorPath") or "")
+        if self.scale.get("labelSelectorPath") and selector:
+            status["selector"] = selector
+        return {
+            "kind": "Scale",
+            "apiVersion": "autoscaling/v1",
+            "metadata": {
+                k: meta[k]
+                for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+                if k in meta
+            },  # fmt: skip
+            "spec": {"replicas": _read(obj, self.scale["specReplicasPath"]) or 0},
+            "status": status,
+        }
+
+    def with_replicas(self, obj: dict, scale: dict) -> dict:
+        replicas = (scale.get("spec") or {}).get("replicas")
+        if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+            raise ApiError(422, "Invalid", f"Scale.spec.replicas: Invalid value: {replicas!r}")
+        new = copy.deepcopy(obj)
+        _write(new, self.scale["specReplicasPath"], replicas)
+        return new
+
+    def discovery(self) -> dict:
+        subresources = [self.plural]
+        if self.has_status:
+            subresources.append(f"{self.plural}/status")
+        if self.scale:
+            subresources.append(f"{self.plural}/scale")
+        return {
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": self.api_version,
+            "resources": [
+                {
+                    "name": name,
+                    "namespaced": True,
+                    "kind": "Scale" if name.endswith("/scale") else self.kind,
+                    "verbs": ["get", "patch", "update"]
+                    if "/" in name
+                    else ["create", "delete", "get", "list", "patch", "update", "watch"],
+                }  # fmt: skip
+                for name in subresources
+            ],
+        }
