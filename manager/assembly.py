@@ -64,7 +64,9 @@ def assemble(
         from prometheus_client import CollectorRegistry
 
         registry = CollectorRegistry()
-    parts = backends.load(backend_name).setup(backend_options, registry=registry)
+    parts = backends.load(backend_name).setup(
+        backend_options, registry=registry, parallelism=options.parallelism
+    )
     closers = [parts.close]
     try:
         manager = Manager(

@@ -211,6 +211,21 @@ class Ledger(Protocol):
         it is. Stored with the queue, so every manager and a restarted one obey it. Called
         about once a second: cheap."""
 
+    def wanted_parallelism(self) -> int | None:
+        """The parallelism asked for where every manager of the queue sees it (`workqueue
+        scale`; on Kubernetes the WorkQueue's `spec.parallelism`, set by a person, an HPA or
+        KEDA through `/scale`), or None when nobody asked. 0: nothing new starts. Called about
+        twice a second: cheap (a file, a watched cache)."""
+
+    def want_parallelism(self, parallelism: int) -> None:
+        """Ask for `parallelism` there (the built-in autoscaler's decisions, so that what the
+        queue's object says is what runs)."""
+
+    def report(self, status: dict) -> None:
+        """The queue as its manager sees it now (`Manager.status_report`), for whoever shows
+        the queue (the WorkQueue's `status`). Called every few seconds; the ledger decides
+        whether anything is written."""
+
     def gave_up(self, name: str) -> bool:
         """True when a failed item failed in a way no retry fixes (an exit code the user
         listed as final), whatever attempts are left. Asked only of failed items; cheap."""

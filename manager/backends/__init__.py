@@ -35,7 +35,7 @@ class BackendPackage(Protocol):
     Options: type  # a dataclass of `manager.declared.option` fields: what a manager needs
     Queue: type  # the same, for naming a queue: what `status` and `retry` need
 
-    def setup(self, options: Any, *, registry: Any = None) -> Parts:
+    def setup(self, options: Any, *, registry: Any = None, parallelism: int = 1) -> Parts:
         """A manager's ledger, backend (and elector), what an earlier manager left recovered;
         the caller's duty: `Parts.close()`."""
 

@@ -2,8 +2,10 @@
 
 The reconciler takes a slot *before* it fetches an item's data, reserves it in the ledger or
 starts anything (reserving more than you can run starves your peers: buildkite/agent-
-stack-k8s#953), and gives it back when the unit of work has finished. The autoscaler moves the
-limit; lowering it never stops running work - new work simply waits until enough has finished.
+stack-k8s#953), and gives it back when the unit of work has finished. The autoscaler (or
+`workqueue scale`, or the WorkQueue's spec) moves the limit; lowering it never stops running
+work - new work simply waits until enough has finished. A limit of 0 starts nothing new (how
+KEDA scales a queue to zero).
 
 Invariant: 0 <= in_use, and in_use <= limit except right after the limit was lowered.
 """
@@ -43,8 +45,8 @@ class Capacity:
         return self._in_use
 
     def set_limit(self, limit: int) -> None:
-        if limit < 1:
-            raise ValueError("parallelism must be >= 1")
+        if limit < 0:
+            raise ValueError("parallelism must be >= 0")
         with self._cond:
             self._limit = limit
             self._cond.notify_all()

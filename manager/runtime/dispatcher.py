@@ -53,11 +53,24 @@ class Dispatcher:
         self._threads: list[threading.Thread] = []
 
     def start(self) -> Dispatcher:
-        for i in range(self.workers):
-            thread = threading.Thread(target=self._work, name=f"worker-{i + 1}", daemon=True)
+        self._spawn(self.workers)
+        return self
+
+    def grow(self, workers: int) -> None:
+        """At least `workers` workers from now on (a parallelism raised past the workers the
+        manager started with: `workqueue scale`, the WorkQueue's spec). Never fewer: a lower
+        parallelism is the capacity's to enforce."""
+        with self._turn:
+            if workers > len(self._threads):
+                self._spawn(workers - len(self._threads))
+                self.workers = len(self._threads)
+
+    def _spawn(self, count: int) -> None:
+        for _ in range(count):
+            name = f"worker-{len(self._threads) + 1}"
+            thread = threading.Thread(target=self._work, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
-        return self
 
     def join(self) -> None:
         """Wait until every worker has left (after the line was shut down and the capacity

@@ -49,6 +49,8 @@ from .reconciler import Reconciler, Result
 
 log = logging.getLogger(__name__)
 
+STATUS_SECONDS = 5.0  # how often the queue's status is handed to the ledger (`Ledger.report`)
+
 TERMINAL = {Result.SUCCEEDED, Result.FAILED, Result.GONE, Result.SKIPPED, Result.CANCELLED}
 
 
@@ -131,7 +133,7 @@ class Manager:
         self.autoscaler = None
         if options.autoscale:
             self.autoscaler = Autoscaler(
-                self._set_parallelism,
+                self._autoscaled,
                 options.parallelism,
                 self.window.measured,
                 time.monotonic,
@@ -329,8 +331,11 @@ class Manager:
         return self.elector.wait_leading(self.stop_event.is_set)
 
     def watch_pause(self, interval: float = 0.5) -> None:
-        """Follow `workqueue pause`/`resume` (the ledger's `paused_since`) until stopped: say
-        each change once, and wake the capacity so a resume takes effect at once."""
+        """Follow what is asked of the queue until stopped: `workqueue pause`/`resume` (the
+        ledger's `paused_since`) and `workqueue scale` / the WorkQueue's spec (its
+        `wanted_parallelism`) - each change said once and in force at once - and leave the
+        queue's status with the ledger every STATUS_SECONDS."""
+        reported = float("-inf")
         while not self.stop_event.is_set():
             try:
                 since = self.ledger.paused_since()
@@ -339,7 +344,51 @@ class Manager:
                 since = self.paused_since
             if since != self.paused_since:
                 self._pause_changed(since)
+            self._follow_parallelism()
+            if time.monotonic() - reported >= STATUS_SECONDS:
+                reported = time.monotonic()
+                self._report_status()
             self.stop_event.wait(interval)
+
+    def _follow_parallelism(self) -> None:
+        try:
+            wanted = self.ledger.wanted_parallelism()
+        except Exception as exc:
+            log.warning("cannot read the parallelism asked for: %s", exc)
+            return
+        if wanted is None or wanted == self.capacity.limit:
+            return
+        log.warning("parallelism %d -> %d, as asked", self.capacity.limit, wanted)
+        if self.autoscaler is not None:  # it goes on deciding from what was asked
+            self.autoscaler.current = wanted
+        self._set_parallelism(wanted)
+
+    def _report_status(self) -> None:
+        try:
+            self.ledger.report(self.status_report())
+        except Exception as exc:  # a courtesy to whoever shows the queue: never stops work
+            log.warning("cannot report the queue's status: %s", exc)
+
+    def status_report(self) -> dict:
+        """The queue now, as the WorkQueue's status shows it (`Ledger.report`)."""
+        view = self.view()
+        forecast = view.forecast
+        oldest = self.intake.oldest()
+        return {
+            "counts": dict(view.counts),
+            "parallelism": self.capacity.limit,
+            "oldest_waiting_seconds": oldest,
+            "service_seconds": forecast.service_seconds,
+            "interarrival_seconds": forecast.interarrival_seconds,
+            "verdict": forecast.verdict,
+            "utilization": forecast.utilization,
+            "drain_seconds": forecast.drain_seconds,
+            "recommended_parallelism": forecast.recommended_parallelism,
+            "paused_since": self.paused_since,
+            "held": self.hold.reason(),
+            "source_down": str(self.poller.last_error) if self.poller.source_down else None,
+            "scaled_by": "builtin" if self.autoscaler is not None else "external",
+        }
 
     def _pause_changed(self, since: float | None) -> None:
         if since is not None:
@@ -354,8 +403,19 @@ class Manager:
         self.capacity.poke()
 
     def _set_parallelism(self, parallelism: int) -> None:
+        if self._dispatcher is not None:
+            self._dispatcher.grow(parallelism)  # never fewer workers than slots
         self.capacity.set_limit(parallelism)
         self._note_manager()
+
+    def _autoscaled(self, parallelism: int) -> None:
+        """The built-in autoscaler's decision: asked where every manager sees it (so the
+        WorkQueue tells the truth), and in force here at once."""
+        try:
+            self.ledger.want_parallelism(parallelism)
+        except Exception as exc:
+            log.warning("cannot record the autoscaler's parallelism %d: %s", parallelism, exc)
+        self._set_parallelism(parallelism)
 
     def facts(self) -> dict:
         """What `workqueue status` needs to know of this manager (see `Ledger.note_manager`)."""
@@ -406,9 +466,17 @@ class Manager:
         since = self.ledger.paused_since()
         if since is not None:  # before any worker may take a slot
             self._pause_changed(since)
+        wanted = self.ledger.wanted_parallelism()
+        if wanted is not None and wanted != self.capacity.limit:  # what was asked wins
+            log.info("parallelism %d, as the queue asks (not --parallelism)", wanted)
+            if self.autoscaler is not None:
+                self.autoscaler.current = wanted
+            self.capacity.set_limit(wanted)
         threading.Thread(target=self.watch_pause, name="pause", daemon=True).start()
         self._note_manager()
-        workers = max(self.options.parallelism, self.options.max_parallelism or 0)
+        workers = max(
+            self.capacity.limit, self.options.parallelism, self.options.max_parallelism or 0
+        )
         self._dispatcher = Dispatcher(
             self.queue, self.capacity, self.reconciler, self._settle, workers=workers
         ).start()

@@ -87,6 +87,15 @@ class FakeLedger:
     def paused_since(self):
         return getattr(self, "paused", None)
 
+    def wanted_parallelism(self):
+        return getattr(self, "wanted", None)
+
+    def want_parallelism(self, parallelism):
+        self.wanted = parallelism
+
+    def report(self, status):
+        self.reported = status
+
     def gave_up(self, name):
         return bool(self.items.get(name, {}).get("final"))
 

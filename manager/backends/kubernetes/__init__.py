@@ -31,10 +31,11 @@ Options = KubeOptions
 Queue = KubeQueue
 
 
-def setup(options: KubeOptions, *, registry=None) -> Parts:
+def setup(options: KubeOptions, *, registry=None, parallelism: int = 1) -> Parts:
+    """`parallelism` seeds the queue's WorkQueue when the manager creates it."""
     from . import parts
 
-    return parts.setup(options, registry=registry)
+    return parts.setup(options, registry=registry, parallelism=parallelism)
 
 
 def queue_ops(queue: KubeQueue):

@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 
 RETRY_STATUSES = {429, 500, 502, 503, 504}
 
+# custom kinds -> (group, version, plural), served through CustomObjectsApi
+CUSTOM = {"workqueues": ("workqueue.dev", "v1alpha1", "workqueues")}
+
 # kind -> (api attribute, method suffix)
 _KINDS = {
     "jobs": ("batch", "job"),
@@ -87,6 +90,7 @@ class KubeApi:
         self.batch = client.BatchV1Api(self.api_client)
         self.core = client.CoreV1Api(self.api_client)
         self.coordination = client.CoordinationV1Api(self.api_client)
+        self.custom = client.CustomObjectsApi(self.api_client)
         self.limiter = BucketRateLimiter(qps, burst, clock=clock) if qps > 0 else None
         self.retries = retries
         self.backoff = backoff
@@ -122,12 +126,27 @@ class KubeApi:
     # -- plumbing --------------------------------------------------------------------------
 
     def _method(self, verb: str, kind: str) -> Callable:
+        if kind in CUSTOM:
+            return self._custom_method(verb, kind)
         api, suffix = _KINDS[kind]
         name = {
             "list": f"list_namespaced_{suffix}",
             "read_status": f"read_namespaced_{suffix}_status",
         }.get(verb, f"{verb}_namespaced_{suffix}")
         return getattr(getattr(self, api), name)
+
+    def _custom_method(self, verb: str, kind: str) -> Callable:
+        """The CustomObjectsApi method of `verb`, called with the arguments the built-in
+        kinds' methods take (namespace first for create and list, name first otherwise)."""
+        group, version, plural = CUSTOM[kind]
+        custom = self.custom
+        if verb in ("create", "list"):
+            method = getattr(custom, f"{verb}_namespaced_custom_object")
+            return lambda ns, *rest, **kw: method(group, version, ns, plural, *rest, **kw)
+        op, _, sub = verb.partition("_")  # read_status, patch_scale, ...
+        op = {"read": "get"}.get(op, op)
+        method = getattr(custom, f"{op}_namespaced_custom_object" + (f"_{sub}" if sub else ""))
+        return lambda name, ns, *rest, **kw: method(group, version, ns, plural, name, *rest, **kw)
 
     def _throttle(self) -> None:
         if self.limiter is not None:
@@ -207,6 +226,28 @@ class KubeApi:
 
     def replace(self, kind: str, name: str, body: dict) -> dict:
         return self.call("replace", kind, name, self.namespace, body)
+
+    def patch_status(self, kind: str, name: str, patch: dict) -> dict:
+        """A merge patch of the object's status subresource."""
+        return self.call("patch_status", kind, name, self.namespace, patch)
+
+    def patch_scale(self, kind: str, name: str, replicas: int) -> dict:
+        """Set the object's replicas through its scale subresource (an autoscaling/v1 Scale),
+        as `kubectl scale`, an HPA or KEDA does."""
+        return self.call(
+            "patch_scale", kind, name, self.namespace, {"spec": {"replicas": replicas}}
+        )
+
+    def served(self, kind: str) -> bool:
+        """True when the API server serves `kind` here (its CRD is installed): a list of it
+        answers; 404 when it does not."""
+        try:
+            self.call("list", kind, self.namespace, limit=1)
+        except KubeError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
 
     def delete(
         self,

@@ -1,7 +1,9 @@
-"""Pause and resume on Kubernetes: a `<queue>-control` ConfigMap, the queue's own object.
+"""Pause, resume and scale on Kubernetes without the WorkQueue CRD: a `<queue>-control`
+ConfigMap, the queue's own object (with the CRD installed, `queue_resource.py` does this).
 
-`workqueue pause --backend kubernetes` creates it with `paused_since` (epoch seconds);
-`workqueue resume` deletes it. Every manager of the queue caches it (one label-selected list +
+`workqueue pause --backend kubernetes` sets `paused_since` (epoch seconds) in it; `workqueue
+resume` removes that key; `workqueue scale --parallelism N` sets `parallelism`. It is deleted
+when no key is left. Every manager of the queue caches it (one label-selected list +
 watch, like the Jobs), so a standby that takes over, or a restarted leader, obeys it at once,
 and a pause made while a manager runs reaches it within a watch event - no polling.
 """
@@ -27,12 +29,18 @@ def selector(queue: str) -> str:
 
 
 def since_of(config_map: dict | None) -> float | None:
-    if config_map is None:
+    data = (config_map or {}).get("data") or {}
+    if "paused_since" not in data:
         return None
     try:
-        return float((config_map.get("data") or {}).get("paused_since"))
+        return float(data["paused_since"])
     except (TypeError, ValueError):
         return time.time()  # unreadable: stay paused rather than run what someone held back
+
+
+def parallelism_of(config_map: dict | None) -> int | None:
+    text = ((config_map or {}).get("data") or {}).get("parallelism")
+    return int(text) if isinstance(text, str) and text.isdigit() else None
 
 
 class Control:
@@ -52,37 +60,78 @@ class Control:
     def paused_since(self) -> float | None:
         return since_of(self.cache.get(name_of(self.queue)))
 
+    def wanted_parallelism(self) -> int | None:
+        return parallelism_of(self.cache.get(name_of(self.queue)))
+
+    def want_parallelism(self, parallelism: int) -> None:
+        set_key(self.cache.api, self.queue, "parallelism", str(parallelism))
+
+    def report(self, status: dict) -> None:
+        """Nothing to write: without the CRD, `workqueue status` reads the record itself."""
+
 
 def read(api: KubeApi, queue: str) -> float | None:
     """When the queue was paused, as the API server has it now; None when it is not."""
     return since_of(api.find("configmaps", name_of(queue)))
 
 
+def set_key(api: KubeApi, queue: str, key: str, value: str | None) -> dict | None:
+    """Set (or, with None, remove) one key of the control ConfigMap: created when missing,
+    deleted when no key is left. Returns the ConfigMap as it was before."""
+    for _ in range(10):
+        current = api.find("configmaps", name_of(queue))
+        if current is None:
+            if value is None:
+                return None
+            body = {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "name": name_of(queue),
+                    "labels": {**ko.MANAGED_BY, ko.QUEUE_LABEL: queue, ROLE_LABEL: ROLE},
+                },
+                "data": {key: value},
+            }
+            try:
+                api.create("configmaps", body)
+                return None
+            except KubeError as exc:
+                if exc.reason != "AlreadyExists":
+                    raise
+                continue
+        data = dict(current.get("data") or {})
+        if value is None:
+            data.pop(key, None)
+        else:
+            data[key] = value
+        try:
+            if not data:
+                api.delete("configmaps", name_of(queue), uid=current["metadata"]["uid"],
+                           resource_version=current["metadata"]["resourceVersion"])  # fmt: skip
+            else:
+                api.replace("configmaps", name_of(queue), {**current, "data": data})
+            return current
+        except KubeError as exc:
+            if exc.reason not in ("Conflict", "NotFound"):
+                raise
+    raise KubeError(409, "Conflict", f"configmap {name_of(queue)}: too many concurrent writers")
+
+
 def pause(api: KubeApi, queue: str, since: float | None = None) -> float | None:
     """Pause the queue (as of `since`, default now); returns when it was already paused, or
     None if this paused it."""
-    body = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": name_of(queue),
-            "labels": {**ko.MANAGED_BY, ko.QUEUE_LABEL: queue, ROLE_LABEL: ROLE},
-        },
-        "data": {"paused_since": repr(time.time() if since is None else since)},
-    }
-    try:
-        api.create("configmaps", body)
-        return None
-    except KubeError as exc:
-        if exc.reason != "AlreadyExists":
-            raise
-        return read(api, queue)
+    already = read(api, queue)
+    if already is not None:
+        return already
+    set_key(api, queue, "paused_since", repr(time.time() if since is None else since))
+    return None
 
 
 def resume(api: KubeApi, queue: str) -> float | None:
     """Resume the queue; returns when it had been paused, or None if it was not."""
-    current = api.find("configmaps", name_of(queue))
-    if current is None:
-        return None
-    api.remove("configmaps", name_of(queue), current["metadata"]["uid"])
-    return since_of(current)
+    return since_of(set_key(api, queue, "paused_since", None))
+
+
+def scale(api: KubeApi, queue: str, parallelism: int) -> int | None:
+    """Ask for `parallelism`; returns what was asked before (None: nothing was)."""
+    return parallelism_of(set_key(api, queue, "parallelism", str(parallelism)))

@@ -74,7 +74,9 @@ class ClusterLedger:
         # name -> the version this manager started the item at, or asked a re-run for
         self._versions: dict[str, str] = {}
         self.facts = facts  # where `note_manager` leaves the manager's facts (None: nowhere)
-        self.control = control  # the queue's pause state (control.Control), when cached
+        # what is asked of the queue - pause, parallelism - and where its status goes: its
+        # WorkQueue (queue_resource.QueueResource) or, without the CRD, its control ConfigMap
+        self.control = control
 
     def _hash(self, name: str) -> str:
         return ko.item_hash(self.queue, name)
@@ -174,6 +176,17 @@ class ClusterLedger:
 
     def paused_since(self) -> float | None:
         return self.control.paused_since() if self.control is not None else None
+
+    def wanted_parallelism(self) -> int | None:
+        return self.control.wanted_parallelism() if self.control is not None else None
+
+    def want_parallelism(self, parallelism: int) -> None:
+        if self.control is not None:
+            self.control.want_parallelism(parallelism)
+
+    def report(self, status: dict) -> None:
+        if self.control is not None:
+            self.control.report(status)
 
     def version_ran(self, name: str) -> str | None:
         """The version this manager started the item at (or asked a re-run for), else its

@@ -87,7 +87,7 @@ def load_record(api: KubeApi, where: KubeQueue) -> RecordStore:
     return record
 
 
-def setup(options: KubeOptions, *, registry=None) -> Parts:
+def setup(options: KubeOptions, *, registry=None, parallelism: int = 1) -> Parts:
     where = options.where
     pod = options.pod()
     api = KubeApi(
@@ -126,7 +126,7 @@ def setup(options: KubeOptions, *, registry=None) -> Parts:
     except BaseException:
         api.close()
         raise
-    queue_control = control.Control(api, where.queue).start()
+    queue_control = _control(api, where.queue, parallelism)
     stopping = [cache.stop, backend.completions.stop, queue_control.stop]
     if options.stuck_timeout > 0:
         detector = _stuck_detector(api, where, cache, backend, options.stuck_timeout, registry)
@@ -163,6 +163,20 @@ def setup(options: KubeOptions, *, registry=None) -> Parts:
         api.close()
 
     return Parts(ledger=ledger, backend=backend, close=close, elector=elector)
+
+
+def _control(api, queue: str, parallelism: int):
+    """What is asked of the queue, followed: its WorkQueue where the CRD is installed (its
+    spec wins over --parallelism; one made here is seeded with it), else the control
+    ConfigMap."""
+    from .queue_resource import KIND, QueueResource
+
+    if api.served(KIND):
+        log.info("following workqueue/%s (spec.parallelism, spec.paused)", queue)
+        return QueueResource(api, queue, parallelism).start()
+    log.info("the WorkQueue CRD is not installed: pause and scale through configmap/%s-control",
+             queue)  # fmt: skip
+    return control.Control(api, queue).start()
 
 
 def _stuck_detector(api, where, cache, backend, timeout: float, registry):

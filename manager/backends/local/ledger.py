@@ -45,7 +45,7 @@ from ...errors import UserError
 from ...faults import READ_ONLY, StorageFault, classify, probe, raised_as_faults
 from ...ports import FINISHED, Row, State
 from . import integrity
-from .state_files import read_paused, write_facts
+from .state_files import read_parallelism, read_paused, write_facts, write_parallelism
 
 LEDGER_FILE = "ledger.sqlite3"
 
@@ -128,6 +128,8 @@ class SqliteLedger:
         self._backups = False
         self._paused: float | None = None
         self._paused_read = float("-inf")
+        self._wanted: int | None = None  # `workqueue scale`, as last read
+        self._wanted_read = float("-inf")
 
     @property
     def path(self) -> str:
@@ -469,6 +471,21 @@ class SqliteLedger:
         self._paused = read_paused(self.state_dir)
         self._paused_read = now
         return self._paused
+
+    def wanted_parallelism(self) -> int | None:
+        """From the `parallelism` file beside the ledger (`workqueue scale`), read at most
+        twice a second."""
+        now = time.monotonic()
+        if now - self._wanted_read >= 0.5:
+            self._wanted, self._wanted_read = read_parallelism(self.state_dir), now
+        return self._wanted
+
+    def want_parallelism(self, parallelism: int) -> None:
+        write_parallelism(self.state_dir, parallelism)
+        self._wanted, self._wanted_read = parallelism, time.monotonic()
+
+    def report(self, status: dict) -> None:
+        """Nothing to write: `workqueue status` reads the ledger itself."""
 
     def gave_up(self, name: str) -> bool:
         """Local failures are retried up to --max-attempts: none is final by itself."""

@@ -3,6 +3,8 @@ manager running on it - what `workqueue pause`, `resume` and `status` read and w
 opening the ledger.
 
     paused         {"since": epoch seconds} while the queue is paused (`workqueue pause`)
+    parallelism    {"parallelism": N, "at": epoch seconds}: asked by `workqueue scale` (or the
+                   built-in autoscaler), followed by the running manager within a second
     manager.json   the running manager's facts (`Manager.facts`), padded to 4 KiB so that on a
                    full disk it is rewritten in place (its own bytes need no new space)
 
@@ -39,6 +41,27 @@ def read_paused(state_dir: str) -> float | None:
 def write_paused(state_dir: str, since: float | None) -> None:
     """Pause (the file written) or resume (removed)."""
     _replace_json(os.path.join(state_dir, PAUSED_FILE), None if since is None else {"since": since})
+
+
+PARALLELISM_FILE = "parallelism"  # {"parallelism": N, "at": epoch seconds}: `workqueue scale`
+
+
+def read_parallelism(state_dir: str) -> int | None:
+    """The parallelism asked for the queue in `state_dir` (`workqueue scale`), or None."""
+    try:
+        with open(os.path.join(state_dir, PARALLELISM_FILE), encoding="utf-8") as f:
+            wanted = json.load(f)["parallelism"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # none asked (or unreadable): the manager keeps what it has
+    return (
+        wanted if isinstance(wanted, int) and not isinstance(wanted, bool) and wanted >= 0 else None
+    )
+
+
+def write_parallelism(state_dir: str, parallelism: int) -> None:
+    _replace_json(
+        os.path.join(state_dir, PARALLELISM_FILE), {"parallelism": parallelism, "at": time.time()}
+    )
 
 
 def _replace_json(path: str, body: dict | None, *, pad: int = 0) -> None:

@@ -1,0 +1,210 @@
+"""The queue's `WorkQueue` resource (workqueue.dev/v1alpha1): what kubectl, an HPA and KEDA see.
+
+One per queue, named as the queue, in its namespace (the chart's `crds/` installs the CRD).
+
+    spec    parallelism (>= 0; 0 starts nothing new), paused   - asked by a person (`kubectl
+            scale`, `workqueue scale`, `workqueue pause`), an HPA or KEDA (`/scale`), or the
+            built-in autoscaler (`--autoscale`, which writes spec.parallelism so the object
+            always tells the truth)
+    status  replicas (the parallelism in force: the scale subresource's status), selector,
+            counts, oldestWaitingSeconds, serviceSeconds, interarrivalSeconds, forecast,
+            scaledBy, conditions (Paused, StorageFault, SourceUnavailable), observedGeneration
+
+Following: the manager caches the object (one label-selected list + watch, as it does its
+Jobs), so a change of spec takes effect within a watch event - `Manager.watch_pause` reads the
+cache twice a second, no API call. At start an existing WorkQueue's spec wins over the flags;
+one the manager creates is seeded from `--parallelism` (and labelled, so the cache finds it).
+
+Writing status: `report` is handed the queue every few seconds (`Manager.status_report`) and
+writes it (a merge patch of /status) only when it differs from what was last written, and at
+most once every MIN_WRITE_SECONDS: at most 12 writes a minute, none while nothing changes.
+Conditions keep their lastTransitionTime until their status changes.
+
+Where the CRD is not installed (no rights to install CRDs), `control.Control`'s ConfigMap keeps
+pause, resume and scale working; `parts.setup` chooses by asking the API server (`served`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from datetime import UTC, datetime
+
+from . import objects as ko
+from .api import KubeApi, KubeError
+from .cache import ClusterCache
+
+log = logging.getLogger(__name__)
+
+KIND = "workqueues"
+API_VERSION = "workqueue.dev/v1alpha1"
+MIN_WRITE_SECONDS = 5.0
+CONDITIONS = ("Paused", "StorageFault", "SourceUnavailable")
+
+
+def rfc3339(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(text: str | None) -> float | None:
+    try:
+        return datetime.strptime(text or "", "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return None
+
+
+def body_of(queue: str, parallelism: int, paused: bool = False) -> dict:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "WorkQueue",
+        "metadata": {"name": queue, "labels": {**ko.MANAGED_BY, ko.QUEUE_LABEL: queue}},
+        "spec": {"parallelism": parallelism, "paused": paused},
+    }
+
+
+def ensure(api: KubeApi, queue: str, parallelism: int) -> dict:
+    """The queue's WorkQueue as the API server has it: created (seeded with `parallelism`)
+    when there is none, labelled for the cache when someone made it without the label."""
+    current = api.find(KIND, queue)
+    if current is None:
+        try:
+            return api.create(KIND, body_of(queue, parallelism))
+        except KubeError as exc:
+            if exc.reason != "AlreadyExists":
+                raise
+            current = api.get(KIND, queue)  # a rival manager made it first
+    labels = current["metadata"].get("labels") or {}
+    if labels.get(ko.QUEUE_LABEL) != queue:
+        current = api.patch(KIND, queue, {"metadata": {"labels": {ko.QUEUE_LABEL: queue}}})
+    return current
+
+
+class QueueResource:
+    """The queue's pause and parallelism from its WorkQueue (cached), and its status written
+    there - the `control` of a `ClusterLedger`."""
+
+    def __init__(self, api: KubeApi, queue: str, seed_parallelism: int) -> None:
+        self.api = api
+        self.queue = queue
+        self.seed = seed_parallelism
+        self.cache = ClusterCache(api, f"{ko.QUEUE_LABEL}={queue}", kind=KIND)
+        self._paused_seen: float | None = None  # when this manager first saw spec.paused
+        self._written: dict | None = None  # the status last written
+        self._written_at = float("-inf")
+
+    def start(self) -> QueueResource:
+        ensure(self.api, self.queue, self.seed)
+        self.cache.start()
+        self.cache.synced.wait(30)
+        return self
+
+    def stop(self) -> None:
+        self.cache.stop()
+
+    def _object(self) -> dict | None:
+        return self.cache.get(self.queue)
+
+    # -- what is asked ---------------------------------------------------------------------
+
+    def wanted_parallelism(self) -> int | None:
+        obj = self._object()
+        wanted = ((obj or {}).get("spec") or {}).get("parallelism")
+        return wanted if isinstance(wanted, int) and wanted >= 0 else None
+
+    def paused_since(self) -> float | None:
+        """When spec.paused became true: the Paused condition's time, else when this manager
+        first saw it; None when it is not paused."""
+        obj = self._object()
+        if not ((obj or {}).get("spec") or {}).get("paused"):
+            self._paused_seen = None
+            return None
+        for condition in ((obj or {}).get("status") or {}).get("conditions") or []:
+            if condition.get("type") == "Paused" and condition.get("status") == "True":
+                since = parse_time(condition.get("lastTransitionTime"))
+                if since is not None:
+                    return since
+        if self._paused_seen is None:
+            self._paused_seen = time.time()
+        return self._paused_seen
+
+    def want_parallelism(self, parallelism: int) -> None:
+        self.api.patch_scale(KIND, self.queue, parallelism)
+
+    # -- status ----------------------------------------------------------------------------
+
+    def report(self, facts: dict) -> None:
+        obj = self._object()
+        if obj is None:
+            return
+        status = self.status_of(facts, obj)
+        if status == self._written or time.monotonic() - self._written_at < MIN_WRITE_SECONDS:
+            return
+        self.api.patch_status(KIND, self.queue, {"status": status})
+        self._written, self._written_at = status, time.monotonic()
+
+    def status_of(self, facts: dict, obj: dict) -> dict:
+        """The WorkQueue's status for the manager's `status_report` facts."""
+        counts = facts.get("counts") or {}
+        status: dict = {
+            "observedGeneration": obj["metadata"].get("generation", 1),
+            "replicas": int(facts.get("parallelism") or 0),
+            "selector": f"{ko.QUEUE_LABEL}={self.queue}",
+            "scaledBy": facts.get("scaled_by") or "external",
+            "counts": {
+                state: int(counts.get(state, 0))
+                for state in ("pending", "running", "succeeded", "failed", "cancelled")
+            },
+        }
+        for key, field in (
+            ("oldest_waiting_seconds", "oldestWaitingSeconds"),
+            ("service_seconds", "serviceSeconds"),
+            ("interarrival_seconds", "interarrivalSeconds"),
+        ):
+            value = facts.get(key)
+            if isinstance(value, int | float) and math.isfinite(value):
+                status[field] = round(float(value), 1)
+        forecast = {}
+        for key, field in (
+            ("verdict", "verdict"),
+            ("utilization", "utilization"),
+            ("drain_seconds", "drainSeconds"),
+            ("recommended_parallelism", "recommendedParallelism"),
+        ):
+            value = facts.get(key)
+            if isinstance(value, str) or (isinstance(value, int | float) and math.isfinite(value)):
+                forecast[field] = round(value, 3) if isinstance(value, float) else value
+        if forecast:
+            status["forecast"] = forecast
+        status["conditions"] = self._conditions(facts, obj)
+        return status
+
+    def _conditions(self, facts: dict, obj: dict) -> list[dict]:
+        before = {c.get("type"): c for c in ((obj.get("status") or {}).get("conditions") or [])}
+        now = rfc3339(time.time())
+        made = obj["metadata"].get("creationTimestamp") or now  # a condition never true yet
+        paused = facts.get("paused_since")
+        states = {
+            "Paused": (paused is not None, "Paused", "nothing new starts; running work finishes"),
+            "StorageFault": (bool(facts.get("held")), "CannotRecord", facts.get("held") or ""),
+            "SourceUnavailable": (
+                bool(facts.get("source_down")),
+                "SourceUnavailable",
+                facts.get("source_down") or "",
+            ),
+        }
+        out = []
+        for kind in CONDITIONS:
+            on, reason, message = states[kind]
+            status = "True" if on else "False"
+            earlier = before.get(kind)
+            since = now if on else made
+            if kind == "Paused" and on:
+                since = rfc3339(paused)
+            elif earlier is not None and earlier.get("status") == status:
+                since = earlier.get("lastTransitionTime") or since
+            condition = {"type": kind, "status": status, "lastTransitionTime": since}
+            if on:
+                condition.update(reason=reason, message=message[:1000])
+            out.append(condition)
+        return out
