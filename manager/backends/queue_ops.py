@@ -1,5 +1,6 @@
 """What the commands that act on a queue's record do, in one shape for every backend:
-`workqueue status [NAME]`, `retry NAME | --failed | --matching GLOB`, `pause`, `resume`.
+`workqueue status [NAME]`, `retry NAME | --failed | --matching GLOB`, `pause`, `resume`,
+`scale --parallelism N`.
 
 `QueueOps` holds the rules every backend shares - what may be retried and what is said when
 it may not, which failed items `--matching` takes, what pause and resume say - and leaves to
@@ -102,6 +103,32 @@ class QueueOps(ABC):
         self.hold(time.time())
         return f"{self.where}: paused; {self.running_work} finishes, nothing new starts " \
             "(workqueue resume)"  # fmt: skip
+
+    def asked_parallelism(self) -> int | None:
+        """The parallelism asked for the queue (the running manager follows it), or None."""
+        return None
+
+    def ask_parallelism(self, parallelism: int) -> None:
+        raise UserError(f"{self.where}: this backend cannot be scaled while it runs")
+
+    def autoscaled(self) -> bool:
+        """True when the queue's running manager has the built-in autoscaler in charge."""
+        return False
+
+    def scale(self, parallelism: int) -> str:
+        """Ask for `parallelism` (0: nothing new starts): the running manager - and any that
+        starts later - follows it. Refused while the built-in autoscaler is in charge: one
+        decider at a time."""
+        if self.autoscaled():
+            raise UserError(
+                f"{self.where}: its manager runs with --autoscale, which sets the parallelism; "
+                "restart it without --autoscale to set it by hand"
+            )
+        before = self.asked_parallelism()
+        self.ask_parallelism(parallelism)
+        was = f"was {before}" if before is not None else "none asked before"
+        then = "nothing new starts" if parallelism == 0 else f"up to {parallelism} at once"
+        return f"{self.where}: parallelism {parallelism} ({was}): {then}"
 
     def resume(self) -> str:
         since = self.paused_since()

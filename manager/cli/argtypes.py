@@ -32,6 +32,14 @@ def positive_int(text: str) -> int:
     return value
 
 
+def whole_number(text: str) -> int:
+    """0 or more (a parallelism that may be 0: nothing new starts)."""
+    value = _number(text, int, "a whole number")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0: {text!r}")
+    return value
+
+
 def host(text: str) -> str:
     """An address to bind: an IP address or a name this machine resolves."""
     import socket

@@ -4,6 +4,7 @@
     workqueue status [NAME] [--json] --backend kubernetes --namespace NS --queue Q
     workqueue retry NAME | --failed | --matching GLOB [--state-dir DIR]
     workqueue retry NAME | --failed | --matching GLOB --backend kubernetes --namespace NS --queue Q
+    workqueue pause | resume | scale --parallelism N    [the queue's options, as above]
 
 Both dispatch through the backend registry: each backend's `Queue` options name the queue, and
 its `queue_ops(queue)` (a `manager.backends.queue_ops.QueueOps`) answers: `status()` with the
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING
 from ..durations import moment
 from ..errors import UserError
 from ..ports import FINISHED, State
-from .argtypes import positive_int
+from .argtypes import positive_int, whole_number
 from .queues import add_queue_options, queue_of
 from .report import one_line, rows, seconds
 
@@ -59,6 +60,18 @@ def add_parsers(subparsers) -> None:
         p = subparsers.add_parser(command, help=what, description=what)
         add_queue_options(p)
         p.set_defaults(func=hold_or_release, action=command)
+
+    what = "set the queue's parallelism while it runs (0: nothing new starts)"
+    p = subparsers.add_parser(
+        "scale",
+        help=what,
+        description=f"{what}. Its running manager follows within a second (on Kubernetes "
+        "through the WorkQueue's scale subresource, as kubectl scale, an HPA or KEDA would), and "
+        "a manager started later starts with it.",
+    )
+    p.add_argument("--parallelism", type=whole_number, required=True, metavar="N")
+    add_queue_options(p)
+    p.set_defaults(func=scale_queue)
 
     p = subparsers.add_parser("retry", help="run failed items again")
     p.add_argument("name", nargs="?", help="the item's name")
@@ -222,6 +235,14 @@ def retry_item(args) -> int:
         print(f"nothing to retry: no failed item{which}")
         return 0
     print(f"{len(names)} item(s) will run again: " + ", ".join(names))
+    return 0
+
+
+def scale_queue(args) -> int:
+    """`workqueue scale --parallelism N`, on any backend, with or without a manager."""
+    backend, queue = queue_of(args)
+    with backend.queue_ops(queue) as ops:
+        print(ops.scale(args.parallelism))
     return 0
 
 

@@ -51,6 +51,7 @@ class Dispatcher:
         self.workers = workers
         self._turn = threading.Lock()  # whoever holds it is the one that takes from the line
         self._threads: list[threading.Thread] = []
+        self._growing = threading.Lock()  # one `grow` at a time
 
     def start(self) -> Dispatcher:
         self._spawn(self.workers)
@@ -60,7 +61,7 @@ class Dispatcher:
         """At least `workers` workers from now on (a parallelism raised past the workers the
         manager started with: `workqueue scale`, the WorkQueue's spec). Never fewer: a lower
         parallelism is the capacity's to enforce."""
-        with self._turn:
+        with self._growing:  # not `_turn`: a worker holds that while it waits for work
             if workers > len(self._threads):
                 self._spawn(workers - len(self._threads))
                 self.workers = len(self._threads)

@@ -431,6 +431,7 @@ class Manager:
             "target_utilization": options.target_utilization,
             "window": options.window,
             "held": self.hold.reason(),
+            "autoscale": self.autoscaler is not None,  # `workqueue scale` refuses then
         }
 
     def _note_manager(self, running: bool = True) -> None:

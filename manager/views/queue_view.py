@@ -267,6 +267,8 @@ def _item(row: Row, context: Context) -> ItemView:
             view.reason = f"waiting: the manager holds dispatch - {context.held}"
         elif context.parallelism is None:
             view.reason = "waiting for a manager to run the queue"
+        elif context.parallelism == 0:
+            view.reason = "waiting: the parallelism is 0, nothing new starts (workqueue scale)"
         else:
             view.reason = "waiting for a free slot"
     elif row.state == State.RUNNING:
@@ -344,8 +346,8 @@ def _schedule(
     for position, name in enumerate(line, start=1):
         items[name].position = position
     parallelism = context.parallelism
-    if parallelism is None or context.paused_since is not None or context.held is not None:
-        return None
+    if not parallelism or context.paused_since is not None or context.held is not None:
+        return None  # nothing new starts (no manager, parallelism 0, paused, held): no ETAs
     now = context.now
     running = [r for r in rows if r.state == State.RUNNING]
     if service is None:

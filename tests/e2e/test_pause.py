@@ -128,3 +128,37 @@ def test_retry_failed_and_matching(tmp_path):
     assert r.returncode == 0 and r.stdout.strip() == "nothing to retry: no failed item"
     r = workqueue("retry", "ok.mp4", "--failed", "--state-dir", state)
     assert r.returncode == 2 and "give the item's NAME, or --failed" in r.stderr
+
+
+def test_scale_changes_a_running_local_manager_and_zero_starts_nothing(tmp_path):
+    names = [f"{c}-gate.mp4" for c in "abcdef"]
+    videos, state, worker, started, gate = setup(tmp_path, names)
+    run = spawn_workqueue(
+        "run", videos, "--state-dir", state, "--parallelism", "1", "--settle", "0", "--", worker
+    )
+    try:
+        wait_until(lambda: len(started_names(started)) == 1, timeout=30)
+        r = workqueue("scale", "--parallelism", "3", "--state-dir", state)
+        assert r.returncode == 0 and "parallelism 3 (none asked before)" in r.stdout, r.stderr
+        wait_until(lambda: len(started_names(started)) == 3, timeout=30)  # more workers too
+        r = workqueue("scale", "--parallelism", "0", "--state-dir", state)
+        assert "parallelism 0 (was 3): nothing new starts" in r.stdout
+        time.sleep(1.2)  # the manager reads it within a second
+        gate.touch()  # the running three finish ...
+        wait_until(lambda: counts(state)["succeeded"] == 3, timeout=30)
+        time.sleep(1.5)
+        assert len(started_names(started)) == 3  # ... and nothing new starts
+        body = json.loads(workqueue("status", "--state-dir", state, "--json").stdout)
+        assert any("parallelism is 0" in i["reason"] for i in body["items"])
+        workqueue("scale", "--parallelism", "2", "--state-dir", state)
+        out, err = run.communicate(timeout=60)
+        assert run.returncode == 0, err
+        assert "parallelism 1 -> 3, as asked" in err and "parallelism 0 -> 2, as asked" in err
+    finally:
+        gate.touch()
+        if run.poll() is None:
+            run.send_signal(signal.SIGTERM)
+            run.wait(timeout=30)
+    assert sorted(started_names(started)) == sorted(names)
+    bad = workqueue("scale", "--parallelism", "-1", "--state-dir", state)
+    assert bad.returncode == 2 and "must be a whole number >= 0" in bad.stderr

@@ -31,18 +31,21 @@ _META_KEYS = (
     "finalizers",
     "deletionTimestamp",
     "creationTimestamp",
+    "generation",
 )
 
 
-def slim(obj: dict) -> dict:
-    """What the readers use: the metadata above, the status, and a ConfigMap's data."""
+def slim(obj: dict, keep: tuple[str, ...] = ("data",)) -> dict:
+    """What the readers use: the metadata above, the status, and the fields in `keep` (a
+    ConfigMap's data; a WorkQueue's spec) - not a Job's pod template."""
     meta = obj.get("metadata") or {}
     out = {
         "metadata": {k: meta[k] for k in _META_KEYS if k in meta},
         "status": obj.get("status") or {},
     }
-    if "data" in obj:
-        out["data"] = obj["data"]
+    for field in keep:
+        if field in obj:
+            out[field] = obj[field]
     return out
 
 
@@ -66,12 +69,15 @@ class ClusterCache:
         kind: str = "jobs",
         resync_period: float | None = None,
         index_label: str | None = None,
+        keep: tuple[str, ...] = ("data",),
     ) -> None:
         """`resync_period`: every so often, replay every cached object to `on_change` as
         "SYNC" (an informer's resync), so a handler that missed a change gets it again.
         `index_label`: keep the objects findable by that label's value (`indexed`), as an
-        informer's indexer does - one item's Jobs of every version, by its item-hash label."""
+        informer's indexer does - one item's Jobs of every version, by its item-hash label.
+        `keep`: the fields kept besides metadata and status (`slim`)."""
         self.api = api
+        self.keep = keep
         self.kind = kind
         self.selector = label_selector
         self.on_change = on_change
@@ -182,7 +188,7 @@ class ClusterCache:
 
     def _list(self) -> None:
         items, rv = self.api.list(self.kind, self.selector)
-        fresh = {j["metadata"]["name"]: slim(j) for j in items}
+        fresh = {j["metadata"]["name"]: slim(j, self.keep) for j in items}
         with self.changed:
             gone = [j for n, j in self._jobs.items() if n not in fresh]
             self._jobs, self._rv = fresh, rv
@@ -219,7 +225,7 @@ class ClusterCache:
                 ):
                     if self._stop.is_set():
                         return
-                    self._apply(event["type"], slim(event["object"]))
+                    self._apply(event["type"], slim(event["object"], self.keep))
             except KubeError as exc:
                 need_list = True
                 if exc.status != 410:

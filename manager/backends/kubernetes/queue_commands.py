@@ -13,7 +13,7 @@ from __future__ import annotations
 from ...errors import UserError
 from ...ports import QueueRecord, Row, State
 from ..queue_ops import QueueOps
-from . import control, pods
+from . import control, pods, queue_resource
 from . import objects as ko
 from .api import KubeApi, KubeError
 from .backend import KubernetesBackend
@@ -155,14 +155,47 @@ class KubeQueueOps(QueueOps):
     def retried(self, name: str, state: str) -> str:
         return f"{name}: was {state}; the queue's manager will run it again"
 
+    def _resource(self) -> bool:
+        """True when the queue is followed through its WorkQueue (the CRD is installed)."""
+        if not hasattr(self, "_served"):
+            self._served = self._control("read", lambda api, _: api.served(queue_resource.KIND))
+        return self._served
+
     def paused_since(self) -> float | None:
+        if self._resource():
+            return self._control("read", queue_resource.read_paused)
         return self._control("read", control.read)
 
     def hold(self, since: float | None) -> None:
-        if since is None:
+        if self._resource():
+            paused = since is not None
+            self._control(
+                "resume" if since is None else "pause",
+                lambda api, queue: queue_resource.set_spec(api, queue, {"paused": paused}),
+            )
+        elif since is None:
             self._control("resume", control.resume)
         else:
             self._control("pause", lambda api, queue: control.pause(api, queue, since))
+
+    def asked_parallelism(self) -> int | None:
+        if self._resource():
+            return self._control("read", queue_resource.read_parallelism)
+        return self._control("read", lambda api, queue: control.parallelism_of(
+            api.find("configmaps", control.name_of(queue))))  # fmt: skip
+
+    def ask_parallelism(self, parallelism: int) -> None:
+        if self._resource():
+            self._control(
+                "scale", lambda api, queue: queue_resource.set_spec(
+                    api, queue, {"parallelism": parallelism}),
+            )  # fmt: skip
+        else:
+            self._control("scale", lambda api, queue: control.scale(api, queue, parallelism))
+
+    def autoscaled(self) -> bool:
+        facts = self._control("read", lambda api, queue: ManagerFacts(api, queue).read())
+        return bool(facts and facts.get("autoscale"))
 
     def _control(self, verb: str, change):
         try:

@@ -80,6 +80,37 @@ def ensure(api: KubeApi, queue: str, parallelism: int) -> dict:
     return current
 
 
+def read_paused(api: KubeApi, queue: str) -> float | None:
+    """When the queue's WorkQueue was paused (its Paused condition), now if it says paused
+    without one yet; None when it is not (or there is no WorkQueue)."""
+    obj = api.find(KIND, queue)
+    if obj is None or not (obj.get("spec") or {}).get("paused"):
+        return None
+    return _paused_condition(obj) or time.time()
+
+
+def read_parallelism(api: KubeApi, queue: str) -> int | None:
+    obj = api.find(KIND, queue)
+    wanted = ((obj or {}).get("spec") or {}).get("parallelism")
+    return wanted if isinstance(wanted, int) else None
+
+
+def set_spec(api: KubeApi, queue: str, spec: dict) -> dict:
+    """Change the WorkQueue's spec (creating it when no manager has yet, seeded with 1)."""
+    if api.find(KIND, queue) is None:
+        ensure(api, queue, int(spec.get("parallelism", 1)))
+    if set(spec) == {"parallelism"}:  # as kubectl scale, an HPA or KEDA would
+        return api.patch_scale(KIND, queue, spec["parallelism"])
+    return api.patch(KIND, queue, {"spec": spec})
+
+
+def _paused_condition(obj: dict) -> float | None:
+    for condition in (obj.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Paused" and condition.get("status") == "True":
+            return parse_time(condition.get("lastTransitionTime"))
+    return None
+
+
 class QueueResource:
     """The queue's pause and parallelism from its WorkQueue (cached), and its status written
     there - the `control` of a `ClusterLedger`."""
@@ -88,7 +119,7 @@ class QueueResource:
         self.api = api
         self.queue = queue
         self.seed = seed_parallelism
-        self.cache = ClusterCache(api, f"{ko.QUEUE_LABEL}={queue}", kind=KIND)
+        self.cache = ClusterCache(api, f"{ko.QUEUE_LABEL}={queue}", kind=KIND, keep=("spec",))
         self._paused_seen: float | None = None  # when this manager first saw spec.paused
         self._written: dict | None = None  # the status last written
         self._written_at = float("-inf")
@@ -116,14 +147,12 @@ class QueueResource:
         """When spec.paused became true: the Paused condition's time, else when this manager
         first saw it; None when it is not paused."""
         obj = self._object()
-        if not ((obj or {}).get("spec") or {}).get("paused"):
+        if obj is None or not (obj.get("spec") or {}).get("paused"):
             self._paused_seen = None
             return None
-        for condition in ((obj or {}).get("status") or {}).get("conditions") or []:
-            if condition.get("type") == "Paused" and condition.get("status") == "True":
-                since = parse_time(condition.get("lastTransitionTime"))
-                if since is not None:
-                    return since
+        since = _paused_condition(obj)
+        if since is not None:
+            return since
         if self._paused_seen is None:
             self._paused_seen = time.time()
         return self._paused_seen

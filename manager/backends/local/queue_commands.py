@@ -15,7 +15,13 @@ from ...log_tails import log_tail
 from ...ports import QueueRecord, State
 from ..queue_ops import QueueOps
 from .ledger import LedgerBusy, SqliteLedger, existing_ledger
-from .state_files import read_paused, running_manager, write_paused
+from .state_files import (
+    read_parallelism,
+    read_paused,
+    running_manager,
+    write_parallelism,
+    write_paused,
+)
 
 
 class LocalQueueOps(QueueOps):
@@ -105,6 +111,18 @@ class LocalQueueOps(QueueOps):
 
     def hold(self, since: float | None) -> None:
         write_paused(self.state_dir, since)
+
+    def asked_parallelism(self) -> int | None:
+        self._opened()
+        return read_parallelism(self.state_dir)
+
+    def ask_parallelism(self, parallelism: int) -> None:
+        self._opened()
+        write_parallelism(self.state_dir, parallelism)
+
+    def autoscaled(self) -> bool:
+        facts = running_manager(self.state_dir)
+        return bool(facts and facts.get("autoscale"))
 
 
 def _held(facts: dict | None, state_dir: str) -> str | None:

@@ -53,7 +53,6 @@ class Store:
             self.definitions[definition.plural] = definition
         return definition
 
-
     def _record(self, kind: str, resource: str, ns: str, obj: dict) -> None:
         self.rv += 1
         if kind != "DELETED":
