@@ -122,6 +122,9 @@ def test_the_builtin_autoscaler_writes_the_spec_and_scale_refuses(
         wait_until(lambda: spec_of(cluster).get("parallelism") == 4, timeout=60)
         status = wait_until(lambda: (workqueue_object(cluster) or {}).get("status"), timeout=30)
         assert status["scaledBy"] == "builtin"
+        seen = cluster.server.verbs_seen()  # the calls tests/charts' RBAC check counts on
+        assert ("patch", "workqueue.dev/workqueues", "scale") in seen
+        assert ("create", "workqueue.dev/workqueues", "") in seen
         refused = workqueue("scale", "--parallelism", "2", *cluster.queue_args())
         assert refused.returncode == 2
         assert "runs with --autoscale" in refused.stderr and "Traceback" not in refused.stderr
@@ -145,6 +148,7 @@ def test_without_the_crd_scale_and_pause_go_through_the_control_configmap(
         wait_until(lambda: running_jobs(cluster) == 2, timeout=30)
         assert workqueue("pause", *cluster.queue_args()).returncode == 0
         assert workqueue("resume", *cluster.queue_args()).returncode == 0
+        assert ("watch", "configmaps", "") in cluster.server.verbs_seen()
         control = cluster.server.store.objects[("configmaps", NS, "thumbs-control")]
         assert control["data"] == {"parallelism": "2"}  # resume left the asked parallelism
     finally:
