@@ -99,7 +99,9 @@ def test_the_manager_follows_its_workqueue(tmp_path, ambassador_server, marker_w
         assert paused["reason"] == "Paused"
         time.sleep(1.5)
         assert len(cluster.objects("jobs")) == done  # paused: still nothing new
-        custom.patch_namespaced_custom_object(G, V, NS, P, "thumbs", {"spec": {"paused": False}})
+        said = workqueue("resume", *cluster.queue_args())  # through the WorkQueue, with the CRD
+        assert said.returncode == 0 and "resumed" in said.stdout, said.stderr
+        assert spec_of(cluster)["paused"] is False
         wait_until(lambda: len(cluster.objects("jobs")) > done, timeout=30)
         assert running_jobs(cluster) <= 2
     finally:
