@@ -126,11 +126,13 @@ def setup(options: KubeOptions, *, registry=None, parallelism: int = 1) -> Parts
     except BaseException:
         api.close()
         raise
-    queue_control = _control(api, where.queue, parallelism)
-    stopping = [cache.stop, backend.completions.stop, queue_control.stop]
+    stopping = [cache.stop, backend.completions.stop]
+    detector = None
     if options.stuck_timeout > 0:
         detector = _stuck_detector(api, where, cache, backend, options.stuck_timeout, registry)
         stopping[:0] = [detector.stop, detector.pod_cache.stop]
+    queue_control = _control(api, where.queue, parallelism, detector)
+    stopping.append(queue_control.stop)
     ledger = ClusterLedger(
         where.queue,
         cache,
@@ -165,7 +167,7 @@ def setup(options: KubeOptions, *, registry=None, parallelism: int = 1) -> Parts
     return Parts(ledger=ledger, backend=backend, close=close, elector=elector)
 
 
-def _control(api, queue: str, parallelism: int):
+def _control(api, queue: str, parallelism: int, detector=None):
     """What is asked of the queue, followed: its WorkQueue where the CRD is installed (its
     spec wins over --parallelism; one made here is seeded with it), else the control
     ConfigMap."""
@@ -173,7 +175,8 @@ def _control(api, queue: str, parallelism: int):
 
     if api.served(KIND):
         log.info("following workqueue/%s (spec.parallelism, spec.paused)", queue)
-        return QueueResource(api, queue, parallelism).start()
+        stuck = detector.counts if detector is not None else dict
+        return QueueResource(api, queue, parallelism, stuck).start()
     log.info("the WorkQueue CRD is not installed: pause and scale through configmap/%s-control",
              queue)  # fmt: skip
     return control.Control(api, queue).start()

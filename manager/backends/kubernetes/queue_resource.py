@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 KIND = "workqueues"
 API_VERSION = "workqueue.dev/v1alpha1"
 MIN_WRITE_SECONDS = 5.0
-CONDITIONS = ("Paused", "StorageFault", "SourceUnavailable")
+CONDITIONS = ("Paused", "Stuck", "StorageFault", "SourceUnavailable")
 
 
 def rfc3339(epoch: float) -> str:
@@ -115,8 +115,11 @@ class QueueResource:
     """The queue's pause and parallelism from its WorkQueue (cached), and its status written
     there - the `control` of a `ClusterLedger`."""
 
-    def __init__(self, api: KubeApi, queue: str, seed_parallelism: int) -> None:
+    def __init__(self, api: KubeApi, queue: str, seed_parallelism: int, stuck=lambda: {}) -> None:
+        """`stuck()`: pods of the queue that cannot start, by reason (`stuck.StuckDetector`;
+        the Stuck condition)."""
         self.api = api
+        self.stuck = stuck
         self.queue = queue
         self.seed = seed_parallelism
         self.cache = ClusterCache(api, f"{ko.QUEUE_LABEL}={queue}", kind=KIND, keep=("spec",))
@@ -213,8 +216,11 @@ class QueueResource:
         now = rfc3339(time.time())
         made = obj["metadata"].get("creationTimestamp") or now  # a condition never true yet
         paused = facts.get("paused_since")
+        stuck = self.stuck() or {}
+        pods = ", ".join(f"{n} {reason}" for reason, n in sorted(stuck.items()))
         states = {
             "Paused": (paused is not None, "Paused", "nothing new starts; running work finishes"),
+            "Stuck": (bool(stuck), "PodsCannotStart", f"pods that cannot start: {pods}"),
             "StorageFault": (bool(facts.get("held")), "CannotRecord", facts.get("held") or ""),
             "SourceUnavailable": (
                 bool(facts.get("source_down")),

@@ -78,7 +78,7 @@ def test_the_manager_follows_its_workqueue(tmp_path, ambassador_server, marker_w
         assert status["selector"] == "workqueue.dev/queue=thumbs"
         assert status["scaledBy"] == "external" and status["counts"]["running"] >= 1
         assert {c["type"] for c in status["conditions"]} == {
-            "Paused", "StorageFault", "SourceUnavailable"}  # fmt: skip
+            "Paused", "Stuck", "StorageFault", "SourceUnavailable"}  # fmt: skip
 
         custom.patch_namespaced_custom_object_scale(
             G, V, NS, P, "thumbs", {"spec": {"replicas": 0}}
@@ -153,5 +153,21 @@ def test_without_the_crd_scale_and_pause_go_through_the_control_configmap(
         assert ("watch", "configmaps", "") in cluster.server.verbs_seen()
         control = cluster.server.store.objects[("configmaps", NS, "thumbs-control")]
         assert control["data"] == {"parallelism": "2"}  # resume left the asked parallelism
+    finally:
+        stop(manager)
+
+
+def test_pods_that_cannot_start_make_the_workqueue_stuck(
+    tmp_path, ambassador_server, marker_worker, cluster
+):
+    cluster.server.store.install_crd(yaml.safe_load(CRD.read_text()))
+    cluster.kubelet.stuck = {"pull-me": "ImagePullBackOff"}
+    make_items(tmp_path / "videos", ["pull-me.mp4"])
+    server = ambassador_server(tmp_path / "videos")
+    manager = spawn_workqueue(*cluster.args(server.url, marker_worker, "--poll-interval", "0.2"))
+    try:
+        stuck = wait_until(lambda: condition(cluster, "Stuck", "True"), timeout=60)
+        assert stuck["reason"] == "PodsCannotStart" and "1 ImagePullBackOff" in stuck["message"]
+        assert condition(cluster, "Paused", "False") is not None
     finally:
         stop(manager)
