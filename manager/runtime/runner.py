@@ -31,13 +31,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..durations import human, moment
+from ..durations import human
 from ..errors import UserError
 from ..faults import StorageFault
 from ..planning.measure import SlidingWindow
 from ..ports import Backend, Elector, Ledger, Outcome, Source, SourceError, State
 from ..retry import Backoff, RetryPolicy, reconnect
 from ..workqueue import PrometheusMetricsProvider, RateLimitingQueue
+from .asked import Asked
 from .autoscaler import Autoscaler
 from .cancellation import Cancellations
 from .capacity import Capacity
@@ -49,7 +50,6 @@ from .reconciler import Reconciler, Result
 
 log = logging.getLogger(__name__)
 
-STATUS_SECONDS = 5.0  # how often the queue's status is handed to the ledger (`Ledger.report`)
 
 TERMINAL = {Result.SUCCEEDED, Result.FAILED, Result.GONE, Result.SKIPPED, Result.CANCELLED}
 
@@ -120,7 +120,7 @@ class Manager:
             backend.others_running,
             lambda: self.paused_since is not None or self.fault is not None,
         )
-        self.paused_since: float | None = None  # as last read from the ledger (watch_pause)
+        self.paused_since: float | None = None  # as last read from the ledger (`Asked`)
         backend.on_change(self.capacity.poke)
         self.registry = registry
         policy = options.retry_policy
@@ -130,10 +130,11 @@ class Manager:
             metrics_provider=PrometheusMetricsProvider(registry) if registry else None,
         )
         self.window = SlidingWindow(options.window, time.time)
+        self.asked = Asked(self)
         self.autoscaler = None
         if options.autoscale:
             self.autoscaler = Autoscaler(
-                self._autoscaled,
+                self.asked.autoscaled,
                 options.parallelism,
                 self.window.measured,
                 time.monotonic,
@@ -331,91 +332,17 @@ class Manager:
         return self.elector.wait_leading(self.stop_event.is_set)
 
     def watch_pause(self, interval: float = 0.5) -> None:
-        """Follow what is asked of the queue until stopped: `workqueue pause`/`resume` (the
-        ledger's `paused_since`) and `workqueue scale` / the WorkQueue's spec (its
-        `wanted_parallelism`) - each change said once and in force at once - and leave the
-        queue's status with the ledger every STATUS_SECONDS."""
-        reported = float("-inf")
-        while not self.stop_event.is_set():
-            try:
-                since = self.ledger.paused_since()
-            except Exception as exc:  # cannot tell: keep the last known state
-                log.warning("cannot read whether the queue is paused: %s", exc)
-                since = self.paused_since
-            if since != self.paused_since:
-                self._pause_changed(since)
-            self._follow_parallelism()
-            if time.monotonic() - reported >= STATUS_SECONDS:
-                reported = time.monotonic()
-                self._report_status()
-            self.stop_event.wait(interval)
-
-    def _follow_parallelism(self) -> None:
-        try:
-            wanted = self.ledger.wanted_parallelism()
-        except Exception as exc:
-            log.warning("cannot read the parallelism asked for: %s", exc)
-            return
-        if wanted is None or wanted == self.capacity.limit:
-            return
-        log.warning("parallelism %d -> %d, as asked", self.capacity.limit, wanted)
-        if self.autoscaler is not None:  # it goes on deciding from what was asked
-            self.autoscaler.current = wanted
-        self._set_parallelism(wanted)
-
-    def _report_status(self) -> None:
-        try:
-            self.ledger.report(self.status_report())
-        except Exception as exc:  # a courtesy to whoever shows the queue: never stops work
-            log.warning("cannot report the queue's status: %s", exc)
+        """Follow what is asked of the queue until stopped (`asked.Asked.follow`)."""
+        self.asked.follow(interval)
 
     def status_report(self) -> dict:
-        """The queue now, as the WorkQueue's status shows it (`Ledger.report`)."""
-        view = self.view()
-        forecast = view.forecast
-        oldest = self.intake.oldest()
-        return {
-            "counts": dict(view.counts),
-            "parallelism": self.capacity.limit,
-            "oldest_waiting_seconds": oldest,
-            "service_seconds": forecast.service_seconds,
-            "interarrival_seconds": forecast.interarrival_seconds,
-            "verdict": forecast.verdict,
-            "utilization": forecast.utilization,
-            "drain_seconds": forecast.drain_seconds,
-            "recommended_parallelism": forecast.recommended_parallelism,
-            "paused_since": self.paused_since,
-            "held": self.hold.reason(),
-            "source_down": str(self.poller.last_error) if self.poller.source_down else None,
-            "scaled_by": "builtin" if self.autoscaler is not None else "external",
-        }
-
-    def _pause_changed(self, since: float | None) -> None:
-        if since is not None:
-            log.warning(
-                "queue paused since %s: running work finishes, nothing new starts "
-                "(workqueue resume to carry on)",
-                moment(since),
-            )
-        else:
-            log.warning("queue resumed: dispatching again")
-        self.paused_since = since
-        self.capacity.poke()
+        return self.asked.status_report()
 
     def _set_parallelism(self, parallelism: int) -> None:
         if self._dispatcher is not None:
             self._dispatcher.grow(parallelism)  # never fewer workers than slots
         self.capacity.set_limit(parallelism)
         self._note_manager()
-
-    def _autoscaled(self, parallelism: int) -> None:
-        """The built-in autoscaler's decision: asked where every manager sees it (so the
-        WorkQueue tells the truth), and in force here at once."""
-        try:
-            self.ledger.want_parallelism(parallelism)
-        except Exception as exc:
-            log.warning("cannot record the autoscaler's parallelism %d: %s", parallelism, exc)
-        self._set_parallelism(parallelism)
 
     def facts(self) -> dict:
         """What `workqueue status` needs to know of this manager (see `Ledger.note_manager`)."""
@@ -464,15 +391,7 @@ class Manager:
         """Start dispatching: the pause follower, the dispatcher and its workers, and the
         autoscaler when there is one."""
         self.started = time.time()
-        since = self.ledger.paused_since()
-        if since is not None:  # before any worker may take a slot
-            self._pause_changed(since)
-        wanted = self.ledger.wanted_parallelism()
-        if wanted is not None and wanted != self.capacity.limit:  # what was asked wins
-            log.info("parallelism %d, as the queue asks (not --parallelism)", wanted)
-            if self.autoscaler is not None:
-                self.autoscaler.current = wanted
-            self.capacity.set_limit(wanted)
+        self.asked.at_start()  # before any worker may take a slot
         threading.Thread(target=self.watch_pause, name="pause", daemon=True).start()
         self._note_manager()
         workers = max(

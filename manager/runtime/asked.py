@@ -1,0 +1,130 @@
+"""What is asked of a queue, followed by the manager running it, and what it reports back.
+
+Three things may be asked of a running queue, by whoever can reach where the queue is kept:
+pause (`workqueue pause` / `resume`; the WorkQueue's `spec.paused`), a parallelism (`workqueue
+scale`; the WorkQueue's `spec.parallelism`, set by a person, an HPA or KEDA through `/scale`),
+and - the other way round - its status (the WorkQueue's `status`). The ledger reads the first
+two from somewhere cheap (a file beside the local ledger, a watched cache on Kubernetes:
+`Ledger.paused_since`, `Ledger.wanted_parallelism`) and writes the third (`Ledger.report`);
+`Asked.follow` reads twice a second and hands over the status every STATUS_SECONDS.
+
+One decider at a time: with `--autoscale` the built-in autoscaler decides, and its decisions
+go through `Ledger.want_parallelism` like anybody's (so the WorkQueue always tells the truth);
+a parallelism someone else asked for is followed too, and the autoscaler decides on from it.
+At start, what was asked wins over `--parallelism`.
+
+State: the manager's `paused_since` (the pause as last read) and its capacity's limit (the
+parallelism in force) - written here, read by the capacity, the views and `status_report`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from ..durations import moment
+
+log = logging.getLogger(__name__)
+
+STATUS_SECONDS = 5.0  # how often the queue's status is handed to the ledger
+
+
+class Asked:
+    def __init__(self, manager) -> None:
+        """`manager`: the `runner.Manager` whose ledger, capacity and autoscaler these are."""
+        self.manager = manager
+
+    def at_start(self) -> None:
+        """Before any worker may take a slot: a pause in force, and what was asked."""
+        m = self.manager
+        since = m.ledger.paused_since()
+        if since is not None:
+            self.pause_changed(since)
+        wanted = m.ledger.wanted_parallelism()
+        if wanted is not None and wanted != m.capacity.limit:
+            log.info("parallelism %d, as the queue asks (not --parallelism)", wanted)
+            if m.autoscaler is not None:
+                m.autoscaler.current = wanted
+            m.capacity.set_limit(wanted)
+
+    def follow(self, interval: float = 0.5) -> None:
+        """Until the manager stops: each change said once and in force at once, and the
+        status handed to the ledger every STATUS_SECONDS."""
+        m = self.manager
+        reported = float("-inf")
+        while not m.stop_event.is_set():
+            try:
+                since = m.ledger.paused_since()
+            except Exception as exc:  # cannot tell: keep the last known state
+                log.warning("cannot read whether the queue is paused: %s", exc)
+                since = m.paused_since
+            if since != m.paused_since:
+                self.pause_changed(since)
+            self.follow_parallelism()
+            if time.monotonic() - reported >= STATUS_SECONDS:
+                reported = time.monotonic()
+                self.report()
+            m.stop_event.wait(interval)
+
+    def pause_changed(self, since: float | None) -> None:
+        m = self.manager
+        if since is not None:
+            log.warning(
+                "queue paused since %s: running work finishes, nothing new starts "
+                "(workqueue resume to carry on)",
+                moment(since),
+            )
+        else:
+            log.warning("queue resumed: dispatching again")
+        m.paused_since = since
+        m.capacity.poke()
+
+    def follow_parallelism(self) -> None:
+        m = self.manager
+        try:
+            wanted = m.ledger.wanted_parallelism()
+        except Exception as exc:
+            log.warning("cannot read the parallelism asked for: %s", exc)
+            return
+        if wanted is None or wanted == m.capacity.limit:
+            return
+        log.warning("parallelism %d -> %d, as asked", m.capacity.limit, wanted)
+        if m.autoscaler is not None:  # it goes on deciding from what was asked
+            m.autoscaler.current = wanted
+        m._set_parallelism(wanted)
+
+    def autoscaled(self, parallelism: int) -> None:
+        """The built-in autoscaler's decision: asked where every manager sees it, and in
+        force here at once."""
+        m = self.manager
+        try:
+            m.ledger.want_parallelism(parallelism)
+        except Exception as exc:
+            log.warning("cannot record the autoscaler's parallelism %d: %s", parallelism, exc)
+        m._set_parallelism(parallelism)
+
+    def report(self) -> None:
+        try:
+            self.manager.ledger.report(self.status_report())
+        except Exception as exc:  # a courtesy to whoever shows the queue: never stops work
+            log.warning("cannot report the queue's status: %s", exc)
+
+    def status_report(self) -> dict:
+        """The queue now, as the WorkQueue's status shows it (`Ledger.report`)."""
+        m = self.manager
+        forecast = (view := m.view()).forecast
+        return {
+            "counts": dict(view.counts),
+            "parallelism": m.capacity.limit,
+            "oldest_waiting_seconds": m.intake.oldest(),
+            "service_seconds": forecast.service_seconds,
+            "interarrival_seconds": forecast.interarrival_seconds,
+            "verdict": forecast.verdict,
+            "utilization": forecast.utilization,
+            "drain_seconds": forecast.drain_seconds,
+            "recommended_parallelism": forecast.recommended_parallelism,
+            "paused_since": m.paused_since,
+            "held": m.hold.reason(),
+            "source_down": str(m.poller.last_error) if m.poller.source_down else None,
+            "scaled_by": "builtin" if m.autoscaler is not None else "external",
+        }
