@@ -154,11 +154,20 @@ class ListedSource:
                     listed[name] = self._meta[name]
                 else:
                     listed.pop(name, None)
-            gone = [n for n in self._meta if n not in listed]
-            changed = sum(1 for n, m in listed.items() if n in self._meta and self._meta[n] != m)
-            new = [(n, 0, 0) for n in listed if n not in self._meta]
-            self._meta = listed
-            self._meta_changes += changed
+            meta = self._meta  # updated in place: a known name keeps its one string object
+            gone = [n for n in meta if n not in listed]
+            new = []
+            for name, value in listed.items():
+                before = meta.get(name)
+                if before is None:
+                    new.append((name, 0, 0))
+                elif before != value:
+                    self._meta_changes += 1
+                else:
+                    continue
+                meta[name] = value
+            for name in gone:
+                del meta[name]
             if gone:
                 self.snapshot.forget(gone)
             if new:
