@@ -173,7 +173,18 @@ def _control(api, queue: str, parallelism: int, detector=None):
     ConfigMap."""
     from .queue_resource import KIND, QueueResource
 
-    if api.served(KIND):
+    try:
+        served = api.served(KIND)
+    except KubeError as exc:
+        if exc.status != 403:
+            raise
+        log.warning(
+            "may not read workqueues (%s): pause and scale through the control ConfigMap; "
+            "grant the chart's Role to follow the WorkQueue",
+            exc.reason,
+        )
+        served = False
+    if served:
         log.info("following workqueue/%s (spec.parallelism, spec.paused)", queue)
         stuck = detector.counts if detector is not None else dict
         return QueueResource(api, queue, parallelism, stuck).start()

@@ -171,3 +171,19 @@ def test_pods_that_cannot_start_make_the_workqueue_stuck(
         assert condition(cluster, "Paused", "False") is not None
     finally:
         stop(manager)
+
+
+def test_a_manager_that_may_not_read_workqueues_falls_back_to_the_configmap(
+    tmp_path, ambassador_server, marker_worker, cluster
+):
+    """An older Role (no workqueue rules) where the CRD is installed: one warning, and pause
+    and scale work through the control ConfigMap."""
+    cluster.server.store.install_crd(yaml.safe_load(CRD.read_text()))
+    cluster.server.faults.add("foreign", verb="list", resource=P, code=403, reason="Forbidden")
+    make_items(tmp_path / "videos", ["a.mp4"])
+    server = ambassador_server(tmp_path / "videos")
+    manager = spawn_workqueue(*cluster.args(server.url, marker_worker, "--once"))
+    out, err = manager.communicate(timeout=60)
+    assert manager.returncode == 0, err
+    assert "may not read workqueues (Forbidden)" in err and "Traceback" not in err
+    assert workqueue_object(cluster) is None  # nothing was made where it may not read
