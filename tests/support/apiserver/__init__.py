@@ -12,7 +12,9 @@ What it implements (namespaced resources only):
   uid, creationTimestamp, a monotonically increasing resourceVersion, Status error bodies.
   custom resources of an installed CustomResourceDefinition (`store.install_crd`, custom.py):
   structural defaults and validation (422 Invalid), discovery of the group version, the status
-  subresource (generation moves with spec only) and the scale subresource (autoscaling/v1 Scale)
+  subresource (generation moves with spec only) and the scale subresource (autoscaling/v1 Scale),
+  lists as server-side Tables with the printer columns (what `kubectl get` asks for)
+  legacy discovery (/api, /apis, /api/v1, /apis/GROUP/VERSION), enough for kubectl
 Not implemented: other resources, list paging, field selectors, foreground deletion's blocking
 (treated as background), admission of any kind, authentication.
 
@@ -21,7 +23,7 @@ after N events. Every request is recorded as (verb, group, resource, subresource
 so the RBAC a client needs can be derived from what it actually did.
 
 Split by concern: `selectors`, `patches`, `faults`, `store`, `server` (HTTP and watch),
-`custom` (CRDs), `errors` (Status bodies).
+`custom` (CRDs), `discovery`, `errors` (Status bodies).
 """
 
 from .errors import ApiError, now_rfc3339, status_body

@@ -10,6 +10,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
+from .discovery import BUILT_IN_GROUPS, root_discovery
 from .errors import ApiError, status_body
 from .faults import Faults
 from .selectors import selector_matches
@@ -118,6 +119,8 @@ class ApiServer:
         m = _PATH.match(url.path)
         length = int(h.headers.get("Content-Length") or 0)
         raw = h.rfile.read(length) if length else b""
+        if method == "GET" and url.path.rstrip("/") in ("/api", "/apis", "/api/v1"):
+            return self._send(h, 200, root_discovery(self.store, url.path.rstrip("/")))
         found = _DISCOVERY.match(url.path)
         if found and method == "GET":
             return self._discovery(h, found.group("group"), found.group("version"))
@@ -169,6 +172,9 @@ class ApiServer:
                     return self._send(h, 200, answer)
                 raise ApiError(405, "MethodNotAllowed", f"{verb} is not allowed on scale")
             if verb == "list":
+                if "as=Table" in h.headers.get("Accept", "") and resource in store.definitions:
+                    items, _ = store.list(resource, ns, query.get("labelSelector"))
+                    return self._send(h, 200, store.definitions[resource].table(items))
                 data = store.list_json(group, resource, ns, query.get("labelSelector"))
                 return self._send(h, 200, None, raw=data)
             elif verb == "get":
@@ -196,6 +202,8 @@ class ApiServer:
             self._send(h, 400, status_body(400, "BadRequest", f"bad request: {exc}"))
 
     def _discovery(self, h, group: str, version: str) -> None:
+        if (group, version) in BUILT_IN_GROUPS:
+            return self._send(h, 200, BUILT_IN_GROUPS[(group, version)])
         """GET /apis/GROUP/VERSION: the resources of an installed CRD, else 404 (so a client
         can tell whether the CRD is installed, as it does with a real cluster)."""
         for definition in list(self.store.definitions.values()):
