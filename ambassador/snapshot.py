@@ -55,7 +55,7 @@ class Snapshot:
         """The source saw candidate file `name` with this size and mtime."""
         self.observe_many([(name, size, mtime_ns)], initial=initial)
 
-    def observe_many(self, seen: list[tuple[str, int, int]], *, initial: bool = False) -> None:
+    def observe_many(self, seen: Iterable[tuple[str, int, int]], *, initial: bool = False) -> None:
         """`observe` for many files at once - (name, size, mtime_ns) each - under one lock
         (a directory's scan: a million files at start-up)."""
         listed, pending = self._listed, self._pending

@@ -155,23 +155,27 @@ class ListedSource:
                 else:
                     listed.pop(name, None)
             meta = self._meta  # updated in place: a known name keeps its one string object
-            gone = [n for n in meta if n not in listed]
-            new = []
-            for name, value in listed.items():
-                before = meta.get(name)
-                if before is None:
-                    new.append((name, 0, 0))
-                elif before != value:
-                    self._meta_changes += 1
-                else:
-                    continue
-                meta[name] = value
-            for name in gone:
-                del meta[name]
+            if not meta:  # the first listing: adopted as it is, no copy
+                self._meta = meta = listed
+                gone, new = [], list(listed)
+            else:
+                gone = [n for n in meta if n not in listed]
+                new = []
+                for name, value in listed.items():
+                    before = meta.get(name)
+                    if before is None:
+                        new.append(name)
+                    elif before != value:
+                        self._meta_changes += 1
+                    else:
+                        continue
+                    meta[name] = value
+                for name in gone:
+                    del meta[name]
             if gone:
                 self.snapshot.forget(gone)
-            if new:
-                self.snapshot.observe_many(new, initial=initial)
+            if new:  # (name, size, mtime) made one at a time: no list of tuples for a million
+                self.snapshot.observe_many(((n, 0, 0) for n in new), initial=initial)
                 self.snapshot.promote_settled()
             self.listings += 1
         if self.problem is not None:
