@@ -51,11 +51,18 @@ def _source():
     return current_app.extensions["workqueue.source"]
 
 
+def unreadable(source) -> str | None:
+    """Why `source` cannot be read now (its `problem`, when it says), or None when it can:
+    what `/readyz` and every items request answer with."""
+    if source.ready():
+        return None
+    return getattr(source, "problem", None) or "the source cannot be read"
+
+
 @bp.before_request
 def _source_readable() -> None:
-    source = _source()
-    if not source.ready():
-        why = getattr(source, "problem", None) or "the source cannot be read"
+    why = unreadable(_source())
+    if why is not None:
         raise ServiceUnavailable(f"the source is unavailable: {why}")
 
 

@@ -25,6 +25,7 @@ from flask import Flask, Response, current_app, request
 from werkzeug.exceptions import HTTPException, InternalServerError
 
 from .api import bp as items_bp
+from .api import unreadable
 from .metrics import install_metrics
 from .openapi import openapi_document
 from .sources.registry import kind_of, open_source
@@ -129,10 +130,9 @@ def create_app(config: dict | None = None) -> Flask:
 
     @app.get("/readyz")
     def readyz() -> Response:
-        source = current_app.extensions["workqueue.source"]
-        if not source.ready():
-            why = getattr(source, "problem", None)
-            return status_response(503, why or "the source cannot be read")
+        why = unreadable(current_app.extensions["workqueue.source"])
+        if why is not None:
+            return status_response(503, why)
         return Response("ok\n", mimetype="text/plain")
 
     @app.get("/api/v1/openapi.json")
