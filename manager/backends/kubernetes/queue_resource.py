@@ -11,11 +11,11 @@ One per queue, named as the queue, in its namespace (the chart's `crds/` install
             scaledBy, conditions (Paused, StorageFault, SourceUnavailable), observedGeneration
 
 Following: the manager caches the object (one label-selected list + watch, as it does its
-Jobs), so a change of spec takes effect within a watch event - `Manager.watch_pause` reads the
+Jobs), so a change of spec takes effect within a watch event - `runtime/asked.py` reads the
 cache twice a second, no API call. At start an existing WorkQueue's spec wins over the flags;
 one the manager creates is seeded from `--parallelism` (and labelled, so the cache finds it).
 
-Writing status: `report` is handed the queue every few seconds (`Manager.status_report`) and
+Writing status: `report` is handed the queue every few seconds (`Asked.status_report`) and
 writes it (a merge patch of /status) only when it differs from what was last written, and at
 most once every MIN_WRITE_SECONDS: at most 12 writes a minute, none while nothing changes.
 Conditions keep their lastTransitionTime until their status changes.
@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from . import objects as ko
 from .api import KubeApi, KubeError
 from .cache import ClusterCache
+from .leader import parse_time
 
 log = logging.getLogger(__name__)
 
@@ -45,13 +46,6 @@ CONDITIONS = ("Paused", "Stuck", "StorageFault", "SourceUnavailable")
 
 def rfc3339(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(text: str | None) -> float | None:
-    try:
-        return datetime.strptime(text or "", "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
-    except ValueError:
-        return None
 
 
 def body_of(queue: str, parallelism: int, paused: bool = False) -> dict:
@@ -107,7 +101,7 @@ def set_spec(api: KubeApi, queue: str, spec: dict) -> dict:
 def _paused_condition(obj: dict) -> float | None:
     for condition in (obj.get("status") or {}).get("conditions") or []:
         if condition.get("type") == "Paused" and condition.get("status") == "True":
-            return parse_time(condition.get("lastTransitionTime"))
+            return parse_time(condition.get("lastTransitionTime")) or None  # 0: unreadable
     return None
 
 
