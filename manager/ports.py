@@ -222,9 +222,9 @@ class Ledger(Protocol):
         queue's object says is what runs)."""
 
     def report(self, status: dict) -> None:
-        """The queue as its manager sees it now (`Manager.status_report`), for whoever shows
-        the queue (the WorkQueue's `status`). Called every few seconds; the ledger decides
-        whether anything is written."""
+        """The queue as its manager sees it now (`runtime.asked.Asked.status_report`), for
+        whoever shows the queue (the WorkQueue's `status`). Called every few seconds; the
+        ledger decides whether anything is written."""
 
     def gave_up(self, name: str) -> bool:
         """True when a failed item failed in a way no retry fixes (an exit code the user

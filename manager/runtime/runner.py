@@ -335,9 +335,6 @@ class Manager:
         """Follow what is asked of the queue until stopped (`asked.Asked.follow`)."""
         self.asked.follow(interval)
 
-    def status_report(self) -> dict:
-        return self.asked.status_report()
-
     def _set_parallelism(self, parallelism: int) -> None:
         if self._dispatcher is not None:
             self._dispatcher.grow(parallelism)  # never fewer workers than slots
