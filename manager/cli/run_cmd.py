@@ -56,20 +56,11 @@ def run_folder(args) -> int:
     local = from_words(LocalOptions, vars(args), worker_argv=argv)
     # --cancel-removed: the folder is listed every ~2 s for what left it (in-process: cheap)
     options = manager_options(args, poll_interval=2.0)
-    from ..sources.folder import open_folder, open_source
+    from ..sources.folder import open_source
 
-    config = spec.config
+    where = f"folder {spec.config['ROOT']}" if spec.kind == "filesystem" else args.dir
     try:
-        if spec.kind == "filesystem":
-            source = open_folder(
-                config["ROOT"],
-                config["SUFFIXES"],
-                recursive=config["RECURSIVE"],
-                settle=config["SETTLE"],
-                version_by=config["VERSION_BY"],
-            )
-        else:
-            source = open_source(config, args.dir)
+        source = open_source(spec.config, where)
     except ValueError as exc:
         raise UserError(str(exc)) from None
     except SourceUnreachable as exc:  # reached a moment ago by the check: say what it says now

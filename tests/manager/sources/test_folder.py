@@ -64,3 +64,20 @@ def test_workqueue_run_loads_no_web_stack(tmp_path):
     assert out.returncode == 0, out.stderr
     code, web = json.loads(out.stdout.splitlines()[-1])
     assert code == 0 and web == [], web
+
+
+def test_run_opens_a_folder_with_every_option_it_was_given(tmp_path):
+    """`workqueue run DIR --force-polling --poll-interval 5` reaches the folder source (it
+    once went through a path that dropped both)."""
+    from ambassador.sources.registry import resolve
+    from manager.sources.folder import open_source
+
+    (tmp_path / "a.x").write_bytes(b"x")
+    spec = resolve(str(tmp_path), {"SUFFIXES": [".x"], "SETTLE": 0, "FORCE_POLLING": True,
+                                   "POLL_INTERVAL": 5.0})  # fmt: skip
+    source = open_source(spec.config, f"folder {tmp_path}")
+    try:
+        assert source.files.use_events is False and source.files.poll_interval == 5.0
+        assert source.list_items() == ["a.x"]
+    finally:
+        source.stop()
