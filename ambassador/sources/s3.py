@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import os
 import re
 from typing import Any
 from urllib.parse import urlsplit
@@ -49,7 +48,7 @@ def client(config: dict, service: str = "s3"):
     import boto3
     from botocore.config import Config
 
-    session = boto3.session.Session(profile_name=config.get("AWS_PROFILE") or None)
+    session = boto3.session.Session()  # AWS_PROFILE and the rest as boto3 reads them
     endpoint = config.get("S3_ENDPOINT_URL") if service == "s3" else None
     return session.client(
         service,
@@ -229,7 +228,6 @@ class S3Type:
             "RELIST_INTERVAL": float(options.get("RELIST_INTERVAL") or 300.0),
             "S3_ENDPOINT_URL": endpoint or None,
             "SQS_QUEUE_URL": options.get("SQS_QUEUE_URL") or None,
-            "AWS_PROFILE": os.environ.get("AWS_PROFILE") or None,
         }
 
     def check(self, config: dict) -> None:
