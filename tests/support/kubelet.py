@@ -31,12 +31,15 @@ takes the pod with it: its container is sent SIGTERM, as a kubelet does when a p
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import tempfile
 import threading
 import time
 
 from .apiserver import ApiError, ApiServer, now_rfc3339
+
+INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 
 
 class Kubelet:
@@ -64,14 +67,15 @@ class Kubelet:
         self.disruptions: list[tuple[str, bool]] = []  # (pod, ignored by the Job's policy)
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
-        self._containers: dict[str, subprocess.Popen] = {}  # Job uid -> its running container
+        # Job uid -> its running containers (an Indexed Job runs several at once)
+        self._containers: dict[str, set[subprocess.Popen]] = {}
         self.store.hooks.append(self._on_change)
 
     def _on_change(self, kind: str, resource: str, obj: dict) -> None:
         if resource == "jobs" and kind == "DELETED":
             with self._lock:
-                container = self._containers.get(obj["metadata"]["uid"])
-            if container is not None:  # the pod goes with its Job: its container is stopped
+                containers = list(self._containers.get(obj["metadata"]["uid"]) or ())
+            for container in containers:  # the pods go with their Job: containers stopped
                 container.terminate()
             return
         if resource != "jobs" or kind not in ("ADDED", "MODIFIED"):
@@ -114,42 +118,25 @@ class Kubelet:
     def _run_job(self, job: dict) -> None:
         ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
         spec = job["spec"]
+        if spec.get("completionMode") == "Indexed":
+            from .indexed import IndexedRun
+
+            return IndexedRun(self, job).run()
         if self.instant:
             return self._finish(ns, name, spec, ok=True, reason="")
-        pod = spec["template"]["spec"]
-        container = pod["containers"][0]
+        container = spec["template"]["spec"]["containers"][0]
         item = (job["metadata"].get("annotations") or {}).get("workqueue.dev/item", "")
         for key, reason in self.stuck.items():
             if key == container["image"] or key in item:
                 return self._stuck_pod(job, reason)
         with tempfile.TemporaryDirectory(prefix=f"kubelet-{name}-") as root:
-            mounts: dict[str, str] = {}
-            volumes = {v["name"]: v for v in pod.get("volumes") or []}
-            for mount in container.get("volumeMounts") or []:
-                volume = volumes.get(mount["name"]) or {}
-                if "configMap" in volume:
-                    cm = self._wait_config_map(ns, volume["configMap"]["name"])
-                    if cm is None:
-                        return self._finish(ns, name, spec, ok=False, reason="MountFailed")
-                    folder = os.path.join(root, mount["name"])
-                    os.makedirs(folder)
-                    for key, value in (cm.get("data") or {}).items():
-                        with open(os.path.join(folder, key), "w", encoding="utf-8") as f:
-                            f.write(value)
-                    mounts[mount["mountPath"]] = folder
-            env = dict(os.environ, **self.env)
-            for item in container.get("env") or []:
-                value = item.get("value", "")
-                for mount_path, folder in mounts.items():
-                    if value == mount_path or value.startswith(mount_path + "/"):
-                        value = folder + value[len(mount_path) :]
-                env[item["name"]] = value
-            argv = list(container.get("command") or self.images.get(container["image"], []))
-            argv += container.get("args") or []
+            prepared = self.prepare(job, root)
+            if prepared is None:
+                return self._finish(ns, name, spec, ok=False, reason="MountFailed")
+            argv, env = prepared
             self._status(ns, name, {"startTime": now_rfc3339(), "active": 1})
             tries = spec.get("backoffLimit", 6) + 1
             code = 1
-            item = (job["metadata"].get("annotations") or {}).get("workqueue.dev/item", "")
             while (ignored := self._disrupted(job, item)) is not None:
                 if not ignored:  # without the policy a disruption uses up a try
                     tries -= 1
@@ -175,6 +162,57 @@ class Kubelet:
                     )
         self._finish(ns, name, spec, ok=code == 0, reason="BackoffLimitExceeded")
 
+    def prepare(
+        self, job: dict, root: str, index: int | None = None
+    ) -> tuple[list[str], dict[str, str]] | None:
+        """The container's argv and environment for one pod of `job`, its ConfigMap volumes
+        written as files under `root` (None when one never came). `index`: the pod's
+        completion index (an Indexed Job), seen through the downward API and as
+        JOB_COMPLETION_INDEX; `$(NAME)` in an env value is expanded from the entries before it,
+        as the kubelet does."""
+        ns = job["metadata"]["namespace"]
+        pod = job["spec"]["template"]["spec"]
+        container = pod["containers"][0]
+        annotations = {}
+        if index is not None:
+            annotations[INDEX_ANNOTATION] = str(index)
+        declared: dict[str, str] = {}
+        for item in container.get("env") or []:
+            declared[item["name"]] = _env_value(item, annotations, declared)
+        if index is not None:
+            declared.setdefault("JOB_COMPLETION_INDEX", str(index))
+        mounts: dict[str, str] = {}
+        volumes = {v["name"]: v for v in pod.get("volumes") or []}
+        for mount in container.get("volumeMounts") or []:
+            volume = volumes.get(mount["name"]) or {}
+            if "configMap" in volume:
+                cm = self._wait_config_map(ns, volume["configMap"]["name"])
+                if cm is None:
+                    return None
+                folder = os.path.join(root, mount["name"])
+                os.makedirs(folder, exist_ok=True)
+                sub = mount.get("subPath")
+                if "subPathExpr" in mount:  # expanded from the container's env, as a kubelet
+                    sub = _env_value({"value": mount["subPathExpr"]}, {}, declared)
+                data = cm.get("data") or {}
+                if sub and sub not in data:
+                    return None  # a missing key: the container cannot be created
+                for key, value in data.items():
+                    if sub and key != sub:
+                        continue  # one key mounted: the others are not written
+                    with open(os.path.join(folder, key), "w", encoding="utf-8") as f:
+                        f.write(value)
+                mounts[mount["mountPath"]] = os.path.join(folder, sub) if sub else folder
+        env = dict(os.environ, **self.env)
+        for key, value in declared.items():
+            for mount_path, folder in mounts.items():
+                if value == mount_path or value.startswith(mount_path + "/"):
+                    value = folder + value[len(mount_path) :]
+            env[key] = value
+        argv = list(container.get("command") or self.images.get(container["image"], []))
+        argv += container.get("args") or []
+        return argv, env
+
     def _container(self, job: dict, argv: list[str], env: dict[str, str]) -> int:
         """Run one container to its end; its exit code. Stopped if the Job is deleted."""
         uid = job["metadata"]["uid"]
@@ -183,7 +221,7 @@ class Kubelet:
             stderr=subprocess.DEVNULL,
         )  # fmt: skip
         with self._lock:
-            self._containers[uid] = proc
+            self._containers.setdefault(uid, set()).add(proc)
         try:
             meta = job["metadata"]
             try:
@@ -195,15 +233,19 @@ class Kubelet:
             return proc.wait()
         finally:
             with self._lock:
-                self._containers.pop(uid, None)
+                running = self._containers.get(uid, set())
+                running.discard(proc)
+                if not running:
+                    self._containers.pop(uid, None)
 
-    def _disrupted(self, job: dict, item: str) -> bool | None:
+    def _disrupted(self, job: dict, item: str, index: int | None = None) -> bool | None:
         """One pod of `job` ended by the cluster, if `disrupt` says so (None if not). True
         when the Job's podFailurePolicy ignores it (ours does), False when it counts."""
-        key = next((k for k, n in self.disrupt.items() if k in item and n > 0), None)
-        if key is None:
-            return None
-        self.disrupt[key] -= 1
+        with self._lock:
+            key = next((k for k, n in self.disrupt.items() if k in item and n > 0), None)
+            if key is None:
+                return None
+            self.disrupt[key] -= 1
         rules = ((job["spec"].get("podFailurePolicy") or {}).get("rules")) or []
         ignored = any(
             r.get("action") == "Ignore"
@@ -215,23 +257,41 @@ class Kubelet:
             "Failed",
             {"terminated": {"exitCode": 137, "reason": "Error"}},
             [_condition("DisruptionTarget", "PreemptionByScheduler")],
+            index,
         )
+        run = job["metadata"]["name"] + ("" if index is None else f"/{index}")
         with self._lock:
-            self.runs.append((job["metadata"]["name"], 137))
+            self.runs.append((run, 137))
             self.disruptions.append((name, ignored))
         return ignored
 
-    def _pod(self, job: dict, phase: str, state: dict, conditions: list | None = None) -> str:
-        """A pod of `job` as the Job controller and a kubelet would leave it; its name."""
+    def _pod(
+        self,
+        job: dict,
+        phase: str,
+        state: dict,
+        conditions: list | None = None,
+        index: int | None = None,
+    ) -> str:
+        """A pod of `job` as the Job controller and a kubelet would leave it; its name. An
+        Indexed Job's pod carries its `index` as annotation, label and JOB_COMPLETION_INDEX."""
         meta = job["metadata"]
         template = job["spec"]["template"]
         labels = dict((template.get("metadata") or {}).get("labels") or {})
         labels.update({"batch.kubernetes.io/job-name": meta["name"], "job-name": meta["name"]})
+        pod_spec = template["spec"]
+        annotations = {}
+        prefix = f"{meta['name']}-"
+        if index is not None:
+            labels[INDEX_ANNOTATION] = annotations[INDEX_ANNOTATION] = str(index)
+            prefix = f"{meta['name']}-{index}-"
+            pod_spec = _with_index_env(pod_spec)
         container = template["spec"]["containers"][0]
         body = {
             "metadata": {
-                "generateName": f"{meta['name']}-",
+                "generateName": prefix,
                 "labels": labels,
+                "annotations": annotations,
                 "ownerReferences": [
                     {
                         "apiVersion": "batch/v1",
@@ -243,7 +303,7 @@ class Kubelet:
                     }
                 ],
             },
-            "spec": {**template["spec"], "nodeName": "" if conditions else "test-node"},
+            "spec": {**pod_spec, "nodeName": "" if conditions else "test-node"},
             "status": {
                 "phase": phase,
                 "conditions": conditions or [],
@@ -352,3 +412,33 @@ def _fail_job_rule(spec: dict, container: str, code: int) -> int | None:
         if (match.get("operator") == "In") == (code in values):
             return index
     return None
+
+
+def _env_value(item: dict, annotations: dict[str, str], declared: dict[str, str]) -> str:
+    """One env entry's value: `value` with `$(NAME)` of earlier entries expanded (`$$` is a
+    literal `$`, an unknown name stays as written), or a downward-API annotation."""
+    source = (item.get("valueFrom") or {}).get("fieldRef") or {}
+    found = re.fullmatch(r"metadata\.annotations\['(.+)'\]", source.get("fieldPath") or "")
+    if found:
+        return annotations.get(found.group(1), "")
+
+    def expand(match: re.Match) -> str:
+        if match.group(0) == "$$":
+            return "$"
+        return declared.get(match.group(1), match.group(0))
+
+    return re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)", expand, item.get("value", ""))
+
+
+def _with_index_env(pod_spec: dict) -> dict:
+    """The pod spec as the Job controller makes an Indexed Job's pods: every container is
+    given JOB_COMPLETION_INDEX from the index annotation, unless it declares it itself."""
+    containers = []
+    for container in pod_spec.get("containers") or []:
+        env = list(container.get("env") or [])
+        if not any(e.get("name") == "JOB_COMPLETION_INDEX" for e in env):
+            path = f"metadata.annotations['{INDEX_ANNOTATION}']"
+            env.append({"name": "JOB_COMPLETION_INDEX",
+                        "valueFrom": {"fieldRef": {"fieldPath": path}}})  # fmt: skip
+        containers.append({**container, "env": env})
+    return {**pod_spec, "containers": containers}

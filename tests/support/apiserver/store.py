@@ -13,6 +13,7 @@ import threading
 import uuid
 from collections import deque
 
+from . import builtin
 from .custom import Definition
 from .errors import ApiError, now_rfc3339
 from .patches import json_patch, merge_patch
@@ -87,6 +88,7 @@ class Store:
             )
             meta.pop("deletionTimestamp", None)
             obj["apiVersion"], obj["kind"] = api_version, kind
+            builtin.check(resource, obj)
             definition = self.definitions.get(resource)
             if definition is not None:
                 if definition.has_status:
@@ -171,6 +173,8 @@ class Store:
                 new.pop("status", None)  # (a Job's first status may come by either: the
                 if status is not None:  # tests' kubelet writes it so)
                     new["status"] = status
+        if not status_only:
+            builtin.check(resource, new, current)
         definition = self.definitions.get(resource)
         if definition is not None:
             new = definition.admit(new)
