@@ -65,7 +65,10 @@ def assemble(
 
         registry = CollectorRegistry()
     parts = backends.load(backend_name).setup(
-        backend_options, registry=registry, parallelism=options.parallelism
+        backend_options,
+        registry=registry,
+        parallelism=options.parallelism,
+        max_attempts=options.max_attempts,
     )
     closers = [parts.close]
     try:

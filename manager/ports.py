@@ -274,6 +274,14 @@ class Backend(Protocol):
     def on_change(self, callback: Callable[[], None]) -> None:
         """Call `callback` whenever `others_running()` may have changed."""
 
+    # A backend that runs several items as one unit (Kubernetes: an Indexed Job) says how
+    # many with `batch_size` > 1 and has, besides `run`:
+    #   fits(bodies, body) -> bool   one more item's data (JSON) fits beside the batch's
+    #   run_batch(runs, report)      runs (each with name, data, attempt, cancel) as one
+    #                                unit; report(run, Outcome) once per run as each ends
+    #   batch_wait: float            seconds the dispatcher may wait to fill a batch
+    # (`manager.runtime.batching`). Absent, the backend runs one item per unit.
+
     def cancel_elsewhere(self, name: str) -> bool:
         """End the unit of work of `name` (it left the source) that runs outside this manager:
         on a cluster, a Job another manager (or this one before a restart) left running. True

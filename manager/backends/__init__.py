@@ -35,9 +35,12 @@ class BackendPackage(Protocol):
     Options: type  # a dataclass of `manager.declared.option` fields: what a manager needs
     Queue: type  # the same, for naming a queue: what `status` and `retry` need
 
-    def setup(self, options: Any, *, registry: Any = None, parallelism: int = 1) -> Parts:
+    def setup(
+        self, options: Any, *, registry: Any = None, parallelism: int = 1, max_attempts: int = 3
+    ) -> Parts:
         """A manager's ledger, backend (and elector), what an earlier manager left recovered;
-        the caller's duty: `Parts.close()`."""
+        the caller's duty: `Parts.close()`. `max_attempts` is the manager's (a backend that
+        retries inside its unit of work - an Indexed Job's per-index retries - needs it)."""
 
     def queue_ops(self, queue: Any) -> QueueOps:
         """What `status`, `retry`, `pause` and `resume` do to the queue's record (one shape

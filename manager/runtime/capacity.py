@@ -64,6 +64,20 @@ class Capacity:
             self._in_use += 1
             return True
 
+    def try_acquire(self) -> bool:
+        """Take a free slot if there is one now (not closed, not paused, room): True; else
+        False at once. The caller's duty, as for `acquire`: `release()` it."""
+        with self._cond:
+            if self._closed or self._paused() or self._in_use + self._external() >= self._limit:
+                return False
+            self._in_use += 1
+            return True
+
+    def wait(self, seconds: float) -> None:
+        """Wait until a slot is given back (or anything else changes), at most `seconds`."""
+        with self._cond:
+            self._cond.wait(seconds)
+
     def keep(self) -> bool:
         """For the holder of a slot whose unit of work just ended, about to start the next: keep
         the slot (True) when the limit still allows it - not closed, not paused, no more in use

@@ -148,6 +148,44 @@ class Reconciler:
             self.cancellations.ended(started.name)
         return self._told(started.name, result, outcome)
 
+    def finish_batch(self, batch: list[Started], done: Callable) -> None:
+        """Run begun items as one batch (`Backend.run_batch`, a backend that batches) and
+        record each member's outcome as `finish` does, as the backend reports it; then
+        `done(started, result, error)` for that member (error: a `StorageFault` from the
+        ledger, the outcome waiting in `unrecorded`). Every member is told exactly once."""
+        told: set[str] = set()
+        began = time.monotonic()
+
+        def report(started: Started, outcome: Outcome) -> None:
+            if started.name in told:
+                return
+            told.add(started.name)
+            if outcome.seconds is None:
+                outcome = replace(outcome, seconds=time.monotonic() - began)
+            if started.cancel.is_set() and not outcome.succeeded and not outcome.interrupted:
+                outcome = replace(outcome, cancelled=True)
+            result, error = None, None
+            try:
+                result = self._record(started.name, started.attempt, outcome)
+                self._told(started.name, result, outcome)
+            except StorageFault as exc:
+                with self.cancellations.gate:
+                    self.unrecorded[started.name] = (started.attempt, outcome)
+                error = exc
+            finally:
+                self.cancellations.ended(started.name)
+            done(started, result, error)
+
+        try:
+            self.backend.run_batch(batch, report)
+        except Exception as exc:  # never leave a member marked running
+            log.exception("a batch of %d: the backend failed", len(batch))
+            failed = Outcome(False, error=f"backend error: {type(exc).__name__}: {exc}")
+            for started in batch:
+                report(started, failed)
+        for started in batch:  # a backend that forgot one: it is put back, not lost
+            report(started, Outcome(False, interrupted=True))
+
     def report(self, name: str, result: Result) -> Result:
         """Tell `on_outcome` of a `begin` that started nothing."""
         return self._told(name, result, None)

@@ -394,9 +394,19 @@ class Manager:
         workers = max(
             self.capacity.limit, self.options.parallelism, self.options.max_parallelism or 0
         )
-        self._dispatcher = Dispatcher(
-            self.queue, self.capacity, self.reconciler, self._settle, workers=workers
-        ).start()
+        batch_size = getattr(self.backend, "batch_size", 1)
+        if batch_size > 1:  # a backend that runs several items as one unit (Indexed Jobs)
+            from .batching import BatchDispatcher
+
+            self._dispatcher = BatchDispatcher(
+                self.queue, self.capacity, self.reconciler, self._settle,
+                batch_size=batch_size, fits=self.backend.fits,
+                wait=getattr(self.backend, "batch_wait", 1.0),
+            ).start()  # fmt: skip
+        else:
+            self._dispatcher = Dispatcher(
+                self.queue, self.capacity, self.reconciler, self._settle, workers=workers
+            ).start()
         if self.autoscaler is not None:
             threading.Thread(
                 target=self.autoscaler.run, args=(self.stop_event,), name="autoscaler", daemon=True

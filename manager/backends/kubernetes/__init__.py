@@ -31,11 +31,16 @@ Options = KubeOptions
 Queue = KubeQueue
 
 
-def setup(options: KubeOptions, *, registry=None, parallelism: int = 1) -> Parts:
-    """`parallelism` seeds the queue's WorkQueue when the manager creates it."""
+def setup(
+    options: KubeOptions, *, registry=None, parallelism: int = 1, max_attempts: int = 3
+) -> Parts:
+    """`parallelism` seeds the queue's WorkQueue when the manager creates it; `max_attempts`
+    sets a batch's per-index retries (`--batch-size`)."""
     from . import parts
 
-    return parts.setup(options, registry=registry, parallelism=parallelism)
+    return parts.setup(
+        options, registry=registry, parallelism=parallelism, max_attempts=max_attempts
+    )
 
 
 def queue_ops(queue: KubeQueue):

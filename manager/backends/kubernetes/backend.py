@@ -38,8 +38,11 @@ from collections.abc import Callable
 from typing import Any
 
 from ...ports import Cancel, Outcome
+from . import batch_objects as bo
 from . import objects as ko
 from .api import KubeApi, KubeError
+from .batch_record import BatchRecords
+from .batches import BatchRunner, unfinished_members
 from .cache import ClusterCache, finished
 from .record import RecordStore
 from .settler import CompletionController
@@ -62,8 +65,18 @@ class KubernetesBackend:
         keep_succeeded: int | None = None,
         keep_failed: int | None = None,
         registry=None,
+        batches: BatchRecords | None = None,
+        batch_size: int = 1,
+        batch_wait: float = 1.0,
+        max_attempts: int = 1,
     ) -> None:
+        """`batches`: the record of the queue's batches (always given by `parts.setup`: a
+        batch from an earlier run is recorded whatever this manager's `batch_size`); with
+        `batch_size` > 1 this backend dispatches batches (`batches.py`)."""
         self.api = api
+        self.batches = batches
+        self.batch_size = batch_size
+        self.batch_wait = batch_wait
         self.queue = queue
         self.pod = pod
         self.cache = cache
@@ -83,11 +96,25 @@ class KubernetesBackend:
             keep_succeeded=keep_succeeded,
             keep_failed=keep_failed,
             on_recorded=self.metrics.recorded if self.metrics else None,
+            batches=batches,
+            max_attempts=max_attempts,
         )
+        self.batcher = None
+        if batches is not None:  # (batch_size 1 still adopts a claim a crash left)
+            self.batcher = BatchRunner(
+                api, queue, pod, cache, batches, self.completions,
+                size=batch_size, max_attempts=max_attempts, stopping=self._stopping,
+                in_flight=self._in_flight, metrics=self.metrics,
+            )  # fmt: skip
 
     # -- the backend hook ------------------------------------------------------------------
 
     def log_path(self, name: str) -> str:
+        if self.batch_size > 1:
+            return (
+                f"kubectl logs -l {ko.QUEUE_LABEL}={self.queue},{bo.BATCH_LABEL} "
+                "(its batch's pods; `workqueue status NAME` names its batch and index)"
+            )
         return f"kubectl logs -l {ko.item_selector(self.queue, name)} (the item's Jobs)"
 
     def on_change(self, callback: Callable[[], None]) -> None:
@@ -115,6 +142,14 @@ class KubernetesBackend:
     def _wake(self) -> None:
         with self.cache.changed:
             self.cache.changed.notify_all()
+
+    # -- batches (`batches.py`): the dispatcher's hooks when batch_size > 1 -------------------
+
+    def fits(self, bodies: list[str], body: str) -> bool:
+        return self.batcher.fits(bodies, body)
+
+    def run_batch(self, runs: list, report) -> None:
+        self.batcher.run_batch(runs, report)
 
     def cancel_elsewhere(self, name: str) -> bool:
         """End the Job of `name` another manager left running, of whatever version (see the
@@ -289,12 +324,20 @@ class KubernetesBackend:
     def retry(self, name: str) -> bool:
         """Run a finished item again on purpose: out of the record, its newest Job deleted.
         False when the item is still running (nothing to retry)."""
+        item_hash = ko.item_hash(self.queue, name)
+        found = self.batches.lookup(item_hash) if self.batches is not None else None
+        if found is not None:  # its batch speaks for it: it lets go of it, never of siblings
+            if found.state == "running":
+                return False
+            self.batches.release(item_hash)
+            self.record.remove(item_hash)
+            return True
         fresh = self.read_job(name)
         if fresh is not None and finished(fresh) is None:
             return False
         if fresh is not None:
             self.completions.release_and_delete(fresh["metadata"]["name"])
-        self.record.remove(ko.item_hash(self.queue, name))
+        self.record.remove(item_hash)
         return True
 
     def shutdown(self, grace: float) -> None:
@@ -310,7 +353,7 @@ class KubernetesBackend:
         """Unfinished Jobs of the queue that no run() of this manager is waiting for (from a
         rival manager, or from before a restart): they count against the parallelism too."""
         return sum(
-            1
+            unfinished_members(j) if bo.batch_of(j) is not None else 1
             for j in self.cache.items()
             if finished(j) is None and j["metadata"]["name"] not in self._in_flight
         )
@@ -350,6 +393,8 @@ class KubernetesBackend:
         for job in self.cache.items():
             meta = job["metadata"]
             if meta["name"] in names or finished(job) or meta.get("deletionTimestamp"):
+                continue
+            if bo.batch_of(job) is not None:  # its ConfigMap is its claim: made first, kept
                 continue
             if _age(meta.get("creationTimestamp")) < min_age:
                 continue

@@ -190,6 +190,12 @@ def parse_indexes(text: str | None) -> set[int]:
     return out
 
 
+def batch_of(obj: dict) -> int | None:
+    """The batch number of a batch's Job or ConfigMap (its label), None for anything else."""
+    value = (obj["metadata"].get("labels") or {}).get(BATCH_LABEL)
+    return int(value) if value is not None and value.isdigit() else None
+
+
 def batch_size_of(job: dict) -> int:
     annotations = job["metadata"].get("annotations") or {}
     return int(annotations.get(BATCH_SIZE_ANNOTATION) or 0)

@@ -23,7 +23,9 @@ import time
 from collections.abc import Iterable
 
 from ...ports import FINISHED, Row, State
+from . import batch_objects as bo
 from . import objects as ko
+from .batch_record import BatchRecords
 from .cache import ClusterCache, finished
 from .record import ManagerFacts, RecordStore
 
@@ -63,6 +65,7 @@ class ClusterLedger:
         namespace: str = "",
         facts: ManagerFacts | None = None,
         control=None,
+        batches: BatchRecords | None = None,
     ) -> None:
         self.queue = queue
         self.where = f"namespace {namespace}, queue {queue}" if namespace else f"queue {queue}"
@@ -77,6 +80,29 @@ class ClusterLedger:
         # what is asked of the queue - pause, parallelism - and where its status goes: its
         # WorkQueue (queue_resource.QueueResource) or, without the CRD, its control ConfigMap
         self.control = control
+        self.batches = batches  # the record of batches: it speaks first for their members
+
+    def _batch_state(self, name: str) -> tuple[str, int] | None:
+        """What the newest batch holding `name` says (None: no batch holds it). A member
+        whose batch is not recorded yet: what this manager saw it end as, else what the
+        batch's Job says of its index, else running."""
+        found = self.batches.lookup(self._hash(name)) if self.batches is not None else None
+        if found is None:
+            return None
+        if found.state != State.RUNNING.value:
+            return found.state, found.attempts
+        with self._lock:
+            local = self._local.get(name)
+        if local is not None and local[0] in FINISHED:
+            return local
+        job = self.cache.get(bo.batch_name(self.queue, found.seq))
+        if job is not None:
+            status = job.get("status") or {}
+            if found.index in bo.parse_indexes(status.get("completedIndexes")):
+                return State.SUCCEEDED.value, found.attempts
+            if found.index in bo.parse_indexes(status.get("failedIndexes")):
+                return State.FAILED.value, found.attempts
+        return State.RUNNING.value, found.attempts
 
     def _hash(self, name: str) -> str:
         return ko.item_hash(self.queue, name)
@@ -98,6 +124,9 @@ class ClusterLedger:
 
     def state(self, name: str) -> tuple[str, int] | None:
         """See the module docstring for which source of truth answers."""
+        batched = self._batch_state(name)
+        if batched is not None:
+            return batched
         recorded = self.record.get(self._hash(name))
         job = self._job(name)
         if job is not None:
@@ -162,14 +191,20 @@ class ClusterLedger:
             return False
         if current[0] in (State.SUCCEEDED.value, State.CANCELLED.value):
             return False
+        if self.batches is not None and self.batches.amend(self._hash(name), "cancelled"):
+            self._cancelled_here(name, current[1])
+            return True  # a failed member of a recorded batch: its batch's record says so
         version = self.version_ran(name)
         self.record.put(self._hash(name), State.CANCELLED.value, current[1], version=version)
+        self._cancelled_here(name, current[1])
+        return True
+
+    def _cancelled_here(self, name: str, attempts: int) -> None:
         with self._lock:
-            self._local[name] = (State.CANCELLED.value, current[1])
+            self._local[name] = (State.CANCELLED.value, attempts)
             self._rows.setdefault(name, {"first_seen": time.time()}).update(
                 finished=time.time(), last_error="cancelled: it left the source"
             )
-        return True
 
     def take_retry_requests(self) -> list[str]:
         return []  # `workqueue retry` acts on the cluster directly: nothing is left for us
@@ -195,6 +230,9 @@ class ClusterLedger:
             version = self._versions.get(name)
         if version is not None:
             return version
+        found = self.batches.lookup(self._hash(name)) if self.batches is not None else None
+        if found is not None:
+            return found.version
         job = self._job(name)
         if job is not None and ko.job_version(job) is not None:
             return ko.job_version(job)
@@ -207,6 +245,8 @@ class ClusterLedger:
         current = self.state(name)
         if current is None or current[0] not in FINISHED:
             return False
+        if self.batches is not None:
+            self.batches.release(self._hash(name))  # its batch lets go of it; history below
         self.record.rerun(self._hash(name), version)
         with self._lock:
             if version is not None:
@@ -217,7 +257,11 @@ class ClusterLedger:
         return True
 
     def gave_up(self, name: str) -> bool:
-        """A failure no retry fixes: its Job failed fast, or the record says so."""
+        """A failure no retry fixes: its Job failed fast, or the record says so - or it failed
+        in a batch, whose Job ran every attempt it had."""
+        batched = self._batch_state(name)
+        if batched is not None:
+            return batched[0] == State.FAILED.value
         job = self._job(name)
         if job is not None and failed_fast(job):
             return True

@@ -65,6 +65,14 @@ def whole(text: str) -> int:
     return value
 
 
+def batch_size(text: str) -> int:
+    """1 to 100,000: what an Indexed Job with per-index retries may hold."""
+    value = whole(text)
+    if not 1 <= value <= 100_000:
+        raise UserError(f"must be 1 to 100000 (the items one Indexed Job may hold): {text!r}")
+    return value
+
+
 def seconds(text: str) -> float:
     """A duration > 0 (`manager.durations`: 500ms, 30s, 2m, 1h30m or bare seconds)."""
     return parse_duration(text)
@@ -183,6 +191,20 @@ class KubeOptions:
     )
     kube_api_burst: int = option(
         "--kube-api-burst", "API burst (default 30)", default=30, parse=whole
+    )
+    batch_size: int = option(
+        "--batch-size",
+        "dispatch up to K waiting items as one Indexed Job (default 1: one Job per item; "
+        "Kubernetes 1.29+)",
+        default=1,
+        metavar="K",
+        parse=batch_size,
+    )
+    batch_wait: float = option(
+        "--batch-wait",
+        "how long a batch may wait for slots to free before it goes smaller (default 1s)",
+        default=1.0,
+        parse=seconds_or_zero,
     )
     keep_succeeded: int | None = option(
         "--keep-succeeded", "succeeded Jobs kept (history)", parse=whole

@@ -20,6 +20,7 @@ from . import control
 from . import objects as ko
 from .api import KubeApi, KubeError, load_configuration
 from .backend import KubernetesBackend
+from .batch_record import BatchRecords
 from .cache import ClusterCache
 from .ledger import ClusterLedger
 from .options import KubeOptions, KubeQueue
@@ -87,7 +88,18 @@ def load_record(api: KubeApi, where: KubeQueue) -> RecordStore:
     return record
 
 
-def setup(options: KubeOptions, *, registry=None, parallelism: int = 1) -> Parts:
+def load_batches(api: KubeApi, where: KubeQueue) -> BatchRecords:
+    batches = BatchRecords(api, where.queue)
+    try:
+        batches.load()
+    except KubeError as exc:
+        raise UserError(f"cannot read the queue's batches in {where.namespace}: {exc}") from None
+    return batches
+
+
+def setup(
+    options: KubeOptions, *, registry=None, parallelism: int = 1, max_attempts: int = 3
+) -> Parts:
     where = options.where
     pod = options.pod()
     api = KubeApi(
@@ -99,6 +111,7 @@ def setup(options: KubeOptions, *, registry=None, parallelism: int = 1) -> Parts
     )
     try:
         record = load_record(api, where)
+        batches = load_batches(api, where)
         holder: dict[str, KubernetesBackend] = {}
         cache = ClusterCache(
             api,
@@ -116,6 +129,10 @@ def setup(options: KubeOptions, *, registry=None, parallelism: int = 1) -> Parts
             keep_succeeded=options.keep_succeeded,
             keep_failed=options.keep_failed,
             registry=registry,
+            batches=batches,
+            batch_size=options.batch_size,
+            batch_wait=options.batch_wait,
+            max_attempts=max_attempts,
         )
         backend.completions.start()
         cache.start()
@@ -140,7 +157,10 @@ def setup(options: KubeOptions, *, registry=None, parallelism: int = 1) -> Parts
         namespace=where.namespace,
         facts=ManagerFacts(api, where.queue),
         control=queue_control,
+        batches=batches,
     )
+    if backend.batcher is not None:
+        backend.batcher.adopt_unstarted()
     removed = backend.clean_orphans(options.orphan_age)
     if removed:
         log.warning("removed %d ConfigMap(s) left without their Job", removed)

@@ -13,14 +13,16 @@ from __future__ import annotations
 from ...errors import UserError
 from ...ports import QueueRecord, Row, State
 from ..queue_ops import QueueOps
+from . import batch_objects as bo
 from . import control, pods, queue_resource
 from . import objects as ko
 from .api import KubeApi, KubeError
 from .backend import KubernetesBackend
+from .batch_record import BatchRecords
 from .cache import ClusterCache, finished
 from .ledger import job_state
 from .options import KubeQueue
-from .parts import configuration, load_record
+from .parts import configuration, load_batches, load_record
 from .record import Entry, ManagerFacts, RecordStore
 
 
@@ -32,6 +34,7 @@ class KubeQueueOps(QueueOps):
         self.where = f"queue {self.queue.queue} of {self.queue.namespace}"
         self.api = KubeApi(self.queue.namespace, configuration(self.queue.kubeconfig))
         self._loaded: RecordStore | None = None
+        self._batches: BatchRecords | None = None
         self._retrier: KubernetesBackend | None = None
 
     def close(self) -> None:
@@ -41,6 +44,11 @@ class KubeQueueOps(QueueOps):
         if self._loaded is None:
             self._loaded = load_record(self.api, self.queue)
         return self._loaded
+
+    def _batch_record(self) -> BatchRecords:
+        if self._batches is None:
+            self._batches = load_batches(self.api, self.queue)
+        return self._batches
 
     def status(self, listed: list[str] | None = None) -> QueueRecord:
         """What the cluster says of a queue: its Jobs (with why a pod is not running yet), the
@@ -87,7 +95,8 @@ class KubeQueueOps(QueueOps):
                     reasons[item] = why
         counts_only: dict[str, int] = {}
         by_hash = {ko.item_hash(where.queue, name): name for name in listed or []}
-        known = {ko.item_hash(where.queue, name) for name in rows}
+        batched = self._batch_rows(rows, details, by_hash, counts_only)
+        known = {ko.item_hash(where.queue, name) for name in rows} | batched
         for item_hash, (state, attempts) in record.entries().items():
             if item_hash in known:
                 continue
@@ -107,6 +116,30 @@ class KubeQueueOps(QueueOps):
             paused_since=paused,
         )
 
+    def _batch_rows(self, rows, details, by_hash, counts_only) -> set[str]:
+        """The batches' word on their members (it comes first: see `ledger`), into `rows` -
+        named by a running batch's claim or by `listed` - or `counts_only`. Returns the item
+        hashes the batches spoke for."""
+        batches = self._batch_record()
+        names: dict[str, str] = dict(by_hash)
+        for seq in batches.unrecorded():
+            batch = batches.batch(seq)
+            for h, name in zip(batch.hashes, batch.names or [], strict=False):
+                names.setdefault(h, name)
+        spoken = set()
+        for item_hash, (state, attempts) in batches.entries().items():
+            spoken.add(item_hash)
+            name = names.get(item_hash)
+            if name is None:
+                counts_only[state] = counts_only.get(state, 0) + 1
+                continue
+            found = batches.lookup(item_hash)
+            rows[name] = Row(name, state, attempts, 0.0, None, None, None, None, None,
+                             found.version)  # fmt: skip
+            job = bo.batch_name(self.queue.queue, found.seq)
+            details[name] = {"job": job, "index": found.index, "pod": None}
+        return spoken
+
     def item_detail(self, name: str, record: QueueRecord) -> dict:
         """The item's Job and its pod's state."""
         return record.details.get(name) or {"job": None, "pod": None}
@@ -122,10 +155,14 @@ class KubeQueueOps(QueueOps):
                 ko.PodOptions(image="-"),
                 ClusterCache(self.api, ko.queue_selector(queue), index_label=ko.ITEM_HASH_LABEL),
                 self._record(),
+                batches=self._batch_record(),
             )
         return self._retrier
 
     def state_of(self, name: str) -> str | None:
+        found = self._batch_record().lookup(ko.item_hash(self.queue.queue, name))
+        if found is not None:
+            return found.state
         known = self._record().get(ko.item_hash(self.queue.queue, name))
         job = self._retrying().read_job(name)
         return job_state(job)[0] if job is not None else (known[0] if known else None)
@@ -143,7 +180,13 @@ class KubeQueueOps(QueueOps):
             item = (job["metadata"].get("annotations") or {}).get(ko.ITEM_ANNOTATION)
             if item is not None and finished(job) == "Failed":
                 failed.add(item)
+        batches = self._batch_record()
         for name in listed or []:
+            found = batches.lookup(ko.item_hash(self.queue.queue, name))
+            if found is not None:
+                if found.state == State.FAILED:
+                    failed.add(name)
+                continue
             entry = record.get(ko.item_hash(self.queue.queue, name))
             if entry is not None and entry[0] == State.FAILED:
                 failed.add(name)

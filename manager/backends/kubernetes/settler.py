@@ -30,6 +30,7 @@ from collections.abc import Callable
 
 from ...workqueue import RateLimitingQueue
 from ...workqueue.rate_limiters import ItemExponentialFailureRateLimiter
+from . import batch_objects as bo
 from . import objects as ko
 from .api import KubeApi, KubeError
 from .cache import ClusterCache, finished
@@ -51,8 +52,14 @@ class CompletionController:
         keep_failed: int | None = None,
         on_recorded: Callable[[str, str], None] | None = None,
         backoff: tuple[float, float] = (0.05, 30.0),
+        batches=None,
+        max_attempts: int = 1,
     ) -> None:
-        """`on_recorded(state, failure_reason)` after each outcome recorded (metrics)."""
+        """`on_recorded(state, failure_reason)` after each outcome recorded (metrics), once
+        per item of a batch too. `batches`: the record of batches (`batch_record`), when the
+        queue dispatches batches; `max_attempts` what each of their items was given."""
+        self.batches = batches
+        self.max_attempts = max_attempts
         self.api = api
         self.queue = queue
         self.cache = cache
@@ -122,13 +129,55 @@ class CompletionController:
             return
         if finished(fresh):
             if ko.RECORD_FINALIZER in (fresh["metadata"].get("finalizers") or []):
-                self._record(fresh)
+                self._record_any(fresh)
                 self.remove_finalizer(job_name)
             with self.cache.changed:
                 self.cache.changed.notify_all()
             self._enforce_history()
         elif job_name in self.stuck and not fresh["metadata"].get("deletionTimestamp"):
             self._fail_stuck(fresh, self.stuck[job_name])
+
+    def _record_any(self, job: dict) -> None:
+        """A finished Job's outcome into the record: a batch's into its own (`batch_record`)."""
+        if bo.batch_of(job) is not None:
+            self._record_batch(job)
+        else:
+            self._record(job)
+
+    def _record_batch(self, job: dict) -> None:
+        """Every member's outcome, from the Job's completedIndexes and failedIndexes; the
+        attempts each took from its pods, read only when some pod failed (one list)."""
+        name = job["metadata"]["name"]
+        seq = bo.batch_of(job)
+        if self.batches is None or seq is None:
+            return
+        status = job.get("status") or {}
+        succeeded = bo.parse_indexes(status.get("completedIndexes"))
+        failed = bo.parse_indexes(status.get("failedIndexes"))
+        failures: dict[int, int] = {}
+        if status.get("failed"):
+            pods, _ = self.api.list("pods", f"batch.kubernetes.io/job-name={name}")
+            for pod in pods:
+                if (pod.get("status") or {}).get("phase") != "Failed" or _disrupted(pod):
+                    continue
+                index = (pod["metadata"].get("annotations") or {}).get(bo.INDEX_ANNOTATION)
+                if index is not None and index.isdigit():
+                    failures[int(index)] = failures.get(int(index), 0) + 1
+        outcomes = {i: ("succeeded", failures.get(i, 0) + 1) for i in succeeded}
+        outcomes.update({i: ("failed", max(1, failures.get(i, 0))) for i in failed})
+        batch = self.batches.record(seq, outcomes)
+        if batch is None:
+            return
+        states = batch.states or []
+        lost = len(states) - len(succeeded) - len(failed)
+        if failed or lost:
+            why = f"{len(failed)} of {len(states)} items failed"
+            if lost:
+                why += f"; {lost} never finished ({_reason(job)})"
+            self.post_event(job, "Failed", f"batch {name}: {why}")
+        if self.on_recorded:
+            for state in states:
+                self.on_recorded(state, "" if state == "succeeded" else "FailedIndex")
 
     def _record(self, job: dict) -> None:
         annotations = job["metadata"].get("annotations") or {}
@@ -210,7 +259,7 @@ class CompletionController:
         if ko.RECORD_FINALIZER in (fresh["metadata"].get("finalizers") or []):
             if finished(fresh) is None:
                 return  # never delete unrecorded or running work
-            self._record(fresh)
+            self._record_any(fresh)
             self.remove_finalizer(job_name)
         self.api.remove("jobs", job_name, fresh["metadata"]["uid"])
 
@@ -232,6 +281,10 @@ class CompletionController:
                 self.release_and_delete(job["metadata"]["name"])
 
     def _recorded(self, job: dict) -> bool:
+        seq = bo.batch_of(job)
+        if self.batches is not None and seq is not None:
+            batch = self.batches.batch(seq)
+            return batch is not None and batch.states is not None
         item = (job["metadata"].get("annotations") or {}).get(ko.ITEM_ANNOTATION)
         return item is not None and self.record.get(ko.item_hash(self.queue, item)) is not None
 
@@ -263,3 +316,18 @@ class CompletionController:
             self.api.create("events", event)
         except KubeError as exc:  # an event is a courtesy: never fail the item for it
             log.warning("could not post event %s on %s: %s", reason, meta["name"], exc)
+
+
+def _disrupted(pod: dict) -> bool:
+    """A pod the cluster ended (DisruptionTarget): its failure is not the item's."""
+    return any(
+        c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+        for c in (pod.get("status") or {}).get("conditions") or []
+    )
+
+
+def _reason(job: dict) -> str:
+    for condition in (job.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Failed":
+            return condition.get("reason") or "Failed"
+    return "the Job ended"

@@ -79,7 +79,9 @@ class LocalOptions:
         return LocalQueue(self.state_dir)
 
 
-def setup(options: LocalOptions, *, registry=None, parallelism: int = 1) -> Parts:
+def setup(
+    options: LocalOptions, *, registry=None, parallelism: int = 1, max_attempts: int = 3
+) -> Parts:
     """The ledger (exclusively: one manager per state directory) and the process runner.
     Items a manager that died left running are ended and put back to pending first."""
     if not options.worker_argv:

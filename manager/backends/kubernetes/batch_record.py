@@ -1,0 +1,315 @@
+"""The record of batches: each batch's ConfigMap is first its claim on its members, then, once
+its Job has ended, the durable record of their outcomes - kept after the Job is gone.
+
+Exactly once, with rival managers and restarts, by numbering: batch `seq` is the ConfigMap
+`<queue>-batch-<seq>`, and the API server creates a name once (409 AlreadyExists for a
+second). A manager creates batch `seq` only when it knows every batch below it - it created
+each, or read it after its create of that number was refused - so it never claims an item a
+batch it does not know holds. At start it lists every batch and goes on from the highest.
+The Job, named after its ConfigMap, comes second: a manager killed between the two leaves a
+claim without a Job, and the next manager creates that very Job (`unstarted`), never a second
+batch for the same items.
+
+    while the Job runs     data "0", "1", … the members' item data; "members" one JSON line
+                           per index: [name, version, attempt]
+    once it has ended      "record": one line per index, `hash \\t state \\t attempts \\t
+                           version` (state s, f or c: succeeded, failed, cancelled); the item
+                           data is gone. About 40 bytes an item: 1,000,000 items in 1,000
+                           ConfigMaps of 40 kB, where etcd's 1 MiB per object is no limit
+    "released"             indexes whose item was taken back (`workqueue retry`, a re-run):
+                           the batch no longer speaks for them
+
+An item's state is that of the newest batch holding it and not released (`lookup`); every later
+change of it (a retry, a cancel) is written into that batch's record, read-modify-write guarded
+by its resourceVersion, so no rival's write is lost.
+
+Invariant: `_where` maps each item hash to the newest (seq, index) holding it, unreleased;
+`_batches[seq]` is that batch as last read or written here.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from . import batch_objects as bo
+from . import objects as ko
+from .api import KubeApi, KubeError
+
+STATES = {"s": "succeeded", "f": "failed", "c": "cancelled"}
+CODES = {v: k for k, v in STATES.items()}
+RECORD_KEY = "record"
+RELEASED_KEY = "released"
+
+
+class Found(NamedTuple):
+    """What the record says of one item: its batch, its index there, its state."""
+
+    seq: int
+    index: int
+    state: str  # "running" until the batch's outcome is recorded
+    attempts: int
+    version: str | None
+
+
+@dataclass
+class Batch:
+    """One batch as read: its members' hashes and versions, and - once recorded - their
+    outcomes."""
+
+    seq: int
+    hashes: list[str]
+    versions: list[str | None]
+    attempts: list[int]
+    states: list[str] | None = None  # None: its Job has not ended (or not been recorded)
+    released: set[int] = field(default_factory=set)
+    names: list[str] | None = None  # while it runs (the claim names them)
+
+
+class BatchRecords:
+    def __init__(self, api: KubeApi, queue: str) -> None:
+        self.api = api
+        self.queue = queue
+        self._lock = threading.Lock()
+        self._claiming = threading.Lock()  # one claim at a time: numbers are taken in order
+        self._batches: dict[int, Batch] = {}
+        self._where: dict[str, tuple[int, int]] = {}
+        self._next = 1
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Every batch of the queue, from one list."""
+        items, _ = self.api.list("configmaps", f"{bo.batch_selector(self.queue)},"
+                                 f"{bo.ROLE_LABEL}=batch")  # fmt: skip
+        with self._lock:
+            self._batches, self._where = {}, {}
+            for cm in sorted(items, key=lambda c: bo.seq_of(c["metadata"]["name"]) or 0):
+                self._learn(cm)
+
+    def _learn(self, cm: dict) -> Batch | None:
+        """Take in one batch's ConfigMap (the caller holds `_lock`)."""
+        seq = bo.seq_of(cm["metadata"]["name"])
+        if seq is None:
+            return None
+        batch = parse(self.queue, seq, cm.get("data") or {})
+        old = self._batches.get(seq)
+        if old is not None:
+            for i, h in enumerate(old.hashes):
+                if self._where.get(h) == (seq, i):
+                    del self._where[h]
+        self._batches[seq] = batch
+        for i, h in enumerate(batch.hashes):
+            if i in batch.released:
+                continue
+            held = self._where.get(h)
+            if held is None or held[0] <= seq:
+                self._where[h] = (seq, i)
+        self._next = max(self._next, seq + 1)
+        return batch
+
+    def lookup(self, item_hash: str) -> Found | None:
+        with self._lock:
+            where = self._where.get(item_hash)
+            if where is None:
+                return None
+            batch = self._batches[where[0]]
+        i = where[1]
+        state = "running" if batch.states is None else batch.states[i]
+        return Found(batch.seq, i, state, batch.attempts[i], batch.versions[i])
+
+    def reread(self, seq: int) -> Batch | None:
+        """Read one batch afresh from the API server (a rival may have recorded it)."""
+        cm = self.api.find("configmaps", bo.batch_name(self.queue, seq))
+        if cm is None:
+            return None
+        with self._lock:
+            return self._learn(cm)
+
+    def batch(self, seq: int) -> Batch | None:
+        with self._lock:
+            return self._batches.get(seq)
+
+    def unrecorded(self) -> list[int]:
+        """The batches whose outcome is not recorded yet (running, or a claim left without
+        its Job), oldest first."""
+        with self._lock:
+            return sorted(s for s, b in self._batches.items() if b.states is None)
+
+    def __len__(self) -> int:
+        return len(self._where)
+
+    def counts(self) -> dict[str, int]:
+        """Items by state, as the record has them."""
+        out: dict[str, int] = {}
+        with self._lock:
+            for seq, index in self._where.values():
+                batch = self._batches[seq]
+                state = "running" if batch.states is None else batch.states[index]
+                out[state] = out.get(state, 0) + 1
+        return out
+
+    def entries(self) -> dict[str, tuple[str, int]]:
+        """item hash -> (state, attempts), for `workqueue status`."""
+        with self._lock:
+            out = {}
+            for h, (seq, i) in self._where.items():
+                batch = self._batches[seq]
+                state = "running" if batch.states is None else batch.states[i]
+                out[h] = (state, batch.attempts[i])
+            return out
+
+    # -- claiming --------------------------------------------------------------------------
+
+    def claim(self, namespace: str, members: list[bo.Member]) -> tuple[int | None, list, list]:
+        """Create the next batch for `members`: (its seq, the members it holds, those a rival's
+        batch holds already). A number already taken is read and the claim tries the next;
+        (None, [], taken) when rivals hold every member."""
+        taken: list[bo.Member] = []
+        with self._claiming:
+            while members:
+                with self._lock:
+                    seq = self._next
+                body = bo.config_map(self.queue, namespace, seq, members)
+                try:
+                    created = self.api.create("configmaps", body)
+                except KubeError as exc:
+                    if exc.reason != "AlreadyExists":
+                        raise
+                    theirs = self.api.find("configmaps", bo.batch_name(self.queue, seq))
+                    with self._lock:
+                        if theirs is None:  # deleted meanwhile: the number is spent anyway
+                            self._next = max(self._next, seq + 1)
+                            continue
+                        batch = self._learn(theirs)
+                    held = set(batch.hashes) if batch is not None else set()
+                    mine = ko.item_hash
+                    taken += [m for m in members if mine(self.queue, m.name) in held]
+                    members = [m for m in members if mine(self.queue, m.name) not in held]
+                    continue
+                with self._lock:
+                    self._learn(created)
+                return seq, members, taken
+        return None, [], taken
+
+    # -- recording -------------------------------------------------------------------------
+
+    def record(self, seq: int, outcomes: dict[int, tuple[str, int]]) -> Batch | None:
+        """The batch's outcome, once its Job has ended: `outcomes` index -> (state, attempts);
+        an index not in it is failed. Idempotent: a batch recorded already (by a rival, or
+        before a restart) keeps its record. None when the batch's ConfigMap is gone."""
+
+        def change(batch: Batch) -> bool:
+            if batch.states is not None:
+                return False
+            batch.states = []
+            for i in range(len(batch.hashes)):
+                state, attempts = outcomes.get(i, ("failed", batch.attempts[i]))
+                batch.states.append(state)
+                batch.attempts[i] = attempts
+            return True
+
+        return self._rewrite(seq, change)
+
+    def release(self, item_hash: str) -> bool:
+        """The item's batch no longer speaks for it (`workqueue retry`, a re-run): it is
+        pending again. False when no batch holds it, or its batch still runs."""
+        found = self.lookup(item_hash)
+        if found is None or found.state == "running":
+            return False
+
+        def change(batch: Batch) -> bool:
+            if found.index in batch.released:
+                return False
+            batch.released.add(found.index)
+            return True
+
+        self._rewrite(found.seq, change)
+        with self._lock:
+            if self._where.get(item_hash) == (found.seq, found.index):
+                del self._where[item_hash]
+        return True
+
+    def amend(self, item_hash: str, state: str) -> bool:
+        """Set a recorded item's state (a cancel after its batch ended). False when no
+        recorded batch holds it."""
+        found = self.lookup(item_hash)
+        if found is None or found.state == "running":
+            return False
+
+        def change(batch: Batch) -> bool:
+            if batch.states is None or batch.states[found.index] == state:
+                return False
+            batch.states[found.index] = state
+            return True
+
+        self._rewrite(found.seq, change)
+        return True
+
+    def _rewrite(self, seq: int, change) -> Batch | None:
+        """Read the batch's ConfigMap, apply `change(batch)` (False: nothing to write), write
+        it back guarded by the resourceVersion read; a conflict reads again."""
+        name = bo.batch_name(self.queue, seq)
+        for _ in range(20):
+            cm = self.api.find("configmaps", name)
+            if cm is None:
+                return None
+            batch = parse(self.queue, seq, cm.get("data") or {})
+            if not change(batch):
+                with self._lock:
+                    return self._learn(cm)
+            cm["data"] = render(batch) if batch.states is not None else {
+                **(cm.get("data") or {}), RELEASED_KEY: _indexes(batch.released)
+            }  # fmt: skip
+            try:
+                written = self.api.replace("configmaps", name, cm)
+            except KubeError as exc:
+                if exc.reason != "Conflict":
+                    raise
+                continue
+            with self._lock:
+                return self._learn(written)
+        raise KubeError(409, "Conflict", f"batch record {name}: too many concurrent writers")
+
+
+def parse(queue: str, seq: int, data: dict[str, str]) -> Batch:
+    """One batch's ConfigMap data, in either form (see the module docstring)."""
+    released = {int(x) for x in (data.get(RELEASED_KEY) or "").split()}
+    if RECORD_KEY in data:
+        hashes, versions, attempts, states = [], [], [], []
+        for line in data[RECORD_KEY].splitlines():
+            h, code, tries, version = line.split("\t")
+            hashes.append(h)
+            states.append(STATES.get(code, "failed"))
+            attempts.append(int(tries))
+            versions.append(version or None)
+        return Batch(seq, hashes, versions, attempts, states, released)
+    members = bo.parse_members(data.get(bo.MEMBERS_KEY) or "")
+    return Batch(
+        seq,
+        [ko.item_hash(queue, name) for name, _, _ in members],
+        [version for _, version, _ in members],
+        [attempt for _, _, attempt in members],
+        None,
+        released,
+        [name for name, _, _ in members],
+    )
+
+
+def render(batch: Batch) -> dict[str, str]:
+    """A recorded batch's ConfigMap data: the item data gone, one line per member."""
+    lines = [
+        f"{h}\t{CODES.get(state, 'f')}\t{tries}\t{version or ''}"
+        for h, state, tries, version in zip(
+            batch.hashes, batch.states or [], batch.attempts, batch.versions, strict=True
+        )
+    ]
+    data = {RECORD_KEY: "\n".join(lines)}
+    if batch.released:
+        data[RELEASED_KEY] = _indexes(batch.released)
+    return data
+
+
+def _indexes(indexes: set[int]) -> str:
+    return " ".join(str(i) for i in sorted(indexes))

@@ -1,0 +1,293 @@
+"""Batches on Kubernetes: up to `--batch-size` items dispatched as one Indexed Job.
+
+`run_batch(runs, report)` - called by the dispatcher's batch worker holding one capacity slot
+per run - does for a batch what `KubernetesBackend.run` does for one item:
+
+  1. the claim: the batch's ConfigMap, numbered (`batch_record.BatchRecords.claim`); members a
+     rival's batch holds already are reported `interrupted` (they are pending here, and
+     running there: nothing dispatches them twice);
+  2. the Indexed Job named after it (`batch_objects.job`); 409 AlreadyExists means a manager
+     restarted after a crash between the two creates made it - it is awaited like our own;
+  3. each member's outcome as the Job's status reports it: an index in `completedIndexes`
+     succeeded, in `failedIndexes` failed for good (its retries ran inside the Job,
+     `backoffLimitPerIndex`), and its slot is given back at once (`report`). The last
+     member's report waits until the batch's outcome is in the record (the completion
+     controller's, `record_batch`), so a `--once` run never ends with a batch unrecorded.
+
+Service times stay per item: a member's `seconds` run from the Job's creation to the moment
+its index was seen to finish (each member has a pod from the start: completions =
+parallelism = the batch's size).
+
+Cancel (`--cancel-removed`): a member cancelled before the claim is never in a batch. A member's
+index cannot be taken out of a running Indexed Job (Kubernetes has no such operation), so a
+cancelled member that runs finishes and its outcome stands; when every unfinished member of a
+batch is cancelled the whole Job is ended (recorded cancelled, finalizer removed, deleted).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from ...ports import Outcome
+from . import batch_objects as bo
+from . import objects as ko
+from .api import KubeApi, KubeError
+from .batch_record import BatchRecords
+from .cache import ClusterCache, finished
+
+log = logging.getLogger(__name__)
+
+
+class BatchRunner:
+    def __init__(
+        self,
+        api: KubeApi,
+        queue: str,
+        pod: ko.PodOptions,
+        cache: ClusterCache,
+        batches: BatchRecords,
+        completions,
+        *,
+        size: int,
+        max_attempts: int,
+        stopping: threading.Event,
+        in_flight: set[str],
+        metrics=None,
+    ) -> None:
+        """`in_flight` is the backend's set of Job names a run of this manager awaits."""
+        self.api = api
+        self.queue = queue
+        self.pod = pod
+        self.cache = cache
+        self.batches = batches
+        self.completions = completions
+        self.size = size
+        self.max_attempts = max_attempts
+        self.stopping = stopping
+        self.in_flight = in_flight
+        self.metrics = metrics
+
+    def fits(self, bodies: list[str], body: str) -> bool:
+        """Whether one more item's data (`body`, as WORK_ITEM_FILE holds it) fits beside
+        `bodies` in one batch: at most `size` items and a ConfigMap's 1 MiB."""
+        if len(bodies) >= self.size:
+            return False
+        used = sum(len(b.encode("utf-8")) + 200 for b in bodies)
+        return used + len(body.encode("utf-8")) + 200 <= bo.MAX_BATCH_BYTES
+
+    def run_batch(self, runs: list, report: Callable[[object, Outcome], None]) -> None:
+        """Run `runs` (each with name, data, attempt, cancel) as one batch; `report(run,
+        outcome)` once per run, in this thread (see the module docstring)."""
+        where = "a batch"
+        told: set[int] = set()  # ids of the runs reported: each is told once
+
+        def once(run, outcome: Outcome) -> None:
+            if id(run) not in told:
+                told.add(id(run))
+                tell_reconciler(run, outcome)
+
+        tell_reconciler, report = report, once
+        live = []
+        for run in runs:
+            if self.stopping.is_set():
+                report(run, Outcome(False, interrupted=True, log_path=where))
+            elif run.cancel.is_set():
+                report(run, _cancelled(where))
+            else:
+                live.append(run)
+        if not live:
+            return
+        members = [bo.member(r.name, r.data, r.attempt) for r in live]
+        try:
+            seq, claimed, taken = self.batches.claim(self.api.namespace, members)
+        except Exception as exc:
+            for run in live:
+                report(run, Outcome(False, error=f"cannot claim a batch: {exc}", log_path=where))
+            return
+        by_name = {r.name: r for r in live}
+        for m in taken:
+            log.info("%s: in a rival manager's batch already; it runs there", m.name)
+            report(by_name[m.name], Outcome(False, interrupted=True, log_path=where))
+        if seq is None:
+            return
+        job_name = bo.batch_name(self.queue, seq)
+        mine = [by_name[m.name] for m in claimed]
+        where = f"job/{job_name} (kubectl logs {job_name}-<index>-…)"
+        self.in_flight.add(job_name)
+        try:
+            self._create_job(seq, len(mine))
+            self._await(job_name, seq, mine, report, where)
+        except Exception as exc:
+            log.exception("batch %s: the backend failed", job_name)
+            for run in mine:  # whatever was not reported yet (`once` skips the others)
+                report(run, Outcome(False, error=f"backend error: {exc}", log_path=where))
+        finally:
+            self.in_flight.discard(job_name)
+
+    def _create_job(self, seq: int, size: int) -> None:
+        body = bo.job(self.queue, self.api.namespace, seq, size, self.pod, self.max_attempts)
+        try:
+            self.api.create("jobs", body)
+            if self.metrics:
+                self.metrics.created.inc()
+        except KubeError as exc:
+            if exc.reason != "AlreadyExists":
+                raise
+            if self.metrics:
+                self.metrics.conflicts.inc()
+
+    def adopt_unstarted(self) -> int:
+        """Create the Job of every claim a crash left without one (the batch's ConfigMap is
+        there, its Job never came): the same name, so never a second batch. Returns how many."""
+        made = 0
+        for seq in self.batches.unrecorded():
+            job_name = bo.batch_name(self.queue, seq)
+            batch = self.batches.batch(seq)
+            if batch is None or self.cache.get(job_name) is not None:
+                continue
+            if self.api.find("jobs", job_name) is not None:
+                continue
+            log.warning("batch %s: its Job never came (a crash); creating it", job_name)
+            self._create_job(seq, len(batch.hashes))
+            made += 1
+        return made
+
+    def _await(self, job_name: str, seq: int, runs: list, report, where: str) -> None:
+        began = time.monotonic()
+        reported: set[int] = set()
+
+        seen = {"job": False}
+
+        def tell(index: int, outcome: Outcome) -> None:
+            reported.add(index)
+            report(runs[index], outcome)
+
+        def wake() -> bool:
+            job = self.cache.get(job_name)
+            if job is not None:
+                seen["job"] = True
+            if self.stopping.is_set() or (job is None and seen["job"]) or (job and finished(job)):
+                return True
+            if job is None:
+                return False
+            done = _indexes(job)
+            if any(i not in reported for i in done[0] | done[1]):
+                return True
+            return all(runs[i].cancel.is_set() for i in range(len(runs)) if i not in reported)
+
+        forget = [r.cancel.on_set(self._wake) for r in runs]
+        try:
+            while len(reported) < len(runs):
+                self.cache.wait_for(wake, timeout=5.0)
+                job = self.cache.get(job_name)
+                if self.stopping.is_set():
+                    break
+                if job is not None:
+                    succeeded, failed = _indexes(job)
+                    seconds = time.monotonic() - began
+                    for i in sorted((succeeded | failed) - reported):
+                        if len(reported) == len(runs) - 1:
+                            break  # the last one waits for the record (module docstring)
+                        tell(i, self._outcome(i in succeeded, seconds, where))
+                    if finished(job):  # the completion controller records it: wait for that
+                        if not self._wait_recorded(seq):
+                            break
+                        self._tell_recorded(seq, runs, reported, tell, seconds, where)
+                        return
+                elif seen["job"]:  # deleted: recorded by a rival, or ended by a person
+                    self.batches.reread(seq)
+                    self._tell_recorded(seq, runs, reported, tell, time.monotonic() - began,
+                                        where)  # fmt: skip
+                    return
+                left = [i for i in range(len(runs)) if i not in reported]
+                every_left_cancelled = left and all(runs[i].cancel.is_set() for i in left)
+                if job is not None and every_left_cancelled and self._end(job_name, seq, left):
+                    for i in left:
+                        tell(i, _cancelled(where))
+                    return
+            for i in range(len(runs)):  # stopping: the Job runs on; whoever is next records it
+                if i not in reported:
+                    tell(i, Outcome(False, interrupted=True, log_path=where))
+        finally:
+            for f in forget:
+                f()
+
+    def _wait_recorded(self, seq: int) -> bool:
+        """Wait until the batch's outcome is in the record (whoever wrote it); False when the
+        manager stops first."""
+
+        def recorded() -> bool:
+            batch = self.batches.batch(seq)
+            return batch is not None and batch.states is not None
+
+        while not self.stopping.is_set():
+            if self.cache.wait_for(lambda: recorded() or self.stopping.is_set(), timeout=5.0):
+                if recorded():
+                    return True
+            elif not recorded():
+                self.batches.reread(seq)  # a rival may have recorded it: read it afresh
+        return recorded()
+
+    def _tell_recorded(self, seq, runs, reported, tell, seconds, where) -> None:
+        batch = self.batches.batch(seq)
+        for i in range(len(runs)):
+            if i in reported:
+                continue
+            state = batch.states[i] if batch is not None and batch.states else "failed"
+            tell(i, self._outcome(state == "succeeded", seconds, where, state))
+
+    def _outcome(self, ok: bool, seconds: float, where: str, state: str = "") -> Outcome:
+        if ok:
+            return Outcome(True, exit_code=0, log_path=where, seconds=seconds)
+        if state == "cancelled":
+            return _cancelled(where)
+        return Outcome(
+            False,
+            exit_code=1,
+            error=f"failed in its batch: its attempts (--max-attempts {self.max_attempts}) ran out",
+            log_path=where,
+            seconds=seconds,
+            final=True,  # its retries ran inside the Job: the manager runs it no more
+        )
+
+    def _end(self, job_name: str, seq: int, cancelled: list[int]) -> bool:
+        """Every unfinished member is cancelled: record them so, then end the Job (re-read;
+        a Job that finished meanwhile keeps its outcome: False)."""
+        fresh = self.api.find("jobs", job_name)
+        if fresh is None or finished(fresh):
+            return False
+        succeeded, failed = _indexes(fresh)
+        outcomes = {i: ("succeeded", 1) for i in succeeded}
+        outcomes.update({i: ("failed", self.max_attempts) for i in failed})
+        outcomes.update({i: ("cancelled", 1) for i in cancelled if i not in outcomes})
+        self.batches.record(seq, outcomes)
+        self.completions.remove_finalizer(job_name)
+        self.api.remove("jobs", job_name, fresh["metadata"]["uid"])
+        return True
+
+    def _wake(self) -> None:
+        with self.cache.changed:
+            self.cache.changed.notify_all()
+
+
+def _indexes(job: dict) -> tuple[set[int], set[int]]:
+    status = job.get("status") or {}
+    return (
+        bo.parse_indexes(status.get("completedIndexes")),
+        bo.parse_indexes(status.get("failedIndexes")),
+    )
+
+
+def unfinished_members(job: dict) -> int:
+    """How many of a batch Job's members have not finished (the slots it uses)."""
+    if finished(job):
+        return 0
+    succeeded, failed = _indexes(job)
+    return max(0, bo.batch_size_of(job) - len(succeeded) - len(failed))
+
+
+def _cancelled(where: str) -> Outcome:
+    return Outcome(False, error="cancelled: it left the source", log_path=where, cancelled=True)

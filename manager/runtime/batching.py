@@ -1,0 +1,172 @@
+"""The line's order kept, in batches: slots first, then as many items from the head of the line
+as there are slots for them, handed to the backend as one batch (`Backend.run_batch`).
+
+For a backend that runs several items as one unit (Kubernetes: one Indexed Job of up to
+`--batch-size` items), the dispatcher's single former does, over and over:
+
+    waits until an item is in line ──► takes a capacity slot ──► begins the head of the line
+        ──► while the batch has room: one more free slot (never waited for) ──► the next
+            item of the line ──► … for at most `wait` seconds while items wait for slots
+        ──► hands the batch to a thread of its own (`Reconciler.finish_batch`)
+
+so every member has a slot (the batch's parallelism is its size: none waits inside it), the
+batches are filled from the head of the line in order, and the slots count against the
+parallelism in force like any others. Each member gives its slot back the moment its outcome
+is reported - its siblings may run on - and is settled alone (`settle(name, result, error)`,
+the manager's), so retries, metrics and `status` stay per item.
+
+`wait` trades latency for API calls: slots that free within it go to one batch, not to one
+batch each. An item whose data would not fit the batch (`fits`) begins the next one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from .capacity import Capacity
+from .reconciler import Reconciler, Result, Started
+
+log = logging.getLogger(__name__)
+
+Settle = Callable[[str, Result | None, BaseException | None], None]
+POLL_SECONDS = 0.02  # how often the former looks for slots and items while it waits
+
+
+class BatchDispatcher:
+    def __init__(
+        self,
+        line,
+        capacity: Capacity,
+        reconciler: Reconciler,
+        settle: Settle,
+        *,
+        batch_size: int,
+        fits: Callable[[list[str], str], bool],
+        wait: float = 1.0,
+    ) -> None:
+        """`fits(bodies, body)` says whether one more item's data fits beside the batch's."""
+        self.line = line
+        self.capacity = capacity
+        self.reconciler = reconciler
+        self.settle = settle
+        self.batch_size = batch_size
+        self.fits = fits
+        self.wait = wait
+        self.batches = 0  # batches handed to the backend so far
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._former = threading.Thread(target=self._form, name="batcher", daemon=True)
+
+    def start(self) -> BatchDispatcher:
+        self._former.start()
+        return self
+
+    def grow(self, workers: int) -> None:
+        """Nothing to grow: each batch has a thread of its own."""
+
+    def join(self) -> None:
+        """Wait until the former and every batch have ended (after the line was shut down
+        and the capacity closed)."""
+        self._former.join()
+        while True:
+            with self._lock:
+                running = [t for t in self._threads if t.is_alive()]
+            if not running:
+                return
+            for thread in running:
+                thread.join()
+
+    # -- forming ---------------------------------------------------------------------------
+
+    def _form(self) -> None:
+        carried: Started | None = None  # begun, with its slot: it opens the next batch
+        while True:
+            if carried is None and not (self.line.wait_for_key() and self.capacity.acquire()):
+                return
+            batch, carried, stop = self._fill(carried)
+            if batch:
+                self._hand(batch)
+            if stop:
+                return
+
+    def _fill(self, carried: Started | None) -> tuple[list[Started], Started | None, bool]:
+        """One batch, with one slot already held (the carried item's, or one just taken):
+        (its members, an item begun that did not fit, whether the line was shut down). Slots
+        not used by a member are given back."""
+        members: list[Started] = []
+        bodies: list[str] = []
+        slots = 1
+        if carried is not None:
+            members.append(carried)
+            bodies.append(_body(carried))
+        deadline = time.monotonic() + self.wait
+        stop = False
+        while len(members) < self.batch_size:
+            if slots > len(members) and len(self.line) > 0:
+                name, shutdown = self.line.get()
+                if shutdown:
+                    stop = True
+                    break
+                started = self._begin(name)
+                if started is None:
+                    continue
+                body = _body(started)
+                if members and not self.fits(bodies, body):
+                    carried_next = started  # it keeps its slot for the next batch
+                    self._give_back(slots - len(members) - 1)
+                    return members, carried_next, False
+                members.append(started)
+                bodies.append(body)
+                continue
+            if slots == len(members) and len(self.line) > 0 and self.capacity.try_acquire():
+                slots += 1
+                continue
+            if time.monotonic() >= deadline or (members and len(self.line) == 0):
+                break  # waited long enough for slots, or the line is empty: go as it is
+            self.capacity.wait(POLL_SECONDS)
+        self._give_back(slots - len(members))
+        return members, None, stop
+
+    def _give_back(self, count: int) -> None:
+        for _ in range(count):
+            self.capacity.release()
+
+    def _begin(self, name: str) -> Started | None:
+        """`Reconciler.begin`, its answers settled here when nothing is to run (the slot
+        stays the batch's, for the next item)."""
+        try:
+            started = self.reconciler.begin(name)
+        except Exception as exc:  # the source did not answer, the disk refused the start
+            self.settle(name, None, exc)
+            return None
+        if isinstance(started, Result):
+            self.settle(name, self.reconciler.report(name, started), None)
+            return None
+        return started
+
+    # -- running ---------------------------------------------------------------------------
+
+    def _hand(self, batch: list[Started]) -> None:
+        self.batches += 1
+        thread = threading.Thread(
+            target=self._run, args=(batch,), name=f"batch-{self.batches}", daemon=True
+        )
+        with self._lock:
+            self._threads = [t for t in self._threads if t.is_alive()]
+            self._threads.append(thread)
+        thread.start()
+
+    def _run(self, batch: list[Started]) -> None:
+        def done(started: Started, result: Result | None, error: BaseException | None) -> None:
+            self.capacity.release()  # its siblings may run on: this slot is free now
+            self.settle(started.name, result, error)
+
+        self.reconciler.finish_batch(batch, done)
+
+
+def _body(started: Started) -> str:
+    return json.dumps(started.data, ensure_ascii=False, separators=(",", ":"))

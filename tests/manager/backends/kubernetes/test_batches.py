@@ -1,0 +1,132 @@
+"""Batches (`--batch-size`) end to end: a real ambassador, the manager as a real process, the
+stand-in's Indexed Jobs run by the test kubelet as real processes. Each item's outcome is its
+own; each item is in exactly one batch, whatever crashes and rivals do."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from manager.backends.kubernetes import batch_objects as bo
+from manager.backends.kubernetes import objects as ko
+from tests.e2e.conftest import spawn_workqueue, workqueue
+from tests.e2e.test_local_backend import make_items
+from tests.manager.backends.kubernetes.test_backend import validate_all
+from tests.support.servers import wait_until
+
+NS = "media"
+
+
+def batch_jobs(cluster):
+    return sorted(
+        (j for j in cluster.objects("jobs") if bo.batch_of(j) is not None),
+        key=lambda j: j["metadata"]["name"],
+    )
+
+
+def batch_maps(cluster):
+    return sorted(
+        (c for c in cluster.objects("configmaps") if bo.batch_of(c) is not None),
+        key=lambda c: c["metadata"]["name"],
+    )
+
+
+def recorded(cluster) -> dict[str, tuple[str, str]]:
+    """item hash -> (state code, attempts) over every recorded batch."""
+    out = {}
+    for cm in batch_maps(cluster):
+        released = set((cm["data"].get("released") or "").split())
+        for i, line in enumerate((cm["data"].get("record") or "").splitlines()):
+            h, code, attempts, _ = line.split("\t")
+            if str(i) not in released:
+                out[h] = (code, attempts)
+    return out
+
+
+def test_a_batch_of_mixed_outcomes_is_recorded_per_item(
+    tmp_path, ambassador_server, marker_worker, cluster
+):
+    names = [f"clip-{i}.mp4" for i in range(5)] + ["will-fail.mp4", "it's ünï.mp4"]
+    make_items(tmp_path / "videos", names)
+    server = ambassador_server(tmp_path / "videos")
+    args = cluster.args(server.url, marker_worker, "--once", "--parallelism", "8",
+                        "--batch-size", "4", "--max-attempts", "2")  # fmt: skip
+    r = workqueue(*args)
+    assert r.returncode == 1, r.stderr
+    assert "7 items: 6 succeeded, 1 failed" in r.stdout, r.stdout
+    assert Counter(marker_worker.started())["will-fail.mp4"] == 2  # its own retries only
+    assert Counter(marker_worker.ended()) == Counter(n for n in names if "fail" not in n)
+    jobs = batch_jobs(cluster)
+    assert [j["metadata"]["name"] for j in jobs] == ["thumbs-batch-000001", "thumbs-batch-000002"]
+    assert not [j for j in cluster.objects("jobs") if bo.batch_of(j) is None]  # no Job per item
+    for job in jobs:
+        assert ko.RECORD_FINALIZER not in (job["metadata"].get("finalizers") or [])
+    record = recorded(cluster)
+    assert len(record) == len(names)
+    assert record[ko.item_hash("thumbs", "will-fail.mp4")] == ("f", "2")
+    assert record[ko.item_hash("thumbs", "clip-0.mp4")] == ("s", "1")
+    for cm in batch_maps(cluster):
+        assert set(cm["data"]) == {"record"}  # the item data gone once recorded
+    events = cluster.objects("events")
+    assert len(events) == 1 and "1 of " in events[0]["message"]
+    validate_all(cluster)
+    # status is per item
+    r = workqueue("status", *cluster.queue_args())
+    assert r.returncode == 0, r.stderr
+    assert "1 failed" in r.stdout.splitlines()[0] and "6 succeeded" in r.stdout.splitlines()[0]
+    # a second pass creates nothing
+    r = workqueue(*args)
+    assert "0 succeeded, 6 already done, 1 failed" in r.stdout, r.stdout
+    assert len(batch_jobs(cluster)) == 2
+
+
+def test_retry_of_a_member_runs_that_item_alone(
+    tmp_path, ambassador_server, marker_worker, cluster
+):
+    names = ["a.mp4", "b.mp4", "will-fail.mp4"]
+    make_items(tmp_path / "videos", names)
+    server = ambassador_server(tmp_path / "videos")
+    args = cluster.args(server.url, marker_worker, "--once", "--parallelism", "4",
+                        "--batch-size", "10", "--max-attempts", "1")  # fmt: skip
+    assert workqueue(*args).returncode == 1
+    r = workqueue("retry", "will-fail.mp4", *cluster.queue_args())
+    assert r.returncode == 0 and "was failed" in r.stdout, r.stderr
+    r = workqueue("retry", "a.mp4", *cluster.queue_args())
+    assert r.returncode == 2 and "is succeeded, not failed" in r.stderr
+    r = workqueue(*args)
+    assert r.returncode == 1
+    assert "2 already done" in r.stdout, r.stdout
+    assert Counter(marker_worker.started()) == {"a.mp4": 1, "b.mp4": 1, "will-fail.mp4": 2}
+    second = batch_maps(cluster)[-1]
+    assert second["metadata"]["name"] == "thumbs-batch-000002"
+    assert len(second["data"]["record"].splitlines()) == 1  # the retried item alone
+    first = batch_maps(cluster)[0]
+    assert first["data"]["released"] == "2"  # its batch let go of it, and of nothing else
+
+
+def test_a_crash_between_the_claim_and_the_job_makes_no_second_batch(
+    tmp_path, ambassador_server, marker_worker, cluster
+):
+    import requests
+
+    names = ["a.mp4", "b.mp4", "c.mp4"]
+    make_items(tmp_path / "videos", names)
+    server = ambassador_server(tmp_path / "videos")
+    data = {n: requests.get(f"{server.url}/api/v1/items/{n}", timeout=5).json()["data"]
+            for n in names}  # fmt: skip
+    # what a manager killed after its claim and before its Job leaves: batch 1's ConfigMap
+    claim = bo.config_map("thumbs", NS, 1, [bo.member(n, data[n], 1) for n in names[:2]])
+    cluster.server.store.create("", "configmaps", NS, claim)
+    args = cluster.args(server.url, marker_worker, "--parallelism", "4", "--batch-size", "4")
+    proc = spawn_workqueue(*args)
+    try:
+        wait_until(lambda: len(marker_worker.ended()) == 3, timeout=60)
+        wait_until(lambda: len(recorded(cluster)) == 3, timeout=30)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    assert Counter(marker_worker.started()) == Counter(names)  # each once
+    assert [j["metadata"]["name"] for j in batch_jobs(cluster)] == [
+        "thumbs-batch-000001", "thumbs-batch-000002",
+    ]  # fmt: skip
+    assert len(batch_maps(cluster)[1]["data"]["record"].splitlines()) == 1  # c.mp4 alone
+    validate_all(cluster)
