@@ -130,3 +130,92 @@ def test_a_crash_between_the_claim_and_the_job_makes_no_second_batch(
     ]  # fmt: skip
     assert len(batch_maps(cluster)[1]["data"]["record"].splitlines()) == 1  # c.mp4 alone
     validate_all(cluster)
+
+
+def test_two_rival_managers_put_each_item_in_exactly_one_batch(
+    tmp_path, ambassador_server, marker_worker, cluster, monkeypatch
+):
+    monkeypatch.setenv("SLEEP", "0.2")  # the stand-in's pods run in this process's env
+    names = [f"clip-{i:02d}.mp4" for i in range(12)]
+    make_items(tmp_path / "videos", names)
+    server = ambassador_server(tmp_path / "videos")
+    args = cluster.args(server.url, marker_worker, "--parallelism", "4", "--batch-size", "3",
+                        "--poll-interval", "0.5", "--batch-wait", "0.2")  # fmt: skip
+    rivals = [spawn_workqueue(*args), spawn_workqueue(*args)]
+    try:
+        wait_until(lambda: len(recorded(cluster)) == len(names), timeout=90)
+    finally:
+        for proc in rivals:
+            proc.terminate()
+        for proc in rivals:
+            proc.wait(30)
+    assert Counter(marker_worker.started()) == Counter(names)  # each item ran once
+    held = Counter()
+    for cm in batch_maps(cluster):
+        for line in cm["data"]["record"].splitlines():
+            held[line.split("\t")[0]] += 1
+    assert held == Counter(ko.item_hash("thumbs", n) for n in names)  # in exactly one batch
+    assert all(code == "s" for code, _ in recorded(cluster).values())
+    claims = [a for a in cluster.server.answers if a[:2] == ("create", "configmaps")]
+    assert len(claims) >= len(batch_maps(cluster))  # (a refused claim is read and skipped)
+    validate_all(cluster)
+
+
+LONG_WORKER = """#!{python}
+import json, os, time
+name = json.load(open(os.environ["WORK_ITEM_FILE"]))["name"]
+with open({started!r} + "." + os.environ["JOB_COMPLETION_INDEX"] + name, "w") as f:
+    f.write(name)
+if "long" in name:
+    time.sleep(120)
+"""
+
+
+def test_cancel_removed_never_runs_a_waiting_member_and_ends_a_batch_left_to_nobody(
+    tmp_path, ambassador_server, cluster
+):
+    import sys
+
+    videos = tmp_path / "videos"
+    make_items(videos, ["a-long.mp4", "b-long.mp4", "c.mp4"])
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    script = tmp_path / "worker.py"
+    script.write_text(LONG_WORKER.format(python=sys.executable, started=str(marks / "s")))
+    script.chmod(0o755)
+
+    class Worker:
+        path = script
+
+    def started():
+        return sorted(p.read_text() for p in marks.iterdir())
+
+    server = ambassador_server(videos)
+    args = cluster.args(server.url, Worker, "--once", "--parallelism", "2", "--batch-size", "4",
+                        "--poll-interval", "0.5", "--cancel-removed")  # fmt: skip
+    run = spawn_workqueue(*args)
+    try:
+        wait_until(lambda: started() == ["a-long.mp4", "b-long.mp4"], 30)
+        (videos / "c.mp4").unlink()  # waiting for a slot: never in a batch, never run
+        c_hash = ko.item_hash("thumbs", "c.mp4")
+        from tests.manager.backends.kubernetes.test_cancel import record_entries
+
+        wait_until(lambda: record_entries(cluster).get(c_hash) == ("cancelled", 0), timeout=30)
+        (videos / "a-long.mp4").unlink()  # its index cannot be taken out: it runs on ...
+        import time
+
+        time.sleep(2)
+        assert len(batch_jobs(cluster)) == 1 and not recorded(cluster)
+        (videos / "b-long.mp4").unlink()  # ... until no member of the batch is wanted
+        out, err = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 0, err
+    assert "3 cancelled (left the source)" in out, out
+    assert batch_jobs(cluster) == []  # the batch's Job ended, its pods with it
+    record = recorded(cluster)
+    assert record == {ko.item_hash("thumbs", "a-long.mp4"): ("c", "1"),
+                      ko.item_hash("thumbs", "b-long.mp4"): ("c", "1")}  # fmt: skip
+    assert started() == ["a-long.mp4", "b-long.mp4"]
+    wait_until(lambda: not cluster.kubelet._containers, timeout=10)
