@@ -9,8 +9,15 @@
   3. 10,000 finished, recorded Jobs and a source listing their 10,000 items: the cache's first
      list (goal <= 3 s), its memory against the raw JSON (goal <= 4x), and the API calls a
      running manager makes over 10 s with nothing new (goal: none besides the open watch).
+  4. Batches (`--batch-size 1000`) at the default limiter, 20 qps / burst 30, beside one Job
+     per item in the same run: for 100,000 items, API calls (reads and writes) per item (goal
+     <= 0.05), items handed to the stand-in per second (goal >= 500), objects the manager
+     creates per item (goal <= 0.02); one Job per item is measured on 200 items (its figures
+     are per item; 100,000 would take it hours at 20 qps).
+  5. 1,000,000 items known - listed by the source, finished, in 1,000 recorded batches: the
+     manager's memory (VmHWM, goal <= 300 MB) and the record's bytes per item.
 
-Run: .venv/bin/python -m bench.kubernetes [--items 5000]
+Run: .venv/bin/python -m bench.kubernetes [--items 5000] [--only batches,memory]
 """
 
 from __future__ import annotations
@@ -223,6 +230,106 @@ def bench_known_jobs(work: Path, count: int = 10_000) -> None:
         server.stop()
 
 
+def bench_batches(work: Path, count: int = 100_000, per_item_count: int = 200) -> None:
+    rows = []
+    for label, n, extra in (
+        ("one Job per item", per_item_count, ("--parallelism", "64")),
+        ("batches of 1,000", count, ("--batch-size", "1000", "--parallelism", "4000")),
+    ):
+        server = ApiServer(history=50_000).start()
+        Kubelet(server, instant=True)
+        kubeconfig = server.write_kubeconfig(work / f"kc-{n}")
+        folder = folder_of(n, Path(tempfile.mkdtemp(dir=work)))
+        amb = ambassador(folder)
+        try:
+            start = time.monotonic()
+            args = manager_args(amb.url, kubeconfig, "--once", "--kube-api-qps", "20",
+                                "--kube-api-burst", "30", *extra)  # fmt: skip
+            done = subprocess.run(args, capture_output=True, text=True)
+            wall = time.monotonic() - start
+            if done.returncode != 0:
+                raise SystemExit(f"{label}: the manager failed: {done.stderr[-2000:]}")
+            calls = [a for a in server.answers if a[0] != "watch"]
+            created = [a for a in server.answers if a[0] == "create" and a[2] < 300]
+            jobs = [a for a in created if a[1] == "jobs"]
+            span = max(t for *_, t in jobs) - min(t for *_, t in jobs) if len(jobs) > 1 else 0
+            rate = n / max(span, wall / max(1, len(jobs))) if jobs else 0.0
+            rows.append((label, n, len(calls) / n, len(created) / n, rate, wall))
+        finally:
+            amb.stop()
+            server.stop()
+    print("mode               items    API calls/item  objects/item  items/s handed  wall")
+    for label, n, calls, objects, rate, wall in rows:
+        print(f"{label:<18} {n:>7,}  {calls:>13.3f}  {objects:>12.4f}  {rate:>14,.0f}  "
+              f"{wall:5.1f} s")  # fmt: skip
+    (_, _, c1, o1, r1, _), (_, _, cb, ob, rb, _) = rows
+    print(f"batches: {cb:.3f} API calls/item (goal <= 0.05; {c1 / cb:,.0f}x fewer), "
+          f"{rb:,.0f} items/s (goal >= 500; {rb / r1:,.0f}x), {ob:.4f} objects/item "
+          "(goal <= 0.02)")  # fmt: skip
+
+
+def bench_memory(work: Path, known: int = 1_000_000, batch: int = 1_000) -> None:
+    """A manager over `known` finished items in recorded batches, its source listing them."""
+    from manager.backends.kubernetes import batch_objects as bo
+    from manager.backends.kubernetes.batch_record import Batch, render
+
+    server = ApiServer(history=1_000).start()
+    names = [f"{i:07d}.x" for i in range(known)]
+    folder = work / "million"
+    folder.mkdir()
+    for name in names:
+        (folder / name).touch()
+        os.utime(folder / name, (1_000_000_000, 1_000_000_000))
+    amb = ambassador(folder)
+    try:
+        listed = _versions_of(amb.url)
+        stored = 0
+        for seq, first in enumerate(range(0, known, batch), start=1):
+            chunk = names[first : first + batch]
+            data = render(Batch(seq, [ko.item_hash(QUEUE, n) for n in chunk],
+                                [listed[n] for n in chunk], [1] * len(chunk),
+                                ["succeeded"] * len(chunk)))  # fmt: skip
+            stored += sum(len(k) + len(v.encode()) for k, v in data.items())
+            cm = {"metadata": {"name": bo.batch_name(QUEUE, seq),
+                               "labels": {**bo.batch_labels(QUEUE, seq), bo.ROLE_LABEL: "batch"}},
+                  "data": data}  # fmt: skip
+            server.store.create("", "configmaps", NS, cm)
+        kubeconfig = server.write_kubeconfig(work / "kc-m")
+        proc = subprocess.Popen(
+            manager_args(amb.url, kubeconfig, "--batch-size", str(batch), "--poll-interval",
+                         "3600"),
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        status = Path(f"/proc/{proc.pid}/status")
+        idle, last, took = 0, -1.0, time.monotonic()
+        while idle < 6 and proc.poll() is None:  # until its CPU has been still for 3 s
+            time.sleep(0.5)
+            cpu = cpu_seconds(proc.pid)
+            idle = idle + 1 if cpu - last < 0.05 else 0
+            last = cpu
+        took = time.monotonic() - took - 3
+        fields = dict(line.split(":", 1) for line in status.read_text().splitlines())
+        hwm = int(fields["VmHWM"].split()[0]) * 1024
+        rss = int(fields["VmRSS"].split()[0]) * 1024
+        proc.terminate()
+        proc.wait(60)
+        print(f"{known:,} items known (listed, finished, in {known // batch:,} recorded "
+              f"batches): manager peak memory {hwm / 1e6:,.0f} MB, settled {rss / 1e6:,.0f} MB "
+              f"(goal <= 300 MB), up in {took:.0f} s; the record holds {stored / known:.0f} "
+              "bytes/item")  # fmt: skip
+    finally:
+        amb.stop()
+        server.stop()
+
+
+def _versions_of(url: str) -> dict[str, str]:
+    from manager.sources.http import SourceClient
+
+    client = SourceClient(url)
+    names = client.list_items()
+    return {n: client.peek(n)["version"] for n in names}
+
+
 def time_list(kubeconfig: str) -> None:
     """Child process: one cache list, timed; prints seconds and the bytes the cache keeps."""
     api = KubeApi(NS, load_configuration(kubeconfig), qps=0)
@@ -259,12 +366,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=5_000)
     parser.add_argument("--window", type=float, default=30.0)
+    parser.add_argument("--batch-items", type=int, default=100_000)
+    parser.add_argument("--known", type=int, default=1_000_000)
+    parser.add_argument("--only", default="dispatch,limited,known,batches,memory")
     args = parser.parse_args()
+    only = set(args.only.split(","))
     work = Path(tempfile.mkdtemp(prefix="wq-bench-kube-"))
     try:
-        bench_dispatch(work, args.items)
-        bench_limited(work, args.window)
-        bench_known_jobs(work)
+        if "dispatch" in only:
+            bench_dispatch(work, args.items)
+        if "limited" in only:
+            bench_limited(work, args.window)
+        if "known" in only:
+            bench_known_jobs(work)
+        if "batches" in only:
+            bench_batches(work, args.batch_items)
+        if "memory" in only:
+            bench_memory(work, args.known)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -6,7 +6,9 @@ scale`; the WorkQueue's `spec.parallelism`, set by a person, an HPA or KEDA thro
 and - the other way round - its status (the WorkQueue's `status`). The ledger reads the first
 two from somewhere cheap (a file beside the local ledger, a watched cache on Kubernetes:
 `Ledger.paused_since`, `Ledger.wanted_parallelism`) and writes the third (`Ledger.report`);
-`Asked.follow` reads twice a second and hands over the status every STATUS_SECONDS.
+`Asked.follow` reads twice a second and hands over the status every STATUS_SECONDS (or, when
+building it takes longer than a tenth of that - a million items known - ten times as long as
+it took, so a big queue's status never keeps a core busy).
 
 One decider at a time: with `--autoscale` the built-in autoscaler decides, and its decisions
 go through `Ledger.want_parallelism` like anybody's (so the WorkQueue always tells the truth);
@@ -52,6 +54,7 @@ class Asked:
         status handed to the ledger every STATUS_SECONDS."""
         m = self.manager
         reported = float("-inf")
+        pause_between = STATUS_SECONDS
         while not m.stop_event.is_set():
             try:
                 since = m.ledger.paused_since()
@@ -61,9 +64,13 @@ class Asked:
             if since != m.paused_since:
                 self.pause_changed(since)
             self.follow_parallelism()
-            if time.monotonic() - reported >= STATUS_SECONDS:
+            if time.monotonic() - reported >= pause_between:
                 reported = time.monotonic()
                 self.report()
+                # the status is a view over every item: with a million known it takes
+                # seconds, so it may use at most a tenth of the time between two
+                took = time.monotonic() - reported
+                pause_between = max(STATUS_SECONDS, 10 * took)
             m.stop_event.wait(interval)
 
     def pause_changed(self, since: float | None) -> None:
@@ -112,9 +119,16 @@ class Asked:
     def status_report(self) -> dict:
         """The queue now, as the WorkQueue's status shows it (`Ledger.report`)."""
         m = self.manager
-        forecast = (view := m.view()).forecast
+        live_rows = getattr(m.ledger, "live_rows", None)  # a ledger of a million: see there
+        if live_rows is not None:
+            view = m.view(rows=live_rows())
+            counts = m.ledger.counts()
+        else:
+            view = m.view()
+            counts = dict(view.counts)
+        forecast = view.forecast
         return {
-            "counts": dict(view.counts),
+            "counts": counts,
             "parallelism": m.capacity.limit,
             "oldest_waiting_seconds": m.intake.oldest(),
             "service_seconds": forecast.service_seconds,

@@ -364,8 +364,9 @@ class Manager:
         except Exception as exc:  # a courtesy to `status`: never stops the work
             log.warning("cannot leave the manager's facts for `workqueue status`: %s", exc)
 
-    def view(self, now: float | None = None):
-        """The queue as this manager sees it now (`manager.views.queue_view`), for the dashboard."""
+    def view(self, now: float | None = None, rows: list | None = None):
+        """The queue as this manager sees it now (`manager.views.queue_view`), for the dashboard;
+        of `rows` only, when given (the ledger's rows otherwise)."""
         from ..views.queue_view import Context, build
 
         context = Context(
@@ -378,7 +379,7 @@ class Manager:
             arrivals_known=self.ledger.arrivals_known,
             held=self.hold.reason(),
         )
-        return build(self.ledger.where, self.ledger.rows(), context)
+        return build(self.ledger.where, self.ledger.rows() if rows is None else rows, context)
 
     def stats(self) -> dict:
         """The raw samples of the sliding window and the parallelism in force (`/stats`)."""

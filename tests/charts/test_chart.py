@@ -36,6 +36,8 @@ EVERYTHING = {
         "keepFailed": 50,
         "kubeApiQps": 10,
         "kubeApiBurst": 20,
+        "batchSize": 500,
+        "batchWait": "2s",
         "resources": {"limits": {"cpu": "500m", "memory": "256Mi"}},
     },
     "worker": {
@@ -130,6 +132,7 @@ def test_the_cli_accepts_the_rendered_arguments(values):
     if values is EVERYTHING:
         assert options.args == ["--width", "320 px"]
         assert options.pvc == "demo-workqueue-data" and options.volume_writable
+        assert (options.batch_size, options.batch_wait) == (500, 2.0)
         assert options.tolerations == [
             {"key": "batch", "effect": "NoSchedule", "operator": "Exists"},
             {"key": "gpu", "effect": "NoExecute", "operator": "Equal", "value": "yes"},

@@ -151,7 +151,7 @@ class BatchRunner:
             if self.api.find("jobs", job_name) is not None:
                 continue
             log.warning("batch %s: its Job never came (a crash); creating it", job_name)
-            self._create_job(seq, len(batch.hashes))
+            self._create_job(seq, batch.size)
             made += 1
         return made
 
@@ -221,7 +221,7 @@ class BatchRunner:
 
         def recorded() -> bool:
             batch = self.batches.batch(seq)
-            return batch is not None and batch.states is not None
+            return batch is not None and batch.recorded
 
         while not self.stopping.is_set():
             if self.cache.wait_for(lambda: recorded() or self.stopping.is_set(), timeout=5.0):
@@ -236,7 +236,7 @@ class BatchRunner:
         for i in range(len(runs)):
             if i in reported:
                 continue
-            state = batch.states[i] if batch is not None and batch.states else "failed"
+            state = batch.state(i) if batch is not None and batch.recorded else "failed"
             tell(i, self._outcome(state == "succeeded", seconds, where, state))
 
     def _outcome(self, ok: bool, seconds: float, where: str, state: str = "") -> Outcome:

@@ -73,6 +73,9 @@ class ClusterLedger:
         self.record = record
         self._lock = threading.Lock()
         self._local: dict[str, tuple[str, int]] = {}
+        # name -> when first seen: every name of one listing shares its one float, so a
+        # million names cost a dict slot each; `_rows` holds more only for items run here
+        self._seen: dict[str, float] = {}
         self._rows: dict[str, dict] = {}
         # name -> the version this manager started the item at, or asked a re-run for
         self._versions: dict[str, str] = {}
@@ -144,7 +147,7 @@ class ClusterLedger:
             return local
         if recorded is not None:
             return recorded
-        if local is None and name in self._rows:  # seen, never started: pending
+        if local is None and name in self._seen:  # seen, never started: pending
             return State.PENDING.value, 0
         return local
 
@@ -153,10 +156,18 @@ class ClusterLedger:
         new = []
         with self._lock:
             for name in names:
-                if name not in self._rows:
-                    self._rows[name] = {"first_seen": now}
+                if name not in self._seen:
+                    self._seen[name] = now
                     new.append(name)
         return new
+
+    def _row_data(self, name: str) -> dict:
+        """The row of an item run here (the caller holds `_lock`)."""
+        row = self._rows.get(name)
+        if row is None:
+            now = time.time()
+            row = self._rows[name] = {"first_seen": self._seen.setdefault(name, now)}
+        return row
 
     def start(self, name: str, log_path: str, version: str | None = None) -> int:
         current = self.state(name)
@@ -165,7 +176,7 @@ class ClusterLedger:
             if version is not None:
                 self._versions[name] = version
             self._local[name] = (State.RUNNING.value, attempts)
-            row = self._rows.setdefault(name, {"first_seen": time.time()})
+            row = self._row_data(name)
             row.update(started=time.time(), finished=None, log_path=log_path)
         return attempts
 
@@ -174,9 +185,7 @@ class ClusterLedger:
         with self._lock:
             attempts = self._local.get(name, (None, 1))[1]
             self._local[name] = (state.value, attempts)
-            self._rows.setdefault(name, {"first_seen": time.time()}).update(
-                finished=time.time(), exit_code=exit_code, last_error=error
-            )
+            self._row_data(name).update(finished=time.time(), exit_code=exit_code, last_error=error)
 
     def requeue(self, name: str) -> None:
         with self._lock:
@@ -202,7 +211,7 @@ class ClusterLedger:
     def _cancelled_here(self, name: str, attempts: int) -> None:
         with self._lock:
             self._local[name] = (State.CANCELLED.value, attempts)
-            self._rows.setdefault(name, {"first_seen": time.time()}).update(
+            self._row_data(name).update(
                 finished=time.time(), last_error="cancelled: it left the source"
             )
 
@@ -282,6 +291,8 @@ class ClusterLedger:
         current = self.state(name)
         with self._lock:
             data = self._rows.get(name)
+            if data is None and name in self._seen:
+                data = {"first_seen": self._seen[name]}
         if current is None and data is None:
             return None
         data = data or {"first_seen": 0.0}
@@ -301,12 +312,35 @@ class ClusterLedger:
     def rows(self, state: str | None = None) -> list[Row]:
         """The items this manager has seen, or those in `state`, by name."""
         with self._lock:
-            names = sorted(self._rows)
+            names = sorted(self._seen.keys() | self._rows.keys())
         rows = [r for r in (self.row(n) for n in names) if r is not None]
         return rows if state is None else [r for r in rows if r.state == state]
 
     def counts(self) -> dict[str, int]:
+        """Items by state: a lookup per item seen, no row built (a million are counted in
+        seconds, in no memory to speak of)."""
         out = {s.value: 0 for s in State}
-        for r in self.rows():
-            out[r.state] += 1
+        with self._lock:
+            names = list(self._seen.keys() | self._rows.keys())
+        for name in names:
+            current = self.state(name)
+            out[current[0] if current else State.PENDING.value] += 1
+        return out
+
+    def live_rows(self) -> list[Row]:
+        """The rows the queue's forecast stands on: items run by this manager (their service
+        times) and those still pending or running (the line). With a million finished items
+        known, the status report builds these and counts the rest (`counts`)."""
+        with self._lock:
+            names = list(self._seen.keys() | self._rows.keys())
+            ran_here = set(self._rows)
+        out = []
+        for name in names:
+            current = self.state(name)
+            if name in ran_here or current is None or current[0] in (
+                State.PENDING.value, State.RUNNING.value
+            ):  # fmt: skip
+                row = self.row(name)
+                if row is not None:
+                    out.append(row)
         return out

@@ -124,7 +124,8 @@ class KubeQueueOps(QueueOps):
         names: dict[str, str] = dict(by_hash)
         for seq in batches.unrecorded():
             batch = batches.batch(seq)
-            for h, name in zip(batch.hashes, batch.names or [], strict=False):
+            for i, name in enumerate(batch.names or []):
+                h = batch.hash_hex(i)
                 names.setdefault(h, name)
         spoken = set()
         for item_hash, (state, attempts) in batches.entries().items():

@@ -168,7 +168,7 @@ class CompletionController:
         batch = self.batches.record(seq, outcomes)
         if batch is None:
             return
-        states = batch.states or []
+        states = [batch.state(i) for i in range(batch.size)] if batch.recorded else []
         lost = len(states) - len(succeeded) - len(failed)
         if failed or lost:
             why = f"{len(failed)} of {len(states)} items failed"
@@ -284,7 +284,7 @@ class CompletionController:
         seq = bo.batch_of(job)
         if self.batches is not None and seq is not None:
             batch = self.batches.batch(seq)
-            return batch is not None and batch.states is not None
+            return batch is not None and batch.recorded
         item = (job["metadata"].get("annotations") or {}).get(ko.ITEM_ANNOTATION)
         return item is not None and self.record.get(ko.item_hash(self.queue, item)) is not None
 
