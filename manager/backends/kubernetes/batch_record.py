@@ -23,7 +23,10 @@ An item's state is that of the newest batch holding it and not released (`lookup
 change of it (a retry, a cancel) is written into that batch's record, read-modify-write guarded
 by its resourceVersion, so no rival's write is lost.
 
-Invariant: `_where` maps each item hash to the newest (seq, index) holding it, unreleased;
+Invariant: `_next` moves only in `claim` (past a number it created or was refused) and `load`
+(past the highest listed) - never because a batch was read another way (a rival's, recorded by
+this manager's completion controller): so every batch below `_next` is known here.
+`_where` maps each item hash to the newest (seq, index) holding it, unreleased;
 `_batches[seq]` is that batch as last read or written here (`Held`: a few bytes an item, so a
 manager knowing 1,000,000 finished items stays small).
 """
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import threading
 from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -138,7 +142,9 @@ class BatchRecords:
             self._batches, self._where = {}, HashIndex()
             items.sort(key=lambda c: bo.seq_of(c["metadata"]["name"]) or 0)
             while items:
-                self._learn(items.pop(0))  # each ConfigMap let go of once taken in
+                held = self._learn(items.pop(0))  # each ConfigMap let go of once taken in
+                if held is not None:
+                    self._next = max(self._next, held.seq + 1)
             self._where.merge()
 
     def _learn(self, cm: dict) -> Held | None:
@@ -159,7 +165,6 @@ class BatchRecords:
             where = self._where.get(h)
             if where is None or where >> INDEX_BITS <= seq:
                 self._where.set(h, _at(seq, i))
-        self._next = max(self._next, seq + 1)
         return held
 
     def lookup(self, item_hash: str) -> Found | None:
@@ -192,6 +197,14 @@ class BatchRecords:
     def __len__(self) -> int:
         return len(self._where)
 
+    def states(self) -> Iterator[tuple[int, str]]:
+        """(item hash as an int, state) of every item a batch holds."""
+        with self._lock:
+            held = list(self._where.items())
+            batches = dict(self._batches)
+        for item_hash, where in held:
+            yield item_hash, batches[where >> INDEX_BITS].state(where & INDEX_MASK)
+
     def entries(self) -> dict[str, tuple[str, int]]:
         """item hash -> (state, attempts), for `workqueue status`."""
         with self._lock:
@@ -206,12 +219,19 @@ class BatchRecords:
     def claim(self, namespace: str, members: list[bo.Member]) -> tuple[int | None, list, list]:
         """Create the next batch for `members`: (its seq, the members it holds, those a rival's
         batch holds already). A number already taken is read and the claim tries the next;
-        (None, [], taken) when rivals hold every member."""
+        before each try, members a batch known here holds are left out (a rival's batch read
+        after they began: they were free then). (None, [], taken) when rivals hold them all."""
         taken: list[bo.Member] = []
         with self._claiming:
             while members:
-                with self._lock:
+                with self._lock:  # a batch known here may hold some (read since they began)
                     seq = self._next
+                    known = [int(ko.item_hash(self.queue, m.name), 16) in self._where
+                             for m in members]  # fmt: skip
+                taken += [m for m, k in zip(members, known, strict=True) if k]
+                members = [m for m, k in zip(members, known, strict=True) if not k]
+                if not members:
+                    break
                 body = bo.config_map(self.queue, namespace, seq, members)
                 try:
                     created = self.api.create("configmaps", body)
@@ -220,8 +240,8 @@ class BatchRecords:
                         raise
                     theirs = self.api.find("configmaps", bo.batch_name(self.queue, seq))
                     with self._lock:
+                        self._next = max(self._next, seq + 1)  # known now: the next one
                         if theirs is None:  # deleted meanwhile: the number is spent anyway
-                            self._next = max(self._next, seq + 1)
                             continue
                         batch = self._learn(theirs)
                     held = set(batch.hashes) if batch is not None else set()
@@ -232,6 +252,7 @@ class BatchRecords:
                     continue
                 with self._lock:
                     self._learn(created)
+                    self._next = max(self._next, seq + 1)
                 return seq, members, taken
         return None, [], taken
 

@@ -74,7 +74,8 @@ class ClusterLedger:
         self._lock = threading.Lock()
         self._local: dict[str, tuple[str, int]] = {}
         # name -> when first seen: every name of one listing shares its one float, so a
-        # million names cost a dict slot each; `_rows` holds more only for items run here
+        # million names cost a dict slot each; `_rows` holds more only for items run here.
+        # Invariant: every name in `_rows` is in `_seen`.
         self._seen: dict[str, float] = {}
         self._rows: dict[str, dict] = {}
         # name -> the version this manager started the item at, or asked a re-run for
@@ -152,10 +153,19 @@ class ClusterLedger:
         return local
 
     def see(self, names: Iterable[str]) -> list[str]:
+        """Names not seen before, noted with one shared time. A name a recorded batch holds
+        as finished (from an earlier run) is known already: its batch speaks for it, and it
+        costs this manager nothing (a million finished items are not a million rows)."""
         now = time.time()
         new = []
         with self._lock:
-            for name in names:
+            unseen = [name for name in names if name not in self._seen]
+        for name in unseen:
+            if self.batches is not None:
+                batched = self._batch_state(name)
+                if batched is not None and batched[0] in FINISHED:
+                    continue
+            with self._lock:
                 if name not in self._seen:
                     self._seen[name] = now
                     new.append(name)
@@ -312,7 +322,7 @@ class ClusterLedger:
     def rows(self, state: str | None = None) -> list[Row]:
         """The items this manager has seen, or those in `state`, by name."""
         with self._lock:
-            names = sorted(self._seen.keys() | self._rows.keys())
+            names = sorted(self._seen)  # (every row's name is in it)
         rows = [r for r in (self.row(n) for n in names) if r is not None]
         return rows if state is None else [r for r in rows if r.state == state]
 
@@ -321,10 +331,15 @@ class ClusterLedger:
         seconds, in no memory to speak of)."""
         out = {s.value: 0 for s in State}
         with self._lock:
-            names = list(self._seen.keys() | self._rows.keys())
+            names = list(self._seen)  # (every row's name is in it)
         for name in names:
             current = self.state(name)
             out[current[0] if current else State.PENDING.value] += 1
+        if self.batches is not None:  # and what batches hold that was never seen here
+            seen = {int(self._hash(name), 16) for name in names}
+            for item_hash, state in self.batches.states():
+                if item_hash not in seen:
+                    out[state] = out.get(state, 0) + 1
         return out
 
     def live_rows(self) -> list[Row]:
@@ -332,7 +347,7 @@ class ClusterLedger:
         times) and those still pending or running (the line). With a million finished items
         known, the status report builds these and counts the rest (`counts`)."""
         with self._lock:
-            names = list(self._seen.keys() | self._rows.keys())
+            names = list(self._seen)  # (every row's name is in it)
             ran_here = set(self._rows)
         out = []
         for name in names:
