@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 Settle = Callable[[str, Result | None, BaseException | None], None]
 POLL_SECONDS = 0.02  # how often the former looks for slots and items while it waits
+EMPTY_GRACE = 0.05  # a line empty this long is empty (a listing is queued in one burst)
 
 
 class BatchDispatcher:
@@ -105,6 +106,7 @@ class BatchDispatcher:
             bodies.append(_body(carried))
         deadline = time.monotonic() + self.wait
         stop = False
+        empty_since: float | None = None  # the line is fed in bursts: a moment's grace
         while len(members) < self.batch_size:
             if slots > len(members) and len(self.line) > 0:
                 name, shutdown = self.line.get()
@@ -125,7 +127,13 @@ class BatchDispatcher:
             if slots == len(members) and len(self.line) > 0 and self.capacity.try_acquire():
                 slots += 1
                 continue
-            if time.monotonic() >= deadline or (members and len(self.line) == 0):
+            now = time.monotonic()
+            if len(self.line) == 0:
+                empty_since = now if empty_since is None else empty_since
+            else:
+                empty_since = None
+            if now >= deadline or (members and empty_since is not None
+                                   and now - empty_since >= EMPTY_GRACE):  # fmt: skip
                 break  # waited long enough for slots, or the line is empty: go as it is
             self.capacity.wait(POLL_SECONDS)
         self._give_back(slots - len(members))

@@ -46,8 +46,14 @@ class Removals:
                 self._warned_unordered = True
             return []
         previous, before = self._listed, self._version
+        if before is not None and version == before:
+            # The same version again proves nothing, and may list less: a `view=full` listing
+            # leaves out an item whose file went after its version was published. Keeping
+            # that as the baseline would hide the removal from the next, newer listing.
+            self._listed = previous | current
+            return []
         self._listed, self._version = current, version
-        if before is None or version <= before:
+        if before is None or version < before:
             if before is not None and version < before:
                 log.warning(
                     "the source's listing went back in time (resourceVersion %d after %d: "

@@ -24,6 +24,15 @@ def test_a_newer_complete_listing_proves_removal():
     assert removals.listing(["c"], 9) == ["a"]
 
 
+def test_a_listing_of_the_same_version_that_lists_less_hides_no_removal():
+    """A `view=full` listing leaves out an item whose file went after its version was
+    published: the same version, one name fewer. The next, newer listing still proves it."""
+    removals = Removals()
+    removals.listing(["a", "b", "c"], 5)
+    assert removals.listing(["a", "b"], 5) == []  # not proof: the same version
+    assert removals.listing(["a", "b"], 6) == ["c"]
+
+
 def test_a_listing_that_went_back_in_time_cancels_nothing_and_is_the_new_baseline(caplog):
     removals = Removals()
     removals.listing(["a", "b", "c"], 50)
