@@ -135,9 +135,11 @@ class KubeQueueOps(QueueOps):
                 counts_only[state] = counts_only.get(state, 0) + 1
                 continue
             found = batches.lookup(item_hash)
-            rows[name] = Row(name, state, attempts, 0.0, None, None, None, None, None,
-                             found.version)  # fmt: skip
             job = bo.batch_name(self.queue.queue, found.seq)
+            logs = (f"kubectl logs -l batch.kubernetes.io/job-name={job},"
+                    f"{bo.INDEX_ANNOTATION}={found.index}")  # fmt: skip
+            rows[name] = Row(name, state, attempts, 0.0, None, None, None, logs, None,
+                             found.version)  # fmt: skip
             details[name] = {"job": job, "index": found.index, "pod": None}
         return spoken
 
