@@ -42,7 +42,7 @@ from . import batch_objects as bo
 from . import objects as ko
 from .api import KubeApi, KubeError
 from .batch_record import BatchRecords
-from .batches import BatchRunner, unfinished_members
+from .batches import BatchRunner, create_job, unfinished_members
 from .cache import ClusterCache, finished
 from .record import RecordStore
 from .settler import CompletionController
@@ -181,15 +181,8 @@ class KubernetesBackend:
         if cancel.is_set():  # asked before its Job existed: never create it
             return self._cancelled_outcome(where)
         body = ko.job(self.queue, self.api.namespace, name, attempt, self.pod, version)
-        try:
-            job = self.api.create("jobs", body)
-            if self.metrics:
-                self.metrics.created.inc()
-        except KubeError as exc:
-            if exc.reason != "AlreadyExists":
-                raise
-            if self.metrics:
-                self.metrics.conflicts.inc()
+        job = create_job(self.api, body, self.metrics)
+        if job is None:
             log.info("%s: already dispatched (409 AlreadyExists); awaiting its outcome", name)
             job = self.api.get("jobs", job_name)
         self._item_data(job_name, job, config_map)

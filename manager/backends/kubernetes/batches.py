@@ -129,15 +129,7 @@ class BatchRunner:
 
     def _create_job(self, seq: int, size: int) -> None:
         body = bo.job(self.queue, self.api.namespace, seq, size, self.pod, self.max_attempts)
-        try:
-            self.api.create("jobs", body)
-            if self.metrics:
-                self.metrics.created.inc()
-        except KubeError as exc:
-            if exc.reason != "AlreadyExists":
-                raise
-            if self.metrics:
-                self.metrics.conflicts.inc()
+        create_job(self.api, body, self.metrics)
 
     def adopt_unstarted(self) -> int:
         """Create the Job of every claim a crash left without one (the batch's ConfigMap is
@@ -271,6 +263,22 @@ class BatchRunner:
     def _wake(self) -> None:
         with self.cache.changed:
             self.cache.changed.notify_all()
+
+
+def create_job(api: KubeApi, body: dict, metrics=None) -> dict | None:
+    """Create a Job, counted in the backend's metrics: the Job created, or None when one of
+    that name exists (409 AlreadyExists: dispatched elsewhere, or before a restart)."""
+    try:
+        job = api.create("jobs", body)
+    except KubeError as exc:
+        if exc.reason != "AlreadyExists":
+            raise
+        if metrics:
+            metrics.conflicts.inc()
+        return None
+    if metrics:
+        metrics.created.inc()
+    return job
 
 
 def _indexes(job: dict) -> tuple[set[int], set[int]]:
