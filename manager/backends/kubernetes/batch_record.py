@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import threading
 from array import array
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -197,13 +196,18 @@ class BatchRecords:
     def __len__(self) -> int:
         return len(self._where)
 
-    def states(self) -> Iterator[tuple[int, str]]:
-        """(item hash as an int, state) of every item a batch holds."""
+    def count(self, leave_out: set[int]) -> dict[str, int]:
+        """Items by state over every batch, but those whose hash (as an int) is in
+        `leave_out`. One pass, nothing built per item (a million in about a second)."""
+        out: dict[str, int] = {}
         with self._lock:
-            held = list(self._where.items())
-            batches = dict(self._batches)
-        for item_hash, where in held:
-            yield item_hash, batches[where >> INDEX_BITS].state(where & INDEX_MASK)
+            batches = self._batches
+            for item_hash, where in self._where.items():
+                if item_hash in leave_out:
+                    continue
+                state = batches[where >> INDEX_BITS].state(where & INDEX_MASK)
+                out[state] = out.get(state, 0) + 1
+        return out
 
     def entries(self) -> dict[str, tuple[str, int]]:
         """item hash -> (state, attempts), for `workqueue status`."""

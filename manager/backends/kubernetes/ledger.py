@@ -337,9 +337,8 @@ class ClusterLedger:
             out[current[0] if current else State.PENDING.value] += 1
         if self.batches is not None:  # and what batches hold that was never seen here
             seen = {int(self._hash(name), 16) for name in names}
-            for item_hash, state in self.batches.states():
-                if item_hash not in seen:
-                    out[state] = out.get(state, 0) + 1
+            for state, n in self.batches.count(seen).items():
+                out[state] = out.get(state, 0) + n
         return out
 
     def live_rows(self) -> list[Row]:
