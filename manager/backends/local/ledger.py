@@ -256,8 +256,9 @@ class SqliteLedger:
                     self.backup()
                 except (OSError, sqlite3.Error, StorageFault):
                     pass  # the ledger itself is committed; a backup is a courtesy
-            self._db.close()
-            self._db = None
+            with self._lock:  # never under a query of another thread (the status report's):
+                self._db.close()  # closing a connection in use crashes the interpreter
+                self._db = None
         self._release_lock()
 
     def unlock(self) -> None:
@@ -308,6 +309,8 @@ class SqliteLedger:
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         with self._lock:
+            if self._db is None:  # closed: the manager is stopping
+                return []
             return [Row(*r) for r in self._db.execute(sql, tuple(params))]
 
     def counts(self) -> dict[str, int]:
