@@ -166,7 +166,8 @@ class BatchRunner:
             if job is None:
                 return False
             done = _indexes(job)
-            if any(i not in reported for i in done[0] | done[1]):
+            tellable = len(runs) - len(reported) > 1  # (the last waits for the Job's end)
+            if tellable and any(i not in reported for i in done[0] | done[1]):
                 return True
             return all(runs[i].cancel.is_set() for i in range(len(runs)) if i not in reported)
 

@@ -80,21 +80,20 @@ def _api_latency(registry):
 
 
 def load_record(api: KubeApi, where: KubeQueue) -> RecordStore:
-    record = RecordStore(api, where.queue)
-    try:
-        record.load()
-    except KubeError as exc:
-        raise UserError(f"cannot read the queue's record in {where.namespace}: {exc}") from None
-    return record
+    return _loaded(RecordStore(api, where.queue), where, "record")
 
 
 def load_batches(api: KubeApi, where: KubeQueue) -> BatchRecords:
-    batches = BatchRecords(api, where.queue)
+    return _loaded(BatchRecords(api, where.queue), where, "batches")
+
+
+def _loaded(store, where: KubeQueue, what: str):
+    """`store` (a record of the queue's) once loaded; a `UserError` when it cannot be read."""
     try:
-        batches.load()
+        store.load()
     except KubeError as exc:
-        raise UserError(f"cannot read the queue's batches in {where.namespace}: {exc}") from None
-    return batches
+        raise UserError(f"cannot read the queue's {what} in {where.namespace}: {exc}") from None
+    return store
 
 
 def setup(
