@@ -276,7 +276,8 @@ class Backend(Protocol):
 
     # A backend that runs several items as one unit (Kubernetes: an Indexed Job) says how
     # many with `batch_size` > 1 and has, besides `run`:
-    #   fits(bodies, body) -> bool   one more item's data (JSON) fits beside the batch's
+    #   batch_bytes: int             what one batch's items may take together, and
+    #   item_bytes(name, data, attempt) -> int   what one item takes of it
     #   run_batch(runs, report)      runs (each with name, data, attempt, cancel) as one
     #                                unit; report(run, Outcome) once per run as each ends
     #   batch_wait: float            seconds the dispatcher may wait to fill a batch

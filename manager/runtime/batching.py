@@ -16,12 +16,12 @@ is reported - its siblings may run on - and is settled alone (`settle(name, resu
 the manager's), so retries, metrics and `status` stay per item.
 
 `wait` trades latency for API calls: slots that free within it go to one batch, not to one
-batch each. An item whose data would not fit the batch (`fits`) begins the next one.
+batch each. An item whose data would not fit the batch (`item_bytes` past `room`, kept as a
+running sum) begins the next one.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -46,16 +46,18 @@ class BatchDispatcher:
         settle: Settle,
         *,
         batch_size: int,
-        fits: Callable[[list[str], str], bool],
+        item_bytes: Callable[[str, dict, int], int],
+        room: int,
         wait: float = 1.0,
     ) -> None:
-        """`fits(bodies, body)` says whether one more item's data fits beside the batch's."""
+        """`item_bytes(name, data, attempt)` is what one item takes of a batch's `room`."""
         self.line = line
         self.capacity = capacity
         self.reconciler = reconciler
         self.settle = settle
         self.batch_size = batch_size
-        self.fits = fits
+        self.item_bytes = item_bytes
+        self.room = room
         self.wait = wait
         self.batches = 0  # batches handed to the backend so far
         self._threads: list[threading.Thread] = []
@@ -99,11 +101,11 @@ class BatchDispatcher:
         (its members, an item begun that did not fit, whether the line was shut down). Slots
         not used by a member are given back."""
         members: list[Started] = []
-        bodies: list[str] = []
+        used = 0  # bytes of the batch's room its members take
         slots = 1
         if carried is not None:
             members.append(carried)
-            bodies.append(_body(carried))
+            used = self._bytes(carried)
         deadline = time.monotonic() + self.wait
         stop = False
         empty_since: float | None = None  # the line is fed in bursts: a moment's grace
@@ -116,13 +118,13 @@ class BatchDispatcher:
                 started = self._begin(name)
                 if started is None:
                     continue
-                body = _body(started)
-                if members and not self.fits(bodies, body):
+                size = self._bytes(started)
+                if members and used + size > self.room:
                     carried_next = started  # it keeps its slot for the next batch
                     self._give_back(slots - len(members) - 1)
                     return members, carried_next, False
                 members.append(started)
-                bodies.append(body)
+                used += size
                 continue
             if slots == len(members) and len(self.line) > 0 and self.capacity.try_acquire():
                 slots += 1
@@ -138,6 +140,9 @@ class BatchDispatcher:
             self.capacity.wait(POLL_SECONDS)
         self._give_back(slots - len(members))
         return members, None, stop
+
+    def _bytes(self, started: Started) -> int:
+        return self.item_bytes(started.name, started.data, started.attempt)
 
     def _give_back(self, count: int) -> None:
         for _ in range(count):
@@ -174,7 +179,3 @@ class BatchDispatcher:
             self.settle(started.name, result, error)
 
         self.reconciler.finish_batch(batch, done)
-
-
-def _body(started: Started) -> str:
-    return json.dumps(started.data, ensure_ascii=False, separators=(",", ":"))

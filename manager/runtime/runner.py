@@ -401,7 +401,8 @@ class Manager:
 
             self._dispatcher = BatchDispatcher(
                 self.queue, self.capacity, self.reconciler, self._settle,
-                batch_size=batch_size, fits=self.backend.fits,
+                batch_size=batch_size, item_bytes=self.backend.item_bytes,
+                room=self.backend.batch_bytes,
                 wait=getattr(self.backend, "batch_wait", 1.0),
             ).start()  # fmt: skip
         else:

@@ -145,8 +145,10 @@ class KubernetesBackend:
 
     # -- batches (`batches.py`): the dispatcher's hooks when batch_size > 1 -------------------
 
-    def fits(self, bodies: list[str], body: str) -> bool:
-        return self.batcher.fits(bodies, body)
+    batch_bytes = bo.MAX_BATCH_BYTES
+
+    def item_bytes(self, name: str, data: dict, attempt: int) -> int:
+        return self.batcher.item_bytes(name, data, attempt)
 
     def run_batch(self, runs: list, report) -> None:
         self.batcher.run_batch(runs, report)

@@ -68,9 +68,10 @@ def member(name: str, data: dict[str, Any], attempt: int) -> Member:
     return Member(name, data.get("version"), attempt, body)
 
 
-def member_bytes(m: Member, index: int) -> int:
-    """What `m` adds to a batch's ConfigMap at `index`: its data, its key, its members line."""
-    return len(m.body.encode("utf-8")) + len(str(index)) + len(m.line.encode("utf-8")) + 1
+def member_bytes(m: Member) -> int:
+    """At most what `m` adds to a batch's ConfigMap: its data, its key (an index below
+    MAX_BATCH: six digits at most), its line in `members` and the newline after it."""
+    return len(m.body.encode("utf-8")) + 6 + len(m.line.encode("utf-8")) + 1
 
 
 def batch_name(queue: str, seq: int) -> str:

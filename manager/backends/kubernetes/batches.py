@@ -69,14 +69,12 @@ class BatchRunner:
         self.stopping = stopping
         self.in_flight = in_flight
         self.metrics = metrics
+        self.batch_bytes = bo.MAX_BATCH_BYTES  # what a batch's items may take of its ConfigMap
 
-    def fits(self, bodies: list[str], body: str) -> bool:
-        """Whether one more item's data (`body`, as WORK_ITEM_FILE holds it) fits beside
-        `bodies` in one batch: at most `size` items and a ConfigMap's 1 MiB."""
-        if len(bodies) >= self.size:
-            return False
-        used = sum(len(b.encode("utf-8")) + 200 for b in bodies)
-        return used + len(body.encode("utf-8")) + 200 <= bo.MAX_BATCH_BYTES
+    def item_bytes(self, name: str, data: dict, attempt: int) -> int:
+        """What one item takes of its batch's ConfigMap (`batch_objects.member_bytes`): the
+        dispatcher keeps a batch's sum within `batch_bytes`."""
+        return bo.member_bytes(bo.member(name, data, attempt))
 
     def run_batch(self, runs: list, report: Callable[[object, Outcome], None]) -> None:
         """Run `runs` (each with name, data, attempt, cancel) as one batch; `report(run,

@@ -122,3 +122,21 @@ def test_the_hash_index_behaves_as_a_dict(monkeypatch):
         assert dict(index.items()) == model
         assert all(index.get(k) == v for k, v in model.items())
         assert index.get(2**64 - 1) == model.get(2**64 - 1)
+
+
+def test_member_bytes_bound_what_a_batch_takes_of_its_config_map(api):
+    """The dispatcher fills a batch while the sum of `member_bytes` stays within
+    MAX_BATCH_BYTES: that sum never falls short of the ConfigMap's real size."""
+    rng = random.Random(3)
+    batch, used = [], 0
+    while True:
+        name = "ü" * rng.randrange(1, 250) + f"-{len(batch)}.mp4"
+        m = bo.member(name, {"name": name, "blob": "x" * rng.randrange(0, 20_000)}, 1)
+        if used + bo.member_bytes(m) > bo.MAX_BATCH_BYTES:
+            break
+        batch.append(m)
+        used += bo.member_bytes(m)
+    cm = bo.config_map(Q, NS, 1, batch)
+    real = sum(len(k) + len(v.encode("utf-8")) for k, v in cm["data"].items())
+    assert real <= used <= bo.MAX_BATCH_BYTES
+    api.create("configmaps", cm)  # the API server takes it (it refuses more than 1 MiB)
