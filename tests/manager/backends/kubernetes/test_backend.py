@@ -348,6 +348,11 @@ def test_metrics_of_the_kubernetes_backend(tmp_path, ambassador_server, marker_w
                 'workqueue_job_completions_total{reason="BackoffLimitExceeded",result="failed"}'
             )
             == 1
+            # The completion controller counts a Job when it records it; the runner
+            # observes the item's duration when its wait returns, on another thread,
+            # a moment later: wait for both.
+            and samples.get('workqueue_item_duration_seconds_count{outcome="failed"}') == 1
+            and samples.get('workqueue_item_duration_seconds_count{outcome="succeeded"}') == 2
         )
 
     try:
