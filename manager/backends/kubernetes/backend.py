@@ -11,9 +11,8 @@ run(name, data, attempt) - called by a reconciler worker holding a capacity slot
   3. wait until the Job's outcome is in the durable record (record.py) - whoever wrote it: a
      rival manager may record it and remove the finalizer before this manager's cache sees the
      Job finish, so a finished Job without the finalizer sends us to read the record afresh.
-A crash between 1 and 2 leaves a Job whose pod cannot mount its data: `clean_orphans` deletes
-such a Job (it never ran) once it is a minute old, and the item is dispatched again; a
-ConfigMap nobody owns (left by an older version) is removed the same way.
+A crash between 1 and 2 leaves a Job whose pod cannot mount its data: `orphans.py` deletes
+such a Job (it never ran) once it is a minute old, and the item is dispatched again.
 
 Cancel - the item left the source (--cancel-removed). A run's `Cancel` set before its Job
 was created: none is created. Set while the run awaits its Job: the Job is read afresh and,
@@ -31,9 +30,7 @@ shard), the finalizer's removal - four. Events are posted only for failures.
 from __future__ import annotations
 
 import logging
-import re
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -44,12 +41,12 @@ from .api import KubeApi, KubeError
 from .batch_record import BatchRecords
 from .batches import BatchRunner, create_job, unfinished_members
 from .cache import ClusterCache, finished
+from .orphans import ORPHAN_AGE_SECONDS, clean_orphans
 from .record import RecordStore
 from .settler import CompletionController
 
 log = logging.getLogger(__name__)
 
-ORPHAN_AGE_SECONDS = 60.0
 RECORD_LOOKS = 10  # fresh reads of the record for a Job that finished elsewhere
 
 
@@ -282,7 +279,7 @@ class KubernetesBackend:
         if stuck is not None:
             return Outcome(False, error=stuck, log_path=where)
         if self.record.final(item_hash):
-            code = _fail_fast_code(self.cache.get(job_name))
+            code = ko.fail_fast_code(self.cache.get(job_name))
             why = f"exit code {code}" if code is not None else "an exit code"
             return Outcome(
                 False,
@@ -363,63 +360,8 @@ class KubernetesBackend:
     # -- housekeeping ----------------------------------------------------------------------
 
     def clean_orphans(self, min_age: float = ORPHAN_AGE_SECONDS) -> int:
-        """What a crash between a Job and its ConfigMap left, once `min_age` old: item
-        ConfigMaps no Job owns whose Job does not exist, and unfinished Jobs whose ConfigMap
-        never came (their pods cannot mount it, so they never ran: the finalizer goes, the Job
-        is deleted, and the item is dispatched again). Everything is re-read first and deleted
-        with a uid precondition. Returns how many objects were removed."""
-        items, _ = self.api.list(
-            "configmaps", f"{ko.QUEUE_LABEL}={self.queue},{ko.ITEM_HASH_LABEL}"
-        )
-        names = {cm["metadata"]["name"] for cm in items}
-        removed = 0
-        for cm in items:
-            meta = cm["metadata"]
-            if meta.get("ownerReferences") or self.cache.get(meta["name"]) is not None:
-                continue
-            if _age(meta.get("creationTimestamp")) < min_age:
-                continue
-            fresh = self.api.find("configmaps", meta["name"])
-            if fresh is None or fresh["metadata"].get("ownerReferences"):
-                continue
-            if self.api.find("jobs", meta["name"]) is not None:
-                continue  # its Job exists after all
-            removed += self.api.remove("configmaps", meta["name"], meta["uid"])
-        for job in self.cache.items():
-            meta = job["metadata"]
-            if meta["name"] in names or finished(job) or meta.get("deletionTimestamp"):
-                continue
-            if bo.batch_of(job) is not None:  # its ConfigMap is its claim: made first, kept
-                continue
-            if _age(meta.get("creationTimestamp")) < min_age:
-                continue
-            if self.api.find("configmaps", meta["name"]) is not None:
-                continue
-            fresh = self.api.find("jobs", meta["name"])
-            if fresh is None or finished(fresh) or (fresh.get("status") or {}).get("succeeded"):
-                continue
-            log.warning("%s: its item data never came (a crash); dispatching again", meta["name"])
-            self.completions.remove_finalizer(meta["name"])
-            removed += self.api.remove("jobs", meta["name"], fresh["metadata"]["uid"])
-        return removed
-
-
-def _fail_fast_code(job: dict | None) -> int | None:
-    """The exit code in a FailJob condition's message ("... failed with exit code 2 matching
-    FailJob rule at index 1"), when the Job is still cached."""
-    for condition in ((job or {}).get("status") or {}).get("conditions") or []:
-        found = re.search(r"exit code (\d+)", condition.get("message") or "")
-        if condition.get("type") == "Failed" and found:
-            return int(found.group(1))
-    return None
-
-
-def _age(timestamp: str | None) -> float:
-    if not timestamp:
-        return float("inf")
-    from .leader import parse_time
-
-    return time.time() - parse_time(timestamp)
+        """What a crash between an item's Job and its ConfigMap left (`orphans.py`)."""
+        return clean_orphans(self.api, self.queue, self.cache, self.completions, min_age)
 
 
 class _Metrics:

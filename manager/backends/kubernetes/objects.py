@@ -121,6 +121,16 @@ def current_job(jobs: list[dict], version: str | None) -> dict | None:
     return newest(jobs)
 
 
+def fail_fast_code(job: dict | None) -> int | None:
+    """The exit code in a FailJob condition's message ("... failed with exit code 2 matching
+    FailJob rule at index 1"), when the Job is still cached."""
+    for condition in ((job or {}).get("status") or {}).get("conditions") or []:
+        found = re.search(r"exit code (\d+)", condition.get("message") or "")
+        if condition.get("type") == "Failed" and found:
+            return int(found.group(1))
+    return None
+
+
 def queue_selector(queue: str) -> str:
     return f"{QUEUE_LABEL}={queue}"
 
