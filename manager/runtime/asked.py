@@ -15,6 +15,10 @@ go through `Ledger.want_parallelism` like anybody's (so the WorkQueue always tel
 a parallelism someone else asked for is followed too, and the autoscaler decides on from it.
 At start, what was asked wins over `--parallelism`.
 
+The other way round too, for `workqueue status`: the manager's facts (its pid and host, the
+parallelism and retry policy in force, what holds it) are left with the ledger at start, at
+every change of them, and cleared when it stops (`note_manager`).
+
 State: the manager's `paused_since` (the pause as last read) and its capacity's limit (the
 parallelism in force) - written here, read by the capacity, the views and `status_report`.
 """
@@ -22,6 +26,8 @@ parallelism in force) - written here, read by the capacity, the views and `statu
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import time
 
 from ..durations import moment
@@ -142,3 +148,28 @@ class Asked:
             "source_down": str(m.poller.last_error) if m.poller.source_down else None,
             "scaled_by": "builtin" if m.autoscaler is not None else "external",
         }
+
+    def facts(self) -> dict:
+        """What `workqueue status` needs to know of this manager (see `Ledger.note_manager`)."""
+        m = self.manager
+        options = m.options
+        return {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started": m.started,
+            "parallelism": m.capacity.limit,
+            "max_attempts": options.max_attempts,
+            "retry_backoff": options.retry_backoff,
+            "retry_backoff_cap": options.retry_backoff_cap,
+            "target_utilization": options.target_utilization,
+            "window": options.window,
+            "held": m.hold.reason(),
+            "autoscale": m.autoscaler is not None,  # `workqueue scale` refuses then
+        }
+
+    def note_manager(self, running: bool = True) -> None:
+        """Leave this manager's facts with the ledger (None: it stopped)."""
+        try:
+            self.manager.ledger.note_manager(self.facts() if running else None)
+        except Exception as exc:  # a courtesy to `status`: never stops the work
+            log.warning("cannot leave the manager's facts for `workqueue status`: %s", exc)

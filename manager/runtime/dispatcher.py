@@ -137,3 +137,19 @@ class Dispatcher:
         except Exception as exc:  # a StorageFault: the record could not be written
             error = exc
         self.settle(started.name, result, error)
+
+
+def dispatcher_for(backend, line, capacity: Capacity, reconciler: Reconciler, settle: Settle,
+                   workers: int):  # fmt: skip
+    """The dispatcher `backend` wants: batches (`batching.BatchDispatcher`) for a backend that
+    runs several items as one unit (its `batch_size` > 1: Indexed Jobs), else this module's
+    one item per worker. Not started."""
+    if getattr(backend, "batch_size", 1) > 1:
+        from .batching import BatchDispatcher
+
+        return BatchDispatcher(
+            line, capacity, reconciler, settle,
+            batch_size=backend.batch_size, item_bytes=backend.item_bytes,
+            room=backend.batch_bytes, wait=getattr(backend, "batch_wait", 1.0),
+        )  # fmt: skip
+    return Dispatcher(line, capacity, reconciler, settle, workers=workers)

@@ -24,8 +24,11 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
 from collections.abc import Callable
 
+from ..durations import human
+from ..errors import UserError
 from ..ports import Source, SourceError, SourceProtocolError, WatchUnsupported
 from ..retry import reconnect
 from .removals import Removals
@@ -92,6 +95,29 @@ class Poller:
             if gone:
                 self.on_removed(gone)
         return names
+
+    def first_listing(self, timeout: float | None = None) -> list[str] | None:
+        """The source's listing (nothing enqueued), tried again while it cannot be reached;
+        None when stopped first. With `timeout`, a source that stays unreachable that long is
+        a `UserError` (a mistyped --source must not wait forever: `--source-timeout`)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for delay in reconnect(self.interval).delays():
+            if self.stop.is_set():
+                return None
+            names = self.poll_once_listing()
+            if names is not None:
+                return names
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    why = self.last_error or f"source {self.source.base_url} unreachable"
+                    raise UserError(
+                        f"{why}, for {human(timeout)}: check --source (a --once run waits for "
+                        "its source at most --source-timeout)"
+                    )
+                delay = min(delay, left)
+            self.stop.wait(delay)
+        return None
 
     def watch_removals(self) -> None:
         """Take a complete listing every period only to learn what left the source, until

@@ -13,7 +13,8 @@ as many workers as the most that ever may (the autoscaler's ceiling). Stopping (
 or the end of a `--once` run) shuts the queue, closes capacity so nothing new starts, and gives
 running work a grace period before the backend ends it; interrupted items go back to pending.
 What a listing puts in line is `intake`'s, cancels of items that left the source are
-`cancellation`'s, and a record that cannot be written is `fault_hold`'s.
+`cancellation`'s, a record that cannot be written is `fault_hold`'s, what is asked of the
+queue and what it tells back is `asked`'s, and what a `--once` run did is `run_report`'s.
 
 Everything the manager uses is given to its constructor - source, ledger, backend (the ports of
 `manager.ports`), options, and the leader elector when there is one; `manager.assembly` builds
@@ -24,76 +25,27 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
-import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
-from ..durations import human
-from ..errors import UserError
 from ..faults import StorageFault
 from ..planning.measure import SlidingWindow
 from ..ports import Backend, Elector, Ledger, Outcome, Source, SourceError, State
-from ..retry import Backoff, RetryPolicy, reconnect
 from ..workqueue import PrometheusMetricsProvider, RateLimitingQueue
 from .asked import Asked
 from .autoscaler import Autoscaler
 from .cancellation import Cancellations
 from .capacity import Capacity
-from .dispatcher import Dispatcher
+from .dispatcher import Dispatcher, dispatcher_for
 from .fault_hold import FaultHold
 from .intake import Intake
+from .manager_options import ManagerOptions
 from .poller import Poller
 from .reconciler import Reconciler, Result
+from .run_report import TERMINAL, RunReport
 
 log = logging.getLogger(__name__)
-
-
-TERMINAL = {Result.SUCCEEDED, Result.FAILED, Result.GONE, Result.SKIPPED, Result.CANCELLED}
-
-
-@dataclass
-class ManagerOptions:
-    parallelism: int = 2
-    max_parallelism: int | None = None  # worker threads; >= parallelism (the autoscaler's room)
-    max_attempts: int = 3
-    poll_interval: float = 10.0
-    watch: bool = False
-    retry_backoff: float = 1.0
-    retry_backoff_cap: float = 300.0
-    grace: float = 10.0
-    autoscale: bool = False
-    min_parallelism: int = 1
-    scale_interval: float = 30.0
-    scale_down_delay: float = 300.0
-    target_utilization: float = 0.9
-    window: float = 600.0  # seconds of arrivals and service times the autoscaler looks at
-    on_change: str = "ignore"  # "rerun": a finished item whose version changed runs again
-    cancel_removed: bool = False  # an item that leaves the source is cancelled (never run/ended)
-    source_timeout: float | None = None  # --once: give up on an unreachable source after this
-    probe_interval: float = 2.0  # held by a StorageFault: how often writes are tried again
-
-    @property
-    def retry_policy(self) -> RetryPolicy:
-        return RetryPolicy(self.max_attempts, Backoff(self.retry_backoff, self.retry_backoff_cap))
-
-
-@dataclass
-class RunReport:
-    """What a `--once` run did, item by item."""
-
-    targets: list[str]
-    results: dict[str, Result] = field(default_factory=dict)
-    outcomes: dict[str, Outcome] = field(default_factory=dict)
-    started: float = 0.0
-    finished: float = 0.0
-    interrupted: bool = False
-    listed: bool = True  # False: stopped before the source answered its first listing
-
-    def names_with(self, *results: Result) -> list[str]:
-        return [n for n in self.targets if self.results.get(n) in results]
 
 
 class Manager:
@@ -203,8 +155,7 @@ class Manager:
             on_removed=self.cancel_removed if options.cancel_removed else None,
         )
         self.on_result = on_result
-        self._report: RunReport | None = None
-        self._report_cond = threading.Condition()
+        self._report: RunReport | None = None  # a --once run's, while it runs
         self._dispatcher: Dispatcher | None = None
         self._stopping = threading.Lock()
         self._stopped = False
@@ -273,7 +224,7 @@ class Manager:
     def _hold_changed(self) -> None:
         self.capacity.poke()
         if not self.hold.once:
-            self._note_manager()
+            self.asked.note_manager()
 
     @property
     def fault(self) -> StorageFault | None:
@@ -302,15 +253,8 @@ class Manager:
         if self.on_result is not None and result in TERMINAL | {Result.RETRY}:
             self.on_result(name, result)
         report = self._report
-        if report is None:
-            return
-        with self._report_cond:
-            if outcome is not None:
-                report.outcomes[name] = outcome
-            if result in TERMINAL and name not in report.results:
-                report.results[name] = result
-                if len(report.results) >= len(report.targets):  # the run waits for the last
-                    self._report_cond.notify_all()
+        if report is not None:
+            report.note(name, result, outcome)
 
     # -- running ---------------------------------------------------------------------------
 
@@ -339,30 +283,7 @@ class Manager:
         if self._dispatcher is not None:
             self._dispatcher.grow(parallelism)  # never fewer workers than slots
         self.capacity.set_limit(parallelism)
-        self._note_manager()
-
-    def facts(self) -> dict:
-        """What `workqueue status` needs to know of this manager (see `Ledger.note_manager`)."""
-        options = self.options
-        return {
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "started": self.started,
-            "parallelism": self.capacity.limit,
-            "max_attempts": options.max_attempts,
-            "retry_backoff": options.retry_backoff,
-            "retry_backoff_cap": options.retry_backoff_cap,
-            "target_utilization": options.target_utilization,
-            "window": options.window,
-            "held": self.hold.reason(),
-            "autoscale": self.autoscaler is not None,  # `workqueue scale` refuses then
-        }
-
-    def _note_manager(self, running: bool = True) -> None:
-        try:
-            self.ledger.note_manager(self.facts() if running else None)
-        except Exception as exc:  # a courtesy to `status`: never stops the work
-            log.warning("cannot leave the manager's facts for `workqueue status`: %s", exc)
+        self.asked.note_manager()
 
     def view(self, now: float | None = None, rows: list | None = None):
         """The queue as this manager sees it now (`manager.views.queue_view`), for the dashboard;
@@ -391,24 +312,13 @@ class Manager:
         self.started = time.time()
         self.asked.at_start()  # before any worker may take a slot
         threading.Thread(target=self.watch_pause, name="pause", daemon=True).start()
-        self._note_manager()
+        self.asked.note_manager()
         workers = max(
             self.capacity.limit, self.options.parallelism, self.options.max_parallelism or 0
         )
-        batch_size = getattr(self.backend, "batch_size", 1)
-        if batch_size > 1:  # a backend that runs several items as one unit (Indexed Jobs)
-            from .batching import BatchDispatcher
-
-            self._dispatcher = BatchDispatcher(
-                self.queue, self.capacity, self.reconciler, self._settle,
-                batch_size=batch_size, item_bytes=self.backend.item_bytes,
-                room=self.backend.batch_bytes,
-                wait=getattr(self.backend, "batch_wait", 1.0),
-            ).start()  # fmt: skip
-        else:
-            self._dispatcher = Dispatcher(
-                self.queue, self.capacity, self.reconciler, self._settle, workers=workers
-            ).start()
+        self._dispatcher = dispatcher_for(
+            self.backend, self.queue, self.capacity, self.reconciler, self._settle, workers
+        ).start()
         if self.autoscaler is not None:
             threading.Thread(
                 target=self.autoscaler.run, args=(self.stop_event,), name="autoscaler", daemon=True
@@ -429,12 +339,12 @@ class Manager:
     def run_once(self, on_start: Callable[[RunReport], None] | None = None) -> RunReport:
         """Process every item the source lists now; return when each has finished (or stop())."""
         self.hold.once = True
-        names = self._first_listing()
+        names = self.poller.first_listing(self.options.source_timeout)
         if names is None:  # stopped before the source ever answered: nothing ran
             now = time.time()
             return RunReport(targets=[], started=now, finished=now, interrupted=True, listed=False)
         report = RunReport(targets=sorted(set(names)), started=time.time())
-        with self._report_cond:
+        with report.changed:  # nothing is noted before the skipped targets are
             self._report = report
             self.ledger.see(report.targets)
             self.intake.revisit(report.targets)
@@ -455,44 +365,19 @@ class Manager:
         for name in report.targets:
             if name not in report.results:
                 self.intake.wait(name, now)
-        with self._report_cond:
-            while len(report.results) < len(report.targets) and not self.stop_event.is_set():
-                self._report_cond.wait(0.5)
+        report.wait_for_all(self.stop_event.is_set)
         report.interrupted = self.stop_event.is_set()
         report.finished = time.time()
         self.stop_event.set()
         self._drain()
         return report
 
-    def _first_listing(self) -> list[str] | None:
-        """The source's listing, tried again while it cannot be reached; None when stopped
-        first. With `source_timeout`, a source that stays unreachable that long is a
-        `UserError` (a mistyped --source must not wait forever)."""
-        timeout = self.options.source_timeout
-        deadline = None if timeout is None else time.monotonic() + timeout
-        for delay in reconnect(self.options.poll_interval).delays():
-            if self.stop_event.is_set():
-                return None
-            names = self.poller.poll_once_listing()
-            if names is not None:
-                return names
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    why = self.poller.last_error or f"source {self.source.base_url} unreachable"
-                    raise UserError(
-                        f"{why}, for {human(timeout)}: check --source (a --once run waits for "
-                        "its source at most --source-timeout)"
-                    )
-                delay = min(delay, left)
-            self.stop_event.wait(delay)
-        return None
-
     def stop(self) -> None:
         """Stop taking items; running work gets the grace period (see the module docstring)."""
         self.stop_event.set()
-        with self._report_cond:
-            self._report_cond.notify_all()
+        report = self._report
+        if report is not None:
+            report.wake()
 
     def _drain(self) -> None:
         with self._stopping:
@@ -512,4 +397,4 @@ class Manager:
         except StorageFault as fault:  # left running: the next start puts them back
             self.hold.hold_for(fault)
         if self.started is not None:
-            self._note_manager(running=False)
+            self.asked.note_manager(running=False)

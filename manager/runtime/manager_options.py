@@ -1,0 +1,44 @@
+"""What a manager is asked to do: its options, as data (`Manager` reads them, never argv).
+
+`manager.cli.manager_cmd.manager_options` fills them from the command line; tests and the
+benchmarks build them directly. The CLI flag of each is its name with dashes
+(`--max-attempts`, `--retry-backoff`, ...), except `window` (`--scale-window`);
+`poll_interval`, `watch` and `source_timeout` are passed by the command that runs the manager
+(`workqueue run` polls every 2 s), and `retry_backoff_cap` and `probe_interval` have no flag.
+
+Invariants the CLI keeps and `Manager` relies on: `min_parallelism <= parallelism <=
+max_parallelism` (the worker threads are as many as the largest of them: the autoscaler's
+room), and `max_attempts >= 1`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..retry import Backoff, RetryPolicy
+
+
+@dataclass
+class ManagerOptions:
+    parallelism: int = 2
+    max_parallelism: int | None = None  # worker threads; >= parallelism (the autoscaler's room)
+    max_attempts: int = 3
+    poll_interval: float = 10.0
+    watch: bool = False
+    retry_backoff: float = 1.0  # the first retry's delay; doubled per attempt up to the cap
+    retry_backoff_cap: float = 300.0
+    grace: float = 10.0  # stopping: how long running work may finish before it is ended
+    autoscale: bool = False
+    min_parallelism: int = 1
+    scale_interval: float = 30.0
+    scale_down_delay: float = 300.0
+    target_utilization: float = 0.9
+    window: float = 600.0  # seconds of arrivals and service times the autoscaler looks at
+    on_change: str = "ignore"  # "rerun": a finished item whose version changed runs again
+    cancel_removed: bool = False  # an item that leaves the source is cancelled (never run/ended)
+    source_timeout: float | None = None  # --once: give up on an unreachable source after this
+    probe_interval: float = 2.0  # held by a StorageFault: how often writes are tried again
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        return RetryPolicy(self.max_attempts, Backoff(self.retry_backoff, self.retry_backoff_cap))
