@@ -33,7 +33,10 @@ $(CHECKOV):
 	.venv-checkov/bin/python -m pip install --quiet --upgrade pip
 	.venv-checkov/bin/python -m pip install --quiet 'checkov>=3.2,<4'
 
-test: $(STAMP) tools $(CHECKOV)
+# The three set-ups are independent (pip for the project, apt-get for the tools, pip for
+# checkov) and mostly wait on the network: a fresh machine does them side by side.
+test:
+	$(MAKE) --no-print-directory --jobs=3 --output-sync=target $(STAMP) tools $(CHECKOV)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -n 2
