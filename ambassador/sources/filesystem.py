@@ -1,18 +1,12 @@
 """Items are files on a (shared) volume: the video-thumbnailer source of
 Burns' work-queue chapter.
 
-Design: one scan at start fills the `Snapshot`; after that a refresher thread keeps it current,
-so a request only reads memory (and stats the one file it describes).
-
-  * Events: watchfiles (inotify on Linux) reports changed paths; each is looked at alone with
-    one lstat - a new file is observed, a gone one forgotten, a new directory scanned (recursive
-    mode). A burst of changes costs per path, never a rescan of a folder of 100,000 files.
-  * Polling: where events are unavailable (watchfiles failed to start, or `force_polling` for
-    network file systems such as NFS, whose inotify does not see other clients' writes) the
-    thread stats every known directory each `poll_interval` and rescans only those whose mtime
-    changed. With events on, the same check runs every `safety_interval` as a safety net.
-  * Settling: files not yet settled are re-stated on every tick (their writes do not change the
-    directory's mtime), and promoted by the snapshot once they have held still.
+Design: one scan at start fills the `Snapshot`; after that a refresher thread keeps it current
+(`folder_refresh.py`: file events, else polling of the directories' mtimes, and settling), so a
+request only reads memory (and stats the one file it describes). The refresher calls the
+scanning here: `look_at` for one changed path (one lstat), `poll_dirs` for the directories
+whose mtime changed (each re-read by `_scan_dir`), `warn_unservable` for a name no client
+could ask for.
 
 Never followed: symlinks (neither listed nor served, wherever they point) and hidden entries.
 """
@@ -22,7 +16,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import re
 import stat
 import threading
 import time
@@ -39,26 +32,13 @@ from ..naming import (
 )
 from ..snapshot import Snapshot
 from ..versions import METHODS, version_of
+from .folder_refresh import FolderRefresher
 from .items import content_type, rfc3339
 from .registry import SourceConfigError
 
 log = logging.getLogger(__name__)
 
 CHUNK = 10_000  # files handed to the snapshot at once during a scan
-TICK_SECONDS = 0.2  # how late a settled file may be promoted; also the event-batch window
-
-
-# How watchfiles says an event named a path that is not valid UTF-8 (it then drops the batch).
-UNDECODABLE_PATH = re.compile(r'Unable to decode path "(.*)" to string')
-
-
-def _unescape(shown: str) -> str:
-    """The path watchfiles showed with `\\xHH` for its undecodable bytes, as Python names it
-    (surrogate escapes): the name a scan of the folder finds."""
-    raw = re.sub(
-        rb"\\x([0-9A-Fa-f]{2})", lambda m: bytes([int(m.group(1), 16)]), os.fsencode(shown)
-    )
-    return os.fsdecode(raw)
 
 
 def _is_surrogate_escaped(name: str) -> bool:
@@ -156,7 +136,8 @@ class FilesystemSource:
             raise FileNotFoundError(f"root is not a directory: {self.root}")
         self._scan_dir("", initial=True)
         self.snapshot.promote_settled()
-        self._thread = threading.Thread(target=self._refresh, name="ambassador-fs", daemon=True)
+        refresher = FolderRefresher(self, self._stop)
+        self._thread = threading.Thread(target=refresher.run, name="ambassador-fs", daemon=True)
         self._thread.start()
 
     def stop(self, wait: bool = True) -> None:
@@ -248,7 +229,7 @@ class FilesystemSource:
                         continue
                     if not is_candidate_file_name(part, suffixes):
                         if not is_representable(part):
-                            self._warn_unservable(prefix + part)
+                            self.warn_unservable(prefix + part)
                         continue
                     name = prefix + part
                     seen.add(name)
@@ -271,7 +252,7 @@ class FilesystemSource:
             except OSError:
                 continue  # vanished between listing and stat
 
-    def _warn_unservable(self, name: str) -> None:
+    def warn_unservable(self, name: str) -> None:
         """Say once that a file that would be an item is not one, and why."""
         if name in self._unservable:
             return
@@ -294,7 +275,7 @@ class FilesystemSource:
             elif d == "":
                 self.snapshot.forget(self.snapshot.all_names())
 
-    def _look_at(self, abs_path: str) -> None:
+    def look_at(self, abs_path: str) -> None:
         """One changed path reported by an event: one lstat decides what it now is."""
         rel = os.path.relpath(abs_path, self.root)
         if rel == "." or rel.startswith(".." + os.sep) or rel == "..":
@@ -336,19 +317,7 @@ class FilesystemSource:
         else:
             self._members.get(parent, set()).discard(name)
 
-    def _restat_pending(self) -> None:
-        for name in self.snapshot.pending_names():
-            try:
-                st = os.lstat(os.path.join(self.root, *name.split("/")))
-            except OSError:
-                self.snapshot.forget([name])
-                continue
-            if stat.S_ISREG(st.st_mode):
-                self.snapshot.observe(name, st.st_size, st.st_mtime_ns)
-            else:
-                self.snapshot.forget([name])
-
-    def _poll_dirs(self) -> None:
+    def poll_dirs(self) -> None:
         for rel_dir, old_mtime in list(self._dirs.items()):
             if rel_dir not in self._dirs:
                 continue  # dropped while we went through the list
@@ -360,75 +329,6 @@ class FilesystemSource:
                 continue
             if mtime != old_mtime:
                 self._scan_dir(rel_dir)
-
-    # -- the refresher thread --------------------------------------------------------------
-
-    def _tick(self, poll_every: float, last_poll: float) -> float:
-        self._restat_pending()
-        self.snapshot.promote_settled()
-        now = time.monotonic()
-        if now - last_poll >= poll_every:
-            self._poll_dirs()
-            self.snapshot.promote_settled()
-            return now
-        return last_poll
-
-    def _refresh(self) -> None:
-        last_poll = time.monotonic()
-        while self.use_events:
-            try:
-                # The first safety check comes one second in, not a whole safety interval: a
-                # file created between the first scan and the moment inotify watches the folder
-                # raises no event, and must not wait long to be seen.
-                self._refresh_with_events(last_poll - self.safety_interval + 1.0)
-                return
-            except Exception as exc:  # inotify limits, unsupported file systems, ...
-                if self._stop.is_set():
-                    return
-                undecodable = UNDECODABLE_PATH.search(str(exc))
-                if undecodable is None:
-                    log.warning(
-                        "file events unavailable (%s); polling every %ss", exc, self.poll_interval
-                    )
-                    break
-                # watchfiles gives up on a batch of events that holds a path that is not valid
-                # UTF-8: that file is no item, the rest of the batch is looked at by a rescan of
-                # what changed, and the events are watched again.
-                path = _unescape(undecodable.group(1))
-                self._warn_unservable(os.path.relpath(path, self.root))
-                self._poll_dirs()
-                last_poll = time.monotonic()
-        self.mode = "polling"
-        while not self._stop.wait(TICK_SECONDS):
-            try:
-                last_poll = self._tick(self.poll_interval, last_poll)
-            except Exception:  # never let one bad directory stop the refresher
-                log.exception("refresh failed; will retry")
-
-    def _refresh_with_events(self, last_poll: float) -> None:
-        import watchfiles
-
-        # watchfiles says "N changes detected" at INFO on every batch: noise in our logs
-        logging.getLogger("watchfiles").setLevel(logging.WARNING)
-
-        self.mode = "events"
-        for changes in watchfiles.watch(
-            self.root,
-            watch_filter=None,
-            debounce=int(TICK_SECONDS * 1000),
-            step=50,
-            stop_event=self._stop,
-            rust_timeout=int(TICK_SECONDS * 1000),
-            yield_on_timeout=True,
-            recursive=self.recursive,
-            raise_interrupt=False,
-        ):
-            try:
-                for path in sorted({p for _, p in changes}):
-                    self._look_at(path)
-                last_poll = self._tick(self.safety_interval, last_poll)
-            except Exception:
-                log.exception("refresh failed; will retry")
 
 
 class FilesystemType:
