@@ -22,187 +22,41 @@ The table is mirrored in memory (`_state`: name -> (state, attempts)) so that th
 against 100,000 known items is a dict lookup per name, not a query. Invariant: `_state` equals
 the table's (state, attempts) columns; both change together under `_lock`.
 
-One manager per state directory: `open()` takes an exclusive lock on a file there, and a second
-manager on the same directory gets a clear error instead of running items twice.
-
-Integrity (`integrity.py`): `open()` refuses a ledger it cannot trust - damaged, overwritten,
-someone else's, or missing while the directory shows earlier runs - with one line saying what
-to do; a manager's ledger is backed up when it opens and when it closes.
+The file itself - one manager per state directory (an exclusive lock), the checked connections,
+the backups when a manager opens and closes it - is `ledger_file.py`'s; integrity
+(`integrity.py`): `open()` refuses a ledger it cannot trust - damaged, overwritten, someone
+else's, or missing while the directory shows earlier runs - with one line saying what to do.
+The pause, the parallelism asked for and the manager's facts are small files beside it
+(`state_files.QueueFiles`).
 """
 
 from __future__ import annotations
 
-import fcntl
-import functools
 import os
 import sqlite3
-import threading
 import time
-import urllib.parse
 from collections.abc import Callable, Iterable
 
 from ...errors import UserError
-from ...faults import READ_ONLY, StorageFault, classify, probe, raised_as_faults
+from ...faults import probe
 from ...ports import FINISHED, Row, State
-from . import integrity
-from .state_files import read_parallelism, read_paused, write_facts, write_parallelism
-
-LEDGER_FILE = "ledger.sqlite3"
-
-
-def _add_version_column(db: sqlite3.Connection) -> None:
-    columns = {row[1] for row in db.execute("PRAGMA table_info(items)")}
-    if columns and "version" not in columns:
-        db.execute("ALTER TABLE items ADD COLUMN version TEXT")
-
-
-class LedgerBusy(UserError):
-    """Another manager holds this state directory."""
-
-
-def _storage(method):
-    """A ledger method whose failures of the machine (a full disk, a read-only file system, an
-    I/O error: `manager.faults`) are raised as one `StorageFault`. The method's in-memory
-    mirror changes only after its statement succeeded, so a fault leaves both unchanged."""
-
-    @functools.wraps(method)
-    def guarded(self, *args, **kwargs):
-        with raised_as_faults(self.state_dir):
-            return method(self, *args, **kwargs)
-
-    return guarded
-
-
-# No index on state: every transition would update it (a third of a transition's cost), and
-# what asks by state - recovery at start, `status`, `retry --failed` - reads all rows anyway.
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS items (
-    name        TEXT PRIMARY KEY,
-    state       TEXT NOT NULL,
-    attempts    INTEGER NOT NULL DEFAULT 0,
-    first_seen  REAL NOT NULL,
-    started     REAL,
-    finished    REAL,
-    exit_code   INTEGER,
-    log_path    TEXT,
-    last_error  TEXT,
-    pgid        INTEGER,
-    pgid_start  TEXT,
-    version     TEXT
-);
-DROP INDEX IF EXISTS items_by_state;
-CREATE TABLE IF NOT EXISTS retry_requests (name TEXT PRIMARY KEY);
-CREATE TABLE IF NOT EXISTS runs (
-    name        TEXT NOT NULL,
-    version     TEXT,
-    state       TEXT NOT NULL,
-    attempts    INTEGER NOT NULL,
-    started     REAL,
-    finished    REAL,
-    exit_code   INTEGER,
-    last_error  TEXT
-);
-CREATE INDEX IF NOT EXISTS runs_by_name ON runs(name);
-CREATE TABLE IF NOT EXISTS health (what TEXT PRIMARY KEY, at REAL);
-"""
-
+from .ledger_file import LEDGER_FILE, LedgerFile, storage
+from .state_files import QueueFiles
 
 COLUMNS = (
     "name, state, attempts, first_seen, started, finished, exit_code, log_path, last_error, version"
 )
 
 
-class SqliteLedger:
+class SqliteLedger(LedgerFile, QueueFiles):
     arrivals_known = True  # first_seen is when the manager first saw the item listed
 
     def __init__(self, state_dir: str, *, clock: Callable[[], float] = time.time) -> None:
-        self.state_dir = os.path.abspath(state_dir)
+        super().__init__(state_dir)
         self.where = self.state_dir
         self.clock = clock
-        self._lock = threading.Lock()
         self._state: dict[str, tuple[str, int]] = {}
         self._versions: dict[str, str] = {}  # name -> the version its latest attempt ran at
-        self._db: sqlite3.Connection | None = None
-        self._lock_file = None
-        self._exclusive = False
-        self._backups = False
-        self._paused: float | None = None
-        self._paused_read = float("-inf")
-        self._wanted: int | None = None  # `workqueue scale`, as last read
-        self._wanted_read = float("-inf")
-
-    @property
-    def path(self) -> str:
-        return os.path.join(self.state_dir, LEDGER_FILE)
-
-    # -- lifecycle -------------------------------------------------------------------------
-
-    @_storage
-    def lock(self) -> None:
-        """Hold the state directory (one manager at a time); `LedgerBusy` when another does."""
-        os.makedirs(self.state_dir, exist_ok=True)
-        self._lock_file = open(os.path.join(self.state_dir, "manager.lock"), "w")  # noqa: SIM115
-        try:
-            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self._lock_file.close()
-            self._lock_file = None
-            raise LedgerBusy(
-                f"another manager is using the state directory {self.state_dir}"
-            ) from None
-
-    def open(self, *, exclusive: bool = True, backups: bool | None = None) -> SqliteLedger:
-        """Open (and check) the ledger; `exclusive` holds the state directory too, as a
-        manager must. `backups` (default: `exclusive`) takes one when it opens and one when it
-        closes - a manager's; a command that changes one item takes none, so a few of them
-        never push out the backup a manager took. The caller's duty: `close()`."""
-        self._backups = exclusive if backups is None else backups
-        if exclusive:
-            self.lock()
-        elif not os.access(self.state_dir, os.W_OK) and os.path.isdir(self.state_dir):
-            # Only reading (`status`, `ledger check`) a folder this process cannot write: a
-            # read-only mount, a disk the kernel turned read-only, someone else's folder.
-            self._db = self._connect_read_only()
-            return self
-        else:
-            self._make_state_dir()
-        try:
-            self._db = self._connect(stamp=exclusive)
-            if self._backups and self._state:
-                self._backup_now()
-        except BaseException:
-            if self._db is not None:
-                self._db.close()
-                self._db = None
-            self._release_lock()
-            raise
-        self._exclusive = exclusive
-        return self
-
-    @_storage
-    def _make_state_dir(self) -> None:
-        os.makedirs(self.state_dir, exist_ok=True)
-
-    @_storage
-    def _backup_now(self) -> str:
-        return integrity.backup(self._db, self.state_dir)
-
-    def _connect_read_only(self) -> sqlite3.Connection:
-        """A connection that never writes (nor makes the journal's side files): SQLite's
-        read-only mode, or - when the ledger was closed cleanly, so no write-ahead log holds
-        anything the file lacks - the file read as immutable."""
-        integrity.check_file(self.path, self.state_dir)
-        uri = "file:" + urllib.parse.quote(self.path)
-        wal = os.path.exists(self.path + "-wal")
-        for mode in ("?mode=ro",) + (() if wal else ("?mode=ro&immutable=1",)):
-            db = sqlite3.connect(uri + mode, uri=True, check_same_thread=False)
-            try:
-                integrity.check_database(db, self.path, self.state_dir, stamp=False)
-                self._mirror(db)
-                return db
-            except StorageFault:
-                db.close()
-        raise StorageFault(READ_ONLY, self.state_dir, "the ledger's journal cannot be read")
 
     def _mirror(self, db: sqlite3.Connection) -> None:
         """The items' (state, attempts) and versions read into memory (the invariant above)."""
@@ -215,66 +69,6 @@ class SqliteLedger:
             if version is not None:
                 self._versions[name] = version
 
-    def _connect(self, *, stamp: bool) -> sqlite3.Connection:
-        """The checked connection (see `integrity.py`), with the items mirrored in memory."""
-        integrity.check_file(self.path, self.state_dir)
-        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
-        try:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            integrity.check_database(db, self.path, self.state_dir, stamp=stamp)
-            _add_version_column(db)  # a schema-1 ledger: items had no version yet
-            db.executescript(SCHEMA)
-            self._mirror(db)
-        except sqlite3.DatabaseError as exc:
-            db.close()
-            raise classify(exc, self.state_dir) or integrity.damaged(
-                self.path, self.state_dir, exc
-            ) from None
-        except BaseException:
-            db.close()
-            raise
-        return db
-
-    def durability(self) -> tuple[str, int]:
-        """(journal_mode, synchronous) in force: ("wal", 1) - NORMAL - as documented above."""
-        with self._lock:
-            mode = self._db.execute("PRAGMA journal_mode").fetchone()[0]
-            sync = self._db.execute("PRAGMA synchronous").fetchone()[0]
-        return mode, sync
-
-    @_storage
-    def backup(self) -> str:
-        """A consistent copy into the state directory's backups (see `integrity.backup`)."""
-        with self._lock:
-            return integrity.backup(self._db, self.state_dir)
-
-    def close(self) -> None:
-        if self._db is not None:
-            if self._backups and self._state:
-                try:
-                    self.backup()
-                except (OSError, sqlite3.Error, StorageFault):
-                    pass  # the ledger itself is committed; a backup is a courtesy
-            with self._lock:  # never under a query of another thread (the status report's):
-                self._db.close()  # closing a connection in use crashes the interpreter
-                self._db = None
-        self._release_lock()
-
-    def unlock(self) -> None:
-        self._release_lock()
-
-    def _release_lock(self) -> None:
-        if self._lock_file is not None:
-            self._lock_file.close()
-            self._lock_file = None
-
-    def __enter__(self) -> SqliteLedger:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
     # -- reads -----------------------------------------------------------------------------
 
     def state(self, name: str) -> tuple[str, int] | None:
@@ -284,7 +78,7 @@ class SqliteLedger:
     def __len__(self) -> int:
         return len(self._state)
 
-    @_storage
+    @storage
     def row(self, name: str) -> Row | None:
         with self._lock:
             query = f"SELECT {COLUMNS} FROM items WHERE name=?"
@@ -297,7 +91,7 @@ class SqliteLedger:
             return self.query()
         return self.query("state=?", (str(state),))
 
-    @_storage
+    @storage
     def query(
         self, where: str = "", params: Iterable = (), order: str = "name", limit: int | None = None
     ) -> list[Row]:
@@ -321,7 +115,7 @@ class SqliteLedger:
 
     # -- transitions -----------------------------------------------------------------------
 
-    @_storage
+    @storage
     def see(self, names: Iterable[str]) -> list[str]:
         """Record names not seen before as pending (first_seen = now). Returns the new ones."""
         new = [n for n in names if n not in self._state]
@@ -341,7 +135,7 @@ class SqliteLedger:
                 self._state[n] = (State.PENDING.value, 0)
         return new
 
-    @_storage
+    @storage
     def start(self, name: str, log_path: str, version: str | None = None) -> int:
         """pending/failed -> running; counts an attempt and notes the item's version. Returns
         the attempt number."""
@@ -365,7 +159,7 @@ class SqliteLedger:
         """The version the item's latest attempt ran at (None: unknown). A dict lookup."""
         return self._versions.get(name)
 
-    @_storage
+    @storage
     def rerun(self, name: str, version: str | None = None) -> bool:
         """A finished item whose source changed (or, cancelled, came back) runs again: its
         outcome goes to the history (`runs`), and it is pending with a new attempt series.
@@ -390,7 +184,7 @@ class SqliteLedger:
             self._state[name] = (State.PENDING.value, 0)
             return True
 
-    @_storage
+    @storage
     def history(self, name: str) -> list[dict]:
         """The item's earlier runs, oldest first: version, state, attempts, finished."""
         with self._lock:
@@ -400,7 +194,7 @@ class SqliteLedger:
             ).fetchall()
         return [{"version": v, "state": st, "attempts": a, "finished": f} for v, st, a, f in found]
 
-    @_storage
+    @storage
     def record_process(self, name: str, pgid: int, pgid_start: str | None) -> None:
         """The running item's process group, so a restart can end it if the manager died."""
         with self._lock:
@@ -408,7 +202,7 @@ class SqliteLedger:
                 "UPDATE items SET pgid=?, pgid_start=? WHERE name=?", (pgid, pgid_start, name)
             )
 
-    @_storage
+    @storage
     def finish(self, name: str, succeeded: bool, exit_code: int | None, error: str | None) -> None:
         """running -> succeeded | failed."""
         state = State.SUCCEEDED if succeeded else State.FAILED
@@ -421,7 +215,7 @@ class SqliteLedger:
             )
             self._state[name] = (state.value, attempts)
 
-    @_storage
+    @storage
     def requeue(self, name: str) -> None:
         """running -> pending without counting the attempt (the manager stopped it)."""
         with self._lock:
@@ -434,7 +228,7 @@ class SqliteLedger:
             )
             self._state[name] = (State.PENDING.value, attempts)
 
-    @_storage
+    @storage
     def cancel(self, name: str) -> bool:
         """pending, running or failed -> cancelled: the item left the source. Its attempts and
         last outcome stay as they were; `finished` is the moment of the cancel."""
@@ -450,7 +244,7 @@ class SqliteLedger:
             self._state[name] = (State.CANCELLED.value, current[1])
             return True
 
-    @_storage
+    @storage
     def retry(self, name: str) -> bool:
         """A failed or cancelled item runs again on purpose: back to pending with its attempts
         reset."""
@@ -465,43 +259,18 @@ class SqliteLedger:
             self._state[name] = (State.PENDING.value, 0)
             return True
 
-    def paused_since(self) -> float | None:
-        """From the `paused` file beside the ledger (`workqueue pause`), read at most twice a
-        second."""
-        now = time.monotonic()
-        if now - self._paused_read < 0.5:
-            return self._paused
-        self._paused = read_paused(self.state_dir)
-        self._paused_read = now
-        return self._paused
-
-    def wanted_parallelism(self) -> int | None:
-        """From the `parallelism` file beside the ledger (`workqueue scale`), read at most
-        twice a second."""
-        now = time.monotonic()
-        if now - self._wanted_read >= 0.5:
-            self._wanted, self._wanted_read = read_parallelism(self.state_dir), now
-        return self._wanted
-
-    def want_parallelism(self, parallelism: int) -> None:
-        write_parallelism(self.state_dir, parallelism)
-        self._wanted, self._wanted_read = parallelism, time.monotonic()
-
-    def report(self, status: dict) -> None:
-        """Nothing to write: `workqueue status` reads the ledger itself."""
-
     def gave_up(self, name: str) -> bool:
         """Local failures are retried up to --max-attempts: none is final by itself."""
         return False
 
-    @_storage
+    @storage
     def request_retry(self, name: str) -> None:
         """Ask the manager that holds this state directory to retry `name` (see
         `take_retry_requests`); used by `workqueue retry` while a manager runs."""
         with self._lock:
             self._db.execute("INSERT OR IGNORE INTO retry_requests(name) VALUES (?)", (name,))
 
-    @_storage
+    @storage
     def take_retry_requests(self) -> list[str]:
         """Apply and clear pending retry requests; returns the names now pending again."""
         with self._lock:
@@ -510,13 +279,7 @@ class SqliteLedger:
                 self._db.execute("DELETE FROM retry_requests")
         return [n for n in names if self.retry(n)]
 
-    @_storage
-    def note_manager(self, facts: dict | None) -> None:
-        """`manager.json` beside the ledger: written whole (a temporary file renamed over it),
-        removed when the manager stops. Readers check the pid in it is alive."""
-        write_facts(self.state_dir, facts)
-
-    @_storage
+    @storage
     def probe(self) -> None:
         """Whether the state directory takes writes again after a `StorageFault`: new data in
         a scratch file, then a committed transaction; raises the fault while it does not."""
@@ -526,7 +289,7 @@ class SqliteLedger:
                 "INSERT OR REPLACE INTO health(what, at) VALUES ('probe', ?)", (self.clock(),)
             )
 
-    @_storage
+    @storage
     def recover(self, end_process_group: Callable[[int, str | None], None]) -> list[str]:
         """At start: items left running by a manager that died go back to pending, after
         `end_process_group(pgid, start)` ended whatever they were still running."""

@@ -14,7 +14,8 @@ from ...faults import StorageFault, diagnose
 from ...log_tails import log_tail
 from ...ports import QueueRecord, State
 from ..queue_ops import QueueOps
-from .ledger import LedgerBusy, SqliteLedger, existing_ledger
+from .ledger import SqliteLedger, existing_ledger
+from .ledger_file import LedgerBusy
 from .state_files import (
     read_parallelism,
     read_paused,

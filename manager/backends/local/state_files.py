@@ -5,10 +5,11 @@ opening the ledger.
     paused         {"since": epoch seconds} while the queue is paused (`workqueue pause`)
     parallelism    {"parallelism": N, "at": epoch seconds}: asked by `workqueue scale` (or the
                    built-in autoscaler), followed by the running manager within a second
-    manager.json   the running manager's facts (`Manager.facts`), padded to 4 KiB so that on a
+    manager.json   the running manager's facts (`Asked.facts`), padded to 4 KiB so that on a
                    full disk it is rewritten in place (its own bytes need no new space)
 
-Both are written whole (a temporary file renamed over them): a reader never sees half of one.
+Each is written whole (a temporary file renamed over it): a reader never sees half of one.
+`QueueFiles` is the part of the `Ledger` port kept in them, mixed into `SqliteLedger`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import json
 import os
 import socket
 import time
+
+from ...faults import raised_as_faults
 
 MANAGER_FILE = "manager.json"  # the running manager's facts, for `workqueue status`
 MANAGER_FILE_BYTES = 4096  # its size, kept: rewritten in place when the disk is full
@@ -118,3 +121,42 @@ def running_manager(state_dir: str) -> dict | None:
     except PermissionError:
         pass  # alive, someone else's
     return facts
+
+
+class QueueFiles:
+    """The `Ledger` port's pause, parallelism and manager facts, kept in the files above
+    (mixed into `SqliteLedger`; needs its `state_dir`). A running manager asks for the first
+    two twice a second: each file is read at most that often, the last answer kept between."""
+
+    state_dir: str
+    _paused: float | None = None
+    _paused_read = float("-inf")  # time.monotonic() of the last read
+    _wanted: int | None = None  # `workqueue scale`, as last read
+    _wanted_read = float("-inf")
+
+    def paused_since(self) -> float | None:
+        """From the `paused` file (`workqueue pause`)."""
+        now = time.monotonic()
+        if now - self._paused_read >= 0.5:
+            self._paused, self._paused_read = read_paused(self.state_dir), now
+        return self._paused
+
+    def wanted_parallelism(self) -> int | None:
+        """From the `parallelism` file (`workqueue scale`)."""
+        now = time.monotonic()
+        if now - self._wanted_read >= 0.5:
+            self._wanted, self._wanted_read = read_parallelism(self.state_dir), now
+        return self._wanted
+
+    def want_parallelism(self, parallelism: int) -> None:
+        write_parallelism(self.state_dir, parallelism)
+        self._wanted, self._wanted_read = parallelism, time.monotonic()
+
+    def report(self, status: dict) -> None:
+        """Nothing to write: `workqueue status` reads the ledger itself."""
+
+    def note_manager(self, facts: dict | None) -> None:
+        """`manager.json`: written whole, removed when the manager stops (None). Readers
+        check the pid in it is alive (`running_manager`)."""
+        with raised_as_faults(self.state_dir):
+            write_facts(self.state_dir, facts)

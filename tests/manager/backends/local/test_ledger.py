@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from manager.backends.local.ledger import LedgerBusy, SqliteLedger
+from manager.backends.local.ledger import SqliteLedger
+from manager.backends.local.ledger_file import LedgerBusy
 
 
 def test_lifecycle_of_an_item(tmp_path):
