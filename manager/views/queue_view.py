@@ -6,12 +6,9 @@ the queue (`Context`: the parallelism in force, the retry policy); this module t
 a `QueueView` - counts by state, one `ItemView` per item with its reason in words, and a
 `Forecast` - the same way for every backend and every reader.
 
-The prediction is the mean-value schedule of the line as it stands: each running item frees
-its slot when it has run for the measured mean service time S (or now, if it already has);
-each waiting item, in dispatch order, takes the earliest free slot no sooner than it is ready
-(a failed item backing off is ready when its backoff ends) and holds it for S. An item's
-`eta_seconds` is its predicted start from now; the forecast's `drain_seconds` is when the last
-slot falls idle. Items arriving later are not in it - the forecast's `utilization` and
+The prediction is the mean-value schedule of the line as it stands (`schedule.py`): each
+item's position in the line, its predicted start (`eta_seconds`) and the forecast's
+`drain_seconds`. Items arriving later are not in it - the forecast's `utilization` and
 `verdict` (from the measured interarrival, `manager.planning.scaling`) say whether the line
 will grow.
 Without a manager running, or before any service time is measured, there is no schedule: the
@@ -20,7 +17,6 @@ reasons say so and the numbers are null, never a made-up 0.
 
 from __future__ import annotations
 
-import heapq
 import math
 import time
 from collections.abc import Iterable
@@ -31,6 +27,7 @@ from ..durations import human, moment
 from ..planning.measure import Measured, measure_rows
 from ..planning.scaling import recommended_parallelism, verdict_for
 from ..ports import QueueRecord, Row, State
+from .schedule import line_of, schedule
 
 if TYPE_CHECKING:  # retry imports the workqueue and so prometheus-client: not at parse time
     from ..retry import RetryPolicy
@@ -239,8 +236,8 @@ def build(
     if reasons:  # a running item a backend explains has not started its work yet
         started = {n for n in reasons if n in items and items[n].state == State.RUNNING}
         context = replace(context, not_started=context.not_started | started)
-    line = _line(rows, items, context)
-    drain = _schedule(rows, line, items, context, service)
+    line = line_of(rows, items)
+    drain = schedule(rows, line, items, context, service)
     return QueueView(
         where=where,
         now=now,
@@ -320,60 +317,6 @@ def _failure(row: Row) -> str:
     if row.exit_code is not None:
         return f"failed with exit code {row.exit_code}"
     return f"failed: {row.last_error}" if row.last_error else "failed"
-
-
-def _line(rows: list[Row], items: dict[str, ItemView], context: Context) -> list[str]:
-    """The items that will run again, in dispatch order: pending first-seen first, then the
-    ones backing off by the time their backoff ends."""
-    pending = sorted(
-        (r for r in rows if r.state == State.PENDING), key=lambda r: (r.first_seen, r.name)
-    )
-    backing_off = sorted(
-        (r for r in rows if items[r.name].ready_at is not None),
-        key=lambda r: (items[r.name].ready_at, r.name),
-    )
-    return [r.name for r in pending] + [r.name for r in backing_off]
-
-
-def _schedule(
-    rows: list[Row],
-    line: list[str],
-    items: dict[str, ItemView],
-    context: Context,
-    service: float | None,
-) -> float | None:
-    """Positions always; ETAs and the drain time when a manager runs and S is measured."""
-    for position, name in enumerate(line, start=1):
-        items[name].position = position
-    parallelism = context.parallelism
-    if not parallelism or context.paused_since is not None or context.held is not None:
-        return None  # nothing new starts (no manager, parallelism 0, paused, held): no ETAs
-    now = context.now
-    running = [r for r in rows if r.state == State.RUNNING]
-    if service is None:
-        # Only the items that a free slot takes now have a known start.
-        free = max(parallelism - len(running), 0)
-        for name in line[:free]:
-            if items[name].ready_at is None or items[name].ready_at <= now:
-                items[name].eta_seconds = 0.0
-        return 0.0 if not line and not running else None
-    # A running item whose unit of work has not started (a backend said why: a pod waiting for
-    # a node or an image) still needs a whole mean service time from now.
-    waiting_to_start = context.not_started
-    slots = [
-        now + service if r.name in waiting_to_start else max(now, (r.started or now) + service)
-        for r in running
-    ]
-    slots += [now] * max(parallelism - len(slots), 0)
-    heapq.heapify(slots)
-    finish = max(slots) if slots else now
-    for name in line:
-        ready = max(now, items[name].ready_at or now)
-        start = max(ready, heapq.heappop(slots))
-        items[name].eta_seconds = start - now
-        heapq.heappush(slots, start + service)
-        finish = max(finish, start + service)
-    return finish - now
 
 
 def _forecast(measured: Measured | None, context: Context, drain: float | None) -> Forecast:

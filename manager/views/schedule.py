@@ -1,0 +1,84 @@
+"""The mean-value schedule of the line: each waiting item's position and predicted start, and
+when the last slot falls idle (`queue_view.build` asks for it; `status` and the dashboard show
+it).
+
+The line is the items that will run again, in dispatch order: pending ones first-seen first
+(the order the dispatcher starts them in), then those backing off by the time their backoff
+ends. The schedule as it stands now: each running item frees its slot when it has run for the
+measured mean service time S (or now, if it already has - and a whole S from now when its unit
+of work has not started: a pod waiting for a node); each item of the line, in order, takes the
+earliest free slot no sooner than it is ready, and holds it for S. An item's `eta_seconds` is
+its predicted start from now; `drain_seconds` is when the last slot falls idle.
+
+Without a measured S only the items a free slot takes now have a known start (0); with no
+manager, a parallelism of 0, a pause or a held dispatch nothing new starts, and there are
+positions but no ETAs - never a made-up number.
+
+Cost: one sort of the line and one heap operation per item of it (a heap of the p slots'
+free times): O(n log n) for n items, never a simulation.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import TYPE_CHECKING
+
+from ..ports import Row, State
+
+if TYPE_CHECKING:
+    from .queue_view import Context, ItemView
+
+
+def line_of(rows: list[Row], items: dict[str, ItemView]) -> list[str]:
+    """The items that will run again, in dispatch order: pending first-seen first, then the
+    ones backing off by the time their backoff ends (`ItemView.ready_at`)."""
+    pending = sorted(
+        (r for r in rows if r.state == State.PENDING), key=lambda r: (r.first_seen, r.name)
+    )
+    backing_off = sorted(
+        (r for r in rows if items[r.name].ready_at is not None),
+        key=lambda r: (items[r.name].ready_at, r.name),
+    )
+    return [r.name for r in pending] + [r.name for r in backing_off]
+
+
+def schedule(
+    rows: list[Row],
+    line: list[str],
+    items: dict[str, ItemView],
+    context: Context,
+    service: float | None,
+) -> float | None:
+    """Sets each item of `line`'s `position` always, and its `eta_seconds` when a manager runs
+    and S (`service`) is measured; returns the drain time from now (None: not known)."""
+    for position, name in enumerate(line, start=1):
+        items[name].position = position
+    parallelism = context.parallelism
+    if not parallelism or context.paused_since is not None or context.held is not None:
+        return None  # nothing new starts (no manager, parallelism 0, paused, held): no ETAs
+    now = context.now
+    running = [r for r in rows if r.state == State.RUNNING]
+    if service is None:
+        # Only the items that a free slot takes now have a known start.
+        free = max(parallelism - len(running), 0)
+        for name in line[:free]:
+            if items[name].ready_at is None or items[name].ready_at <= now:
+                items[name].eta_seconds = 0.0
+        return 0.0 if not line and not running else None
+    # A running item whose unit of work has not started (a backend said why: a pod waiting for
+    # a node or an image) still needs a whole mean service time from now.
+    waiting_to_start = context.not_started
+    slots = [
+        now + service if r.name in waiting_to_start else max(now, (r.started or now) + service)
+        for r in running
+    ]
+    slots += [now] * max(parallelism - len(slots), 0)
+    heapq.heapify(slots)
+    finish = max(slots) if slots else now
+    for name in line:
+        ready = max(now, items[name].ready_at or now)
+        start = max(ready, heapq.heappop(slots))
+        items[name].eta_seconds = start - now
+        heapq.heappush(slots, start + service)
+        finish = max(finish, start + service)
+    return finish - now
