@@ -33,10 +33,9 @@ import re
 import stat
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from .filesystem import FilesystemSource
+from ..snapshot import Snapshot
 
 log = logging.getLogger("ambassador.sources.filesystem")  # the source's: one name to filter
 
@@ -55,8 +54,24 @@ def unescape(shown: str) -> str:
     return os.fsdecode(raw)
 
 
+class Folder(Protocol):
+    """What the refresher needs of its source (`filesystem.FilesystemSource`)."""
+
+    root: str
+    recursive: bool
+    use_events: bool
+    poll_interval: float
+    safety_interval: float
+    snapshot: Snapshot
+    mode: str  # written here: "events" or "polling"
+
+    def look_at(self, abs_path: str) -> None: ...
+    def poll_dirs(self) -> None: ...
+    def warn_unservable(self, name: str) -> None: ...
+
+
 class FolderRefresher:
-    def __init__(self, folder: FilesystemSource, stop: threading.Event) -> None:
+    def __init__(self, folder: Folder, stop: threading.Event) -> None:
         self.folder = folder
         self.stop = stop
 

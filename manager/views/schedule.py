@@ -21,15 +21,30 @@ free times): O(n log n) for n items, never a simulation.
 from __future__ import annotations
 
 import heapq
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..ports import Row, State
 
-if TYPE_CHECKING:
-    from .queue_view import Context, ItemView
+
+class Scheduled(Protocol):
+    """An item's view as the schedule reads and writes it (`queue_view.ItemView`)."""
+
+    ready_at: float | None  # read: when an item backing off may start again
+    position: int | None  # written: its place in the line, from 1
+    eta_seconds: float | None  # written: its predicted start, from now
 
 
-def line_of(rows: list[Row], items: dict[str, ItemView]) -> list[str]:
+class Moment(Protocol):
+    """What the schedule needs of the manager running the queue (`queue_view.Context`)."""
+
+    now: float
+    parallelism: int | None
+    paused_since: float | None
+    held: str | None
+    not_started: frozenset[str]
+
+
+def line_of(rows: list[Row], items: dict[str, Scheduled]) -> list[str]:
     """The items that will run again, in dispatch order: pending first-seen first, then the
     ones backing off by the time their backoff ends (`ItemView.ready_at`)."""
     pending = sorted(
@@ -45,8 +60,8 @@ def line_of(rows: list[Row], items: dict[str, ItemView]) -> list[str]:
 def schedule(
     rows: list[Row],
     line: list[str],
-    items: dict[str, ItemView],
-    context: Context,
+    items: dict[str, Scheduled],
+    context: Moment,
     service: float | None,
 ) -> float | None:
     """Sets each item of `line`'s `position` always, and its `eta_seconds` when a manager runs
