@@ -11,10 +11,10 @@ Complete or Failed (BackoffLimitExceeded) condition and completionTime. A finish
 ttlSecondsAfterFinished is deleted (background propagation) that many seconds later, as the TTL
 controller does. PersistentVolumeClaim mounts are taken to be the same path on this machine.
 
-Pods: each attempt is a Pod object, as the Job controller makes them - the template's labels
-plus `batch.kubernetes.io/job-name` and `job-name`, owned by the Job (so deleting the Job
-deletes them), phase Running with a running container, then Succeeded or Failed with the
-container's exit code. A Job whose image, or whose item's name, contains a key of `stuck` never
+Pods: each attempt is a Pod object as the Job controller makes them (`pod_objects.py`: the
+template's labels plus the job-name ones, owned by the Job, so deleting the Job deletes them),
+phase Running with a running container, then Succeeded or Failed with the container's exit
+code. A Job whose image, or whose item's name, contains a key of `stuck` never
 starts: its pod stays Pending, waiting with that reason (`ImagePullBackOff`, …) or unschedulable
 (`Unschedulable`), and the Job stays active - what a real cluster does with a wrong image name
 or a pod no node fits.
@@ -31,15 +31,13 @@ takes the pod with it: its container is sent SIGTERM, as a kubelet does when a p
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import tempfile
 import threading
 import time
 
+from . import pod_objects as po
 from .apiserver import ApiError, ApiServer, now_rfc3339
-
-INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 
 
 class Kubelet:
@@ -86,7 +84,7 @@ class Kubelet:
                 ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
                 threading.Thread(
                     target=self._status,
-                    args=(ns, name, {"conditions": [_condition("Suspended", "JobSuspended")]}),
+                    args=(ns, name, {"conditions": [po.condition("Suspended", "JobSuspended")]}),
                     daemon=True,
                 ).start()
             return
@@ -151,7 +149,7 @@ class Kubelet:
                     self.runs.append((name, code))
                 if code == 0:
                     break
-                rule = _fail_job_rule(spec, container["name"], code)
+                rule = po.fail_job_rule(spec, container["name"], code)
                 if rule is not None:  # the podFailurePolicy fails the Job at once
                     message = (
                         f"Container {container['name']} for pod {ns}/{pod_name} failed with "
@@ -175,10 +173,10 @@ class Kubelet:
         container = pod["containers"][0]
         annotations = {}
         if index is not None:
-            annotations[INDEX_ANNOTATION] = str(index)
+            annotations[po.INDEX_ANNOTATION] = str(index)
         declared: dict[str, str] = {}
         for item in container.get("env") or []:
-            declared[item["name"]] = _env_value(item, annotations, declared)
+            declared[item["name"]] = po.env_value(item, annotations, declared)
         if index is not None:
             declared.setdefault("JOB_COMPLETION_INDEX", str(index))
         mounts: dict[str, str] = {}
@@ -193,7 +191,7 @@ class Kubelet:
                 os.makedirs(folder, exist_ok=True)
                 sub = mount.get("subPath")
                 if "subPathExpr" in mount:  # expanded from the container's env, as a kubelet
-                    sub = _env_value({"value": mount["subPathExpr"]}, {}, declared)
+                    sub = po.env_value({"value": mount["subPathExpr"]}, {}, declared)
                 data = cm.get("data") or {}
                 if sub and sub not in data:
                     return None  # a missing key: the container cannot be created
@@ -256,7 +254,7 @@ class Kubelet:
             job,
             "Failed",
             {"terminated": {"exitCode": 137, "reason": "Error"}},
-            [_condition("DisruptionTarget", "PreemptionByScheduler")],
+            [po.condition("DisruptionTarget", "PreemptionByScheduler")],
             index,
         )
         run = job["metadata"]["name"] + ("" if index is None else f"/{index}")
@@ -273,90 +271,24 @@ class Kubelet:
         conditions: list | None = None,
         index: int | None = None,
     ) -> str:
-        """A pod of `job` as the Job controller and a kubelet would leave it; its name. An
-        Indexed Job's pod carries its `index` as annotation, label and JOB_COMPLETION_INDEX."""
-        meta = job["metadata"]
-        template = job["spec"]["template"]
-        labels = dict((template.get("metadata") or {}).get("labels") or {})
-        labels.update({"batch.kubernetes.io/job-name": meta["name"], "job-name": meta["name"]})
-        pod_spec = template["spec"]
-        annotations = {}
-        prefix = f"{meta['name']}-"
-        if index is not None:
-            labels[INDEX_ANNOTATION] = annotations[INDEX_ANNOTATION] = str(index)
-            prefix = f"{meta['name']}-{index}-"
-            pod_spec = _with_index_env(pod_spec)
-        container = template["spec"]["containers"][0]
-        body = {
-            "metadata": {
-                "generateName": prefix,
-                "labels": labels,
-                "annotations": annotations,
-                "ownerReferences": [
-                    {
-                        "apiVersion": "batch/v1",
-                        "kind": "Job",
-                        "name": meta["name"],
-                        "uid": meta["uid"],
-                        "controller": True,
-                        "blockOwnerDeletion": True,
-                    }
-                ],
-            },
-            "spec": {**pod_spec, "nodeName": "" if conditions else "test-node"},
-            "status": {
-                "phase": phase,
-                "conditions": conditions or [],
-                "containerStatuses": [
-                    {
-                        "name": container["name"],
-                        "image": container["image"],
-                        "ready": phase == "Running",
-                        "restartCount": 0,
-                        "state": state,
-                    }
-                ],
-            },
-        }
+        """A pod of `job` created (`pod_objects.pod`); its name ("" when its Job is gone)."""
+        body = po.pod(job, phase, state, conditions, index)
         try:
-            return self.store.create("", "pods", meta["namespace"], body)["metadata"]["name"]
+            return self.store.create("", "pods", job["metadata"]["namespace"], body)["metadata"][
+                "name"
+            ]
         except ApiError:
             return ""
 
     def _pod_ended(self, ns: str, name: str, container: dict, code: int) -> None:
-        ended = {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error"}}
-        patch = {
-            "status": {
-                "phase": "Succeeded" if code == 0 else "Failed",
-                "containerStatuses": [
-                    {
-                        "name": container["name"],
-                        "image": container["image"],
-                        "ready": False,
-                        "restartCount": 0,
-                        "state": ended,
-                    }
-                ],
-            }
-        }
+        patch = po.ended(container, code)
         try:
             self.store.patch("pods", ns, name, patch, "application/merge-patch", status_only=True)
         except ApiError:
             pass  # deleted with its Job meanwhile
 
     def _stuck_pod(self, job: dict, reason: str) -> None:
-        if reason == "Unschedulable":
-            condition = {
-                "type": "PodScheduled",
-                "status": "False",
-                "reason": "Unschedulable",
-                "message": "0/3 nodes are available: 3 Insufficient cpu.",
-            }
-            self._pod(job, "Pending", {"waiting": {"reason": "ContainerCreating"}}, [condition])
-        else:
-            image = job["spec"]["template"]["spec"]["containers"][0]["image"]
-            message = f'Back-off pulling image "{image}"'
-            self._pod(job, "Pending", {"waiting": {"reason": reason, "message": message}})
+        self._pod(job, "Pending", *po.stuck(job, reason))
 
     def _finish(
         self, ns: str, name: str, spec: dict, *, ok: bool, reason: str, message: str = ""
@@ -386,59 +318,3 @@ class Kubelet:
     def runs_of(self, name: str) -> list[int]:
         with self._lock:
             return [code for job, code in self.runs if job == name]
-
-
-def _condition(kind: str, reason: str) -> dict:
-    stamp = now_rfc3339()
-    return {
-        "type": kind,
-        "status": "True",
-        "reason": reason,
-        "lastProbeTime": stamp,
-        "lastTransitionTime": stamp,
-    }
-
-
-def _fail_job_rule(spec: dict, container: str, code: int) -> int | None:
-    """The index of the podFailurePolicy FailJob rule an exit code matches, or None."""
-    rules = ((spec.get("podFailurePolicy") or {}).get("rules")) or []
-    for index, rule in enumerate(rules):
-        match = rule.get("onExitCodes") or {}
-        if rule.get("action") != "FailJob" or not match:
-            continue
-        if match.get("containerName") not in (None, container):
-            continue
-        values = match.get("values") or []
-        if (match.get("operator") == "In") == (code in values):
-            return index
-    return None
-
-
-def _env_value(item: dict, annotations: dict[str, str], declared: dict[str, str]) -> str:
-    """One env entry's value: `value` with `$(NAME)` of earlier entries expanded (`$$` is a
-    literal `$`, an unknown name stays as written), or a downward-API annotation."""
-    source = (item.get("valueFrom") or {}).get("fieldRef") or {}
-    found = re.fullmatch(r"metadata\.annotations\['(.+)'\]", source.get("fieldPath") or "")
-    if found:
-        return annotations.get(found.group(1), "")
-
-    def expand(match: re.Match) -> str:
-        if match.group(0) == "$$":
-            return "$"
-        return declared.get(match.group(1), match.group(0))
-
-    return re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)", expand, item.get("value", ""))
-
-
-def _with_index_env(pod_spec: dict) -> dict:
-    """The pod spec as the Job controller makes an Indexed Job's pods: every container is
-    given JOB_COMPLETION_INDEX from the index annotation, unless it declares it itself."""
-    containers = []
-    for container in pod_spec.get("containers") or []:
-        env = list(container.get("env") or [])
-        if not any(e.get("name") == "JOB_COMPLETION_INDEX" for e in env):
-            path = f"metadata.annotations['{INDEX_ANNOTATION}']"
-            env.append({"name": "JOB_COMPLETION_INDEX",
-                        "valueFrom": {"fieldRef": {"fieldPath": path}}})  # fmt: skip
-        containers.append({**container, "env": env})
-    return {**pod_spec, "containers": containers}
