@@ -46,6 +46,8 @@ def pod(
         prefix = f"{meta['name']}-{index}-"
         pod_spec = with_index_env(pod_spec)
     container = template["spec"]["containers"][0]
+    # written out, not taken from the manager's objects.owner_reference: the stand-in plays
+    # the Job controller, and must not share the code it checks
     owner = {
         "apiVersion": "batch/v1",
         "kind": "Job",
