@@ -140,7 +140,7 @@ def test_a_ledger_knows_it_is_one_and_is_durable_as_documented(tmp_path):
 
 
 def test_a_ledger_of_an_earlier_version_is_stamped_not_refused(tmp_path):
-    from manager.backends.local.ledger import SCHEMA
+    from manager.backends.local.ledger_file import SCHEMA
 
     with sqlite3.connect(tmp_path / "ledger.sqlite3") as db:  # made before ledgers were stamped
         db.executescript(SCHEMA)

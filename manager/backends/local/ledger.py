@@ -40,8 +40,10 @@ from collections.abc import Callable, Iterable
 from ...errors import UserError
 from ...faults import probe
 from ...ports import FINISHED, Row, State
-from .ledger_file import LEDGER_FILE, LedgerFile, storage
+from .ledger_file import LEDGER_FILE, LedgerBusy, LedgerFile, storage
 from .state_files import QueueFiles
+
+__all__ = ["LedgerBusy", "SqliteLedger", "existing_ledger", "open_ledger"]  # LedgerBusy: open()'s
 
 COLUMNS = (
     "name, state, attempts, first_seen, started, finished, exit_code, log_path, last_error, version"
