@@ -249,7 +249,9 @@ class Reconciler:
         if outcome.succeeded:
             return Result.SUCCEEDED
         if outcome.final or self.policy.gave_up(attempt):
-            log.warning("%s failed for good after %d attempts: %s", name, attempt, outcome.error)
+            # a final outcome says why itself (its retries, if any, were not the manager's)
+            tries = "" if outcome.final else f" after {attempt} attempt{'s' * (attempt != 1)}"
+            log.warning("%s failed for good%s: %s", name, tries, outcome.error)
             return Result.FAILED
         log.info(
             "%s failed (attempt %d of %d): %s; will retry",

@@ -66,6 +66,12 @@ class BatchRunner:
         self.completions = completions
         self.size = size
         self.max_attempts = max_attempts
+        # What a failed member's outcome can say without reading its pods (per-index retries
+        # run inside the Job; a fail-fast exit code ends the index at once).
+        fast = pod.fail_fast_exit_codes
+        fail_fast = ", or ended at once by --fail-fast-exit-codes" if fast else ""
+        self._failure = f"failed in its batch (retried there up to --max-attempts {max_attempts}"
+        self._failure += f"{fail_fast})"
         self.stopping = stopping
         self.in_flight = in_flight
         self.metrics = metrics
@@ -238,7 +244,7 @@ class BatchRunner:
         return Outcome(
             False,
             exit_code=1,
-            error=f"failed in its batch: its attempts (--max-attempts {self.max_attempts}) ran out",
+            error=self._failure,
             log_path=where,
             seconds=seconds,
             final=True,  # its retries ran inside the Job: the manager runs it no more
