@@ -70,8 +70,8 @@ class BatchRunner:
         # run inside the Job; a fail-fast exit code ends the index at once).
         fast = pod.fail_fast_exit_codes
         fail_fast = ", or ended at once by --fail-fast-exit-codes" if fast else ""
-        self._failure = f"failed in its batch (retried there up to --max-attempts {max_attempts}"
-        self._failure += f"{fail_fast})"
+        self._failure = f"failed in its batch: retried there up to --max-attempts {max_attempts}"
+        self._failure += fail_fast
         self.stopping = stopping
         self.in_flight = in_flight
         self.metrics = metrics
