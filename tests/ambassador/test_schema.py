@@ -18,6 +18,7 @@ for _name in ["a.mp4", "b.mp4", "ünï cødé.mp4", "c.MP4"]:
 APP = create_app({"ROOT": str(_root), "SETTLE": 0})
 
 schema = schemathesis.openapi.from_wsgi("/api/v1/openapi.json", APP)
+WATCHED: set[str] = set()  # the watch requests already made
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -31,6 +32,10 @@ def _stop_source():
 def test_the_api_keeps_its_documented_contract(case):
     if case.query and str(case.query.get("watch", "")).lower() in ("true", "1"):
         case.query["timeoutSeconds"] = 1  # a watch is a stream: end it so the call returns
+        asked = repr(sorted(case.query.items(), key=str))
+        if asked in WATCHED:  # the same stream of the same unchanging folder: checked already
+            return
+        WATCHED.add(asked)  # (hypothesis repeats one watch request ~20 times: a second each)
     response = case.call()
     assert response.status_code < 500, response.text
     case.validate_response(response)
