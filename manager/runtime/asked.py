@@ -6,9 +6,11 @@ scale`; the WorkQueue's `spec.parallelism`, set by a person, an HPA or KEDA thro
 and - the other way round - its status (the WorkQueue's `status`). The ledger reads the first
 two from somewhere cheap (a file beside the local ledger, a watched cache on Kubernetes:
 `Ledger.paused_since`, `Ledger.wanted_parallelism`) and writes the third (`Ledger.report`);
-`Asked.follow` reads twice a second and hands over the status every STATUS_SECONDS (or, when
-building it takes longer than a tenth of that - a million items known - ten times as long as
-it took, so a big queue's status never keeps a core busy).
+`Asked.follow` reads twice a second and hands over the status every STATUS_SECONDS, and at once
+after a change of what was asked (a pause, a resume, a new parallelism: what `kubectl wait`,
+an HPA or KEDA then looks for in the status). Building the status over a million known items
+takes seconds, so it never runs more often than every ten times as long as it last took: a big
+queue's status never keeps a core busy.
 
 One decider at a time: with `--autoscale` the built-in autoscaler decides, and its decisions
 go through `Ledger.want_parallelism` like anybody's (so the WorkQueue always tells the truth);
@@ -41,6 +43,7 @@ class Asked:
     def __init__(self, manager) -> None:
         """`manager`: the `runner.Manager` whose ledger, capacity and autoscaler these are."""
         self.manager = manager
+        self.answer_due = False  # something asked took effect: its status is due at once
 
     def at_start(self) -> None:
         """Before any worker may take a slot: a pause in force, and what was asked."""
@@ -60,7 +63,7 @@ class Asked:
         status handed to the ledger every STATUS_SECONDS."""
         m = self.manager
         reported = float("-inf")
-        pause_between = STATUS_SECONDS
+        took = 0.0  # how long the last status took to build
         while not m.stop_event.is_set():
             try:
                 since = m.ledger.paused_since()
@@ -70,13 +73,14 @@ class Asked:
             if since != m.paused_since:
                 self.pause_changed(since)
             self.follow_parallelism()
-            if time.monotonic() - reported >= pause_between:
+            # the status is a view over every item: with a million known it takes seconds,
+            # so it may use at most a tenth of the time between two
+            gap = time.monotonic() - reported
+            if gap >= 10 * took and (self.answer_due or gap >= STATUS_SECONDS):
+                self.answer_due = False
                 reported = time.monotonic()
                 self.report()
-                # the status is a view over every item: with a million known it takes
-                # seconds, so it may use at most a tenth of the time between two
                 took = time.monotonic() - reported
-                pause_between = max(STATUS_SECONDS, 10 * took)
             m.stop_event.wait(interval)
 
     def pause_changed(self, since: float | None) -> None:
@@ -91,6 +95,7 @@ class Asked:
             log.warning("queue resumed: dispatching again")
         m.paused_since = since
         m.capacity.poke()
+        self.answer_due = True
 
     def follow_parallelism(self) -> None:
         m = self.manager
@@ -105,6 +110,7 @@ class Asked:
         if m.autoscaler is not None:  # it goes on deciding from what was asked
             m.autoscaler.current = wanted
         m._set_parallelism(wanted)
+        self.answer_due = True
 
     def autoscaled(self, parallelism: int) -> None:
         """The built-in autoscaler's decision: asked where every manager sees it, and in
@@ -115,6 +121,7 @@ class Asked:
         except Exception as exc:
             log.warning("cannot record the autoscaler's parallelism %d: %s", parallelism, exc)
         m._set_parallelism(parallelism)
+        self.answer_due = True
 
     def report(self) -> None:
         try:

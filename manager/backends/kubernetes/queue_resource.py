@@ -17,7 +17,10 @@ one the manager creates is seeded from `--parallelism` (and labelled, so the cac
 
 Writing status: `report` is handed the queue every few seconds (`Asked.status_report`) and
 writes it (a merge patch of /status) only when it differs from what was last written, and at
-most once every MIN_WRITE_SECONDS: at most 12 writes a minute, none while nothing changes.
+most once every MIN_WRITE_SECONDS: at most 12 writes a minute, none while nothing changes -
+except that a status answering a change of spec (another observedGeneration, replicas or
+Paused) is written at once, since that is what `kubectl wait`, an HPA and KEDA wait to see
+(as many more writes as the spec changes: a person's or an autoscaler's pace).
 Conditions keep their lastTransitionTime until their status changes.
 
 Where the CRD is not installed (no rights to install CRDs), `control.Control`'s ConfigMap keeps
@@ -164,7 +167,10 @@ class QueueResource:
         if obj is None:
             return
         status = self.status_of(facts, obj)
-        if status == self._written or time.monotonic() - self._written_at < MIN_WRITE_SECONDS:
+        if status == self._written:
+            return
+        answers = _answer(status) != _answer(self._written)
+        if not answers and time.monotonic() - self._written_at < MIN_WRITE_SECONDS:
             return
         self.api.patch_status(KIND, self.queue, {"status": status})
         self._written, self._written_at = status, time.monotonic()
@@ -237,3 +243,12 @@ class QueueResource:
                 condition.update(reason=reason, message=message[:1000])
             out.append(condition)
         return out
+
+
+def _answer(status: dict | None) -> tuple:
+    """What a status says back to its spec: the generation seen, the parallelism in force,
+    whether it is paused."""
+    if not status:
+        return ()
+    paused = [c.get("status") for c in status.get("conditions") or [] if c["type"] == "Paused"]
+    return status.get("observedGeneration"), status.get("replicas"), paused

@@ -187,3 +187,36 @@ def test_a_manager_that_may_not_read_workqueues_falls_back_to_the_configmap(
     assert manager.returncode == 0, err
     assert "may not read workqueues (Forbidden)" in err and "Traceback" not in err
     assert workqueue_object(cluster) is None  # nothing was made where it may not read
+
+
+def test_a_status_that_answers_a_change_of_spec_is_written_at_once(apiserver, tmp_path):
+    from manager.backends.kubernetes.api import KubeApi, load_configuration
+    from manager.backends.kubernetes.queue_resource import QueueResource
+
+    apiserver.store.install_crd(yaml.safe_load(CRD.read_text()))
+    api = KubeApi(NS, load_configuration(apiserver.write_kubeconfig(tmp_path / "kc")), qps=0)
+    resource = QueueResource(api, "thumbs", 2).start()
+    facts = {"parallelism": 2, "counts": {"pending": 3}}
+
+    def writes() -> int:
+        return sum(
+            1 for call in list(apiserver.requests) if call[0] == "patch" and call[3] == "status"
+        )
+
+    def status() -> dict:
+        return apiserver.store.get("workqueues", NS, "thumbs").get("status") or {}
+
+    try:
+        resource.report(facts)
+        assert status()["counts"]["pending"] == 3 and writes() == 1
+        resource.report({**facts, "counts": {"pending": 2}})  # news, but no answer: it waits
+        assert writes() == 1 and status()["counts"]["pending"] == 3
+        resource.report({**facts, "parallelism": 5, "counts": {"pending": 2}})  # an answer
+        assert writes() == 2 and status()["replicas"] == 5
+        resource.report({**facts, "parallelism": 5, "paused_since": 1.0})  # Paused: an answer
+        assert writes() == 3
+        assert [c["status"] for c in status()["conditions"] if c["type"] == "Paused"] == ["True"]
+        resource.report({**facts, "parallelism": 5, "paused_since": 1.0, "counts": {}})
+        assert writes() == 3  # within MIN_WRITE_SECONDS and answering nothing new
+    finally:
+        resource.stop()

@@ -1,0 +1,63 @@
+"""Asked: what is asked of a queue is followed, and the status answering it goes out at once."""
+
+from __future__ import annotations
+
+import threading
+from types import SimpleNamespace
+
+from manager.runtime.asked import Asked
+
+
+def _manager(paused_from: int, wanted_from: int | None, stop_after: int):
+    """A manager whose ledger says the queue is paused from its `paused_from`-th read on (and
+    asks for parallelism 4 from read `wanted_from`), and which stops at read `stop_after`."""
+
+    class Ledger:
+        reads = 0
+
+        def paused_since(self):
+            self.reads += 1
+            if self.reads >= stop_after:
+                manager.stop_event.set()
+            return 100.0 if self.reads >= paused_from else None
+
+        def wanted_parallelism(self):
+            return 4 if wanted_from is not None and self.reads >= wanted_from else None
+
+    manager = SimpleNamespace(
+        ledger=Ledger(),
+        stop_event=threading.Event(),
+        paused_since=None,
+        capacity=SimpleNamespace(poke=lambda: None, limit=2),
+        autoscaler=None,
+    )
+
+    def set_parallelism(parallelism: int) -> None:
+        manager.capacity.limit = parallelism
+
+    manager._set_parallelism = set_parallelism
+    return manager
+
+
+def _reports(manager) -> list[int]:
+    """The ledger reads at which `follow` handed over the status."""
+    asked = Asked(manager)
+    reports: list[int] = []
+    asked.report = lambda: reports.append(manager.ledger.reads)
+    asked.follow(interval=0.001)
+    return reports
+
+
+def test_a_pause_is_answered_at_once_not_at_the_next_period():
+    # read 1: the first status; read 3: paused - answered then, not STATUS_SECONDS later
+    assert _reports(_manager(paused_from=3, wanted_from=None, stop_after=6)) == [1, 3]
+
+
+def test_a_new_parallelism_is_answered_at_once():
+    manager = _manager(paused_from=99, wanted_from=4, stop_after=7)
+    assert _reports(manager) == [1, 4]
+    assert manager.capacity.limit == 4
+
+
+def test_nothing_asked_nothing_reported_before_the_period():
+    assert _reports(_manager(paused_from=99, wanted_from=None, stop_after=8)) == [1]
