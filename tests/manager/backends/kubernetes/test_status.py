@@ -39,6 +39,12 @@ def test_status_from_the_cluster_says_why_pods_do_not_run(
             counts = body["counts"]
             return body if counts["succeeded"] == 1 and counts["running"] == 2 else None
 
+        def recorded_three():  # cheap to look at: three Jobs, a-ok's done and recorded
+            jobs = cluster.objects("jobs")
+            done = [j for j in jobs if (j.get("status") or {}).get("succeeded")]
+            return len(jobs) == 3 and len(done) == 1 and not done[0]["metadata"].get("finalizers")
+
+        wait_until(recorded_three, timeout=60)  # (each `status` below is a process of its own)
         body = wait_until(settled, timeout=60, interval=0.2)
         jsonschema.validate(body, SCHEMA)
         assert body["counts"] == {
