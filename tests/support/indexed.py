@@ -21,7 +21,9 @@ policy) and the batch/v1 API reference describe them:
     SuccessCriteriaMet). Without `backoffLimitPerIndex`, `backoffLimit` counts the failed
     pods of every index together (BackoffLimitExceeded).
 
-The kubelet's `instant` mode completes every index at once, in one status write.
+The kubelet's `instant` mode completes every index at once, in one status write; its `stuck`
+(by image, or a part of the item's name) leaves an index's pod Pending for good, the index
+active, until the Job is deleted - as a wrong image name does.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from __future__ import annotations
 import tempfile
 import threading
 
+from . import pod_objects as po
 from .apiserver import ApiError, now_rfc3339
 
 
@@ -130,6 +133,13 @@ class IndexedRun:
                     item = f.read()
             except OSError:
                 item = ""
+        for key, reason in kubelet.stuck.items():  # (the kubelet's `stuck`: by image or item)
+            if prepared is not None and (key == container["image"] or key in item):
+                state, conditions = po.stuck(job, reason)
+                kubelet._pod(job, "Pending", state, conditions, index)
+                with self.cond:
+                    self.kubelet._status(self.ns, self.name, self._status())
+                return  # never starts: the index stays active until the Job is deleted
         ignored = kubelet._disrupted(job, item, index) if prepared is not None else None
         if ignored is not None:
             return self._ended(index, None if ignored else 137, counted=not ignored)

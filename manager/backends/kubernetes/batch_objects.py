@@ -38,11 +38,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import objects as ko
+from .pods import INDEX_ANNOTATION
 
 BATCH_LABEL = f"{ko.GROUP}/batch"
 ROLE_LABEL = f"{ko.GROUP}/role"
 BATCH_SIZE_ANNOTATION = f"{ko.GROUP}/batch-size"
-INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 MEMBERS_KEY = "members"
 MAX_BATCH = 100_000  # the API's bound on completions with backoffLimitPerIndex
 # A ConfigMap may hold 1 MiB (its data and keys); what a batch's data may use of it.

@@ -230,11 +230,15 @@ class BatchRunner:
 
     def _tell_recorded(self, seq, runs, reported, tell, seconds, where) -> None:
         batch = self.batches.batch(seq)
+        stuck = self.completions.stuck.pop(bo.batch_name(self.queue, seq), None)
         for i in range(len(runs)):
             if i in reported:
                 continue
             state = batch.state(i) if batch is not None and batch.recorded else "failed"
-            tell(i, self._outcome(state == "succeeded", seconds, where, state))
+            outcome = self._outcome(state == "succeeded", seconds, where, state)
+            if stuck is not None and state == "failed":  # failed as stuck (`stuck.py`)
+                outcome = Outcome(False, error=stuck, log_path=where, seconds=seconds, final=True)
+            tell(i, outcome)
 
     def _outcome(self, ok: bool, seconds: float, where: str, state: str = "") -> Outcome:
         if ok:

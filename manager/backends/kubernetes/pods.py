@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"  # an Indexed Job's pod's index
 LEGACY_JOB_NAME_LABEL = "job-name"
 
 # Waiting reasons of a container that will not start by itself: a person must act.
@@ -38,6 +39,23 @@ def by_job(pods: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         kept = newest.get(name)
         if kept is None or (kept["metadata"].get("creationTimestamp") or "") <= created:
             newest[name] = pod
+    return newest
+
+
+def by_index(pods: list[dict[str, Any]]) -> dict[str, dict[int, dict[str, Any]]]:
+    """The newest pod of each completion index of each Indexed Job (a batch), keyed by the
+    Job's name and then the index (`batch.kubernetes.io/job-completion-index`)."""
+    newest: dict[str, dict[int, dict[str, Any]]] = {}
+    for pod in pods:
+        name = job_name(pod)
+        index = (pod["metadata"].get("annotations") or {}).get(INDEX_ANNOTATION)
+        if name is None or index is None or not index.isdigit():
+            continue
+        of_job = newest.setdefault(name, {})
+        created = pod["metadata"].get("creationTimestamp") or ""
+        kept = of_job.get(int(index))
+        if kept is None or (kept["metadata"].get("creationTimestamp") or "") <= created:
+            of_job[int(index)] = pod
     return newest
 
 

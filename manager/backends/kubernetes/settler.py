@@ -10,7 +10,9 @@ one entry per name however many changes come). One worker takes a name and settl
     history limits then delete the oldest recorded Jobs beyond --keep-succeeded/--keep-failed;
   * asked to fail as stuck (`request_fail`): re-read; if still unfinished, the item is recorded
     failed, a Warning Event says why, the finalizer goes and the Job is deleted with a uid
-    precondition - its slot is free.
+    precondition - its slot is free. A batch's Job the same way, unless a pod of it is ready
+    after all: its finished members keep their outcomes, the unfinished ones are recorded
+    failed, and every slot it held is free.
 
 Any error (a 500 or 429 storm outlasting the API client's own retries, a conflict) puts the name
 back with the per-item exponential backoff, so no transient failure leaves a Job unrecorded;
@@ -151,20 +153,7 @@ class CompletionController:
         seq = bo.batch_of(job)
         if self.batches is None or seq is None:
             return
-        status = job.get("status") or {}
-        succeeded = bo.parse_indexes(status.get("completedIndexes"))
-        failed = bo.parse_indexes(status.get("failedIndexes"))
-        failures: dict[int, int] = {}
-        if status.get("failed"):
-            pods, _ = self.api.list("pods", f"batch.kubernetes.io/job-name={name}")
-            for pod in pods:
-                if (pod.get("status") or {}).get("phase") != "Failed" or _disrupted(pod):
-                    continue
-                index = (pod["metadata"].get("annotations") or {}).get(bo.INDEX_ANNOTATION)
-                if index is not None and index.isdigit():
-                    failures[int(index)] = failures.get(int(index), 0) + 1
-        outcomes = {i: ("succeeded", failures.get(i, 0) + 1) for i in succeeded}
-        outcomes.update({i: ("failed", max(1, failures.get(i, 0))) for i in failed})
+        succeeded, failed, outcomes = self._batch_outcomes(job)
         batch = self.batches.record(seq, outcomes)
         if batch is None:
             return
@@ -178,6 +167,26 @@ class CompletionController:
         if self.on_recorded:
             for state in states:
                 self.on_recorded(state, "" if state == "succeeded" else "FailedIndex")
+
+    def _batch_outcomes(self, job: dict) -> tuple[set[int], set[int], dict]:
+        """(succeeded indexes, failed indexes, index -> (state, attempts)) of a batch's Job
+        as its status says, the attempts read from its pods when some pod failed."""
+        status = job.get("status") or {}
+        succeeded = bo.parse_indexes(status.get("completedIndexes"))
+        failed = bo.parse_indexes(status.get("failedIndexes"))
+        failures: dict[int, int] = {}
+        if status.get("failed"):
+            name = job["metadata"]["name"]
+            pods, _ = self.api.list("pods", f"batch.kubernetes.io/job-name={name}")
+            for pod in pods:
+                if (pod.get("status") or {}).get("phase") != "Failed" or _disrupted(pod):
+                    continue
+                index = (pod["metadata"].get("annotations") or {}).get(bo.INDEX_ANNOTATION)
+                if index is not None and index.isdigit():
+                    failures[int(index)] = failures.get(int(index), 0) + 1
+        outcomes = {i: ("succeeded", failures.get(i, 0) + 1) for i in succeeded}
+        outcomes.update({i: ("failed", max(1, failures.get(i, 0))) for i in failed})
+        return succeeded, failed, outcomes
 
     def _record(self, job: dict) -> None:
         annotations = job["metadata"].get("annotations") or {}
@@ -208,20 +217,46 @@ class CompletionController:
 
     def _fail_stuck(self, job: dict, why: str) -> None:
         job_name = job["metadata"]["name"]
-        item = (job["metadata"].get("annotations") or {}).get(ko.ITEM_ANNOTATION)
-        if item is None:
-            return
-        _, attempts = job_state(job)
-        self.record.put(
-            ko.item_hash(self.queue, item), "failed", attempts, version=ko.job_version(job)
-        )
-        if self.on_recorded:
-            self.on_recorded("failed", "Stuck")
-        self.post_event(job, "Stuck", f"item {item!r}: {why}")
+        seq = bo.batch_of(job)
+        if seq is not None:
+            if not self._fail_stuck_batch(job, seq, why):
+                return
+        else:
+            item = (job["metadata"].get("annotations") or {}).get(ko.ITEM_ANNOTATION)
+            if item is None:
+                return
+            _, attempts = job_state(job)
+            self.record.put(
+                ko.item_hash(self.queue, item), "failed", attempts, version=ko.job_version(job)
+            )
+            if self.on_recorded:
+                self.on_recorded("failed", "Stuck")
+            self.post_event(job, "Stuck", f"item {item!r}: {why}")
         self.remove_finalizer(job_name)
         self.api.remove("jobs", job_name, job["metadata"]["uid"])
         with self.cache.changed:
             self.cache.changed.notify_all()
+
+    def _fail_stuck_batch(self, job: dict, seq: int, why: str) -> bool:
+        """A batch whose unfinished members cannot start: its finished members keep their
+        outcomes, the others are recorded failed. False (nothing done) when a pod of it is
+        ready after all, or the batch's record is gone."""
+        if self.batches is None or ((job.get("status") or {}).get("ready") or 0) > 0:
+            with self._lock:
+                self.stuck.pop(job["metadata"]["name"], None)
+            return False
+        succeeded, failed, outcomes = self._batch_outcomes(job)
+        batch = self.batches.record(seq, outcomes)  # (an index not in outcomes: failed)
+        if batch is None:
+            return False
+        stuck = batch.size - len(succeeded) - len(failed)
+        if self.on_recorded:
+            for i in range(batch.size):
+                state = batch.state(i)
+                failure = "" if state == "succeeded" else "FailedIndex" if i in failed else "Stuck"
+                self.on_recorded(state, failure)
+        self.post_event(job, "Stuck", f"batch {job['metadata']['name']}: {stuck} items {why}")
+        return True
 
     # -- API steps -------------------------------------------------------------------------
 

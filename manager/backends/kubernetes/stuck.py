@@ -14,6 +14,13 @@ the count survives a manager restart), fails its item:
      into the record, a Warning Event, then the Job deleted after a fresh read with a uid
      precondition - the slot is free. Retried with backoff on any API error.
 
+A batch (one Indexed Job, `batches.py`) is stuck when every member that has not finished has
+a newest pod waiting so, each for longer than the timeout (the same template: one wrong image
+holds every member). The youngest of those pods is read afresh, and the batch goes to the
+completion controller the same way: its finished members keep their outcomes, the stuck ones
+are recorded failed, then the Job is deleted - every slot it held is free. A batch with one
+member still running or waiting for its turn is left alone.
+
 A pod that waits for a node (Unschedulable) is not failed: capacity may come (an autoscaler, a
 drained node back); `workqueue status` says "waiting for a node". A suspended Job (Kueue) has no
 pod and is waiting for admission, not stuck. Gauge: `workqueue_items_stuck{reason}`, the pods
@@ -27,6 +34,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from . import batch_objects as bo
 from . import pods
 from .cache import ClusterCache, finished
 from .leader import parse_time
@@ -79,38 +87,69 @@ class StuckDetector:
             self._thread.join(timeout=10)
 
     def counts(self) -> dict[str, int]:
-        """Pods of unfinished Jobs waiting with a stuck reason now, by reason."""
+        """Pods of unfinished Jobs waiting with a stuck reason now, by reason (every such
+        member of a batch, stuck as a whole or not)."""
         out: dict[str, int] = {}
-        for _, pod in self._candidates():
-            reason = stuck_reason(pod)
-            out[reason] = out.get(reason, 0) + 1
+        for _, stuck_pods, _ in self._looked_at():
+            for pod in stuck_pods:
+                reason = stuck_reason(pod)
+                out[reason] = out.get(reason, 0) + 1
         return out
 
     def _candidates(self):
-        newest = pods.by_job(self.pod_cache.items())
+        """(Job, its stuck pods) of every unfinished Job whose work cannot start: the newest
+        pod of a one-item Job; the newest pods of a batch whose every unfinished member's
+        newest pod is stuck."""
+        for job, stuck_pods, whole in self._looked_at():
+            if whole:
+                yield job, stuck_pods
+
+    def _looked_at(self):
+        """(Job, its stuck pods, whether that is all its unfinished work) of every unfinished
+        Job with a stuck pod."""
+        all_pods = self.pod_cache.items()
+        newest = pods.by_job(all_pods)
+        by_index = None
         for job in self.jobs.items():
             meta = job["metadata"]
             if finished(job) or meta.get("deletionTimestamp"):
                 continue
-            pod = newest.get(meta["name"])
-            if pod is not None and stuck_reason(pod) is not None:
-                yield job, pod
+            if bo.batch_of(job) is None:
+                pod = newest.get(meta["name"])
+                if pod is not None and stuck_reason(pod) is not None:
+                    yield job, [pod], True
+                continue
+            if by_index is None:
+                by_index = pods.by_index(all_pods)
+            of_job = by_index.get(meta["name"]) or {}
+            status = job.get("status") or {}
+            done = bo.parse_indexes(status.get("completedIndexes"))
+            done |= bo.parse_indexes(status.get("failedIndexes"))
+            unfinished = [of_job.get(i) for i in range(bo.batch_size_of(job)) if i not in done]
+            stuck_pods = [p for p in unfinished if p is not None and stuck_reason(p)]
+            if stuck_pods:  # (the cache keeps no spec: the size is the batch's annotation)
+                yield job, stuck_pods, len(stuck_pods) == len(unfinished)
 
     def check(self) -> int:
-        """One look; returns how many items were failed."""
+        """One look; returns how many Jobs were failed (a batch counts once)."""
         failed = 0
         now = self.clock()
-        for job, pod in list(self._candidates()):
-            created = parse_time(pod["metadata"].get("creationTimestamp"))
+        for job, stuck_pods in list(self._candidates()):
+            times = [parse_time(p["metadata"].get("creationTimestamp")) for p in stuck_pods]
+            known = [t for t in times if t]
+            created = max(known) if known else 0.0  # the youngest: all waited this long
             if created and now - created < self.timeout:
                 continue
-            fresh = self.read_pod(pod["metadata"]["name"])
+            youngest = stuck_pods[times.index(created)] if created else stuck_pods[0]
+            fresh = self.read_pod(youngest["metadata"]["name"])
             reason = stuck_reason(fresh) if fresh is not None else None
             if reason is None:
                 continue  # it started, or went, meanwhile
             waited = now - created if created else self.timeout
             why = f"stuck: {reason} for {waited:.0f}s (--stuck-timeout {self.timeout:g}s)"
-            log.warning("%s: %s; failing it to free its slot", job["metadata"]["name"], why)
+            members = f" ({len(stuck_pods)} members)" if bo.batch_of(job) is not None else ""
+            log.warning("%s%s: %s; failing it to free its slots", job["metadata"]["name"],
+                        members, why)  # fmt: skip
             self.fail(job, why)
             failed += 1
         return failed

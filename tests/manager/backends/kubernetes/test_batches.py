@@ -219,3 +219,37 @@ def test_cancel_removed_never_runs_a_waiting_member_and_ends_a_batch_left_to_nob
                       ko.item_hash("thumbs", "b-long.mp4"): ("c", "1")}  # fmt: skip
     assert started() == ["a-long.mp4", "b-long.mp4"]
     wait_until(lambda: not cluster.kubelet._containers, timeout=10)
+
+
+def test_members_whose_pods_cannot_start_fail_and_free_their_slots(
+    tmp_path, ambassador_server, marker_worker, cluster
+):
+    """One batch: two members run, two have pods that can never start (their image cannot be
+    pulled). After --stuck-timeout the two are recorded failed as stuck, the two that ran keep
+    their outcome, and the batch's Job is deleted: the --once run ends."""
+    import json
+
+    cluster.kubelet.stuck = {"pull-me": "ImagePullBackOff"}
+    names = ["a-ok-1.mp4", "a-ok-2.mp4", "z-pull-me-1.mp4", "z-pull-me-2.mp4"]
+    make_items(tmp_path / "videos", names)
+    server = ambassador_server(tmp_path / "videos")
+    args = cluster.args(server.url, marker_worker, "--once", "--parallelism", "4",
+                        "--batch-size", "4", "--stuck-timeout", "1s")  # fmt: skip
+    r = workqueue(*args)
+    assert r.returncode == 1, r.stderr
+    assert "4 items: 2 succeeded, 2 failed" in r.stdout, r.stdout
+    assert "z-pull-me-1.mp4 (stuck: ImagePullBackOff for" in r.stdout, r.stdout
+    assert "z-pull-me-2.mp4 (stuck: ImagePullBackOff for" in r.stdout, r.stdout
+    assert sorted(marker_worker.ended()) == ["a-ok-1.mp4", "a-ok-2.mp4"]
+    assert batch_jobs(cluster) == []  # deleted: every slot it held is free
+    assert len(batch_maps(cluster)) == 1  # its record stays
+    events = [e for e in cluster.objects("events") if e.get("reason") == "Stuck"]
+    assert len(events) == 1 and "thumbs-batch-000001: 2 items stuck" in events[0]["message"]
+    status = json.loads(workqueue("status", *cluster.queue_args(), "--json").stdout)
+    assert status["counts"]["failed"] == 2 and status["counts"]["succeeded"] == 2
+    again = workqueue(*args)  # a second pass: recorded, so nothing runs again
+    assert again.returncode == 1, again.stderr  # the two stay failed until `workqueue retry`
+    assert "0 succeeded, 2 already done, 2 failed" in again.stdout, again.stdout
+    assert len(batch_maps(cluster)) == 1 and batch_jobs(cluster) == []  # no new batch
+    assert sorted(marker_worker.started()) == ["a-ok-1.mp4", "a-ok-2.mp4"]
+    validate_all(cluster)
