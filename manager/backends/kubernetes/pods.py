@@ -28,34 +28,38 @@ def job_name(pod: dict[str, Any]) -> str | None:
     return labels.get(JOB_NAME_LABEL) or labels.get(LEGACY_JOB_NAME_LABEL)
 
 
+def completion_index(pod: dict[str, Any]) -> int | None:
+    """The completion index of an Indexed Job's pod (its annotation), or None."""
+    index = (pod["metadata"].get("annotations") or {}).get(INDEX_ANNOTATION)
+    return int(index) if index is not None and index.isdigit() else None
+
+
+def _keep_newest(newest: dict, key, pod: dict[str, Any]) -> None:
+    """`newest[key]` becomes `pod` unless it holds one created later."""
+    kept = newest.get(key)
+    created = pod["metadata"].get("creationTimestamp") or ""
+    if kept is None or (kept["metadata"].get("creationTimestamp") or "") <= created:
+        newest[key] = pod
+
+
 def by_job(pods: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """The newest pod of each Job (by creation time), keyed by the Job's name."""
     newest: dict[str, dict[str, Any]] = {}
     for pod in pods:
         name = job_name(pod)
-        if name is None:
-            continue
-        created = pod["metadata"].get("creationTimestamp") or ""
-        kept = newest.get(name)
-        if kept is None or (kept["metadata"].get("creationTimestamp") or "") <= created:
-            newest[name] = pod
+        if name is not None:
+            _keep_newest(newest, name, pod)
     return newest
 
 
 def by_index(pods: list[dict[str, Any]]) -> dict[str, dict[int, dict[str, Any]]]:
     """The newest pod of each completion index of each Indexed Job (a batch), keyed by the
-    Job's name and then the index (`batch.kubernetes.io/job-completion-index`)."""
+    Job's name and then the index (`completion_index`)."""
     newest: dict[str, dict[int, dict[str, Any]]] = {}
     for pod in pods:
-        name = job_name(pod)
-        index = (pod["metadata"].get("annotations") or {}).get(INDEX_ANNOTATION)
-        if name is None or index is None or not index.isdigit():
-            continue
-        of_job = newest.setdefault(name, {})
-        created = pod["metadata"].get("creationTimestamp") or ""
-        kept = of_job.get(int(index))
-        if kept is None or (kept["metadata"].get("creationTimestamp") or "") <= created:
-            of_job[int(index)] = pod
+        name, index = job_name(pod), completion_index(pod)
+        if name is not None and index is not None:
+            _keep_newest(newest.setdefault(name, {}), index, pod)
     return newest
 
 

@@ -37,6 +37,7 @@ from . import objects as ko
 from .api import KubeApi, KubeError
 from .cache import ClusterCache, finished
 from .ledger import failed_fast, job_state
+from .pods import completion_index
 from .record import RecordStore
 
 log = logging.getLogger(__name__)
@@ -181,9 +182,9 @@ class CompletionController:
             for pod in pods:
                 if (pod.get("status") or {}).get("phase") != "Failed" or _disrupted(pod):
                     continue
-                index = (pod["metadata"].get("annotations") or {}).get(bo.INDEX_ANNOTATION)
-                if index is not None and index.isdigit():
-                    failures[int(index)] = failures.get(int(index), 0) + 1
+                index = completion_index(pod)
+                if index is not None:
+                    failures[index] = failures.get(index, 0) + 1
         outcomes = {i: ("succeeded", failures.get(i, 0) + 1) for i in succeeded}
         outcomes.update({i: ("failed", max(1, failures.get(i, 0))) for i in failed})
         return succeeded, failed, outcomes
