@@ -164,7 +164,6 @@ class LedgerFile:
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
         self._lock_file = None
-        self._exclusive = False
         self._backups = False
 
     def _mirror(self, db: sqlite3.Connection) -> None:
@@ -207,7 +206,6 @@ class LedgerFile:
                 self._db = None
             self._release_lock()
             raise
-        self._exclusive = exclusive
         return self
 
     @storage

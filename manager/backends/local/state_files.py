@@ -21,7 +21,7 @@ import os
 import socket
 import time
 
-from ...faults import raised_as_faults
+from .ledger_file import storage
 
 MANAGER_FILE = "manager.json"  # the running manager's facts, for `workqueue status`
 MANAGER_FILE_BYTES = 4096  # its size, kept: rewritten in place when the disk is full
@@ -155,8 +155,8 @@ class QueueFiles:
     def report(self, status: dict) -> None:
         """Nothing to write: `workqueue status` reads the ledger itself."""
 
+    @storage
     def note_manager(self, facts: dict | None) -> None:
         """`manager.json`: written whole, removed when the manager stops (None). Readers
         check the pid in it is alive (`running_manager`)."""
-        with raised_as_faults(self.state_dir):
-            write_facts(self.state_dir, facts)
+        write_facts(self.state_dir, facts)
