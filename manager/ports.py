@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from .errors import UserError
 
@@ -69,7 +69,7 @@ class Outcome:
     error: str | None = None
     interrupted: bool = False
     log_path: str | None = None
-    seconds: float | None = None  # how long it ran (set by the reconciler)
+    seconds: float | None = None  # how long it ran (the backend's measure, else the reconciler's)
     final: bool = False  # a failure no retry fixes: the item stays failed
     cancelled: bool = False  # ended because the item left the source (`Backend.cancel`)
 
@@ -211,6 +211,11 @@ class Ledger(Protocol):
         it is. Stored with the queue, so every manager and a restarted one obey it. Called
         about once a second: cheap."""
 
+    def removals_accepted(self) -> float | None:
+        """When someone last accepted removals the manager holds (`workqueue resume
+        --accept-removals`), or None: a later time than the manager has seen makes it act on
+        them at once (`manager.runtime.removal_guard`)."""
+
     def wanted_parallelism(self) -> int | None:
         """The parallelism asked for where every manager of the queue sees it (`workqueue
         scale`; on Kubernetes the WorkQueue's `spec.parallelism`, set by a person, an HPA or
@@ -288,6 +293,32 @@ class Backend(Protocol):
         on a cluster, a Job another manager (or this one before a restart) left running. True
         when it was ended; False when none runs (a local backend's work never outlives its
         manager). Work this manager runs is ended through its run's `Cancel`."""
+
+
+MAX_PARALLELISM = 4096  # a manager holds one thread per unit of work it may run at once
+
+
+def parallelism_problem(value: object, *, least: int = 0) -> str | None:
+    """Why `value` cannot be a queue's parallelism - asked by `workqueue scale`, the parallelism
+    file, the WorkQueue's `spec.parallelism`, the autoscaler or `--parallelism` (least 1) - or
+    None when it can. One rule for every path a number comes in by."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return f"not a whole number: {value!r}"
+    if value < least:
+        return f"must be at least {least}: {value}"
+    if value > MAX_PARALLELISM:
+        return f"must be at most {MAX_PARALLELISM}: {value}"
+    return None
+
+
+@runtime_checkable
+class AdoptsWork(Protocol):
+    """A backend whose work outlives its manager and can be waited for by the next one (the
+    local backend's keepers): what a manager that died left running, by (name, attempt). The
+    new manager waits for each with `run(name, {}, attempt, cancel)` instead of starting it
+    (`manager.runtime.adoption`)."""
+
+    def adopted(self) -> list[tuple[str, int]]: ...
 
 
 class Elector(Protocol):

@@ -64,6 +64,12 @@ class Capacity:
             self._in_use += 1
             return True
 
+    def occupy(self) -> None:
+        """Take a slot without waiting, whatever the limit: for work already running that this
+        manager takes over (`manager.runtime.adoption`). The caller's duty: `release()` it."""
+        with self._cond:
+            self._in_use += 1
+
     def try_acquire(self) -> bool:
         """Take a free slot if there is one now (not closed, not paused, room): True; else
         False at once. The caller's duty, as for `acquire`: `release()` it."""

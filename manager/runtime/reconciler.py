@@ -210,7 +210,8 @@ class Reconciler:
         except Exception as exc:  # never leave the item marked running
             log.exception("%s: the backend failed", name)
             outcome = Outcome(False, error=f"backend error: {type(exc).__name__}: {exc}")
-        outcome = replace(outcome, seconds=time.monotonic() - began)
+        if outcome.seconds is None:  # an adopted worker's comes from its keeper's clock
+            outcome = replace(outcome, seconds=time.monotonic() - began)
         if cancel.is_set() and not outcome.succeeded and not outcome.interrupted:
             outcome = replace(outcome, cancelled=True)  # however the ending looked to it
         try:

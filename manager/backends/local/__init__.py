@@ -1,7 +1,10 @@
 """The local backend (the embedded default): a child process per item, a SQLite ledger.
 
     process.py     runs one item: WORK_ITEM_FILE, its own process group, a log per item
-    spawn.py       starts a worker cheaply (posix_spawn, a new session), and waits on it
+    keeper.py      the workers' parent, a process of its own: their ends outlive the manager
+    kept.py        the manager's side of a keeper (`KeeperLink`, `KeptChild`)
+    recovery.py    what a manager that died left: adopted, recorded, or back in line
+    spawn.py       the worker's program found and its environment made once (`Spawner`)
     libc_spawn.py  glibc's posix_spawn through ctypes, the interpreter lock released
     ledger.py      `SqliteLedger`: the record of every item under the state directory, and
                    its recovery
@@ -29,8 +32,9 @@ from ...durations import parse_duration
 from ...errors import UserError
 from ...ports import Parts, QueueRecord
 from .ledger import existing_ledger, open_ledger
-from .process import LocalBackend, end_process_group
+from .process import LocalBackend
 from .queue_commands import LocalQueueOps
+from .recovery import take_back
 
 DEFAULT_STATE_DIR = ".workqueue"
 log = logging.getLogger(__name__)
@@ -83,23 +87,28 @@ def setup(
     options: LocalOptions, *, registry=None, parallelism: int = 1, max_attempts: int = 3
 ) -> Parts:
     """The ledger (exclusively: one manager per state directory) and the process runner.
-    Items a manager that died left running are ended and put back to pending first."""
+    What a manager that died left running is taken back first (`recovery.take_back`): workers
+    still running are adopted, ends that came meanwhile recorded, the rest put back in line."""
     if not options.worker_argv:
         raise UserError("--worker-cmd is required with --backend local")
     ledger = open_ledger(options.state_dir)
-    recovered = ledger.recover(end_process_group)
-    if recovered:
-        log.warning(
-            "%d item(s) were running when the last manager stopped; they run again",
-            len(recovered),
-        )
-    backend = LocalBackend(
-        options.worker_argv,
-        ledger.state_dir,
-        timeout=options.timeout,
-        record_process=ledger.record_process,
-    )
-    return Parts(ledger=ledger, backend=backend, close=ledger.close)
+    backend = LocalBackend(options.worker_argv, ledger.state_dir, timeout=options.timeout)
+    ledger.on_recorded = backend.recorded
+    try:
+        taken = take_back(ledger, ledger.state_dir)
+    except BaseException:
+        ledger.close()
+        raise
+    taken.say()
+    backend.adopt(taken.adopted, taken.links)
+
+    def close() -> None:
+        try:
+            backend.close()
+        finally:
+            ledger.close()
+
+    return Parts(ledger=ledger, backend=backend, close=close)
 
 
 def queue_ops(queue: LocalQueue) -> LocalQueueOps:

@@ -1,11 +1,12 @@
 """The local backend's ledger: the record of every item, in SQLite under the state directory.
 
 It satisfies `manager.ports.Ledger`; beyond the port it keeps what only a local run has - the
-process group each running item runs in, and the retry requests `workqueue retry` leaves while
-a manager runs.
+retry requests `workqueue retry` leaves while a manager runs, and a hook (`on_recorded`) that
+tells the runner when an attempt's end is committed, so the worker's keeper can forget it.
 
 One row per item name: its state, attempts, first-seen / started / finished times (wall clock,
-seconds), exit code, log path, last error, and - while it runs - the process group it runs in.
+seconds), exit code, log path, last error (and, in ledgers of earlier versions, the process
+group a running item ran in).
 States are strings (rq's habit): pending -> running -> succeeded | failed, and cancelled for an
 item that left the source before its work was done (`--cancel-removed`).
 
@@ -14,8 +15,10 @@ Durability: every transition is committed before the manager acts on it (`journa
 included; a power loss may lose the last few, which then simply run again). So a restarted
 manager carries on:
   * succeeded items never run again;
-  * items that were running when it died run again (`recover()` turns them back to pending,
-    after ending any process group they left behind);
+  * items that were running when it died are settled by what their workers' keepers say
+    (`recovery.take_back`): a worker still running is adopted, one that ended meanwhile has
+    its outcome recorded, and only one that never started (or whose end was lost with its
+    keeper) runs again;
   * failed items retry until `max_attempts`, then stay failed until `retry(name)`.
 
 The table is mirrored in memory (`_state`: name -> (state, attempts)) so that the poller's diff
@@ -59,6 +62,9 @@ class SqliteLedger(LedgerFile, QueueFiles):
         self.clock = clock
         self._state: dict[str, tuple[str, int]] = {}
         self._versions: dict[str, str] = {}  # name -> the version its latest attempt ran at
+        # told each name whose attempt's end is committed (finish, requeue, cancel): the local
+        # backend's keeper may then forget it
+        self.on_recorded: Callable[[str], None] | None = None
 
     def _mirror(self, db: sqlite3.Connection) -> None:
         """The items' (state, attempts) and versions read into memory (the invariant above)."""
@@ -197,25 +203,31 @@ class SqliteLedger(LedgerFile, QueueFiles):
         return [{"version": v, "state": st, "attempts": a, "finished": f} for v, st, a, f in found]
 
     @storage
-    def record_process(self, name: str, pgid: int, pgid_start: str | None) -> None:
-        """The running item's process group, so a restart can end it if the manager died."""
-        with self._lock:
-            self._db.execute(
-                "UPDATE items SET pgid=?, pgid_start=? WHERE name=?", (pgid, pgid_start, name)
-            )
-
-    @storage
-    def finish(self, name: str, succeeded: bool, exit_code: int | None, error: str | None) -> None:
-        """running -> succeeded | failed."""
+    def finish(
+        self,
+        name: str,
+        succeeded: bool,
+        exit_code: int | None,
+        error: str | None,
+        *,
+        at: float | None = None,
+    ) -> None:
+        """running -> succeeded | failed; `at`: when it ended, if not now (a worker that ended
+        while no manager ran)."""
         state = State.SUCCEEDED if succeeded else State.FAILED
         with self._lock:
             _, attempts = self._state[name]
             self._db.execute(
                 "UPDATE items SET state=?, finished=?, exit_code=?, last_error=?, pgid=NULL, "
                 "pgid_start=NULL WHERE name=?",
-                (state.value, self.clock(), exit_code, error, name),
+                (state.value, self.clock() if at is None else at, exit_code, error, name),
             )
             self._state[name] = (state.value, attempts)
+        self._recorded(name)
+
+    def _recorded(self, name: str) -> None:
+        if self.on_recorded is not None:
+            self.on_recorded(name)
 
     @storage
     def requeue(self, name: str) -> None:
@@ -229,6 +241,7 @@ class SqliteLedger(LedgerFile, QueueFiles):
                 (attempts, name),
             )
             self._state[name] = (State.PENDING.value, attempts)
+        self._recorded(name)
 
     @storage
     def cancel(self, name: str) -> bool:
@@ -244,7 +257,8 @@ class SqliteLedger(LedgerFile, QueueFiles):
                 (self.clock(), name),
             )
             self._state[name] = (State.CANCELLED.value, current[1])
-            return True
+        self._recorded(name)
+        return True
 
     @storage
     def retry(self, name: str) -> bool:
@@ -292,18 +306,14 @@ class SqliteLedger(LedgerFile, QueueFiles):
             )
 
     @storage
-    def recover(self, end_process_group: Callable[[int, str | None], None]) -> list[str]:
-        """At start: items left running by a manager that died go back to pending, after
-        `end_process_group(pgid, start)` ended whatever they were still running."""
+    def running_rows(self) -> list[tuple[str, int, int | None, str | None]]:
+        """(name, attempts, pgid, pgid start) of every item marked running: what a manager that
+        died left (`recovery.take_back` settles each; pgid only in ledgers of earlier
+        versions)."""
         with self._lock:
-            left = self._db.execute(
-                "SELECT name, pgid, pgid_start FROM items WHERE state='running'"
+            return self._db.execute(
+                "SELECT name, attempts, pgid, pgid_start FROM items WHERE state='running'"
             ).fetchall()
-        for name, pgid, start in left:
-            if pgid:
-                end_process_group(pgid, start)
-            self.requeue(name)
-        return [name for name, _, _ in left]
 
 
 def open_ledger(

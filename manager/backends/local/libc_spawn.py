@@ -61,32 +61,45 @@ class Template:
         self.program = os.fsencode(program)
         self._argv = [os.fsencode(a) for a in argv]
         self._env = [os.fsencode(k) + b"=" + os.fsencode(v) for k, v in env.items()]
-        self._sigdefault = ctypes.create_string_buffer(_SIGSET)
-        _libc.sigemptyset(self._sigdefault)
+        self._argv_array = (ctypes.c_char_p * (len(self._argv) + 1))(*self._argv, None)
+        # The attributes never change: made once. Environments are made once per value of the
+        # extra variables (a few item-file slots), kept with the bytes they point into.
+        self._attr = ctypes.create_string_buffer(_OPAQUE)
+        sigdefault = ctypes.create_string_buffer(_SIGSET)
+        _libc.sigemptyset(sigdefault)
         for sig in (signal.SIGPIPE, signal.SIGXFSZ):
-            _libc.sigaddset(self._sigdefault, int(sig))
+            _libc.sigaddset(sigdefault, int(sig))
+        _libc.posix_spawnattr_init(self._attr)
+        _libc.posix_spawnattr_setsigdefault(self._attr, sigdefault)
+        _libc.posix_spawnattr_setflags(self._attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGDEF)
+        self._envs: dict[tuple, tuple] = {}
+
+    def _envp(self, extra_env: dict[str, str]):
+        key = tuple(extra_env.items())
+        made = self._envs.get(key)
+        if made is None:
+            env = self._env + [os.fsencode(k) + b"=" + os.fsencode(v) for k, v in key]
+            made = (env, (ctypes.c_char_p * (len(env) + 1))(*env, None))
+            if len(self._envs) < 1024:
+                self._envs[key] = made
+        return made[1]
 
     def spawn(self, log_fd: int, extra_env: dict[str, str]) -> int:
         """Start the program; its pid. `OSError` when it cannot be started."""
-        env = self._env + [os.fsencode(k) + b"=" + os.fsencode(v) for k, v in extra_env.items()]
-        argv = (ctypes.c_char_p * (len(self._argv) + 1))(*self._argv, None)
-        envp = (ctypes.c_char_p * (len(env) + 1))(*env, None)
+        envp = self._envp(extra_env)
         actions = ctypes.create_string_buffer(_OPAQUE)
-        attr = ctypes.create_string_buffer(_OPAQUE)
         libc = _libc
         libc.posix_spawn_file_actions_init(actions)
-        libc.posix_spawnattr_init(attr)
         try:
             libc.posix_spawn_file_actions_addopen(actions, 0, b"/dev/null", os.O_RDONLY, 0)
             libc.posix_spawn_file_actions_adddup2(actions, log_fd, 1)
             libc.posix_spawn_file_actions_adddup2(actions, log_fd, 2)
-            libc.posix_spawnattr_setsigdefault(attr, self._sigdefault)
-            libc.posix_spawnattr_setflags(attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGDEF)
             pid = ctypes.c_int(0)
-            error = libc.posix_spawn(ctypes.byref(pid), self.program, actions, attr, argv, envp)
+            error = libc.posix_spawn(
+                ctypes.byref(pid), self.program, actions, self._attr, self._argv_array, envp
+            )
         finally:
             libc.posix_spawn_file_actions_destroy(actions)
-            libc.posix_spawnattr_destroy(attr)
         if error:
             raise OSError(error, os.strerror(error), os.fsdecode(self.program))
         return pid.value

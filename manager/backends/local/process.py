@@ -8,20 +8,22 @@ with the manager's own environment passed through. Children are started by `spaw
 succeeded. The item never reaches argv or a shell string, so quotes, `$(…)`, spaces and unicode
 in names are just data.
 
-Each child runs in its own process group (a new session), so `--timeout` and shut-down end the
+Each worker runs in its own process group (a new session), so `--timeout` and shut-down end the
 whole group - the command and anything it started - and so does the worker's own exit: whatever
 it left running in its group is ended when it exits (SIGTERM, then SIGKILL), success or not. A
 worker that wants a daemon to outlive it must detach it on purpose (its own session). stdout and
 stderr are appended to one log file per item under `logs/`, each attempt under a header line.
 
+Workers are not this process's children but its keeper's (`keeper.py`, through `kept.py`): a
+small process of its own that starts them, reaps them and journals each start and end, so that
+a worker that ends while no manager runs - the manager killed with -9, its process group
+killed, its terminal closed - still has its outcome recorded by the next manager, and a worker
+still running then is adopted (`recovery.py`), never started again. One message to the keeper
+per start and one back per end are what this costs on the dispatch path.
+
 A run's `Cancel` (`manager.ports.Cancel`: the item left the source) ends the item's process
 group the same way - at once if it runs, as soon as it is started if the cancel came first -
 and the run reports the outcome as cancelled; set before anything started, nothing starts.
-
-If the manager itself is killed (-9), children cannot be told; `record_process` (the ledger's)
-keeps each running child's process group and its start time (from /proc), and a restarted
-manager ends those groups (`end_process_group`, through `SqliteLedger.recover`) - only if the start
-time still matches, so a recycled pid is never hit - before it runs the items again.
 """
 
 from __future__ import annotations
@@ -37,11 +39,15 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from ...faults import StorageFault, diagnose, raised_as_faults
 from ...ports import Cancel, Outcome
-from .spawn import Child, Spawner
+from .kept import LOST, KeeperLink, KeptChild
+from .spawn import Spawner
+
+KEEPERS_DIR = "keepers"  # the keepers' sockets, locks and journals, under the state directory
 
 KILL_AFTER_TERM_SECONDS = 5.0
 log = logging.getLogger(__name__)
@@ -58,42 +64,6 @@ def log_file_name(name: str) -> str:
     return f"{slug}-{digest}.log"
 
 
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-SAME_START_TICKS = CLOCK_TICKS  # two start times this close (1 s) are one process's
-
-
-def process_start_time(pid: int) -> str | None:
-    """The kernel's start time of a process (clock ticks since boot), or None if it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read().decode("ascii", "replace")
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]  # field 22 overall; fields after "(comm)"
-
-
-def started_now() -> str:
-    """The start time, in the kernel's terms (clock ticks since boot), of a process started
-    just now: read from the clock the kernel uses, not from /proc - three system calls fewer
-    per item on the dispatch path. `end_process_group` allows for the difference."""
-    return str(int(time.clock_gettime(time.CLOCK_BOOTTIME) * CLOCK_TICKS))
-
-
-def end_process_group(pgid: int, start: str | None) -> None:
-    """Kill a process group left behind by a manager that died, if it is still that group: its
-    leader started when the ledger says (within a second; pids are not reused that fast)."""
-    actual = process_start_time(pgid)
-    try:
-        if start is None or actual is None or abs(int(actual) - int(start)) > SAME_START_TICKS:
-            return
-    except ValueError:  # not a start time: nothing proves the group is ours
-        return
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 class LocalBackend:
     def __init__(
         self,
@@ -102,26 +72,30 @@ class LocalBackend:
         *,
         timeout: float | None = None,
         env: dict[str, str] | None = None,
-        record_process: Callable[[str, int, str | None], None] | None = None,
     ) -> None:
-        """`record_process(name, pgid, start)` is told each child's process group as soon as
-        it started (the ledger's `record_process`), so a restart can end it."""
         if not argv:
             raise ValueError("the worker command is empty")
         self.argv = argv
         self.timeout = timeout
         self.env = env
         self._spawner: Spawner | None = None  # made at the first run: a missing program fails
+        self._link: KeeperLink | None = None  # this manager's keeper, started at the first run
         self._free_slots: list[tuple[int, int]] = []  # item-file slots not in use, open
         self._slots = itertools.count()  # that item, not the manager's start
-        self.record_process = record_process
         self.state_dir = state_dir
         self.items_dir = os.path.join(state_dir, "items")
         self.logs_dir = os.path.join(state_dir, "logs")
+        self.keepers_dir = os.path.join(state_dir, KEEPERS_DIR)
         os.makedirs(self.items_dir, mode=0o700, exist_ok=True)
         os.makedirs(self.logs_dir, exist_ok=True)
-        # Invariant (under _running_lock): the children started and not yet reaped, by pid.
-        self._running: dict[int, Child] = {}
+        # Invariant (under _running_lock): the workers started (or adopted) whose end this
+        # manager has not yet seen, by (name, attempt); `_adopted` those of a manager that
+        # died, not yet waited for by a `run`; `_unrecorded` the ended ones whose end the
+        # ledger does not have yet (acknowledged to their keeper once it does).
+        self._running: dict[tuple[str, int], KeptChild] = {}
+        self._adopted: dict[tuple[str, int], KeptChild] = {}
+        self._adopted_links: list[KeeperLink] = []
+        self._unrecorded: dict[str, KeptChild] = {}
         self._running_lock = threading.Lock()
         self._stopping = threading.Event()
 
@@ -129,18 +103,54 @@ class LocalBackend:
         return os.path.join(self.logs_dir, log_file_name(name))
 
     def others_running(self) -> int:
-        return 0  # every child of this state directory is this manager's own
+        return 0  # every worker of this state directory is this manager's own, or adopted
 
     def on_change(self, callback: Callable[[], None]) -> None:
-        return None  # nothing runs here that the manager did not start
+        return None  # nothing runs here that the manager did not start or adopt
 
     def cancel_elsewhere(self, name: str) -> bool:
-        """Nothing of this state directory runs outside its manager (a manager that died left
-        process groups that its successor ends at start): nothing to end."""
+        """Nothing of this state directory runs outside its manager (what a manager that died
+        left running, this one adopted): nothing to end."""
         return False
+
+    # -- what a manager that died left -----------------------------------------------------
+
+    def adopt(self, children: dict[tuple[str, int], KeptChild], links: list[KeeperLink]) -> None:
+        """Workers a manager that died left running (`recovery.take_back`): the manager waits
+        for each with `run(name, …, attempt, …)` instead of starting it again."""
+        with self._running_lock:
+            self._adopted.update(children)
+            self._adopted_links.extend(links)
+
+    def adopted(self) -> list[tuple[str, int]]:
+        """(name, attempt) of every adopted worker not yet waited for."""
+        with self._running_lock:
+            return list(self._adopted)
+
+    def recorded(self, name: str) -> None:
+        """The ledger has `name`'s end (its commit calls this): its keeper may forget it, and
+        an adopted keeper with nothing left of ours is let go."""
+        with self._running_lock:
+            child = self._unrecorded.pop(name, None)
+        if child is None:
+            return
+        child.link.ack(child.id)
+        if child.link is not self._link and child.link.running == 0:
+            with self._running_lock:
+                if any(c.link is child.link for c in self._adopted.values()):
+                    return
+                if child.link in self._adopted_links:
+                    self._adopted_links.remove(child.link)
+            child.link.close(wait=0)
+
+    # -- one item --------------------------------------------------------------------------
 
     def run(self, name: str, data: dict[str, Any], attempt: int, cancel: Cancel) -> Outcome:
         log_path = self.log_path(name)
+        with self._running_lock:
+            child = self._adopted.pop((name, attempt), None)
+        if child is not None:
+            return self._follow(name, attempt, child, cancel, log_path)
         if self._stopping.is_set():
             return Outcome(False, interrupted=True, log_path=log_path)
         if cancel.is_set():
@@ -158,48 +168,59 @@ class LocalBackend:
                 body = json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
                 os.pwrite(slot_fd, body, 0)  # a regular file takes it whole
                 os.ftruncate(slot_fd, len(body))
-                flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
-                log_fd = os.open(log_path, flags, 0o644)
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+            header = f"=== workqueue: {name} attempt {attempt} at {stamp} ===\n"
             try:
-                stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
-                header = f"=== workqueue: {name} attempt {attempt} at {stamp} ===\n"
-                with raised_as_faults(self.state_dir):
-                    os.write(log_fd, header.encode("utf-8", "replace"))
-                try:
-                    if self._spawner is None:
-                        self._spawner = Spawner(self.argv, self.env)
-                    proc = self._spawner.start(log_fd, {"WORK_ITEM_FILE": item_file})
-                except OSError as exc:
-                    return Outcome(
-                        False,
-                        error=f"cannot start worker: {exc.strerror}: {self.argv[0]}",
-                        log_path=log_path,
-                    )
-            finally:
-                os.close(log_fd)
-            with self._running_lock:
-                self._running[proc.pid] = proc
-            # Ended off the canceller's thread: the poller that noticed the removal must not
-            # wait for a worker's grace period (and at once if the cancel came first).
-            forget = cancel.on_set(
-                lambda: threading.Thread(
-                    target=proc.end, args=(KILL_AFTER_TERM_SECONDS,), daemon=True
-                ).start()
-            )
-            try:
-                self._record_process(name, proc.pid)
-                outcome = self._wait(proc, log_path)
-                if cancel.is_set() and not outcome.succeeded:
-                    return _cancelled(log_path, outcome.exit_code)
-                self._blame_the_disk(outcome)
-                return outcome
-            finally:
-                forget()
-                with self._running_lock:
-                    self._running.pop(proc.pid, None)
+                link = self._keeper()
+            except OSError as exc:
+                return Outcome(
+                    False,
+                    error=f"cannot start worker: {exc.strerror}: {self.argv[0]}",
+                    log_path=log_path,
+                )
+            child = link.spawn(name, attempt, log_path, header, {"WORK_ITEM_FILE": item_file})
+            return self._follow(name, attempt, child, cancel, log_path)
         finally:
             with self._running_lock:
                 self._free_slots.append((slot, slot_fd))
+
+    def _keeper(self) -> KeeperLink:
+        """This manager's keeper: started at the first run, and again if it died."""
+        with self._running_lock:
+            if self._link is not None and self._link.alive:
+                return self._link
+            if self._spawner is None:
+                self._spawner = Spawner(self.argv, self.env)
+            self._link = KeeperLink.start(self.keepers_dir, self._spawner)
+            return self._link
+
+    def _follow(self, name: str, attempt: int, child: KeptChild, cancel: Cancel,
+                log_path: str) -> Outcome:  # fmt: skip
+        """Wait for a started (or adopted) worker's end; its outcome."""
+        with self._running_lock:
+            self._running[(name, attempt)] = child
+        # Ended off the canceller's thread: the poller that noticed the removal must not
+        # wait for a worker's grace period (and at once if the cancel came first).
+        forget = cancel.on_set(
+            lambda: threading.Thread(
+                target=child.end, args=(KILL_AFTER_TERM_SECONDS,), daemon=True
+            ).start()
+        )
+        try:
+            outcome = self._wait(child, log_path)
+            if child.began is not None and child.ended is not None:  # the keeper's own clock
+                outcome = replace(outcome, seconds=max(0.0, child.ended - child.began))
+            if child.returncode is not None or child.error == LOST:
+                with self._running_lock:  # its keeper keeps the end until the ledger has it
+                    self._unrecorded[name] = child
+            if cancel.is_set() and not outcome.succeeded:
+                return _cancelled(log_path, outcome.exit_code)
+            self._blame_the_disk(outcome)
+            return outcome
+        finally:
+            forget()
+            with self._running_lock:
+                self._running.pop((name, attempt), None)
 
     def _blame_the_disk(self, outcome: Outcome) -> None:
         """A worker that failed while the state directory is full or read-only most likely
@@ -211,17 +232,6 @@ class LocalBackend:
         if kind is not None:
             raise StorageFault(kind, self.state_dir, "a worker failed while its log could not grow")
 
-    def _record_process(self, name: str, pgid: int) -> None:
-        """Tell the ledger the child's process group. A fault of the disk here does not stop
-        the child (it runs and its outcome is reported as usual); only a manager killed while
-        it runs could then not end it at the next start."""
-        if self.record_process is None:
-            return
-        try:
-            self.record_process(name, pgid, started_now())
-        except StorageFault as fault:
-            log.warning("%s: its process group is not recorded: %s", name, fault.short)
-
     def _take_slot(self) -> tuple[int, int]:
         """A free item-file slot and its open descriptor (made when all are in use)."""
         with self._running_lock:
@@ -232,60 +242,63 @@ class LocalBackend:
         flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
         return slot, os.open(path, flags, 0o600)
 
-    def _wait(self, proc: Child, log_path: str) -> Outcome:
-        code = proc.wait(self.timeout)
-        if code is None:
-            proc.end(KILL_AFTER_TERM_SECONDS)
-            proc.wait()
-            self._end_leftovers(proc.pid)
+    def _wait(self, child: KeptChild, log_path: str) -> Outcome:
+        if not child.exited_within(self.timeout if self.timeout is not None else 1e9):
+            child.end(KILL_AFTER_TERM_SECONDS)
+            child.wait()
             return Outcome(
                 False, exit_code=None, error=f"timed out after {self.timeout:g}s", log_path=log_path
             )
-        self._end_leftovers(proc.pid)
+        code = child.returncode
+        if code is None:  # never started, or its end was lost with its keeper
+            return Outcome(False, error=child.error, log_path=log_path)
         if self._stopping.is_set() and code != 0:
             return Outcome(False, exit_code=code, interrupted=True, log_path=log_path)
         if code == 0:
             return Outcome(True, exit_code=0, log_path=log_path)
-        if code < 0:
-            return Outcome(
-                False,
-                exit_code=code,
-                error=f"killed by signal {signal.Signals(-code).name}",
-                log_path=log_path,
-            )
-        return Outcome(False, exit_code=code, error=f"exit code {code}", log_path=log_path)
-
-    @staticmethod
-    def _end_leftovers(pgid: int) -> None:
-        """End what a worker left in its process group after it exited: SIGTERM, then SIGKILL
-        for what is still there a little later. Nothing left costs one failed signal."""
-        for sig, wait in ((signal.SIGTERM, KILL_AFTER_TERM_SECONDS), (signal.SIGKILL, 0.0)):
-            try:
-                os.killpg(pgid, sig)
-            except (ProcessLookupError, PermissionError):
-                return
-            deadline = time.monotonic() + wait
-            while time.monotonic() < deadline:
-                try:
-                    os.killpg(pgid, 0)
-                except (ProcessLookupError, PermissionError):
-                    return
-                time.sleep(0.02)
+        return Outcome(False, exit_code=code, error=exit_error(code), log_path=log_path)
 
     def shutdown(self, grace: float) -> None:
-        """Stop: start nothing new; let running children finish for `grace` seconds, then end
-        their process groups. Their `run()` calls then report `interrupted`."""
+        """Stop: start nothing new; let running workers (adopted ones too) finish for `grace`
+        seconds, then end their process groups. Their `run()` calls then report
+        `interrupted`."""
         self._stopping.set()
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
             with self._running_lock:
                 if not self._running:
-                    return
+                    break
             time.sleep(0.05)
+        else:
+            with self._running_lock:
+                left = list(self._running.values())
+            for child in left:
+                threading.Thread(
+                    target=child.end, args=(KILL_AFTER_TERM_SECONDS,), daemon=True
+                ).start()
+
+    def close(self) -> None:
+        """After `shutdown` and the last `run`: the keepers are told goodbye; this manager's
+        own is waited for (it leaves once its workers have ended)."""
         with self._running_lock:
-            left = list(self._running.values())
-        for proc in left:
-            threading.Thread(target=proc.end, args=(KILL_AFTER_TERM_SECONDS,), daemon=True).start()
+            links = [link for link in (self._link, *self._adopted_links) if link is not None]
+            self._link, self._adopted_links = None, []
+        for link in links:
+            link.close(wait=KILL_AFTER_TERM_SECONDS + 5 if link.process else 0)
+
+
+def exit_error(code: int | None) -> str | None:
+    """What an exit code says, for the ledger: None for success."""
+    if code == 0:
+        return None
+    if code is None:
+        return "its end is unknown"
+    if code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
 
 
 def _cancelled(log_path: str, code: int | None = None) -> Outcome:

@@ -9,6 +9,7 @@ poll (`SqliteLedger.request_retry`). The queue is paused by a file beside the le
 from __future__ import annotations
 
 import os
+import time
 
 from ...faults import StorageFault, diagnose
 from ...log_tails import log_tail
@@ -22,6 +23,7 @@ from .state_files import (
     running_manager,
     write_parallelism,
     write_paused,
+    write_removals_accepted,
 )
 
 
@@ -112,6 +114,10 @@ class LocalQueueOps(QueueOps):
 
     def hold(self, since: float | None) -> None:
         write_paused(self.state_dir, since)
+
+    def accept_removals(self) -> None:
+        self._opened()
+        write_removals_accepted(self.state_dir, time.time())
 
     def asked_parallelism(self) -> int | None:
         self._opened()

@@ -57,8 +57,7 @@ class Spawner:
             program = found
         self.program = program
         self.argv = list(argv)
-        for fd in _inheritable():
-            os.set_inheritable(fd, False)
+        close_inherited()
         self._template = None
         if libc_spawn.available():  # the same call, without holding the interpreter lock
             self._template = libc_spawn.Template(program, self.argv, self.base_env)
@@ -82,6 +81,13 @@ class Spawner:
             setsigdef=RESTORED_SIGNALS,
         )
         return Child(pid)
+
+
+def close_inherited() -> None:
+    """Mark what this process inherited (descriptors above 2 its parent left open) close-on-
+    exec, so that a process it starts gets 0, 1 and 2 only."""
+    for fd in _inheritable():
+        os.set_inheritable(fd, False)
 
 
 def _inheritable() -> list[int]:

@@ -5,6 +5,8 @@ opening the ledger.
     paused         {"since": epoch seconds} while the queue is paused (`workqueue pause`)
     parallelism    {"parallelism": N, "at": epoch seconds}: asked by `workqueue scale` (or the
                    built-in autoscaler), followed by the running manager within a second
+    removals-accepted  {"at": epoch seconds}: the held removals accepted (`workqueue resume
+                   --accept-removals`), acted on by the running manager within a second
     manager.json   the running manager's facts (`Asked.facts`), padded to 4 KiB so that on a
                    full disk it is rewritten in place (its own bytes need no new space)
 
@@ -65,6 +67,21 @@ def write_parallelism(state_dir: str, parallelism: int) -> None:
     _replace_json(
         os.path.join(state_dir, PARALLELISM_FILE), {"parallelism": parallelism, "at": time.time()}
     )
+
+
+ACCEPT_FILE = "removals-accepted"  # {"at": epoch seconds}: `workqueue resume --accept-removals`
+
+
+def read_removals_accepted(state_dir: str) -> float | None:
+    try:
+        with open(os.path.join(state_dir, ACCEPT_FILE), encoding="utf-8") as f:
+            return float(json.load(f)["at"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write_removals_accepted(state_dir: str, at: float) -> None:
+    _replace_json(os.path.join(state_dir, ACCEPT_FILE), {"at": at})
 
 
 def _replace_json(path: str, body: dict | None, *, pad: int = 0) -> None:
@@ -133,6 +150,8 @@ class QueueFiles:
     _paused_read = float("-inf")  # time.monotonic() of the last read
     _wanted: int | None = None  # `workqueue scale`, as last read
     _wanted_read = float("-inf")
+    _accepted: float | None = None  # `workqueue resume --accept-removals`, as last read
+    _accepted_read = float("-inf")
 
     def paused_since(self) -> float | None:
         """From the `paused` file (`workqueue pause`)."""
@@ -140,6 +159,13 @@ class QueueFiles:
         if now - self._paused_read >= 0.5:
             self._paused, self._paused_read = read_paused(self.state_dir), now
         return self._paused
+
+    def removals_accepted(self) -> float | None:
+        """From the `removals-accepted` file (`workqueue resume --accept-removals`)."""
+        now = time.monotonic()
+        if now - self._accepted_read >= 0.5:
+            self._accepted, self._accepted_read = read_removals_accepted(self.state_dir), now
+        return self._accepted
 
     def wanted_parallelism(self) -> int | None:
         """From the `parallelism` file (`workqueue scale`)."""

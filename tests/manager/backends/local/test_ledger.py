@@ -38,16 +38,18 @@ def test_state_survives_reopening(tmp_path):
         assert ledger.state("a") == ("succeeded", 1)
 
 
-def test_recover_requeues_running_items_and_ends_their_groups(tmp_path):
+def test_running_rows_and_an_end_recorded_at_its_own_time(tmp_path):
+    told = []
     with SqliteLedger(str(tmp_path)).open() as ledger:
         ledger.see(["a", "b"])
         ledger.start("a", "/log")
-        ledger.record_process("a", 4242, "777")
-    ended = []
     with SqliteLedger(str(tmp_path)).open() as ledger:
-        assert ledger.recover(lambda pgid, start: ended.append((pgid, start))) == ["a"]
-        assert ended == [(4242, "777")]
-        assert ledger.state("a") == ("pending", 0)
+        ledger.on_recorded = told.append
+        assert ledger.running_rows() == [("a", 1, None, None)]
+        ledger.finish("a", False, 3, "exit code 3", at=1234.5)
+        assert ledger.row("a").finished == 1234.5
+        assert ledger.state("a") == ("failed", 1)
+        assert told == ["a"]
 
 
 def test_retry_only_failed_items(tmp_path):

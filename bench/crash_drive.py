@@ -1,0 +1,47 @@
+"""The random-kill drive (issue: exactly once when the manager dies), printed.
+
+200 items whose workers run 0.5-3 s, `workqueue run` at parallelism 8 killed with -9 at 10
+random moments, its whole process group killed once and a SIGHUP once, in a shuffled order,
+restarted after each; then a run to the end. Printed: items lost, items completed more than
+once, worker starts, starts that never completed, and the ledger's attempts against the starts
+(`tests/support/crash_drive.py` does the driving; the e2e test runs a small one).
+
+`--peer DIR` runs the same drive (same seed, same items) with the `manager` package of another
+checkout - say the commit before the keeper (`git worktree add /tmp/before <commit>`) - side by
+side.
+
+Run: .venv/bin/python -m bench.crash_drive [--items 200] [--seed 1] [--peer DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+from pathlib import Path
+
+from tests.support.crash_drive import drive
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--items", type=int, default=200)
+    parser.add_argument("--kills", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--peer", type=Path, help="a checkout to run the same drive with")
+    args = parser.parse_args()
+    runs = [("workqueue (this checkout)", None)]
+    if args.peer is not None:
+        runs.append((f"peer {args.peer}", args.peer.resolve()))
+    for label, code in runs:
+        work = Path(tempfile.mkdtemp(prefix="wq-crash-drive-"))
+        try:
+            result = drive(work, items=args.items, kills=args.kills, seed=args.seed, code=code)
+            print(f"{label}: {result.summary()}; last run exit {result.last_exit}")
+            print("  rounds: " + ", ".join(result.log))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

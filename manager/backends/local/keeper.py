@@ -1,0 +1,366 @@
+"""The keeper: the parent of a local manager's workers, so that how each one ended outlives the
+manager.
+
+Only a process's parent learns its exit status. When the manager itself started its workers, a
+manager killed with -9 left them running as orphans of init, which reaped them and threw their
+ends away: the next manager found "running" in the ledger and ran the item again - 28 of 200
+items completed twice in a drive of random kills. A Kubernetes Job keeps its outcome when its
+controller dies; here the keeper does, as containerd's shim keeps a container's exit status
+when containerd restarts.
+
+One keeper per manager run, started by it (`kept.KeeperLink.start`) in a session of its own - a
+kill of the manager's process group, a closed terminal (SIGHUP) or a Ctrl-C (SIGINT) does not
+reach it. It is small on purpose (the standard library and `libc_spawn` only, run as a script),
+and does four things:
+
+  * starts each worker the manager asks for: posix_spawn in a new session, stdin /dev/null,
+    stdout and stderr appended to the item's log (after the attempt's header line),
+    WORK_ITEM_FILE in its environment;
+  * reaps it, then ends what it left in its process group (SIGTERM, SIGKILL five seconds later
+    for what is still there), and only then reports the end;
+  * writes every start and end to its journal (`<id>.journal`, a JSON line each) before it
+    reports them, and keeps what the manager has not acknowledged (an end is acknowledged once
+    the ledger has it; the acknowledgement is journaled too, so a reader of the journal knows
+    exactly which ends are still unrecorded);
+  * signals a worker's group on request, only while the worker is not reaped (so a recycled
+    pid is never hit).
+
+Liveness is a lock, not a pid: the keeper holds an exclusive `flock` on `<id>.lock` for its
+whole life. A later manager that can take that lock knows the keeper is gone and reads its
+journal; one that cannot connects to `<id>.sock` and adopts the keeper's workers - it learns
+which still run and is told each end as it comes (`recovery.py`).
+
+The keeper leaves when it has no worker left and its manager said goodbye (everything it
+reported is recorded: its files are removed) or is gone (its journal stays for the next
+manager). SIGINT, SIGHUP and SIGPIPE are ignored; only SIGKILL (or SIGTERM, on purpose) ends it
+early - then the next manager ends the workers it finds orphaned and counts their attempts.
+
+Protocol, JSON lines over a stream socket (fd 3 from the manager that started it; the
+listening socket for one that adopts): manager -> keeper `config` (first, once), `spawn`,
+`signal`, `ack`, `adopt`, `bye`; keeper -> manager `ended` (a worker's end, or why it could not
+start) and `children` (the answer to `adopt`). Workers are named by the manager's id for the
+spawn, never by pid.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import time
+
+try:
+    from . import libc_spawn
+except ImportError:  # run as a script: the sibling module
+    import libc_spawn  # type: ignore[no-redef]
+
+LEFTOVER_GRACE_SECONDS = 5.0  # what a worker left in its group gets after SIGTERM
+COMPACT_BYTES = 1 << 20  # the journal is rewritten with only what still matters past this
+_encode = json.JSONEncoder(separators=(",", ":")).encode  # one encoder, not one per line
+RESTORED_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ)
+
+
+def start_ticks(pid: int) -> str | None:
+    """The kernel's start time of a process (clock ticks since boot), or None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def ticks_now() -> str:
+    """The start time, in the kernel's terms (clock ticks since boot), of a process started
+    just now: from the clock the kernel uses - reading a just-started process's /proc entry
+    waits for its exec (0.2 ms here). Whoever compares allows a second's difference."""
+    return str(int(time.clock_gettime(time.CLOCK_BOOTTIME) * CLOCK_TICKS))
+
+
+class Keeper:
+    """The keeper's state. Invariants: every id in `children` names a worker started and not
+    reaped (`pids` maps its pid back); every end in `unacked` is in the journal; an id is in
+    at most one of `children`, `leftovers` (reaped, its group being ended) and `unacked`."""
+
+    def __init__(self, owner: socket.socket, config: dict, pending: bytes = b"") -> None:
+        """`pending`: what the manager sent after the config, read with it."""
+        self.id = config["id"]
+        # Its files by the folder's descriptor; never a chdir: workers inherit the manager's
+        # working directory (a relative worker command, relative paths in its arguments).
+        self.dir_fd = os.open(config["dir"], os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        self.lock_fd = self._open(f"{self.id}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC)
+        fcntl.flock(self.lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        self.journal_name = f"{self.id}.journal"
+        self.journal = self._open(self.journal_name, self._journal_flags())
+        self.journal_bytes = os.fstat(self.journal).st_size
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        # through the folder's descriptor: a socket's path is limited to 108 bytes
+        self.listener.bind(f"/proc/self/fd/{self.dir_fd}/{self.id}.sock")
+        self.listener.listen(4)
+        self.template = None
+        env = config["env"]
+        if libc_spawn.available():
+            self.template = libc_spawn.Template(config["program"], config["argv"], env)
+        self.program, self.argv, self.env = config["program"], config["argv"], env
+        self.children: dict[int, dict] = {}  # id -> the worker's start record
+        self.pids: dict[int, int] = {}  # pid -> id, for reaping
+        self.leftovers: dict[int, tuple[float, dict]] = {}  # pid -> (SIGKILL at, end record)
+        self.unacked: dict[int, dict] = {}  # id -> end record the manager has not recorded
+        self.conn: socket.socket | None = owner
+        self.buffer = pending
+        self.bye = False
+
+    def _open(self, name: str, flags: int) -> int:
+        return os.open(name, flags, 0o600, dir_fd=self.dir_fd)
+
+    @staticmethod
+    def _journal_flags() -> int:
+        return os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+
+    # -- the journal -----------------------------------------------------------------------
+
+    def _write(self, entry: dict) -> None:
+        self._write_line((_encode(entry) + "\n").encode())
+
+    def _write_line(self, line: bytes) -> None:
+        """Appended to the journal. A disk that refuses it (full, read-only, failing) does not
+        stop the keeper: the manager holds dispatch for the same disk, and the ends go on being
+        reported; only a manager that dies meanwhile leaves them unknown."""
+        try:
+            os.write(self.journal, line)
+            self.journal_bytes += len(line)
+            if self.journal_bytes > COMPACT_BYTES:
+                self._compact()
+        except OSError:
+            pass
+
+    def _compact(self) -> None:
+        """The journal rewritten with what a later manager may still need: the starts of
+        workers still running and the ends not yet recorded (written whole, then renamed)."""
+        entries = [{"start": c} for c in self.children.values()]
+        entries += [{"end": e} for e in self.unacked.values()]
+        entries += [{"end": e} for _, e in self.leftovers.values()]
+        body = "".join(_encode(e) + "\n" for e in entries).encode()
+        new = self._open(self.journal_name + ".new", os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+                         | os.O_CLOEXEC)  # fmt: skip
+        try:
+            os.write(new, body)
+        finally:
+            os.close(new)
+        os.replace(self.journal_name + ".new", self.journal_name,
+                   src_dir_fd=self.dir_fd, dst_dir_fd=self.dir_fd)  # fmt: skip
+        os.close(self.journal)
+        self.journal = self._open(self.journal_name, self._journal_flags())
+        self.journal_bytes = len(body)
+
+    # -- talking to the manager ------------------------------------------------------------
+
+    def _send(self, message: dict) -> None:
+        self._send_line((_encode(message) + "\n").encode())
+
+    def _send_line(self, line: bytes) -> None:
+        if self.conn is None:
+            return
+        try:
+            self.conn.sendall(line)
+        except OSError:  # the manager is gone: the journal has it
+            self._drop_conn()
+
+    def _drop_conn(self) -> None:
+        if self.conn is not None:
+            try:
+                self.poller.unregister(self.conn.fileno())
+            except (OSError, ValueError):
+                pass
+            self.conn.close()
+        self.conn, self.buffer, self.bye = None, b"", False
+
+    def _received(self, data: bytes) -> None:
+        self.buffer += data
+        *lines, self.buffer = self.buffer.split(b"\n")
+        for line in lines:
+            if line:
+                self._handle(json.loads(line))
+
+    def _handle(self, message: dict) -> None:
+        op = message["op"]
+        if op == "spawn":
+            self._spawn(message)
+        elif op == "signal":
+            self._signal(message["id"], message["sig"])
+        elif op == "ack":
+            self._acked(message["ids"])
+        elif op == "adopt":  # a later manager: what still runs; ends come as they happen
+            running = list(self.children.values())
+            ended = list(self.unacked.values()) + [e for _, e in self.leftovers.values()]
+            self._send({"op": "children", "running": running, "ended": ended})
+        elif op == "bye":
+            self._acked(message.get("ack", []))
+            self.bye = True
+
+    # -- workers ---------------------------------------------------------------------------
+
+    def _acked(self, ids: list[int]) -> None:
+        """Recorded in the ledger: a later manager must not see these ends again."""
+        acked = [i for i in ids if self.unacked.pop(i, None) is not None]
+        if acked:
+            self._write({"ack": acked})
+
+    def _spawn(self, message: dict) -> None:
+        if "ack" in message:  # acknowledgements ride on the next start when there is one
+            self._acked(message["ack"])
+        ident, name, attempt = message["id"], message["name"], message["attempt"]
+        try:
+            log_fd = os.open(message["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
+                             0o644)  # fmt: skip
+            try:
+                os.write(log_fd, message["header"].encode("utf-8", "replace"))
+                pid = self._start(log_fd, message["env"])
+            finally:
+                os.close(log_fd)
+        except OSError as exc:
+            why = f"cannot start worker: {exc.strerror}: {exc.filename or self.argv[0]}"
+            self._send({"op": "ended", "end": {"id": ident, "code": None, "error": why}})
+            return
+        record = {"id": ident, "name": name, "attempt": attempt, "pid": pid,
+                  "ticks": ticks_now(), "began": time.time()}  # fmt: skip
+        self.children[ident] = record
+        self.pids[pid] = ident
+        self._write({"start": record})
+
+    def _start(self, log_fd: int, extra_env: dict) -> int:
+        if self.template is not None:
+            return self.template.spawn(log_fd, extra_env)
+        actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                   (os.POSIX_SPAWN_DUP2, log_fd, 1), (os.POSIX_SPAWN_DUP2, log_fd, 2)]  # fmt: skip
+        return os.posix_spawn(self.program, self.argv, {**self.env, **extra_env},
+                              file_actions=actions, setsid=True,
+                              setsigdef=RESTORED_SIGNALS)  # fmt: skip
+
+    def _signal(self, ident: int, sig: int) -> None:
+        """The worker's whole group, only while the worker is not reaped."""
+        child = self.children.get(ident)
+        if child is not None:
+            try:
+                os.killpg(child["pid"], sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def _reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            ident = self.pids.pop(pid, None)
+            if ident is None:
+                continue
+            child = self.children.pop(ident)
+            end = {**child, "code": os.waitstatus_to_exitcode(status), "at": time.time()}
+            try:  # what it left in its group: ended before the end is reported
+                os.killpg(pid, signal.SIGTERM)
+            except (ProcessLookupError, PermissionError):
+                self._ended(end)
+                continue
+            self.leftovers[pid] = (time.monotonic() + LEFTOVER_GRACE_SECONDS, end)
+
+    def _check_leftovers(self) -> None:
+        now = time.monotonic()
+        for pid, (kill_at, end) in list(self.leftovers.items()):
+            try:
+                os.killpg(pid, signal.SIGKILL if now >= kill_at else 0)
+                if now < kill_at:
+                    continue
+            except (ProcessLookupError, PermissionError):
+                pass
+            del self.leftovers[pid]
+            self._ended(end)
+
+    def _ended(self, end: dict) -> None:
+        body = _encode(end)  # once, for the journal and the manager
+        self._write_line(f'{{"end":{body}}}\n'.encode())
+        self.unacked[end["id"]] = end
+        self._send_line(f'{{"op":"ended","end":{body}}}\n'.encode())
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def run(self) -> None:
+        wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+        signal.signal(signal.SIGCHLD, lambda *_: None)  # (a handler, so the fd is written)
+        self.poller = select.epoll()
+        self.poller.register(wake_r, select.EPOLLIN)
+        self.poller.register(self.listener.fileno(), select.EPOLLIN)
+        self.poller.register(self.conn.fileno(), select.EPOLLIN)
+        self._received(b"")  # requests that came with the config
+        self._reap()
+        while self.children or self.leftovers or (self.conn is not None and not self.bye):
+            for fd, _ in self.poller.poll(0.05 if self.leftovers else -1):
+                if fd == wake_r:  # SIGCHLD: drained, then every exited worker reaped
+                    try:
+                        while os.read(wake_r, 4096):
+                            pass
+                    except BlockingIOError:
+                        pass
+                    self._reap()
+                elif fd == self.listener.fileno():
+                    conn, _ = self.listener.accept()
+                    self._drop_conn()  # one manager at a time: the newest
+                    self.conn = conn
+                    self.poller.register(conn.fileno(), select.EPOLLIN)
+                elif self.conn is not None and fd == self.conn.fileno():
+                    try:
+                        data = self.conn.recv(65536)
+                    except OSError:
+                        data = b""
+                    if data:
+                        self._received(data)
+                    else:
+                        self._drop_conn()
+            if self.leftovers:
+                self._check_leftovers()
+        self._leave()
+
+    def _leave(self) -> None:
+        """Every end reported is recorded (acknowledged): the files go. Otherwise the journal
+        stays for the next manager; the lock is let go either way (by exiting)."""
+        suffixes = (".sock", ".journal", ".lock", ".err") if not self.unacked else (".sock",)
+        for suffix in suffixes:
+            try:
+                os.unlink(self.id + suffix, dir_fd=self.dir_fd)
+            except OSError:  # gone, or a disk that refuses: the next manager tidies up
+                pass
+
+
+def main() -> None:
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_IGN)
+    for entry in os.listdir("/proc/self/fd"):  # workers get 0, 1 and 2 only
+        if int(entry) > 2:
+            try:
+                os.set_inheritable(int(entry), False)
+            except OSError:  # the listing's own descriptor, closed by now
+                pass
+    owner = socket.socket(fileno=3)
+    owner.setblocking(True)
+    received = b""
+    while b"\n" not in received:  # the config, the first line the manager sends
+        chunk = owner.recv(65536)
+        if not chunk:
+            sys.exit(1)
+        received += chunk
+    first, rest = received.split(b"\n", 1)
+    Keeper(owner, json.loads(first), rest).run()
+
+
+if __name__ == "__main__":
+    main()

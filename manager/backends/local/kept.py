@@ -1,0 +1,368 @@
+"""The manager's side of a keeper (`keeper.py`): start one, ask it for workers, hear their ends.
+
+`KeeperLink` is one connection to one keeper process - the one this manager started
+(`KeeperLink.start`), or one a manager that died left behind and this manager adopts
+(`KeeperLink.adopt`, in `recovery.py`). `KeptChild` is one worker through it, with the face
+`spawn.Child` had (wait, exited_within, signal_group, end), so the runner treats a worker it
+started and one it adopted alike.
+
+Costs on the dispatch path: one message out per start (the keeper answers nothing until the
+end: a worker that cannot be started ends at once, with why), one message in per end, one
+acknowledgement out once the ledger has the end (`ack`, called from the ledger's commit). One
+reader thread per link hands each end to the thread that waits for it.
+
+If the keeper itself dies (SIGKILL), the ends of its running workers are lost: the reader
+sees the socket close, ends whatever of those workers still runs (by pid and start time from
+the keeper's journal: never a bare pid) and reports each as failed with that reason - the
+attempt counted, the item retried. The backend then starts a new keeper for the next worker.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import itertools
+import json
+import logging
+import os
+import secrets
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+from . import spawn
+from .keeper import start_ticks
+
+log = logging.getLogger(__name__)
+
+_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+KEEPER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "keeper.py")
+LOST = "its keeper process died before the worker's end was known"
+TAKEN = "another manager took its keeper over"
+
+
+class KeptChild:
+    """One worker of a keeper. `returncode` once it ended (negative: the signal, as
+    `Popen.returncode`); `error` when it never started or its end was lost; `began` and
+    `ended` are wall-clock times from the keeper."""
+
+    def __init__(self, link: KeeperLink, ident: int, began: float | None = None) -> None:
+        self.link = link
+        self.id = ident
+        self.returncode: int | None = None
+        self.error: str | None = None
+        self.began = began
+        self.ended: float | None = None
+        self._done = threading.Event()
+
+    def _end(self, message: dict) -> None:
+        self.returncode = message.get("code")
+        self.error = message.get("error")
+        self.began = message.get("began", self.began)
+        self.ended = message.get("at", time.time())
+        self._done.set()
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """The exit code once it ended; None if still running after `timeout` s (or if it
+        never started: see `error`)."""
+        self._done.wait(timeout)
+        return self.returncode
+
+    def exited_within(self, timeout: float) -> bool:
+        return self._done.wait(timeout)
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def signal_group(self, sig: int) -> bool:
+        """Ask the keeper to signal the worker's process group (it does only while the worker
+        is not reaped). False when it has already ended."""
+        if self._done.is_set():
+            return False
+        return self.link.signal(self.id, sig)
+
+    def end(self, grace: float) -> None:
+        """SIGTERM the group; SIGKILL it if the worker has not exited `grace` s later."""
+        if self.signal_group(signal.SIGTERM) and not self.exited_within(grace):
+            self.signal_group(signal.SIGKILL)
+
+
+class KeeperLink:
+    """A connection to one keeper. Invariant (under `_lock`): `_children` holds every
+    `KeptChild` of this link that has not ended; the reader thread alone ends them."""
+
+    def __init__(self, conn: socket.socket, keepers_dir: str, keeper_id: str,
+                 process: int | None = None) -> None:  # fmt: skip
+        self.conn = conn
+        self.keepers_dir = keepers_dir
+        self.keeper_id = keeper_id
+        self.process = process  # the keeper's pid when this manager started it (to reap it)
+        self._children: dict[int, KeptChild] = {}
+        self._ids = itertools.count(1)
+        self._acks: list[int] = []  # ends the ledger has, not yet told to the keeper
+        self._lock = threading.Lock()
+        self._send_lock = threading.Lock()
+        self.alive = True
+        self.on_lost: Callable[[KeeperLink], None] | None = None
+        self._buffer = b""
+        self._reader: threading.Thread | None = None
+
+    # -- making one ------------------------------------------------------------------------
+
+    @classmethod
+    def start(cls, keepers_dir: str, spawner: spawn.Spawner) -> KeeperLink:
+        """A new keeper for this manager's workers (what `spawner` would start), in a session
+        of its own; its errors go to `<id>.err`. Nothing waits for it to be ready: requests
+        queue in the socket meanwhile."""
+        os.makedirs(keepers_dir, mode=0o700, exist_ok=True)
+        keeper_id = f"k{os.getpid()}-{secrets.token_hex(4)}"
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        err = os.path.join(keepers_dir, keeper_id + ".err")
+        err_fd = os.open(err, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        try:
+            spawn.close_inherited()
+            os.set_inheritable(theirs.fileno(), True)  # even if it is 3 already
+            actions = [
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_DUP2, err_fd, 1),
+                (os.POSIX_SPAWN_DUP2, err_fd, 2),
+                (os.POSIX_SPAWN_DUP2, theirs.fileno(), 3),
+            ]
+            argv = [sys.executable, "-E", "-s", "-B", KEEPER_SCRIPT]
+            pid = os.posix_spawn(sys.executable, argv, dict(os.environ), file_actions=actions,
+                                 setsid=True)  # fmt: skip
+        finally:
+            os.close(err_fd)
+            theirs.close()
+        link = cls(ours, keepers_dir, keeper_id, process=pid)
+        link._send({"op": "config", "id": keeper_id, "dir": keepers_dir,
+                    "program": spawner.program, "argv": spawner.argv,
+                    "env": spawner.base_env})  # fmt: skip
+        link._start_reader()
+        return link
+
+    @classmethod
+    def adopt(cls, keepers_dir: str, keeper_id: str) -> tuple[KeeperLink, list[dict], list[dict]]:
+        """Connect to a live keeper a manager that died left: (the link, the start records of
+        the workers it still runs, the ends it holds unrecorded). `OSError` if it is gone."""
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        dir_fd = os.open(keepers_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:  # through the folder's descriptor: a socket's path is limited to 108 bytes
+            conn.settimeout(10)
+            conn.connect(f"/proc/self/fd/{dir_fd}/{keeper_id}.sock")
+        except OSError:
+            conn.close()
+            raise
+        finally:
+            os.close(dir_fd)
+        link = cls(conn, keepers_dir, keeper_id)
+        link._send({"op": "adopt"})
+        reply = link._read_reply()
+        conn.settimeout(None)
+        for record in reply["running"]:
+            with link._lock:
+                link._children[record["id"]] = KeptChild(link, record["id"], record["began"])
+        link._start_reader()
+        return link, reply["running"], reply["ended"]
+
+    def _read_reply(self) -> dict:
+        while b"\n" not in self._buffer:
+            chunk = self.conn.recv(65536)
+            if not chunk:
+                raise ConnectionResetError("the keeper closed the connection")
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def child(self, ident: int) -> KeptChild | None:
+        """An adopted worker still running, by its id."""
+        with self._lock:
+            return self._children.get(ident)
+
+    # -- asking ----------------------------------------------------------------------------
+
+    def _send(self, message: dict) -> bool:
+        data = (_encode(message) + "\n").encode("utf-8", "surrogateescape")
+        with self._send_lock:
+            try:
+                self.conn.sendall(data)
+                return True
+            except OSError:
+                return False
+
+    def spawn(self, name: str, attempt: int, log_path: str, header: str,
+              extra_env: dict) -> KeptChild:  # fmt: skip
+        """Ask for a worker for `name`'s `attempt`, its output appended to `log_path` after
+        `header`. Its end (or why it could not start) comes to the returned child."""
+        ident = next(self._ids)
+        child = KeptChild(self, ident)
+        with self._lock:
+            self._children[ident] = child
+            alive = self.alive
+        request = {"op": "spawn", "id": ident, "name": name, "attempt": attempt,
+                   "log": log_path, "header": header, "env": extra_env}  # fmt: skip
+        with self._lock:
+            if self._acks:
+                request["ack"], self._acks = self._acks, []
+        if not alive or not self._send(request):
+            with self._lock:
+                self._children.pop(ident, None)
+            child._end({"code": None, "error": "cannot start worker: its keeper is gone"})
+        return child
+
+    def signal(self, ident: int, sig: int) -> bool:
+        return self._send({"op": "signal", "id": ident, "sig": int(sig)})
+
+    def ack(self, ident: int) -> None:
+        """The ledger has this worker's end: the keeper need not keep it. Sent with the next
+        start (one message fewer per item), or alone when `flush_acks` finds it waiting."""
+        with self._lock:
+            self._acks.append(ident)
+
+    def flush_acks(self) -> None:
+        with self._lock:
+            acks, self._acks = self._acks, []
+        if acks:
+            self._send({"op": "ack", "ids": acks})
+
+    @property
+    def running(self) -> int:
+        with self._lock:
+            return len(self._children)
+
+    def close(self, wait: float = 10.0) -> None:
+        """Goodbye: the keeper leaves once its workers have ended (the caller has ended them or
+        waited for them). The keeper this manager started is waited for, up to `wait` s."""
+        with self._lock:
+            acks, self._acks = self._acks, []
+        self._send({"op": "bye", "ack": acks})
+        if self.process is not None:
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline:
+                try:
+                    pid, _ = os.waitpid(self.process, os.WNOHANG)
+                except ChildProcessError:
+                    break
+                if pid:
+                    break
+                time.sleep(0.01)
+        try:
+            self.conn.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.conn.close()
+
+    # -- hearing ---------------------------------------------------------------------------
+
+    def _start_reader(self) -> None:
+        self._reader = threading.Thread(target=self._read, name=f"keeper-{self.keeper_id}",
+                                        daemon=True)  # fmt: skip
+        self._reader.start()
+
+    def _read(self) -> None:
+        try:
+            while True:
+                try:
+                    chunk = self.conn.recv(65536)
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    break
+                self._buffer += chunk
+                *lines, self._buffer = self._buffer.split(b"\n")
+                for line in lines:
+                    message = json.loads(line)
+                    if message.get("op") == "ended":
+                        end = message["end"]
+                        with self._lock:
+                            child = self._children.pop(end["id"], None)
+                        if child is not None:
+                            child._end(end)
+        finally:
+            self._lost()
+
+    def _lost(self) -> None:
+        """The connection closed. After a goodbye, nothing runs; otherwise the keeper died:
+        what its workers still run is ended (identified by the journal's pid and start time)
+        and each is told its end was lost."""
+        with self._lock:
+            self.alive = False
+            left, self._children = self._children, {}
+        if not left:
+            return
+        if keeper_alive(self.keepers_dir, self.keeper_id):  # another manager took it over
+            for child in left.values():
+                child._end({"code": None, "error": TAKEN})
+            return
+        starts = read_journal(os.path.join(self.keepers_dir, self.keeper_id + ".journal"))[0]
+        for ident, child in left.items():
+            record = starts.get(ident)
+            if record is not None:
+                end_process_group(record["pid"], record.get("ticks"))
+            child._end({"code": None, "error": LOST})
+        log.error("a keeper of this manager's workers died: %d worker end(s) lost", len(left))
+        if self.on_lost is not None:
+            self.on_lost(self)
+
+
+SAME_START_TICKS = os.sysconf("SC_CLK_TCK")  # two start times this close (1 s) are one process's
+
+
+def end_process_group(pgid: int, start: str | None) -> None:
+    """Kill a process group whose keeper died, if it is still that group: its leader started
+    when the journal (or an earlier version's ledger) says - within a second; pids are not
+    reused that fast."""
+    actual = start_ticks(pgid)
+    try:
+        if start is None or actual is None or abs(int(actual) - int(start)) > SAME_START_TICKS:
+            return
+    except ValueError:  # not a start time: nothing proves the group is ours
+        return
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def keeper_alive(keepers_dir: str, keeper_id: str) -> bool:
+    """Whether the keeper still holds its lock (a lock, not a pid: see keeper.py)."""
+    try:
+        fd = os.open(os.path.join(keepers_dir, keeper_id + ".lock"), os.O_RDWR | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def read_journal(path: str) -> tuple[dict[int, dict], dict[int, dict]]:
+    """A keeper's journal: (starts by id, ends by id), without what was acknowledged (in the
+    ledger already). A torn last line (the keeper killed while writing it) is skipped."""
+    starts: dict[int, dict] = {}
+    ends: dict[int, dict] = {}
+    try:
+        with open(path, "rb") as f:
+            lines = f.read().split(b"\n")
+    except OSError:  # none, or a disk that refuses: nothing known
+        return starts, ends
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if "start" in entry:
+            starts[entry["start"]["id"]] = entry["start"]
+        elif "end" in entry:
+            ends[entry["end"]["id"]] = entry["end"]
+        elif "ack" in entry:
+            for ident in entry["ack"]:
+                ends.pop(ident, None)
+                starts.pop(ident, None)
+    return starts, ends

@@ -1,0 +1,79 @@
+"""Work a manager that died left running, waited for by the manager that took over.
+
+A backend whose work outlives its manager (the local backend's keepers: `AdoptsWork` in
+`manager.ports`) hands the new manager the (name, attempt) of every unit still running. Each is
+neither queued nor started: it takes a capacity slot at once (it is running, whatever the
+limit), and a thread of its own waits for its end through `Reconciler.finish` - the same
+recording, retry, cancel (`--cancel-removed` ends it like any running item), metrics and
+`--once` report as work this manager started. When the manager stops, the backend's shut-down
+ends it after the grace period like the rest; `join` waits until each has been recorded.
+
+The caller's duties: `start()` once dispatching begins (the `--once` report, if any, already
+made), `join()` before the manager marks anything left running as pending.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from ..faults import StorageFault
+from ..ports import AdoptsWork, Backend
+from .cancellation import Cancellations
+from .capacity import Capacity
+from .reconciler import Reconciler, Result, Started
+
+log = logging.getLogger(__name__)
+
+
+class Adoption:
+    def __init__(
+        self,
+        backend: Backend,
+        reconciler: Reconciler,
+        capacity: Capacity,
+        cancellations: Cancellations,
+        *,
+        retry: Callable[[str], None],
+        fault: Callable[[StorageFault], None],
+    ) -> None:
+        """`retry(name)` puts an item whose adopted attempt failed back in line after its
+        backoff; `fault(f)` holds dispatch for a record that could not be written."""
+        self.reconciler = reconciler
+        self.capacity = capacity
+        self.cancellations = cancellations
+        self.retry = retry
+        self.fault = fault
+        self.units = backend.adopted() if isinstance(backend, AdoptsWork) else []
+        self.names = {name for name, _ in self.units}
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        for name, attempt in self.units:
+            self.capacity.occupy()
+            with self.cancellations.gate:
+                cancel = self.cancellations.started(name)
+            started = Started(name, {}, attempt, cancel)
+            thread = threading.Thread(target=self._wait, args=(started,), daemon=True,
+                                      name=f"adopted-{len(self._threads) + 1}")  # fmt: skip
+            thread.start()
+            self._threads.append(thread)
+
+    def _wait(self, started: Started) -> None:
+        try:
+            result = self.reconciler.finish(started)
+        except StorageFault as fault:  # its outcome waits in the reconciler's `unrecorded`
+            self.fault(fault)
+            return
+        except Exception:  # one item's trouble never stops the others
+            log.exception("%s: an adopted worker's end could not be recorded", started.name)
+            return
+        finally:
+            self.capacity.release()
+        if result == Result.RETRY:
+            self.retry(started.name)
+
+    def join(self) -> None:
+        for thread in self._threads:
+            thread.join()

@@ -1,0 +1,233 @@
+"""A worker's end outlives its manager (`keeper.py`, `kept.py`, `recovery.py`), with real
+processes: the manager killed with -9 while its worker runs, the worker finishing while no
+manager runs, a worker still running when the next manager starts, a keeper killed under a
+live manager, and the journal of a keeper that died read by the next manager."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from manager.backends.local.kept import LOST, TAKEN, KeeperLink
+from manager.backends.local.ledger import SqliteLedger
+from manager.backends.local.process import LocalBackend
+from manager.backends.local.recovery import take_back
+from manager.ports import Cancel
+from tests.support.servers import wait_until
+
+WORKER = """#!/bin/sh
+name=$(sed -n 's/.*"name":"\\([^"]*\\)".*/\\1/p' "$WORK_ITEM_FILE")
+echo "start $name" >> {log}
+while [ ! -e {gate} ]; do sleep 0.02; done
+echo "done $name" >> {log}
+exit {code}
+"""
+
+
+def worker(tmp_path: Path, code: int = 0) -> tuple[Path, Path, Path]:
+    """A worker that runs until `gate` exists, logging its start and end to `log`."""
+    log, gate = tmp_path / "worker.log", tmp_path / "gate"
+    script = tmp_path / "worker.sh"
+    script.write_text(WORKER.format(log=log, gate=gate, code=code))
+    script.chmod(0o755)
+    return script, log, gate
+
+
+def lines(log: Path) -> list[str]:
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def items(tmp_path: Path, names: list[str]) -> Path:
+    folder = tmp_path / "items"
+    folder.mkdir()
+    for name in names:
+        (folder / name).write_bytes(b"x")
+        os.utime(folder / name, (1_000_000_000, 1_000_000_000))
+    return folder
+
+
+def run(folder: Path, state: Path, script: Path, *extra) -> list[str]:
+    return [sys.executable, "-m", "manager.cli", "run", str(folder), "--suffix", ".x",
+            "--state-dir", str(state), "--settle", "0", *extra, "--", str(script)]  # fmt: skip
+
+
+def rows(state: Path) -> dict[str, tuple]:
+    with SqliteLedger(str(state)).open(exclusive=False, backups=False) as ledger:
+        return {r.name: (r.state, r.attempts, r.exit_code) for r in ledger.rows()}
+
+
+def kill_mid_run(folder, state, script, log, started: int):
+    proc = subprocess.Popen(run(folder, state, script, "--parallelism", "4"),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    wait_until(lambda: len(lines(log)) >= started, timeout=60)
+    proc.kill()
+    proc.wait(30)
+
+
+def test_a_worker_that_ends_while_no_manager_runs_is_recorded_and_never_run_again(tmp_path):
+    script, log, gate = worker(tmp_path)
+    folder = items(tmp_path, ["a.x", "b.x"])
+    state = tmp_path / "state"
+    kill_mid_run(folder, state, script, log, started=2)
+    gate.touch()  # both finish now, with no manager
+    wait_until(lambda: len(lines(log)) == 4, timeout=30)
+    wait_until(lambda: not any((state / "keepers").glob("*.sock")), timeout=30)  # keeper left
+    done = subprocess.run(run(folder, state, script), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "2 worker(s) ended while no manager ran" in done.stderr
+    assert sorted(lines(log)) == ["done a.x", "done b.x", "start a.x", "start b.x"]
+    assert rows(state) == {"a.x": ("succeeded", 1, 0), "b.x": ("succeeded", 1, 0)}
+    assert list((state / "keepers").iterdir()) == []  # the dead keeper's files, tidied
+
+
+def test_a_worker_still_running_is_adopted_shown_running_and_its_failure_retried(tmp_path):
+    script, log, gate = worker(tmp_path, code=3)
+    folder = items(tmp_path, ["a.x"])
+    state = tmp_path / "state"
+    kill_mid_run(folder, state, script, log, started=1)
+    command = run(folder, state, script, "--max-attempts", "2", "--retry-backoff", "0.1s")
+    second = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+
+        def status() -> dict:
+            asked = [sys.executable, "-m", "manager.cli", "status", "--state-dir", str(state)]
+            done = subprocess.run([*asked, "--json"], capture_output=True, text=True)
+            return json.loads(done.stdout) if done.returncode == 0 else {}
+
+        wait_until(lambda: (status().get("manager") or {}).get("pid") == second.pid, 30)
+        body = status()
+        assert body["manager"]["adopted"] == 1
+        assert [(i["name"], i["state"]) for i in body["items"]] == [("a.x", "running")]
+        assert lines(log) == ["start a.x"]  # adopted, not started again
+        gate.touch()
+        out, err = second.communicate(timeout=60)
+    finally:
+        if second.poll() is None:
+            second.kill()
+    assert second.returncode == 1, err
+    # the adopted attempt failed (exit 3) and counted; the retry was attempt 2
+    assert lines(log) == ["start a.x", "done a.x", "start a.x", "done a.x"]
+    assert rows(state) == {"a.x": ("failed", 2, 3)}
+
+
+def test_an_attempt_whose_worker_never_started_goes_back_uncounted(tmp_path):
+    with SqliteLedger(str(tmp_path)).open() as ledger:
+        ledger.see(["a"])
+        ledger.start("a", "/log")  # the manager died before it asked for the worker
+    with SqliteLedger(str(tmp_path)).open() as ledger:
+        taken = take_back(ledger, str(tmp_path))
+        assert taken.requeued == ["a"] and ledger.state("a") == ("pending", 0)
+
+
+def journal(tmp_path: Path, keeper_id: str, *entries: dict) -> None:
+    keepers = tmp_path / "keepers"
+    keepers.mkdir(exist_ok=True)
+    (keepers / f"{keeper_id}.lock").touch()
+    with open(keepers / f"{keeper_id}.journal", "w") as f:
+        for entry in entries:
+            f.write(json.dumps(entry) + "\n")
+        f.write('{"end": {"id": 9, "na')  # a torn last line: the keeper died writing it
+
+
+def test_a_dead_keeper_s_journal_settles_each_attempt_by_its_newest_word(tmp_path):
+    sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        ticks = Path(f"/proc/{sleeper.pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+        with SqliteLedger(str(tmp_path)).open() as ledger:
+            ledger.see(["ended", "orphan", "acked", "old"])
+            for name in ("ended", "orphan", "acked", "old"):
+                ledger.start(name, "/log")
+            ledger.start("old", "/log")  # attempt 2 runs; the journal knows attempt 1 only
+        start = {"name": "orphan", "attempt": 1, "pid": sleeper.pid, "ticks": ticks,
+                 "began": 10.0}  # fmt: skip
+        journal(
+            tmp_path, "k1-dead",
+            {"start": {"id": 1, "name": "ended", "attempt": 1, "pid": 1, "began": 10.0}},
+            {"end": {"id": 1, "name": "ended", "attempt": 1, "pid": 1, "began": 10.0,
+                     "code": 0, "at": 12.5}},
+            {"start": {"id": 2, **start}},
+            {"end": {"id": 3, "name": "acked", "attempt": 1, "code": 0, "began": 9.0}},
+            {"ack": [3]},  # recorded before the manager died: not heard again
+            {"end": {"id": 4, "name": "old", "attempt": 1, "code": 0, "began": 8.0}},
+        )  # fmt: skip
+        with SqliteLedger(str(tmp_path)).open() as ledger:
+            taken = take_back(ledger, str(tmp_path))
+            assert taken.recorded == ["ended"] and taken.lost == ["orphan"]
+            assert sorted(taken.requeued) == ["acked", "old"]
+            assert ledger.state("ended") == ("succeeded", 1)
+            assert ledger.row("ended").finished == 12.5
+            assert ledger.state("orphan") == ("failed", 1)
+            assert ledger.row("orphan").last_error == LOST
+            assert ledger.state("acked") == ("pending", 0)
+            assert ledger.state("old") == ("pending", 1)
+        assert sleeper.wait(10) == -signal.SIGKILL  # the orphan's group was ended
+        assert list((tmp_path / "keepers").iterdir()) == []
+    finally:
+        if sleeper.poll() is None:
+            sleeper.kill()
+
+
+def test_a_keeper_killed_under_a_live_manager_loses_only_its_running_ends(tmp_path):
+    script, log, gate = worker(tmp_path)
+    backend = LocalBackend([str(script)], str(tmp_path / "state"))
+    results = []
+    thread = threading.Thread(
+        target=lambda: results.append(backend.run("a", {"name": "a"}, 1, Cancel()))
+    )
+    thread.start()
+    wait_until(lambda: lines(log) == ["start a"], timeout=30)
+    keeper = backend._link.process
+    os.kill(keeper, signal.SIGKILL)
+    thread.join(30)
+    outcome = results[0]
+    assert not outcome.succeeded and outcome.error == LOST
+    gate.touch()
+    time.sleep(0.3)  # (a worker that was not ended would log "done" within this)
+    assert lines(log) == ["start a"]  # its worker was ended with it
+    second = backend.run("b", {"name": "b"}, 1, Cancel())  # a new keeper for the next one
+    assert second.succeeded and backend._link.process != keeper
+    backend.shutdown(1)
+    backend.close()
+
+
+def test_a_later_manager_adopts_a_live_keeper_and_hears_the_end_once(tmp_path):
+    script, log, gate = worker(tmp_path)
+    backend = LocalBackend([str(script)], str(tmp_path / "state"))
+    first = []
+    thread = threading.Thread(target=lambda: first.append(backend.run("a", {}, 1, Cancel())))
+    thread.start()
+    wait_until(lambda: lines(log) == ["start "], timeout=30)
+    link = backend._link
+    link.conn.shutdown(socket.SHUT_RDWR)  # as if its manager had died
+    thread.join(30)
+    assert first[0].error == TAKEN or first[0].error == LOST
+    keepers = str(tmp_path / "state" / "keepers")
+    other, running, ended = KeeperLink.adopt(keepers, link.keeper_id)
+    assert [r["name"] for r in running] == ["a"] and ended == []
+    gate.touch()
+    assert other.child(running[0]["id"]).wait(30) == 0
+    assert lines(log) == ["start ", "done "]  # started once, its end heard once
+    other.close(wait=0)
+    wait_until(lambda: not os.path.exists(os.path.join(keepers, link.keeper_id + ".sock")), 30)
+
+
+def test_a_worker_runs_in_the_manager_s_working_directory_by_a_relative_path(tmp_path):
+    (tmp_path / "here").mkdir()
+    script = tmp_path / "here" / "w.sh"
+    script.write_text('#!/bin/sh\npwd > "$WORK_ITEM_FILE.cwd"\ncp "$WORK_ITEM_FILE.cwd" ./cwd\n')
+    script.chmod(0o755)
+    folder = items(tmp_path, ["a.x"])
+    done = subprocess.run(
+        [sys.executable, "-m", "manager.cli", "run", str(folder), "--suffix", ".x",
+         "--state-dir", str(tmp_path / "state"), "--settle", "0", "--", "./w.sh"],
+        cwd=tmp_path / "here", capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "here" / "cwd").read_text().strip() == str(tmp_path / "here")
