@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import argparse
 import re
+import signal
 import sys
 
 from ..errors import UserError
 from ..faults import StorageFault
 from . import environment
+from .interrupts import Interrupted, said, stop_early
 from .log_options import LONG_RUNNING, add_log_options, setup_logging
 from .report import one_line
 
@@ -99,6 +101,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    stop_early()
+    subcommand: list[str | None] = [None]
+    try:
+        return _main(argv, subcommand)
+    except (Interrupted, KeyboardInterrupt) as exc:
+        stopped = exc if isinstance(exc, Interrupted) else Interrupted(signal.SIGINT)
+        print(said(subcommand[0], stopped, runs_work=subcommand[0] in RUNS_WORK), file=sys.stderr)
+        return 128 + stopped.signum
+
+
+RUNS_WORK = {"run", "manager"}  # commands that start units of work
+
+
+def _main(argv: list[str] | None, subcommand: list[str | None]) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # Everything after the first "--" is a worker command (`workqueue run DIR -- CMD ARGS…`),
     # kept word for word: never parsed as our options, never joined into a shell string.
@@ -115,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     if command is not None:
         environment.apply(command)  # WORKQUEUE_<FLAG>: defaults that flags override
     args = parser.parse_args(argv)
+    subcommand[0] = args.subcommand
     if trailing is not None and not hasattr(args, "command"):
         parser.error(f"workqueue {args.subcommand} takes no command after --")
     if hasattr(args, "command"):
@@ -129,8 +146,6 @@ def main(argv: list[str] | None = None) -> int:
     except StorageFault as exc:  # the machine's fault, not the user's: its own exit code
         print(f"workqueue {args.subcommand}: error: {one_line(str(exc))}", file=sys.stderr)
         return 3
-    except KeyboardInterrupt:
-        return 130
     except BrokenPipeError:  # `workqueue lab | head`: the reader left; that is not an error
         import os
 
