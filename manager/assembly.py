@@ -81,7 +81,9 @@ def assemble(
 
             dashboard = Dashboard(lambda: board(manager), host=stats.host, token=stats.ui_token)
             try:
-                server = StatsServer(manager.stats, registry, stats.host, stats.port, dashboard)
+                server = StatsServer(
+                    manager.asked.stats, registry, stats.host, stats.port, dashboard
+                )
             except (OSError, ValueError) as exc:
                 why = getattr(exc, "strerror", None) or str(exc)
                 raise UserError(

@@ -18,7 +18,9 @@ Changes: where the server has keyspace notifications on for sets and hashes
 pushed (`__keyspace@DB__:KEY`) and answered with one re-listing (SSCAN and HSCAN, a thousand at a
 time) - Redis says which key changed, not which member; several changes in a burst share one.
 Otherwise the set is re-listed every `--poll-interval`. Either way, a full re-listing also runs
-every `--relist-interval`.
+every `--relist-interval`: a DEL of the set is notified only with `g` in the flags, and FLUSHALL,
+FLUSHDB and a restart of the server notify nothing - the next full listing finds those (and
+`--cancel-removed` holds a set that suddenly empties: `manager.runtime.removal_guard`).
 """
 
 from __future__ import annotations

@@ -130,9 +130,23 @@ class QueueOps(ABC):
         then = "nothing new starts" if parallelism == 0 else f"up to {parallelism} at once"
         return f"{self.where}: parallelism {parallelism} ({was}): {then}"
 
-    def resume(self) -> str:
+    def accept_removals(self) -> None:
+        """Tell the queue's manager to act on the removals it holds (a hook)."""
+        raise UserError(f"{self.where}: this backend holds no removals")
+
+    def resume(self, *, accept_removals: bool = False) -> str:
+        """Let a paused queue dispatch again; with `accept_removals`, also let its manager act
+        at once on removals it holds (`--cancel-removed` after a sudden emptiness)."""
+        said = []
+        if accept_removals:
+            self.accept_removals()
+            said.append(f"{self.where}: removals held by its manager are accepted: the items "
+                        "that left the source are cancelled now")  # fmt: skip
         since = self.paused_since()
         if since is None:
-            return f"{self.where}: not paused"
-        self.hold(None)
-        return f"{self.where}: resumed (paused since {moment(since, date=True)})"
+            if not said:
+                said.append(f"{self.where}: not paused")
+        else:
+            self.hold(None)
+            said.append(f"{self.where}: resumed (paused since {moment(since, date=True)})")
+        return "\n".join(said)

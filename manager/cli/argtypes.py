@@ -16,6 +16,7 @@ import argparse
 from ..declared import dest, flags
 from ..durations import parse_duration
 from ..errors import InputError
+from ..ports import MAX_PARALLELISM, parallelism_problem
 
 
 def _number(text: str, kind: type, noun: str):
@@ -66,14 +67,25 @@ def token(text: str) -> str:
     return text
 
 
-MAX_WORKERS = 4096  # a manager holds one thread per unit of work it may run at once
+MAX_WORKERS = MAX_PARALLELISM  # a manager holds one thread per unit of work it may run at once
 
 
 def workers(text: str) -> int:
-    """A parallelism: a whole number from 1 to MAX_WORKERS."""
+    """A parallelism to start with: a whole number from 1 to MAX_WORKERS."""
     value = positive_int(text)
-    if value > MAX_WORKERS:
-        raise argparse.ArgumentTypeError(f"must be at most {MAX_WORKERS}: {text!r}")
+    problem = parallelism_problem(value, least=1)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return value
+
+
+def asked_parallelism(text: str) -> int:
+    """A parallelism asked of a running queue (`workqueue scale`): 0 (nothing new starts) to
+    MAX_WORKERS, the bounds every other path shares."""
+    value = whole_number(text)
+    problem = parallelism_problem(value)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
     return value
 
 
@@ -88,6 +100,13 @@ def fraction(text: str) -> float:
     value = _number(text, float, "a number")
     if not 0 <= value <= 1:
         raise argparse.ArgumentTypeError(f"must be between 0 and 1: {text!r}")
+    return value
+
+
+def fraction_below_one(text: str) -> float:
+    value = _number(text, float, "a number")
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 0 and below 1: {text!r}")
     return value
 
 

@@ -23,7 +23,16 @@ from .. import backends
 from ..declared import from_words
 from ..errors import UserError
 from ..faults import StorageFault
-from .argtypes import add_declared, duration, host, positive_int, token, workers
+from .argtypes import (
+    add_declared,
+    duration,
+    fraction_below_one,
+    host,
+    positive_int,
+    token,
+    workers,
+)
+from .interrupts import STOP_SIGNALS
 
 if TYPE_CHECKING:  # the manager itself is imported when a command runs, not to parse flags:
     # building the parser must not import prometheus-client before `workqueue ambassador` has
@@ -104,6 +113,35 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         help="an item that leaves the source is cancelled: never started if it waits, ended "
         "if it runs (told only by a newer complete listing or a DELETED event)",
     )
+    guard = p.add_argument_group(
+        "a source that suddenly empties (with --cancel-removed)",
+        "A listing that loses every item known, or more than --mass-removal-fraction of them "
+        "and at least --mass-removal-min, is held: nothing is cancelled until it has lasted "
+        "--removal-hold, or `workqueue resume --accept-removals` accepts it.",
+    )
+    guard.add_argument(
+        "--removal-hold",
+        type=duration,
+        default=300.0,
+        help="how long such a loss must persist before its items are cancelled (default 5m)",
+    )
+    guard.add_argument(
+        "--mass-removal-fraction",
+        type=fraction_below_one,
+        default=0.5,
+        help="the share of known items lost at once that is held (default 0.5)",
+    )
+    guard.add_argument(
+        "--mass-removal-min",
+        type=positive_int,
+        default=10,
+        help="the fewest items lost at once that are held, unless all are (default 10)",
+    )
+    guard.add_argument(
+        "--accept-removals",
+        action="store_true",
+        help="hold nothing: act on every removal at once, however many items leave together",
+    )
     p.add_argument(
         "--metrics-port",
         type=port_number,
@@ -144,6 +182,9 @@ def manager_options(args, **extra) -> ManagerOptions:
         window=args.scale_window,
         on_change=args.on_change,
         cancel_removed=args.cancel_removed,
+        removal_hold=None if args.accept_removals else args.removal_hold,
+        mass_removal_fraction=args.mass_removal_fraction,
+        mass_removal_min=args.mass_removal_min,
         **extra,
     )
 
@@ -227,13 +268,14 @@ def add_parser(subparsers) -> None:
 
 
 def install_signal_handlers(manager: Manager) -> dict:
-    """SIGTERM/SIGINT stop the manager (running work gets its grace period). Returns a dict
-    that holds the signal's number under "signal" once one came."""
+    """SIGTERM, SIGINT and SIGHUP (a closed terminal) stop the manager (running work gets its
+    grace period). Returns a dict that holds the signal's number under "signal" once one
+    came."""
     got: dict[str, int] = {}
 
     def handler(signum, _frame):
         got["signal"] = signum
-        log.warning(
+        log.info(
             "%s: stopping; running work gets %gs to finish",
             signal.Signals(signum).name,
             manager.options.grace,
@@ -241,8 +283,8 @@ def install_signal_handlers(manager: Manager) -> dict:
         manager.stop()
 
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, handler)
-        signal.signal(signal.SIGINT, handler)
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, handler)
     return got
 
 

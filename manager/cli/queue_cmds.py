@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from ..durations import moment
 from ..errors import UserError
 from ..ports import FINISHED, State
-from .argtypes import positive_int, whole_number
+from .argtypes import MAX_WORKERS, asked_parallelism, positive_int
 from .queues import add_queue_options, queue_of
 from .report import one_line, rows, seconds
 
@@ -58,8 +58,15 @@ def add_parsers(subparsers) -> None:
         ("resume", "let a paused queue dispatch again"),
     ):
         p = subparsers.add_parser(command, help=what, description=what)
+        if command == "resume":
+            p.add_argument(
+                "--accept-removals",
+                action="store_true",
+                help="also let the manager act at once on removals it holds (--cancel-removed "
+                "after a source suddenly lost most of its items)",
+            )
         add_queue_options(p)
-        p.set_defaults(func=hold_or_release, action=command)
+        p.set_defaults(func=hold_or_release, action=command, accept_removals=False)
 
     what = "set the queue's parallelism while it runs (0: nothing new starts)"
     p = subparsers.add_parser(
@@ -69,7 +76,8 @@ def add_parsers(subparsers) -> None:
         "through the WorkQueue's scale subresource, as kubectl scale, an HPA or KEDA would), and "
         "a manager started later starts with it.",
     )
-    p.add_argument("--parallelism", type=whole_number, required=True, metavar="N")
+    p.add_argument("--parallelism", type=asked_parallelism, required=True, metavar="N",
+                   help=f"0 to {MAX_WORKERS}")  # fmt: skip
     add_queue_options(p)
     p.set_defaults(func=scale_queue)
 
@@ -139,6 +147,8 @@ def print_status(view: QueueView, *, recent: int = 10, waiting: int = 10) -> Non
         print(f"paused since {since}: running work finishes, nothing new starts (workqueue resume)")
     if view.held and manager:
         print(f"held: {view.held}")
+    if view.removals_held and manager:
+        print(f"removals {view.removals_held}")
     if forecast.service_seconds is not None:
         parts = [f"mean service {seconds(forecast.service_seconds)}"]
         if forecast.drain_seconds is not None:
@@ -250,5 +260,8 @@ def hold_or_release(args) -> int:
     """`workqueue pause` / `workqueue resume`, on any backend, with or without a manager."""
     backend, queue = queue_of(args)
     with backend.queue_ops(queue) as ops:
-        print(ops.pause() if args.action == "pause" else ops.resume())
+        if args.action == "pause":
+            print(ops.pause())
+        else:
+            print(ops.resume(accept_removals=args.accept_removals))
     return 0

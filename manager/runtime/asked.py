@@ -33,6 +33,7 @@ import socket
 import time
 
 from ..durations import moment
+from ..ports import parallelism_problem
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,8 @@ class Asked:
         """`manager`: the `runner.Manager` whose ledger, capacity and autoscaler these are."""
         self.manager = manager
         self.answer_due = False  # something asked took effect: its status is due at once
+        self.accepted_seen: float | None = None  # the last `resume --accept-removals` seen
+        self.refused: object = None  # the last parallelism refused (said once)
 
     def at_start(self) -> None:
         """Before any worker may take a slot: a pause in force, and what was asked."""
@@ -51,12 +54,34 @@ class Asked:
         since = m.ledger.paused_since()
         if since is not None:
             self.pause_changed(since)
-        wanted = m.ledger.wanted_parallelism()
+        self.accepted_seen = m.ledger.removals_accepted()  # only a later one accepts anything
+        wanted = self.bounded(m.ledger.wanted_parallelism())
         if wanted is not None and wanted != m.capacity.limit:
-            log.info("parallelism %d, as the queue asks (not --parallelism)", wanted)
+            log.warning(
+                "parallelism %d, as asked of the queue before (workqueue scale, or the "
+                "WorkQueue's spec) - not --parallelism %d; `workqueue scale --parallelism N` "
+                "changes it",
+                wanted,
+                m.capacity.limit,
+            )
             if m.autoscaler is not None:
                 m.autoscaler.current = wanted
             m.capacity.set_limit(wanted)
+
+    def bounded(self, wanted: object) -> int | None:
+        """A parallelism asked of the queue, or None when none is - or it is out of bounds
+        (a hand-edited file, an old version's): refused in the log once, the current kept."""
+        if wanted is None:
+            return None
+        problem = parallelism_problem(wanted)
+        if problem is None:
+            self.refused = None
+            return wanted
+        if wanted != self.refused:
+            log.error("parallelism asked of the queue refused (%s): keeping %d",
+                      problem, self.manager.capacity.limit)  # fmt: skip
+            self.refused = wanted
+        return None
 
     def follow(self, interval: float = 0.5) -> None:
         """Until the manager stops: each change said once and in force at once, and the
@@ -73,6 +98,7 @@ class Asked:
             if since != m.paused_since:
                 self.pause_changed(since)
             self.follow_parallelism()
+            self.follow_accepts()
             # the status is a view over every item: with a million known it takes seconds,
             # so it may use at most a tenth of the time between two
             gap = time.monotonic() - reported
@@ -83,16 +109,28 @@ class Asked:
                 took = time.monotonic() - reported
             m.stop_event.wait(interval)
 
+    def follow_accepts(self) -> None:
+        """`workqueue resume --accept-removals` since the last look: the held removals go."""
+        try:
+            accepted = self.manager.ledger.removals_accepted()
+        except Exception as exc:
+            log.warning("cannot read whether held removals were accepted: %s", exc)
+            return
+        if accepted is not None and (self.accepted_seen is None or accepted > self.accepted_seen):
+            self.accepted_seen = accepted
+            self.manager.leaving.accept()
+            self.answer_due = True
+
     def pause_changed(self, since: float | None) -> None:
         m = self.manager
         if since is not None:
-            log.warning(
+            log.info(
                 "queue paused since %s: running work finishes, nothing new starts "
                 "(workqueue resume to carry on)",
                 moment(since),
             )
         else:
-            log.warning("queue resumed: dispatching again")
+            log.info("queue resumed: dispatching again")
         m.paused_since = since
         m.capacity.poke()
         self.answer_due = True
@@ -100,13 +138,13 @@ class Asked:
     def follow_parallelism(self) -> None:
         m = self.manager
         try:
-            wanted = m.ledger.wanted_parallelism()
+            wanted = self.bounded(m.ledger.wanted_parallelism())
         except Exception as exc:
             log.warning("cannot read the parallelism asked for: %s", exc)
             return
         if wanted is None or wanted == m.capacity.limit:
             return
-        log.warning("parallelism %d -> %d, as asked", m.capacity.limit, wanted)
+        log.info("parallelism %d -> %d, as asked", m.capacity.limit, wanted)
         if m.autoscaler is not None:  # it goes on deciding from what was asked
             m.autoscaler.current = wanted
         m._set_parallelism(wanted)
@@ -134,10 +172,10 @@ class Asked:
         m = self.manager
         live_rows = getattr(m.ledger, "live_rows", None)  # a ledger of a million: see there
         if live_rows is not None:
-            view = m.view(rows=live_rows())
+            view = self.view(rows=live_rows())
             counts = m.ledger.counts()
         else:
-            view = m.view()
+            view = self.view()
             counts = dict(view.counts)
         forecast = view.forecast
         return {
@@ -172,7 +210,33 @@ class Asked:
             "window": options.window,
             "held": m.hold.reason(),
             "autoscale": m.autoscaler is not None,  # `workqueue scale` refuses then
+            "adopted": len(m.adoption.units),  # running work a manager that died left
+            "removals_held": m.leaving.reason(),
         }
+
+    def view(self, now: float | None = None, rows: list | None = None):
+        """The queue as this manager sees it now (`manager.views.queue_view`), for the
+        dashboard and the status; of `rows` only, when given (the ledger's rows otherwise)."""
+        from ..views.queue_view import Context, build
+
+        m = self.manager
+        context = Context(
+            now=time.time() if now is None else now,
+            parallelism=m.capacity.limit,
+            paused_since=m.paused_since,
+            policy=m.options.retry_policy,
+            target_utilization=m.options.target_utilization,
+            window=m.options.window,
+            arrivals_known=m.ledger.arrivals_known,
+            held=m.hold.reason(),
+            removals_held=m.leaving.reason(),
+        )
+        return build(m.ledger.where, m.ledger.rows() if rows is None else rows, context)
+
+    def stats(self) -> dict:
+        """The raw samples of the sliding window and the parallelism in force (`/stats`)."""
+        m = self.manager
+        return {**m.window.snapshot(), "parallelism": m.capacity.limit}
 
     def note_manager(self, running: bool = True) -> None:
         """Leave this manager's facts with the ledger (None: it stopped)."""

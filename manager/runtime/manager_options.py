@@ -36,6 +36,12 @@ class ManagerOptions:
     window: float = 600.0  # seconds of arrivals and service times the autoscaler looks at
     on_change: str = "ignore"  # "rerun": a finished item whose version changed runs again
     cancel_removed: bool = False  # an item that leaves the source is cancelled (never run/ended)
+    # --cancel-removed distrusts sudden emptiness (`removal_guard`): a listing that loses every
+    # known item, or more than `mass_removal_fraction` of them and at least
+    # `mass_removal_min`, is held for `removal_hold` seconds (None: never held)
+    removal_hold: float | None = 300.0
+    mass_removal_fraction: float = 0.5
+    mass_removal_min: int = 10
     source_timeout: float | None = None  # --once: give up on an unreachable source after this
     probe_interval: float = 2.0  # held by a StorageFault: how often writes are tried again
 

@@ -31,6 +31,7 @@ from ..durations import human
 from ..errors import UserError
 from ..ports import Source, SourceError, SourceProtocolError, WatchUnsupported
 from ..retry import reconnect
+from .removal_guard import RemovalGuard
 from .removals import Removals
 
 log = logging.getLogger(__name__)
@@ -54,7 +55,10 @@ class Poller:
         rng: random.Random | None = None,
         stop: threading.Event | None = None,
         on_removed: Callable[[list[str]], None] | None = None,
+        guard: RemovalGuard | None = None,
     ) -> None:
+        """`on_removed(names)` is told what a complete listing proves removed (not what
+        `guard` holds)."""
         if not 0 <= jitter < 1:
             raise ValueError("jitter must be in [0, 1)")
         self.source = source
@@ -66,7 +70,7 @@ class Poller:
         self.source_down = False
         self.last_error: Exception | None = None  # why the last listing failed
         self.on_removed = on_removed
-        self.removals = Removals() if on_removed is not None else None
+        self.removals = Removals(guard) if on_removed is not None else None
 
     def poll_once(self) -> list[str] | None:
         """List the source and enqueue what needs work. None when the source is unreachable."""
@@ -88,7 +92,7 @@ class Poller:
             self.last_error = exc
             return None
         if self.source_down:
-            log.warning("source %s is back", self.source.base_url)
+            log.info("source %s is back", self.source.base_url)
         self.source_down = False
         if self.removals is not None:
             gone = self.removals.listing(names, self.source.listing_version)
@@ -150,7 +154,7 @@ class Poller:
             try:
                 for event in self.source.watch(timeout_seconds=resync, read_timeout=resync + 10):
                     if self.source_down:
-                        log.warning("source %s is back", self.source.base_url)
+                        log.info("source %s is back", self.source.base_url)
                         self.source_down = False
                     failures = 0
                     self._event(event)
@@ -176,4 +180,4 @@ class Poller:
                 self.removals.added(name)
             self.enqueue([name])
         elif kind == "DELETED" and self.removals is not None and self.removals.deleted(name):
-            self.on_removed([name])
+            self.poll_once_listing()  # proved (or not) by a listing, with all that left with it

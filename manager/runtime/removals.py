@@ -12,7 +12,11 @@ them). Nothing else counts:
     warning says so once);
   * a listing whose version is *older* than the last one seen went back in time - the
     ambassador restarted and counts from 1 again, or a second replica answered. It cancels
-    nothing; it becomes the new baseline, so the next, newer listing is compared with it.
+    nothing; it becomes the new baseline, so the next, newer listing is compared with it;
+  * a listing that removes most of what was known at once is held by the `RemovalGuard`
+    (`removal_guard.py`) until it persists or someone accepts it;
+  * a DELETED event of the watch stream is proved by a listing taken at once (so a mass
+    removal, which a stream sends one event at a time, reaches the guard whole).
 
 State: `_listed`, the names of the newest listing seen, and `_version`, its resourceVersion.
 Invariant: every name in `_listed` was listed at `_version` (or later, by an ADDED event),
@@ -24,11 +28,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
+from .removal_guard import RemovalGuard
+
 log = logging.getLogger(__name__)
 
 
 class Removals:
-    def __init__(self) -> None:
+    def __init__(self, guard: RemovalGuard | None = None) -> None:
+        """`guard` holds a listing that removes most of what was known (`removal_guard`)."""
+        self.guard = guard
         self._listed: set[str] = set()
         self._version: int | None = None
         self._warned_unordered = False
@@ -51,7 +59,7 @@ class Removals:
             # leaves out an item whose file went after its version was published. Keeping
             # that as the baseline would hide the removal from the next, newer listing.
             self._listed = previous | current
-            return []
+            return self._held_due(current)
         self._listed, self._version = current, version
         if before is None or version < before:
             if before is not None and version < before:
@@ -61,16 +69,26 @@ class Removals:
                     version,
                     before,
                 )
+            return self._held_due(current)
+        gone = sorted(previous - current)
+        if self.guard is not None:
+            return self.guard.consider(gone, len(previous), current)
+        return gone
+
+    def _held_due(self, listed: set[str]) -> list[str]:
+        """A listing that proves nothing new still ends a hold that has lasted long enough
+        (a source that stays empty publishes no new version)."""
+        if self.guard is None:
             return []
-        return sorted(previous - current)
+        return self.guard.consider([], len(listed), listed)
 
     def added(self, name: str) -> None:
         """The watch stream said ADDED: the item is listed (as of the stream's newest event)."""
         self._listed.add(name)
 
     def deleted(self, name: str) -> bool:
-        """The watch stream said DELETED: True when the item was known listed (so it left)."""
-        if name in self._listed:
-            self._listed.discard(name)
-            return True
-        return False
+        """The watch stream said DELETED: True when the item was known listed - the caller
+        then takes a listing, which proves the removal (or not) with everything else that left
+        at the same moment, as the guard needs to see it: a stream sends a mass removal one
+        event at a time."""
+        return name in self._listed

@@ -33,6 +33,7 @@ from ..faults import StorageFault
 from ..planning.measure import SlidingWindow
 from ..ports import Backend, Elector, Ledger, Outcome, Source, SourceError, State
 from ..workqueue import PrometheusMetricsProvider, RateLimitingQueue
+from .adoption import Adoption
 from .asked import Asked
 from .autoscaler import Autoscaler
 from .cancellation import Cancellations
@@ -40,6 +41,7 @@ from .capacity import Capacity
 from .dispatcher import Dispatcher, dispatcher_for
 from .fault_hold import FaultHold
 from .intake import Intake
+from .leaving import Leaving
 from .manager_options import ManagerOptions
 from .poller import Poller
 from .reconciler import Reconciler, Result
@@ -128,6 +130,7 @@ class Manager:
                     counts=ledger.counts,
                     paused=lambda: self.paused_since is not None,
                     fault=lambda: self.fault.kind if self.fault is not None else None,
+                    removals_held=lambda: self.leaving.count(),
                 )
             )
             self._durations = item_durations(registry)
@@ -147,12 +150,30 @@ class Manager:
             probe_interval=options.probe_interval,
             grace=options.grace,
         )
+        self.leaving = Leaving(
+            options,
+            self.cancellations,
+            self.reconciler.needs_work,
+            note=self._note,
+            fault=self.hold.hold_for,
+            changed=self.asked.note_manager,
+        )
         self.poller = Poller(
             source,
             self.enqueue,
             interval=options.poll_interval,
             stop=self.stop_event,
-            on_removed=self.cancel_removed if options.cancel_removed else None,
+            on_removed=self.leaving.removed if options.cancel_removed else None,
+            guard=self.leaving.guard,
+        )
+        # what a manager that died left running, waited for (`adoption`)
+        self.adoption = Adoption(
+            backend,
+            self.reconciler,
+            self.capacity,
+            self.cancellations,
+            retry=self._retry_adopted,
+            fault=self.hold.hold_for,
         )
         self.on_result = on_result
         self._report: RunReport | None = None  # a --once run's, while it runs
@@ -171,18 +192,6 @@ class Manager:
             self.intake.listed(names)
         except StorageFault as fault:
             self.hold.hold_for(fault)
-
-    def cancel_removed(self, names: list[str]) -> None:
-        try:
-            self._cancel_removed(names)
-        except StorageFault as fault:  # told again by the next complete listing
-            self.hold.hold_for(fault)
-
-    def _cancel_removed(self, names: list[str]) -> None:
-        """`--cancel-removed`: these items left the source (`manager.runtime.removals` proved
-        it); `Cancellations.removed` cancels each, and what it recorded now is noted."""
-        for name in self.cancellations.removed(names, self.reconciler.needs_work):
-            self._note(name, Result.CANCELLED, None)
 
     # -- what became of each item the dispatcher took --------------------------------------
 
@@ -213,6 +222,10 @@ class Manager:
                 self.queue.forget(name)
         finally:
             self.queue.done(name)
+
+    def _retry_adopted(self, name: str) -> None:
+        if not self.stop_event.is_set():
+            self.queue.add_rate_limited(name)
 
     def _record_kept(self) -> None:
         """Write the outcomes a `StorageFault` kept from the record (`FaultHold`'s probe)."""
@@ -285,27 +298,6 @@ class Manager:
         self.capacity.set_limit(parallelism)
         self.asked.note_manager()
 
-    def view(self, now: float | None = None, rows: list | None = None):
-        """The queue as this manager sees it now (`manager.views.queue_view`), for the dashboard;
-        of `rows` only, when given (the ledger's rows otherwise)."""
-        from ..views.queue_view import Context, build
-
-        context = Context(
-            now=time.time() if now is None else now,
-            parallelism=self.capacity.limit,
-            paused_since=self.paused_since,
-            policy=self.options.retry_policy,
-            target_utilization=self.options.target_utilization,
-            window=self.options.window,
-            arrivals_known=self.ledger.arrivals_known,
-            held=self.hold.reason(),
-        )
-        return build(self.ledger.where, self.ledger.rows() if rows is None else rows, context)
-
-    def stats(self) -> dict:
-        """The raw samples of the sliding window and the parallelism in force (`/stats`)."""
-        return {**self.window.snapshot(), "parallelism": self.capacity.limit}
-
     def start_workers(self) -> None:
         """Start dispatching: the pause follower, the dispatcher and its workers, and the
         autoscaler when there is one."""
@@ -316,6 +308,7 @@ class Manager:
         workers = max(
             self.capacity.limit, self.options.parallelism, self.options.max_parallelism or 0
         )
+        self.adoption.start()
         self._dispatcher = dispatcher_for(
             self.backend, self.queue, self.capacity, self.reconciler, self._settle, workers
         ).start()
@@ -348,8 +341,8 @@ class Manager:
             self._report = report
             self.ledger.see(report.targets)
             self.intake.revisit(report.targets)
-            for name in report.targets:
-                if not self.reconciler.needs_work(name):
+            for name in report.targets:  # adopted work reports when its worker ends
+                if name not in self.adoption.names and not self.reconciler.needs_work(name):
                     report.results[name] = Result.SKIPPED
         if on_start is not None:
             on_start(report)
@@ -363,7 +356,7 @@ class Manager:
         # rival manager began meanwhile: neither queued nor reported, the run would never end.)
         now = time.time()
         for name in report.targets:
-            if name not in report.results:
+            if name not in report.results and name not in self.adoption.names:
                 self.intake.wait(name, now)
         report.wait_for_all(self.stop_event.is_set)
         report.interrupted = self.stop_event.is_set()
@@ -389,6 +382,7 @@ class Manager:
         self.backend.shutdown(self.options.grace)
         if self._dispatcher is not None:
             self._dispatcher.join()
+        self.adoption.join()
         try:
             self._record_kept()  # (a retry it asks for is ignored: the queue is shut down)
             leftover = [r.name for r in self.ledger.rows(State.RUNNING)]

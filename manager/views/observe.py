@@ -17,6 +17,9 @@ into gauges that could go stale. A figure that is not known is absent, never a 0
     workqueue_storage_fault{kind}      1 while the manager holds dispatch because its record
                                        cannot be written (kind: full, read-only, not-writable,
                                        io-error; `manager.faults`), absent otherwise
+    workqueue_removals_held            items that left the source at once whose cancels are held
+                                       (`--cancel-removed` distrusting a sudden emptiness:
+                                       `manager.runtime.removal_guard`); 0 when none are
     workqueue_build_info{version}      1, with the package's version
     workqueue_item_duration_seconds{outcome}
                                        a histogram of run times of units of work that ended,
@@ -56,8 +59,10 @@ class ManagerCollector:
         counts: Callable[[], dict[str, int]] | None = None,
         paused: Callable[[], bool] | None = None,
         fault: Callable[[], str | None] | None = None,
+        removals_held: Callable[[], int] | None = None,
     ) -> None:
         self.counts = counts
+        self.removals_held = removals_held
         self.paused = paused
         self.fault = fault
         self.measured = measured
@@ -124,6 +129,12 @@ class ManagerCollector:
             )
             held.add_metric([kind], 1)
             yield held
+        if self.removals_held is not None:
+            yield GaugeMetricFamily(
+                "workqueue_removals_held",
+                "Items that left the source all at once whose cancels are held (see status).",
+                value=self.removals_held(),
+            )
         info = GaugeMetricFamily(
             "workqueue_build_info", "The workqueue build that runs.", labels=["version"]
         )

@@ -51,6 +51,8 @@ class Context:
     # its dispatch); then no arrival rate is measured from them.
     arrivals_known: bool = True
     held: str | None = None  # why the running manager holds dispatch (`manager.faults`)
+    # why the running manager holds the cancels of items that left the source all at once
+    removals_held: str | None = None
     # False when running items are only what a stopped manager left (local processes): they
     # run again when a manager starts; True when they go on without one (a cluster's Jobs).
     work_outlives_manager: bool = True
@@ -75,6 +77,7 @@ def context_from_facts(facts: dict | None, now: float) -> Context:
             paused_since=facts.get("paused_since"),
             target_utilization=float(facts.get("target_utilization", 0.9)),
             window=float(facts.get("window", 3600.0)),
+            removals_held=facts.get("removals_held") or None,
         )
     except (KeyError, TypeError, ValueError):
         return Context(now=now)  # facts from another version: no schedule rather than a wrong one
@@ -146,6 +149,7 @@ class QueueView:
     forecast: Forecast
     paused_since: float | None = None
     held: str | None = None  # why the running manager holds dispatch (a full disk)
+    removals_held: str | None = None  # why it holds cancels (a source suddenly emptied)
     extra: dict = field(default_factory=dict)  # backend-specific facts (e.g. `manager`)
     details: dict = field(default_factory=dict)  # name -> what `status NAME` adds (a pod)
 
@@ -165,6 +169,7 @@ class QueueView:
             "forecast": self.forecast.as_json(),
             "paused_since": _iso(self.paused_since),
             "held": self.held,
+            "removals_held": self.removals_held,
             **self.extra,
         }
 
@@ -246,6 +251,7 @@ def build(
         forecast=_forecast(measured, context, drain),
         paused_since=context.paused_since,
         held=context.held,
+        removals_held=context.removals_held,
         extra=extra,
     )
 

@@ -90,6 +90,9 @@ class FakeLedger:
     def wanted_parallelism(self):
         return getattr(self, "wanted", None)
 
+    def removals_accepted(self):
+        return getattr(self, "accepted", None)
+
     def want_parallelism(self, parallelism):
         self.wanted = parallelism
 

@@ -2,7 +2,8 @@
 ConfigMap, the queue's own object (with the CRD installed, `queue_resource.py` does this).
 
 `workqueue pause --backend kubernetes` sets `paused_since` (epoch seconds) in it; `workqueue
-resume` removes that key; `workqueue scale --parallelism N` sets `parallelism`. It is deleted
+resume` removes that key; `workqueue scale --parallelism N` sets `parallelism`; `workqueue
+resume --accept-removals` sets `removals_accepted` (epoch seconds). It is deleted
 when no key is left. Every manager of the queue caches it (one label-selected list +
 watch, like the Jobs), so a standby that takes over, or a restarted leader, obeys it at once,
 and a pause made while a manager runs reaches it within a watch event - no polling.
@@ -43,6 +44,15 @@ def parallelism_of(config_map: dict | None) -> int | None:
     return int(text) if isinstance(text, str) and text.isdigit() else None
 
 
+def accepted_of(config_map: dict | None) -> float | None:
+    """When held removals were last accepted (`workqueue resume --accept-removals`)."""
+    text = ((config_map or {}).get("data") or {}).get("removals_accepted")
+    try:
+        return float(text) if text is not None else None
+    except ValueError:
+        return None
+
+
 class Control:
     """The queue's pause state, from a cache of its control ConfigMap."""
 
@@ -62,6 +72,9 @@ class Control:
 
     def wanted_parallelism(self) -> int | None:
         return parallelism_of(self.cache.get(name_of(self.queue)))
+
+    def removals_accepted(self) -> float | None:
+        return accepted_of(self.cache.get(name_of(self.queue)))
 
     def want_parallelism(self, parallelism: int) -> None:
         set_key(self.cache.api, self.queue, "parallelism", str(parallelism))
@@ -130,6 +143,11 @@ def pause(api: KubeApi, queue: str, since: float | None = None) -> float | None:
 def resume(api: KubeApi, queue: str) -> float | None:
     """Resume the queue; returns when it had been paused, or None if it was not."""
     return since_of(set_key(api, queue, "paused_since", None))
+
+
+def accept_removals(api: KubeApi, queue: str) -> None:
+    """Accept the removals the queue's manager holds (it acts on them at once)."""
+    set_key(api, queue, "removals_accepted", repr(time.time()))
 
 
 def scale(api: KubeApi, queue: str, parallelism: int) -> int | None:

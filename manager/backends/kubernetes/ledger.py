@@ -234,6 +234,9 @@ class ClusterLedger:
     def wanted_parallelism(self) -> int | None:
         return self.control.wanted_parallelism() if self.control is not None else None
 
+    def removals_accepted(self) -> float | None:
+        return self.control.removals_accepted() if self.control is not None else None
+
     def want_parallelism(self, parallelism: int) -> None:
         if self.control is not None:
             self.control.want_parallelism(parallelism)

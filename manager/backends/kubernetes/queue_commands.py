@@ -224,6 +224,12 @@ class KubeQueueOps(QueueOps):
         else:
             self._control("pause", lambda api, queue: control.pause(api, queue, since))
 
+    def accept_removals(self) -> None:
+        if self._resource():
+            self._control("accept removals of", queue_resource.accept_removals)
+        else:
+            self._control("accept removals of", control.accept_removals)
+
     def asked_parallelism(self) -> int | None:
         if self._resource():
             return self._control("read", queue_resource.read_parallelism)

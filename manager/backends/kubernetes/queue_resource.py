@@ -101,6 +101,15 @@ def set_spec(api: KubeApi, queue: str, spec: dict) -> dict:
     return api.patch(KIND, queue, {"spec": spec})
 
 
+ACCEPTED = "workqueue.dev/removals-accepted"  # epoch seconds: `resume --accept-removals`
+
+
+def accept_removals(api: KubeApi, queue: str) -> None:
+    """Accept the removals the queue's manager holds: an annotation on its WorkQueue (the
+    spec stays what people and autoscalers declare)."""
+    api.patch(KIND, queue, {"metadata": {"annotations": {ACCEPTED: repr(time.time())}}})
+
+
 def _paused_condition(obj: dict) -> float | None:
     for condition in (obj.get("status") or {}).get("conditions") or []:
         if condition.get("type") == "Paused" and condition.get("status") == "True":
@@ -159,6 +168,13 @@ class QueueResource:
 
     def want_parallelism(self, parallelism: int) -> None:
         self.api.patch_scale(KIND, self.queue, parallelism)
+
+    def removals_accepted(self) -> float | None:
+        annotations = ((self._object() or {}).get("metadata") or {}).get("annotations") or {}
+        try:
+            return float(annotations[ACCEPTED])
+        except (KeyError, TypeError, ValueError):
+            return None
 
     # -- status ----------------------------------------------------------------------------
 

@@ -145,7 +145,7 @@ def _quantile(values: list[float], q: float) -> float | None:
 def board(manager, now: float | None = None) -> Board:
     """The board of `manager` (a `manager.runtime.runner.Manager`) now."""
     now = time.time() if now is None else now
-    view = manager.view(now)
+    view = manager.asked.view(now)
     autoscaler = manager.autoscaler
     decisions = [Decision(*d) for d in autoscaler.decisions] if autoscaler is not None else []
     failed = [i for i in view.items if i.state == "failed" and i.position is None]

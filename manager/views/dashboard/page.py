@@ -71,7 +71,7 @@ def board_html(board: Board) -> str:
     view = board.view
     return "\n".join(
         [
-            _counts(view.counts, view.paused_since, view.held),
+            _counts(view.counts, view.paused_since, view.held, view.removals_held),
             _stability(board),
             _charts(board.series),
             _running(board),
@@ -85,7 +85,8 @@ def board_html(board: Board) -> str:
     )
 
 
-def _counts(counts: dict[str, int], paused_since: float | None, held: str | None) -> str:
+def _counts(counts: dict[str, int], paused_since: float | None, held: str | None,
+            removals_held: str | None = None) -> str:  # fmt: skip
     cells = "".join(
         f'<div class="count" data-state="{esc(state)}"><span class="n">{counts.get(state, 0)}'
         f'</span> <span class="label">{esc(state)}</span></div>'
@@ -96,6 +97,8 @@ def _counts(counts: dict[str, int], paused_since: float | None, held: str | None
     )
     if held:
         paused += f'<p class="held" role="alert">nothing new starts: {esc(held)}</p>'
+    if removals_held:
+        paused += f'<p class="held removals" role="alert">removals {esc(removals_held)}</p>'
     return f'<section id="counts" aria-label="items by state">{cells}</section>{paused}'
 
 

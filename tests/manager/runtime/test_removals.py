@@ -49,14 +49,15 @@ def test_a_source_without_resource_versions_cancels_nothing_and_says_so_once(cap
     assert caplog.text.count("no resourceVersion") == 1
 
 
-def test_watch_events_keep_the_listed_names():
+def test_watch_events_keep_the_listed_names_and_a_listing_proves_a_deletion():
     removals = Removals()
     removals.listing(["a"], 1)
     removals.added("b")
-    assert removals.deleted("b") is True
-    assert removals.deleted("b") is False  # told twice: left once
-    assert removals.deleted("never-listed") is False
-    assert removals.listing([], 2) == ["a"]
+    assert removals.deleted("b") is True  # known: a listing is to prove it
+    assert removals.deleted("never-listed") is False  # nothing to prove
+    assert removals.listing(["a"], 2) == ["b"]
+    assert removals.deleted("b") is False  # proved once: told twice, left once
+    assert removals.listing([], 3) == ["a"]
 
 
 class ScriptedSource(BaseHTTPRequestHandler):

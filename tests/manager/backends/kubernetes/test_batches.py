@@ -191,8 +191,10 @@ def test_cancel_removed_never_runs_a_waiting_member_and_ends_a_batch_left_to_nob
         return sorted(p.read_text() for p in marks.iterdir())
 
     server = ambassador_server(videos)
+    # --accept-removals: the last item to leave empties the source, which would be held
     args = cluster.args(server.url, Worker, "--once", "--parallelism", "2", "--batch-size", "4",
-                        "--poll-interval", "0.5", "--cancel-removed")  # fmt: skip
+                        "--poll-interval", "0.5", "--cancel-removed",
+                        "--accept-removals")  # fmt: skip
     run = spawn_workqueue(*args)
     try:
         wait_until(lambda: started() == ["a-long.mp4", "b-long.mp4"], 30)

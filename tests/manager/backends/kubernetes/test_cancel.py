@@ -50,7 +50,7 @@ def test_removed_items_are_cancelled_never_started_or_their_job_deleted(
     server = ambassador_server(videos)
     args = cluster.args(
         server.url, Worker, "--once", "--parallelism", "1", "--poll-interval", "0.5",
-        "--cancel-removed",
+        "--cancel-removed", "--accept-removals",  # (the last item leaving empties the source)
     )  # fmt: skip
     run = spawn_workqueue(*args)
     try:

@@ -1,0 +1,130 @@
+"""A source that suddenly empties never cancels the world (`--cancel-removed`'s guard), with a
+real redis-server, a real folder and `workqueue run` as a real process: a `FLUSHALL` and a
+`DEL` of the set are held - nothing cancelled, no running worker signalled - while `status`,
+`/metrics` and the log say why; items that come back end the hold; `workqueue resume
+--accept-removals` acts on it at once; a folder emptied at once is acted on after the hold."""
+
+from __future__ import annotations
+
+import json
+import signal
+
+import requests
+
+from tests.support.servers import free_port, wait_until
+from tests.support.stores import RedisServer, unique
+
+from .conftest import spawn_workqueue, workqueue
+
+WORKER = """#!/bin/sh
+name=$(sed -n 's/.*"name":"\\([^"]*\\)".*/\\1/p' "$WORK_ITEM_FILE")
+echo "$name" >> {started}
+trap 'echo "$name" >> {ended}; exit 143' TERM
+while [ ! -e {gate} ]; do sleep 0.05; done
+"""
+
+
+def worker(tmp_path):
+    started, ended, gate = tmp_path / "started", tmp_path / "ended", tmp_path / "gate"
+    script = tmp_path / "worker.sh"
+    script.write_text(WORKER.format(started=started, ended=ended, gate=gate))
+    script.chmod(0o755)
+    return script, started, ended, gate
+
+
+def lines(path) -> list[str]:
+    return path.read_text().split() if path.exists() else []
+
+
+def status(state) -> dict:
+    done = workqueue("status", "--state-dir", state, "--json")
+    return json.loads(done.stdout) if done.returncode == 0 else {}
+
+
+def metric(port: int, name: str) -> float | None:
+    try:
+        text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    except requests.RequestException:
+        return None
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    return None
+
+
+def start(source, state, script, port, *extra):
+    return spawn_workqueue(
+        "run", source, "--state-dir", state, "--parallelism", "2", "--cancel-removed",
+        "--metrics-port", port, *extra, "--", script,
+    )  # fmt: skip
+
+
+def test_a_flushall_is_held_then_accepted_and_a_deleted_set_that_comes_back_is_forgiven(
+    tmp_path,
+):
+    redis = RedisServer()  # polled: FLUSHALL sends no keyspace notification anyway
+    try:
+        r, key = redis.client(), unique("set")
+        members = [f"job-{i:02d}" for i in range(20)]
+        r.sadd(key, *members)
+        script, started, ended, gate = worker(tmp_path)
+        state, port = tmp_path / "state", free_port()
+        run = start(f"{redis.url}?set={key}", state, script, port, "--removal-hold", "1h",
+                    "--poll-interval", "0.5s")  # fmt: skip
+        try:
+            wait_until(lambda: len(lines(started)) == 2, timeout=30)
+            # DEL of the set, then the members back: held, then forgiven - nothing cancelled
+            r.delete(key)
+            wait_until(lambda: status(state).get("removals_held"), timeout=30)
+            r.sadd(key, *members)
+            wait_until(lambda: status(state).get("removals_held") is None, timeout=30)
+            # FLUSHALL: held, said, counted - and nothing cancelled or signalled
+            r.flushall()
+            wait_until(lambda: status(state).get("removals_held"), timeout=30)
+            body = status(state)
+            assert "the source lost 20 of 20 items at once" in body["removals_held"]
+            assert body["counts"]["cancelled"] == 0 and body["counts"]["running"] == 2
+            assert lines(ended) == []  # no running worker was signalled
+            assert metric(port, "workqueue_removals_held") == 20
+            text = workqueue("status", "--state-dir", state).stdout
+            assert "removals held: the source lost 20 of 20 items at once" in text
+            # accepted: the 18 waiting are cancelled and the 2 running ended
+            said = workqueue("resume", "--accept-removals", "--state-dir", state)
+            assert said.returncode == 0 and "accepted" in said.stdout, said.stderr
+            out, err = run.communicate(timeout=60)
+        finally:
+            gate.touch()
+            if run.poll() is None:
+                run.send_signal(signal.SIGTERM)
+                run.wait(30)
+        assert run.returncode == 0, err
+        assert "20 cancelled (left the source)" in out, out
+        assert sorted(lines(ended)) == sorted(lines(started))  # the two running were ended
+        assert err.count("the source lost 20 of 20 items at once") == 2  # once per hold
+    finally:
+        redis.stop()
+
+
+def test_a_folder_emptied_at_once_is_acted_on_after_the_hold(tmp_path):
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    for i in range(12):
+        (videos / f"clip-{i:02d}.mp4").write_bytes(b"x")
+    script, started, ended, gate = worker(tmp_path)
+    state, port = tmp_path / "state", free_port()
+    run = start(videos, state, script, port, "--settle", "0", "--removal-hold", "3s")
+    try:
+        wait_until(lambda: len(lines(started)) == 2, timeout=30)
+        for path in videos.iterdir():
+            path.unlink()
+        wait_until(lambda: status(state).get("removals_held"), timeout=30)
+        assert status(state)["counts"]["cancelled"] == 0
+        out, err = run.communicate(timeout=60)  # the hold ends by itself: all cancelled
+    finally:
+        gate.touch()
+        if run.poll() is None:
+            run.send_signal(signal.SIGTERM)
+            run.wait(30)
+    assert run.returncode == 0, err
+    assert "12 cancelled (left the source)" in out, out
+    assert status(state)["removals_held"] is None
