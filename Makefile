@@ -19,13 +19,15 @@ $(STAMP): pyproject.toml
 
 # Tools from the distribution's packages, installed when missing: Chromium and chromedriver for
 # the dashboard's browser test, promtool (Prometheus) to check the chart's alerting rules,
-# redis-server for the Redis source's tests.
+# redis-server for the Redis source's tests. Another apt-get holding the package lock (a fresh
+# machine's unattended upgrades) is waited for, up to ten minutes, instead of failing at once.
 tools:
 	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null \
 		|| ! command -v promtool >/dev/null || ! command -v redis-server >/dev/null; then \
 		sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 		echo "installing chromium, chromium-driver, prometheus (promtool) and redis-server with apt-get"; \
-		$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq \
+		$$sudo apt-get -o DPkg::Lock::Timeout=600 update -qq \
+		&& DEBIAN_FRONTEND=noninteractive $$sudo apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
 			--no-install-recommends chromium chromium-driver prometheus redis-server >/dev/null; \
 	fi
 

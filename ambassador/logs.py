@@ -51,5 +51,11 @@ def logging_config(log_format: str = "text", level: str = "info") -> dict:
             "gunicorn.error": {"handlers": ["stderr"], "level": level.upper(), "propagate": False},
             "gunicorn.access": {"handlers": [], "level": "CRITICAL", "propagate": False},
             "werkzeug": {"level": "WARNING"},  # no line per in-process request
+            # libraries' INFO is for their authors ("Found credentials in environment
+            # variables" on every S3 run): theirs from WARNING up, unless debugging
+            **{
+                name: {"level": "WARNING" if level.upper() != "DEBUG" else "DEBUG"}
+                for name in ("botocore", "boto3", "urllib3", "redis", "kubernetes")
+            },
         },
     }

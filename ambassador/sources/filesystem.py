@@ -34,7 +34,7 @@ from ..snapshot import Snapshot
 from ..versions import METHODS, version_of
 from .folder_refresh import FolderRefresher
 from .items import content_type, rfc3339
-from .registry import SourceConfigError
+from .registry import SourceConfigError, not_for
 
 log = logging.getLogger(__name__)
 
@@ -346,6 +346,8 @@ class FilesystemType:
             if parts.netloc not in ("", "localhost") or parts.query or parts.fragment:
                 raise SourceConfigError(f"a file URL is file:///absolute/path, not {url!r}")
             root = unquote(parts.path)
+        not_for("a folder", options, ("S3_ENDPOINT_URL", "SQS_QUEUE_URL"), only="S3 sources")
+        not_for("a folder", options, ("RELIST_INTERVAL",), only="S3 and Redis sources")
         version_by = options.get("VERSION_BY") or "stat"
         if version_by not in METHODS:
             raise SourceConfigError(f"--version-by must be one of {', '.join(METHODS)}")

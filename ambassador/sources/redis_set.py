@@ -198,6 +198,8 @@ class RedisType:
             kind = lister.redis.type(lister.set_key)
         except redis.AuthenticationError:
             raise SourceConfigError(f"{lister.where}: the password was refused") from None
+        except redis.ResponseError as exc:  # reached, and refused: a wrong database number
+            raise SourceConfigError(f"{lister.where}: the server refused it: {exc}") from None
         except redis.RedisError as exc:
             raise SourceConfigError(f"{lister.where}: cannot reach the server: {exc}") from None
         if kind not in ("set", "none"):

@@ -110,9 +110,13 @@ def open_source(config: dict):
     return source_type(kind_of(config)).open(config)
 
 
-def not_for(kind: str, options: Mapping[str, Any], folder_only: tuple[str, ...]) -> None:
-    """Refuse the folder-only options (given, not defaulted: None) for a source of `kind`."""
+def not_for(kind: str, options: Mapping[str, Any], folder_only: tuple[str, ...],
+            *, only: str = "folder sources") -> None:  # fmt: skip
+    """Refuse options (given, not defaulted: None) that apply to `only` for a source of
+    `kind`: given and ignored, they would mislead."""
     for flag in folder_only:
         if options.get(flag) is not None:
             name = "--" + flag.lower().replace("_", "-")
-            raise SourceConfigError(f"{name} applies to folder sources only, not to {kind}")
+            if flag == "S3_ENDPOINT_URL":
+                name = "--endpoint-url"
+            raise SourceConfigError(f"{name} applies to {only} only, not to {kind}")

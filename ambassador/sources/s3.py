@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import re
 from typing import Any
 from urllib.parse import urlsplit
@@ -219,6 +220,10 @@ class S3Type:
         endpoint = options.get("S3_ENDPOINT_URL")
         if endpoint and urlsplit(endpoint).scheme not in ("http", "https"):
             raise SourceConfigError(f"--endpoint-url must be an http(s) URL, not {endpoint!r}")
+        for variable in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"):  # boto3 reads them too
+            value = os.environ.get(variable)
+            if not endpoint and value and urlsplit(value).scheme not in ("http", "https"):
+                raise SourceConfigError(f"{variable} must be an http(s) URL, not {value!r}")
         return {
             "S3_BUCKET": bucket,
             "S3_PREFIX": prefix,
@@ -242,6 +247,8 @@ class S3Type:
                 )
         except (BotoCoreError, ClientError) as exc:
             raise SourceConfigError(describe_error(exc, lister.where)) from None
+        except ValueError as exc:  # botocore's own refusal of an endpoint or a region
+            raise SourceConfigError(f"{lister.where}: {exc}") from None
 
     def open(self, config: dict) -> ListedSource:
         return ListedSource(

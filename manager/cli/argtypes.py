@@ -89,6 +89,19 @@ def asked_parallelism(text: str) -> int:
     return value
 
 
+def at_most(limit: int, why: str):
+    """A positive whole number up to `limit` (`why`: what the limit protects, for the
+    message): a typo of a few zeros is refused, not obeyed until the machine gives out."""
+
+    def parse(text: str) -> int:
+        value = positive_int(text)
+        if value > limit:
+            raise argparse.ArgumentTypeError(f"must be at most {limit:,} ({why}): {text!r}")
+        return value
+
+    return parse
+
+
 def positive_float(text: str) -> float:
     value = _number(text, float, "a number")
     if not value > 0:

@@ -38,12 +38,15 @@ def queue_of(args):
     return backend, from_words(backend.Queue, vars(args))
 
 
+BY_QUEUE_FLAGS = object()  # `--from-state` without DIR: the queue its own flags name
+
+
 def add_from_state(p, what: str) -> None:
     """`--from-state [DIR]` and the queue flags it reads with (`what` says what it does)."""
     p.add_argument(
         "--from-state",
         nargs="?",
-        const="",
+        const=BY_QUEUE_FLAGS,
         metavar="DIR",
         help=f"{what}, from a queue's record: a local state directory (DIR, else --state-dir), "
         "or with --backend kubernetes the queue --namespace and --queue name",
@@ -58,7 +61,9 @@ def measured_record(args) -> QueueRecord | None:
         return None
     words = dict(vars(args))
     backend = backends.load(args.backend)
-    if args.from_state:  # DIR: the backend's own state directory, if its queue has one
+    if args.from_state == "":
+        raise UserError("--from-state is empty: give a state directory, or no value")
+    if args.from_state is not BY_QUEUE_FLAGS:  # DIR: the backend's own state directory
         field = next((f for f in flags(backend.Queue) if f.name == "state_dir"), None)
         if field is None:
             raise UserError(

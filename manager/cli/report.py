@@ -27,8 +27,20 @@ def rows(pairs: list[tuple[str, str]]) -> str:
     return "\n".join(f"{k:<{width}}  {v}" for k, v in pairs)
 
 
+PLOT_FORMATS = ("png", "svg", "pdf", "jpg", "jpeg", "webp", "tif", "tiff", "eps", "ps")
+
+
 def pyplot(path: str):
-    """matplotlib's pyplot (headless), once `path` is known to be writable."""
+    """matplotlib's pyplot (headless), once `path` is known to be a writable file of a format
+    it writes (named by its extension: matplotlib would otherwise add ".png" to a name without
+    one - `--plot /tmp` wrote /tmp.png - or refuse `out.txt` with a traceback)."""
+    if os.path.isdir(path):
+        raise UserError(f"cannot write {path}: it is a folder; give a file name like plot.png")
+    extension = os.path.splitext(path)[1].lower().lstrip(".")
+    if extension not in PLOT_FORMATS:
+        said = f"'.{extension}' is not" if extension else "no extension names"
+        raise UserError(f"cannot write {path}: {said} an image format; end it with "
+                        ".png, .svg or .pdf")  # fmt: skip
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise UserError(f"cannot write {path}: no folder {folder}")

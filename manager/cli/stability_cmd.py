@@ -137,21 +137,38 @@ def table(result, measured: Measured | None, why: str = "") -> str:
         lines.append(f"  {MODEL_NOTE}")
         lines.append("")
     interarrival = result.interarrival_seconds
+    no_rate = math.isinf(interarrival)  # nothing says how fast items come: no load to judge
+    if not no_rate:
+        arrivals = report.seconds(interarrival)
+    elif measured is not None and measured.burst:
+        arrivals = f"none: the {measured.arrivals} items arrived together (a backlog, not a rate)"
+    else:
+        arrivals = "none (no arrivals)"
     rows = [
-        (
-            "interarrival",
-            "none (no arrivals)" if math.isinf(interarrival) else report.seconds(interarrival),
-        ),
+        ("interarrival", arrivals),
         ("service", report.seconds(result.service_seconds)),
         ("parallelism", str(result.parallelism)),
         (
             "effective service",
             f"{report.seconds(result.effective_service_seconds)}  (service / parallelism)",
         ),
-        ("utilization", f"{result.utilization:.2f}  (stable below {result.target_utilization:g})"),
-        ("verdict", result.verdict.upper()),
+        (
+            "utilization",
+            "-  (no arrival rate to load the workers)"
+            if no_rate
+            else f"{result.utilization:.2f}  (stable below {result.target_utilization:g})",
+        ),
+        (
+            "verdict",
+            "-  (no arrival rate: see drain backlog)" if no_rate else result.verdict.upper(),
+        ),  # fmt: skip
         ("model", f"{MODEL_NAMES[result.model]}: {why}" if why else MODEL_NAMES[result.model]),
-        ("recommended P", str(result.recommended_parallelism)),
+        (
+            "recommended P",
+            "-  (no arrival rate: parallelism sets how fast a backlog drains)"
+            if no_rate
+            else str(result.recommended_parallelism),
+        ),
     ]
     rows.append(
         (

@@ -47,6 +47,7 @@ class Asked:
         self.answer_due = False  # something asked took effect: its status is due at once
         self.accepted_seen: float | None = None  # the last `resume --accept-removals` seen
         self.refused: object = None  # the last parallelism refused (said once)
+        self.refusal: str | None = None  # why, for `status`
 
     def at_start(self) -> None:
         """Before any worker may take a slot: a pause in force, and what was asked."""
@@ -75,12 +76,14 @@ class Asked:
             return None
         problem = parallelism_problem(wanted)
         if problem is None:
-            self.refused = None
+            self.refused = self.refusal = None
             return wanted
         if wanted != self.refused:
             log.error("parallelism asked of the queue refused (%s): keeping %d",
                       problem, self.manager.capacity.limit)  # fmt: skip
             self.refused = wanted
+            self.refusal = f"{problem}: keeping {self.manager.capacity.limit}"
+            self.note_manager()
         return None
 
     def follow(self, interval: float = 0.5) -> None:
@@ -134,6 +137,7 @@ class Asked:
         m.paused_since = since
         m.capacity.poke()
         self.answer_due = True
+        self.note_manager()  # `status` tells that this manager holds (or no longer holds)
 
     def follow_parallelism(self) -> None:
         m = self.manager
@@ -211,6 +215,8 @@ class Asked:
             "held": m.hold.reason(),
             "autoscale": m.autoscaler is not None,  # `workqueue scale` refuses then
             "adopted": len(m.adoption.units),  # running work a manager that died left
+            "paused_since": m.paused_since,  # the pause as this manager applies it
+            "parallelism_refused": self.refusal,  # an out-of-bounds parallelism asked
             "removals_held": m.leaving.reason(),
         }
 

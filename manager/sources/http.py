@@ -23,11 +23,12 @@ One `requests.Session` is kept, so polls and item fetches reuse a keep-alive con
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 if TYPE_CHECKING:  # imported when a client is made: `workqueue run` never needs it
     import requests
@@ -62,8 +63,7 @@ class SourceClient:
         session: requests.Session | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        if not base_url.startswith(("http://", "https://")):
-            raise SourceProtocolError(f"source URL must start with http:// or https://: {base_url}")
+        check_source_url(base_url)
         self.base_url = base_url.rstrip("/")
         self.retries = retries
         self.backoff = backoff
@@ -237,6 +237,8 @@ class SourceClient:
                 self.sleep(self.backoff.delay(attempt - 1))
             try:
                 r = self.session.get(url, params=params, timeout=self.timeout)
+            except requests.exceptions.SSLError as exc:  # no retry mends a wrong scheme
+                raise SourceProtocolError(_tls_failed(url, exc)) from None
             except requests.RequestException as exc:
                 last = _short(exc)
                 continue
@@ -291,6 +293,28 @@ def _is_status(response: requests.Response) -> bool:
         return response.json().get("kind") == "Status"
     except ValueError:
         return False
+
+
+def check_source_url(url: str) -> None:
+    """A `SourceProtocolError` (one line, exit 2) for a source URL no retry can mend: not
+    http(s), no host, a malformed IPv6 address, a port out of range."""
+    if not url.startswith(("http://", "https://")):
+        raise SourceProtocolError(f"source URL must start with http:// or https://: {url}")
+    try:
+        parts = urlsplit(url)
+        host, _ = parts.hostname, parts.port  # the port is checked (0-65535) when read
+    except ValueError as exc:
+        raise SourceProtocolError(f"not a source URL ({exc}): {url}") from None
+    if not host:
+        raise SourceProtocolError(f"no host in the source URL: {url}")
+
+
+def _tls_failed(url: str, exc: Exception) -> str:
+    reason = str(exc)
+    found = re.search(r"\[SSL: [A-Z_]+\][^'\"()]*|certificate verify failed[^'\"()]*", reason)
+    short = found.group(0).strip() if found else reason[:120]
+    hint = " - is it a plain http:// server?" if "WRONG_VERSION_NUMBER" in reason else ""
+    return f"TLS with {url} failed{hint} ({short})"
 
 
 def _short(exc: Exception) -> str:

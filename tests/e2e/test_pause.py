@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import signal
 import sys
-import time
 
 from tests.support.servers import free_port, holding, wait_until
 
@@ -42,6 +41,12 @@ def started_names(path) -> list[str]:
     return path.read_text().split() if path.exists() else []
 
 
+def manager(state) -> dict:
+    """The facts the running manager left: what it has in force (not what was asked)."""
+    done = workqueue("status", "--state-dir", state, "--json")
+    return (json.loads(done.stdout).get("manager") or {}) if done.returncode == 0 else {}
+
+
 def counts(state) -> dict:
     return json.loads(workqueue("status", "--state-dir", state, "--json").stdout)["counts"]
 
@@ -55,10 +60,9 @@ def test_pause_while_running_lets_running_work_finish_and_starts_nothing_new(tmp
         wait_until(lambda: started_names(started) == ["a-gate.mp4"], timeout=30)
         r = workqueue("pause", "--state-dir", state)
         assert r.returncode == 0 and "paused" in r.stdout
-        time.sleep(1.2)  # the manager reads the pause within a second
+        wait_until(lambda: manager(state).get("paused_since"), timeout=30)  # in force there
         gate.touch()  # the running item finishes ...
         wait_until(lambda: counts(state)["succeeded"] == 1, timeout=30)
-        time.sleep(1.5)
         assert started_names(started) == ["a-gate.mp4"]  # ... and nothing new starts
         body = json.loads(workqueue("status", "--state-dir", state, "--json").stdout)
         assert body["paused_since"] is not None
@@ -143,10 +147,9 @@ def test_scale_changes_a_running_local_manager_and_zero_starts_nothing(tmp_path)
         wait_until(lambda: len(started_names(started)) == 3, timeout=30)  # more workers too
         r = workqueue("scale", "--parallelism", "0", "--state-dir", state)
         assert "parallelism 0 (was 3): nothing new starts" in r.stdout
-        time.sleep(1.2)  # the manager reads it within a second
+        wait_until(lambda: manager(state).get("parallelism") == 0, timeout=30)  # in force
         gate.touch()  # the running three finish ...
         wait_until(lambda: counts(state)["succeeded"] == 3, timeout=30)
-        time.sleep(1.5)
         assert len(started_names(started)) == 3  # ... and nothing new starts
         body = json.loads(workqueue("status", "--state-dir", state, "--json").stdout)
         assert any("parallelism is 0" in i["reason"] for i in body["items"])

@@ -141,6 +141,8 @@ def _shape(text: str) -> list[str]:
     for line in text.strip().splitlines():
         line = re.sub(r"/\S+", "PATH", line)
         line = re.sub(r"sample-\d+", "sample-N", line)
+        # a duration's unit follows its size: 245 ms here is 1.2 s on a loaded machine
+        line = re.sub(r"\d+(\.\d+)?\s?(ms|s|min|h)\b", "DURATION", line)
         line = re.sub(r"\d+(\.\d+)?", "N", line)
         out.append(line.rstrip())
     return out

@@ -53,9 +53,20 @@ def worker_argv(words: list[str]) -> list[str]:
     return words
 
 
+def state_dir_path(text: str) -> str:
+    """A state directory's path: not empty (an empty one would be the current folder, never
+    meant)."""
+    if not text.strip():
+        raise UserError("empty: give a folder (default .workqueue)")
+    return text
+
+
 def _state_dir():
     return option(
-        "--state-dir", f"ledger and logs (default {DEFAULT_STATE_DIR})", default=DEFAULT_STATE_DIR
+        "--state-dir",
+        f"ledger and logs (default {DEFAULT_STATE_DIR})",
+        default=DEFAULT_STATE_DIR,
+        parse=state_dir_path,
     )
 
 

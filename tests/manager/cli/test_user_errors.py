@@ -75,6 +75,30 @@ def without_root_powers():
           "/nonexistent/dir/p.png"], "/nonexistent/dir"),
         (["--bogus"], "unknown option '--bogus'"),
         (["lab", "--duration", "-3"], "> 0"),
+        # found by a round of 255 mistakes tried as a new user would
+        (["manager", "--source", "http://[::1", "--worker-cmd", "true", "--once"],
+         "Invalid IPv6 URL"),
+        (["manager", "--source", "http://127.0.0.1:99999", "--worker-cmd", "true", "--once"],
+         "Port out of range"),
+        (["stability", "--interarrival", "60s", "--service", "90s", "--plot", "out.txt"],
+         "'.txt' is not an image format"),
+        (["simulate", "--interarrival", "60s", "--service", "90s", "--plot", "out.txt"],
+         "'.txt' is not an image format"),
+        (["stability", "--interarrival", "60s", "--service", "90s", "--plot", "."],
+         "it is a folder"),
+        (["lab", "--keys", "100000000"], "at most 10,000"),
+        (["lab", "--workers", "100000000"], "at most 4096"),
+        (["scale", "--parallelism", "100000000"], "at most 4096"),
+        (["scale", "--parallelism", "-1"], ""),
+        (["run", ".", "--state-dir", "", "--", "true"], "--state-dir: empty"),
+        (["status", "--state-dir", ""], "--state-dir: empty"),
+        (["stability", "--from-state", ""], "--from-state is empty"),
+        (["run", ".", "--endpoint-url", "http://minio:9000", "--", "true"],
+         "--endpoint-url applies to S3 sources only"),
+        (["run", ".", "--sqs-queue-url", "http://q", "--", "true"],
+         "--sqs-queue-url applies to S3 sources only"),
+        (["run", ".", "--relist-interval", "5s", "--", "true"],
+         "--relist-interval applies to S3 and Redis sources only"),
     ],
 )  # fmt: skip
 def test_mistakes_are_one_line_and_exit_2(tmp_path, args, says):
@@ -117,3 +141,51 @@ def test_a_plot_into_a_read_only_folder(tmp_path):
     finally:
         folder.chmod(0o755)
     one_line_exit_2(r, "permission denied")
+
+
+def test_an_endpoint_in_the_environment_is_checked_as_the_flag_is(tmp_path):
+    r = subprocess.run(
+        [sys.executable, "-m", "manager.cli", "run", "s3://bucket/", "--", "true"],
+        capture_output=True, text=True, timeout=60,
+        env=dict(os.environ, AWS_ENDPOINT_URL="notaurl", AWS_ACCESS_KEY_ID="x",
+                 AWS_SECRET_ACCESS_KEY="y"),
+    )  # fmt: skip
+    one_line_exit_2(r, "AWS_ENDPOINT_URL must be an http(s) URL")
+
+
+def test_https_to_a_plain_http_server_says_so_at_once(tmp_path):
+    import threading
+    from http.server import HTTPServer, SimpleHTTPRequestHandler
+
+    server = HTTPServer(("127.0.0.1", 0), SimpleHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"https://127.0.0.1:{server.server_address[1]}"
+        r = workqueue("manager", "--source", url, "--worker-cmd", "true", "--once",
+                      "--state-dir", tmp_path / "state")  # fmt: skip
+    finally:
+        server.shutdown()
+    one_line_exit_2(r, "is it a plain http:// server?", "WRONG_VERSION_NUMBER")
+    assert "unreachable" not in r.stderr  # a wrong scheme is not an outage to wait out
+
+
+def test_a_wrong_redis_database_is_said_as_refused(tmp_path, redis_store):
+    url = redis_store.url.rsplit("/", 1)[0] + "/99?set=s"
+    one_line_exit_2(workqueue("run", url, "--", "true"), "the server refused it", "DB index")
+
+
+def test_a_backlog_s_stability_claims_no_utilization_verdict_or_recommendation(tmp_path):
+    folder = tmp_path / "items"
+    folder.mkdir()
+    for i in range(5):
+        (folder / f"{i}.mp4").write_bytes(b"x")
+    state = tmp_path / "state"
+    ran = workqueue("run", folder, "--settle", "0", "--state-dir", state, "--", "true")
+    assert ran.returncode == 0, ran.stderr
+    said = workqueue("stability", "--from-state", state, "--parallelism", "2")
+    assert said.returncode == 0, said.stderr
+    table = {line[:19].strip(): line[19:] for line in said.stdout.splitlines() if line[:1] != " "}
+    assert "the 5 items arrived together (a backlog, not a rate)" in table["interarrival"]
+    assert table["utilization"].startswith("-") and table["verdict"].startswith("-")
+    assert table["recommended P"].startswith("-")
+    assert "for 5 items" in table["drain backlog"]
