@@ -45,7 +45,9 @@ test:
 	$(MAKE) --no-print-directory --jobs=3 --output-sync=target $(STAMP) tools $(CHECKOV)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q -n 2
+	# four workers on two cores: half of a test's time is spent waiting on real processes
+	# (measured: 6m27 of wall for 6m49 of CPU with two workers, 5m19 with four)
+	$(BIN)/python -m pytest -q -n 4
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

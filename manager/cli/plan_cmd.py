@@ -19,7 +19,6 @@ import sys
 from ..durations import parse_duration
 from ..errors import InputError, UserError
 from ..planning import measure
-from ..planning.deadline import ServiceTimes, plan
 from . import report
 from .argtypes import cv, positive_int
 from .queues import add_from_state, measured_record
@@ -54,6 +53,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
+    from ..planning.deadline import plan
+
     items = count_items(args)
     service = service_times(args)
     if args.cost_per_hour is not None and not 0 <= args.cost_per_hour < float("inf"):
@@ -109,7 +110,10 @@ def count_folder(folder: str, suffixes: list[str]) -> int:
         raise UserError(f"cannot read {folder}: {exc.strerror}") from None
 
 
-def service_times(args) -> ServiceTimes:
+def service_times(args):
+    """The `planning.deadline.ServiceTimes` asked for, or measured (`--from-state`)."""
+    from ..planning.deadline import ServiceTimes
+
     if args.service and args.from_state is not None:
         raise InputError("give --service or --from-state, not both")
     if args.from_state is not None:

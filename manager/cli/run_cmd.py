@@ -13,7 +13,6 @@ any failed. Everything after `--` is the worker command, word for word.
 from __future__ import annotations
 
 from ambassador.server import add_folder_options, source_spec
-from ambassador.sources.listed import SourceUnreachable
 
 from ..backends.local import LocalOptions, worker_argv
 from ..declared import from_words
@@ -56,6 +55,8 @@ def run_folder(args) -> int:
     local = from_words(LocalOptions, vars(args), worker_argv=argv)
     # --cancel-removed: the folder is listed every ~2 s for what left it (in-process: cheap)
     options = manager_options(args, poll_interval=2.0)
+    from ambassador.sources.listed import SourceUnreachable
+
     from ..sources.folder import open_source
 
     where = f"folder {spec.config['ROOT']}" if spec.kind == "filesystem" else args.dir

@@ -123,20 +123,29 @@ class Reconciler:
         nothing is to run (the caller gives the slot back and reports it: `report`). The
         source's errors and a `StorageFault` propagate - nothing started."""
         if not self.needs_work(name):
-            return Result.SKIPPED
+            return self._nothing_to_do(name)
         data = self.source.get_item(name)
         if data is None:
             return Result.GONE
         with self.cancellations.gate:
             self.ledger.see([name])
             if not self.needs_work(name):  # cancelled (or done elsewhere) meanwhile
-                return Result.SKIPPED
+                return self._nothing_to_do(name)
             if self.on_dispatch is not None:
                 self.on_dispatch(name)
             log_path = self.backend.log_path(name)
             attempt = self.ledger.start(name, log_path, data.get("version"))
             cancel = self.cancellations.started(name)
         return Started(name, data, attempt, cancel)
+
+    def _nothing_to_do(self, name: str) -> Result:
+        """Why an item taken from the line needs no work: CANCELLED when it left the source
+        while it waited (whoever reports first, a --once run counts it cancelled, not "already
+        done"), else SKIPPED."""
+        current = self.ledger.state(name)
+        if current is not None and current[0] == State.CANCELLED:
+            return Result.CANCELLED
+        return Result.SKIPPED
 
     def finish(self, started: Started) -> Result:
         """Run a started item and record how it ended (the slot stays the caller's). A

@@ -13,9 +13,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_until(predicate, timeout: float = 10.0, interval: float = 0.02):
+def wait_until(predicate, timeout: float = 10.0, interval: float = 0.02, most: float = 0.25):
     """Poll `predicate` until it returns something truthy (for effects of real processes and
-    threads); fail after `timeout` seconds."""
+    threads); fail after `timeout` seconds. The pause between looks grows from `interval` to
+    `most`: a predicate that runs a command (`workqueue status`, a quarter second of CPU) must
+    not keep a core of this two-core machine busy while the thing it waits for needs it."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
@@ -24,6 +26,7 @@ def wait_until(predicate, timeout: float = 10.0, interval: float = 0.02):
         if time.monotonic() > deadline:
             raise AssertionError("condition not reached in time")
         time.sleep(interval)
+        interval = min(most, interval * 1.5)
 
 
 def holding(port: int, waiting: int) -> bool:

@@ -31,10 +31,10 @@ from ...declared import option, split_words
 from ...durations import parse_duration
 from ...errors import UserError
 from ...ports import Parts, QueueRecord
-from .ledger import existing_ledger, open_ledger
-from .process import LocalBackend
-from .queue_commands import LocalQueueOps
-from .recovery import take_back
+
+# The ledger, the runner and the queue commands are imported where they are used: every
+# `workqueue` command declares this backend's flags, and only some open a ledger (sqlite3,
+# the keeper's client, ... - 40 ms of a command's start otherwise).
 
 DEFAULT_STATE_DIR = ".workqueue"
 log = logging.getLogger(__name__)
@@ -102,6 +102,10 @@ def setup(
     still running are adopted, ends that came meanwhile recorded, the rest put back in line."""
     if not options.worker_argv:
         raise UserError("--worker-cmd is required with --backend local")
+    from .ledger import open_ledger
+    from .process import LocalBackend
+    from .recovery import take_back
+
     ledger = open_ledger(options.state_dir)
     backend = LocalBackend(options.worker_argv, ledger.state_dir, timeout=options.timeout)
     ledger.on_recorded = backend.recorded
@@ -122,14 +126,19 @@ def setup(
     return Parts(ledger=ledger, backend=backend, close=close)
 
 
-def queue_ops(queue: LocalQueue) -> LocalQueueOps:
-    """What `status`, `retry`, `pause` and `resume` do to the queue (a context manager)."""
+def queue_ops(queue: LocalQueue):
+    """What `status`, `retry`, `pause` and `resume` do to the queue (a context manager:
+    `queue_commands.LocalQueueOps`)."""
+    from .queue_commands import LocalQueueOps
+
     return LocalQueueOps(queue.state_dir)
 
 
 def measured_record(queue: LocalQueue) -> QueueRecord:
     """Every row of the ledger in the queue's state directory: what `stability`, `simulate`
     and `plan` measure with `--from-state` (first seen is when an item arrived)."""
+    from .ledger import existing_ledger
+
     with existing_ledger(queue.state_dir) as ledger:
         return QueueRecord(ledger.where, ledger.rows())
 

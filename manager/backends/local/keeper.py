@@ -217,17 +217,20 @@ class Keeper:
         if "ack" in message:  # acknowledgements ride on the next start when there is one
             self._acked(message["ack"])
         ident, name, attempt = message["id"], message["name"], message["attempt"]
+        part = "log"  # what refused: the state directory's disk (the log), or the program
         try:
             log_fd = os.open(message["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
                              0o644)  # fmt: skip
             try:
                 os.write(log_fd, message["header"].encode("utf-8", "replace"))
+                part = "program"
                 pid = self._start(log_fd, message["env"])
             finally:
                 os.close(log_fd)
         except OSError as exc:
             why = f"cannot start worker: {exc.strerror}: {exc.filename or self.argv[0]}"
-            self._send({"op": "ended", "end": {"id": ident, "code": None, "error": why}})
+            self._send({"op": "ended", "end": {"id": ident, "code": None, "error": why,
+                                               "errno": exc.errno, "refused": part}})  # fmt: skip
             return
         record = {"id": ident, "name": name, "attempt": attempt, "pid": pid,
                   "ticks": ticks_now(), "began": time.time()}  # fmt: skip

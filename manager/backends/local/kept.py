@@ -55,11 +55,16 @@ class KeptChild:
         self.error: str | None = None
         self.began = began
         self.ended: float | None = None
+        self.refused: tuple[str, int | None] | None = None
         self._done = threading.Event()
 
     def _end(self, message: dict) -> None:
         self.returncode = message.get("code")
         self.error = message.get("error")
+        # a start refused: "log" (the state directory's disk) or "program", with the errno
+        self.refused: tuple[str, int | None] | None = None
+        if message.get("refused"):
+            self.refused = (message["refused"], message.get("errno"))
         self.began = message.get("began", self.began)
         self.ended = message.get("at", time.time())
         self._done.set()
@@ -131,7 +136,7 @@ class KeeperLink:
                 (os.POSIX_SPAWN_DUP2, err_fd, 2),
                 (os.POSIX_SPAWN_DUP2, theirs.fileno(), 3),
             ]
-            argv = [sys.executable, "-E", "-s", "-B", KEEPER_SCRIPT]
+            argv = [sys.executable, "-S", "-E", "-s", "-B", KEEPER_SCRIPT]  # (stdlib only)
             pid = os.posix_spawn(sys.executable, argv, dict(os.environ), file_actions=actions,
                                  setsid=True)  # fmt: skip
         finally:

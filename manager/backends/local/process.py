@@ -42,7 +42,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from ...faults import StorageFault, diagnose, raised_as_faults
+from ...faults import IO_ERROR, StorageFault, classify, diagnose, raised_as_faults
 from ...ports import Cancel, Outcome
 from .kept import LOST, KeeperLink, KeptChild
 from .spawn import Spawner
@@ -250,6 +250,10 @@ class LocalBackend:
                 False, exit_code=None, error=f"timed out after {self.timeout:g}s", log_path=log_path
             )
         code = child.returncode
+        if child.refused is not None and child.refused[0] == "log":  # the disk, not the item
+            errno_, why = child.refused[1], child.error or "cannot write the log"
+            fault = classify(OSError(errno_ or 0, why), self.state_dir)
+            raise fault or StorageFault(IO_ERROR, self.state_dir, why)
         if code is None:  # never started, or its end was lost with its keeper
             return Outcome(False, error=child.error, log_path=log_path)
         if self._stopping.is_set() and code != 0:
