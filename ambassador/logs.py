@@ -30,19 +30,42 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, ensure_ascii=False)
 
 
+def for_terminals(text: str) -> str:
+    """`text` with its control and format characters shown escaped (`\x1b`), newlines and tabs
+    kept: an item named `esc\x1b[2J…` must not clear a terminal or retitle it (as `ls` and
+    `git` escape such names)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c in "\n\t" else repr(c)[1:-1] for c in text)
+
+
+class TextFormatter(logging.Formatter):
+    """Lines for people: the message's control characters escaped (`for_terminals`). JSON
+    lines keep them exact (JSON escapes them itself)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
+        record.message = for_terminals(record.message)
+        return super().formatMessage(record)
+
+
 def logging_config(log_format: str = "text", level: str = "info") -> dict:
     """A `logging.config.dictConfig` that sends every logger to stderr in `log_format`."""
     formatter = (
-        {"()": f"{__name__}.JsonFormatter"} if log_format == "json" else {"format": TEXT_FORMAT}
+        {"()": f"{__name__}.JsonFormatter"}
+        if log_format == "json"
+        else {"()": f"{__name__}.TextFormatter", "format": TEXT_FORMAT}
     )
     return {
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"main": formatter},
+        # secrets in URLs are hidden in every line, whoever logged it (`redaction.py`)
+        "filters": {"redact": {"()": "ambassador.redaction.RedactingFilter"}},
         "handlers": {
             "stderr": {
                 "class": "logging.StreamHandler",
                 "formatter": "main",
+                "filters": ["redact"],
                 "stream": "ext://sys.stderr",
             }
         },

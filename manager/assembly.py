@@ -29,6 +29,7 @@ class StatsEndpoint:
     host: str = "127.0.0.1"
     port: int = 0
     ui_token: str | None = None
+    allowed_hosts: frozenset[str] = frozenset()  # names a request's Host may give (rebinding)
 
 
 @dataclass
@@ -82,8 +83,9 @@ def assemble(
             dashboard = Dashboard(lambda: board(manager), host=stats.host, token=stats.ui_token)
             try:
                 server = StatsServer(
-                    manager.asked.stats, registry, stats.host, stats.port, dashboard
-                )
+                    manager.asked.stats, registry, stats.host, stats.port, dashboard,
+                    allowed_hosts=stats.allowed_hosts,
+                )  # fmt: skip
             except (OSError, ValueError) as exc:
                 why = getattr(exc, "strerror", None) or str(exc)
                 raise UserError(

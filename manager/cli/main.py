@@ -18,7 +18,7 @@ from ..faults import StorageFault
 from . import environment
 from .interrupts import Interrupted, said, stop_early
 from .log_options import LONG_RUNNING, add_log_options, setup_logging
-from .report import one_line
+from .report import ForPeople, one_line
 
 
 def version() -> str:
@@ -102,6 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     stop_early()
+    stdout = sys.stdout
+    sys.stdout = ForPeople(stdout)  # names never reach a terminal raw
     subcommand: list[str | None] = [None]
     try:
         return _main(argv, subcommand)
@@ -109,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         stopped = exc if isinstance(exc, Interrupted) else Interrupted(signal.SIGINT)
         print(said(subcommand[0], stopped, runs_work=subcommand[0] in RUNS_WORK), file=sys.stderr)
         return 128 + stopped.signum
+    finally:
+        sys.stdout = stdout
 
 
 RUNS_WORK = {"run", "manager"}  # commands that start units of work

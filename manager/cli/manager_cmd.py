@@ -154,10 +154,18 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         help="the address --metrics-port binds (default 127.0.0.1; 0.0.0.0 in a pod)",
     )
     p.add_argument(
+        "--allowed-host",
+        action="append",
+        metavar="NAME",
+        help="a host name the endpoint answers to besides its addresses and localhost (an "
+        "Ingress's, a Service's); any other is refused (DNS rebinding); repeatable",
+    )
+    p.add_argument(
         "--ui-token",
         type=token,
         help="bearer token the dashboard at / asks for (required to see it when "
-        "--metrics-host is beyond loopback; /metrics stays open)",
+        "--metrics-host is beyond loopback; /metrics stays open): from WORKQUEUE_UI_TOKEN "
+        "only - on the command line every user of the machine reads it",
     )
     p.add_argument(
         "--ui-token-file",
@@ -199,15 +207,25 @@ def stats_endpoint(args) -> StatsEndpoint | None:
 
     if args.metrics_port is None:
         return None
-    return StatsEndpoint(args.metrics_host, args.metrics_port, ui_token(args))
+    return StatsEndpoint(args.metrics_host, args.metrics_port, ui_token(args),
+                         frozenset(args.allowed_host or ()))  # fmt: skip
 
 
 def ui_token(args) -> str | None:
-    """`--ui-token`, or the token in `--ui-token-file` (one or the other), checked."""
+    """`WORKQUEUE_UI_TOKEN`, or the token in `--ui-token-file` (one or the other), checked; a
+    token written on the command line is refused (`ps` shows it to everyone)."""
+    given_here = args.ui_token is not None and "ui_token" not in getattr(
+        args, "environment_sources", {}
+    )
+    if given_here:
+        raise UserError(
+            "--ui-token on the command line is visible to every user of this machine (ps): "
+            "give it in WORKQUEUE_UI_TOKEN or a file (--ui-token-file)"
+        )
     if args.ui_token_file is None:
         return args.ui_token
     if args.ui_token is not None:
-        raise UserError("give --ui-token or --ui-token-file, not both")
+        raise UserError("give WORKQUEUE_UI_TOKEN or --ui-token-file, not both")
     try:
         with open(args.ui_token_file, encoding="utf-8") as f:
             text = f.read().strip()

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import os
 
+from ambassador.logs import for_terminals
+from ambassador.redaction import redact_text
+
 from ..durations import human
 from ..errors import UserError
 
@@ -17,8 +20,23 @@ seconds = human  # durations for people (`manager.durations.human`)
 
 def one_line(text: str) -> str:
     """A message on one line, whatever a user typed into it: control characters (a newline in
-    a path, say) are shown escaped."""
-    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+    a path, say) are shown escaped, and the secrets of any URL in it hidden."""
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in redact_text(text))
+
+
+class ForPeople:
+    """A text stream whose writes have their control characters escaped (`for_terminals`):
+    every command's stdout, so an item's name never reaches a terminal raw. JSON written
+    through it is unchanged (JSON escapes control characters itself)."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(for_terminals(text))
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
 
 
 def rows(pairs: list[tuple[str, str]]) -> str:

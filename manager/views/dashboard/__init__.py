@@ -15,16 +15,19 @@ Routes (GET only; read-only - nothing here changes the queue):
 
 Who may look: the page shows item names, reasons and log tails, so it is private by default.
 On a loopback address it is open to this machine. Bound beyond loopback it needs the bearer
-token (`--ui-token`, or `WORKQUEUE_UI_TOKEN`): `Authorization: Bearer TOKEN`, or once per
-browser `/?token=TOKEN`, which sets an HttpOnly, SameSite=Strict cookie and redirects to `/`
-so the token leaves the address bar. Without a token it answers 403 and says how to set one.
-With a token set, it is required on loopback too. /metrics, /stats and /healthz never need it
-(Prometheus keeps scraping). Every answer forbids framing, sniffing and inline script (a
-Content-Security-Policy of 'self' only).
+token (`--ui-token-file`, or `WORKQUEUE_UI_TOKEN`; not on the command line, where every user
+of the machine reads it): `Authorization: Bearer TOKEN`, or once per
+browser `/?token=TOKEN`, which sets an HttpOnly, SameSite=Strict cookie (Secure when served
+over TLS) and redirects to `/` so the token leaves the address bar; the cookie carries a value
+derived from the token (an HMAC), never the token. Without a token it answers 403 and says how
+to set one. With a token set, it is required on loopback too. /metrics, /stats and /healthz
+never need it (Prometheus keeps scraping). Every answer forbids framing, sniffing and inline
+script (a Content-Security-Policy of 'self' only).
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
 import json
@@ -73,6 +76,12 @@ class Dashboard:
         self.host = host
         self.token = token or None
         self.needs_token = self.token is not None or not is_loopback(host)
+        # what the cookie carries: derived from the token, never the token itself (a cookie
+        # jar, a proxy's log or a browser's devtools show it)
+        self.session = ""
+        if self.token is not None:
+            self.session = hmac.new(self.token.encode(), b"workqueue dashboard session",
+                                    hashlib.sha256).hexdigest()  # fmt: skip
 
     @staticmethod
     def serves(path: str) -> bool:
@@ -84,7 +93,8 @@ class Dashboard:
             return _answer(start_response, "405 Method Not Allowed", b"read-only\n", "text/plain")
         query = parse_qs(environ.get("QUERY_STRING", ""))
         if path == "/" and self.token and query.get("token"):
-            return self._log_in(start_response, query["token"][0])
+            secure = environ.get("wsgi.url_scheme") == "https"
+            return self._log_in(start_response, query["token"][0], secure)
         denied = self._denied(environ)
         if denied is not None:
             status, text = denied
@@ -113,10 +123,11 @@ class Dashboard:
                 f"the dashboard is off: the manager serves {self.host}, beyond this machine, "
                 "and no token is set (--ui-token or WORKQUEUE_UI_TOKEN)\n",
             )
-        offered = _bearer(environ.get("HTTP_AUTHORIZATION", "")) or _cookie(
-            environ.get("HTTP_COOKIE", "")
-        )
-        if offered is not None and hmac.compare_digest(offered.encode(), self.token.encode()):
+        bearer = _bearer(environ.get("HTTP_AUTHORIZATION", ""))
+        if bearer is not None and hmac.compare_digest(bearer.encode(), self.token.encode()):
+            return None
+        cookie = _cookie(environ.get("HTTP_COOKIE", ""))
+        if cookie is not None and hmac.compare_digest(cookie.encode(), self.session.encode()):
             return None
         return (
             "401 Unauthorized",
@@ -124,12 +135,14 @@ class Dashboard:
             "or open /?token=TOKEN once in a browser\n",
         )
 
-    def _log_in(self, start_response, offered: str):
+    def _log_in(self, start_response, offered: str, secure: bool = False):
         if not hmac.compare_digest(offered.encode(), self.token.encode()):
             return _answer(
                 start_response, "401 Unauthorized", b"wrong token\n", "text/plain; charset=utf-8"
             )
-        cookie = f"{COOKIE}={self.token}; HttpOnly; SameSite=Strict; Path=/"
+        cookie = f"{COOKIE}={self.session}; HttpOnly; SameSite=Strict; Path=/"
+        if secure:
+            cookie += "; Secure"
         start_response(
             "303 See Other",
             [("Location", "./"), ("Set-Cookie", cookie), ("Content-Length", "0")]

@@ -25,7 +25,12 @@ RECENT_SHOWN = 10
 
 
 def esc(value) -> str:
-    return html.escape(str(value), quote=True)
+    """HTML-escaped, its control and format characters shown escaped (`\x1b`): an item's name
+    is text to read, whatever it holds."""
+    text = str(value)
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return html.escape(text, quote=True)
 
 
 _BREAK_AFTER = re.compile(r"([/_.\-]+)")

@@ -103,9 +103,37 @@ def test_with_a_token_it_is_required_by_header_or_by_cookie(serve):
     r = session.get(url + f"/?token={TOKEN}", allow_redirects=False, timeout=5)
     assert r.status_code == 303 and r.headers["Location"] == "./"
     cookie = r.headers["Set-Cookie"]
-    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Secure" not in cookie
+    assert TOKEN not in cookie  # a value derived from the token, never the token
     assert session.get(url + "/", timeout=5).status_code == 200
     assert session.get(url + "/ui/board.json", timeout=5).status_code == 200
+    forged = {"Cookie": f"workqueue_ui={TOKEN}"}  # the token itself is no session
+    assert requests.get(url + "/", headers=forged, timeout=5).status_code == 401
+    said = {}
+    over_tls = {"PATH_INFO": "/", "QUERY_STRING": f"token={TOKEN}", "wsgi.url_scheme": "https"}
+    Dashboard(a_board, host="0.0.0.0", token=TOKEN)(over_tls, lambda s, h: said.update(h))
+    assert "; Secure" in said["Set-Cookie"]  # served over TLS: the cookie travels only so
+
+
+@pytest.mark.parametrize(
+    ("host", "answered"),
+    [("127.0.0.1:9", True), ("localhost:9", True), ("[::1]:9", True), ("10.1.2.3", True),
+     ("evil.example", False), ("evil.example:9", False), ("127.0.0.1.nip.io", False),
+     ("dashboard.example.org", True)],
+)  # fmt: skip
+def test_a_host_name_not_ours_is_refused_dns_rebinding(host, answered):
+    server = StatsServer(lambda: {"span": 0}, None, "127.0.0.1", 0,
+                         Dashboard(a_board, host="127.0.0.1", token=None),
+                         allowed_hosts=frozenset({"dashboard.example.org"}))  # fmt: skip
+    try:
+        for path in ("/", "/ui/board.json", "/stats", "/healthz"):
+            r = requests.get(f"http://127.0.0.1:{server.port}{path}", headers={"Host": host},
+                             timeout=5)  # fmt: skip
+            assert (r.status_code != 421) == answered, (path, r.status_code)
+            if not answered:
+                assert EVIL not in r.text and "--allowed-host" in r.text
+    finally:
+        server.stop()
 
 
 def test_a_token_is_required_on_loopback_too_once_set(serve):

@@ -1,0 +1,88 @@
+"""No secret is printed and no name reaches a terminal raw, with the real commands: a password in
+a source URL is hidden in the manager's log, its `--once` error, `status` and `run` errors; a
+dashboard token on the command line is refused without being echoed; an item named with escape
+codes is shown escaped by `run`, `status` and the log, and exact in `status --json`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+from ambassador.redaction import redact_text, redact_url
+from tests.support.servers import free_port, wait_until
+
+from .conftest import spawn_workqueue, workqueue
+
+SECRET = "s3cr3t-pw"
+
+
+def test_redaction_keeps_what_is_not_a_secret():
+    assert redact_url(f"http://admin:{SECRET}@host:8080/x") == "http://admin:***@host:8080/x"
+    assert redact_url(f"redis://:{SECRET}@r:6379/0?set=v") == "redis://:***@r:6379/0?set=v"
+    assert redact_url(f"https://h/o?X-Amz-Signature={SECRET}&part=2") == (
+        "https://h/o?X-Amz-Signature=***&part=2"
+    )
+    assert redact_url(f"http://{SECRET}@h/") == "http://***@h/"
+    assert redact_url("http://h/?set=videos") == "http://h/?set=videos"
+    assert SECRET not in redact_text(f"x http://a:{SECRET}@[::1 y")
+
+
+def test_a_password_in_the_source_url_is_never_printed(tmp_path, ambassador_server):
+    (tmp_path / "videos").mkdir()
+    (tmp_path / "videos" / "a.mp4").write_bytes(b"x")
+    server = ambassador_server(tmp_path / "videos")
+    with_password = server.url.replace("http://", f"http://admin:{SECRET}@")
+    state = tmp_path / "state"
+    closed = f"http://admin:{SECRET}@127.0.0.1:{free_port()}"
+    once = workqueue("manager", "--source", closed, "--worker-cmd", "true", "--once",
+                     "--source-timeout", "1s", "--state-dir", state)  # fmt: skip
+    assert once.returncode == 2 and "admin:***@" in once.stderr, once.stderr
+    status = workqueue("status", "--state-dir", state, "--source", closed)
+    assert "admin:***@" in status.stderr
+    redis = workqueue("run", f"redis://:{SECRET}@127.0.0.1:{free_port()}/0?set=s", "--", "true")
+    assert redis.returncode == 2
+    live = spawn_workqueue("manager", "--source", with_password, "--worker-cmd", "true",
+                           "--state-dir", state, "--poll-interval", "0.5s")  # fmt: skip
+    try:
+        wait_until(lambda: '"succeeded": 1' in workqueue("status", "--state-dir", state,
+                                                          "--json").stdout, 30)  # fmt: skip
+        live.send_signal(signal.SIGTERM)
+        _, err = live.communicate(timeout=60)
+    finally:
+        if live.poll() is None:
+            live.kill()
+    assert f"manager: source {server.url.replace('http://', 'http://admin:***@')}" in err, err
+    for said in (once.stdout, once.stderr, status.stdout, status.stderr, redis.stderr, err):
+        assert SECRET not in said
+
+
+def test_a_dashboard_token_on_the_command_line_is_refused_unechoed(tmp_path):
+    token = "a-long-token-nobody-should-see-1234"
+    r = workqueue("run", tmp_path, "--metrics-port", "0", "--ui-token", token, "--", "true")
+    assert r.returncode == 2 and "WORKQUEUE_UI_TOKEN" in r.stderr and token not in r.stderr
+    folder = tmp_path / "items"
+    folder.mkdir()
+    from_env = workqueue("run", folder, "--settle", "0", "--metrics-port", "0",
+                         "--state-dir", tmp_path / "state", "--", "true",
+                         env=dict(os.environ, WORKQUEUE_UI_TOKEN=token))  # fmt: skip
+    assert from_env.returncode == 0, from_env.stderr
+
+
+HOSTILE = "esc\x1b[2J\x1b]0;owned\x07x.mp4"
+
+
+def test_a_name_with_escape_codes_is_shown_escaped_and_exact_in_json(tmp_path):
+    folder = tmp_path / "items"
+    folder.mkdir()
+    (folder / HOSTILE).write_bytes(b"x")
+    state = tmp_path / "state"
+    ran = workqueue("run", folder, "--settle", "0", "--max-attempts", "1", "--state-dir", state,
+                    "--", "false")  # fmt: skip
+    text = workqueue("status", "--state-dir", state)
+    shown = "esc\\x1b[2J\\x1b]0;owned\\x07x.mp4"
+    for said in (ran.stdout, ran.stderr, text.stdout):
+        assert "\x1b" not in said and "\x07" not in said
+    assert shown in ran.stdout and shown in ran.stderr and shown in text.stdout
+    body = json.loads(workqueue("status", "--state-dir", state, "--json").stdout)
+    assert [i["name"] for i in body["items"]] == [HOSTILE]  # JSON: the name exactly
