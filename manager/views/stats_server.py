@@ -73,8 +73,10 @@ class StatsServer:
     def _app(self, environ, start_response):
         path = environ.get("PATH_INFO", "")
         if not host_allowed(environ.get("HTTP_HOST", ""), self.allowed_hosts):
-            body = (f"421 Misdirected Request: this manager does not answer to the host name "
-                    f"{host_of(environ.get('HTTP_HOST', ''))!r} (--allowed-host NAME)\n").encode()
+            body = (
+                f"421 Misdirected Request: this manager does not answer to the host name "
+                f"{host_of(environ.get('HTTP_HOST', ''))!r} (--allowed-host NAME)\n"
+            ).encode()
             start_response("421 Misdirected Request",
                            [("Content-Type", "text/plain; charset=utf-8"),
                             ("Content-Length", str(len(body)))])  # fmt: skip
