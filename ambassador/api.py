@@ -38,8 +38,10 @@ import time
 from typing import Any
 
 from flask import Blueprint, Response, current_app, request
-from werkzeug.exceptions import BadRequest, NotFound, ServiceUnavailable
+from werkzeug.exceptions import BadRequest, NotFound, ServiceUnavailable, TooManyRequests
 from werkzeug.wsgi import wrap_file
+
+from .watch_slots import RETRY_AFTER_SECONDS
 
 bp = Blueprint("items", __name__, url_prefix="/api/v1")
 
@@ -218,8 +220,31 @@ def _full_listing_response() -> Response:
 
 
 def _watch(timeout_seconds: int | None, full: bool = False) -> Response:
-    source = _source()
-    names, events = source.subscribe()
+    slots = current_app.extensions["workqueue.watch_slots"]
+    client = request.remote_addr or "?"
+    refused = slots.take(client)
+    if refused is not None:  # long-running requests never take the threads lists need
+        from .metrics import refused_counter
+
+        refused_counter().labels(refused).inc()
+        limit = slots.total if refused == "watches" else slots.per_client
+        raise TooManyRequests(
+            f"this ambassador serves at most {limit} watch streams "
+            f"{'at once' if refused == 'watches' else 'to one client at once'}: "
+            f"try again in {RETRY_AFTER_SECONDS} s",
+            retry_after=RETRY_AFTER_SECONDS,
+        )
+    try:
+        source = _source()
+        subscribe_lines = None if full else getattr(source, "subscribe_lines", None)
+        if subscribe_lines is not None:  # a worker's shared snapshot: the lines made once
+            first, events = subscribe_lines()
+        else:
+            names, events = source.subscribe()
+            first = None
+    except BaseException:
+        slots.give(client)
+        raise
     deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
 
     def line(event: dict) -> bytes:
@@ -231,7 +256,11 @@ def _watch(timeout_seconds: int | None, full: bool = False) -> Response:
 
     def stream():
         try:
-            yield b"".join(line({"type": "ADDED", "item": n}) for n in names)
+            yield (
+                first
+                if first is not None
+                else b"".join(line({"type": "ADDED", "item": n}) for n in names)
+            )
             quiet_since = time.monotonic()
             while True:
                 now = time.monotonic()
@@ -251,6 +280,7 @@ def _watch(timeout_seconds: int | None, full: bool = False) -> Response:
             source.unsubscribe(events)
 
     response = Response(stream(), mimetype="application/x-ndjson")
+    response.call_on_close(lambda: slots.give(client))  # (also when never iterated)
     response.headers["Cache-Control"] = "no-store"
     response.headers["X-Accel-Buffering"] = "no"
     return response

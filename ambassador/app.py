@@ -29,10 +29,12 @@ from .api import unreadable
 from .metrics import install_metrics
 from .openapi import openapi_document
 from .sources.registry import kind_of, open_source
+from .watch_slots import WatchSlots
 
 log = logging.getLogger(__name__)
 
 MAX_URI_LENGTH = 8190  # what gunicorn itself allows at most
+DEFAULT_MAX_WATCHES = 512  # a worker's watches when nobody says (half of its 1024 threads)
 # Kubernetes' StatusReason where it has one; otherwise the HTTP name without spaces.
 REASONS = {
     400: "BadRequest",
@@ -98,6 +100,10 @@ def create_app(config: dict | None = None) -> Flask:
         source.start()
     app.extensions["workqueue.source"] = source
     app.extensions["workqueue.listing_cache"] = {}
+    app.extensions["workqueue.watch_slots"] = WatchSlots(
+        int(app.config.get("MAX_WATCHES") or DEFAULT_MAX_WATCHES),
+        int(app.config.get("MAX_WATCHES_PER_CLIENT") or DEFAULT_MAX_WATCHES),
+    )
     app.register_blueprint(items_bp)
     install_metrics(app, source)
 
@@ -114,7 +120,7 @@ def create_app(config: dict | None = None) -> Flask:
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> Response:
-        headers = exc.get_headers() if exc.code == 405 else None
+        headers = exc.get_headers() if exc.code in (405, 429) else None  # Allow, Retry-After
         return status_response(exc.code or 500, exc.description or exc.name, headers)
 
     @app.errorhandler(Exception)

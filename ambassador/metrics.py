@@ -27,8 +27,28 @@ from prometheus_client import (
 LISTING_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 
+_refused = None
+
+
+def refused_counter() -> Counter:
+    """`ambassador_refused_total{reason}`: requests refused to keep the ambassador answering -
+    `watches` / `watches_per_client` (429, `api.py`), `line_too_long` (414),
+    `head_too_large` (431), `head_timeout` (408) (`guarded_worker.py`). One per process, in
+    every app's registry (and in the multiprocess files under gunicorn)."""
+    global _refused
+    if _refused is None:
+        _refused = Counter(
+            "ambassador_refused",
+            "Requests refused to keep the ambassador answering lists, by reason.",
+            ["reason"],
+            registry=None,
+        )
+    return _refused
+
+
 def install_metrics(app: Flask, source) -> None:
     registry = CollectorRegistry()
+    registry.register(refused_counter())
     requests_total = Counter(
         "ambassador_requests",
         "HTTP requests answered, by route, method and status code.",

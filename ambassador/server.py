@@ -33,6 +33,14 @@ import shutil
 import subprocess
 import tempfile
 
+from .limits import (
+    DEFAULT_HEAD_TIMEOUT,
+    DEFAULT_MAX_HEAD,
+    DEFAULT_MAX_LINE,
+    ENV_HEAD_TIMEOUT,
+    ENV_MAX_HEAD,
+    ENV_MAX_LINE,
+)
 from .logs import logging_config
 
 THREADS_PER_WORKER = 1024  # watch streams hold one each for their whole life
@@ -68,6 +76,44 @@ def add_parser(subparsers, user_error: type[Exception], duration=None) -> None:
         default=THREADS_PER_WORKER,
         help=f"most requests a worker serves at once - each watch stream holds one "
         f"(default {THREADS_PER_WORKER}; made as needed)",
+    )
+    guard = p.add_argument_group(
+        "staying up for lists whatever a client does",
+        "A request's head is read without a thread, against a deadline and size limits; "
+        "watches are capped so lists and item reads always find a thread. Refusals are "
+        "counted in /metrics (ambassador_refused_total{reason}).",
+    )
+    guard.add_argument(
+        "--head-timeout",
+        type=duration,
+        default=DEFAULT_HEAD_TIMEOUT,
+        help="a request's head must arrive within this (408 after; default 10s)",
+    )
+    guard.add_argument(
+        "--max-request-line",
+        type=_bytes(256, 65536),
+        default=DEFAULT_MAX_LINE,
+        help=f"longest request line, refused with 414 as soon as it is passed "
+        f"(default {DEFAULT_MAX_LINE})",
+    )
+    guard.add_argument(
+        "--max-header-bytes",
+        type=_bytes(1024, 1 << 20),
+        default=DEFAULT_MAX_HEAD,
+        help=f"largest request head, refused with 431 as soon as it is passed "
+        f"(default {DEFAULT_MAX_HEAD})",
+    )
+    guard.add_argument(
+        "--max-watches",
+        type=_bytes(1, 1_000_000),
+        help="watch streams served at once, in all (429 past it; default half of --threads "
+        "x --workers: the rest are kept for lists and item reads)",
+    )
+    guard.add_argument(
+        "--max-watches-per-client",
+        type=_bytes(1, 1_000_000),
+        help="watch streams one client address may hold at once (429 past it; default "
+        "half of --max-watches)",
     )
     p.set_defaults(func=lambda args: serve(args, user_error))
 
@@ -198,6 +244,42 @@ def _workers(text: str) -> int:
     return int(text)
 
 
+def _bytes(low: int, high: int):
+    def parse(text: str) -> int:
+        if not text.isdigit() or not low <= int(text) <= high:
+            raise argparse.ArgumentTypeError(f"must be a whole number from {low} to {high}: "
+                                             f"{text!r}")  # fmt: skip
+        return int(text)
+
+    return parse
+
+
+def guard_settings(args, user_error: type[Exception]) -> dict:
+    """The per-worker limits the flags ask for (each of --workers takes its share), as the
+    app's configuration and the guarded worker's environment; impossible ones refused."""
+    threads = getattr(args, "threads", THREADS_PER_WORKER)
+    workers = getattr(args, "workers", 1)
+    total = getattr(args, "max_watches", None) or (threads * workers) // 2 or 1
+    per_client = getattr(args, "max_watches_per_client", None) or max(1, total // 2)
+    share = -(-total // workers)
+    if share >= threads:
+        raise user_error(
+            f"--max-watches {total} leaves no thread for lists: at most "
+            f"{threads * workers - workers} with --threads {threads} and --workers {workers}"
+        )
+    if per_client > total:
+        raise user_error("--max-watches-per-client is above --max-watches")
+    return {
+        "MAX_WATCHES": share,
+        "MAX_WATCHES_PER_CLIENT": -(-per_client // workers),
+        "env": {
+            ENV_HEAD_TIMEOUT: repr(getattr(args, "head_timeout", DEFAULT_HEAD_TIMEOUT)),
+            ENV_MAX_LINE: str(getattr(args, "max_request_line", DEFAULT_MAX_LINE)),
+            ENV_MAX_HEAD: str(getattr(args, "max_header_bytes", DEFAULT_MAX_HEAD)),
+        },
+    }
+
+
 def _threads(text: str) -> int:
     if not text.isdigit() or not 1 <= int(text) <= 10_000:
         raise argparse.ArgumentTypeError(f"must be a whole number from 1 to 10000: {text!r}")
@@ -214,12 +296,17 @@ def app_config(args, user_error: type[Exception] = ValueError) -> dict:
 
 def serve(args, user_error: type[Exception]) -> int:
     config = app_config(args, user_error)
+    guard = guard_settings(args, user_error)
+    env = guard.pop("env")
+    config.update(guard)
+    os.environ.update(env)  # the guarded workers read their limits there (forks inherit it)
+    _more_descriptors()
     listener = _listen(args.host, args.port, user_error)
     host, port = listener.getsockname()[:2]
     where = f"http://{_bind_host(host)}:{port}"
     print(f"workqueue ambassador: serving {_shown(config)} on {where}", flush=True)
-    metrics_dir = None
-    if args.workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    metrics_dir = None  # (even with one worker: its refusals are counted outside the app)
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         metrics_dir = tempfile.mkdtemp(prefix="workqueue-ambassador-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
     snapshot_dir = tempfile.mkdtemp(prefix="workqueue-ambassador-snapshot-")
@@ -306,6 +393,19 @@ def _listen(host: str, port: int, user_error: type[Exception]):
     return listener
 
 
+def _more_descriptors() -> None:
+    """As many open files as the system allows this process (a socket each): thousands of
+    clients whose heads are still coming are cheap now, and must not run out of descriptors
+    before they run out of deadline."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = hard if hard != resource.RLIM_INFINITY else 65536
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+
+
 def _bind_host(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
@@ -325,9 +425,10 @@ def _run_gunicorn(
             for key, value in {
                 "bind": bind,
                 "workers": workers,
-                "worker_class": "gthread",
+                "worker_class": "ambassador.guarded_worker.GuardedWorker",
                 "threads": threads,
-                "worker_connections": threads + 256,  # the watches, and keep-alive clients
+                # a connection whose head is still coming holds no thread: many may wait
+                "worker_connections": max(threads + 256, 16_384),
                 "timeout": 60,
                 "graceful_timeout": 2,  # a listing takes milliseconds; a watch never ends
                 "keepalive": 5,

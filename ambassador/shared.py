@@ -158,6 +158,7 @@ class SharedSnapshot:
         # Invariant: holds the names (as UTF-8 sets) of every version some watcher is at;
         # built only while there are watchers.
         self._sets: dict[int, frozenset[bytes]] = {}
+        self._added: tuple[int, bytes] | None = None  # (version, its ADDED lines) for watches
         self._follower: threading.Thread | None = None
         self._stop = threading.Event()
         self._problem: str | None = None
@@ -283,6 +284,27 @@ class SharedSnapshot:
                 )
                 self._follower.start()
         return names, q
+
+    def subscribe_lines(self) -> tuple[bytes, queue.SimpleQueue]:
+        """As `subscribe`, with the current names already as the stream's ADDED lines: built
+        once a version and shared by every watch (3,000 watches each joining 10,000 lines of
+        their own cost 25 ms of the interpreter apiece, and memory they never gave back). The
+        caller's duty: `unsubscribe(q)`."""
+        self._refresh()
+        q: queue.SimpleQueue = queue.SimpleQueue()
+        with self._lock:
+            self._watchers[q] = self._version
+            if self._version not in self._sets:
+                self._sets[self._version] = self._names.as_set()
+            if self._added is None or self._added[0] != self._version:
+                self._added = (self._version, self._names.added_lines())
+            lines = self._added[1]
+            if self._follower is None:
+                self._follower = threading.Thread(
+                    target=self._follow, name="ambassador-follow", daemon=True
+                )
+                self._follower.start()
+        return lines, q
 
     def unsubscribe(self, q: queue.SimpleQueue) -> None:
         with self._lock:

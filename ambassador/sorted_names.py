@@ -73,6 +73,20 @@ class SortedNames:
         """Every name as UTF-8 bytes (for comparing two versions)."""
         return frozenset(self.blob.split(b"\0")) if self.blob else frozenset()
 
+    def added_lines(self) -> bytes:
+        """Every name as a watch stream's ADDED event, one JSON line each (as `api.py` writes
+        them), built in one replace when no name needs escaping."""
+        if not self.blob:
+            return b""
+        if _NEEDS_ESCAPE.search(self.blob) is None:
+            joint = b'"}\n{"type":"ADDED","item":"'
+            return b'{"type":"ADDED","item":"' + self.blob.replace(b"\0", joint) + b'"}\n'
+        return b"".join(
+            json.dumps({"type": "ADDED", "item": n}, ensure_ascii=False,
+                       separators=(",", ":")).encode() + b"\n"
+            for n in self.slice(0, len(self))
+        )  # fmt: skip
+
     def json_array(self) -> bytes:
         """The names as a JSON array (UTF-8, as `json.dumps(names, ensure_ascii=False)` with
         compact separators gives it)."""

@@ -44,7 +44,9 @@ def holding(port: int, waiting: int) -> bool:
 class Server:
     """A real `workqueue ambassador` process on a loopback port."""
 
-    def __init__(self, root, port: int, extra: tuple[str, ...], *, stderr=None) -> None:
+    def __init__(self, root, port: int, extra: tuple[str, ...], *, stderr=None,
+                 cwd=None) -> None:  # fmt: skip
+        """`cwd`: a checkout whose `manager` package serves instead (a benchmark's peer)."""
         import subprocess
         import sys
 
@@ -62,7 +64,7 @@ class Server:
         ]
         if "--settle" not in extra and "://" not in str(root):
             args += ["--settle", "0"]
-        self.process = subprocess.Popen([*args, *extra], stderr=stderr)
+        self.process = subprocess.Popen([*args, *extra], stderr=stderr, cwd=cwd)
 
     def wait_ready(self) -> None:
         import requests

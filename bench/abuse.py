@@ -1,0 +1,150 @@
+"""One client against the ambassador, from loopback (issue: a hostile hand), printed.
+
+An ambassador over 10,000 files (2 workers, 1,024 threads each, as deployed); then, at once for
+20 s: 3,000 `?watch=true` requests that never read, 2,500 sockets that send a request line and
+one header and then nothing, and four request lines of 4 MB - while a names-only listing is
+asked every 50 ms. Printed: the listings' p50 and p99 during the attack (one that never came
+counts as its 10 s timeout), how many failed, the ambassador's memory (all its processes)
+before and 5 s after the attack, and its refusals by reason from /metrics. Goal: lists p99
+<= 1 s during the attack, memory back within 10% of before.
+
+`--peer DIR` runs the same attack on the ambassador of another checkout (say the commit before
+the guarded worker: `git worktree add /tmp/before <commit>`), side by side.
+
+Run: .venv/bin/python -m bench.abuse [--seconds 20] [--peer DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import requests
+
+from tests.support.abuse import Attack, percent, run, tree_rss_mb
+from tests.support.servers import Server, free_port
+
+
+def files(folder: Path, count: int) -> None:
+    folder.mkdir()
+    for i in range(count):
+        (folder / f"clip-{i:05d}.mp4").touch()
+    for path in folder.iterdir():
+        os.utime(path, (1_000_000_000, 1_000_000_000))
+
+
+def baseline(url: str, n: int = 30) -> tuple[float, float]:
+    session, took = requests.Session(), []
+    for _ in range(n):
+        started = time.monotonic()
+        session.get(url + "/api/v1/items", timeout=10).raise_for_status()
+        took.append(time.monotonic() - started)
+    took.sort()
+    return took[len(took) // 2], took[-1]
+
+
+def refusals(url: str) -> str:
+    try:
+        text = requests.get(url + "/metrics", timeout=10).text
+    except requests.RequestException:
+        return "metrics unreachable"
+    found = [line for line in text.splitlines() if line.startswith("ambassador_refused_total{")]
+    return ", ".join(line.split('reason="')[1].replace('"} ', " ") for line in found) or "none"
+
+
+def threads_of(pid: int) -> int:
+    """The most threads any one process under `pid` has now."""
+    most, todo = 0, [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            status = Path(f"/proc/{current}/status").read_text()
+            most = max(most, int(status.split("Threads:")[1].split()[0]))
+            for task in Path(f"/proc/{current}/task").iterdir():
+                todo.extend(int(c) for c in (task / "children").read_text().split())
+        except (OSError, IndexError):
+            continue
+    return most
+
+
+FLOOR = """
+import ctypes, threading, time
+def rss():
+    return int([l for l in open("/proc/self/status") if l.startswith("VmRSS")][0].split()[1])
+before = rss(); gate = threading.Event()
+def work():
+    held = [bytearray(20000) for _ in range(2)]
+    gate.wait()
+threads = [threading.Thread(target=work) for _ in range({n})]
+[t.start() for t in threads]; time.sleep(1); gate.set(); [t.join() for t in threads]
+ctypes.CDLL("libc.so.6").malloc_trim(0); time.sleep(0.5)
+print(before, rss())
+"""
+
+
+def floor(threads: int) -> str:
+    """What a bare Python process keeps after `threads` threads came and went: the floor under
+    "memory back after the attack" (CPython and glibc keep pages a burst of threads made)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", FLOOR.replace("{n}", str(threads))],
+                         capture_output=True, text=True, timeout=120).stdout.split()  # fmt: skip
+    before, after = int(out[0]) / 1024, int(out[1]) / 1024
+    return (f"floor: a bare Python process whose {threads} threads came and went keeps "
+            f"{before:.0f} -> {after:.0f} MB ({percent(after, before)})")  # fmt: skip
+
+
+def one(label: str, folder: Path, seconds: float, code: Path | None) -> None:
+    import threading
+
+    port = free_port()
+    server = Server(folder, port, (), cwd=code)
+    try:
+        server.wait_ready()
+        p50, p99 = baseline(server.url)
+        before = tree_rss_mb(server.process.pid)
+        peak, done = [0], threading.Event()
+
+        def sample() -> None:
+            while not done.wait(0.5):
+                peak[0] = max(peak[0], threads_of(server.process.pid))
+
+        threading.Thread(target=sample, daemon=True).start()
+        attack = run(server.url, port, Attack(seconds=seconds))
+        done.set()
+        time.sleep(40)  # the attack's sockets closed; idle threads end after 30 s
+        after = tree_rss_mb(server.process.pid)
+        print(f"{label}: lists before the attack p50 {p50:.3f} s, p99 {p99:.3f} s; "
+              f"{attack.summary()} (answers {dict(sorted(attack.codes.items()))}); "
+              f"memory "
+              f"{before:.0f} MB before, {after:.0f} MB 40 s after ({percent(after, before)}), "
+              f"{peak[0]} threads at most in a worker; "
+              f"refused: {refusals(server.url)}")  # fmt: skip
+        print(f"  {floor(peak[0])}")
+    finally:
+        server.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--peer", type=Path, help="a checkout whose ambassador gets the same")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="wq-bench-abuse-"))
+    try:
+        folder = work / "videos"
+        files(folder, 10_000)
+        one("workqueue (this checkout)", folder, args.seconds, None)
+        if args.peer is not None:
+            one(f"peer {args.peer}", folder, args.seconds, args.peer.resolve())
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
