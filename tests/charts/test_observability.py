@@ -110,6 +110,13 @@ def test_the_dashboard_token_comes_from_a_secret():
     assert ui_token_source(off) is None
 
 
+def test_the_dashboard_answers_only_to_the_host_names_given():
+    found, _ = containers(render({"dashboard": {"allowedHosts": ["queue.example.org"]}}))
+    assert "--allowed-host=queue.example.org" in found["manager"]["args"]
+    found, _ = containers(render({}))
+    assert not [a for a in found["manager"]["args"] if a.startswith("--allowed-host")]
+
+
 def test_promtool_checks_the_rules(tmp_path):
     rule = by_kind(render(ALL_ON), "PrometheusRule")[0]
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rule["spec"]))
