@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
 
 from tests.support.servers import wait_until
 
@@ -46,11 +47,17 @@ def test_sighup_stops_as_sigterm_does_running_work_finishing_in_its_grace(tmp_pa
     state = tmp_path / "state"
     run = spawn_workqueue("run", videos, "--state-dir", state, "--parallelism", "2",
                           "--settle", "0", "--grace", "60s", "--", worker)  # fmt: skip
+    said: list[str] = []
+    reader = threading.Thread(target=lambda: said.extend(run.stderr), daemon=True)
     try:
         wait_until(lambda: lines(log) == ["start", "start"], timeout=30)
+        reader.start()
         run.send_signal(signal.SIGHUP)
+        wait_until(lambda: any("SIGHUP: stopping" in line for line in said), timeout=30)
         gate.touch()  # the two running finish within the grace period
-        out, err = run.communicate(timeout=60)
+        run.wait(60)
+        reader.join(30)
+        err = "".join(said)
     finally:
         gate.touch()
         if run.poll() is None:

@@ -173,6 +173,22 @@ class Keeper:
         except OSError:  # the manager is gone: the journal has it
             self._drop_conn()
 
+    def _drain_conn(self) -> None:
+        """Everything still unread from the current connection, handled now: a manager that
+        died may have asked for workers the keeper had not read yet, and the manager that
+        adopts this keeper must hear of them in its answer (else it would start them too)."""
+        if self.conn is None:
+            return
+        self.conn.setblocking(False)
+        try:
+            while True:
+                data = self.conn.recv(65536)
+                if not data:
+                    break
+                self._received(data)
+        except OSError:  # nothing more for now (EAGAIN), or gone
+            pass
+
     def _drop_conn(self) -> None:
         if self.conn is not None:
             try:
@@ -304,6 +320,7 @@ class Keeper:
         self.poller.register(wake_r, select.EPOLLIN)
         self.poller.register(self.listener.fileno(), select.EPOLLIN)
         self.poller.register(self.conn.fileno(), select.EPOLLIN)
+        self._send({"op": "ready", "pid": os.getpid()})  # the lock is held: it may be asked
         self._received(b"")  # requests that came with the config
         self._reap()
         while self.children or self.leftovers or (self.conn is not None and not self.bye):
@@ -317,6 +334,7 @@ class Keeper:
                     self._reap()
                 elif fd == self.listener.fileno():
                     conn, _ = self.listener.accept()
+                    self._drain_conn()  # what the last manager sent before it died counts
                     self._drop_conn()  # one manager at a time: the newest
                     self.conn = conn
                     self.poller.register(conn.fileno(), select.EPOLLIN)

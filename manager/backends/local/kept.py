@@ -19,6 +19,7 @@ attempt counted, the item retried. The backend then starts a new keeper for the 
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import itertools
 import json
@@ -39,6 +40,7 @@ log = logging.getLogger(__name__)
 
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 KEEPER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "keeper.py")
+READY_SECONDS = 60.0  # a keeper is a Python start: 30 ms here, far more on a loaded machine
 LOST = "its keeper process died before the worker's end was known"
 TAKEN = "another manager took its keeper over"
 
@@ -146,6 +148,17 @@ class KeeperLink:
         link._send({"op": "config", "id": keeper_id, "dir": keepers_dir,
                     "program": spawner.program, "argv": spawner.argv,
                     "env": spawner.base_env})  # fmt: skip
+        # Nothing is asked of it before it holds its lock: a manager that died before then
+        # would leave requests a later manager's survey could not see (and would run again).
+        ours.settimeout(READY_SECONDS)
+        try:
+            ready = link._read_reply()
+        except (OSError, ValueError):
+            ready = {}
+        ours.settimeout(None)
+        if ready.get("op") != "ready":
+            ours.close()
+            raise OSError(errno.EIO, f"the workers' keeper did not start (see {err})")
         link._start_reader()
         return link
 
@@ -298,6 +311,9 @@ class KeeperLink:
             left, self._children = self._children, {}
         if not left:
             return
+        deadline = time.monotonic() + 2.0  # a killed keeper's socket may close before its lock
+        while keeper_alive(self.keepers_dir, self.keeper_id) and time.monotonic() < deadline:
+            time.sleep(0.02)
         if keeper_alive(self.keepers_dir, self.keeper_id):  # another manager took it over
             for child in left.values():
                 child._end({"code": None, "error": TAKEN})
