@@ -36,7 +36,7 @@ EVERYTHING = {
         "keepFailed": 50,
         "kubeApiQps": 10,
         "kubeApiBurst": 20,
-        "batchSize": 500,
+        "batchSize": 8,
         "batchWait": "2s",
         "resources": {"limits": {"cpu": "500m", "memory": "256Mi"}},
     },
@@ -132,7 +132,7 @@ def test_the_cli_accepts_the_rendered_arguments(values):
     if values is EVERYTHING:
         assert options.args == ["--width", "320 px"]
         assert options.pvc == "demo-workqueue-data" and options.volume_writable
-        assert (options.batch_size, options.batch_wait) == (500, 2.0)
+        assert (options.batch_size, options.batch_wait) == (8, 2.0)
         assert options.tolerations == [
             {"key": "batch", "effect": "NoSchedule", "operator": "Exists"},
             {"key": "gpu", "effect": "NoExecute", "operator": "Equal", "value": "yes"},
@@ -287,3 +287,41 @@ def test_worker_pods_get_the_fsgroup_that_makes_a_new_volume_writable():
     assert spec["securityContext"]["runAsUser"] == 10001
     defaults = containers(render(None))[0]["manager"]["args"]
     assert "--fs-group=10001" in defaults and "--run-as-user=10001" in defaults
+
+
+@pytest.mark.parametrize("kind", ["s3", "redis"])
+def test_a_source_that_is_not_a_folder_claims_and_mounts_no_volume(kind):
+    source = {"type": kind, "s3": {"bucket": "media-in"}, "redis": {"set": "todo"}}
+    docs = render({"source": source})
+    assert not by_kind(docs, "PersistentVolumeClaim") and not by_kind(docs, "PersistentVolume")
+    found, pod = containers(docs)
+    assert "shared" not in {v["name"] for v in pod["volumes"]}
+    assert not [a for a in found["manager"]["args"] if a.startswith(("--pvc", "--volume"))]
+    scratch = render({"source": source, "volume": {"enabled": True}})  # asked for: workers get it
+    assert by_kind(scratch, "PersistentVolumeClaim")
+    found, pod = containers(scratch)
+    assert any(a.startswith("--pvc=") for a in found["manager"]["args"])
+    assert "shared" not in {m["name"] for m in found["ambassador"]["volumeMounts"]}
+
+
+@pytest.mark.parametrize(
+    ("values", "says"),
+    [
+        ({"volume": {"enabled": False}}, "no volume is claimed"),
+        ({"autoscaling": {"mode": "keda", "minParallelism": 0}}, "nothing would collect it"),
+        ({"autoscaling": {"mode": "hpa"}}, "serviceMonitor.enabled=true"),
+        ({"manager": {"batchSize": 500}}, "manager.batchSize 500 is larger than"),
+    ],
+    ids=["folder-without-volume", "keda-without-metrics", "hpa-without-metrics", "batch-too-big"],
+)
+def test_a_promise_that_would_not_hold_fails_to_render_saying_what_to_set(values, says):
+    from helm_python.errors import HelmRenderError
+
+    with pytest.raises(HelmRenderError) as refused:
+        render(values)
+    assert says in str(refused.value)
+
+
+def test_batches_as_big_as_the_autoscaler_may_go_render():
+    render({"manager": {"batchSize": 20, "parallelism": 2},
+            "autoscaling": {"mode": "builtin", "maxParallelism": 20}})  # fmt: skip

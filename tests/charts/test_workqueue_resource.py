@@ -104,8 +104,12 @@ def test_keda_scales_the_workqueue_to_zero_on_the_backlog():
 
 
 def test_hpa_targets_the_scale_subresource_and_is_valid():
-    values = {"autoscaling": {"mode": "hpa", "minParallelism": 1, "maxParallelism": 6}}
+    values = {"autoscaling": {"mode": "hpa", "minParallelism": 1, "maxParallelism": 6},
+              "metrics": {"scrapeAnnotations": True}}  # fmt: skip
     docs = render(values)
+    (deployment,) = by_kind(docs, "Deployment")
+    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["prometheus.io/scrape"] == "true" and annotations["prometheus.io/port"]
     (hpa,) = by_kind(docs, "HorizontalPodAutoscaler")
     for version in VERSIONS:
         kubernetes_validate.validate(hpa, version, strict=True)
