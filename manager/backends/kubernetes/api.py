@@ -71,6 +71,14 @@ def load_configuration(kubeconfig: str | None = None) -> client.Configuration:
     return configuration
 
 
+def pool_size(parallelism: int) -> int:
+    """Connections the client keeps open: one per unit of work that may call at once (a
+    create, a delete, a status read) plus the watches and the manager's own calls. The
+    client's default is five per CPU - 10 here, at parallelism 50 "Connection pool is full,
+    discarding connection": against a real TLS API server, a handshake per call."""
+    return max(16, parallelism + 16)
+
+
 class KubeApi:
     def __init__(
         self,
@@ -237,6 +245,20 @@ class KubeApi:
         return self.call(
             "patch_scale", kind, name, self.namespace, {"spec": {"replicas": replicas}}
         )
+
+    def server_version(self) -> tuple[int, int] | None:
+        """The API server's (major, minor) version, from /version; None when it does not say
+        (a server that hides it, a minor like "29+" is read as 29)."""
+        try:
+            info = client.VersionApi(self.api_client).get_code()
+        except ApiException:
+            return None
+        except Exception as exc:  # unreachable: the first real call says so, with retries
+            log.debug("cannot read the API server's version: %s", exc)
+            return None
+        digits = lambda text: int("".join(c for c in str(text) if c.isdigit()) or -1)  # noqa: E731
+        major, minor = digits(info.major), digits(info.minor)
+        return (major, minor) if major >= 0 and minor >= 0 else None
 
     def served(self, kind: str) -> bool:
         """True when the API server serves `kind` here (its CRD is installed): a list of it

@@ -18,7 +18,7 @@ from ...errors import UserError
 from ...ports import Parts
 from . import control
 from . import objects as ko
-from .api import KubeApi, KubeError, load_configuration
+from .api import KubeApi, KubeError, load_configuration, pool_size
 from .backend import KubernetesBackend
 from .batch_record import BatchRecords
 from .cache import ClusterCache
@@ -38,6 +38,23 @@ def configuration(kubeconfig: str | None):
         return load_configuration(kubeconfig)
     except Exception as exc:  # the client raises several kinds for a missing config
         raise UserError(f"no Kubernetes configuration: {one_line_of(exc)}") from None
+
+
+OLDEST = (1, 29)  # podReplacementPolicy and backoffLimitPerIndex: beta, on by default
+
+
+def check_server_version(api: KubeApi) -> None:
+    """A `UserError` for an API server older than what the manager's promises need: before
+    1.29 a Job's podReplacementPolicy (one pod per item at a time) and backoffLimitPerIndex
+    (a batch's per-item retries) are dropped without an error, and the promise silently does
+    not hold. A server that does not say its version is let be."""
+    found = api.server_version()
+    if found is not None and found < OLDEST:
+        raise UserError(
+            f"the Kubernetes API server is {found[0]}.{found[1]}: the manager needs "
+            f"{OLDEST[0]}.{OLDEST[1]} or later (before, a Job's podReplacementPolicy and "
+            "backoffLimitPerIndex are dropped without an error)"
+        )
 
 
 def one_line_of(exc: BaseException) -> str:
@@ -101,14 +118,17 @@ def setup(
 ) -> Parts:
     where = options.where
     pod = options.pod()
+    settings = configuration(where.kubeconfig)
+    settings.connection_pool_maxsize = pool_size(max(parallelism, options.batch_size))
     api = KubeApi(
         where.namespace,
-        configuration(where.kubeconfig),
+        settings,
         qps=options.kube_api_qps,
         burst=options.kube_api_burst,
         on_call=_api_latency(registry),
     )
     try:
+        check_server_version(api)
         record = load_record(api, where)
         batches = load_batches(api, where)
         holder: dict[str, KubernetesBackend] = {}

@@ -24,8 +24,9 @@ _DISCOVERY = re.compile(r"^/apis/(?P<group>[^/]+)/(?P<version>[^/]+)/?$")
 
 
 class ApiServer:
-    def __init__(self, history: int = 10_000) -> None:
+    def __init__(self, history: int = 10_000, version: tuple[int, int] = (1, 31)) -> None:
         self.store = Store(history)
+        self.version = version  # (major, minor) at /version, as the real server reports it
         self.faults = Faults()
         self.requests: list[tuple[str, str, str, str]] = []
         # (verb, resource, HTTP code, monotonic time) of every answer
@@ -119,6 +120,14 @@ class ApiServer:
         m = _PATH.match(url.path)
         length = int(h.headers.get("Content-Length") or 0)
         raw = h.rfile.read(length) if length else b""
+        if method == "GET" and url.path.rstrip("/") == "/version":  # what kubectl version reads
+            major, minor = self.version
+            # every field the real one gives (the client refuses a VersionInfo without one)
+            return self._send(h, 200, {
+                "major": str(major), "minor": str(minor), "gitVersion": f"v{major}.{minor}.0",
+                "gitCommit": "0" * 40, "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z",
+                "goVersion": "go1.22.0", "compiler": "gc", "platform": "linux/amd64",
+            })  # fmt: skip
         if method == "GET" and url.path.rstrip("/") in ("/api", "/apis", "/api/v1"):
             return self._send(h, 200, root_discovery(self.store, url.path.rstrip("/")))
         found = _DISCOVERY.match(url.path)

@@ -341,3 +341,16 @@ def test_the_multiworker_pod_spec_makes_a_valid_job():
     assert {e["name"] for e in worker["env"]} >= {"WORK_ITEM_FILE", "WORK_DIR", "OUTPUT_DIR"}
     assert {m["name"] for m in worker["volumeMounts"]} == {"work-item", "shared", "work"}
     assert {v["name"] for v in spec["volumes"]} == {"work-item", "shared", "work"}
+
+
+def test_an_api_server_too_old_for_the_promises_is_one_line(tmp_path, cluster, marker_worker):
+    cluster.server.version = (1, 28)
+    r = workqueue(*cluster.args("http://127.0.0.1:9", marker_worker, "--once"))
+    assert r.returncode == 2 and "the Kubernetes API server is 1.28" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_the_client_keeps_a_connection_per_unit_of_work():
+    from manager.backends.kubernetes.api import pool_size
+
+    assert pool_size(2) == 18 and pool_size(50) == 66  # the client's default: 5 per CPU
