@@ -179,11 +179,14 @@ def test_rbac_is_exactly_what_a_recorded_run_calls(
     apiserver.store.create(
         "", "configmaps", "media", ko.config_map("thumbs", "media", "left-over.mp4", {})
     )
+    apiserver.store.create("apps", "deployments", "media", {"metadata": {"name": "demo-wq"}})
     r = workqueue(
         *cluster.args(
             server.url,
             marker_worker,
             "--once",
+            "--owner-deployment",
+            "demo-wq",
             "--leader-elect",
             "--keep-succeeded",
             "0",

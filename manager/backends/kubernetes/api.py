@@ -44,6 +44,7 @@ _KINDS = {
     "events": ("core", "event"),
     "pods": ("core", "pod"),
     "leases": ("coordination", "lease"),
+    "deployments": ("apps", "deployment"),
 }
 
 
@@ -98,12 +99,19 @@ class KubeApi:
         self.batch = client.BatchV1Api(self.api_client)
         self.core = client.CoreV1Api(self.api_client)
         self.coordination = client.CoordinationV1Api(self.api_client)
+        self.apps = client.AppsV1Api(self.api_client)
         self.custom = client.CustomObjectsApi(self.api_client)
         self.limiter = BucketRateLimiter(qps, burst, clock=clock) if qps > 0 else None
         self.retries = retries
         self.backoff = backoff
         self.sleep = sleep
         self.on_call = on_call  # (verb, kind, seconds) for metrics
+        # The ownerReference every object created for the queue carries (`parts.own`): its
+        # WorkQueue's, or the manager's Deployment's - deleting the owner deletes them through
+        # the garbage collector. An object that names its owner already keeps it (an item's
+        # ConfigMap is its Job's); events are owned by nobody.
+        self.owner: dict | None = None
+        self.workqueues_served: bool | None = None  # asked once (`parts.queue_served`)
         # Invariant: set (to when it began) while calls keep failing, None once one is answered.
         self._outage_since: float | None = None
         self._outage_lock = threading.Lock()
@@ -197,8 +205,15 @@ class KubeApi:
 
     # -- verbs -----------------------------------------------------------------------------
 
+    def _owned(self, kind: str, body: dict) -> dict:
+        """`body` with this manager's owner (`owner`) unless it names one, or is an event."""
+        meta = body.get("metadata") or {}
+        if self.owner is None or kind == "events" or meta.get("ownerReferences"):
+            return body
+        return {**body, "metadata": {**meta, "ownerReferences": [dict(self.owner)]}}
+
     def create(self, kind: str, body: dict) -> dict:
-        return self.call("create", kind, self.namespace, body)
+        return self.call("create", kind, self.namespace, self._owned(kind, body))
 
     def get(self, kind: str, name: str) -> dict:
         return self.call("read", kind, name, self.namespace)
@@ -233,7 +248,9 @@ class KubeApi:
         return self.call("patch", kind, name, self.namespace, patch)
 
     def replace(self, kind: str, name: str, body: dict) -> dict:
-        return self.call("replace", kind, name, self.namespace, body)
+        """A whole object written back (metadata included: a body made afresh keeps the
+        owner it would have been created with)."""
+        return self.call("replace", kind, name, self.namespace, self._owned(kind, body))
 
     def patch_status(self, kind: str, name: str, patch: dict) -> dict:
         """A merge patch of the object's status subresource."""

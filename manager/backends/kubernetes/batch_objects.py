@@ -133,7 +133,7 @@ def job(
     one = ko.job(queue, namespace, name, 1, pod)  # the one-item Job's pod, then made a batch's
     spec = one["spec"]
     template = spec["template"]
-    template["metadata"]["labels"] = batch_labels(queue, seq)
+    template["metadata"]["labels"] = {**pod.standard_labels, **batch_labels(queue, seq)}
     pod_spec = template["spec"]
     pod_spec["volumes"][0] = {"name": "work-item", "configMap": {"name": name}}
     container = pod_spec["containers"][0]
@@ -163,7 +163,7 @@ def job(
             rule["action"] = "FailIndex"
     meta = one["metadata"]
     meta["name"] = name
-    meta["labels"] = {**pod.job_labels, **batch_labels(queue, seq)}
+    meta["labels"] = {**pod.job_labels, **pod.standard_labels, **batch_labels(queue, seq)}
     if pod.kueue_queue:
         meta["labels"][ko.KUEUE_QUEUE_LABEL] = pod.kueue_queue
     annotations = {

@@ -41,6 +41,20 @@ VERSION_ANNOTATION = f"{GROUP}/version"
 RECORD_FINALIZER = f"{GROUP}/record"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "workqueue"}
 
+
+def standard_labels(instance: str, component: str = "worker") -> dict[str, str]:
+    """The labels Helm's conventions (and dashboards, cost tools, `kubectl -l`) select on:
+    https://helm.sh/docs/chart_best_practices/labels/ - on every Job and pod the manager
+    makes."""
+    return {
+        "app.kubernetes.io/name": "workqueue",
+        "app.kubernetes.io/instance": instance,
+        "app.kubernetes.io/component": component,
+        "app.kubernetes.io/part-of": "workqueue",
+        **MANAGED_BY,
+    }
+
+
 ITEM_MOUNT_DIR = "/var/run/workqueue"
 ITEM_FILE_KEY = "item.json"
 MAX_NAME = 63
@@ -155,6 +169,7 @@ class PodOptions:
     ttl_seconds_after_finished: int | None = None
     pod_spec_patch: dict[str, Any] | None = None
     job_labels: dict[str, str] = field(default_factory=dict)
+    standard_labels: dict[str, str] = field(default_factory=dict)  # app.kubernetes.io/*
     job_annotations: dict[str, str] = field(default_factory=dict)
     kueue_queue: str | None = None  # the Job is created suspended, for Kueue to admit
     fail_fast_exit_codes: list[int] = field(default_factory=list)  # FailJob on these codes
@@ -273,7 +288,7 @@ def job(
                 }
             ]
         },
-        "template": {"metadata": {"labels": item_labels}, "spec": spec},
+        "template": {"metadata": {"labels": {**pod.standard_labels, **item_labels}}, "spec": spec},
     }
     if pod.fail_fast_exit_codes:  # the item fails at once: no more pods, no more attempts
         job_spec["podFailurePolicy"]["rules"].append(
@@ -286,7 +301,7 @@ def job(
                 },
             }
         )
-    job_labels = {**pod.job_labels, **item_labels}  # ours win: the cache selects by them
+    job_labels = {**pod.job_labels, **pod.standard_labels, **item_labels}  # ours win
     if pod.kueue_queue:
         job_labels[KUEUE_QUEUE_LABEL] = pod.kueue_queue
         job_spec["suspend"] = True  # Kueue unsuspends it when the queue admits it

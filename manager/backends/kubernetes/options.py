@@ -290,6 +290,17 @@ class KubeOptions:
         "hand the Jobs to Kueue: its LocalQueue (the Jobs are created suspended)",
         parse=v.label_value,
     )
+    owner_deployment: str | None = option(
+        "--owner-deployment",
+        "the manager's Deployment: without the WorkQueue CRD it owns what the manager creates "
+        "(with it, it owns the WorkQueue, which owns the rest) - deleting it cleans up",
+        parse=v.label_value,
+    )
+    instance: str | None = option(
+        "--instance",
+        "app.kubernetes.io/instance of the Jobs and pods (the Helm release; default: the queue)",
+        parse=v.label_value,
+    )
 
     @property
     def where(self) -> KubeQueue:
@@ -326,6 +337,7 @@ class KubeOptions:
             ttl_seconds_after_finished=self.ttl_after_finished,
             pod_spec_patch=self.pod_spec,
             job_labels=dict(self.job_labels),
+            standard_labels=ko.standard_labels(self.instance or self.queue or "workqueue"),
             job_annotations=dict(self.job_annotations),
             kueue_queue=self.kueue_queue,
             fail_fast_exit_codes=list(self.fail_fast_exit_codes),

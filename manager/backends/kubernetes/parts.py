@@ -40,6 +40,51 @@ def configuration(kubeconfig: str | None):
         raise UserError(f"no Kubernetes configuration: {one_line_of(exc)}") from None
 
 
+def reference(obj: dict) -> dict:
+    """An ownerReference to `obj` (not a controller: Kueue, for one, leaves alone a Job that a
+    controller of another kind owns)."""
+    return {"apiVersion": obj["apiVersion"], "kind": obj["kind"],
+            "name": obj["metadata"]["name"], "uid": obj["metadata"]["uid"]}  # fmt: skip
+
+
+def own(api: KubeApi, queue: str, deployment: str | None, parallelism: int) -> None:
+    """Who owns what this manager creates (`KubeApi.owner`), so that deleting the queue - or
+    `helm uninstall` - cleans up through Kubernetes' own garbage collector: the queue's
+    WorkQueue where its CRD is installed (itself owned by the manager's Deployment, when
+    `--owner-deployment` names it), else that Deployment, else nobody."""
+    from .queue_resource import ensure
+
+    owner = None
+    if deployment:
+        try:
+            owner = reference(api.get("deployments", deployment))
+        except KubeError as exc:
+            raise UserError(f"--owner-deployment {deployment}: {exc.reason}: {exc}") from None
+    if queue_served(api):
+        owner = reference(ensure(api, queue, parallelism, owner=owner))
+    api.owner = owner
+
+
+def queue_served(api: KubeApi) -> bool:
+    """Whether the WorkQueue CRD is installed and may be read here (asked once: a Role
+    without workqueue rules is one warning)."""
+    from .queue_resource import KIND
+
+    if api.workqueues_served is None:
+        try:
+            api.workqueues_served = api.served(KIND)
+        except KubeError as exc:
+            if exc.status != 403:
+                raise
+            log.warning(
+                "may not read workqueues (%s): pause and scale through the control ConfigMap; "
+                "grant the chart's Role to follow the WorkQueue",
+                exc.reason,
+            )
+            api.workqueues_served = False
+    return api.workqueues_served
+
+
 OLDEST = (1, 29)  # podReplacementPolicy and backoffLimitPerIndex: beta, on by default
 
 
@@ -129,6 +174,7 @@ def setup(
     )
     try:
         check_server_version(api)
+        own(api, where.queue, options.owner_deployment, parallelism)
         record = load_record(api, where)
         batches = load_batches(api, where)
         holder: dict[str, KubernetesBackend] = {}
@@ -210,20 +256,9 @@ def _control(api, queue: str, parallelism: int, detector=None):
     """What is asked of the queue, followed: its WorkQueue where the CRD is installed (its
     spec wins over --parallelism; one made here is seeded with it), else the control
     ConfigMap."""
-    from .queue_resource import KIND, QueueResource
+    from .queue_resource import QueueResource
 
-    try:
-        served = api.served(KIND)
-    except KubeError as exc:
-        if exc.status != 403:
-            raise
-        log.warning(
-            "may not read workqueues (%s): pause and scale through the control ConfigMap; "
-            "grant the chart's Role to follow the WorkQueue",
-            exc.reason,
-        )
-        served = False
-    if served:
+    if queue_served(api):
         log.info("following workqueue/%s (spec.parallelism, spec.paused)", queue)
         stuck = detector.counts if detector is not None else dict
         return QueueResource(api, queue, parallelism, stuck).start()

@@ -60,20 +60,29 @@ def body_of(queue: str, parallelism: int, paused: bool = False) -> dict:
     }
 
 
-def ensure(api: KubeApi, queue: str, parallelism: int) -> dict:
-    """The queue's WorkQueue as the API server has it: created (seeded with `parallelism`)
-    when there is none, labelled for the cache when someone made it without the label."""
+def ensure(api: KubeApi, queue: str, parallelism: int, owner: dict | None = None) -> dict:
+    """The queue's WorkQueue as the API server has it: created (seeded with `parallelism`,
+    owned by `owner` - the manager's Deployment - when given) when there is none, labelled for
+    the cache when someone made it without the label, and given `owner` when it has none."""
     current = api.find(KIND, queue)
     if current is None:
+        body = body_of(queue, parallelism)
+        if owner is not None:
+            body["metadata"]["ownerReferences"] = [owner]
         try:
-            return api.create(KIND, body_of(queue, parallelism))
+            return api.create(KIND, body)
         except KubeError as exc:
             if exc.reason != "AlreadyExists":
                 raise
             current = api.get(KIND, queue)  # a rival manager made it first
+    patch: dict = {}
     labels = current["metadata"].get("labels") or {}
     if labels.get(ko.QUEUE_LABEL) != queue:
-        current = api.patch(KIND, queue, {"metadata": {"labels": {ko.QUEUE_LABEL: queue}}})
+        patch["labels"] = {ko.QUEUE_LABEL: queue}
+    if owner is not None and not current["metadata"].get("ownerReferences"):
+        patch["ownerReferences"] = [owner]  # (one made by an earlier version: owned now)
+    if patch:
+        current = api.patch(KIND, queue, {"metadata": patch})
     return current
 
 
@@ -99,6 +108,20 @@ def set_spec(api: KubeApi, queue: str, spec: dict) -> dict:
     if set(spec) == {"parallelism"}:  # as kubectl scale, an HPA or KEDA would
         return api.patch_scale(KIND, queue, spec["parallelism"])
     return api.patch(KIND, queue, {"spec": spec})
+
+
+def clearing(new: dict, old: dict) -> dict:
+    """A merge patch that makes `old` into `new`: a field `old` has and `new` lacks is sent as
+    null - a merge patch that leaves a field out keeps it (RFC 7386), and the status said
+    `oldestWaitingSeconds: 93.8` long after nothing waited. Nested objects likewise; lists are
+    replaced whole, as merge patches do."""
+    patch = dict(new)
+    for key, value in old.items():
+        if key not in new:
+            patch[key] = None
+        elif isinstance(value, dict) and isinstance(new[key], dict):
+            patch[key] = clearing(new[key], value)
+    return patch
 
 
 ACCEPTED = "workqueue.dev/removals-accepted"  # epoch seconds: `resume --accept-removals`
@@ -188,7 +211,10 @@ class QueueResource:
         answers = _answer(status) != _answer(self._written)
         if not answers and time.monotonic() - self._written_at < MIN_WRITE_SECONDS:
             return
-        self.api.patch_status(KIND, self.queue, {"status": status})
+        # what is there: the last status written here (the cache may lag behind it), else
+        # the cached one (written by an earlier manager)
+        patch = clearing(status, self._written or obj.get("status") or {})
+        self.api.patch_status(KIND, self.queue, {"status": patch})
         self._written, self._written_at = status, time.monotonic()
 
     def status_of(self, facts: dict, obj: dict) -> dict:

@@ -22,6 +22,7 @@ CORE = _resources("v1", {"configmaps": ("ConfigMap", True), "events": ("Event", 
                          "pods": ("Pod", True)})  # fmt: skip
 BUILT_IN_GROUPS = {
     ("batch", "v1"): _resources("batch/v1", {"jobs": ("Job", True)}),
+    ("apps", "v1"): _resources("apps/v1", {"deployments": ("Deployment", True)}),
     ("coordination.k8s.io", "v1"): _resources(
         "coordination.k8s.io/v1", {"leases": ("Lease", True)}
     ),

@@ -24,6 +24,7 @@ RESOURCES = {
     ("", "events"): ("v1", "Event"),
     ("", "pods"): ("v1", "Pod"),
     ("batch", "jobs"): ("batch/v1", "Job"),
+    ("apps", "deployments"): ("apps/v1", "Deployment"),
     ("coordination.k8s.io", "leases"): ("coordination.k8s.io/v1", "Lease"),
 }
 
@@ -267,9 +268,16 @@ class Store:
         obj = self.objects.pop((resource, ns, name))
         self._record("DELETED", resource, ns, obj)
         uid = obj["metadata"]["uid"]
+        live = {o["metadata"]["uid"] for (_, n, _), o in self.objects.items() if n == ns}
         for (r, n, other_name), other in list(self.objects.items()):
             refs = other["metadata"].get("ownerReferences") or []
             if n != ns or not any(ref.get("uid") == uid for ref in refs):
+                continue
+            if policy != "Orphan" and any(ref.get("uid") in live for ref in refs):
+                # the garbage collector deletes a dependent only once no owner of it is left
+                # (https://kubernetes.io/docs/concepts/architecture/garbage-collection/)
+                other["metadata"]["ownerReferences"] = [x for x in refs if x.get("uid") != uid]
+                self._record("MODIFIED", r, n, other)
                 continue
             if policy == "Orphan":
                 other["metadata"]["ownerReferences"] = [x for x in refs if x.get("uid") != uid]

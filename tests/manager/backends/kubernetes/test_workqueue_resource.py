@@ -220,3 +220,29 @@ def test_a_status_that_answers_a_change_of_spec_is_written_at_once(apiserver, tm
         assert writes() == 3  # within MIN_WRITE_SECONDS and answering nothing new
     finally:
         resource.stop()
+
+
+def test_a_field_that_no_longer_applies_leaves_the_status(apiserver, tmp_path):
+    """A merge patch that leaves a field out keeps it (RFC 7386): after a queue drained, its
+    status said `oldestWaitingSeconds: 93.8` for good. Fields that no longer apply are sent as
+    null, nested ones too."""
+    from manager.backends.kubernetes.api import KubeApi, load_configuration
+    from manager.backends.kubernetes.queue_resource import QueueResource, clearing
+
+    assert clearing({"a": 1, "f": {"x": 1}}, {"a": 2, "b": 3, "f": {"x": 0, "y": 4}}) == {
+        "a": 1, "b": None, "f": {"x": 1, "y": None}}  # fmt: skip
+    apiserver.store.install_crd(yaml.safe_load(CRD.read_text()))
+    api = KubeApi(NS, load_configuration(apiserver.write_kubeconfig(tmp_path / "kc")), qps=0)
+    resource = QueueResource(api, "thumbs", 2).start()
+    waiting = {"parallelism": 2, "counts": {"pending": 40}, "oldest_waiting_seconds": 93.8,
+               "service_seconds": 2.0, "verdict": "stable", "drain_seconds": 40.0}  # fmt: skip
+    try:
+        resource.report(waiting)
+        status = apiserver.store.get("workqueues", NS, "thumbs")["status"]
+        assert status["oldestWaitingSeconds"] == 93.8 and status["forecast"]["drainSeconds"] == 40
+        resource.report({"parallelism": 3, "counts": {"succeeded": 40}})  # drained (an answer)
+        status = apiserver.store.get("workqueues", NS, "thumbs")["status"]
+        assert "oldestWaitingSeconds" not in status and "serviceSeconds" not in status
+        assert "forecast" not in status and status["counts"]["succeeded"] == 40
+    finally:
+        resource.stop()
