@@ -19,16 +19,22 @@ $(STAMP): pyproject.toml
 
 # Tools from the distribution's packages, installed when missing: Chromium and chromedriver for
 # the dashboard's browser test, promtool (Prometheus) to check the chart's alerting rules,
-# redis-server for the Redis source's tests. Another apt-get holding the package lock (a fresh
+# redis-server for the Redis source's tests, kubectl (Debian's kubernetes-client) for the
+# WorkQueue's test with the real kubectl - each only when it is missing. Another apt-get holding the package lock (a fresh
 # machine's unattended upgrades) is waited for, up to ten minutes, instead of failing at once.
 tools:
-	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null \
-		|| ! command -v promtool >/dev/null || ! command -v redis-server >/dev/null; then \
+	@missing=""; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	command -v chromedriver >/dev/null || missing="$$missing chromium-driver"; \
+	command -v promtool >/dev/null || missing="$$missing prometheus"; \
+	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
+	command -v kubectl >/dev/null || missing="$$missing kubernetes-client"; \
+	if [ -n "$$missing" ]; then \
 		sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
-		echo "installing chromium, chromium-driver, prometheus (promtool) and redis-server with apt-get"; \
+		echo "installing$$missing with apt-get"; \
 		$$sudo apt-get -o DPkg::Lock::Timeout=600 update -qq \
 		&& DEBIAN_FRONTEND=noninteractive $$sudo apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
-			--no-install-recommends chromium chromium-driver prometheus redis-server >/dev/null; \
+			--no-install-recommends $$missing >/dev/null; \
 	fi
 
 # checkov (the chart's security scan) in an environment of its own: it pins libraries of its

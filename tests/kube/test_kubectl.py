@@ -8,12 +8,13 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 import yaml
 
 CRD = Path(__file__).resolve().parents[2] / "charts/workqueue/crds/workqueues.workqueue.dev.yaml"
 
-pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
+
+def test_kubectl_is_installed():
+    assert shutil.which("kubectl"), "kubectl is missing: make test installs kubernetes-client"
 
 
 def kubectl(kubeconfig, *args) -> subprocess.CompletedProcess:

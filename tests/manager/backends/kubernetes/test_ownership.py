@@ -35,8 +35,9 @@ def run(tmp_path, ambassador_server, marker_worker, cluster, *extra):
     make_items(tmp_path / "videos", ["a.mp4", "b.mp4"])
     server = ambassador_server(tmp_path / "videos")
     cluster.server.store.create("apps", "deployments", NS, {"metadata": {"name": "demo-wq"}})
-    r = workqueue(*cluster.args(server.url, marker_worker, "--once", "--owner-deployment",
-                                "demo-wq", "--instance", "demo", "--leader-elect", *extra))  # fmt: skip
+    owner = ("--owner-deployment", "demo-wq", "--instance", "demo")
+    r = workqueue(*cluster.args(server.url, marker_worker, "--once", *owner, "--leader-elect",
+                                *extra))  # fmt: skip
     assert r.returncode == 0, r.stderr
 
 
