@@ -186,6 +186,102 @@ def test_watch_from_a_resource_version_sees_added_modified_deleted(kube):
     ]
 
 
+def test_a_watch_with_a_selector_sees_an_object_arrive_and_leave_as_its_labels_change(kube):
+    """https://kubernetes.io/docs/reference/using-api/api-concepts/#efficient-detection-of-changes:
+    a selector watch reports an object relabelled into the selection as ADDED and one
+    relabelled out of it as DELETED (the manager's informer would otherwise keep a Job that
+    no longer belongs to it)."""
+    first = raw(kube.core.create_namespaced_config_map(NS, cm("a"), _preload_content=False))
+    stream = kube.core.list_namespaced_config_map(
+        NS,
+        label_selector="q=x",
+        watch=True,
+        resource_version=first["metadata"]["resourceVersion"],
+        timeout_seconds=5,
+        _preload_content=False,
+    )
+
+    def changes():
+        kube.core.patch_namespaced_config_map("a", NS, {"metadata": {"labels": {"q": "x"}}})
+        kube.core.patch_namespaced_config_map("a", NS, {"data": {"k": "2"}})
+        kube.core.patch_namespaced_config_map("a", NS, {"metadata": {"labels": {"q": "y"}}})
+        kube.core.patch_namespaced_config_map("a", NS, {"data": {"k": "3"}})  # unseen
+
+    threading.Thread(target=changes).start()
+    events = read_watch(stream, 3)
+    stream.release_conn()
+    assert [(e["type"], e["object"]["metadata"]["labels"]["q"]) for e in events] == [
+        ("ADDED", "x"),
+        ("MODIFIED", "x"),
+        ("DELETED", "y"),  # the object as it now is, no longer matching
+    ]
+
+
+def test_a_list_with_a_limit_comes_in_pages_joined_by_continue_tokens(kube):
+    """https://kubernetes.io/docs/reference/using-api/api-concepts/#retrieving-large-results-sets-in-chunks:
+    `limit` caps a page, `metadata.continue` fetches the next, every page carries the first
+    page's resourceVersion, `remainingItemCount` counts what is left."""
+    for i in range(7):
+        kube.core.create_namespaced_config_map(NS, cm(f"p{i}", {"paged": "yes"}))
+    names, token, versions = [], None, set()
+    while True:
+        page = raw(
+            kube.core.list_namespaced_config_map(
+                NS, label_selector="paged=yes", limit=3, _continue=token, _preload_content=False
+            )
+        )
+        names += [i["metadata"]["name"] for i in page["items"]]
+        versions.add(page["metadata"]["resourceVersion"])
+        token = page["metadata"].get("continue")
+        if not token:
+            assert "remainingItemCount" not in page["metadata"]
+            break
+        assert page["metadata"]["remainingItemCount"] == 7 - len(names)
+        assert len(page["items"]) == 3
+    assert names == [f"p{i}" for i in range(7)] and len(versions) == 1
+    with pytest.raises(ApiException) as bad:
+        kube.core.list_namespaced_config_map(NS, limit=3, _continue="not-a-token")
+    assert bad.value.status == 400
+
+
+@pytest.mark.parametrize(
+    "name, labels",
+    [
+        ("Upper", {}),
+        ("under_score", {}),
+        ("x" * 64, {}),  # a Job's name is a label value on its pods: 63 at most
+        ("ok", {"bad key!": "v"}),
+        ("ok", {"k": "v" * 64}),
+        ("ok", {"k": "-starts-with-dash"}),
+        ("ok", {"Not_A.Domain/k": "v"}),
+    ],
+)
+def test_names_and_labels_the_api_server_refuses_are_422(kube, name, labels):
+    """https://kubernetes.io/docs/concepts/overview/working-with-objects/names/ and
+    https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#syntax-and-character-set"""
+    with pytest.raises(ApiException) as refused:
+        kube.batch.create_namespaced_job(NS, job(name, labels))
+    assert refused.value.status == 422 and json.loads(refused.value.body)["reason"] == "Invalid"
+
+
+def test_a_job_pod_template_must_not_restart_always_and_replacement_needs_failed(kube):
+    """https://kubernetes.io/docs/concepts/workloads/controllers/job/#pod-template (restartPolicy
+    Never or OnFailure) and #pod-replacement-policy (with a podFailurePolicy, only Failed)."""
+    always = job("always")
+    always["spec"]["template"]["spec"]["restartPolicy"] = "Always"
+    replaced = job("replaced")
+    replaced["spec"]["podReplacementPolicy"] = "TerminatingOrFailed"
+    replaced["spec"]["podFailurePolicy"] = {
+        "rules": [{"action": "FailJob", "onExitCodes": {"operator": "In", "values": [3]}}]
+    }
+    for body in (always, replaced):
+        with pytest.raises(ApiException) as refused:
+            kube.batch.create_namespaced_job(NS, body)
+        assert refused.value.status == 422
+    replaced["spec"]["podReplacementPolicy"] = "Failed"
+    kube.batch.create_namespaced_job(NS, replaced)  # the allowed pair
+
+
 def test_watch_from_a_compacted_resource_version_is_410(kube, apiserver):
     for i in range(60):  # history is 50 changes
         kube.core.create_namespaced_config_map(NS, cm(f"c{i}"))

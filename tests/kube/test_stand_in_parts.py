@@ -39,6 +39,9 @@ def test_faults_match_verb_and_resource_and_are_used_up():
     assert faults.take("create", "jobs") is None
 
 
+NEVER = {"template": {"spec": {"restartPolicy": "Never"}}}
+
+
 def cm(name, **labels):
     return {"metadata": {"name": name, "labels": labels}, "data": {}}
 
@@ -71,7 +74,7 @@ def test_store_lists_by_selector_and_the_json_list_matches():
 def test_store_finalizers_hold_a_delete_and_owners_take_dependents_along():
     store = Store()
     job = store.create(
-        "batch", "jobs", "ns", {"metadata": {"name": "j", "finalizers": ["f"]}, "spec": {}}
+        "batch", "jobs", "ns", {"metadata": {"name": "j", "finalizers": ["f"]}, "spec": NEVER}
     )
     owned = cm("j")
     owned["metadata"]["ownerReferences"] = [{"uid": job["metadata"]["uid"], "name": "j"}]

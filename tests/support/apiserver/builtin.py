@@ -12,10 +12,16 @@ From the API reference (batch/v1 JobSpec, v1 ConfigMap) and the Job documentatio
     Indexed Jobs); `completionMode` and the pod template's spec may not change;
   * a `podFailurePolicy` needs the template's `restartPolicy: Never`; its `FailIndex` action
     needs `backoffLimitPerIndex`;
-  * a ConfigMap's `data` and `binaryData` together hold at most 1 MiB (1,048,576 bytes).
+  * a ConfigMap's `data` and `binaryData` together hold at most 1 MiB (1,048,576 bytes);
+  * a pod template's `restartPolicy` is `Never` or `OnFailure` (a Job's pods never restart
+    `Always`); `podReplacementPolicy` is `TerminatingOrFailed` or `Failed`, and must be
+    `Failed` when a `podFailurePolicy` is set;
+  * names and labels as `check_meta` says.
 """
 
 from __future__ import annotations
+
+import re
 
 from .errors import ApiError
 
@@ -56,7 +62,16 @@ def check_job(job: dict, current: dict | None = None) -> None:
         problems.append("spec.completions: Required value: when completion mode is Indexed")
     policy = spec.get("podFailurePolicy")
     template = (spec.get("template") or {}).get("spec") or {}
+    replacement = spec.get("podReplacementPolicy")
+    if replacement is not None and replacement not in ("TerminatingOrFailed", "Failed"):
+        problems.append(f"spec.podReplacementPolicy: Unsupported value: {replacement!r}")
+    if template.get("restartPolicy") not in ("Never", "OnFailure"):
+        problems.append("spec.template.spec.restartPolicy: Required value: valid values: "
+                        '"OnFailure", "Never"')  # fmt: skip
     if policy is not None:
+        if replacement is not None and replacement != "Failed":
+            problems.append(f"spec.podReplacementPolicy: Not supported: {replacement!r}: "
+                            "must be Failed when podFailurePolicy is set")  # fmt: skip
         if template.get("restartPolicy") != "Never":
             problems.append("spec.podFailurePolicy: Invalid value: only allowed with "
                             "restartPolicy Never")  # fmt: skip
@@ -90,8 +105,46 @@ def check_config_map(config_map: dict) -> None:
         ])  # fmt: skip
 
 
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+KINDS = {"jobs": "Job", "configmaps": "ConfigMap", "leases": "Lease", "pods": "Pod",
+         "events": "Event", "deployments": "Deployment"}  # fmt: skip
+
+
+def check_meta(resource: str, obj: dict) -> None:
+    """422 for a name or a label the API server refuses
+    (https://kubernetes.io/docs/concepts/overview/working-with-objects/names/ and
+    .../labels/#syntax-and-character-set): every object's name is a DNS-1123 subdomain of at
+    most 253 characters - a Job's at most 63, as its pods carry it in their `job-name` label -
+    and a label's name (its optional prefix a subdomain) and value at most 63 characters of
+    [A-Za-z0-9-_.], starting and ending alphanumeric."""
+    meta = obj.get("metadata") or {}
+    name = meta.get("name", "")
+    kind = KINDS.get(resource, resource)
+    problems = []
+    longest = 63 if resource == "jobs" else 253
+    if len(name) > longest or not _DNS_SUBDOMAIN.match(name):
+        problems.append(f"metadata.name: Invalid value: {name!r}: a lowercase RFC 1123 "
+                        f"subdomain of at most {longest} characters")  # fmt: skip
+    for key, value in (meta.get("labels") or {}).items():
+        prefix, _, label = key.rpartition("/")
+        if not label or len(label) > 63 or not _LABEL_NAME.match(label) or (
+            prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix))
+        ):  # fmt: skip
+            problems.append(f"metadata.labels: Invalid value: {key!r}: name part must be no "
+                            "more than 63 characters of [-A-Za-z0-9_.], alphanumeric at the "
+                            "ends")  # fmt: skip
+        if not isinstance(value, str) or len(value) > 63 or not _LABEL_NAME.match(value):
+            problems.append(f"metadata.labels: Invalid value: {value!r}: must be no more than "
+                            "63 characters")  # fmt: skip
+    if problems:
+        raise _invalid(kind, name, problems)
+
+
 def check(resource: str, obj: dict, current: dict | None = None) -> None:
     """The checks of `resource`, if it has any here."""
+    check_meta(resource, obj)
     if resource == "jobs":
         check_job(obj, current)
     elif resource == "configmaps":

@@ -23,6 +23,24 @@ _PATH = re.compile(
 _DISCOVERY = re.compile(r"^/apis/(?P<group>[^/]+)/(?P<version>[^/]+)/?$")
 
 
+def seen_as(kind: str, selector: str | None, before: dict | None, now: dict) -> str | None:
+    """What a watch with a label selector sees of a change: an object that starts matching is
+    ADDED, one that stops matching is DELETED, one that never matched is nothing
+    (https://kubernetes.io/docs/reference/using-api/api-concepts/#efficient-detection-of-changes:
+    the watch cache compares the object before and after the change with the selector)."""
+    matches_now = selector_matches(selector, now)
+    if kind == "ADDED":
+        return kind if matches_now else None
+    matched = before is not None and selector_matches(selector, before)
+    if kind == "DELETED":
+        return kind if matched else None
+    if matches_now and not matched:
+        return "ADDED"
+    if matched and not matches_now:
+        return "DELETED"
+    return kind if matches_now else None
+
+
 class ApiServer:
     def __init__(self, history: int = 10_000, version: tuple[int, int] = (1, 31)) -> None:
         self.store = Store(history)
@@ -184,7 +202,9 @@ class ApiServer:
                 if "as=Table" in h.headers.get("Accept", "") and resource in store.definitions:
                     items, _ = store.list(resource, ns, query.get("labelSelector"))
                     return self._send(h, 200, store.definitions[resource].table(items))
-                data = store.list_json(group, resource, ns, query.get("labelSelector"))
+                limit = int(query["limit"]) if query.get("limit", "").isdigit() else None
+                data = store.list_json(group, resource, ns, query.get("labelSelector"),
+                                       limit, query.get("continue"))  # fmt: skip
                 return self._send(h, 200, None, raw=data)
             elif verb == "get":
                 result = store.get(resource, ns, name)
@@ -286,11 +306,11 @@ class ApiServer:
                     break  # the stream is cut, without a final chunk
                 with store.cond:
                     fresh = []
-                    for rv, r, n, t, o in reversed(store.log):  # newest first, stop at last
+                    for rv, r, n, t, o, before in reversed(store.log):  # newest first
                         if rv <= last:
                             break
                         if r == resource and n == ns:
-                            fresh.append((rv, t, o))
+                            fresh.append((rv, t, o, before))
                     fresh.reverse()
                     if not fresh:
                         remaining = deadline - time.monotonic()
@@ -298,9 +318,10 @@ class ApiServer:
                             break
                         store.cond.wait(min(remaining, 1.0))
                         continue
-                for rv, kind, obj in fresh:
+                for rv, kind, obj, before in fresh:
                     last = rv
-                    if selector_matches(selector, obj["metadata"].get("labels") or {}):
+                    kind = seen_as(kind, selector, before, obj["metadata"].get("labels") or {})
+                    if kind is not None:
                         emit({"type": kind, "object": obj})
                         sent += 1
                         if cut_after is not None and sent >= cut_after:

@@ -5,6 +5,7 @@ changes that watches replay."""
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import random
@@ -40,7 +41,9 @@ class Store:
         self.cond = threading.Condition()
         self.objects: dict[tuple[str, str, str], dict] = {}
         self.rv = 100
-        self.log: deque[tuple[int, str, str, str, dict]] = deque(maxlen=history)
+        # (rv, resource, namespace, type, object, the object's labels before this change)
+        self.log: deque[tuple[int, str, str, str, dict, dict | None]] = deque(maxlen=history)
+        self._labels: dict[tuple[str, str, str], dict] = {}  # each object's labels, as stored
         self.hooks: list = []  # called (type, resource, obj) after each change, outside no lock
         self.resources = dict(RESOURCES)  # (group, plural) -> (apiVersion, kind), CRDs too
         self.definitions: dict[str, Definition] = {}  # plural -> its CRD (custom.py)
@@ -62,7 +65,13 @@ class Store:
         snapshot = copy.deepcopy(obj)
         if kind == "DELETED":
             snapshot["metadata"]["resourceVersion"] = str(self.rv)
-        self.log.append((self.rv, resource, ns, kind, snapshot))
+        key = (resource, ns, obj["metadata"]["name"])
+        before = self._labels.get(key)
+        if kind == "DELETED":
+            self._labels.pop(key, None)
+        else:
+            self._labels[key] = dict(obj["metadata"].get("labels") or {})
+        self.log.append((self.rv, resource, ns, kind, snapshot, before))
         self.cond.notify_all()
         for hook in list(self.hooks):
             hook(kind, resource, copy.deepcopy(snapshot))
@@ -120,19 +129,35 @@ class Store:
         with self.cond:
             return [copy.deepcopy(o) for o in self._matching(resource, ns, selector)], self.rv
 
-    def list_json(self, group: str, resource: str, ns: str, selector: str | None) -> bytes:
+    def list_json(self, group: str, resource: str, ns: str, selector: str | None,
+                  limit: int | None = None, token: str | None = None) -> bytes:  # fmt: skip
         """A list answer's body, serialised under the lock without copying each object (a
-        list of 10,000 Jobs is what the benchmarks ask for)."""
+        list of 10,000 Jobs is what the benchmarks ask for). With `limit`, one page, and a
+        `continue` token for the next while more are left, as the API server pages
+        (https://kubernetes.io/docs/reference/using-api/api-concepts/#retrieving-large-results-sets-in-chunks).
+        Every page says the first page's resourceVersion, as the real server does; unlike it,
+        later pages here show the objects as they are now, not as at that version (the real
+        one reads etcd's snapshot): nothing tested relies on the difference."""
         api_version, kind = self.resources[(group, resource)]
         with self.cond:
-            return json.dumps(
-                {
-                    "kind": kind + "List",
-                    "apiVersion": api_version,
-                    "metadata": {"resourceVersion": str(self.rv)},
-                    "items": list(self._matching(resource, ns, selector)),
-                }
-            ).encode()
+            items = list(self._matching(resource, ns, selector))
+            metadata: dict = {"resourceVersion": str(self.rv)}
+            if token:
+                try:
+                    place = json.loads(base64.urlsafe_b64decode(token.encode()))
+                    after, metadata["resourceVersion"] = place["after"], place["rv"]
+                except (ValueError, KeyError, TypeError):
+                    raise ApiError(400, "BadRequest", "continue: invalid token") from None
+                items = [o for o in items if o["metadata"]["name"] > after]
+            if limit and len(items) > limit:
+                last = items[limit - 1]["metadata"]["name"]
+                metadata["continue"] = base64.urlsafe_b64encode(
+                    json.dumps({"after": last, "rv": metadata["resourceVersion"]}).encode()
+                ).decode()  # fmt: skip
+                metadata["remainingItemCount"] = len(items) - limit
+                items = items[:limit]
+            return json.dumps({"kind": kind + "List", "apiVersion": api_version,
+                               "metadata": metadata, "items": items}).encode()  # fmt: skip
 
     def replace(
         self, resource: str, ns: str, name: str, body: dict, status_only: bool = False
