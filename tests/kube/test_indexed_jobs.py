@@ -13,7 +13,7 @@ from kubernetes.client.rest import ApiException
 from manager.backends.kubernetes import batch_objects as bo
 from manager.backends.kubernetes import objects as ko
 from tests.support.indexed import compress
-from tests.support.kubelet import Kubelet
+from tests.support.kubelet import QUICK_BACKOFF, Kubelet
 from tests.support.servers import wait_until
 
 NS = "media"
@@ -64,7 +64,7 @@ def test_ranges_are_compressed_as_the_job_status_writes_them():
 
 def test_each_index_gets_its_own_item_and_the_job_completes(apiserver, kube, worker):
     script, out = worker
-    kubelet = Kubelet(apiserver)
+    kubelet = Kubelet(apiserver, backoff=QUICK_BACKOFF)
     names = ["a.mp4", "b c.mp4", "ünï.mp4"]
     name = submit(kube, names, ko.PodOptions(image="w:1", command=[str(script)]))
     wait_until(lambda: "Complete" in finished(apiserver, name))
@@ -91,7 +91,7 @@ def test_each_index_gets_its_own_item_and_the_job_completes(apiserver, kube, wor
 
 def test_a_failing_index_is_retried_alone_and_fails_alone(apiserver, kube, worker):
     script, _ = worker
-    kubelet = Kubelet(apiserver)
+    kubelet = Kubelet(apiserver, backoff=QUICK_BACKOFF)
     names = ["ok.mp4", "will-fail.mp4", "flaky.mp4", "ok-2.mp4"]
     name = submit(kube, names, ko.PodOptions(image="w:1", command=[str(script)]), max_attempts=3)
     wait_until(lambda: "Failed" in finished(apiserver, name))
@@ -107,7 +107,7 @@ def test_a_failing_index_is_retried_alone_and_fails_alone(apiserver, kube, worke
 
 def test_fail_index_ends_one_index_at_once_and_disruptions_are_not_counted(apiserver, kube, worker):
     script, _ = worker
-    kubelet = Kubelet(apiserver)
+    kubelet = Kubelet(apiserver, backoff=QUICK_BACKOFF)
     kubelet.disrupt["preempted"] = 2
     pod = ko.PodOptions(image="w:1", command=[str(script)], fail_fast_exit_codes=[4])
     name = submit(kube, ["fatal.mp4", "preempted.mp4"], pod, max_attempts=3)
@@ -119,9 +119,48 @@ def test_fail_index_ends_one_index_at_once_and_disruptions_are_not_counted(apise
     assert [ignored for _, ignored in kubelet.disruptions] == [True, True]
 
 
+def test_a_job_failed_while_pods_run_says_failed_only_once_they_have_terminated(
+    apiserver, kube, worker
+):
+    """https://kubernetes.io/docs/concepts/workloads/controllers/job/#termination-of-job-pods:
+    FailureTarget as soon as a FailJob rule matches, the running pods counted as terminating
+    while they stop, Failed once none is left."""
+    script, _ = worker
+    slow = script.parent / "slow.sh"
+    slow.write_text(
+        '#!/bin/sh\ncase "$(cat "$WORK_ITEM_FILE")" in *fatal*) exit 4;; esac\n'
+        "trap 'sleep 0.3; exit 143' TERM\nwhile :; do sleep 0.05; done\n"
+    )
+    slow.chmod(0o755)
+    kubelet = Kubelet(apiserver, backoff=QUICK_BACKOFF)
+    pod = ko.PodOptions(image="w:1", command=[str(slow)])
+    members = [bo.member(n, {"name": n}, 1) for n in ["long.mp4", "fatal.mp4"]]
+    kube.core.create_namespaced_config_map(NS, bo.config_map("q", NS, 7, members))
+    body = bo.job("q", NS, 7, 2, pod, 1)
+    body["metadata"].pop("finalizers")
+    body["spec"]["parallelism"] = 2
+    body["spec"]["podFailurePolicy"] = {
+        "rules": [{"action": "FailJob", "onExitCodes": {"operator": "In", "values": [4]}}]
+    }
+    seen = []
+    apiserver.store.hooks.append(
+        lambda kind, resource, obj: (
+            seen.append(obj.get("status") or {}) if resource == "jobs" else None
+        )
+    )
+    name = kube.batch.create_namespaced_job(NS, body).metadata.name
+    wait_until(lambda: "Failed" in finished(apiserver, name), timeout=60)
+    ends = [(s, [c["type"] for c in s.get("conditions") or []]) for s in seen]
+    interim = next(s for s, types in ends if types == ["FailureTarget"])
+    assert interim["terminating"] == 1 and interim["active"] == 0
+    final = next(s for s, types in ends if "Failed" in types)
+    assert final["terminating"] == 0 and final["conditions"][0]["reason"] == "PodFailurePolicy"
+    assert kubelet.runs_of(f"{name}/0") == [143]  # stopped, and it had ended before Failed
+
+
 def test_more_failed_indexes_than_allowed_ends_the_job(apiserver, kube, worker):
     script, _ = worker
-    Kubelet(apiserver)
+    Kubelet(apiserver, backoff=QUICK_BACKOFF)
     members = [bo.member(n, {"name": n}, 1) for n in ["fail-1", "fail-2", "ok"]]
     kube.core.create_namespaced_config_map(NS, bo.config_map("q", NS, 9, members))
     body = bo.job("q", NS, 9, 3, ko.PodOptions(image="w:1", command=[str(script)]), 1)
@@ -134,7 +173,7 @@ def test_more_failed_indexes_than_allowed_ends_the_job(apiserver, kube, worker):
     assert status["failedIndexes"] == "0" and status["completedIndexes"] == ""  # 1, 2 never ran
 
 
-def test_instant_mode_completes_every_index_in_one_write(apiserver, kube):
+def test_instant_mode_completes_every_index_at_once(apiserver, kube):
     Kubelet(apiserver, instant=True)
     name = submit(kube, [f"{i}.x" for i in range(1000)], ko.PodOptions(image="w:1"))
     wait_until(lambda: "Complete" in finished(apiserver, name))

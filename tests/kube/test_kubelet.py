@@ -9,7 +9,7 @@ import pytest
 from kubernetes.client.rest import ApiException
 
 from manager.backends.kubernetes import objects as ko
-from tests.support.kubelet import Kubelet
+from tests.support.kubelet import QUICK_BACKOFF, REAL_BACKOFF, Kubelet, backoff_delay
 from tests.support.servers import wait_until
 
 NS = "media"
@@ -41,7 +41,7 @@ def conditions(kube, name):
 
 def test_a_job_runs_its_item_and_completes(apiserver, kube, worker):
     script, out = worker
-    kubelet = Kubelet(apiserver)
+    kubelet = Kubelet(apiserver, backoff=QUICK_BACKOFF)
     job = dispatch(kube, "a b.mp4", ko.PodOptions(image="w:1", command=[str(script)]))
     name = job.metadata.name
     wait_until(lambda: conditions(kube, name)[0].get("Complete") == "True")
@@ -53,19 +53,24 @@ def test_a_job_runs_its_item_and_completes(apiserver, kube, worker):
 
 def test_a_failing_job_retries_to_its_backoff_limit_then_fails(apiserver, kube, worker):
     script, _ = worker
-    kubelet = Kubelet(apiserver)
+    kubelet = Kubelet(apiserver, backoff=QUICK_BACKOFF)
     pod = ko.PodOptions(image="w:1", command=[str(script)], backoff_limit=2)
     job = dispatch(kube, "will-fail", pod, {"name": "will-fail"})
     name = job.metadata.name
     wait_until(lambda: conditions(kube, name)[0].get("Failed") == "True")
     assert kubelet.runs_of(name) == [3, 3, 3]
     status = kube.batch.read_namespaced_job_status(name, NS).status
-    assert status.failed == 1 and status.conditions[0].reason == "BackoffLimitExceeded"
+    assert status.failed == 3  # pods, not Jobs
+    assert [(c.type, c.reason) for c in status.conditions] == [
+        ("FailureTarget", "BackoffLimitExceeded"),
+        ("Failed", "BackoffLimitExceeded"),
+    ]
+    assert status.completion_time is None  # set for a Job that succeeded only
 
 
 def test_ttl_after_finished_deletes_the_job_and_what_it_owns(apiserver, kube, worker):
     script, _ = worker
-    Kubelet(apiserver)
+    Kubelet(apiserver, backoff=QUICK_BACKOFF)
     pod = ko.PodOptions(image="w:1", command=[str(script)], ttl_seconds_after_finished=1)
     job_body = ko.job("q", NS, "t", 1, pod)
     job_body["metadata"].pop("finalizers")
@@ -89,7 +94,70 @@ def test_ttl_after_finished_deletes_the_job_and_what_it_owns(apiserver, kube, wo
 
 def test_the_image_entrypoint_is_used_when_the_job_has_no_command(apiserver, kube, worker):
     script, out = worker
-    Kubelet(apiserver, images={"thumbnailer:1": [str(script)]})
+    Kubelet(apiserver, backoff=QUICK_BACKOFF, images={"thumbnailer:1": [str(script)]})
     job = dispatch(kube, "x", ko.PodOptions(image="thumbnailer:1"))
     wait_until(lambda: conditions(kube, job.metadata.name)[0].get("Complete") == "True")
     assert out.exists()
+
+
+def record_statuses(apiserver, name):
+    """Every status the Job `name` is written with, in order."""
+    seen = []
+    apiserver.store.hooks.append(
+        lambda kind, resource, obj: (
+            seen.append(obj.get("status") or {})
+            if resource == "jobs" and obj["metadata"]["name"] == name
+            else None
+        )
+    )
+    return seen
+
+
+def kinds(status):
+    return [c["type"] for c in status.get("conditions") or []]
+
+
+def test_the_back_off_is_the_job_controllers_10_s_doubling_to_6_min(apiserver):
+    """https://kubernetes.io/docs/concepts/workloads/controllers/job/#pod-backoff-failure-policy:
+    "an exponential back-off delay (10s, 20s, 40s ...) capped at six minutes"."""
+    assert Kubelet(apiserver).backoff == REAL_BACKOFF == (10.0, 360.0)
+    delays = [backoff_delay(REAL_BACKOFF, n) for n in range(1, 9)]
+    assert delays == [10, 20, 40, 80, 160, 320, 360, 360]
+    assert backoff_delay(REAL_BACKOFF, 0) == 0  # the first pod starts at once
+
+
+def test_a_failed_pod_is_replaced_only_after_the_back_off(apiserver, kube, tmp_path):
+    stamps = tmp_path / "stamps"
+    script = tmp_path / "w.sh"
+    script.write_text(f"#!/bin/sh\ndate +%s.%N >> {stamps}\nexit 3\n")
+    script.chmod(0o755)
+    Kubelet(apiserver, backoff=(0.4, 0.6))
+    pod = ko.PodOptions(image="w:1", command=[str(script)], backoff_limit=3)
+    name = dispatch(kube, "x", pod).metadata.name
+    wait_until(lambda: conditions(kube, name)[0].get("Failed") == "True", timeout=60)
+    times = [float(t) for t in stamps.read_text().split()]
+    gaps = [later - earlier for earlier, later in zip(times, times[1:], strict=False)]
+    assert len(times) == 4 and gaps[0] >= 0.4 and gaps[1] >= 0.6 and gaps[2] >= 0.6
+
+
+def test_a_job_ends_in_two_writes_and_counts_each_pod_on_the_way(apiserver, kube, worker):
+    """https://kubernetes.io/docs/concepts/workloads/controllers/job/#termination-of-job-pods
+    (1.31+: SuccessCriteriaMet/FailureTarget first, Complete/Failed once every pod has
+    terminated) and the JobStatus reference (ready, terminating, uncountedTerminatedPods)."""
+    script, _ = worker
+    Kubelet(apiserver, backoff=QUICK_BACKOFF)
+    job = ko.job("q", NS, "ok", 1, ko.PodOptions(image="w:1", command=[str(script)]))
+    seen = record_statuses(apiserver, job["metadata"]["name"])
+    kube.core.create_namespaced_config_map(NS, ko.config_map("q", NS, "ok", {"name": "ok"}))
+    name = kube.batch.create_namespaced_job(NS, job).metadata.name
+    wait_until(lambda: conditions(kube, name)[0].get("Complete") == "True")
+    assert any(s.get("ready") == 1 and s.get("active") == 1 for s in seen)
+    waiting = [s for s in seen if (s.get("uncountedTerminatedPods") or {}).get("succeeded")]
+    assert waiting and not waiting[0].get("succeeded")  # uncounted first, then counted
+    pod = next(o for (r, _, _), o in apiserver.store.objects.items() if r == "pods")
+    assert waiting[0]["uncountedTerminatedPods"]["succeeded"] == [pod["metadata"]["uid"]]
+    ends = [kinds(s) for s in seen if kinds(s)]
+    assert ends[0] == ["SuccessCriteriaMet"] and ends[-1] == ["SuccessCriteriaMet", "Complete"]
+    final = seen[-1]
+    assert final["succeeded"] == 1 and final["uncountedTerminatedPods"] == {}
+    assert final["ready"] == 0 and final["terminating"] == 0 and final["completionTime"]

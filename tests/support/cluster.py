@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from .apiserver import ApiServer
-from .kubelet import Kubelet
+from .kubelet import QUICK_BACKOFF, Kubelet
 
 NS = "media"
 
@@ -36,7 +36,7 @@ def kube(apiserver):
 
 @pytest.fixture
 def cluster(apiserver, tmp_path):
-    kubelet = Kubelet(apiserver)
+    kubelet = Kubelet(apiserver, backoff=QUICK_BACKOFF)
     kubeconfig = apiserver.write_kubeconfig(tmp_path / "kubeconfig")
 
     class Cluster:

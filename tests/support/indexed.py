@@ -16,12 +16,20 @@ policy) and the batch/v1 API reference describe them:
     fails its index at once, `FailJob` the whole Job (reason PodFailurePolicy), `Ignore` does
     not count the failure (a DisruptionTarget pod); more failed indexes than
     `maxFailedIndexes` ends the Job at once (reason MaxFailedIndexesExceeded); at the end a
-    Job with failed indexes is Failed with reason FailedIndexes, else Complete. The terminal
-    condition comes with the interim one Kubernetes 1.31+ sets first (FailureTarget,
-    SuccessCriteriaMet). Without `backoffLimitPerIndex`, `backoffLimit` counts the failed
-    pods of every index together (BackoffLimitExceeded).
+    Job with failed indexes is Failed with reason FailedIndexes, else Complete. Without
+    `backoffLimitPerIndex`, `backoffLimit` counts the failed pods of every index together
+    (BackoffLimitExceeded);
+  * a failed index runs again only after the pod back-off (10 s doubling to 6 min: the
+    kubelet's `backoff`), counted per index with `backoffLimitPerIndex`, for the Job without;
+  * the end comes in two writes, as Kubernetes 1.31+ makes it: the interim condition
+    (FailureTarget, SuccessCriteriaMet) as soon as the outcome is known - pods still running
+    are stopped then, and counted in `status.terminating` until they have - and the terminal
+    one (Failed, Complete) only once every pod has terminated; `status.ready` counts the
+    pods whose container runs (a Pending one is active, not ready); `uncountedTerminatedPods`
+    is written, empty (each pod is counted in the same write that ends it here).
 
-The kubelet's `instant` mode completes every index at once, in one status write; its `stuck`
+The kubelet's `instant` mode completes every index at once (interim and terminal writes
+back to back); its `stuck`
 (by image, or a part of the item's name) leaves an index's pod Pending for good, the index
 active, until the Job is deleted - as a wrong image name does.
 """
@@ -30,6 +38,7 @@ from __future__ import annotations
 
 import tempfile
 import threading
+import time
 
 from . import pod_objects as po
 from .apiserver import ApiError, now_rfc3339
@@ -70,10 +79,12 @@ class IndexedRun:
         # succeeded, failed; `ended` is set once, with the Job's terminal condition.
         self.waiting = list(range(self.completions))
         self.running: set[int] = set()
+        self.ready: set[int] = set()  # running indexes whose pod's container runs (not Pending)
         self.succeeded: set[int] = set()
         self.failed: set[int] = set()
         self.failures: dict[int, int] = {}  # index -> its counted pod failures
         self.failed_pods = 0
+        self.not_before: dict[int, float] = {}  # a failed index -> when its back-off ends
         self.ended: tuple[bool, str, str] | None = None  # (ok, reason, message)
 
     def run(self) -> None:
@@ -88,18 +99,32 @@ class IndexedRun:
                 while True:
                     if self._gone():
                         return
-                    while (
-                        self.ended is None
-                        and self.waiting
-                        and (len(self.running) < self._parallelism())
-                    ):
-                        index = self.waiting.pop(0)
+                    while self.ended is None and len(self.running) < self._parallelism():
+                        index = self._next_ready()
+                        if index is None:
+                            break
                         self.running.add(index)
                         threading.Thread(target=self._pod, args=(index, root), daemon=True).start()
                     if not self.running and (self.ended is not None or not self.waiting):
                         break
-                    self.cond.wait(0.2)
+                    self.cond.wait(0.05 if self.waiting else 0.2)
             self._report(final=self.ended or self._verdict())
+
+    def _next_ready(self) -> int | None:
+        """The first waiting index whose back-off is over, taken off `waiting` (caller: cond)."""
+        now = time.monotonic()
+        for position, index in enumerate(self.waiting):
+            if self.not_before.get(index, 0.0) <= now:
+                return self.waiting.pop(position)
+        return None
+
+    def _retry(self, index: int) -> None:
+        """`index` waits again, for the back-off its failures earn (caller: cond)."""
+        from .kubelet import backoff_delay
+
+        failures = self.failures[index] if self.per_index is not None else self.failed_pods
+        self.not_before[index] = time.monotonic() + backoff_delay(self.kubelet.backoff, failures)
+        self.waiting.insert(0, index)
 
     def _parallelism(self) -> int:
         """The Job's parallelism as it is now (a change while it runs is followed)."""
@@ -147,6 +172,7 @@ class IndexedRun:
             return self._ended(index, 1, counted=True)
         pod = kubelet._pod(job, "Running", {"running": {"startedAt": now_rfc3339()}}, None, index)
         with self.cond:
+            self.ready.add(index)
             self.kubelet._status(self.ns, self.name, self._status())
         try:
             code = kubelet._container(job, *prepared)
@@ -163,6 +189,7 @@ class IndexedRun:
     def _ended(self, index, code, *, counted, action=None, pod="", rule=None) -> None:
         with self.cond:
             self.running.discard(index)
+            self.ready.discard(index)
             if code == 0:
                 self.succeeded.add(index)
             elif action == "FailJob":
@@ -181,24 +208,31 @@ class IndexedRun:
                         self._end(False, "BackoffLimitExceeded", "Job has reached the "
                                   "specified backoff limit")  # fmt: skip
                     else:
-                        self.waiting.insert(0, index)
+                        self._retry(index)
                 elif action == "FailIndex" or self.failures[index] > self.per_index:
                     self.failed.add(index)
                     if self.max_failed is not None and len(self.failed) > self.max_failed:
                         self._end(False, "MaxFailedIndexesExceeded", "Job has exceeded the "
                                   "specified maximal number of failed indexes")  # fmt: skip
                 else:
-                    self.waiting.insert(0, index)
+                    self._retry(index)
             if self.ended is None:
                 self.kubelet._status(self.ns, self.name, self._status())
+            else:  # a pod stopped after the end was known: one fewer terminating
+                self.kubelet._status(self.ns, self.name, {"terminating": len(self.running)})
             self.cond.notify_all()
 
     def _end(self, ok: bool, reason: str, message: str) -> None:
-        """The Job ends now: nothing more starts, running pods are stopped (caller: cond)."""
+        """The Job ends now: nothing more starts, running pods are stopped and counted as
+        terminating, the interim condition is written (caller: cond)."""
         if self.ended is not None:
             return
         self.ended = (ok, reason, message)
         self.waiting = []
+        status = self._status()
+        status.update(active=0, ready=0, terminating=len(self.running))
+        status["conditions"] = [self._condition(ok, reason, message)[0]]
+        self.kubelet._status(self.ns, self.name, status)
         with self.kubelet._lock:
             running = list(self.kubelet._containers.get(self.job["metadata"]["uid"]) or ())
         for proc in running:
@@ -207,33 +241,41 @@ class IndexedRun:
     def _status(self) -> dict:
         status = {
             "active": len(self.running),
+            "ready": len(self.ready),
             "succeeded": len(self.succeeded),
             "failed": self.failed_pods,
             "completedIndexes": compress(self.succeeded),
+            "uncountedTerminatedPods": {},
         }
         if self.per_index is not None:
             status["failedIndexes"] = compress(self.failed)
         return status
 
-    def _report(self, final: tuple[bool, str, str]) -> None:
-        ok, reason, message = final
-        done = now_rfc3339()
-        status = self._status()
-        status["active"] = None
-        interim = "SuccessCriteriaMet" if ok else "FailureTarget"
-        conditions = []
-        for kind in (interim, "Complete" if ok else "Failed"):
-            condition = {"type": kind, "status": "True", "lastProbeTime": done,
-                         "lastTransitionTime": done}  # fmt: skip
-            if ok:
-                condition.update(reason="CompletionsReached", message="Reached expected "
-                                 "number of succeeded pods")  # fmt: skip
-            else:
-                condition.update(reason=reason, message=message)
-            conditions.append(condition)
-        status["conditions"] = conditions
+    @staticmethod
+    def _condition(ok: bool, reason: str, message: str) -> tuple[dict, dict]:
+        """(interim, terminal) conditions of an end."""
+        from .kubelet import job_condition
+
         if ok:
-            status["completionTime"] = done
+            reason, message = "CompletionsReached", "Reached expected number of succeeded pods"
+        return (
+            job_condition("SuccessCriteriaMet" if ok else "FailureTarget", reason, message),
+            job_condition("Complete" if ok else "Failed", reason, message),
+        )
+
+    def _report(self, final: tuple[bool, str, str]) -> None:
+        """The terminal write, every pod terminated (the interim first, unless `_end` wrote
+        it already)."""
+        ok, reason, message = final
+        interim, terminal = self._condition(ok, reason, message)
+        status = self._status()
+        status.update(active=None, ready=0, terminating=0)
+        if self.ended is None:
+            self.kubelet._status(self.ns, self.name, {**status, "conditions": [interim]})
+            time.sleep(self.kubelet.settle)
+        status["conditions"] = [interim, terminal]
+        if ok:
+            status["completionTime"] = terminal["lastTransitionTime"]
         self.kubelet._status(self.ns, self.name, status)
         ttl = self.spec.get("ttlSecondsAfterFinished")
         if ttl is not None:

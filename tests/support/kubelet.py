@@ -19,6 +19,16 @@ starts: its pod stays Pending, waiting with that reason (`ImagePullBackOff`, …
 (`Unschedulable`), and the Job stays active - what a real cluster does with a wrong image name
 or a pod no node fits.
 
+The Job controller's pace and bookkeeping, as Kubernetes 1.31+ has them (Job documentation:
+"Pod backoff failure policy", "Termination of Job pods"; batch/v1 JobStatus): a failed pod is
+replaced only after a back-off of 10 s, doubled for each further failure, at most 6 min
+(`backoff`: tests compress it, the default is the real one); `status.ready` counts running
+ready pods, `terminating` pods being stopped, and each finished pod passes through
+`uncountedTerminatedPods` (its uid) before `succeeded`/`failed` count it (`failed` counts pods,
+not Jobs); the end is written in two steps - first the interim condition (SuccessCriteriaMet or
+FailureTarget), and only once every pod has terminated the terminal one (Complete or Failed);
+`completionTime` is set for a Job that succeeded only.
+
 The Job controller's rules the manager relies on: a suspended Job (`spec.suspend`, as Kueue
 holds it) runs nothing until it is unsuspended; a pod the cluster disrupts (`disrupt`: it fails
 with a DisruptionTarget condition) is not counted against backoffLimit when the Job's
@@ -39,6 +49,25 @@ import time
 from . import pod_objects as po
 from .apiserver import ApiError, ApiServer, now_rfc3339
 
+REAL_BACKOFF = (10.0, 360.0)  # the Job controller's pod back-off: first delay, longest delay
+QUICK_BACKOFF = (0.05, 0.4)  # the same doubling, compressed for tests
+SETTLE_SECONDS = 0.05  # between a Job's interim condition and its terminal one
+
+
+def backoff_delay(backoff: tuple[float, float], failures: int) -> float:
+    """How long the Job controller waits before replacing a pod after `failures` counted
+    failures in a row: the first delay, doubled for each further one, capped."""
+    first, longest = backoff
+    return 0.0 if failures <= 0 else min(first * 2 ** (failures - 1), longest)
+
+
+def uncounted(uid: str, ok: bool) -> dict:
+    """The status patch of a pod that finished but is not counted yet."""
+    return {"uncountedTerminatedPods": {"succeeded" if ok else "failed": [uid]}}
+
+
+COUNTED = {"uncountedTerminatedPods": {"succeeded": None, "failed": None}}  # emptied again
+
 
 class Kubelet:
     def __init__(
@@ -48,11 +77,15 @@ class Kubelet:
         env: dict[str, str] | None = None,
         instant: bool = False,
         stuck: dict[str, str] | None = None,
+        backoff: tuple[float, float] = REAL_BACKOFF,
     ) -> None:
         """`instant`: complete every Job at once without running anything (benchmarks).
         `stuck`: image, or a part of an item's name -> the reason its pods never start (see
-        the module docstring)."""
+        the module docstring). `backoff`: (first, longest) delay before a failed pod is
+        replaced."""
         self.instant = instant
+        self.backoff = backoff
+        self.settle = 0.0 if instant else SETTLE_SECONDS
         self.stuck = stuck or {}
         self.store = server.store
         self.images = images or {}
@@ -121,7 +154,8 @@ class Kubelet:
 
             return IndexedRun(self, job).run()
         if self.instant:
-            return self._finish(ns, name, spec, ok=True, reason="")
+            done = {"startTime": now_rfc3339(), "succeeded": 1}
+            return self._finish(ns, name, spec, ok=True, reason="", counts=done)
         container = spec["template"]["spec"]["containers"][0]
         item = (job["metadata"].get("annotations") or {}).get("workqueue.dev/item", "")
         for key, reason in self.stuck.items():
@@ -132,14 +166,19 @@ class Kubelet:
             if prepared is None:
                 return self._finish(ns, name, spec, ok=False, reason="MountFailed")
             argv, env = prepared
-            self._status(ns, name, {"startTime": now_rfc3339(), "active": 1})
+            self._status(ns, name, {"startTime": now_rfc3339(), "active": 0, "ready": 0,
+                                    "terminating": 0, "uncountedTerminatedPods": {}})  # fmt: skip
             tries = spec.get("backoffLimit", 6) + 1
-            code = 1
+            code, failed = 1, 0
             while (ignored := self._disrupted(job, item)) is not None:
                 if not ignored:  # without the policy a disruption uses up a try
                     tries -= 1
+                    failed += 1
             for _ in range(tries):
+                if failed and not self._backed_off(job, failed):
+                    return  # deleted while waiting
                 pod_name = self._pod(job, "Running", {"running": {"startedAt": now_rfc3339()}})
+                self._status(ns, name, {"active": 1, "ready": 1})
                 try:
                     code = self._container(job, argv, env)
                 except OSError:
@@ -147,8 +186,11 @@ class Kubelet:
                 self._pod_ended(ns, pod_name, container, code)
                 with self._lock:
                     self.runs.append((name, code))
+                self._count(ns, name, pod_name, code == 0, {"succeeded": 1} if code == 0
+                            else {"failed": failed + 1})  # fmt: skip
                 if code == 0:
                     break
+                failed += 1
                 rule = po.fail_job_rule(spec, container["name"], code)
                 if rule is not None:  # the podFailurePolicy fails the Job at once
                     message = (
@@ -159,6 +201,30 @@ class Kubelet:
                         ns, name, spec, ok=False, reason="PodFailurePolicy", message=message
                     )
         self._finish(ns, name, spec, ok=code == 0, reason="BackoffLimitExceeded")
+
+    def _backed_off(self, job: dict, failures: int) -> bool:
+        """Wait out the back-off after `failures` (False when the Job went meanwhile)."""
+        meta = job["metadata"]
+        deadline = time.monotonic() + backoff_delay(self.backoff, failures)
+        while (left := deadline - time.monotonic()) > 0:
+            time.sleep(min(left, 0.5))
+            try:
+                alive = self.store.get("jobs", meta["namespace"], meta["name"])["metadata"]
+            except ApiError:
+                return False
+            if alive["uid"] != meta["uid"]:
+                return False
+        return True
+
+    def _count(self, ns: str, name: str, pod_name: str, ok: bool, counts: dict) -> None:
+        """A finished pod counted as the Job controller does: first its uid under
+        uncountedTerminatedPods, then in the `succeeded`/`failed` totals (`counts`)."""
+        try:
+            uid = self.store.get("pods", ns, pod_name)["metadata"]["uid"] if pod_name else ""
+        except ApiError:
+            uid = ""
+        self._status(ns, name, {"active": 0, "ready": 0, **uncounted(uid, ok)})
+        self._status(ns, name, {**counts, **COUNTED})
 
     def prepare(
         self, job: dict, root: str, index: int | None = None
@@ -291,19 +357,30 @@ class Kubelet:
         self._pod(job, "Pending", *po.stuck(job, reason))
 
     def _finish(
-        self, ns: str, name: str, spec: dict, *, ok: bool, reason: str, message: str = ""
+        self,
+        ns: str,
+        name: str,
+        spec: dict,
+        *,
+        ok: bool,
+        reason: str,
+        message: str = "",
+        counts: dict | None = None,
     ) -> None:
-        done = now_rfc3339()
-        condition = {
-            "type": "Complete" if ok else "Failed",
-            "status": "True",
-            "lastProbeTime": done,
-            "lastTransitionTime": done,
-        }
-        if not ok:
-            condition.update(reason=reason, message=message or f"Job failed: {reason}")
-        status = {"active": None, "conditions": [condition], "completionTime": done}
-        status["succeeded" if ok else "failed"] = 1
+        """The end of a Job in the controller's two steps: the interim condition (written with
+        `counts`), then - every pod has terminated by now - the terminal one (with
+        completionTime on success)."""
+        if ok:
+            reason, message = "CompletionsReached", "Reached expected number of succeeded pods"
+        else:
+            message = message or f"Job failed: {reason}"
+        interim = job_condition("SuccessCriteriaMet" if ok else "FailureTarget", reason, message)
+        self._status(ns, name, {"conditions": [interim], "active": 0, "ready": 0, **(counts or {})})
+        time.sleep(self.settle)
+        terminal = job_condition("Complete" if ok else "Failed", reason, message)
+        status: dict = {"conditions": [interim, terminal], "terminating": 0}
+        if ok:
+            status["completionTime"] = terminal["lastTransitionTime"]
         self._status(ns, name, status)
         ttl = spec.get("ttlSecondsAfterFinished")
         if ttl is not None:
@@ -318,3 +395,10 @@ class Kubelet:
     def runs_of(self, name: str) -> list[int]:
         with self._lock:
             return [code for job, code in self.runs if job == name]
+
+
+def job_condition(kind: str, reason: str, message: str) -> dict:
+    """A Job condition of `kind`, True, stamped now."""
+    stamp = now_rfc3339()
+    return {"type": kind, "status": "True", "reason": reason, "message": message,
+            "lastProbeTime": stamp, "lastTransitionTime": stamp}  # fmt: skip

@@ -79,6 +79,10 @@ def test_finished_reads_conditions():
     assert finished({"status": {"conditions": [{"type": "Failed", "status": "True"}]}}) == "Failed"
     assert finished({"status": {"conditions": [{"type": "Complete", "status": "False"}]}}) is None
     assert finished({}) is None
+    # Kubernetes 1.31+ says the outcome first, while pods may still run: not finished yet
+    # (https://kubernetes.io/docs/concepts/workloads/controllers/job/#termination-of-job-pods)
+    for interim in ("FailureTarget", "SuccessCriteriaMet"):
+        assert finished({"status": {"conditions": [{"type": interim, "status": "True"}]}}) is None
 
 
 def test_a_resync_replays_every_cached_job_to_the_handler(api):
