@@ -105,6 +105,50 @@ def test_patch_merge_and_json_patch(kube):
     assert got.data == {"k": "v", "n": "1"} and got.metadata.labels == {"x": "y"}
 
 
+def test_a_dict_patch_of_a_built_in_kind_is_a_strategic_merge(kube):
+    """The official client sends a dict PATCH of a built-in kind as
+    application/strategic-merge-patch+json; the API server merges lists with a patch merge key
+    element by element (https://kubernetes.io/docs/tasks/manage-kubernetes-objects/update-api-object-kubectl-patch/#notes-on-the-strategic-merge-patch):
+    a container patched by name keeps its siblings, env entries merge by name, finalizers
+    are added to, a `$patch: delete` element goes."""
+    body = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "smp", "finalizers": ["a/one"]},
+        "spec": {
+            "selector": {"matchLabels": {"app": "smp"}},
+            "template": {
+                "metadata": {"labels": {"app": "smp"}},
+                "spec": {
+                    "containers": [
+                        {"name": "w", "image": "i:1", "env": [{"name": "A", "value": "1"}]},
+                        {"name": "side", "image": "s:1"},
+                    ]
+                },
+            },
+        },
+    }
+    kube.apps.create_namespaced_deployment(NS, body)
+    patch = {
+        "metadata": {"finalizers": ["b/two"], "labels": {"l": "v"}},
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        {"name": "w", "env": [{"name": "B", "value": "2"}]},
+                        {"name": "side", "$patch": "delete"},
+                    ]
+                }
+            }
+        },
+    }
+    got = raw(kube.apps.patch_namespaced_deployment("smp", NS, patch, _preload_content=False))
+    containers = got["spec"]["template"]["spec"]["containers"]
+    assert [c["name"] for c in containers] == ["w"] and containers[0]["image"] == "i:1"
+    assert containers[0]["env"] == [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]
+    assert got["metadata"]["finalizers"] == ["a/one", "b/two"]
+
+
 def test_finalizers_hold_deletion_until_removed(kube):
     kube.batch.create_namespaced_job(
         NS, dict(job("j"), metadata={"name": "j", "finalizers": ["workqueue.dev/record"]})

@@ -60,6 +60,24 @@ def test_defaults_and_validation_on_every_write(apiserver, custom):
     assert wrong_type.value.status == 422
 
 
+def test_a_strategic_merge_patch_of_a_custom_resource_is_415(apiserver, custom):
+    """A custom resource has no patch merge keys: the API server answers a strategic merge
+    patch with 415 Unsupported Media Type
+    (https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/#advanced-topics:
+    "strategic merge patch is not supported" for custom resources) - merge and JSON patch work."""
+    installed(apiserver)
+    api, _ = custom
+    api.create_namespaced_custom_object(G, V, NS, P, queue())
+    with pytest.raises(ApiException) as refused:
+        api.patch_namespaced_custom_object(
+            G, V, NS, P, "thumbs", {"spec": {"paused": True}},
+            _content_type="application/strategic-merge-patch+json",
+        )  # fmt: skip
+    assert refused.value.status == 415
+    merged = api.patch_namespaced_custom_object(G, V, NS, P, "thumbs", {"spec": {"paused": True}})
+    assert merged["spec"]["paused"] is True
+
+
 def test_status_is_written_through_its_subresource_only(apiserver, custom):
     installed(apiserver)
     api, _ = custom

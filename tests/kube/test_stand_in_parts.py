@@ -8,6 +8,7 @@ import json
 import pytest
 
 from tests.support.apiserver import ApiError, Faults, Store, json_patch, merge_patch
+from tests.support.apiserver.patches import apply_patch, strategic_merge
 
 
 def test_merge_patch_sets_replaces_and_removes_with_null():
@@ -15,6 +16,37 @@ def test_merge_patch_sets_replaces_and_removes_with_null():
     out = merge_patch(doc, {"a": None, "b": {"c": 9}, "l": [3]})
     assert out == {"b": {"c": 9, "d": 3}, "l": [3]}
     assert doc["b"]["c"] == 2  # the original is left alone
+
+
+def test_strategic_merge_keys_directives_and_content_types():
+    """Strategic merge as the API server does it (patches.py cites the sources): merge keys,
+    `$patch: replace`/`delete`, `$deleteFromPrimitiveList`, null removes a key."""
+    doc = {
+        "metadata": {"finalizers": ["x"], "ownerReferences": [{"uid": "1", "name": "a"}]},
+        "status": {"conditions": [{"type": "Ready", "status": "False"}], "n": 1},
+        "spec": {"volumes": [{"name": "v", "emptyDir": {}}], "args": ["a", "b"]},
+    }
+    out = strategic_merge(
+        doc,
+        {
+            "metadata": {"ownerReferences": [{"uid": "2", "name": "b"}],
+                         "$deleteFromPrimitiveList/finalizers": ["x"]},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}], "n": None},
+            "spec": {"volumes": [{"name": "v", "$patch": "delete"}], "args": ["c"]},
+        },
+    )  # fmt: skip
+    assert out["metadata"] == {"finalizers": [], "ownerReferences": [
+        {"uid": "1", "name": "a"}, {"uid": "2", "name": "b"}]}  # fmt: skip
+    assert out["status"] == {"conditions": [{"type": "Ready", "status": "True"}]}
+    assert out["spec"] == {"volumes": [], "args": ["c"]}  # no merge key: replaced
+    replaced = strategic_merge(doc, {"spec": {"$patch": "replace", "args": []}})
+    assert replaced["spec"] == {"args": []}
+    with pytest.raises(ApiError) as custom:
+        apply_patch(doc, {}, "application/strategic-merge-patch+json", custom=True)
+    assert custom.value.code == 415
+    with pytest.raises(ApiError) as unknown:
+        apply_patch(doc, {}, "text/plain", custom=False)
+    assert unknown.value.code == 415
 
 
 def test_json_patch_test_guards_and_remove_by_index():

@@ -29,6 +29,7 @@ def kube(apiserver):
         batch = client.BatchV1Api(api_client)
         core = client.CoreV1Api(api_client)
         coordination = client.CoordinationV1Api(api_client)
+        apps = client.AppsV1Api(api_client)
 
     yield Apis
     api_client.close()

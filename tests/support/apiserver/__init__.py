@@ -3,19 +3,23 @@ through the official `kubernetes` client, behaving as kube-apiserver does where 
 relies on it.
 
 What it implements (namespaced resources only):
-  batch/v1 jobs (+ /status), v1 configmaps, v1 events, coordination.k8s.io/v1 leases
-  create (generateName; 409 AlreadyExists), get, list (equality- and set-based label selectors),
-  update (409 Conflict on a stale resourceVersion), patch (merge, strategic - treated as merge -
-  and JSON patch), delete (preconditions; finalizers -> deletionTimestamp, removal once they are
+  batch/v1 jobs (+ /status), v1 configmaps, pods, events, coordination.k8s.io/v1 leases,
+  apps/v1 deployments; /version
+  create (generateName; 409 AlreadyExists; names, labels and Job/ConfigMap rules checked as
+  the real server does, 422 Invalid), get, list (equality- and set-based label selectors;
+  paging with limit/continue), update (409 Conflict on a stale resourceVersion), patch (merge,
+  JSON, and strategic merge with the built-in kinds' merge keys - 415 for a custom resource,
+  `patches.py`), delete (preconditions; finalizers -> deletionTimestamp, removal once they are
   gone; ownerReferences garbage collection, background and orphan), watch from a
-  resourceVersion (ADDED/MODIFIED/DELETED; an ERROR event with 410 Expired for a compacted one),
-  uid, creationTimestamp, a monotonically increasing resourceVersion, Status error bodies.
+  resourceVersion (ADDED/MODIFIED/DELETED, an object leaving a selector is DELETED; an ERROR
+  event with 410 Expired for a compacted one), uid, creationTimestamp, a monotonically
+  increasing resourceVersion, Status error bodies.
   custom resources of an installed CustomResourceDefinition (`store.install_crd`, custom.py):
   structural defaults and validation (422 Invalid), discovery of the group version, the status
   subresource (generation moves with spec only) and the scale subresource (autoscaling/v1 Scale),
   lists as server-side Tables with the printer columns (what `kubectl get` asks for)
   legacy discovery (/api, /apis, /api/v1, /apis/GROUP/VERSION), enough for kubectl
-Not implemented: other resources, list paging, field selectors, foreground deletion's blocking
+Not implemented: other resources, server-side apply, field selectors, foreground deletion's blocking
 (treated as background), admission of any kind, authentication.
 
 Faults on demand (`faults.add`): 429 with Retry-After, 500, slow answers, watch streams cut

@@ -17,7 +17,7 @@ from collections import deque
 from . import builtin
 from .custom import Definition
 from .errors import ApiError, now_rfc3339
-from .patches import json_patch, merge_patch
+from .patches import apply_patch
 from .selectors import selector_matches
 
 RESOURCES = {
@@ -221,10 +221,7 @@ class Store:
             current = self.objects.get((resource, ns, name))
             if current is None:
                 raise ApiError(404, "NotFound", f'{resource} "{name}" not found')
-            if "json-patch" in content_type:
-                merged = json_patch(current, patch)
-            else:
-                merged = merge_patch(current, patch)
+            merged = apply_patch(current, patch, content_type, resource in self.definitions)
             wanted_rv = ((patch if isinstance(patch, dict) else {}).get("metadata") or {}).get(
                 "resourceVersion"
             )
@@ -246,11 +243,8 @@ class Store:
             if current is None:
                 raise ApiError(404, "NotFound", f'{resource} "{name}" not found')
             scale = definition.scale_of(current)
-            if patching:
-                merge = json_patch if "json-patch" in content_type else merge_patch
-                scale = merge(scale, body)
-            else:
-                scale = body
+            # a custom resource's scale: no strategic merge either
+            scale = apply_patch(scale, body, content_type, custom=True) if patching else body
             wanted_rv = (scale.get("metadata") or {}).get("resourceVersion")
             if not patching and wanted_rv and wanted_rv != current["metadata"]["resourceVersion"]:
                 raise ApiError(409, "Conflict", f'{resource} "{name}" has been modified')
