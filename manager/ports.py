@@ -314,9 +314,10 @@ def parallelism_problem(value: object, *, least: int = 0) -> str | None:
 @runtime_checkable
 class AdoptsWork(Protocol):
     """A backend whose work outlives its manager and can be waited for by the next one (the
-    local backend's keepers): what a manager that died left running, by (name, attempt). The
-    new manager waits for each with `run(name, {}, attempt, cancel)` instead of starting it
-    (`manager.runtime.adoption`)."""
+    local backend's keepers, Kubernetes' running Jobs): what a manager that died left running,
+    by (name, attempt). The new manager waits for each with `run(name, data, attempt, cancel)`
+    instead of starting it (`manager.runtime.adoption`): `data` is {} unless the backend says
+    `adopted_needs_data = True`, then the item as the source has it now ({} if it left)."""
 
     def adopted(self) -> list[tuple[str, int]]: ...
 

@@ -1,7 +1,8 @@
 """Work a manager that died left running, waited for by the manager that took over.
 
-A backend whose work outlives its manager (the local backend's keepers: `AdoptsWork` in
-`manager.ports`) hands the new manager the (name, attempt) of every unit still running. Each is
+A backend whose work outlives its manager (the local backend's keepers, the Kubernetes
+backend's running Jobs: `AdoptsWork` in `manager.ports`) hands the new manager the (name,
+attempt) of every unit still running. Each is
 neither queued nor started: it takes a capacity slot at once (it is running, whatever the
 limit), and a thread of its own waits for its end through `Reconciler.finish` - the same
 recording, retry, cancel (`--cancel-removed` ends it like any running item), metrics and
@@ -46,6 +47,9 @@ class Adoption:
         self.retry = retry
         self.fault = fault
         self.units = backend.adopted() if isinstance(backend, AdoptsWork) else []
+        # a backend that re-dispatches what it adopts (Kubernetes: the Job's ConfigMap a crash
+        # kept from being written) is given the item's data as the source has it now
+        self.needs_data = bool(getattr(backend, "adopted_needs_data", False))
         self.names = {name for name, _ in self.units}
         self._threads: list[threading.Thread] = []
 
@@ -60,8 +64,20 @@ class Adoption:
             thread.start()
             self._threads.append(thread)
 
+    def _data(self, name: str) -> dict:
+        """The item as the source has it now ({} when it left, or the source cannot say)."""
+        if not self.needs_data:
+            return {}
+        try:
+            return self.reconciler.source.get_item(name) or {}
+        except Exception as exc:  # the adopted work is awaited all the same
+            log.warning("%s: adopted, but the source could not give its data: %s", name, exc)
+            return {}
+
     def _wait(self, started: Started) -> None:
         try:
+            started = Started(started.name, self._data(started.name), started.attempt,
+                              started.cancel)  # fmt: skip
             result = self.reconciler.finish(started)
         except StorageFault as fault:  # its outcome waits in the reconciler's `unrecorded`
             self.fault(fault)

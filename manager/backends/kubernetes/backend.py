@@ -11,8 +11,9 @@ run(name, data, attempt) - called by a reconciler worker holding a capacity slot
   3. wait until the Job's outcome is in the durable record (record.py) - whoever wrote it: a
      rival manager may record it and remove the finalizer before this manager's cache sees the
      Job finish, so a finished Job without the finalizer sends us to read the record afresh.
-A crash between 1 and 2 leaves a Job whose pod cannot mount its data: `orphans.py` deletes
-such a Job (it never ran) once it is a minute old, and the item is dispatched again.
+A crash between 1 and 2 leaves a Job whose pod cannot mount its data: the next manager adopts
+the running Job and writes its ConfigMap (`adopted.py`); `orphans.py` deletes such a Job (it
+never ran) once it is a minute old when nobody could.
 
 Cancel - the item left the source (--cancel-removed). A run's `Cancel` set before its Job
 was created: none is created. Set while the run awaits its Job: the Job is read afresh and,
@@ -37,6 +38,7 @@ from typing import Any
 from ...ports import Cancel, Outcome
 from . import batch_objects as bo
 from . import objects as ko
+from .adopted import Adoptions
 from .api import KubeApi, KubeError
 from .batch_record import BatchRecords
 from .batches import BatchRunner, create_job, unfinished_members
@@ -82,6 +84,7 @@ class KubernetesBackend:
         self.keep_failed = keep_failed
         self._stopping = threading.Event()
         self._in_flight: set[str] = set()  # Job names a run() of this manager is about
+        self._adoptions = Adoptions()  # running Jobs handed over at start (`adopted.py`)
         self._ending = threading.Lock()  # one `_end_job` at a time: one delete per Job
         self._on_change: list[Callable[[], None]] = []  # told after each cache change
         self.metrics = _Metrics(registry, cache) if registry is not None else None
@@ -118,9 +121,25 @@ class KubernetesBackend:
         """`callback()` after every change of the queue's Jobs (the capacity re-counts)."""
         self._on_change.append(callback)
 
+    # -- adoption (`adopted.py`) ----------------------------------------------------------
+
+    adopted_needs_data = True  # the adopter reads the item from the source for run()
+
+    def adopted(self) -> list[tuple[str, int]]:
+        """The items whose one-item Job runs with no run() of this manager awaiting it."""
+        return self._adoptions.offer(self.cache)
+
     def run(self, name: str, data: dict[str, Any], attempt: int, cancel: Cancel) -> Outcome:
         version = data.get("version")
         job_name = ko.object_name(self.queue, name, version)
+        adopted = self._adoptions.take(name)
+        if adopted is not None and (not data or adopted != job_name):
+            # the data is not the running Job's (the item left the source, or changed since):
+            # that Job is awaited as it is, never given guessed data
+            where = f"job/{adopted} (kubectl logs)"
+            if self._stopping.is_set():
+                return Outcome(False, interrupted=True, log_path=where)
+            return self._await_adopted(name, adopted, where, cancel)
         where = f"job/{job_name} (kubectl logs)"
         if self._stopping.is_set():
             return Outcome(False, interrupted=True, log_path=where)
@@ -132,6 +151,18 @@ class KubernetesBackend:
         forget = cancel.on_set(self._wake)  # the wait below looks at the cancel again
         try:
             return self._dispatch(name, job_name, config_map, attempt, where, version, cancel)
+        finally:
+            forget()
+            self._in_flight.discard(job_name)
+
+    def _await_adopted(self, name: str, job_name: str, where: str, cancel: Cancel) -> Outcome:
+        job = self.cache.get(job_name) or self.api.find("jobs", job_name)
+        if job is None:  # it went between the handing over and now: recorded by then
+            job = {"metadata": {"name": job_name, "annotations": {}}}
+        self._in_flight.add(job_name)
+        forget = cancel.on_set(self._wake)
+        try:
+            return self._await(name, job, where, cancel)
         finally:
             forget()
             self._in_flight.discard(job_name)

@@ -41,6 +41,14 @@ def seen_as(kind: str, selector: str | None, before: dict | None, now: dict) -> 
     return kind if matches_now else None
 
 
+def _json_or_none(raw: bytes) -> dict | None:
+    try:
+        body = json.loads(raw) if raw else None
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) else None
+
+
 class ApiServer:
     def __init__(self, history: int = 10_000, version: tuple[int, int] = (1, 31)) -> None:
         self.store = Store(history)
@@ -170,7 +178,7 @@ class ApiServer:
         with self._requests_lock:
             self.requests.append((verb, group, resource, sub))
         h.workqueue_call = (verb, resource)
-        fault = self.faults.take(verb, resource)
+        fault = self.faults.take(verb, resource, _json_or_none(raw))
         if fault is not None and fault["kind"] in ("429", "500"):
             code = int(fault["kind"])
             headers = {"Retry-After": str(fault["retry_after"])} if code == 429 else {}
@@ -183,6 +191,10 @@ class ApiServer:
             return self._send(h, code, status_body(code, fault["reason"], "from elsewhere"))
         if fault is not None and fault["kind"] == "delay":
             time.sleep(fault["delay"])
+        if fault is not None and fault["kind"] == "hang":  # never acted on, never answered
+            self.closing.wait(fault["delay"])
+            h.close_connection = True
+            return None
         try:
             body = json.loads(raw) if raw else {}
             store = self.store

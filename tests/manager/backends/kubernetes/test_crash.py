@@ -1,9 +1,9 @@
 """Exactly once when a Kubernetes manager dies, on the API-server stand-in with the manager as a
 real process killed with -9: while its Jobs run (they finish with no manager, and the next one
 records them from the Jobs), in per-item and in batch mode, and at random moments over a run -
-no item lost, none started twice. (A crash between a batch's claim and its Job is
-`test_batches.test_a_crash_between_the_claim_and_the_job_makes_no_second_batch`; between a
-Job and its ConfigMap, `orphans.py`'s tests.)"""
+no item lost, none started twice; and between a Job and its ConfigMap, where the next manager
+adopts the Job and writes its data. (A crash between a batch's claim and its Job is
+`test_batches.test_a_crash_between_the_claim_and_the_job_makes_no_second_batch`.)"""
 
 from __future__ import annotations
 
@@ -70,3 +70,28 @@ def test_kills_at_random_moments_lose_nothing_and_start_nothing_twice(
     assert last.returncode == 0, last.stderr
     assert Counter(marker_worker.started()) == Counter(names), Counter(marker_worker.started())
     assert set(marker_worker.ended()) == set(names)
+
+
+def test_a_crash_between_the_job_and_its_config_map_is_adopted_and_runs_once(
+    tmp_path, ambassador_server, marker_worker, cluster
+):
+    """The Job exists, its pod cannot mount its data: the next manager must neither count the
+    item done (it never ran) nor start a second Job - it writes the ConfigMap and waits."""
+    names = ["a.mp4", "b.mp4"]
+    make_items(tmp_path / "videos", names)
+    server = ambassador_server(tmp_path / "videos")
+    args = cluster.args(server.url, marker_worker, "--once", "--parallelism", "1")
+    cluster.server.faults.add(
+        "hang", verb="create", resource="configmaps", delay=120,
+        when=lambda body: bool(body.get("metadata", {}).get("ownerReferences")),  # an item's
+    )  # fmt: skip
+    first = spawn_workqueue(*args)
+    wait_until(lambda: len(cluster.objects("jobs")) == 1, timeout=60)
+    kill(first)  # its ConfigMap's create never happened
+    assert [c for c in cluster.objects("configmaps") if c["metadata"].get("ownerReferences")] == []
+    second = workqueue(*args, timeout=180)
+    assert second.returncode == 0, second.stderr
+    assert "2 items: 2 succeeded" in second.stdout, second.stdout
+    assert "already done" not in second.stdout, second.stdout
+    assert Counter(marker_worker.started()) == Counter(names)  # each once
+    assert len(cluster.objects("jobs")) == 2  # no second Job for the adopted item
