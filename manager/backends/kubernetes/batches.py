@@ -4,8 +4,9 @@
 per run - does for a batch what `KubernetesBackend.run` does for one item:
 
   1. the claim: the batch's ConfigMap, numbered (`batch_record.BatchRecords.claim`); members a
-     rival's batch holds already are reported `interrupted` (they are pending here, and
-     running there: nothing dispatches them twice);
+     rival's batch holds already are not dispatched again: they are awaited until that
+     batch's outcome is recorded and reported with it (`_await_theirs`; found by two rival
+     `--once` managers that never ended, their items "pending" here while done there);
   2. the Indexed Job named after it (`batch_objects.job`); 409 AlreadyExists means a manager
      restarted after a crash between the two creates made it - it is awaited like our own;
   3. each member's outcome as the Job's status reports it: an index in `completedIndexes`
@@ -114,11 +115,14 @@ class BatchRunner:
         by_name = {r.name: r for r in live}
         for m in taken:
             log.info("%s: in a rival manager's batch already; it runs there", m.name)
-            report(by_name[m.name], Outcome(False, interrupted=True, log_path=where))
-        if seq is None:
-            return
+        try:
+            if seq is not None:
+                self._run_claimed(seq, [by_name[m.name] for m in claimed], report)
+        finally:
+            self._await_theirs([by_name[m.name] for m in taken], report)
+
+    def _run_claimed(self, seq: int, mine: list, report) -> None:
         job_name = bo.batch_name(self.queue, seq)
-        mine = [by_name[m.name] for m in claimed]
         where = f"job/{job_name} (kubectl logs {job_name}-<index>-…)"
         self.in_flight.add(job_name)
         try:
@@ -130,6 +134,25 @@ class BatchRunner:
                 report(run, Outcome(False, error=f"backend error: {exc}", log_path=where))
         finally:
             self.in_flight.discard(job_name)
+
+    def _await_theirs(self, runs: list, report) -> None:
+        """Members a rival's batch holds: each reported with the outcome that batch records
+        (whoever records it - this manager's completion controller sees the rival's Job too),
+        so a `--once` run ends with them, as a one-item run ends with a rival's Job (409);
+        `interrupted` only when this manager stops first (they stay pending here)."""
+        for run in runs:
+            found = self.batches.lookup(ko.item_hash(self.queue, run.name))
+            where = (
+                "a rival's batch"
+                if found is None
+                else f"job/{bo.batch_name(self.queue, found.seq)} (a rival's batch)"
+            )
+            if found is not None and found.state == "running" and self._wait_recorded(found.seq):
+                found = self.batches.lookup(ko.item_hash(self.queue, run.name))
+            if found is None or found.state == "running":  # stopping, or released meanwhile
+                report(run, Outcome(False, interrupted=True, log_path=where))
+            else:
+                report(run, self._outcome(found.state == "succeeded", None, where, found.state))
 
     def _create_job(self, seq: int, size: int) -> None:
         body = bo.job(self.queue, self.api.namespace, seq, size, self.pod, self.max_attempts)
@@ -240,7 +263,7 @@ class BatchRunner:
                 outcome = Outcome(False, error=stuck, log_path=where, seconds=seconds, final=True)
             tell(i, outcome)
 
-    def _outcome(self, ok: bool, seconds: float, where: str, state: str = "") -> Outcome:
+    def _outcome(self, ok: bool, seconds: float | None, where: str, state: str = "") -> Outcome:
         if ok:
             return Outcome(True, exit_code=0, log_path=where, seconds=seconds)
         if state == "cancelled":

@@ -107,3 +107,23 @@ def test_leader_election_hands_over_when_the_leader_dies(
     assert "now leads thumbs-leader" in err
     assert created_jobs(cluster)[201] == len(names)  # nothing dispatched twice
     assert Counter(marker_worker.started()) == Counter(names)
+
+
+def test_two_rival_once_managers_in_batch_mode_both_exit_when_every_batch_is_recorded(
+    tmp_path, ambassador_server, marker_worker, cluster
+):
+    """Each claims batches the other may finish and record: a `--once` manager must end when
+    every item is recorded, whoever recorded it, never wait for a batch a rival holds."""
+    names = [f"clip-{i:02d}.mp4" for i in range(14)]
+    make_items(tmp_path / "videos", names)
+    server = ambassador_server(tmp_path / "videos")
+    env = dict(os.environ, SLEEP="0.2")
+    args = cluster.args(server.url, marker_worker, "--once", "--parallelism", "2",
+                        "--batch-size", "3")  # fmt: skip
+    procs = [spawn_workqueue(*args, env=env) for _ in range(2)]
+    outputs = [p.communicate(timeout=240) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    assert Counter(marker_worker.started()) == Counter(names), outputs  # each item once
+    assert Counter(marker_worker.ended()) == Counter(names)
+    for out, _ in outputs:  # each reports every item with its outcome, whoever ran it
+        assert "14 items: 14 succeeded" in out, out
