@@ -9,6 +9,7 @@ never a traceback.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import re
 import signal
 import sys
@@ -102,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     stop_early()
+    _dump_threads_on_a_crash()
     stdout = sys.stdout
     sys.stdout = ForPeople(stdout)  # names never reach a terminal raw
     subcommand: list[str | None] = [None]
@@ -113,6 +115,16 @@ def main(argv: list[str] | None = None) -> int:
         return 128 + stopped.signum
     finally:
         sys.stdout = stdout
+
+
+def _dump_threads_on_a_crash() -> None:
+    """Should the interpreter ever abort (a fatal error, SIGABRT, SIGSEGV), every thread's
+    stack goes to stderr: the one report a user can send us. Not where stderr is no file (a
+    test's capture)."""
+    try:
+        faulthandler.enable(file=sys.stderr, all_threads=True)
+    except (AttributeError, ValueError, OSError):
+        pass
 
 
 RUNS_WORK = {"run", "manager"}  # commands that start units of work
