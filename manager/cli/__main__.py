@@ -1,7 +1,5 @@
 """`python -m manager.cli` is the `workqueue` command."""
 
-import sys
+from .main import console
 
-from .main import main
-
-sys.exit(main())
+console()

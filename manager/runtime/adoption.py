@@ -66,8 +66,6 @@ class Adoption:
 
     def _data(self, name: str) -> dict:
         """The item as the source has it now ({} when it left, or the source cannot say)."""
-        if not self.needs_data:
-            return {}
         try:
             return self.reconciler.source.get_item(name) or {}
         except Exception as exc:  # the adopted work is awaited all the same
@@ -76,8 +74,9 @@ class Adoption:
 
     def _wait(self, started: Started) -> None:
         try:
-            started = Started(started.name, self._data(started.name), started.attempt,
-                              started.cancel)  # fmt: skip
+            if self.needs_data:
+                started = Started(started.name, self._data(started.name), started.attempt,
+                                  started.cancel)  # fmt: skip
             result = self.reconciler.finish(started)
         except StorageFault as fault:  # its outcome waits in the reconciler's `unrecorded`
             self.fault(fault)
