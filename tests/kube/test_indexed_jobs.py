@@ -127,9 +127,12 @@ def test_a_job_failed_while_pods_run_says_failed_only_once_they_have_terminated(
     while they stop, Failed once none is left."""
     script, _ = worker
     slow = script.parent / "slow.sh"
+    armed = script.parent / "armed"  # the long pod's trap is set: only then may fatal fail
     slow.write_text(
-        '#!/bin/sh\ncase "$(cat "$WORK_ITEM_FILE")" in *fatal*) exit 4;; esac\n'
-        "trap 'sleep 0.3; exit 143' TERM\nwhile :; do sleep 0.05; done\n"
+        '#!/bin/sh\ncase "$(cat "$WORK_ITEM_FILE")" in\n'
+        f'  *fatal*) while [ ! -e "{armed}" ]; do sleep 0.02; done; exit 4;;\nesac\n'
+        f"trap 'sleep 0.3; exit 143' TERM\ntouch \"{armed}\"\n"
+        "while :; do sleep 0.05; done\n"
     )
     slow.chmod(0o755)
     kubelet = Kubelet(apiserver, backoff=QUICK_BACKOFF)
