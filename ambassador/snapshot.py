@@ -17,6 +17,12 @@ A listed file stays listed until it disappears.
 
 Watchers subscribe to get every current name as ADDED, then each ADDED/DELETED as it happens,
 with nothing missed between the two (both happen under the lock).
+
+Writers (the source's scan, its file events, its refresher: several threads) take `_writing`
+first, one at a time; readers take only `_lock`. So a large change - forgetting half a million
+names - is computed under `_writing` alone, as a new sorted list built in one O(n) pass, and
+swapped in under `_lock` in O(k): lists and pages wait for the swap, never for the work. A few
+names (at most `_BULK`) are deleted in place, a bisect and a memmove each.
 """
 
 from __future__ import annotations
@@ -29,8 +35,9 @@ from collections.abc import Callable, Iterable
 
 Event = dict  # {"type": "ADDED" | "DELETED", "item": name}
 
-# Past this many names added at once, extend + sort beats inserting one by one.
+# Past this many names added or removed at once, one pass over the list beats one by one.
 _BULK_INSERT = 64
+_BULK = 64
 
 
 class Snapshot:
@@ -39,7 +46,8 @@ class Snapshot:
             raise ValueError("settle must be >= 0 seconds")
         self.settle = settle
         self.clock = clock
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # readers and writers: held briefly
+        self._writing = threading.Lock()  # writers only, before `_lock` (module docstring)
         self._listed: set[str] = set()
         self._names: list[str] = []  # invariant: sorted(self._listed)
         self._pending: dict[str, tuple[int, int, float]] = {}
@@ -58,9 +66,9 @@ class Snapshot:
     def observe_many(self, seen: Iterable[tuple[str, int, int]], *, initial: bool = False) -> None:
         """`observe` for many files at once - (name, size, mtime_ns) each - under one lock
         (a directory's scan: a million files at start-up)."""
-        listed, pending = self._listed, self._pending
         at_rest = []  # found already settled by a first scan: never pending
-        with self._lock:
+        with self._writing, self._lock:
+            listed, pending = self._listed, self._pending  # (forget may have swapped them)
             now = self.clock()
             for name, size, mtime_ns in seen:
                 if name in listed:
@@ -76,22 +84,41 @@ class Snapshot:
             self._at_rest.update(dict.fromkeys(at_rest))  # listed by promote_settled()
 
     def forget(self, names: Iterable[str]) -> None:
-        """These files are gone (or are no longer items)."""
-        with self._lock:
-            for name in names:
-                self._pending.pop(name, None)
-                self._at_rest.pop(name, None)
-                if name in self._listed:
-                    self._listed.discard(name)
-                    index = bisect_left(self._names, name)
-                    del self._names[index]
-                    self.version += 1
-                    self._publish({"type": "DELETED", "item": name})
+        """These files are gone (or are no longer items). O(k log n) for a few, one O(n) pass
+        outside the readers' lock for many (module docstring)."""
+        gone = set(names)
+        if not gone:
+            return
+        with self._writing:  # what writers change holds still: read it without `_lock`
+            listed, pending, at_rest = self._listed, self._pending, self._at_rest
+            leaving = gone & listed
+            settling = [n for n in gone if n in pending or n in at_rest] if pending or at_rest \
+                else []  # fmt: skip
+            names_kept = listed_kept = None
+            if len(leaving) > _BULK:  # built while readers go on reading the current ones
+                names_kept = [name for name in self._names if name not in leaving]
+                listed_kept = listed - leaving
+            with self._lock:
+                for name in settling:
+                    pending.pop(name, None)
+                    at_rest.pop(name, None)
+                if not leaving:
+                    return
+                if names_kept is not None:
+                    self._names, self._listed = names_kept, listed_kept
+                else:
+                    listed.difference_update(leaving)
+                    for name in leaving:
+                        del self._names[bisect_left(self._names, name)]
+                self.version += 1
+                if self._subscribers:
+                    for name in sorted(leaving):
+                        self._publish({"type": "DELETED", "item": name})
 
     def promote_settled(self) -> float | None:
         """List every pending file that has held still long enough. Returns the time the next
         pending file is due, or None when nothing is pending."""
-        with self._lock:
+        with self._writing, self._lock:
             now = self.clock()
             ready, next_due = list(self._at_rest), None
             self._at_rest = {}

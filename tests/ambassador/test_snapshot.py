@@ -105,3 +105,41 @@ def test_subscribers_get_current_names_then_changes():
     snap.unsubscribe(events)
     snap.forget(["b"])
     assert events.empty()
+
+
+def test_forgetting_few_or_many_keeps_the_listing_sorted_and_tells_each_name_once():
+    """Both ways of forgetting (in place for a few, one pass for many) against a plain model."""
+    import random
+
+    rng = random.Random(7)
+    snap = Snapshot(0, Clock())
+    model: set[str] = set()
+    _, events = snap.subscribe()
+    for round_ in range(30):
+        added = {f"{rng.randrange(5000):05d}.mp4" for _ in range(rng.choice([3, 300]))}
+        snap.observe_many((n, 1, 1) for n in added)
+        snap.promote_settled()
+        model |= added
+        gone = set(rng.sample(sorted(model), min(len(model), rng.choice([1, 10, 200]))))
+        gone.add(f"never-{round_}")
+        snap.forget(gone)
+        model -= gone
+        assert snap.page(None, None)[0] == sorted(model)
+        assert len(snap) == len(model) and all(n in snap for n in list(model)[:20])
+    told: dict[str, int] = {}
+    while not events.empty():
+        event = events.get_nowait()
+        told[event["item"]] = told.get(event["item"], 0) + (1 if event["type"] == "ADDED" else -1)
+    assert {n for n, count in told.items() if count == 1} == model
+    assert set(told.values()) <= {0, 1}  # each ADDED at most once more than DELETED
+
+
+def test_a_large_forget_is_one_version_and_pages_resume_across_it():
+    snap = Snapshot(0, Clock())
+    snap.observe_many((f"{i:04d}", 1, 1) for i in range(1000))
+    snap.promote_settled()
+    first, _, v1 = snap.page(None, 10)
+    snap.forget(f"{i:04d}" for i in range(0, 1000, 2))  # 500: the one-pass path
+    names, remaining, v2 = snap.page(first[-1], 5)
+    assert v2 == v1 + 1
+    assert names == ["0011", "0013", "0015", "0017", "0019"] and remaining == 500 - 10
