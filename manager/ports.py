@@ -173,6 +173,9 @@ class Ledger(Protocol):
     where: str
     # False when the rows' first-seen times are not arrivals (see `QueueRecord`).
     arrivals_known: bool
+    # False when `report` writes nothing (whoever shows the queue reads the ledger itself):
+    # the manager then never builds the status, a view over every item, for it.
+    keeps_status: bool
 
     def state(self, name: str) -> tuple[str, int] | None:
         """(state, attempts), or None for an item never seen. Called for every listed name on

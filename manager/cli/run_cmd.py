@@ -68,6 +68,8 @@ def run_folder(args) -> int:
         raise UserError(str(exc)) from None
     try:
         source.wait_settled()
+        if not args.cancel_removed:  # the run's items are the ones there now: nothing to follow
+            source.stop_following()
         built = assemble(source, "local", local, options, stats=stats_endpoint(args))
         try:
             return run_once(built.manager, built.ledger, install_signal_handlers(built.manager))

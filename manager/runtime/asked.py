@@ -166,6 +166,9 @@ class Asked:
         self.answer_due = True
 
     def report(self) -> None:
+        """The status handed to the ledger - built only for a ledger that keeps it."""
+        if not self.manager.ledger.keeps_status:
+            return
         try:
             self.manager.ledger.report(self.status_report())
         except Exception as exc:  # a courtesy to whoever shows the queue: never stops work

@@ -47,6 +47,12 @@ class FolderSource:
                 return
             time.sleep(0.05)
 
+    def stop_following(self) -> None:
+        """The items are the ones listed now (a `--once` run that cancels nothing): the source
+        stops watching - a folder's file events and settling ticks, a bucket's polls - and its
+        snapshot stays as it is, read as before. Data is still read when asked."""
+        self.files.stop(wait=False)
+
     def stop(self) -> None:
         """Stop watching the folder; the run is over, so its refresher (a daemon thread, up to
         a tick from noticing) is not waited for."""

@@ -79,6 +79,8 @@ class Control:
     def want_parallelism(self, parallelism: int) -> None:
         set_key(self.cache.api, self.queue, "parallelism", str(parallelism))
 
+    keeps_status = False
+
     def report(self, status: dict) -> None:
         """Nothing to write: without the CRD, `workqueue status` reads the record itself."""
 

@@ -241,6 +241,11 @@ class ClusterLedger:
         if self.control is not None:
             self.control.want_parallelism(parallelism)
 
+    @property
+    def keeps_status(self) -> bool:
+        """Only a WorkQueue keeps the status (without the CRD `status` reads the record)."""
+        return self.control is not None and self.control.keeps_status
+
     def report(self, status: dict) -> None:
         if self.control is not None:
             self.control.report(status)

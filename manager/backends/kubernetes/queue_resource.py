@@ -201,6 +201,8 @@ class QueueResource:
 
     # -- status ----------------------------------------------------------------------------
 
+    keeps_status = True  # the WorkQueue's `status`
+
     def report(self, facts: dict) -> None:
         obj = self._object()
         if obj is None:

@@ -55,6 +55,7 @@ COLUMNS = (
 
 class SqliteLedger(LedgerFile, QueueFiles):
     arrivals_known = True  # first_seen is when the manager first saw the item listed
+    keeps_status = False  # `workqueue status` reads the ledger itself (`state_files.report`)
 
     def __init__(self, state_dir: str, *, clock: Callable[[], float] = time.time) -> None:
         super().__init__(state_dir)

@@ -61,3 +61,17 @@ def test_a_new_parallelism_is_answered_at_once():
 
 def test_nothing_asked_nothing_reported_before_the_period():
     assert _reports(_manager(paused_from=99, wanted_from=None, stop_after=8)) == [1]
+
+
+def test_a_ledger_that_keeps_no_status_never_has_one_built():
+    """The local ledger: `workqueue status` reads it itself, so the view over every item the
+    status is made of would be built every few seconds for nothing."""
+    for keeps in (False, True):
+        built: list[bool] = []
+        reported: list = []
+        ledger = SimpleNamespace(keeps_status=keeps, report=reported.append)
+        asked = Asked(SimpleNamespace(ledger=ledger))
+        asked.status_report = lambda b=built: b.append(True) or {"counts": {}}
+        asked.report()
+        assert built == ([True] if keeps else [])
+        assert reported == ([{"counts": {}}] if keeps else [])

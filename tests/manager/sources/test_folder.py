@@ -81,3 +81,23 @@ def test_run_opens_a_folder_with_every_option_it_was_given(tmp_path):
         assert source.list_items() == ["a.x"]
     finally:
         source.stop()
+
+
+def test_a_source_that_stops_following_keeps_its_listing_and_its_data(tmp_path):
+    """`workqueue run` without --cancel-removed: the items are those there at the start, so the
+    folder is no longer watched - what it lists and the data it gives stay as they were."""
+    from tests.support.servers import wait_until
+
+    for name in ("a.x", "b.x"):
+        (tmp_path / name).write_bytes(b"data")
+    source = open_folder(str(tmp_path), [".x"], settle=0)
+    try:
+        source.wait_settled()
+        source.stop_following()
+        thread = source.files._thread
+        wait_until(lambda: not thread.is_alive(), timeout=30)  # nothing watches any more
+        (tmp_path / "c.x").write_bytes(b"late")
+        assert source.list_items() == ["a.x", "b.x"]
+        assert source.get_item("a.x")["name"] == "a.x"
+    finally:
+        source.stop()
