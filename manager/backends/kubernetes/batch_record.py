@@ -137,14 +137,23 @@ class BatchRecords:
         """Every batch of the queue, from one list."""
         items, _ = self.api.list("configmaps", f"{bo.batch_selector(self.queue)},"
                                  f"{bo.ROLE_LABEL}=batch")  # fmt: skip
+        keys, values = array("Q"), array("Q")  # every (hash, where), the index made at once
         with self._lock:
-            self._batches, self._where = {}, HashIndex()
-            items.sort(key=lambda c: bo.seq_of(c["metadata"]["name"]) or 0)
-            while items:
-                held = self._learn(items.pop(0))  # each ConfigMap let go of once taken in
-                if held is not None:
-                    self._next = max(self._next, held.seq + 1)
-            self._where.merge()
+            self._batches = {}
+            items.sort(key=lambda c: bo.seq_of(c["metadata"]["name"]) or 0, reverse=True)
+            while items:  # oldest first: a newer batch's word on an item wins
+                cm = items.pop()  # each ConfigMap let go of once taken in
+                seq = bo.seq_of(cm["metadata"]["name"])
+                if seq is None:
+                    continue
+                held = self._batches[seq] = Held(parse(self.queue, seq, cm.get("data") or {}))
+                released = held.released
+                for i, h in enumerate(held.hashes):
+                    if i not in released:
+                        keys.append(h)
+                        values.append(_at(seq, i))
+                self._next = max(self._next, seq + 1)
+            self._where = HashIndex.built(keys, values)
 
     def _learn(self, cm: dict) -> Held | None:
         """Take in one batch's ConfigMap (the caller holds `_lock`)."""
@@ -195,6 +204,11 @@ class BatchRecords:
 
     def __len__(self) -> int:
         return len(self._where)
+
+    def holds(self, item_hash: str) -> bool:
+        """Whether a batch (not released) holds the item."""
+        with self._lock:
+            return int(item_hash, 16) in self._where
 
     def count(self, leave_out: set[int]) -> dict[str, int]:
         """Items by state over every batch, but those whose hash (as an int) is in

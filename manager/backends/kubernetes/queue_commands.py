@@ -95,10 +95,10 @@ class KubeQueueOps(QueueOps):
                     reasons[item] = why
         counts_only: dict[str, int] = {}
         by_hash = {ko.item_hash(where.queue, name): name for name in listed or []}
-        batched = self._batch_rows(rows, details, by_hash, counts_only)
-        known = {ko.item_hash(where.queue, name) for name in rows} | batched
+        batches = self._batch_rows(rows, details, by_hash, counts_only)
+        known = {ko.item_hash(where.queue, name) for name in rows}
         for item_hash, (state, attempts) in record.entries().items():
-            if item_hash in known:
+            if item_hash in known or batches.holds(item_hash):  # the batches' word came first
                 continue
             name = by_hash.get(item_hash)
             if name is None:
@@ -116,32 +116,32 @@ class KubeQueueOps(QueueOps):
             paused_since=paused,
         )
 
-    def _batch_rows(self, rows, details, by_hash, counts_only) -> set[str]:
+    def _batch_rows(self, rows, details, by_hash, counts_only) -> BatchRecords:
         """The batches' word on their members (it comes first: see `ledger`), into `rows` -
-        named by a running batch's claim or by `listed` - or `counts_only`. Returns the item
-        hashes the batches spoke for."""
+        for the members named by a running batch's claim or by `listed` - and, by state, into
+        `counts_only` for the rest: one pass over the index, nothing built per item (a million
+        items in a second or two). Returns the batches, to tell which items they hold."""
         batches = self._batch_record()
         names: dict[str, str] = dict(by_hash)
         for seq in batches.unrecorded():
             batch = batches.batch(seq)
             for i, name in enumerate(batch.names or []):
-                h = batch.hash_hex(i)
-                names.setdefault(h, name)
-        spoken = set()
-        for item_hash, (state, attempts) in batches.entries().items():
-            spoken.add(item_hash)
-            name = names.get(item_hash)
-            if name is None:
-                counts_only[state] = counts_only.get(state, 0) + 1
-                continue
+                names.setdefault(batch.hash_hex(i), name)
+        named: set[int] = set()
+        for item_hash, name in names.items():
             found = batches.lookup(item_hash)
+            if found is None:
+                continue
+            named.add(int(item_hash, 16))
             job = bo.batch_name(self.queue.queue, found.seq)
             logs = (f"kubectl logs -l batch.kubernetes.io/job-name={job},"
                     f"{bo.INDEX_ANNOTATION}={found.index}")  # fmt: skip
-            rows[name] = Row(name, state, attempts, 0.0, None, None, None, logs, None,
-                             found.version)  # fmt: skip
+            rows[name] = Row(name, found.state, found.attempts, 0.0, None, None, None, logs,
+                             None, found.version)  # fmt: skip
             details[name] = {"job": job, "index": found.index, "pod": None}
-        return spoken
+        for state, count in batches.count(named).items():
+            counts_only[state] = counts_only.get(state, 0) + count
+        return batches
 
     def item_detail(self, name: str, record: QueueRecord) -> dict:
         """The item's Job and its pod's state."""

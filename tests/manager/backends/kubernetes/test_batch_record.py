@@ -124,6 +124,29 @@ def test_the_hash_index_behaves_as_a_dict(monkeypatch):
         assert index.get(2**64 - 1) == model.get(2**64 - 1)
 
 
+def test_an_index_built_at_once_is_the_one_set_entry_by_entry():
+    """A start's load builds the index in one sort; the last value of a repeated key wins, as
+    when the entries are set one by one, and what is set afterwards goes on as usual."""
+    from array import array
+
+    rng = random.Random(11)
+    for size in (0, 1, 50, 9000):
+        keys, values, one_by_one = array("Q"), array("Q"), HashIndex()
+        for _ in range(size):
+            key = rng.randrange(2**64) if rng.random() < 0.5 else rng.randrange(size // 3 + 1)
+            value = rng.randrange(2**40)
+            keys.append(key)
+            values.append(value)
+            one_by_one.set(key, value)
+        built = HashIndex.built(keys, values)
+        assert len(built) == len(one_by_one) and dict(built.items()) == dict(one_by_one.items())
+        built.set(7, 1)
+        built.delete(keys[0]) if size else None
+        one_by_one.set(7, 1)
+        one_by_one.delete(keys[0]) if size else None
+        assert dict(built.items()) == dict(one_by_one.items())
+
+
 def test_member_bytes_bound_what_a_batch_takes_of_its_config_map(api):
     """The dispatcher fills a batch while the sum of `member_bytes` stays within
     MAX_BATCH_BYTES: that sum never falls short of the ConfigMap's real size."""
