@@ -109,8 +109,10 @@ def drive(
     rng.shuffle(ends)
     result = Drive(items)
     for how in ends:
-        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True, cwd=code)  # fmt: skip
+        # each manager's log kept beside the items: what it took back, should a drive fail
+        with open(work / f"manager-{len(result.log) + 1}-{how}.log", "w") as said:
+            proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=said,
+                                    start_new_session=True, cwd=code)  # fmt: skip
         time.sleep(rng.uniform(*between))
         if proc.poll() is not None:  # it finished everything already
             result.log.append(f"{how}: the run had ended (exit {proc.returncode})")

@@ -31,12 +31,16 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import time
 from dataclasses import dataclass, field
 
+from ...errors import UserError
 from .kept import LOST, KeeperLink, KeptChild, end_process_group, read_journal
 from .process import KEEPERS_DIR, exit_error
 
 log = logging.getLogger(__name__)
+
+LEAVING_SECONDS = 30.0  # the longest a keeper may hold its lock with its socket gone
 
 
 @dataclass
@@ -72,35 +76,54 @@ def survey(keepers_dir: str) -> Survey:
     except FileNotFoundError:
         return found
     for entry in names:
-        if not entry.endswith(".lock"):
-            continue
-        keeper_id = entry[: -len(".lock")]
-        try:
-            fd = os.open(os.path.join(keepers_dir, entry), os.O_RDWR | os.O_CLOEXEC)
-        except FileNotFoundError:  # it left meanwhile, its files with it
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:  # alive: adopt it
-            os.close(fd)
-            _adopt(found, keepers_dir, keeper_id)
-            continue
-        starts, ends = read_journal(os.path.join(keepers_dir, keeper_id + ".journal"))
-        for ident, start in starts.items():
-            if ident not in ends:
-                found.hear("orphaned", start)
-        for end in ends.values():
-            found.hear("ended", end)
-        found.dead.append((keeper_id, fd))
+        if entry.endswith(".lock"):
+            _hear_keeper(found, keepers_dir, entry[: -len(".lock")])
     return found
 
 
-def _adopt(found: Survey, keepers_dir: str, keeper_id: str) -> None:
+def _hear_keeper(found: Survey, keepers_dir: str, keeper_id: str) -> None:
+    """One keeper's word: asked while it lives, its journal read once it is gone.
+
+    A keeper that leaves (no worker, no manager) removes its socket, then lets go of its lock
+    by exiting: between the two it is neither askable nor readable. Its journal may hold ends
+    no manager recorded (the workers ended while none ran), so it is waited for - until it
+    lets go, then read - never passed over: a keeper passed over made its items look never
+    started, and they ran again (seen under load: 4 items twice in the random-kill drive)."""
+    try:
+        fd = os.open(os.path.join(keepers_dir, keeper_id + ".lock"), os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:  # it left meanwhile with everything recorded: files and all
+        return
+    deadline = time.monotonic() + LEAVING_SECONDS
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break  # gone: its journal says the rest
+        except BlockingIOError:  # alive: adopt it
+            if _adopt(found, keepers_dir, keeper_id):
+                os.close(fd)
+                return
+        if time.monotonic() > deadline:
+            os.close(fd)
+            raise UserError(f"the workers' keeper {keeper_id} neither answers nor leaves (its "
+                            f"lock is held, its socket gone) in {keepers_dir}: end it, or "
+                            "wait, and start again")  # fmt: skip
+        time.sleep(0.02)  # leaving: it lets go of the lock as it exits
+    starts, ends = read_journal(os.path.join(keepers_dir, keeper_id + ".journal"))
+    for ident, start in starts.items():
+        if ident not in ends:
+            found.hear("orphaned", start)
+    for end in ends.values():
+        found.hear("ended", end)
+    found.dead.append((keeper_id, fd))
+
+
+def _adopt(found: Survey, keepers_dir: str, keeper_id: str) -> bool:
+    """Connect to a live keeper and hear it; False when it cannot be asked (it is leaving)."""
     try:
         link, running, ended = KeeperLink.adopt(keepers_dir, keeper_id)
-    except (OSError, ValueError) as exc:  # it left between the lock and the connection
+    except (OSError, ValueError) as exc:  # leaving: its socket gone, or closed on us
         log.debug("keeper %s: not adopted (%s)", keeper_id, exc)
-        return
+        return False
     found.links.append(link)
     for end in ended:
         found.hear("ended", end, link=link)
@@ -108,6 +131,7 @@ def _adopt(found: Survey, keepers_dir: str, keeper_id: str) -> None:
         child = link.child(start["id"])
         if child is not None:
             found.hear("running", start, child)
+    return True
 
 
 @dataclass

@@ -231,3 +231,60 @@ def test_a_worker_runs_in_the_manager_s_working_directory_by_a_relative_path(tmp
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "here" / "cwd").read_text().strip() == str(tmp_path / "here")
+
+
+def test_a_keeper_caught_leaving_is_waited_for_and_its_journal_read(tmp_path, monkeypatch):
+    """Between removing its socket and letting go of its lock, a leaving keeper can be neither
+    asked nor read: the survey waits for the lock, then reads the journal. Passed over, its
+    unrecorded ends made the items look never started - they ran again (4 in the drive)."""
+    import fcntl
+
+    from manager.backends.local import recovery
+
+    with SqliteLedger(str(tmp_path)).open() as ledger:
+        ledger.see(["a"])
+        ledger.start("a", "/log")
+    record = {"id": 1, "name": "a", "attempt": 1, "pid": 1, "began": 10.0}
+    journal(tmp_path, "k2-leaving", {"start": record}, {"end": {**record, "code": 0, "at": 11.0}})
+    held = os.open(tmp_path / "keepers" / "k2-leaving.lock", os.O_RDWR)
+    fcntl.flock(held, fcntl.LOCK_EX)  # the keeper, leaving: locked, no socket
+    asked = threading.Event()
+    adopt = recovery._adopt
+
+    def adopt_and_tell(*args):
+        answered = adopt(*args)
+        asked.set()
+        return answered
+
+    monkeypatch.setattr(recovery, "_adopt", adopt_and_tell)
+    letting_go = threading.Thread(target=lambda: (asked.wait(30), os.close(held)))
+    letting_go.start()  # it exits once the survey has found it unaskable
+    with SqliteLedger(str(tmp_path)).open() as ledger:
+        taken = take_back(ledger, str(tmp_path))
+        assert taken.recorded == ["a"] and taken.requeued == []
+        assert ledger.state("a") == ("succeeded", 1)  # not run again
+    letting_go.join()
+
+
+def test_a_keeper_that_neither_answers_nor_leaves_is_one_line(tmp_path, monkeypatch):
+    import fcntl
+
+    import pytest
+
+    from manager.backends.local import recovery
+    from manager.errors import UserError
+
+    monkeypatch.setattr(recovery, "LEAVING_SECONDS", 0.2)
+    with SqliteLedger(str(tmp_path)).open() as ledger:
+        ledger.see(["a"])
+        ledger.start("a", "/log")
+    journal(tmp_path, "k3-stuck")
+    held = os.open(tmp_path / "keepers" / "k3-stuck.lock", os.O_RDWR)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    try:
+        with SqliteLedger(str(tmp_path)).open() as ledger:
+            with pytest.raises(UserError, match="k3-stuck neither answers nor leaves"):
+                take_back(ledger, str(tmp_path))
+            assert ledger.state("a") == ("running", 1)  # nothing decided without its word
+    finally:
+        os.close(held)
