@@ -125,5 +125,5 @@ def test_two_rival_once_managers_in_batch_mode_both_exit_when_every_batch_is_rec
     assert [p.returncode for p in procs] == [0, 0], outputs
     assert Counter(marker_worker.started()) == Counter(names), outputs  # each item once
     assert Counter(marker_worker.ended()) == Counter(names)
-    for out, _ in outputs:  # each reports every item with its outcome, whoever ran it
-        assert "14 items: 14 succeeded" in out, out
+    for out, _ in outputs:  # each reports every item, whoever ran it (done before it listed)
+        assert "14 items: " in out and "0 failed" in out, out
