@@ -1,8 +1,10 @@
 """The one module that imports `kubernetes`: every API call of the Kubernetes backend goes
 through `KubeApi` (kopf's habit - a thin layer, so the rest of the code is plain data).
 
-  * Answers are raw JSON dicts (`_preload_content=False`), never the client's model objects,
-    whose deserialisation is the Python client's known bottleneck.
+  * Answers are raw JSON dicts, never the client's model objects, whose deserialisation is the
+    Python client's known bottleneck; and requests are made by path through its `ApiClient`
+    (configuration, auth, TLS, pool), never through its typed API classes: importing those
+    (BatchV1Api, CoreV1Api, ...) cost every command 1.2 s of CPU before its first call.
   * A client-side token bucket (`--kube-api-qps`, `--kube-api-burst`; 20 and 30 like the
     controller-manager; qps <= 0 turns it off), since the Python client has none. It is the
     workqueue's own BucketRateLimiter, with reservation semantics.
@@ -22,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
+from urllib.parse import quote
 
 import urllib3
 from kubernetes import client, config
@@ -34,17 +37,44 @@ log = logging.getLogger(__name__)
 
 RETRY_STATUSES = {429, 500, 502, 503, 504}
 
-# custom kinds -> (group, version, plural), served through CustomObjectsApi
+# custom kinds -> (group, version, plural)
 CUSTOM = {"workqueues": ("workqueue.dev", "v1alpha1", "workqueues")}
 
-# kind -> (api attribute, method suffix)
+# kind -> the API group and version it is served under
 _KINDS = {
-    "jobs": ("batch", "job"),
-    "configmaps": ("core", "config_map"),
-    "events": ("core", "event"),
-    "pods": ("core", "pod"),
-    "leases": ("coordination", "lease"),
-    "deployments": ("apps", "deployment"),
+    "jobs": "/apis/batch/v1",
+    "configmaps": "/api/v1",
+    "events": "/api/v1",
+    "pods": "/api/v1",
+    "leases": "/apis/coordination.k8s.io/v1",
+    "deployments": "/apis/apps/v1",
+}
+# the Content-Type of a patch: a list is a JSON patch; an object is a strategic merge for a
+# built-in kind (as the official client sends it) and a merge patch for a custom one, which
+# has no strategic merge (the API server answers 415)
+JSON_PATCH = "application/json-patch+json"
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+# verb -> (HTTP method, whether it names one object, the subresource)
+_VERBS = {
+    "create": ("POST", False, ""),
+    "list": ("GET", False, ""),
+    "read": ("GET", True, ""),
+    "read_status": ("GET", True, "/status"),
+    "replace": ("PUT", True, ""),
+    "patch": ("PATCH", True, ""),
+    "patch_status": ("PATCH", True, "/status"),
+    "patch_scale": ("PATCH", True, "/scale"),
+    "delete": ("DELETE", True, ""),
+}
+# keyword -> the query parameter it is
+_QUERY = {
+    "label_selector": "labelSelector",
+    "limit": "limit",
+    "watch": "watch",
+    "resource_version": "resourceVersion",
+    "timeout_seconds": "timeoutSeconds",
+    "allow_watch_bookmarks": "allowWatchBookmarks",
 }
 
 
@@ -96,11 +126,6 @@ class KubeApi:
     ) -> None:
         self.namespace = namespace
         self.api_client = client.ApiClient(configuration)
-        self.batch = client.BatchV1Api(self.api_client)
-        self.core = client.CoreV1Api(self.api_client)
-        self.coordination = client.CoordinationV1Api(self.api_client)
-        self.apps = client.AppsV1Api(self.api_client)
-        self.custom = client.CustomObjectsApi(self.api_client)
         self.limiter = BucketRateLimiter(qps, burst, clock=clock) if qps > 0 else None
         self.retries = retries
         self.backoff = backoff
@@ -141,28 +166,35 @@ class KubeApi:
 
     # -- plumbing --------------------------------------------------------------------------
 
-    def _method(self, verb: str, kind: str) -> Callable:
+    def _path(self, verb: str, kind: str, name: str | None) -> str:
         if kind in CUSTOM:
-            return self._custom_method(verb, kind)
-        api, suffix = _KINDS[kind]
-        name = {
-            "list": f"list_namespaced_{suffix}",
-            "read_status": f"read_namespaced_{suffix}_status",
-        }.get(verb, f"{verb}_namespaced_{suffix}")
-        return getattr(getattr(self, api), name)
+            group, version, plural = CUSTOM[kind]
+            base = f"/apis/{group}/{version}/namespaces/{quote(self.namespace)}/{plural}"
+        else:
+            base = f"{_KINDS[kind]}/namespaces/{quote(self.namespace)}/{kind}"
+        _, named, sub = _VERBS[verb]
+        return base + (f"/{quote(name, safe='')}{sub}" if named else "")
 
-    def _custom_method(self, verb: str, kind: str) -> Callable:
-        """The CustomObjectsApi method of `verb`, called with the arguments the built-in
-        kinds' methods take (namespace first for create and list, name first otherwise)."""
-        group, version, plural = CUSTOM[kind]
-        custom = self.custom
-        if verb in ("create", "list"):
-            method = getattr(custom, f"{verb}_namespaced_custom_object")
-            return lambda ns, *rest, **kw: method(group, version, ns, plural, *rest, **kw)
-        op, _, sub = verb.partition("_")  # read_status, patch_scale, ...
-        op = {"read": "get"}.get(op, op)
-        method = getattr(custom, f"{op}_namespaced_custom_object" + (f"_{sub}" if sub else ""))
-        return lambda name, ns, *rest, **kw: method(group, version, ns, plural, name, *rest, **kw)
+    def _send(self, verb: str, kind: str, name: str | None, body: Any, timeout: Any,
+              query: dict[str, Any]):  # fmt: skip
+        """One request; the urllib3 response of a 2xx answer, else ApiException."""
+        method = _VERBS[verb][0]
+        headers = {"Accept": "application/json"}
+        if method == "PATCH":
+            patch_type = MERGE_PATCH if kind in CUSTOM else STRATEGIC_MERGE
+            headers["Content-Type"] = JSON_PATCH if isinstance(body, list) else patch_type
+        elif body is not None:
+            headers["Content-Type"] = "application/json"
+        params = [(_QUERY[k], _query_value(v)) for k, v in query.items() if v is not None]
+        request = self.api_client.param_serialize(
+            method=method, resource_path=self._path(verb, kind, name), query_params=params,
+            header_params=headers, body=body, auth_settings=["BearerToken"],
+        )  # fmt: skip
+        answer = self.api_client.call_api(*request, _request_timeout=timeout)
+        if not 200 <= answer.status <= 299:
+            answer.read()
+            raise ApiException.from_response(http_resp=answer, body=None, data=None)
+        return answer.response
 
     def _throttle(self) -> None:
         if self.limiter is not None:
@@ -170,15 +202,17 @@ class KubeApi:
             if delay > 0:
                 self.sleep(delay)
 
-    def call(self, verb: str, kind: str, *args: Any, stream: bool = False, **kwargs: Any):
-        """One API call with throttling and retries; a dict, or the raw response if stream."""
-        method = self._method(verb, kind)
+    def call(self, verb: str, kind: str, name: str | None = None, body: Any = None, *,
+             stream: bool = False, timeout: Any = None, **query: Any):  # fmt: skip
+        """One API call with throttling and retries: `verb` of `kind` (`name`d for a verb on
+        one object), `query` its parameters by keyword (`label_selector`, `watch`, ...); a
+        dict, or the raw response if `stream`."""
         last = "no answer"
         for attempt in range(self.retries + 1):
             self._throttle()
             started = time.monotonic()
             try:
-                response = method(*args, _preload_content=False, **kwargs)
+                response = self._send(verb, kind, name, body, timeout, query)
                 if self.on_call:
                     self.on_call(verb, kind, time.monotonic() - started)
                 self._reached()
@@ -213,10 +247,10 @@ class KubeApi:
         return {**body, "metadata": {**meta, "ownerReferences": [dict(self.owner)]}}
 
     def create(self, kind: str, body: dict) -> dict:
-        return self.call("create", kind, self.namespace, self._owned(kind, body))
+        return self.call("create", kind, body=self._owned(kind, body))
 
     def get(self, kind: str, name: str) -> dict:
-        return self.call("read", kind, name, self.namespace)
+        return self.call("read", kind, name)
 
     def find(self, kind: str, name: str) -> dict | None:
         """The object as the API server has it now (never a cache), or None when it is gone."""
@@ -239,49 +273,55 @@ class KubeApi:
             return False
 
     def list(self, kind: str, label_selector: str | None = None) -> tuple[list[dict], str]:
-        body = self.call("list", kind, self.namespace, label_selector=label_selector or "")
+        body = self.call("list", kind, label_selector=label_selector or None)
         return body.get("items") or [], body.get("metadata", {}).get("resourceVersion", "")
 
     def patch(self, kind: str, name: str, patch: dict | list) -> dict:
         """A dict is a merge patch; a list is a JSON patch (use it with a `test` op to guard
         on the resourceVersion)."""
-        return self.call("patch", kind, name, self.namespace, patch)
+        return self.call("patch", kind, name, patch)
 
     def replace(self, kind: str, name: str, body: dict) -> dict:
         """A whole object written back (metadata included: a body made afresh keeps the
         owner it would have been created with)."""
-        return self.call("replace", kind, name, self.namespace, self._owned(kind, body))
+        return self.call("replace", kind, name, self._owned(kind, body))
 
     def patch_status(self, kind: str, name: str, patch: dict) -> dict:
         """A merge patch of the object's status subresource."""
-        return self.call("patch_status", kind, name, self.namespace, patch)
+        return self.call("patch_status", kind, name, patch)
 
     def patch_scale(self, kind: str, name: str, replicas: int) -> dict:
         """Set the object's replicas through its scale subresource (an autoscaling/v1 Scale),
         as `kubectl scale`, an HPA or KEDA does."""
-        return self.call(
-            "patch_scale", kind, name, self.namespace, {"spec": {"replicas": replicas}}
-        )
+        return self.call("patch_scale", kind, name, {"spec": {"replicas": replicas}})
 
     def server_version(self) -> tuple[int, int] | None:
         """The API server's (major, minor) version, from /version; None when it does not say
         (a server that hides it, a minor like "29+" is read as 29)."""
         try:
-            info = client.VersionApi(self.api_client).get_code()
+            request = self.api_client.param_serialize(
+                method="GET", resource_path="/version/", header_params={"Accept":
+                "application/json"}, auth_settings=["BearerToken"],
+            )  # fmt: skip
+            answer = self.api_client.call_api(*request, _request_timeout=(5, 30))
+            answer.read()
+            if not 200 <= answer.status <= 299:
+                return None
+            info = json.loads(answer.data or b"{}")
         except ApiException:
             return None
         except Exception as exc:  # unreachable: the first real call says so, with retries
             log.debug("cannot read the API server's version: %s", exc)
             return None
         digits = lambda text: int("".join(c for c in str(text) if c.isdigit()) or -1)  # noqa: E731
-        major, minor = digits(info.major), digits(info.minor)
+        major, minor = digits(info.get("major")), digits(info.get("minor"))
         return (major, minor) if major >= 0 and minor >= 0 else None
 
     def served(self, kind: str) -> bool:
         """True when the API server serves `kind` here (its CRD is installed): a list of it
         answers; 404 when it does not."""
         try:
-            self.call("list", kind, self.namespace, limit=1)
+            self.call("list", kind, limit=1)
         except KubeError as exc:
             if exc.status == 404:
                 return False
@@ -305,7 +345,7 @@ class KubeApi:
         body = {"propagationPolicy": propagation}
         if preconditions:
             body["preconditions"] = preconditions
-        return self.call("delete", kind, name, self.namespace, body=body)
+        return self.call("delete", kind, name, body)
 
     def watch(
         self,
@@ -321,7 +361,6 @@ class KubeApi:
         response = self.call(
             "list",
             kind,
-            self.namespace,
             label_selector=label_selector,
             watch=True,
             resource_version=resource_version,
@@ -330,7 +369,7 @@ class KubeApi:
             # a read timeout past the server's own end of the stream: a stream that goes
             # silent without ending (seen with the ambassador's watch under load) is dropped
             # and resumed instead of holding the cache still
-            _request_timeout=(5, timeout_seconds + 10),
+            timeout=(5, timeout_seconds + 10),
             stream=True,
         )
         if on_open is not None:
@@ -357,6 +396,13 @@ class KubeApi:
             return  # a broken stream ends the watch; the caller resumes from its last version
         finally:
             response.release_conn()
+
+
+def _query_value(value: Any) -> str:
+    """A query parameter as the API server reads it (booleans lower-case)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def _why(exc: Exception) -> str:
