@@ -130,10 +130,11 @@ def test_an_index_built_at_once_is_the_one_set_entry_by_entry():
     from array import array
 
     rng = random.Random(11)
-    for size in (0, 1, 50, 9000):
+    for size, repeats in ((0, 0.5), (1, 0.5), (50, 0.5), (9000, 0.5), (3000, 0.0)):
         keys, values, one_by_one = array("Q"), array("Q"), HashIndex()
-        for _ in range(size):
-            key = rng.randrange(2**64) if rng.random() < 0.5 else rng.randrange(size // 3 + 1)
+        for _ in range(size):  # `repeats`: the share of keys from a small range (they repeat)
+            small = rng.random() < repeats
+            key = rng.randrange(size // 3 + 1) if small else rng.randrange(2**64)
             value = rng.randrange(2**40)
             keys.append(key)
             values.append(value)
