@@ -104,7 +104,7 @@ def drive(
     worker.chmod(0o755)
     command = [sys.executable, "-m", "manager.cli", "run", str(folder), "--suffix", ".x",
                "--parallelism", str(parallelism), "--state-dir", str(state), "--settle", "0",
-               "--", str(worker)]  # fmt: skip
+               "--log-level", "debug", "--", str(worker)]  # fmt: skip
     ends = ["kill"] * kills + ["group"] * group_kills + ["hangup"] * hangups
     rng.shuffle(ends)
     result = Drive(items)

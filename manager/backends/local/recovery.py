@@ -109,6 +109,8 @@ def _hear_keeper(found: Survey, keepers_dir: str, keeper_id: str) -> None:
                             "wait, and start again")  # fmt: skip
         time.sleep(0.02)  # leaving: it lets go of the lock as it exits
     starts, ends = read_journal(os.path.join(keepers_dir, keeper_id + ".journal"))
+    log.debug("keeper %s: gone; its journal holds %d start(s), %d end(s) unrecorded", keeper_id,
+              len(starts), len(ends))  # fmt: skip
     for ident, start in starts.items():
         if ident not in ends:
             found.hear("orphaned", start)
@@ -125,6 +127,8 @@ def _adopt(found: Survey, keepers_dir: str, keeper_id: str) -> bool:
         log.debug("keeper %s: not adopted (%s)", keeper_id, exc)
         return False
     found.links.append(link)
+    log.debug("keeper %s: adopted; %d worker(s) running, %d end(s) unrecorded", keeper_id,
+              len(running), len(ended))  # fmt: skip
     for end in ended:
         found.hear("ended", end, link=link)
     for start in running:
@@ -158,6 +162,7 @@ class TakenBack:
         if self.requeued:
             log.info("%d item(s) were about to start when the last manager stopped: back in "
                      "line", len(self.requeued))  # fmt: skip
+            log.debug("back in line: %s", ", ".join(self.requeued[:20]))
 
 
 def take_back(ledger, state_dir: str) -> TakenBack:
