@@ -107,7 +107,8 @@ class KeeperLink:
         self.keepers_dir = keepers_dir
         self.keeper_id = keeper_id
         self.process = process  # the keeper's pid when this manager started it (to reap it)
-        self._children: dict[int, KeptChild] = {}
+        self._children: dict[int, KeptChild] = {}  # not ended yet (the reader ends them)
+        self._adopted: dict[int, KeptChild] = {}  # what `adopt` was told runs: never emptied
         self._ids = itertools.count(1)
         self._acks: list[int] = []  # ends the ledger has, not yet told to the keeper
         self._lock = threading.Lock()
@@ -181,8 +182,10 @@ class KeeperLink:
         reply = link._read_reply()
         conn.settimeout(None)
         for record in reply["running"]:
+            child = KeptChild(link, record["id"], record["began"])
             with link._lock:
-                link._children[record["id"]] = KeptChild(link, record["id"], record["began"])
+                link._children[record["id"]] = child
+            link._adopted[record["id"]] = child
         link._start_reader()
         return link, reply["running"], reply["ended"]
 
@@ -196,9 +199,11 @@ class KeeperLink:
         return json.loads(line)
 
     def child(self, ident: int) -> KeptChild | None:
-        """An adopted worker still running, by its id."""
-        with self._lock:
-            return self._children.get(ident)
+        """An adopted worker, by its id: running when it was adopted, perhaps ended since (its
+        end is on it). Never None for one the keeper named running: a worker that ends between
+        the keeper's answer and this call must still be heard of - passed over, its item looked
+        never started and ran again (1 item in the drive under load)."""
+        return self._adopted.get(ident)
 
     # -- asking ----------------------------------------------------------------------------
 

@@ -288,3 +288,31 @@ def test_a_keeper_that_neither_answers_nor_leaves_is_one_line(tmp_path, monkeypa
             assert ledger.state("a") == ("running", 1)  # nothing decided without its word
     finally:
         os.close(held)
+
+
+def test_a_worker_that_ends_while_it_is_being_adopted_is_heard_not_run_again(tmp_path, monkeypatch):
+    """The keeper says a worker runs; it ends before the survey looks at it (the link's reader
+    takes the end at once). It must still be heard - as adopted, its end recorded - not put
+    back in line as never started (which ran it twice: 1 item in the drive under load)."""
+    script, log, gate = worker(tmp_path)
+    folder = items(tmp_path, ["a.x"])
+    state = tmp_path / "state"
+    kill_mid_run(folder, state, script, log, started=1)
+    adopt = KeeperLink.adopt.__func__
+
+    def adopt_then_end(cls, keepers_dir, keeper_id):
+        link, running, ended = adopt(cls, keepers_dir, keeper_id)
+        gate.touch()  # the worker ends now, between the keeper's answer and the survey's look
+        for record in running:
+            wait_until(lambda r=record: link._adopted[r["id"]].returncode is not None, 30)
+        return link, running, ended
+
+    monkeypatch.setattr(KeeperLink, "adopt", classmethod(adopt_then_end))
+    with SqliteLedger(str(state)).open() as ledger:
+        taken = take_back(ledger, str(state))
+        assert taken.requeued == [] and list(taken.adopted) == [("a.x", 1)]
+        child = taken.adopted[("a.x", 1)]
+        assert child.wait(30) == 0  # its end, already heard
+        for link in taken.links:
+            link.close(wait=0)
+    assert lines(log) == ["start a.x", "done a.x"]
