@@ -274,15 +274,8 @@ class SharedSnapshot:
         self._refresh()
         q: queue.SimpleQueue = queue.SimpleQueue()
         with self._lock:
-            self._watchers[q] = self._version
-            if self._version not in self._sets:
-                self._sets[self._version] = self._names.as_set()
+            self._watch_from_now(q)
             names = self._names.slice(0, len(self._names))
-            if self._follower is None:
-                self._follower = threading.Thread(
-                    target=self._follow, name="ambassador-follow", daemon=True
-                )
-                self._follower.start()
         return names, q
 
     def subscribe_lines(self) -> tuple[bytes, queue.SimpleQueue]:
@@ -293,18 +286,23 @@ class SharedSnapshot:
         self._refresh()
         q: queue.SimpleQueue = queue.SimpleQueue()
         with self._lock:
-            self._watchers[q] = self._version
-            if self._version not in self._sets:
-                self._sets[self._version] = self._names.as_set()
+            self._watch_from_now(q)
             if self._added is None or self._added[0] != self._version:
                 self._added = (self._version, self._names.added_lines())
             lines = self._added[1]
-            if self._follower is None:
-                self._follower = threading.Thread(
-                    target=self._follow, name="ambassador-follow", daemon=True
-                )
-                self._follower.start()
         return lines, q
+
+    def _watch_from_now(self, q: queue.SimpleQueue) -> None:
+        """`q` gets every change after the current version (kept as a set to diff against),
+        told by the follower thread, started with the first watch. The caller holds `_lock`."""
+        self._watchers[q] = self._version
+        if self._version not in self._sets:
+            self._sets[self._version] = self._names.as_set()
+        if self._follower is None:
+            self._follower = threading.Thread(
+                target=self._follow, name="ambassador-follow", daemon=True
+            )
+            self._follower.start()
 
     def unsubscribe(self, q: queue.SimpleQueue) -> None:
         with self._lock:
