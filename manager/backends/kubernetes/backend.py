@@ -133,23 +133,24 @@ class KubernetesBackend:
         version = data.get("version")
         job_name = ko.object_name(self.queue, name, version)
         adopted = self._adoptions.take(name)
-        if adopted is not None and (not data or adopted != job_name):
-            # the data is not the running Job's (the item left the source, or changed since):
-            # that Job is awaited as it is, never given guessed data
-            where = f"job/{adopted} (kubectl logs)"
-            if self._stopping.is_set():
-                return Outcome(False, interrupted=True, log_path=where)
-            return self._await_adopted(name, adopted, where, cancel)
+        # an adopted Job whose data is not at hand (the item left the source, or changed
+        # since) is awaited as it is, never given guessed data
+        as_is = adopted is not None and (not data or adopted != job_name)
+        if as_is:
+            job_name = adopted
         where = f"job/{job_name} (kubectl logs)"
         if self._stopping.is_set():
             return Outcome(False, interrupted=True, log_path=where)
-        try:
-            config_map = ko.config_map(self.queue, self.api.namespace, name, data)
-        except ko.ItemTooLarge as exc:
-            return Outcome(False, error=str(exc), log_path=where)
+        if not as_is:
+            try:
+                config_map = ko.config_map(self.queue, self.api.namespace, name, data)
+            except ko.ItemTooLarge as exc:
+                return Outcome(False, error=str(exc), log_path=where)
         self._in_flight.add(job_name)
         forget = cancel.on_set(self._wake)  # the wait below looks at the cancel again
         try:
+            if as_is:
+                return self._await_adopted(name, job_name, where, cancel)
             return self._dispatch(name, job_name, config_map, attempt, where, version, cancel)
         finally:
             forget()
@@ -159,13 +160,7 @@ class KubernetesBackend:
         job = self.cache.get(job_name) or self.api.find("jobs", job_name)
         if job is None:  # it went between the handing over and now: recorded by then
             job = {"metadata": {"name": job_name, "annotations": {}}}
-        self._in_flight.add(job_name)
-        forget = cancel.on_set(self._wake)
-        try:
-            return self._await(name, job, where, cancel)
-        finally:
-            forget()
-            self._in_flight.discard(job_name)
+        return self._await(name, job, where, cancel)
 
     def _wake(self) -> None:
         with self.cache.changed:
