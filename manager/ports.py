@@ -320,7 +320,9 @@ class AdoptsWork(Protocol):
     local backend's keepers, Kubernetes' running Jobs): what a manager that died left running,
     by (name, attempt). The new manager waits for each with `run(name, data, attempt, cancel)`
     instead of starting it (`manager.runtime.adoption`): `data` is {} unless the backend says
-    `adopted_needs_data = True`, then the item as the source has it now ({} if it left)."""
+    `adopted_needs_data`, then the item as the source has it now ({} if it left)."""
+
+    adopted_needs_data: bool
 
     def adopted(self) -> list[tuple[str, int]]: ...
 

@@ -46,10 +46,11 @@ class Adoption:
         self.cancellations = cancellations
         self.retry = retry
         self.fault = fault
-        self.units = backend.adopted() if isinstance(backend, AdoptsWork) else []
+        adopts = isinstance(backend, AdoptsWork)
+        self.units = backend.adopted() if adopts else []
         # a backend that re-dispatches what it adopts (Kubernetes: the Job's ConfigMap a crash
         # kept from being written) is given the item's data as the source has it now
-        self.needs_data = bool(getattr(backend, "adopted_needs_data", False))
+        self.needs_data = adopts and backend.adopted_needs_data
         self.names = {name for name, _ in self.units}
         self._threads: list[threading.Thread] = []
 

@@ -122,6 +122,8 @@ class LocalBackend:
             self._adopted.update(children)
             self._adopted_links.extend(links)
 
+    adopted_needs_data = False  # a keeper's worker has its item file already
+
     def adopted(self) -> list[tuple[str, int]]:
         """(name, attempt) of every adopted worker not yet waited for."""
         with self._running_lock:
