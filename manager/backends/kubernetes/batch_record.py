@@ -223,15 +223,6 @@ class BatchRecords:
                 out[state] = out.get(state, 0) + 1
         return out
 
-    def entries(self) -> dict[str, tuple[str, int]]:
-        """item hash -> (state, attempts), for `workqueue status`."""
-        with self._lock:
-            out = {}
-            for h, where in self._where.items():
-                held, i = self._batches[where >> INDEX_BITS], where & INDEX_MASK
-                out[f"{h:016x}"] = (held.state(i), held.attempts[i])
-            return out
-
     # -- claiming --------------------------------------------------------------------------
 
     def claim(self, namespace: str, members: list[bo.Member]) -> tuple[int | None, list, list]:
