@@ -36,7 +36,6 @@ from collections.abc import Callable, Iterable
 Event = dict  # {"type": "ADDED" | "DELETED", "item": name}
 
 # Past this many names added or removed at once, one pass over the list beats one by one.
-_BULK_INSERT = 64
 _BULK = 64
 
 
@@ -138,7 +137,7 @@ class Snapshot:
         """List `ready` (names not listed yet) as one new version. The caller holds the lock."""
         self._listed.update(ready)
         ready.sort()
-        if len(ready) > _BULK_INSERT:
+        if len(ready) > _BULK:
             self._names.extend(ready)
             self._names.sort()  # two sorted runs: Python's sort merges them in one pass
         else:
