@@ -222,7 +222,7 @@ class KubeApi:
                     self.on_call(verb, kind, time.monotonic() - started)
                 if exc.status not in RETRY_STATUSES:
                     self._reached()
-                    raise _kube_error(exc) from None
+                    raise _kube_error(exc, verb) from None
                 last = f"HTTP {exc.status}"
                 delay = _retry_after(exc) or self.backoff.delay(attempt)
             except (urllib3.exceptions.HTTPError, OSError) as exc:
@@ -450,15 +450,20 @@ REASON_BY_CODE = {
 }
 
 
-def classify(status: int, reason: str | None) -> str:
+def classify(status: int, reason: str | None, verb: str | None = None) -> str:
     """The reason to act on: the answer's own when Kubernetes defines it, else the one its
-    HTTP code stands for ("Unknown" when neither says)."""
+    HTTP code stands for ("Unknown" when neither says). A 409 to a create that does not say
+    why is AlreadyExists: the API conventions give a create no other conflict
+    (https://github.com/kubernetes/community/blob/master/contributors/devel/sig-architecture/api-conventions.md,
+    "HTTP Status codes"); an emulator such as kmock answers it without a reason."""
     if reason in KNOWN_REASONS:
         return reason
+    if status == 409 and verb == "create":
+        return "AlreadyExists"
     return REASON_BY_CODE.get(status, "Unknown")
 
 
-def _kube_error(exc: ApiException) -> KubeError:
+def _kube_error(exc: ApiException, verb: str | None = None) -> KubeError:
     try:
         body = json.loads(exc.body or "{}")
     except ValueError:
@@ -468,6 +473,6 @@ def _kube_error(exc: ApiException) -> KubeError:
     status = exc.status or 0
     return KubeError(
         status,
-        classify(status, body.get("reason")),
+        classify(status, body.get("reason"), verb),
         body.get("message") or str(exc.reason),
     )

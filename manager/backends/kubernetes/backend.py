@@ -210,7 +210,7 @@ class KubernetesBackend:
         if job is None:
             log.info("%s: already dispatched (409 AlreadyExists); awaiting its outcome", name)
             job = self.api.get("jobs", job_name)
-        self._item_data(job_name, job, config_map)
+        give_item_data(self.api, job, config_map)
         return self._await(name, job, where, cancel)
 
     def _clear_stale_data(self, job_name: str) -> None:
@@ -224,24 +224,6 @@ class KubernetesBackend:
             return
         if self.api.find("jobs", job_name) is None:
             self.api.remove("configmaps", job_name, stale["metadata"]["uid"])
-
-    def _item_data(self, job_name: str, job: dict, config_map: dict) -> None:
-        """The ConfigMap, created owned by `job`. One already there is a rival's (or ours
-        before a crash): left alone when it belongs to this Job, else given this Job."""
-        config_map["metadata"]["ownerReferences"] = [ko.owner_reference(job)]
-        try:
-            self.api.create("configmaps", config_map)
-        except KubeError as exc:
-            if exc.reason != "AlreadyExists":
-                raise
-            current = self.api.find("configmaps", job_name)
-            owners = (current or {"metadata": {}})["metadata"].get("ownerReferences") or []
-            if current is not None and not any(
-                o.get("uid") == job["metadata"]["uid"] for o in owners
-            ):  # an earlier attempt's, not yet collected: today's data, this Job as owner
-                current["metadata"]["ownerReferences"] = [ko.owner_reference(job)]
-                current["data"] = config_map["data"]
-                self.api.replace("configmaps", job_name, current)  # guarded by its version
 
     def _await(self, name: str, job: dict, where: str, cancel: Cancel | None = None) -> Outcome:
         cancel = cancel or Cancel()
@@ -388,6 +370,26 @@ class KubernetesBackend:
     def clean_orphans(self, min_age: float = ORPHAN_AGE_SECONDS) -> int:
         """What a crash between an item's Job and its ConfigMap left (`orphans.py`)."""
         return clean_orphans(self.api, self.queue, self.cache, self.completions, min_age)
+
+
+def give_item_data(api: KubeApi, job: dict, config_map: dict) -> None:
+    """The item's ConfigMap, created owned by the created `job` (it carries its uid). One
+    already there is a rival's (or ours before a crash): left alone when it belongs to this
+    Job, else given this Job and today's data."""
+    config_map["metadata"]["ownerReferences"] = [ko.owner_reference(job)]
+    try:
+        api.create("configmaps", config_map)
+    except KubeError as exc:
+        if exc.reason != "AlreadyExists":
+            raise
+        name = config_map["metadata"]["name"]
+        current = api.find("configmaps", name)
+        owners = (current or {"metadata": {}})["metadata"].get("ownerReferences") or []
+        if current is not None and not any(o.get("uid") == job["metadata"]["uid"] for o in owners):
+            # an earlier attempt's, not yet collected: today's data, this Job as owner
+            current["metadata"]["ownerReferences"] = [ko.owner_reference(job)]
+            current["data"] = config_map["data"]
+            api.replace("configmaps", name, current)  # guarded by its version
 
 
 class _Metrics:

@@ -132,6 +132,14 @@ def test_errors_are_classified_by_reason_then_by_http_code(api, apiserver):
     assert classify(409, "AlreadyExists") == "AlreadyExists"  # a defined reason is kept
     assert classify(404, "") == "NotFound" and classify(418, "Teapot") == "Unknown"
     assert classify(500, "NotFound") == "NotFound"  # the reason wins when Kubernetes defines it
+    # a create's 409 without a reason (kmock's answer) means the name is taken: the API
+    # conventions give a create no other conflict; an update's stays a Conflict
+    apiserver.faults.add("foreign", verb="create", resource="configmaps", code=409, reason="")
+    with pytest.raises(KubeError) as exc:
+        api.create("configmaps", cm("b"))
+    assert exc.value.reason == "AlreadyExists"
+    assert classify(409, "", "create") == "AlreadyExists"
+    assert classify(409, "", "patch") == "Conflict"
 
 
 def test_a_record_behind_a_proxy_that_answers_404_pages_reads_as_absent(api, apiserver):
