@@ -9,6 +9,12 @@ Response shapes are Burns' source-ambassador contract, plus Kubernetes-style lis
       metadata.continue is set while more remain; metadata.remainingItemCount with it.
       A token names the last item returned, so it stays valid when the folder changes: the next
       page starts right after that name, whatever was added or removed meanwhile.
+  GET /api/v1/items?startAt=NAME[&limit=N][&view=full]
+      the page starts at NAME (when it is an item) or at the first name after it: how a client
+      asks for the data of the names it is about to use, a page at a time, without listing
+      everything (additive to v1). It starts the first page only: a `continue` token pages on
+      from its own name, and a watch ignores it. The manager's client falls back to one GET
+      per item where a source refuses it.
   GET /api/v1/items?watch=true[&timeoutSeconds=N][&view=full]
       newline-delimited JSON: {"type":"ADDED","item":name} for every current item, then ADDED /
       DELETED as they happen; ends after timeoutSeconds when given. With view=full an ADDED
@@ -125,7 +131,7 @@ VIEWS = ("names", "full")
 
 @bp.get("/items")
 def list_items() -> Response:
-    known = {"limit", "continue", "watch", "timeoutSeconds", "view"}
+    known = {"limit", "continue", "watch", "timeoutSeconds", "view", "startAt"}
     unknown = sorted(set(request.args) - known)
     if unknown:
         raise BadRequest(f"unknown query parameter: {unknown[0]}")
@@ -138,16 +144,33 @@ def list_items() -> Response:
     if view not in VIEWS:
         raise BadRequest(f"view must be one of {', '.join(VIEWS)}, got {view[:50]!r}")
     full = view == "full"
+    start_at = request.args.get("startAt")
     if watch:
         return _watch(timeout_seconds, full)
-    if after is None and limit is None and not full:
+    if start_at is not None and after is None:  # a continue token pages on from its name
+        names, remaining, version = _page_at(start_at, limit)
+    elif after is None and limit is None and not full:
         return _full_listing_response()
-    names, remaining, version = _source().page(after, limit)
+    else:
+        names, remaining, version = _source().page(after, limit)
     metadata: dict = {"resourceVersion": str(version)}
     if remaining and names:
         metadata["continue"] = encode_continue(names[-1])
         metadata["remainingItemCount"] = remaining
     return _json_response(_item_list(_with_data(names) if full else names, metadata))
+
+
+def _page_at(start: str, limit: int | None) -> tuple[list[str], int, int]:
+    """Names from `start` (inclusive), at most `limit`: `start` itself when it is an item,
+    then the names strictly after it - no source needs an inclusive page of its own."""
+    source = _source()
+    if source.get(start) is None:
+        return source.page(start, limit)
+    if limit == 1:
+        _, remaining, version = source.page(start, 0)
+        return [start], remaining, version
+    names, remaining, version = source.page(start, None if limit is None else limit - 1)
+    return [start, *names], remaining, version
 
 
 def _with_data(names: list[str]) -> list[dict]:

@@ -68,3 +68,27 @@ def test_a_content_version_follows_the_bytes_not_the_mtime(videos, make_client):
     assert version(client, "a.mp4") == v1
     path.write_bytes(b"second")
     assert version(client, "a.mp4") != v1
+
+
+def test_a_page_from_a_name_starts_at_it_or_after_it(videos, make_client):
+    """`startAt` (additive to v1): the page begins at the name when it is an item, else at the
+    first name after it."""
+    for name in ("a.mp4", "b.mp4", "c.mp4", "d.mp4"):
+        (videos / name).write_bytes(b"x")
+    client = make_client(videos)
+
+    def page(**query):
+        body = client.get("/api/v1/items", query_string=query).get_json()
+        return [i["name"] if isinstance(i, dict) else i for i in body["items"]], body["metadata"]
+
+    assert page(startAt="b.mp4", limit=2)[0] == ["b.mp4", "c.mp4"]
+    names, meta = page(startAt="b.mp4", limit=1, view="full")
+    assert names == ["b.mp4"] and meta["remainingItemCount"] == 2
+    assert page(startAt="b.mp5", view="full")[0] == ["c.mp4", "d.mp4"]  # not an item: after it
+    assert page(startAt="z")[0] == []
+    full = client.get("/api/v1/items", query_string={"startAt": "c.mp4", "view": "full"})
+    one = client.get("/api/v1/items/c.mp4").get_json()["data"]
+    assert full.get_json()["items"][0]["data"] == one
+    # a continue token pages on from its own name: startAt starts the first page only
+    on = client.get("/api/v1/items", query_string={"startAt": "a.mp4", "continue": "n.Yy5tcDQ"})
+    assert on.get_json()["items"] == ["d.mp4"]
