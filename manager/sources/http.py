@@ -1,14 +1,12 @@
 """The manager's client of the source API (Burns' source-ambassador contract, `/api/v1/items`):
 list names, get one item, watch. It satisfies `manager.ports.Source`.
 
-Item data comes with the listing when the source offers it (`?view=full`): the manager then
-needs no request per item - the data of the newest listing is served to `get_item` once per
-item. Only the data of items the manager will run is kept (`keep`, asked page by page: a
-listing of 100,000 finished items holds none), and the full view is asked for only while
-listings bring work in bulk (`FULL_VIEW_MIN` items or more needed work last time; a trickle of
-new items costs a GET each, and the source no stat per listed file). A source without the full
-view (it answers 400 to the parameter, or lists names anyway) is asked for names only from then
-on, and each item's data with its own GET.
+Listings are names only once the manager says what data it keeps (`keep_data_of`), so a poll
+over a million items costs ~12 bytes a name and no stat at the source; an item's data is
+fetched when it is about to run, a page of the names after it at a time (`held_data.py`). Until
+then - and with `keep_data_of(None)`: `--on-change rerun` compares every listed item's version
+with the one it ran at - a listing brings every item's data (`view=full`). A source that does
+not serve the full view or pages of it is asked for names, and for each item with its own GET.
 
 Every call retries connection errors, timeouts and 5xx answers with `retry.SOURCE_CALL`'s
 backoff, then raises `SourceUnavailable` - one line saying what failed and where, never a
@@ -24,7 +22,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -35,6 +32,7 @@ if TYPE_CHECKING:  # imported when a client is made: `workqueue run` never needs
 
 from ..ports import SourceError, SourceProtocolError, SourceUnavailable, WatchUnsupported
 from ..retry import SOURCE_CALL, Backoff
+from .held_data import DATA_PAGE, HeldData, NoPage, page_items
 
 __all__ = [
     "SourceClient",
@@ -45,7 +43,7 @@ __all__ = [
 ]
 
 PAGE_SIZE = 10_000
-FULL_VIEW_MIN = 50  # items needing work in a listing for the next one to bring their data
+BULK_MIN = 50  # items a listing must bring to the line for pages to be tried at once
 
 
 class _NoFullView(Exception):
@@ -70,15 +68,14 @@ class SourceClient:
         self.timeout = timeout
         self.session = session or _session_for(self.base_url)
         self.sleep = sleep
-        # Whether the source serves `view=full` (None: not asked yet), and the data of the
-        # last listing's items not fetched since (name -> data; each used once).
+        # Whether the source serves `view=full` (None: not asked yet).
         self.full_view: bool | None = None
-        # What data to keep from a listing (the manager's "needs work"; None: all), and
-        # whether the next listing should bring data at all (see the module docstring).
+        # What data to keep (the manager's "needs work"); `keep_set` False until told: every
+        # listing then brings all data (see the module docstring).
         self.keep: Callable[[str], bool] | None = None
-        self.want_data = True
-        self._listed: dict[str, dict] = {}
-        self._listed_lock = threading.Lock()
+        self.keep_set = False
+        self.held = HeldData(self._data_page)
+        self.requests = {"list": 0, "item": 0}  # GETs made, by kind (pages: `held.pages`)
         # The resourceVersion of the last complete listing: its first page's (the oldest: a
         # later page can only be newer), None when a page gave none (`manager.runtime.removals`).
         self.listing_version: int | None = None
@@ -86,19 +83,17 @@ class SourceClient:
     # -- calls -----------------------------------------------------------------------------
 
     def list_items(self) -> list[str]:
-        """Every item name, following `continue` tokens page by page. From a source that
-        offers `view=full`, the items' data come with the names and are kept for `get_item`;
-        a source that does not (it refuses the parameter) is asked for names only from then
-        on."""
-        if self.full_view is not False and self.want_data:
+        """Every item name, following `continue` tokens page by page: names only once the
+        manager said what data it keeps, else (and from a source that serves it) with every
+        item's data, kept for `peek` and `get_item`."""
+        if not (self.keep_set and self.keep is not None) and self.full_view is not False:
             try:
                 names, data, version = self._list(full=True)
             except _NoFullView:
                 self.full_view = False
             else:
                 self.full_view = True
-                with self._listed_lock:
-                    self._listed = data
+                self.held.replace(data)
                 self.listing_version = version
                 return names
         names, _, version = self._list(full=False)
@@ -106,7 +101,6 @@ class SourceClient:
         return names
 
     def _list(self, *, full: bool) -> tuple[list[str], dict[str, dict], int | None]:
-        keep = self.keep
         names: list[str] = []
         data: dict[str, dict] = {}
         token = ""
@@ -118,6 +112,7 @@ class SourceClient:
                 params["view"] = "full"
             if token:
                 params["continue"] = token
+            self.requests["list"] += 1
             body = self._get_json("/api/v1/items", params, expect_kind="ItemList", refused_ok=full)
             if body is None:
                 raise _NoFullView()
@@ -134,8 +129,7 @@ class SourceClient:
                     and isinstance(item.get("data"), dict)
                 ):
                     names.append(item["name"])
-                    if keep is None or keep(item["name"]):
-                        data[item["name"]] = item["data"]
+                    data[item["name"]] = item["data"]
                 elif full and isinstance(item, str):
                     raise _NoFullView()  # it ignored view=full: names only
                 else:
@@ -154,27 +148,36 @@ class SourceClient:
                 return names, data, first_version
 
     def keep_data_of(self, wanted: Callable[[str], bool] | None) -> None:
-        """`manager.ports.Source.keep_data_of`: asked of each full listing's page."""
+        """`manager.ports.Source.keep_data_of`: with `wanted`, listings are names only and
+        data comes in pages for the items about to run; None keeps every listing's data."""
         self.keep = wanted
+        self.keep_set = True
+        if wanted is not None:
+            self.held.replace({})
 
     def listed_work(self, needing_work: int) -> None:
-        """The manager found `needing_work` items of the last listing to run: bring data with
-        the next listing only if that was a bulk."""
-        self.want_data = needing_work >= FULL_VIEW_MIN
+        """A listing brought `needing_work` items to the line: a bulk asks for pages at once."""
+        if needing_work >= BULK_MIN:
+            self.held.bulk()
 
     def peek(self, name: str) -> dict[str, Any] | None:
-        """The data the last listing brought for `name` (view=full), without using it up;
-        None when the listing brought none."""
-        with self._listed_lock:
-            return self._listed.get(name)
+        """The data held for `name` (a listing's or a page's), without using it up; None when
+        none is held."""
+        return self.held.peek(name)
 
     def get_item(self, name: str) -> dict[str, Any] | None:
-        """The item's `data`, or None when the source says it does not exist (404). Data that
-        came with the last listing (`view=full`) is used once, without a request."""
-        with self._listed_lock:
-            listed = self._listed.pop(name, None)
-        if listed is not None:
-            return listed
+        """The item's `data`, or None when the source says it does not exist. Data held (from
+        a listing or a page) is used once, without a request; a miss brings a page of data
+        while pages are worth it (`held_data.py`), else it is one GET."""
+        held = self.held.take(name)
+        if held is not None:
+            return held
+        if self.keep is not None and self.full_view is not False:
+            try:
+                return self.held.from_page(name, self.keep)
+            except NoPage:
+                pass
+        self.requests["item"] += 1
         body = self._get_json(item_path(name), None, expect_kind="Item", allow_404=True)
         if body is None:
             return None
@@ -182,6 +185,11 @@ class SourceClient:
         if not isinstance(data, dict):
             raise SourceProtocolError(f"{self.base_url}: Item.data for {name!r} is not an object")
         return data
+
+    def _data_page(self, start: str) -> list[tuple[str, dict]] | None:
+        params = {"view": "full", "startAt": start, "limit": str(DATA_PAGE)}
+        body = self._get_json("/api/v1/items", params, expect_kind="ItemList", refused_ok=True)
+        return page_items(body, start)
 
     def watch(
         self, timeout_seconds: int | None = None, read_timeout: float | None = None
