@@ -6,9 +6,10 @@ Each listing (a poll, a watch event, the first listing of a `--once` run) goes t
                        stability calculator measures)
     changed versions   `--on-change rerun`: a finished item listed at another version than
                        the one it ran at runs again (`Ledger.rerun`: a new attempt series)
-    items come back    a cancelled item the source lists again is work again
     retry requests     what `workqueue retry` left for the running manager
-    the rest           every listed name that still needs work is queued (dedup: once)
+    the rest           every listed name that still needs work is queued (dedup: once), and
+                       a cancelled item the source lists again is work again - one ledger
+                       lookup a name (`Ledger.state`), however many items the source lists
 
 Invariant: `waiting_since` holds the items queued because they need work and not dispatched
 yet, with the time each was first queued (what `workqueue_oldest_waiting_seconds` reports).
@@ -33,11 +34,12 @@ class Intake:
         source: Source,
         line,
         window: SlidingWindow,
-        needs_work: Callable[[str], bool],
+        needs_work: Callable[[str, tuple[str, int] | None], bool],
         *,
         rerun_changed: bool = False,
     ) -> None:
-        """`line` is the manager's workqueue; `rerun_changed` is `--on-change rerun`."""
+        """`line` is the manager's workqueue; `rerun_changed` is `--on-change rerun`;
+        `needs_work(name, state)` the reconciler's, given the state just read."""
         self.ledger = ledger
         self.source = source
         self.line = line
@@ -52,13 +54,18 @@ class Intake:
         new = self.ledger.see(names)
         if new:
             self.window.arrived(len(new))
-        self.revisit(names)
+        if self.rerun_changed:
+            self._rerun_changed(names)
         for name in self.ledger.take_retry_requests():
             self.line.add(name)
         now = time.time()
         waiting = 0
-        for name in names:
-            if self.needs_work(name):
+        state = self.ledger.state
+        for name in names:  # one lookup a name: a poll over a million costs a million
+            current = state(name)
+            if current is not None and current[0] == State.CANCELLED:
+                current = self._revived(name)
+            if self.needs_work(name, current):
                 self.wait(name, now)
                 waiting += 1
         self.source.listed_work(waiting)
@@ -99,11 +106,16 @@ class Intake:
                 self.window.arrived(1)
 
     def _revive_returned(self, names: list[str]) -> None:
-        """The cancelled outcome stays in the item's history."""
         for name in names:
             current = self.ledger.state(name)
             if current is not None and current[0] == State.CANCELLED:
-                data = self.source.peek(name)
-                if self.ledger.rerun(name, (data or {}).get("version")):
-                    log.info("%s is back in the source: it runs again", name)
-                    self.window.arrived(1)
+                self._revived(name)
+
+    def _revived(self, name: str) -> tuple[str, int] | None:
+        """A cancelled item listed again runs again (the cancelled outcome stays in its
+        history); its state now."""
+        data = self.source.peek(name)
+        if self.ledger.rerun(name, (data or {}).get("version")):
+            log.info("%s is back in the source: it runs again", name)
+            self.window.arrived(1)
+        return self.ledger.state(name)

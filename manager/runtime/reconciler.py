@@ -42,6 +42,7 @@ from .cancellation import Cancellations
 from .capacity import Capacity
 
 log = logging.getLogger(__name__)
+ASK = object()  # `needs_work`: read the item's state from the ledger
 
 
 class Result(StrEnum):
@@ -90,9 +91,11 @@ class Reconciler:
         # Changed under the cancellations' gate.
         self.unrecorded: dict[str, tuple[int, Outcome]] = {}
 
-    def needs_work(self, name: str) -> bool:
-        """False when the ledger says there is nothing to do for `name` (the poller's diff)."""
-        current = self.ledger.state(name)
+    def needs_work(self, name: str, current: tuple[str, int] | None | object = ASK) -> bool:
+        """False when the ledger says there is nothing to do for `name` (the poller's diff);
+        `current` is its `ledger.state(name)` when the caller has just read it."""
+        if current is ASK:
+            current = self.ledger.state(name)
         if current is None:
             return True
         if current[0] == State.FAILED and self.ledger.gave_up(name):
