@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterable
 
-from ...ports import FINISHED, Row, State
+from ...ports import FINISHED, Row, State, pair
 from . import batch_objects as bo
 from . import objects as ko
 from .batch_record import BatchRecords
@@ -30,6 +31,9 @@ from .cache import ClusterCache, finished
 from .record import ManagerFacts, RecordStore
 
 FAIL_FAST = "PodFailurePolicy"  # the Failed condition's reason when a FailJob rule matched
+# Rows of items finished here kept for the forecast's service times and reports: the newest.
+RECENT_ROWS = 10_000
+_ROW_FIELDS = ("first_seen", "started", "finished", "exit_code", "log_path", "last_error")
 
 
 def failed_fast(job: dict) -> bool:
@@ -74,10 +78,18 @@ class ClusterLedger:
         self._lock = threading.Lock()
         self._local: dict[str, tuple[str, int]] = {}
         # name -> when first seen: every name of one listing shares its one float, so a
-        # million names cost a dict slot each; `_rows` holds more only for items run here.
-        # Invariant: every name in `_rows` is in `_seen`.
+        # million names cost a dict slot each. `_rows` holds the rows of items started here
+        # and not finished (at most the parallelism); at its end a row moves to `_recent` as a
+        # tuple of _ROW_FIELDS, of which only the newest RECENT_ROWS are kept (and as many
+        # of those that failed, in `_failures`: a run's summary names its failures) - the
+        # record holds every outcome, so a million items run here cost no million rows.
+        # Invariant: every name in `_rows`, `_recent` or `_failures` is in `_seen`; a name is
+        # in at most one of the three.
         self._seen: dict[str, float] = {}
         self._rows: dict[str, dict] = {}
+        self._recent: OrderedDict[str, tuple] = OrderedDict()
+        self._failures: OrderedDict[str, tuple] = OrderedDict()
+        self._log_path = ""  # the last log path (a batch's is every member's: kept once)
         # name -> the version this manager started the item at, or asked a re-run for
         self._versions: dict[str, str] = {}
         self.facts = facts  # where `note_manager` leaves the manager's facts (None: nowhere)
@@ -175,9 +187,29 @@ class ClusterLedger:
         """The row of an item run here (the caller holds `_lock`)."""
         row = self._rows.get(name)
         if row is None:
-            now = time.time()
-            row = self._rows[name] = {"first_seen": self._seen.setdefault(name, now)}
+            recent = self._recent.pop(name, None) or self._failures.pop(name, None)
+            if recent is not None:
+                row = self._rows[name] = dict(zip(_ROW_FIELDS, recent, strict=True))
+            else:
+                now = time.time()
+                row = self._rows[name] = {"first_seen": self._seen.setdefault(name, now)}
         return row
+
+    def _ended(self, name: str) -> None:
+        """The row of `name`, run here, is complete: kept among the recent (caller: `_lock`)."""
+        row = self._rows.pop(name)
+        self._recent[name] = tuple(row.get(field) for field in _ROW_FIELDS)
+        while len(self._recent) > RECENT_ROWS:
+            old, kept = self._recent.popitem(last=False)
+            if kept[_ROW_FIELDS.index("last_error")] or kept[_ROW_FIELDS.index("exit_code")]:
+                self._failures[old] = kept
+                if len(self._failures) > RECENT_ROWS:
+                    self._failures.popitem(last=False)
+
+    def _ended_row(self, name: str) -> dict | None:
+        """The kept row of an item that ended here, as a dict (the caller holds `_lock`)."""
+        kept = self._recent.get(name) or self._failures.get(name)
+        return None if kept is None else dict(zip(_ROW_FIELDS, kept, strict=True))
 
     def start(self, name: str, log_path: str, version: str | None = None) -> int:
         current = self.state(name)
@@ -185,7 +217,10 @@ class ClusterLedger:
         with self._lock:
             if version is not None:
                 self._versions[name] = version
-            self._local[name] = (State.RUNNING.value, attempts)
+            self._local[name] = pair(State.RUNNING.value, attempts)
+            if log_path == self._log_path:
+                log_path = self._log_path
+            self._log_path = log_path
             row = self._row_data(name)
             row.update(started=time.time(), finished=None, log_path=log_path)
         return attempts
@@ -194,13 +229,14 @@ class ClusterLedger:
         state = State.SUCCEEDED if succeeded else State.FAILED
         with self._lock:
             attempts = self._local.get(name, (None, 1))[1]
-            self._local[name] = (state.value, attempts)
+            self._local[name] = pair(state.value, attempts)
             self._row_data(name).update(finished=time.time(), exit_code=exit_code, last_error=error)
+            self._ended(name)
 
     def requeue(self, name: str) -> None:
         with self._lock:
             attempts = self._local.get(name, (None, 1))[1]
-            self._local[name] = (State.PENDING.value, max(0, attempts - 1))
+            self._local[name] = pair(State.PENDING.value, max(0, attempts - 1))
 
     def cancel(self, name: str) -> bool:
         """Recorded cancelled in the durable record (so no manager runs it again), unless it
@@ -220,10 +256,11 @@ class ClusterLedger:
 
     def _cancelled_here(self, name: str, attempts: int) -> None:
         with self._lock:
-            self._local[name] = (State.CANCELLED.value, attempts)
+            self._local[name] = pair(State.CANCELLED.value, attempts)
             self._row_data(name).update(
                 finished=time.time(), last_error="cancelled: it left the source"
             )
+            self._ended(name)
 
     def take_retry_requests(self) -> list[str]:
         return []  # `workqueue retry` acts on the cluster directly: nothing is left for us
@@ -280,7 +317,7 @@ class ClusterLedger:
                 self._versions[name] = version
             else:
                 self._versions.pop(name, None)
-            self._local[name] = (State.PENDING.value, 0)
+            self._local[name] = pair(State.PENDING.value, 0)
         return True
 
     def gave_up(self, name: str) -> bool:
@@ -308,7 +345,7 @@ class ClusterLedger:
     def row(self, name: str) -> Row | None:
         current = self.state(name)
         with self._lock:
-            data = self._rows.get(name)
+            data = self._rows.get(name) or self._ended_row(name)
             if data is None and name in self._seen:
                 data = {"first_seen": self._seen[name]}
         if current is None and data is None:
@@ -355,7 +392,7 @@ class ClusterLedger:
         known, the status report builds these and counts the rest (`counts`)."""
         with self._lock:
             names = list(self._seen)  # (every row's name is in it)
-            ran_here = set(self._rows)
+            ran_here = set(self._rows) | set(self._recent) | set(self._failures)
         out = []
         for name in names:
             current = self.state(name)

@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable
 
 from ...errors import UserError
 from ...faults import probe
-from ...ports import FINISHED, Row, State
+from ...ports import FINISHED, PENDING_PAIR, Row, State, pair
 from .ledger_file import LEDGER_FILE, LedgerBusy, LedgerFile, storage
 from .state_files import QueueFiles
 
@@ -74,7 +74,7 @@ class SqliteLedger(LedgerFile, QueueFiles):
         for name, state, attempts, version in db.execute(
             "SELECT name, state, attempts, version FROM items"
         ):
-            self._state[name] = (state, attempts)
+            self._state[name] = pair(state, attempts)
             if version is not None:
                 self._versions[name] = version
 
@@ -141,7 +141,7 @@ class SqliteLedger(LedgerFile, QueueFiles):
                     [(n, now) for n in new],
                 )
             for n in new:
-                self._state[n] = (State.PENDING.value, 0)
+                self._state[n] = PENDING_PAIR
         return new
 
     @storage
@@ -157,7 +157,7 @@ class SqliteLedger(LedgerFile, QueueFiles):
                 "exit_code=NULL, log_path=?, pgid=NULL, pgid_start=NULL, version=? WHERE name=?",
                 (attempts, now, log_path, version, name),
             )
-            self._state[name] = (State.RUNNING.value, attempts)
+            self._state[name] = pair(State.RUNNING.value, attempts)
             if version is not None:
                 self._versions[name] = version
             else:
@@ -190,7 +190,7 @@ class SqliteLedger(LedgerFile, QueueFiles):
                     "finished=NULL, exit_code=NULL, last_error=NULL WHERE name=?",
                     (self.clock(), name),
                 )
-            self._state[name] = (State.PENDING.value, 0)
+            self._state[name] = PENDING_PAIR
             return True
 
     @storage
@@ -223,7 +223,7 @@ class SqliteLedger(LedgerFile, QueueFiles):
                 "pgid_start=NULL WHERE name=?",
                 (state.value, self.clock() if at is None else at, exit_code, error, name),
             )
-            self._state[name] = (state.value, attempts)
+            self._state[name] = pair(state.value, attempts)
         self._recorded(name)
 
     def _recorded(self, name: str) -> None:
@@ -241,7 +241,7 @@ class SqliteLedger(LedgerFile, QueueFiles):
                 "pgid_start=NULL WHERE name=?",
                 (attempts, name),
             )
-            self._state[name] = (State.PENDING.value, attempts)
+            self._state[name] = pair(State.PENDING.value, attempts)
         self._recorded(name)
 
     @storage
@@ -257,7 +257,7 @@ class SqliteLedger(LedgerFile, QueueFiles):
                 "WHERE name=?",
                 (self.clock(), name),
             )
-            self._state[name] = (State.CANCELLED.value, current[1])
+            self._state[name] = pair(State.CANCELLED.value, current[1])
         self._recorded(name)
         return True
 
@@ -273,7 +273,7 @@ class SqliteLedger(LedgerFile, QueueFiles):
                 "UPDATE items SET state='pending', attempts=0, last_error=NULL WHERE name=?",
                 (name,),
             )
-            self._state[name] = (State.PENDING.value, 0)
+            self._state[name] = PENDING_PAIR
             return True
 
     def gave_up(self, name: str) -> bool:

@@ -156,3 +156,28 @@ def test_the_record_has_the_later_word_on_a_finished_attempt():
     assert view.cancel("b.mp4") is True and view.state("b.mp4") == ("cancelled", 0)
     assert view.rerun("b.mp4") is True and view.state("b.mp4") == ("pending", 0)  # it came back
     assert view.cancel("never-seen.mp4") is False
+
+
+def test_rows_of_items_run_here_are_kept_for_the_newest_only(monkeypatch):
+    """A million items run here cost no million rows: the record holds every outcome, the
+    ledger the newest RECENT_ROWS rows (and as many failures, which a run's summary names);
+    older items still answer with their state and first sight."""
+    from manager.backends.kubernetes import ledger as module
+
+    monkeypatch.setattr(module, "RECENT_ROWS", 3)
+    view, _, record = ledger()
+    names = [f"{i}.mp4" for i in range(8)]
+    view.see(names)
+    for i, name in enumerate(names):
+        view.start(name, "kubectl logs -l batch")
+        view.finish(name, i != 1, None if i != 1 else 2, None if i != 1 else "exit 2")
+        record.outcome(name, "succeeded" if i != 1 else "failed", 1)
+    assert set(view._recent) == {"5.mp4", "6.mp4", "7.mp4"}
+    assert set(view._failures) == {"1.mp4"} and view.row("1.mp4").last_error == "exit 2"
+    old = view.row("0.mp4")
+    assert old.state == "succeeded" and old.started is None and old.first_seen > 0
+    assert view.row("7.mp4").started is not None and view.row("7.mp4").log_path
+    assert sorted(r.name for r in view.live_rows()) == ["1.mp4", "5.mp4", "6.mp4", "7.mp4"]
+    assert len({id(view.row(n).log_path) for n in names[5:]}) == 1  # one string, not one each
+    view.start("0.mp4", "kubectl logs -l batch")  # a re-run of an old one: a row again
+    assert view.row("0.mp4").state == "running"
