@@ -9,6 +9,9 @@ stand-in, its source an ambassador over --items files (1,000,000 by default).
      thousand names apart (the worst case for pages of data): the first Job after the first
      listing (goal <= 30 s), and the source requests that brought the new items' data.
   3. The floor under both: a client that only lists the names (what any first Job waits for).
+  4. The embedded default (`--backend local`) with --local-items (100,000) waiting behind one
+     blocked worker: the manager's memory per pending item (against 10,000 waiting), and
+     `workqueue status` over its state folder (goal: well under the million's 5 s).
 
 With --peer TREE the same runs use that tree's manager (PYTHONPATH) - e.g. a worktree of the
 commit before - in the same session; --peer-items sizes its runs (a manager that keeps every
@@ -28,7 +31,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
-from bench.kubernetes import ambassador, cpu_seconds, manager_args  # noqa: E402
+from bench.kubernetes import WORKQUEUE, ambassador, cpu_seconds, manager_args  # noqa: E402
 from bench.status import recorded_batches  # noqa: E402
 from manager.sources.http import SourceClient  # noqa: E402
 from tests.support.apiserver import ApiServer  # noqa: E402
@@ -123,6 +126,47 @@ def known_and_new(tree: Path, folder: Path, items: int, work: Path) -> dict:
         server.stop()
 
 
+def local_waiting(folder: Path, work: Path, count: int) -> tuple[int, float]:
+    """(the local manager's resident bytes with `count` waiting, `workqueue status` seconds)."""
+    import requests
+
+    from tests.support.servers import free_port
+
+    worker = work / "blocks.sh"
+    worker.write_text("#!/bin/sh\nexec sleep 6019\n")
+    worker.chmod(0o755)
+    amb = ambassador(folder)
+    port, state = free_port(), work / f"local-state-{count}"
+    command = [*WORKQUEUE, "manager",
+               "--backend", "local", "--source", amb.url, "--worker-cmd", str(worker),
+               "--state-dir", str(state), "--parallelism", "1", "--metrics-port", str(port),
+               "--poll-interval", "3600"]  # fmt: skip
+
+    def added() -> float:
+        try:
+            text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+        except requests.RequestException:
+            return 0.0
+        return sum(float(line.split()[-1]) for line in text.splitlines()
+                   if line.startswith("workqueue_adds_total"))  # fmt: skip
+
+    proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        while added() < count and proc.poll() is None:
+            time.sleep(0.5)
+        rss = memory(proc.pid)[1]
+        began = time.perf_counter()
+        subprocess.run([*WORKQUEUE, "status", "--state-dir", str(state)], cwd=REPO,
+                       capture_output=True, check=True)  # fmt: skip
+        return rss, time.perf_counter() - began
+    finally:
+        subprocess.run(["pkill", "-f", "sleep 6019"], check=False)
+        proc.terminate()
+        proc.wait(120)
+        amb.stop()
+
+
 def load() -> str:
     one, five, _ = os.getloadavg()
     return f"load {one:.1f}/{five:.1f} on {os.cpu_count()} CPUs"
@@ -134,8 +178,24 @@ def main() -> None:
     parser.add_argument("--window", type=float, default=60.0)
     parser.add_argument("--peer", type=Path, help="another checkout, run the same way")
     parser.add_argument("--peer-items", type=int, default=100_000)
+    parser.add_argument("--local-items", type=int, default=100_000)
+    parser.add_argument("--only", default="kubernetes,local")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="wq-backlog-"))
+    if "local" in args.only:
+        sizes = (args.local_items // 10, args.local_items)
+        measured = {}
+        for count in sizes:
+            folder = work / f"local-{count}"
+            folder.mkdir()
+            touch(folder, (name_of(i) for i in range(count)))
+            measured[count] = local_waiting(folder, work, count)
+        (small_rss, _), (rss, status) = measured[sizes[0]], measured[sizes[1]]
+        print(f"local: {sizes[1]:,} waiting: manager {rss / 1e6:,.0f} MB, "
+              f"{(rss - small_rss) / (sizes[1] - sizes[0]):,.0f} bytes a pending item (against "
+              f"{sizes[0]:,}); `workqueue status` {status:.2f} s")  # fmt: skip
+    if "kubernetes" not in args.only:
+        return
     trees = [("this tree", REPO, args.items)]
     if args.peer:
         trees.append((f"peer {args.peer}", args.peer, args.peer_items))

@@ -1,7 +1,8 @@
 """The source port's adapters (`manager.ports.Source`): where item names and data come from.
 
-    http.py    the client of an ambassador's items API (`/api/v1/items`): `workqueue manager`
-    folder.py  the ambassador's own folder source, in-process: `workqueue run DIR`
+    http.py       the client of an ambassador's items API (`/api/v1/items`): `workqueue manager`
+    held_data.py  the data it holds for the items about to run, fetched a page at a time
+    folder.py     the ambassador's own folder source, in-process: `workqueue run DIR`
 
 Only the edge (`manager.assembly`, `manager.cli`) picks one; the core sees the port.
 """
