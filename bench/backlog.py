@@ -128,9 +128,7 @@ def known_and_new(tree: Path, folder: Path, items: int, work: Path) -> dict:
 
 def local_waiting(folder: Path, work: Path, count: int) -> tuple[int, float]:
     """(the local manager's resident bytes with `count` waiting, `workqueue status` seconds)."""
-    import requests
-
-    from tests.support.servers import free_port
+    from tests.support.servers import free_port, metric_sum
 
     worker = work / "blocks.sh"
     worker.write_text("#!/bin/sh\nexec sleep 6019\n")
@@ -142,18 +140,10 @@ def local_waiting(folder: Path, work: Path, count: int) -> tuple[int, float]:
                "--state-dir", str(state), "--parallelism", "1", "--metrics-port", str(port),
                "--poll-interval", "3600"]  # fmt: skip
 
-    def added() -> float:
-        try:
-            text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
-        except requests.RequestException:
-            return 0.0
-        return sum(float(line.split()[-1]) for line in text.splitlines()
-                   if line.startswith("workqueue_adds_total"))  # fmt: skip
-
     proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)  # fmt: skip
     try:
-        while added() < count and proc.poll() is None:
+        while metric_sum(port, "workqueue_adds_total") < count and proc.poll() is None:
             time.sleep(0.5)
         rss = memory(proc.pid)[1]
         began = time.perf_counter()

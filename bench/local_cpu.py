@@ -27,6 +27,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 WORKQUEUE = [sys.executable, "-m", "manager.cli"]
 
+from bench.kubernetes import folder_of  # noqa: E402
+
 
 def measured(command, **kw) -> tuple[float, float]:
     """(wall seconds, CPU seconds of the whole process tree) of one run of `command`."""
@@ -40,16 +42,6 @@ def measured(command, **kw) -> tuple[float, float]:
     return wall, cpu
 
 
-def folder_of(work: Path, count: int) -> Path:
-    folder = work / "items"
-    folder.mkdir()
-    for i in range(count):
-        path = folder / f"{i:05d}.x"
-        path.touch()
-        os.utime(path, (1_000_000_000, 1_000_000_000))
-    return folder
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=10_000)
@@ -57,7 +49,7 @@ def main() -> None:
     parser.add_argument("--parallelism", type=int, default=2)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="wq-local-cpu-"))
-    folder = folder_of(work, args.items)
+    folder = folder_of(args.items, work)
     p = str(args.parallelism)
     runs: dict[str, list[tuple[float, float]]] = {"workqueue run": [], "xargs": [], "floor": []}
     for i in range(args.runs):

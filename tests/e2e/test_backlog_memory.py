@@ -14,10 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
-import requests
 
 from tests.support.apiserver import ApiServer
-from tests.support.servers import free_port, wait_until
+from tests.support.servers import free_port, metric_sum, wait_until
 
 SMALL, LARGE = 5_000, 50_000
 MOST_BYTES_AN_ITEM = 700  # measured: ~450 now; 1,853 (batch mode) when pending data was kept
@@ -37,15 +36,6 @@ def folders(tmp_path_factory):
     return out
 
 
-def adds(port: int) -> float:
-    try:
-        text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
-    except requests.RequestException:
-        return 0.0
-    return sum(float(line.split()[-1]) for line in text.splitlines()
-               if line.startswith("workqueue_adds_total"))  # fmt: skip
-
-
 def resident_bytes(args: list[str], count: int, log: Path, before_stop=lambda: None) -> int:
     """The manager's resident memory once all `count` items are in its line; then
     `before_stop()`, and the manager stopped."""
@@ -55,7 +45,10 @@ def resident_bytes(args: list[str], count: int, log: Path, before_stop=lambda: N
     with open(log, "w") as err:
         proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err)
     try:
-        wait_until(lambda: adds(port) >= count or proc.poll() is not None, timeout=240)
+        wait_until(
+            lambda: metric_sum(port, "workqueue_adds_total") >= count or proc.poll() is not None,
+            timeout=240,
+        )
         assert proc.poll() is None, log.read_text()[-2000:]
         fields = dict(line.split(":", 1) for line in
                       Path(f"/proc/{proc.pid}/status").read_text().splitlines())  # fmt: skip

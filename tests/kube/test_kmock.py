@@ -28,17 +28,11 @@ from manager.backends.kubernetes.api import KubeApi
 from manager.backends.kubernetes.backend import give_item_data
 from manager.backends.kubernetes.batches import create_job
 from manager.backends.kubernetes.parts import own
+from tests.manager.backends.kubernetes.test_ownership import STANDARD
 
 NS = "media"
 RESOURCES = ("batch/v1/jobs", "v1/configmaps", "apps/v1/deployments",
              "workqueue.dev/v1alpha1/workqueues")  # fmt: skip
-STANDARD = {
-    "app.kubernetes.io/name": "workqueue",
-    "app.kubernetes.io/instance": "demo",
-    "app.kubernetes.io/component": "worker",
-    "app.kubernetes.io/part-of": "workqueue",
-    "app.kubernetes.io/managed-by": "workqueue",
-}
 
 
 class Emulator(kmock.KubernetesEmulator):

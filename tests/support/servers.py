@@ -87,3 +87,15 @@ class Server:
             except Exception:
                 self.process.kill()
                 self.process.wait()
+
+
+def metric_sum(port: int, prefix: str) -> float:
+    """The sum of every sample of the metrics at 127.0.0.1:`port`/metrics whose line starts with
+    `prefix` (0 while nothing answers there yet)."""
+    import requests
+
+    try:
+        text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    except requests.RequestException:
+        return 0.0
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(prefix))

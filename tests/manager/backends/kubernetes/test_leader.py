@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from manager.backends.kubernetes.api import KubeApi, load_configuration
+from manager.backends.kubernetes.api import KubeApi, KubeError, load_configuration
 from manager.backends.kubernetes.leader import LeaderElector, parse_time
 
 NS = "media"
@@ -77,9 +77,19 @@ def test_the_loop_reports_leading_and_stepping_down(api, apiserver):
         from tests.support.servers import wait_until
 
         wait_until(elector.leading.is_set)
-        other = api.get("leases", "x")
-        other["spec"]["holderIdentity"] = "intruder"
-        api.replace("leases", "x", other)
+
+        def intrude() -> bool:  # read-modify-write, again when a renewal came in between
+            other = api.get("leases", "x")
+            other["spec"]["holderIdentity"] = "intruder"
+            try:
+                api.replace("leases", "x", other)
+            except KubeError as exc:
+                if exc.reason != "Conflict":
+                    raise
+                return False
+            return True
+
+        wait_until(intrude)
         clock.now += 11  # past the renew deadline without a renewal
         wait_until(lambda: not elector.leading.is_set())
     finally:
