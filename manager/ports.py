@@ -259,7 +259,7 @@ class Ledger(Protocol):
 
     def note_manager(self, facts: dict | None) -> None:
         """Leave `facts` of the manager running the queue (parallelism in force, retry policy;
-        see `Manager.facts`) where `workqueue status` reads the queue's record, so it can say
+        see `Asked.facts`) where `workqueue status` reads the queue's record, so it can say
         when waiting items will run; None when the manager stops. Called at start and when the
         parallelism changes, never per item."""
 

@@ -9,8 +9,9 @@ The command line offers `--backend` from `NAMES`, builds its flags from each bac
 declarations, and dispatches through `load(name)`. Adding a backend is one package beside
 these two, and one line in `_PACKAGES`.
 
-A backend package is imported only when it is chosen, so a local run never imports the
-`kubernetes` client.
+The command line reads every backend's option declarations (light modules); what a backend
+needs to run - for Kubernetes, the `kubernetes` client - is imported only when it is chosen,
+so a local run never imports that client.
 """
 
 from __future__ import annotations

@@ -3,8 +3,16 @@
     runner.py        the Manager: wires the parts below, runs until stopped or `--once`
     intake.py        from a listing to the line (new names, changed versions, returns)
     dispatcher.py    a capacity slot first, then the head of the line: the line's order kept
+    batching.py      the same in batches, for a backend that runs many items as one
     reconciler.py    one item: begin (fetch, record the start), finish (run, record)
     cancellation.py  every cancel of an item that left the source, in one place
+    leaving.py       between a proved removal and its cancels: removal_guard.py holds a
+                     listing that suddenly lost most of what was known
+    adoption.py      work a manager that died left running, awaited by its successor
+    asked.py         what is asked of the queue (pause, parallelism), and the reports back
+    run_report.py    what a `--once` run did, item by item
+    manager_options.py
+                     the manager's options, as data
     fault_hold.py    a record that cannot be written: hold, say so, carry on when it can
     poller.py        polling or watching the source; removals.py proves what left it
     capacity.py      how many units of work may run at once; autoscaler.py moves the limit

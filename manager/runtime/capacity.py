@@ -1,11 +1,11 @@
 """How many units of work may run at once: a semaphore whose limit can change while it is held.
 
-The reconciler takes a slot *before* it fetches an item's data, reserves it in the ledger or
-starts anything (reserving more than you can run starves your peers: buildkite/agent-
-stack-k8s#953), and gives it back when the unit of work has finished. The autoscaler (or
-`workqueue scale`, or the WorkQueue's spec) moves the limit; lowering it never stops running
-work - new work simply waits until enough has finished. A limit of 0 starts nothing new (how
-KEDA scales a queue to zero).
+The dispatcher (or the batcher, for a batch) takes a slot *before* it takes an item out of
+line, fetches its data, reserves it in the ledger or starts anything (reserving more than you
+can run starves your peers: buildkite/agent-stack-k8s#953), and gives it back when the unit of
+work has finished. The autoscaler (or `workqueue scale`, or the WorkQueue's spec) moves the
+limit; lowering it never stops running work - new work simply waits until enough has finished.
+A limit of 0 starts nothing new (how KEDA scales a queue to zero).
 
 Invariant: 0 <= in_use, and in_use <= limit except right after the limit was lowered.
 """

@@ -1,6 +1,7 @@
 """What people see of a queue: one answer, several readers.
 
 queue_view.py    where every item is, why, when it will run, and the forecast
+schedule.py      the line's mean-value schedule: positions, predicted starts, the last idle slot
 observe.py       the manager's Prometheus metrics, computed at scrape time
 dashboard/       the live page on the metrics port (model, page, static script and style)
 stats_server.py  /metrics, /stats, /healthz and the dashboard; threaded_server.py serves

@@ -59,7 +59,7 @@ class Context:
 
 
 def context_from_facts(facts: dict | None, now: float) -> Context:
-    """The context of a queue whose running manager left `facts` (`Manager.facts`), or of a
+    """The context of a queue whose running manager left `facts` (`Asked.facts`), or of a
     queue no manager runs (None)."""
     if not facts:
         return Context(now=now)

@@ -12,7 +12,9 @@ asleep in select() for up to a second (its loop timeout). The trigger (and the l
 close closes it) go last, and only once the write that pulled it has returned: waitress pulls
 it too (after a response), so the loop may run the thunk between the thunk's queueing and the
 pull's write - and a pipe closed under that write would be a write to a closed, or worse a
-reused, descriptor (seen once in CI as EBADF). `stop` is idempotent.
+reused, descriptor (seen once in CI as EBADF). For the same reason the request threads are
+ended first: a thread answering a request pulls the trigger once its response is ready. `stop`
+is idempotent.
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ class ThreadedServer:
                 return
             self._stopped = True
         server = self._server
+        # the request threads first: one still answering pulls the trigger when it is done,
+        # and must not find it closed (EBADF, and waitress's traceback in the log)
+        server.task_dispatcher.shutdown()
         pulled = threading.Event()  # the pull's write has returned: the pipe may be closed
 
         def close_all() -> None:
@@ -61,5 +66,4 @@ class ThreadedServer:
         self.thread.join(timeout=5)
         if self.thread.is_alive():  # the loop did not run the thunk: close from here
             close_all()
-        server.task_dispatcher.shutdown()
-        self.thread.join(timeout=5)
+            self.thread.join(timeout=5)

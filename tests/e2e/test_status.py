@@ -150,9 +150,14 @@ def test_the_dashboard_and_status_give_one_forecast_at_one_moment(tmp_path, amba
         "--poll-interval", "0.5s", "--parallelism", "1", "--metrics-port", port,
     )  # fmt: skip
     try:
-        for name in ("a-1.mp4", "b-2.mp4", "c-3.mp4", "d-gate.mp4"):
-            (videos / name).write_bytes(b"x")
-            time.sleep(1.3)  # arrivals spread out: a rate, not a burst
+
+        def seen() -> int:  # items the manager has listed (0 before its ledger exists)
+            r = workqueue("status", "--state-dir", state, "--json")
+            return sum(json.loads(r.stdout)["counts"].values()) if r.returncode == 0 else 0
+
+        for count, name in enumerate(("a-1.mp4", "b-2.mp4", "c-3.mp4", "d-gate.mp4"), 1):
+            (videos / name).write_bytes(b"x")  # each seen before the next: a rate, not a burst
+            wait_until(lambda n=count: seen() >= n, timeout=60)
         wait_until(lambda: status(state)["counts"]["succeeded"] == 3, timeout=60)
         wait_until(lambda: status(state)["counts"]["running"] == 1, timeout=30)
         time.sleep(0.6)  # past the dashboard's half-second cache

@@ -8,10 +8,20 @@
     record.py      the durable record of outcomes (ConfigMaps), and the manager's facts
     ledger.py      `ClusterLedger`: the `Ledger` port over the Job cache and the record
     backend.py     dispatch: the Job, its ConfigMap, the wait for the recorded outcome
+    adopted.py     one-item Jobs found running at start, taken over like this manager's own
+    orphans.py     what a crash between a Job and its ConfigMap leaves, and its cleaning
+    batches.py     `--batch-size`: up to that many items dispatched as one Indexed Job
+    batch_objects.py
+                   a batch's manifests: its Indexed Job and its ConfigMap
+    batch_record.py
+                   each batch's ConfigMap: its claim, then the record of its outcomes
+    hash_index.py  64-bit item hashes to where a batch holds them, ~20 bytes an entry
     settler.py     the controller that settles finished Jobs (record, finalizer, history)
     stuck.py       pods that cannot start, failed after --stuck-timeout
     pods.py        why a Job's pod is not running yet, in words
     control.py     pause and resume: the queue's control ConfigMap
+    queue_resource.py
+                   the queue's `WorkQueue` (kubectl, an HPA and KEDA read and scale it)
     leader.py      one manager per queue on a Lease
     parts.py       the set-up of one manager (`setup`)
     queue_commands.py

@@ -217,7 +217,7 @@ class RecordStore:
 
 
 class ManagerFacts:
-    """The facts of the manager leading a queue (`Manager.facts`) in one ConfigMap,
+    """The facts of the manager leading a queue (`Asked.facts`) in one ConfigMap,
     `<queue>-manager`, for `workqueue status` run from anywhere: one write when the manager
     starts, one per change of parallelism, and one when it stops ("stopped" set)."""
 

@@ -8,6 +8,7 @@
     libc_spawn.py  glibc's posix_spawn through ctypes, the interpreter lock released
     ledger.py      `SqliteLedger`: the record of every item under the state directory, and
                    its recovery
+    ledger_file.py the ledger's file: its schema, checked connections, the directory's lock
     state_files.py the pause file and the running manager's facts beside the ledger
     integrity.py   the ledger checks itself at every open, and its backups
     queue_commands.py

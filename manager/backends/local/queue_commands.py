@@ -133,7 +133,7 @@ class LocalQueueOps(QueueOps):
 
 
 def _held(facts: dict | None, state_dir: str) -> str | None:
-    """Why the running manager holds dispatch: what it said (`Manager.facts`), or - when the
+    """Why the running manager holds dispatch: what it said (`Asked.facts`), or - when the
     disk refuses even that note - what the state directory's file system says of itself."""
     if not facts:
         return None

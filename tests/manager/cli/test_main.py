@@ -9,18 +9,24 @@ import sys
 
 import pytest
 
-COMMANDS = [
-    "lab",
-    "ambassador",
-    "manager",
-    "run",
-    "status",
-    "retry",
-    "pause",
-    "resume",
-    "stability",
-    "completion",
-]
+
+def commands() -> list[str]:
+    """Every command the parser offers, read from the parser itself: none can be left out."""
+    import argparse
+
+    from manager.cli import build_parser
+
+    parser = build_parser()
+    choices = next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sorted(choices)
+
+
+COMMANDS = commands()
+
+
+def test_the_commands_are_the_documented_ones():
+    assert {"lab", "ambassador", "manager", "run", "status", "retry", "pause", "resume", "scale",
+            "ledger", "stability", "simulate", "plan", "completion"} <= set(COMMANDS)  # fmt: skip
 
 
 def test_building_the_parser_imports_nothing_heavy():
