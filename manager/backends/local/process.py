@@ -98,6 +98,7 @@ class LocalBackend:
         self._unrecorded: dict[str, KeptChild] = {}
         self._running_lock = threading.Lock()
         self._stopping = threading.Event()
+        self._past_grace = False  # `shutdown` has ended (or let finish) all it saw running
 
     def log_path(self, name: str) -> str:
         return os.path.join(self.logs_dir, log_file_name(name))
@@ -201,6 +202,9 @@ class LocalBackend:
         """Wait for a started (or adopted) worker's end; its outcome."""
         with self._running_lock:
             self._running[(name, attempt)] = child
+            late = self._past_grace  # started after `shutdown` had looked: ended at once
+        if late:
+            threading.Thread(target=child.end, args=(KILL_AFTER_TERM_SECONDS,), daemon=True).start()
         # Ended off the canceller's thread: the poller that noticed the removal must not
         # wait for a worker's grace period (and at once if the cancel came first).
         forget = cancel.on_set(
@@ -270,18 +274,18 @@ class LocalBackend:
         `interrupted`."""
         self._stopping.set()
         deadline = time.monotonic() + grace
-        while time.monotonic() < deadline:
+        left: list[KeptChild] = []
+        while True:
             with self._running_lock:
-                if not self._running:
+                if not self._running or time.monotonic() >= deadline:
+                    left = list(self._running.values())
+                    # a worker a run() began to start before it saw `_stopping` is ended by
+                    # that run (`_follow`): nothing started after this waits forever
+                    self._past_grace = True
                     break
             time.sleep(0.05)
-        else:
-            with self._running_lock:
-                left = list(self._running.values())
-            for child in left:
-                threading.Thread(
-                    target=child.end, args=(KILL_AFTER_TERM_SECONDS,), daemon=True
-                ).start()
+        for child in left:
+            threading.Thread(target=child.end, args=(KILL_AFTER_TERM_SECONDS,), daemon=True).start()
 
     def close(self) -> None:
         """After `shutdown` and the last `run`: the keepers are told goodbye; this manager's

@@ -316,3 +316,26 @@ def test_a_worker_that_ends_while_it_is_being_adopted_is_heard_not_run_again(tmp
         for link in taken.links:
             link.close(wait=0)
     assert lines(log) == ["start a.x", "done a.x"]
+
+
+def test_a_worker_started_after_the_stop_had_looked_is_ended_not_awaited(tmp_path):
+    """The race seen as a manager hanging at SIGTERM: a run() that checked for the stop just
+    before it was asked starts its worker after `shutdown` found nothing running and left. That
+    worker is ended at once (its run reports it), never awaited until it ends by itself."""
+    script, log, gate = worker(tmp_path)
+    backend = LocalBackend([str(script)], str(tmp_path / "state"))
+    backend.shutdown(grace=5)  # nothing running: it looked, and left
+    backend._stopping.clear()  # as for a run() past its own check of the stop: the race
+    results = []
+    thread = threading.Thread(
+        target=lambda: results.append(backend.run("a", {"name": "a"}, 1, Cancel()))
+    )
+    thread.start()
+    thread.join(60)  # the gate never opens: an awaited worker would run forever
+    try:
+        assert not thread.is_alive() and not results[0].succeeded
+        assert lines(log) in ([], ["start a"])  # ended, whether or not it began to log
+    finally:
+        gate.touch()
+        thread.join(30)
+        backend.close()
