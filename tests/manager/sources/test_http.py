@@ -201,3 +201,30 @@ def test_the_settings_reach_every_call(monkeypatch):
     monkeypatch.delenv("HTTP_PROXY")  # resolved at construction, not per call
     assert c.get_item("a") == {"name": "a"}
     assert responses.calls[0].request.req_kwargs["proxies"]["http"] == "http://proxy.test:3128"
+
+
+@responses.activate
+def test_every_version_compared_means_every_listing_brings_data_and_else_names_only():
+    """`--on-change rerun` (keep_data_of(None)) compares each listed item's version with the one
+    it ran at: every listing brings the data, however little work the last one brought (a
+    listing of names only would leave the versions of an older listing to compare). Told what
+    to keep, listings are names only."""
+    a = {"name": "a", "version": "s-1"}
+    full = responses.get(f"{BASE}/api/v1/items", json=_full([{"name": "a", "data": a}]),
+                         match=[responses.matchers.query_param_matcher(
+                             {"limit": "10000", "view": "full"})])  # fmt: skip
+    names = responses.get(
+        f"{BASE}/api/v1/items",
+        json=_full(["a"]),
+        match=[responses.matchers.query_param_matcher({"limit": "10000"})],
+    )
+    rerun = client()
+    rerun.keep_data_of(None)
+    for _ in range(3):
+        rerun.list_items()
+        rerun.listed_work(0)  # a trickle, or nothing
+    assert full.call_count == 3 and names.call_count == 0 and rerun.peek("a") == a
+    kept = client()
+    kept.keep_data_of(lambda name: True)
+    kept.list_items()
+    assert names.call_count == 1 and kept.peek("a") is None
