@@ -166,9 +166,6 @@ def _page_at(start: str, limit: int | None) -> tuple[list[str], int, int]:
     source = _source()
     if source.get(start) is None:
         return source.page(start, limit)
-    if limit == 1:
-        _, remaining, version = source.page(start, 0)
-        return [start], remaining, version
     names, remaining, version = source.page(start, None if limit is None else limit - 1)
     return [start, *names], remaining, version
 

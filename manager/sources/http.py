@@ -70,10 +70,9 @@ class SourceClient:
         self.sleep = sleep
         # Whether the source serves `view=full` (None: not asked yet).
         self.full_view: bool | None = None
-        # What data to keep (the manager's "needs work"); `keep_set` False until told: every
-        # listing then brings all data (see the module docstring).
+        # What data to keep (the manager's "needs work"); None - until told, or told so -
+        # every listing brings all data (see the module docstring).
         self.keep: Callable[[str], bool] | None = None
-        self.keep_set = False
         self.held = HeldData(self._data_page)
         self.requests = {"list": 0, "item": 0}  # GETs made, by kind (pages: `held.pages`)
         # The resourceVersion of the last complete listing: its first page's (the oldest: a
@@ -86,7 +85,7 @@ class SourceClient:
         """Every item name, following `continue` tokens page by page: names only once the
         manager said what data it keeps, else (and from a source that serves it) with every
         item's data, kept for `peek` and `get_item`."""
-        if not (self.keep_set and self.keep is not None) and self.full_view is not False:
+        if self.keep is None and self.full_view is not False:
             try:
                 names, data, version = self._list(full=True)
             except _NoFullView:
@@ -151,7 +150,6 @@ class SourceClient:
         """`manager.ports.Source.keep_data_of`: with `wanted`, listings are names only and
         data comes in pages for the items about to run; None keeps every listing's data."""
         self.keep = wanted
-        self.keep_set = True
         if wanted is not None:
             self.held.replace({})
 
