@@ -34,6 +34,12 @@ FAIL_FAST = "PodFailurePolicy"  # the Failed condition's reason when a FailJob r
 # Rows of items finished here kept for the forecast's service times and reports: the newest.
 RECENT_ROWS = 10_000
 _ROW_FIELDS = ("first_seen", "started", "finished", "exit_code", "log_path", "last_error")
+_EXIT_CODE, _LAST_ERROR = _ROW_FIELDS.index("exit_code"), _ROW_FIELDS.index("last_error")
+
+
+def _row_of(kept: tuple) -> dict:
+    """A row kept as a tuple of _ROW_FIELDS, as the dict of an item run here."""
+    return dict(zip(_ROW_FIELDS, kept, strict=True))
 
 
 def failed_fast(job: dict) -> bool:
@@ -189,7 +195,7 @@ class ClusterLedger:
         if row is None:
             recent = self._recent.pop(name, None) or self._failures.pop(name, None)
             if recent is not None:
-                row = self._rows[name] = dict(zip(_ROW_FIELDS, recent, strict=True))
+                row = self._rows[name] = _row_of(recent)
             else:
                 now = time.time()
                 row = self._rows[name] = {"first_seen": self._seen.setdefault(name, now)}
@@ -201,7 +207,7 @@ class ClusterLedger:
         self._recent[name] = tuple(row.get(field) for field in _ROW_FIELDS)
         while len(self._recent) > RECENT_ROWS:
             old, kept = self._recent.popitem(last=False)
-            if kept[_ROW_FIELDS.index("last_error")] or kept[_ROW_FIELDS.index("exit_code")]:
+            if kept[_LAST_ERROR] or kept[_EXIT_CODE]:
                 self._failures[old] = kept
                 if len(self._failures) > RECENT_ROWS:
                     self._failures.popitem(last=False)
@@ -209,7 +215,7 @@ class ClusterLedger:
     def _ended_row(self, name: str) -> dict | None:
         """The kept row of an item that ended here, as a dict (the caller holds `_lock`)."""
         kept = self._recent.get(name) or self._failures.get(name)
-        return None if kept is None else dict(zip(_ROW_FIELDS, kept, strict=True))
+        return None if kept is None else _row_of(kept)
 
     def start(self, name: str, log_path: str, version: str | None = None) -> int:
         current = self.state(name)

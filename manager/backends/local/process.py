@@ -204,14 +204,10 @@ class LocalBackend:
             self._running[(name, attempt)] = child
             late = self._past_grace  # started after `shutdown` had looked: ended at once
         if late:
-            threading.Thread(target=child.end, args=(KILL_AFTER_TERM_SECONDS,), daemon=True).start()
+            _end_aside(child)
         # Ended off the canceller's thread: the poller that noticed the removal must not
         # wait for a worker's grace period (and at once if the cancel came first).
-        forget = cancel.on_set(
-            lambda: threading.Thread(
-                target=child.end, args=(KILL_AFTER_TERM_SECONDS,), daemon=True
-            ).start()
-        )
+        forget = cancel.on_set(lambda: _end_aside(child))
         try:
             outcome = self._wait(child, log_path)
             if child.began is not None and child.ended is not None:  # the keeper's own clock
@@ -285,7 +281,7 @@ class LocalBackend:
                     break
             time.sleep(0.05)
         for child in left:
-            threading.Thread(target=child.end, args=(KILL_AFTER_TERM_SECONDS,), daemon=True).start()
+            _end_aside(child)
 
     def close(self) -> None:
         """After `shutdown` and the last `run`: the keepers are told goodbye; this manager's
@@ -316,3 +312,9 @@ def _cancelled(log_path: str, code: int | None = None) -> Outcome:
         False, exit_code=code, error="cancelled: it left the source", log_path=log_path,
         cancelled=True,
     )  # fmt: skip
+
+
+def _end_aside(child: KeptChild) -> None:
+    """End a worker's process group (TERM, then KILL after KILL_AFTER_TERM_SECONDS) from a
+    thread of its own: the caller does not wait out the worker's grace."""
+    threading.Thread(target=child.end, args=(KILL_AFTER_TERM_SECONDS,), daemon=True).start()
