@@ -311,6 +311,9 @@ def serve(args, user_error: type[Exception]) -> int:
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
     snapshot_dir = tempfile.mkdtemp(prefix="workqueue-ambassador-snapshot-")
     publisher = _start_publisher(config, snapshot_dir, user_error)
+    from .shared import large_blocks_go_back
+
+    large_blocks_go_back()  # the workers are forks: they keep the setting
     master = os.getpid()
     try:
         _run_gunicorn(

@@ -2,8 +2,10 @@
 
 A gunicorn worker serves the listing the publisher wrote (shared.py): NUL-separated, sorted
 UTF-8. Held as a `list[str]` plus a `frozenset` for lookups, a name cost a worker about 140
-bytes - 140 MB a worker at a million files. Held as the file's own bytes plus one 4- or 8-byte
-offset per name, it costs the name's length plus the offset: about 25 bytes.
+bytes - 140 MB a worker at a million files. Held as the file's own bytes plus one 4-byte offset
+per name (8 past 4 GiB), it costs the name's length plus 5 bytes: about 23 bytes. The listed
+sources' publisher holds its listing the same way (sources/packed_listing.py), and a list of
+metas in step with the names is one too (read by index only: not sorted).
 
 Order: the names are sorted as Python sorts `str` (by code point), and UTF-8 preserves code
 point order byte for byte, so every search compares bytes and decodes nothing; only the names
@@ -19,30 +21,53 @@ from __future__ import annotations
 import json
 import re
 from array import array
-from itertools import accumulate
+from itertools import accumulate, count
+from operator import add
 
 _NEEDS_ESCAPE = re.compile(rb'[\x01-\x1f"\\]')  # NUL is the separator, never in a name
+_CHUNK = 1 << 16  # bytes of names split at once when finding where each begins
+
+
+def starts_of(blob: bytes) -> array:
+    """Where each NUL-separated name of `blob` begins, and one past the end (+1 for a NUL):
+    4-byte offsets below 4 GiB. Found a chunk of whole names at a time, in C (split, len,
+    accumulate): a million names never become a list of a million bytes objects at once."""
+    starts = array("I" if len(blob) < 0xFFFFFFFF else "Q", [0])
+    position, end = 0, len(blob)
+    while position < end:
+        cut = blob.find(b"\0", min(position + _CHUNK, end))
+        if cut < 0:
+            cut = end
+        lengths = map(len, blob[position:cut].split(b"\0"))
+        # name k of the chunk ends (with its NUL) at position + its length and those before it
+        # + k + 1
+        starts.extend(map(add, accumulate(lengths), count(position + 1)))
+        position = cut + 1
+    return starts
 
 
 class SortedNames:
     def __init__(self, blob: bytes = b"") -> None:
         """`blob`: sorted names, UTF-8, NUL-separated (what the publisher writes)."""
         self.blob = blob
-        if not blob:
-            self._starts = array("Q")
-        else:
-            lengths = map(len, blob.split(b"\0"))  # one pass in C; the parts are dropped
-            self._starts = array("Q", accumulate((n + 1 for n in lengths), initial=0))
+        self._starts = starts_of(blob) if blob else array("I")
         # _starts[i] is where name i begins; _starts[-1] is one past the end (+1 for a NUL).
 
     def __len__(self) -> int:
         return max(0, len(self._starts) - 1)
 
-    def _raw(self, i: int) -> bytes:
+    def raw(self, i: int) -> bytes:
+        """Name `i` as stored (UTF-8)."""
         return self.blob[self._starts[i] : self._starts[i + 1] - 1]
 
     def __getitem__(self, i: int) -> str:
-        return self._raw(i).decode("utf-8")
+        return self.raw(i).decode("utf-8")
+
+    def span(self, start: int, end: int) -> bytes:
+        """Names `start` to `end` (not included) as they are stored: NUL-separated UTF-8."""
+        if start >= end:
+            return b""
+        return self.blob[self._starts[start] : self._starts[end] - 1]
 
     def slice(self, start: int, end: int) -> list[str]:
         """The names from `start` to `end` (not included), decoded."""
@@ -57,17 +82,32 @@ class SortedNames:
         low, high = 0, len(self)
         while low < high:
             mid = (low + high) // 2
-            if key < self._raw(mid):
+            if key < self.raw(mid):
                 high = mid
             else:
                 low = mid + 1
         return low
 
-    def __contains__(self, name: object) -> bool:
-        if not isinstance(name, str):
-            return False
+    def bisect_left(self, key: bytes) -> int:
+        """How many names sort before the UTF-8 name `key`."""
+        low, high = 0, len(self)
+        while low < high:
+            mid = (low + high) // 2
+            if self.raw(mid) < key:
+                low = mid + 1
+            else:
+                high = mid
+        return low
+
+    def index(self, name: str) -> int | None:
+        """Where `name` is, or None."""
         i = self.bisect_right(name)
-        return i > 0 and self._raw(i - 1) == name.encode("utf-8", "surrogateescape")
+        if i > 0 and self.raw(i - 1) == name.encode("utf-8", "surrogateescape"):
+            return i - 1
+        return None
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self.index(name) is not None
 
     def as_set(self) -> frozenset[bytes]:
         """Every name as UTF-8 bytes (for comparing two versions)."""

@@ -1,7 +1,15 @@
 """Where items come from: one module per source type behind one registry (registry.py).
 
-`Source` is the interface (base.py); `filesystem` (a folder), `s3` (an object store) and
-`redis_set` (a Redis set) implement it, the last two through `listed.ListedSource`.
+`Source` is the interface (base.py); the registry turns a source URL into a source type and
+opens it. The modules:
+
+  filesystem.py       a folder: its scan, file events and settling (folder_refresh.py keeps
+                      it current: events, polling, the settle ticks)
+  listed.py           a source found by listing a remote store, diffed and watched; its
+                      listing held packed as two blobs (packed_listing.py)
+  s3.py               an object store's keys, with S3 notifications through SQS (s3_events.py)
+  redis_set.py        a Redis set's members, with keyspace notifications
+  items.py            what every source's item data shares (content types, RFC 3339 times)
 """
 
 from .base import Source

@@ -160,6 +160,10 @@ class FilesystemSource:
     def __len__(self) -> int:
         return len(self.snapshot)
 
+    def settling(self) -> int:
+        """How many files are not listed yet because they have not held still for `settle`."""
+        return len(self.snapshot.pending_names())
+
     @property
     def version(self) -> int:
         return self.snapshot.version

@@ -7,31 +7,33 @@ data (`describe`). Nothing else is kept per item, and a request reads only memor
 bucket, fetching an item or watching costs no request to the store.
 
 Finding changes:
-  * polling: a full listing every `poll_interval`, diffed against the snapshot (one LIST page per
-    thousand objects; nothing per object);
+  * polling: a full listing every `poll_interval`, compared with the current one (one LIST
+    page per thousand objects; nothing per object);
   * events, where the lister has them (`changes`: S3 notifications through SQS, Redis keyspace
     notifications): each batch of changed names is applied as it comes, and the full listing
     runs only every `relist_interval`, as the safety net for a lost notification.
 
-State, all written by the refresher thread (or `start`) and read by requests:
-  snapshot   the names (ambassador.snapshot.Snapshot, no settling: a store's writes are atomic),
-             with its version and the watchers' events;
-  _meta      name -> meta, for every listed name (and only those);
-  version    the snapshot's version plus the number of meta changes - both only grow, so the
-             sum does: an object overwritten in place (same name, new ETag) is a new version.
-A listing that fails leaves the snapshot as it was - an outage never reads as "every item was
+State, written by the refresher thread (or `start`) one writer at a time (`_writing`), read by
+requests:
+  _listing   the names, sorted, and each one's meta (packed_listing.py: two blobs, about the
+             bytes themselves and 8 more an item) - replaced whole by each change, never
+             changed in place, so a reader takes the current one and needs no lock;
+  version    grows by one with every listing that differs (a name came or went, a meta
+             changed): an object overwritten in place is a new version;
+  watchers   queues told each name ADDED or DELETED, under `_lock`, at the swap.
+A listing that fails leaves the listing as it was - an outage never reads as "every item was
 removed" - and makes `ready()` False (`problem` says why) until a listing succeeds again.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import threading
-import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
-from ..snapshot import Snapshot
+from .packed_listing import PackedListing, names_diff
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +49,9 @@ class Lister(Protocol):
     where: str  # "s3://bucket/prefix/", for logs
 
     def list_all(self) -> dict[str, str] | Iterable[tuple[str, str]]:
-        """Every item's name -> meta (a dict, or (name, meta) pairs); raises
-        SourceUnreachable. The whole listing or an exception: never a part of it."""
+        """Every item's name -> meta (a dict, or (name, meta) pairs - best as the store's pages
+        come, in name order where the store lists in it); raises SourceUnreachable, also
+        while the pairs are being read. The whole listing or an exception: never a part."""
 
     def describe(self, name: str, meta: str) -> dict[str, Any]:
         """The item's data from its meta."""
@@ -65,16 +68,16 @@ class ListedSource:
         *,
         poll_interval: float = 10.0,
         relist_interval: float = 300.0,
-        clock: Callable[[], float] = time.time,
     ) -> None:
         self.lister = lister
         self.poll_interval = poll_interval
         self.relist_interval = relist_interval
-        self.snapshot = Snapshot(0.0, clock)
-        self._meta: dict[str, str] = {}
-        self._meta_changes = 0
-        self._apply_lock = threading.Lock()  # one writer at a time: the lister's two threads
-        # Invariant (under _apply_lock): while a full listing runs, the names `apply` changed
+        self._listing = PackedListing()
+        self._version = 0
+        self._watchers: set[queue.SimpleQueue] = set()
+        self._writing = threading.Lock()  # one writer at a time: the lister's two threads
+        self._lock = threading.Lock()  # the swap and the watchers: held briefly
+        # Invariant (under _writing): while a full listing runs, the names `apply` changed
         # since it began (an ordered set); None between listings. One listing at a time.
         self._touched: dict[str, None] | None = None
         self._stop = threading.Event()
@@ -87,7 +90,7 @@ class ListedSource:
 
     def start(self) -> None:
         """The first full listing (raises SourceUnreachable), then the refresher."""
-        self._relist(initial=True)
+        self._relist()
         events = self.lister.changes(self._stop)
         if events is not None:
             self.mode = "events"
@@ -139,103 +142,103 @@ class ListedSource:
                         self.lister.where, exc)  # fmt: skip
         self.problem = str(exc) or type(exc).__name__
 
-    def _relist(self, *, initial: bool = False) -> None:
-        """A full listing, diffed against the snapshot. A change a notification applied while
-        the listing ran is newer than the listing's view of that name: it stands."""
-        with self._apply_lock:
+    def _relist(self) -> None:
+        """A full listing, compared with the current one. A change a notification applied
+        while the listing ran is newer than the listing's view of that name: it stands."""
+        with self._writing:
             self._touched = {}  # names `apply` changes from now on
-        listed = self.lister.list_all()  # raises before anything changes here
-        if not isinstance(listed, dict):
-            listed = dict(listed)
-        with self._apply_lock:
-            touched, self._touched = self._touched, None
-            for name in touched:  # the notification's account is the newer one
-                if name in self._meta:
-                    listed[name] = self._meta[name]
-                else:
-                    listed.pop(name, None)
-            meta = self._meta  # updated in place: a known name keeps its one string object
-            if not meta:  # the first listing: adopted as it is, no copy
-                self._meta = meta = listed
-                gone, new = [], list(listed)
-            else:
-                gone = [n for n in meta if n not in listed]
-                new = []
-                for name, value in listed.items():
-                    before = meta.get(name)
-                    if before is None:
-                        new.append(name)
-                    elif before != value:
-                        self._meta_changes += 1
-                    else:
-                        continue
-                    meta[name] = value
-                for name in gone:
-                    del meta[name]
-            if gone:
-                self.snapshot.forget(gone)
-            if new:  # (name, size, mtime) made one at a time: no list of tuples for a million
-                self.snapshot.observe_many(((n, 0, 0) for n in new), initial=initial)
-                self.snapshot.promote_settled()
+        try:
+            fresh = PackedListing.build(self._listed())  # raises before anything changes
+        finally:
+            with self._writing:
+                touched, self._touched = self._touched, None
+        with self._writing:
+            if touched:  # the notification's account is the newer one
+                current = self._listing
+                fresh = fresh.with_changes({name: current.meta(name) for name in touched})
+            self._install(fresh)
             self.listings += 1
         if self.problem is not None:
             log.warning("%s can be listed again", self.lister.where)
         self.problem = None
 
+    def _listed(self) -> Iterable[tuple[str, str]]:
+        listed = self.lister.list_all()
+        return listed.items() if isinstance(listed, dict) else listed
+
     def apply(self, batch: list[Change]) -> None:
         """Changes one at a time, as a notification reports them: (name, meta) is there now
         with this meta, (name, None) is gone. The same change twice changes nothing."""
-        with self._apply_lock:
-            gone, new = [], []
-            for name, meta in batch:
-                if self._touched is not None:
-                    self._touched[name] = None
-                before = self._meta.get(name)
-                if meta is None:
-                    if before is not None:
-                        del self._meta[name]
-                        gone.append(name)
-                elif before is None:
-                    self._meta[name] = meta
-                    new.append((name, 0, 0))
-                elif before != meta:
-                    self._meta[name] = meta
-                    self._meta_changes += 1
-            if gone:
-                self.snapshot.forget(gone)
-            if new:
-                self.snapshot.observe_many(new)
-                self.snapshot.promote_settled()
+        changes = dict(batch)  # the last word on a name is the one that stands
+        with self._writing:
+            if self._touched is not None:
+                self._touched.update(dict.fromkeys(changes))
+            self._install(self._listing.with_changes(changes))
+
+    def _install(self, fresh: PackedListing) -> None:
+        """Make `fresh` the listing, telling the watchers what came and went. The caller holds
+        `_writing` (so no watcher arrives between the comparison and the swap)."""
+        current = self._listing
+        if fresh.same_as(current):
+            return
+        added: list[str] = []
+        removed: list[str] = []
+        if self._watchers and fresh.names.blob != current.names.blob:
+            added, removed = names_diff(current.names, fresh.names)
+        with self._lock:
+            self._listing = fresh
+            self._version += 1
+            for q in self._watchers:
+                for name in removed:
+                    q.put({"type": "DELETED", "item": name})
+                for name in added:
+                    q.put({"type": "ADDED", "item": name})
 
     # -- the Source interface (base.py) ----------------------------------------------------
 
     def page(self, after: str | None, limit: int | None) -> tuple[list[str], int, int]:
-        names, remaining, _ = self.snapshot.page(after, limit)
-        return names, remaining, self.version
+        with self._lock:
+            listing, version = self._listing, self._version
+        names, remaining = listing.page(after, limit)
+        return names, remaining, version
 
-    def metas(self, names: list[str]) -> list[str]:
-        """The meta of each of `names` (as `page` gave them; "" for one gone since)."""
-        meta = self._meta
-        return [meta.get(n, "") for n in names]
+    def published(self) -> tuple[int, bytes, bytes]:
+        """The version, and the listing as the publisher writes it (shared.py): the sorted
+        names and their metas in step, each NUL-separated UTF-8 - the blobs held, not copies."""
+        with self._lock:
+            listing, version = self._listing, self._version
+        return version, listing.names.blob, listing.metas.blob
 
     def get(self, name: str) -> dict[str, Any] | None:
-        meta = self._meta.get(name)
-        if meta is None or name not in self.snapshot:
-            return None
-        return self.lister.describe(name, meta)
+        meta = self._listing.meta(name)
+        return None if meta is None else self.lister.describe(name, meta)
 
-    def subscribe(self):
-        return self.snapshot.subscribe()
+    def subscribe(self) -> tuple[list[str], queue.SimpleQueue]:
+        """Every current name, and a queue of each later event. The caller's duty:
+        `unsubscribe(q)`."""
+        q: queue.SimpleQueue = queue.SimpleQueue()
+        with self._writing, self._lock:  # no swap between the names and the first event
+            self._watchers.add(q)
+            listing = self._listing
+        return listing.page(None, None)[0], q
 
     def unsubscribe(self, q) -> None:
-        self.snapshot.unsubscribe(q)
+        with self._lock:
+            self._watchers.discard(q)
 
     def ready(self) -> bool:
         return self.problem is None and self.listings > 0
 
     def __len__(self) -> int:
-        return len(self.snapshot)
+        return len(self._listing)
+
+    def settling(self) -> int:
+        """None ever: a store's writes are atomic, so an item is listed as it appears."""
+        return 0
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._listing
 
     @property
     def version(self) -> int:
-        return self.snapshot.version + self._meta_changes
+        return self._version

@@ -29,6 +29,7 @@ import base64
 import hashlib
 import os
 import re
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -97,13 +98,14 @@ class S3Lister:
             return None
         return name
 
-    def list_all(self) -> dict[str, str]:
+    def list_all(self) -> Iterator[tuple[str, str]]:
+        """(name, meta) of every item, page by page as the store answers, in its order (UTF-8
+        binary: the listing's own, so nothing is sorted or held twice; packed_listing.py)."""
         from botocore.exceptions import BotoCoreError, ClientError
 
         args: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self.prefix}
         if not self.recursive:
             args["Delimiter"] = "/"
-        out: dict[str, str] = {}  # built in place: no second copy of a big listing
         try:
             for page in self.s3.get_paginator("list_objects_v2").paginate(
                 **args, PaginationConfig={"PageSize": PAGE_SIZE}
@@ -111,10 +113,9 @@ class S3Lister:
                 for obj in page.get("Contents") or ():
                     name = self.name_of(obj["Key"])
                     if name is not None:
-                        out[name] = meta_of(obj["ETag"], obj["Size"], obj["LastModified"])
+                        yield name, meta_of(obj["ETag"], obj["Size"], obj["LastModified"])
         except (BotoCoreError, ClientError) as exc:
             raise SourceUnreachable(describe_error(exc, self.where)) from None
-        return out
 
     def head(self, name: str) -> str | None:
         """The meta of the object named `name` as the store has it now; None when gone."""

@@ -42,7 +42,7 @@ class FolderSource:
         """Wait until no file is still settling, so the first listing holds every file that
         was there when the run began (a file still being copied is waited for)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while self.files.snapshot.pending_names():  # only a folder's files settle
+        while self.files.settling():
             if deadline is not None and time.monotonic() > deadline:
                 return
             time.sleep(0.05)

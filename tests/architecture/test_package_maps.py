@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def mapped(init: Path) -> set[str] | None:
     doc = ast.get_docstring(ast.parse(init.read_text())) or ""
-    named = set(re.findall(r"\b([a-z_]+)\.py\b", doc))
+    named = set(re.findall(r"\b([a-z0-9_]+)\.py\b", doc))
     return named if len(named) >= 3 else None
 
 

@@ -1,0 +1,160 @@
+"""The listed sources' packed listing (sources/packed_listing.py) and the blobs it is made of
+(sorted_names.py): order, lookups, changes and differences against a plain dict as the model,
+and what a listing costs in memory."""
+
+from __future__ import annotations
+
+import gc
+import random
+import tracemalloc
+
+import pytest
+
+import ambassador.sorted_names as sorted_names
+from ambassador.sorted_names import SortedNames
+from ambassador.sources.listed import ListedSource
+from ambassador.sources.packed_listing import _RUN, PackedListing, names_diff
+
+NAMES = ["a.mp4", "b c.mp4", "z/deep.mp4", "é.mp4", "中.mp4", "😀.mp4"]  # in code point order
+
+
+def model_of(listing: PackedListing) -> dict[str, str]:
+    names = listing.page(None, None)[0]
+    return {name: listing.meta(name) for name in names}
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 7, 1 << 16])
+def test_where_names_begin_is_found_a_chunk_at_a_time(monkeypatch, chunk):
+    monkeypatch.setattr(sorted_names, "_CHUNK", chunk)
+    blob = "\0".join(NAMES).encode()
+    names = SortedNames(blob)
+    assert [names[i] for i in range(len(names))] == NAMES
+    assert names.span(0, len(names)) == blob
+    assert names.span(1, 3) == "\0".join(NAMES[1:3]).encode()
+    assert names._starts.typecode == "I"  # 4 bytes a name below 4 GiB
+
+
+def test_lookups_in_the_sorted_blob():
+    names = SortedNames("\0".join(NAMES).encode())
+    for i, name in enumerate(NAMES):
+        assert names.index(name) == i
+        assert names.bisect_left(name.encode()) == i
+        assert name in names
+    assert names.index("b.mp4") is None and "b.mp4" not in names
+    assert names.bisect_left(b"b") == 1
+    assert names.bisect_left(b"\xff") == len(NAMES)
+    assert SortedNames().index("a") is None and len(SortedNames()) == 0
+
+
+def test_a_listing_in_the_stores_order_or_not_reads_the_same():
+    pairs = [(name, f"m{i}") for i, name in enumerate(NAMES)]
+    in_order = PackedListing.build(pairs)
+    shuffled = pairs[:]
+    random.Random(1).shuffle(shuffled)
+    out_of_order = PackedListing.build([*shuffled, ("a.mp4", "again")])  # the last word stands
+    assert model_of(in_order) == dict(pairs)
+    assert model_of(out_of_order) == {**dict(pairs), "a.mp4": "again"}
+    assert out_of_order.page(None, None)[0] == NAMES  # sorted as Python sorts str
+    assert in_order.page("b c.mp4", 2) == (["z/deep.mp4", "é.mp4"], 2)
+    assert in_order.meta("missing") is None and "missing" not in in_order
+    assert len(PackedListing.build([])) == 0
+
+
+def test_changes_apply_as_a_dict_update_would():
+    rng = random.Random(7)
+    model = {f"item-{i:05d}.mp4": f"meta-{i}" for i in range(0, 3000, 2)}
+    listing = PackedListing.build(sorted(model.items()))
+    for _ in range(40):
+        changes: dict[str, str | None] = {}
+        for _ in range(rng.randint(1, 30)):
+            name = f"item-{rng.randrange(3100):05d}.mp4"
+            changes[name] = None if rng.random() < 0.4 else f"new-{rng.random()}"
+        listing = listing.with_changes(changes)
+        for name, meta in changes.items():
+            if meta is None:
+                model.pop(name, None)
+            else:
+                model[name] = meta
+        assert model_of(listing) == dict(sorted(model.items()))
+    assert len(listing.with_changes(dict.fromkeys(model))) == 0  # every name gone
+
+
+@pytest.mark.parametrize("changed", [0, 1, 5, 200])
+def test_the_names_that_came_and_went_are_found_whatever_their_place(changed):
+    rng = random.Random(changed)
+    before = {f"n{i:06d}" for i in range(0, 20 * _RUN, 3)}
+    after = set(before)
+    for _ in range(changed):
+        name = f"n{rng.randrange(20 * _RUN + 10):06d}"
+        after.symmetric_difference_update({name})
+    after |= {"a-first", "zz-last"} if changed else set()
+    older = SortedNames("\0".join(sorted(before)).encode())
+    newer = SortedNames("\0".join(sorted(after)).encode())
+    added, removed = names_diff(older, newer)
+    assert added == sorted(after - before)
+    assert removed == sorted(before - after)
+    assert names_diff(SortedNames(), newer) == (sorted(after), [])
+    assert names_diff(older, SortedNames()) == ([], sorted(before))
+
+
+class Lister:
+    where = "test"
+
+    def __init__(self, listing: dict[str, str]):
+        self.listing = listing
+
+    def list_all(self):
+        return dict(self.listing)
+
+    def describe(self, name, meta):
+        return {"name": name, "version": meta}
+
+    def changes(self, stop):
+        return None
+
+
+def test_watchers_hear_each_name_once_and_versions_grow_only_with_change():
+    lister = Lister({"a.mp4": "1", "b.mp4": "1"})
+    source = ListedSource(lister, poll_interval=3600)
+    source.start()
+    try:
+        names, events = source.subscribe()
+        assert names == ["a.mp4", "b.mp4"]
+        version = source.version
+        source._relist()  # nothing new: no event, the same version
+        assert source.version == version and events.empty()
+        lister.listing = {"b.mp4": "2", "c.mp4": "1"}
+        source._relist()
+        assert source.version == version + 1
+        assert [events.get_nowait() for _ in range(2)] == [
+            {"type": "DELETED", "item": "a.mp4"},
+            {"type": "ADDED", "item": "c.mp4"},
+        ]
+        assert source.get("b.mp4") == {"name": "b.mp4", "version": "2"}  # overwritten in place
+        assert source.get("a.mp4") is None
+        source.apply([("d.mp4", "1"), ("c.mp4", None), ("nothing.mp4", None)])
+        assert [events.get_nowait() for _ in range(2)] == [
+            {"type": "DELETED", "item": "c.mp4"},
+            {"type": "ADDED", "item": "d.mp4"},
+        ]
+        assert events.empty() and source.version == version + 2
+        assert source.published() == (version + 2, b"b.mp4\0d.mp4", b"2\x001")
+        source.unsubscribe(events)
+    finally:
+        source.stop()
+
+
+def test_a_listing_costs_its_bytes_and_a_few_more_an_item():
+    """100,000 objects' names and S3-sized metas, as the store lists them: held in under 70
+    bytes an item (the names here are 18 bytes, the metas 35). Kept as Python strings in a set,
+    a sorted list and a dict, the same listing took about 240."""
+    count = 100_000
+    meta = "A" * 22 + "\t" + "1f4a" + "\t" + "6565f0a1"
+    gc.collect()
+    tracemalloc.start()
+    listing = PackedListing.build((f"videos-{i:07d}.mp4", meta) for i in range(count))
+    gc.collect()
+    kept = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    assert len(listing) == count and listing.meta("videos-0000042.mp4") == meta
+    assert kept / count < 70, kept / count
