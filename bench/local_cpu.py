@@ -5,9 +5,10 @@ running `true` once per file, in turn (A, B, A, B, ...) --runs times each, every
 state directory. For each: the wall time and the CPU of its whole process tree (user + system,
 from the rusage of the waited-for children: the manager and every worker it spawned, or the
 shell, find, xargs and every `true`). Medians, and the ratios of the medians (goals: CPU <= 1.2x
-xargs', wall <= 1.3x). The floor beside them: bench/local_floor.py --durable, the least Python
+xargs', wall <= 1.3x). The floors beside them: bench/local_floor.py --durable, the least Python
 that does workqueue's durable steps per item (three SQLite transactions, an item file, a log, a
-spawn), measured the same way.
+spawn), and the same with --kept, its workers started by a keeper process that journals each
+start and end (what lets workqueue's workers outlive a killed manager), measured the same way.
 
 Run: .venv/bin/python -m bench.local_cpu [--items 10000] [--runs 5]
 """
@@ -51,7 +52,9 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="wq-local-cpu-"))
     folder = folder_of(args.items, work)
     p = str(args.parallelism)
-    runs: dict[str, list[tuple[float, float]]] = {"workqueue run": [], "xargs": [], "floor": []}
+    runs: dict[str, list[tuple[float, float]]] = {
+        "workqueue run": [], "xargs": [], "floor": [], "floor, kept": []
+    }  # fmt: skip
     for i in range(args.runs):
         state = work / f"state-{i}"
         runs["workqueue run"].append(measured([*WORKQUEUE, "run", folder, "--suffix", ".x",
@@ -62,6 +65,9 @@ def main() -> None:
         runs["floor"].append(measured([sys.executable, "-m", "bench.local_floor", folder,
                                        "--parallelism", p, "--durable",
                                        work / f"floor-{i}"]))  # fmt: skip
+        runs["floor, kept"].append(measured([sys.executable, "-m", "bench.local_floor", folder,
+                                             "--parallelism", p, "--durable",
+                                             work / f"kept-{i}", "--kept"]))  # fmt: skip
     median = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v))
               for k, v in runs.items()}  # fmt: skip
     xw, xc = median["xargs"]

@@ -12,8 +12,15 @@ appended log per item, the worker started by posix_spawn in its own session - th
 durable dispatcher from one Python process, without the manager's queue, capacity, retries,
 recovery or reporting.
 
+With `--kept` as well, the workers are started by a keeper - a second process, as workqueue's
+must be so that a worker outlives a killed manager and its end is still recorded once: each
+start goes to it over a Unix socket as a JSON line, it appends the start and the end to its
+journal and sends the end back, and the acknowledgement that the ledger has it rides on the
+next start (journaled too). The least Python that does the durable steps *and* keeps that
+promise; `workqueue run` does these and its queue, retries, recovery and reporting.
+
 Run: .venv/bin/python -m bench.local_floor FOLDER [--suffix .x] [--parallelism 2]
-     [--durable STATE_DIR] [CMD ...]
+     [--durable STATE_DIR [--kept]] [CMD ...]
 """
 
 from __future__ import annotations
@@ -21,7 +28,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import select
 import shutil
+import signal
+import socket
 import sqlite3
 import subprocess
 import threading
@@ -35,13 +45,17 @@ def main() -> None:
     parser.add_argument("--suffix", default=".x")
     parser.add_argument("--parallelism", type=int, default=2)
     parser.add_argument("--durable", metavar="STATE_DIR")
+    parser.add_argument("--kept", action="store_true")
     parser.add_argument("cmd", nargs="*", default=["true"])
     args = parser.parse_args()
     files = sorted(e.path for e in os.scandir(args.folder) if e.name.endswith(args.suffix))
-    one = durable(args.durable, args.cmd) if args.durable else plain(args.cmd)
+    keeper = Keeper(args.durable, args.cmd) if args.kept else None
+    one = durable(args.durable, args.cmd, keeper) if args.durable else plain(args.cmd)
 
     with ThreadPoolExecutor(args.parallelism) as pool:
         codes = list(pool.map(one, files))
+    if keeper is not None:
+        keeper.close()
     raise SystemExit(1 if any(codes) else 0)
 
 
@@ -53,7 +67,7 @@ def plain(cmd: list[str]):
     return one
 
 
-def durable(state: str, cmd: list[str]):
+def durable(state: str, cmd: list[str], keeper: Keeper | None = None):
     os.makedirs(os.path.join(state, "logs"), exist_ok=True)
     db = sqlite3.connect(os.path.join(state, "floor.sqlite3"), check_same_thread=False,
                          isolation_level=None)  # fmt: skip
@@ -77,8 +91,13 @@ def durable(state: str, cmd: list[str]):
         fd = os.open(slots.file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         os.write(fd, json.dumps({"name": name, "path": path}).encode())
         os.close(fd)
-        log = os.open(os.path.join(state, "logs", name + ".log"),
-                      os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)  # fmt: skip
+        log_path = os.path.join(state, "logs", name + ".log")
+        if keeper is not None:
+            code = keeper.run(name, log_path, slots.file)
+            write("UPDATE items SET state=? WHERE name=?", "ok" if code == 0 else "bad", name)
+            keeper.acked(name)
+            return code
+        log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
         os.write(log, f"=== {name} at {time.time()} ===\n".encode())
         pid = os.posix_spawn(
             program, cmd, {**base, "WORK_ITEM_FILE": slots.file}, setsid=True,
@@ -91,6 +110,91 @@ def durable(state: str, cmd: list[str]):
         return code
 
     return one
+
+
+class Keeper:
+    """The manager's side: a forked keeper process (`keep`) and a reader of its ends."""
+
+    def __init__(self, state: str, cmd: list[str]) -> None:
+        os.makedirs(state, exist_ok=True)
+        ours, theirs = socket.socketpair()
+        self.pid = os.fork()
+        if self.pid == 0:  # before any thread: the keeper is this process, forked
+            ours.close()
+            keep(theirs, os.path.join(state, "journal"), shutil.which(cmd[0]) or cmd[0], cmd)
+            os._exit(0)
+        theirs.close()
+        self.sock, self.lock, self.acks = ours, threading.Lock(), []
+        self.ends: dict[str, tuple[threading.Event, list]] = {}
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def run(self, name: str, log: str, item_file: str) -> int:
+        done, box = self.ends[name] = (threading.Event(), [])
+        with self.lock:
+            request = {"name": name, "log": log, "file": item_file, "ack": self.acks}
+            self.acks = []
+            self.sock.sendall(json.dumps(request).encode() + b"\n")
+        done.wait()
+        return box[0]
+
+    def close(self) -> None:
+        """The keeper ends once every worker has (no more starts) and is waited for, so its
+        CPU counts in this process tree's."""
+        self.sock.shutdown(socket.SHUT_WR)
+        os.waitpid(self.pid, 0)
+
+    def acked(self, name: str) -> None:
+        with self.lock:
+            self.acks.append(name)
+
+    def _read(self) -> None:
+        for line in self.sock.makefile("rb"):
+            end = json.loads(line)
+            done, box = self.ends.pop(end["name"])
+            box.append(end["code"])
+            done.set()
+
+
+def keep(sock: socket.socket, journal_path: str, program: str, cmd: list[str]) -> None:
+    """The keeper: start each worker asked for, journal its start and end, report the end."""
+    journal = os.open(journal_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    poller = select.epoll()
+    poller.register(sock.fileno(), select.EPOLLIN)
+    poller.register(wake_r, select.EPOLLIN)
+    pending, running, base = b"", {}, dict(os.environ)
+    while True:
+        for fd, _ in poller.poll():
+            if fd == wake_r:
+                os.read(wake_r, 4096)
+                while running:
+                    pid, status = os.waitpid(-1, os.WNOHANG)
+                    if pid == 0:
+                        break
+                    end = {"name": running.pop(pid), "code": os.waitstatus_to_exitcode(status)}
+                    line = json.dumps({"end": end, "at": time.time()}).encode() + b"\n"
+                    os.write(journal, line)
+                    sock.sendall(json.dumps(end).encode() + b"\n")
+                continue
+            data = sock.recv(65536)
+            if not data:
+                return
+            *lines, pending = (pending + data).split(b"\n")
+            for line in lines:
+                ask = json.loads(line)
+                log = os.open(ask["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
+                              0o644)  # fmt: skip
+                os.write(log, f"=== {ask['name']} at {time.time()} ===\n".encode())
+                pid = os.posix_spawn(
+                    program, cmd, {**base, "WORK_ITEM_FILE": ask["file"]}, setsid=True,
+                    file_actions=[(os.POSIX_SPAWN_DUP2, log, 1), (os.POSIX_SPAWN_DUP2, log, 2)],
+                )  # fmt: skip
+                os.close(log)
+                running[pid] = ask["name"]
+                start = {"start": {"name": ask["name"], "pid": pid}, "ack": ask["ack"]}
+                os.write(journal, json.dumps(start).encode() + b"\n")
 
 
 if __name__ == "__main__":
