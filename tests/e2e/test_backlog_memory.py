@@ -28,10 +28,10 @@ def folders(tmp_path_factory):
     out = {}
     for count in (SMALL, LARGE):
         folder = tmp_path_factory.mktemp(f"items-{count}")
-        for i in range(count):
-            path = folder / f"{i:06d}.x"
-            path.touch()
-            os.utime(path, (1_000_000_000, 1_000_000_000))
+        for i in range(count):  # (os calls: pathlib's touch and utime took 13 s for both)
+            fd = os.open(os.path.join(folder, f"{i:06d}.x"), os.O_WRONLY | os.O_CREAT, 0o644)
+            os.utime(fd, (1_000_000_000, 1_000_000_000))
+            os.close(fd)
         out[count] = folder
     return out
 
