@@ -212,14 +212,19 @@ def source_spec(url: str, args, user_error: type[Exception], *, check: bool = Tr
     except SourceConfigError as exc:
         raise user_error(str(exc)) from None
     except ImportError as exc:
-        raise user_error(
-            f"this source needs {exc.name}: pip install 'workqueue[{_extra(exc.name)}]'"
-        ) from None
+        needs = f"this source needs {exc.name}"
+        raise user_error(f"{needs}: pip install 'workqueue[{_extra_of(url)}]'") from None
     return spec
 
 
-def _extra(module: str | None) -> str:
-    return {"boto3": "s3", "botocore": "s3", "redis": "redis"}.get(module or "", "all")
+def _extra_of(url: str) -> str:
+    """The extra that installs what the source type of `url` needs ("all" when unknown)."""
+    from .sources.registry import SourceConfigError, scheme_of, source_type
+
+    try:
+        return source_type(scheme_of(url)).extra or "all"
+    except (SourceConfigError, ImportError, AttributeError):
+        return "all"
 
 
 def _seconds(text: str) -> float:
@@ -361,15 +366,10 @@ def _start_publisher(config: dict, folder: str, user_error: type[Exception]):
 
 
 def _shown(config: dict) -> str:
-    """The source as a person would name it."""
-    kind = config.get("SOURCE_TYPE") or "filesystem"
-    if kind == "s3":
-        return f"s3://{config['S3_BUCKET']}/{config.get('S3_PREFIX') or ''}"
-    if kind == "redis":
-        return f"redis set {config['REDIS_SET']!r}"
-    if kind == "filesystem":
-        return os.path.abspath(config["ROOT"])
-    return kind
+    """The source as a person would name it (its type's `shown`)."""
+    from .sources.registry import kind_of, source_type
+
+    return source_type(kind_of(config)).shown(config)
 
 
 def _listen(host: str, port: int, user_error: type[Exception]):

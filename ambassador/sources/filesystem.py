@@ -339,9 +339,13 @@ class FilesystemType:
     """The folder source type of the registry (`registry.py`): a path or `file:///path`."""
 
     kind = "filesystem"
+    extra = ""  # nothing beyond the base install
     events = True  # inotify through watchfiles; polling where events are not seen (NFS)
     content_versions = False  # a digest of size and mtime, unless --version-by content
     settles = True
+
+    def shown(self, config: dict) -> str:
+        return os.path.abspath(config["ROOT"])
 
     def config_from_url(self, url: str, options: dict) -> dict:
         root = url

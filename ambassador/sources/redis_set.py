@@ -154,9 +154,13 @@ class RedisType:
     """The Redis source type of the registry (`registry.py`)."""
 
     kind = "redis"
+    extra = "redis"
     events = True  # keyspace notifications, where the server has them on
     content_versions = True  # with a data hash
     settles = False
+
+    def shown(self, config: dict) -> str:
+        return f"redis set {config['REDIS_SET']!r}"  # (never the URL: it may hold a password)
 
     def config_from_url(self, url: str, options: dict) -> dict:
         not_for("redis", options, FOLDER_ONLY)

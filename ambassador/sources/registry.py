@@ -17,6 +17,8 @@ describes one item for a worker. Third-party types register under the entry-poin
 `workqueue.sources` (name = scheme, value = an object with the attributes below); a built-in
 scheme cannot be replaced.
 
+What a type says of itself: `extra` (the pip extra its libraries come with: a missing one is
+named in the error), `shown(config)` (how logs and the server's first line name the source).
 Capabilities a type declares: `events` (changes pushed: file events, SQS notifications,
 keyspace notifications - else, or as well, found by re-listing), `content_versions` (an item's
 version follows its bytes: ETag, a content digest), `settles` (`--settle` applies). Caller's
@@ -42,9 +44,13 @@ class SourceConfigError(ValueError):
 
 class SourceType(Protocol):
     kind: str  # the SOURCE_TYPE of an app configuration: "filesystem", "s3", "redis"
+    extra: str  # the distribution's extra that installs its libraries ("" for none)
     events: bool
     content_versions: bool
     settles: bool
+
+    def shown(self, config: dict) -> str:
+        """The source as a person would name it in a log line: never a secret of its URL."""
 
     def config_from_url(self, url: str, options: Mapping[str, Any]) -> dict:
         """The app configuration of `url` with the common options (SUFFIXES, RECURSIVE,

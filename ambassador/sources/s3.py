@@ -207,9 +207,13 @@ class S3Type:
     """The S3 source type of the registry (`registry.py`)."""
 
     kind = "s3"
+    extra = "s3"
     events = True  # with --sqs-queue-url; polling otherwise
     content_versions = True
     settles = False
+
+    def shown(self, config: dict) -> str:
+        return f"s3://{config['S3_BUCKET']}/{config.get('S3_PREFIX') or ''}"
 
     def config_from_url(self, url: str, options: dict) -> dict:
         not_for("s3", options, FOLDER_ONLY)

@@ -56,10 +56,11 @@ def run_folder(args) -> int:
     # --cancel-removed: the folder is listed every ~2 s for what left it (in-process: cheap)
     options = manager_options(args, poll_interval=2.0)
     from ambassador.sources.listed import SourceUnreachable
+    from ambassador.sources.registry import source_type
 
     from ..sources.folder import open_source
 
-    where = f"folder {spec.config['ROOT']}" if spec.kind == "filesystem" else args.dir
+    where = source_type(spec.kind).shown(spec.config)
     try:
         source = open_source(spec.config, where)
     except ValueError as exc:

@@ -28,13 +28,32 @@ def test_capabilities_are_declared():
     assert source_type("rediss") is redis and source_type("file") is folder
 
 
+def test_each_type_names_its_source_and_its_extra_without_a_secret(tmp_path):
+    from ambassador.server import _extra_of, _shown
+
+    assert _shown(resolve(str(tmp_path)).config) == str(tmp_path)
+    assert _shown(resolve("s3://bkt/in/").config) == "s3://bkt/in/"
+    redis_config = resolve("redis://:hunter2@127.0.0.1:6379/0?set=todo").config
+    assert _shown(redis_config) == "redis set 'todo'"  # not the URL: it holds a password
+    assert [_extra_of(u) for u in ("s3://b/", "rediss://h/0?set=k", "/data", "gopher://x")] == [
+        "s3",
+        "redis",
+        "all",
+        "all",
+    ]
+
+
 class Upper:
     """A third-party source type: items are the words of its URL, upper-cased."""
 
     kind = "words"
+    extra = ""
     events = False
     content_versions = False
     settles = False
+
+    def shown(self, config):
+        return "words " + ",".join(config["WORDS"])
 
     def config_from_url(self, url, options):
         return {"WORDS": url.split("://", 1)[1].split(",")}
@@ -71,6 +90,7 @@ def test_a_third_party_source_comes_by_entry_point(monkeypatch):
     monkeypatch.setattr(registry, "entry_points", lambda group: [point] if group else [])
     spec = resolve("words://a,b")
     assert spec.kind == "words" and spec.config["SOURCE_TYPE"] == "words"
+    assert registry.source_type("words").shown(spec.config) == "words a,b"
     source = registry.open_source(spec.config)
     source.start()
     try:
