@@ -151,7 +151,7 @@ class Asked:
         log.info("parallelism %d -> %d, as asked", m.capacity.limit, wanted)
         if m.autoscaler is not None:  # it goes on deciding from what was asked
             m.autoscaler.current = wanted
-        m._set_parallelism(wanted)
+        m.apply_parallelism(wanted)
         self.answer_due = True
 
     def autoscaled(self, parallelism: int) -> None:
@@ -162,7 +162,7 @@ class Asked:
             m.ledger.want_parallelism(parallelism)
         except Exception as exc:
             log.warning("cannot record the autoscaler's parallelism %d: %s", parallelism, exc)
-        m._set_parallelism(parallelism)
+        m.apply_parallelism(parallelism)
         self.answer_due = True
 
     def report(self) -> None:

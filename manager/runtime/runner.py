@@ -292,7 +292,11 @@ class Manager:
         """Follow what is asked of the queue until stopped (`asked.Asked.follow`)."""
         self.asked.follow(interval)
 
-    def _set_parallelism(self, parallelism: int) -> None:
+    def apply_parallelism(self, parallelism: int) -> None:
+        """Make `parallelism` the number of slots now: the one way a change takes effect
+        (what was asked of the queue, or the autoscaler's decision, both through `asked.py`).
+        The dispatcher grows first, so there are never fewer workers than slots; a smaller
+        number is reached as running work ends (nothing is stopped)."""
         if self._dispatcher is not None:
             self._dispatcher.grow(parallelism)  # never fewer workers than slots
         self.capacity.set_limit(parallelism)

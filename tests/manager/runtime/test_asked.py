@@ -35,7 +35,7 @@ def _manager(paused_from: int, wanted_from: int | None, stop_after: int):
     def set_parallelism(parallelism: int) -> None:
         manager.capacity.limit = parallelism
 
-    manager._set_parallelism = set_parallelism
+    manager.apply_parallelism = set_parallelism
     return manager
 
 
