@@ -293,14 +293,7 @@ class Backend(Protocol):
     def on_change(self, callback: Callable[[], None]) -> None:
         """Call `callback` whenever `others_running()` may have changed."""
 
-    # A backend that runs several items as one unit (Kubernetes: an Indexed Job) says how
-    # many with `batch_size` > 1 and has, besides `run`:
-    #   batch_bytes: int             what one batch's items may take together, and
-    #   item_bytes(name, data, attempt) -> int   what one item takes of it
-    #   run_batch(runs, report)      runs (each with name, data, attempt, cancel) as one
-    #                                unit; report(run, Outcome) once per run as each ends
-    #   batch_wait: float            seconds the dispatcher may wait to fill a batch
-    # (`manager.runtime.batching`). Absent, the backend runs one item per unit.
+    # A backend that may run several items as one unit is also a `RunsBatches` (below).
 
     def cancel_elsewhere(self, name: str) -> bool:
         """End the unit of work of `name` (it left the source) that runs outside this manager:
@@ -323,6 +316,35 @@ def parallelism_problem(value: object, *, least: int = 0) -> str | None:
     if value > MAX_PARALLELISM:
         return f"must be at most {MAX_PARALLELISM}: {value}"
     return None
+
+
+@runtime_checkable
+class RunsBatches(Protocol):
+    """A backend that can run several items as one unit (Kubernetes: an Indexed Job); it does
+    when its `batch_size` > 1, and the dispatcher then forms batches from the head of the line
+    (`manager.runtime.batching`). Otherwise it runs one item per unit, as every backend can."""
+
+    batch_size: int  # the most items in one unit
+    batch_bytes: int  # what one unit's items may take together
+    batch_wait: float  # seconds the dispatcher may wait to fill a unit
+
+    def item_bytes(self, name: str, data: dict[str, Any], attempt: int) -> int:
+        """What one item takes of `batch_bytes`."""
+
+    def run_batch(self, runs: list, report: Callable[[Any, Outcome], None]) -> None:
+        """Run `runs` (each with name, data, attempt, cancel) as one unit; `report(run,
+        outcome)` once per run, as each ends."""
+
+
+@runtime_checkable
+class KeepsLiveRows(Protocol):
+    """A ledger of a queue that may know a million finished items (the cluster's record): the
+    status report builds its view from these rows and counts the rest, instead of building a
+    row for every item (`manager.runtime.asked`)."""
+
+    def live_rows(self) -> list[Row]:
+        """The rows of items run by this manager and of those still pending or running (the
+        rest are counted by `Ledger.counts`)."""
 
 
 @runtime_checkable

@@ -33,7 +33,7 @@ import socket
 import time
 
 from ..durations import moment
-from ..ports import parallelism_problem
+from ..ports import KeepsLiveRows, parallelism_problem
 
 log = logging.getLogger(__name__)
 
@@ -177,9 +177,8 @@ class Asked:
     def status_report(self) -> dict:
         """The queue now, as the WorkQueue's status shows it (`Ledger.report`)."""
         m = self.manager
-        live_rows = getattr(m.ledger, "live_rows", None)  # a ledger of a million: see there
-        if live_rows is not None:
-            view = self.view(rows=live_rows())
+        if isinstance(m.ledger, KeepsLiveRows):  # a ledger of a million: see there
+            view = self.view(rows=m.ledger.live_rows())
             counts = m.ledger.counts()
         else:
             view = self.view()

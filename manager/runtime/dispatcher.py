@@ -25,6 +25,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from ..ports import RunsBatches
 from .capacity import Capacity
 from .reconciler import Reconciler, Result, Started
 
@@ -144,12 +145,12 @@ def dispatcher_for(backend, line, capacity: Capacity, reconciler: Reconciler, se
     """The dispatcher `backend` wants: batches (`batching.BatchDispatcher`) for a backend that
     runs several items as one unit (its `batch_size` > 1: Indexed Jobs), else this module's
     one item per worker. Not started."""
-    if getattr(backend, "batch_size", 1) > 1:
+    if isinstance(backend, RunsBatches) and backend.batch_size > 1:
         from .batching import BatchDispatcher
 
         return BatchDispatcher(
             line, capacity, reconciler, settle,
             batch_size=backend.batch_size, item_bytes=backend.item_bytes,
-            room=backend.batch_bytes, wait=getattr(backend, "batch_wait", 1.0),
+            room=backend.batch_bytes, wait=backend.batch_wait,
         )  # fmt: skip
     return Dispatcher(line, capacity, reconciler, settle, workers=workers)
