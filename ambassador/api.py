@@ -47,6 +47,7 @@ from flask import Blueprint, Response, current_app, request
 from werkzeug.exceptions import BadRequest, NotFound, ServiceUnavailable, TooManyRequests
 from werkzeug.wsgi import wrap_file
 
+from .sources.base import ServesPrebuilt
 from .watch_slots import RETRY_AFTER_SECONDS
 
 bp = Blueprint("items", __name__, url_prefix="/api/v1")
@@ -64,7 +65,7 @@ def unreadable(source) -> str | None:
     what `/readyz` and every items request answer with."""
     if source.ready():
         return None
-    return getattr(source, "problem", None) or "the source cannot be read"
+    return source.problem or "the source cannot be read"
 
 
 @bp.before_request
@@ -208,9 +209,8 @@ def _full_listing() -> tuple[Any, int]:
 
 def _rebuild(cache: dict, source) -> None:
     """The listing of the source's current version into `cache` (the caller holds its lock)."""
-    json_names = getattr(source, "json_names", None)
-    if json_names is not None:
-        array, version = json_names()
+    if isinstance(source, ServesPrebuilt):
+        array, version = source.json_names()
         metadata = json.dumps({"resourceVersion": str(version)}, separators=(",", ":"))
         head = b'{"kind":"ItemList","apiVersion":"v1","items":'
         body = b"".join((head, array, b',"metadata":', metadata.encode(), b"}"))
@@ -256,9 +256,8 @@ def _watch(timeout_seconds: int | None, full: bool = False) -> Response:
         )
     try:
         source = _source()
-        subscribe_lines = None if full else getattr(source, "subscribe_lines", None)
-        if subscribe_lines is not None:  # a worker's shared snapshot: the lines made once
-            first, events = subscribe_lines()
+        if not full and isinstance(source, ServesPrebuilt):  # the lines made once a version
+            first, events = source.subscribe_lines()
         else:
             names, events = source.subscribe()
             first = None

@@ -41,6 +41,7 @@ import time
 from typing import Any
 
 from .sorted_names import SortedNames
+from .sources.base import HoldsPacked
 from .sources.registry import kind_of, open_source, source_type
 
 log = logging.getLogger(__name__)
@@ -131,19 +132,15 @@ def run_publisher(config: dict, folder: str, stop: threading.Event | None = None
 def _listing_of(source) -> tuple[int, bytes, bytes | None]:
     """(version, names, metas or None) as `publish` writes them: a listed source holds them
     packed already (sources/listed.py); a folder's names are joined here (it has no metas)."""
-    published = getattr(source, "published", None)
-    if published is not None:
-        return published()
+    if isinstance(source, HoldsPacked):
+        return source.published()
     names, _, version = source.page(None, None)
     return version, "\0".join(names).encode("utf-8"), None
 
 
 def _beat(path: str, source) -> None:
     """The heartbeat: "ok" while the source can be read, else why not (one line)."""
-    if source.ready():
-        state = "ok"
-    else:
-        state = getattr(source, "problem", None) or "the source cannot be read"
+    state = "ok" if source.ready() else (source.problem or "the source cannot be read")
     with open(path + ".part", "w", encoding="utf-8") as f:
         f.write(state.replace("\n", " "))
     os.replace(path + ".part", path)
@@ -193,8 +190,11 @@ class SharedSnapshot:
     def start(self) -> None:
         self._refresh()
 
-    def stop(self) -> None:
-        self._stop.set()
+    def stop(self, wait: bool = True) -> None:
+        self._stop.set()  # (its follower ends by itself within FOLLOW_SECONDS)
+
+    def settling(self) -> int:
+        return 0  # the publisher publishes listed items only
 
     # -- reading the newest version --------------------------------------------------------
 

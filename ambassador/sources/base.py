@@ -1,22 +1,31 @@
-"""The interface every source ambassador backend implements.
+"""The interface every source ambassador backend implements, and what some of them do better.
 
 A source answers two questions - which items exist (a sorted list of names) and what one item's
 data is - and may push changes to watchers. Another backend (object storage, a message queue)
-implements the same methods and the API in api.py serves it unchanged.
+implements the same methods and the API in api.py serves it unchanged; `workqueue run` reads it
+in-process (`manager/sources/folder.py`) through the same methods.
+
+Two capabilities are declared as protocols of their own, and the code that profits from them
+asks `isinstance`, never an attribute: `ServesPrebuilt` (a gunicorn worker's shared snapshot:
+the listing's JSON and the watch's first lines built once a version) and `HoldsPacked` (a
+listed source: the listing already as the publisher writes it).
 """
 
 from __future__ import annotations
 
 import queue
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 
 class Source(Protocol):
+    problem: str | None  # why the source cannot be read now (readyz says it), or None
+
     def start(self) -> None:
         """Begin tracking items (initial listing, background refresh)."""
 
-    def stop(self) -> None:
-        """Stop background work; idempotent."""
+    def stop(self, wait: bool = True) -> None:
+        """Stop background work; idempotent. `wait=False`: its threads are not waited for (a
+        run that is over, or one that stops following a source that cannot change)."""
 
     def page(self, after: str | None, limit: int | None) -> tuple[list[str], int, int]:
         """Sorted names strictly after `after`, at most `limit`; plus the number remaining after
@@ -33,8 +42,32 @@ class Source(Protocol):
     def ready(self) -> bool:
         """True when the source can list items right now."""
 
+    def settling(self) -> int:
+        """How many items were seen but are not listed yet (a folder's files still being
+        written); 0 for a source whose writes are atomic."""
+
     def __len__(self) -> int: ...
 
     @property
     def version(self) -> int:
         """The listing's version: it grows with every change (`metadata.resourceVersion`)."""
+
+
+@runtime_checkable
+class ServesPrebuilt(Protocol):
+    """A source that keeps its listing's JSON array and its watch's first lines built once a
+    version, for every request to share (`shared.SharedSnapshot`)."""
+
+    def json_names(self) -> tuple[bytes, int]:
+        """Every name as a JSON array, and the version."""
+
+    def subscribe_lines(self) -> tuple[bytes, queue.SimpleQueue]:
+        """As `subscribe`, with the current names as the stream's ADDED lines."""
+
+
+@runtime_checkable
+class HoldsPacked(Protocol):
+    """A source that holds its listing as the publisher writes it (`listed.ListedSource`)."""
+
+    def published(self) -> tuple[int, bytes, bytes]:
+        """The version, the sorted names and their metas in step, each NUL-separated UTF-8."""

@@ -5,6 +5,7 @@ version, its watch is the stream's; and `workqueue run` loads no web stack at al
 from __future__ import annotations
 
 import json
+import queue
 import subprocess
 import sys
 
@@ -101,3 +102,55 @@ def test_a_source_that_stops_following_keeps_its_listing_and_its_data(tmp_path):
         assert source.get_item("a.x")["name"] == "a.x"
     finally:
         source.stop()
+
+
+class ProtocolOnly:
+    """A third-party source with the `ambassador.sources.Source` protocol and nothing else."""
+
+    problem = None
+    version = 1
+
+    def __init__(self):
+        self.items = {"a.x": {"name": "a.x", "version": "1"}}
+        self.stopped = []
+
+    def start(self):
+        pass
+
+    def stop(self, wait=True):
+        self.stopped.append(wait)
+
+    def page(self, after, limit):
+        return sorted(self.items), 0, self.version
+
+    def get(self, name):
+        return self.items.get(name)
+
+    def subscribe(self):
+        return sorted(self.items), queue.SimpleQueue()
+
+    def unsubscribe(self, q):
+        pass
+
+    def ready(self):
+        return True
+
+    def settling(self):
+        return 0
+
+    def __len__(self):
+        return len(self.items)
+
+
+def test_workqueue_runs_a_source_that_has_the_protocol_and_nothing_else():
+    from manager.sources.folder import FolderSource
+
+    files = ProtocolOnly()
+    source = FolderSource(files, "words").start()
+    source.wait_settled(timeout=5)
+    source.stop_following()
+    assert source.list_items() == ["a.x"] and source.listing_version == 1
+    assert source.get_item("a.x") == {"name": "a.x", "version": "1"}
+    assert next(source.watch(timeout_seconds=1)) == {"type": "ADDED", "item": "a.x"}
+    source.stop()
+    assert files.stopped == [False, False]
