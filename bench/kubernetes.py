@@ -34,9 +34,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
-from manager.backends.kubernetes import objects as ko  # noqa: E402
-from manager.backends.kubernetes.api import KubeApi, load_configuration  # noqa: E402
-from manager.backends.kubernetes.cache import ClusterCache  # noqa: E402
+from manager.backends.kubernetes.client.api import KubeApi, load_configuration  # noqa: E402
+from manager.backends.kubernetes.client.cache import ClusterCache  # noqa: E402
+from manager.backends.kubernetes.manifests import objects as ko  # noqa: E402
 from tests.support.apiserver import ApiServer  # noqa: E402
 from tests.support.kubelet import Kubelet  # noqa: E402
 from tests.support.servers import Server, free_port  # noqa: E402
@@ -270,8 +270,8 @@ def bench_batches(work: Path, count: int = 100_000, per_item_count: int = 200) -
 
 def bench_memory(work: Path, known: int = 1_000_000, batch: int = 1_000) -> None:
     """A manager over `known` finished items in recorded batches, its source listing them."""
-    from manager.backends.kubernetes import batch_objects as bo
-    from manager.backends.kubernetes.batch_record import Batch, render
+    from manager.backends.kubernetes.manifests import batch_objects as bo
+    from manager.backends.kubernetes.records.batch_record import Batch, render
 
     server = ApiServer(history=1_000).start()
     names = [f"{i:07d}.x" for i in range(known)]

@@ -168,7 +168,7 @@ def test_rbac_is_exactly_what_a_recorded_run_calls(
     its item failed, the WorkQueue followed (one made without the label, labelled) and its
     status written - and compare. The paths one run cannot also take are recorded by the
     tests named in OTHER_PATHS."""
-    from manager.backends.kubernetes import objects as ko
+    from manager.backends.kubernetes.manifests import objects as ko
 
     apiserver.store.install_crd(yaml.safe_load((CHART / "crds" / CRD_FILE).read_text()))
     apiserver.store.create("workqueue.dev", "workqueues", "media", {
@@ -281,7 +281,7 @@ def test_values_with_quotes_and_yaml_characters_reach_the_manager_exactly():
 
 
 def test_worker_pods_get_the_fsgroup_that_makes_a_new_volume_writable():
-    from manager.backends.kubernetes import objects as ko
+    from manager.backends.kubernetes.manifests import objects as ko
 
     pod = ko.PodOptions(image="w:1", pvc="data", fs_group=10001, run_as_user=10001)
     spec = ko.job("q", "media", "a.mp4", 1, pod)["spec"]["template"]["spec"]

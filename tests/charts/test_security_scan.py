@@ -80,7 +80,7 @@ def test_checkov_finds_nothing_in_the_chart_but_the_users_choices(values, tmp_pa
 @pytest.mark.parametrize("values", [None, EVERYTHING], ids=["defaults", "everything"])
 def test_checkov_finds_nothing_in_what_the_manager_creates(values, tmp_path):
     from manager.backends.kubernetes import KubeOptions
-    from manager.backends.kubernetes import objects as ko
+    from manager.backends.kubernetes.manifests import objects as ko
     from manager.cli import build_parser
     from manager.declared import from_words
 

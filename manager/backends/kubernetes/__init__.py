@@ -1,31 +1,16 @@
 """The Kubernetes backend: one Job plus one ConfigMap per item, recorded durably in the cluster.
 
-    api.py         the one module that imports `kubernetes`: every API call goes through it
-    objects.py     the manifests (pure data): names, labels, the Job, the ConfigMap
-    validation.py  every flag's value checked as the API server would check it
-    options.py     the typed options (`KubeOptions`, `KubeQueue`)
-    cache.py       `ClusterCache`: one list + watch of the queue's Jobs, pods or ConfigMaps
-    record.py      the durable record of outcomes (ConfigMaps), and the manager's facts
-    ledger.py      `ClusterLedger`: the `Ledger` port over the Job cache and the record
-    backend.py     dispatch: the Job, its ConfigMap, the wait for the recorded outcome
-    adopted.py     one-item Jobs found running at start, taken over like this manager's own
-    orphans.py     what a crash between a Job and its ConfigMap leaves, and its cleaning
-    batches.py     `--batch-size`: up to that many items dispatched as one Indexed Job
-    batch_objects.py
-                   a batch's manifests: its Indexed Job and its ConfigMap
-    batch_record.py
-                   each batch's ConfigMap: its claim, then the record of its outcomes
-    hash_index.py  64-bit item hashes to where a batch holds them, ~20 bytes an entry
-    settler.py     the controller that settles finished Jobs (record, finalizer, history)
-    stuck.py       pods that cannot start, failed after --stuck-timeout
-    pods.py        why a Job's pod is not running yet, in words
-    control.py     pause and resume: the queue's control ConfigMap
-    queue_resource.py
-                   the queue's `WorkQueue` (kubectl, an HPA and KEDA read and scale it)
-    leader.py      one manager per queue on a Lease
-    parts.py       the set-up of one manager (`setup`)
-    queue_commands.py
-                   `status`, `retry`, `pause`, `resume` on the cluster (`KubeQueueOps`)
+In sub-packages by concern, layered (top imports bottom, never the reverse; pyproject's import
+contracts hold it):
+
+    options.py         the typed options (`KubeOptions`, `KubeQueue`)
+    parts.py           the set-up of one manager (`setup`)
+    queue_commands.py  `status`, `retry`, `pause`, `resume` on the cluster (`KubeQueueOps`)
+    dispatch/          running the work: the backend, batches, adoption, orphans, the settler
+    steering/          pause, the WorkQueue, leadership, stuck pods
+    records/           the durable record and the `Ledger` over it
+    client/            the API (the one importer of `kubernetes`) and the cache
+    manifests/         the objects created, as data, and the flags' validation
 
 This face is what the registry (`manager.backends`) hands the rest of the manager. It is light:
 the options import no client, so building the command line's flags costs nothing; the

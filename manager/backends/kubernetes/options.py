@@ -16,8 +16,8 @@ from typing import Any
 from ...declared import option, split_words
 from ...durations import parse_duration
 from ...errors import UserError
-from . import objects as ko
-from . import validation as v
+from .manifests import objects as ko
+from .manifests import validation as v
 
 
 def key_values(words: list[str]) -> dict[str, str]:

@@ -16,15 +16,15 @@ import socket
 
 from ...errors import UserError
 from ...ports import Parts
-from . import control
-from . import objects as ko
-from .api import KubeApi, KubeError, load_configuration, pool_size
-from .backend import KubernetesBackend
-from .batch_record import BatchRecords
-from .cache import ClusterCache
-from .ledger import ClusterLedger
+from .client.api import KubeApi, KubeError, load_configuration, pool_size
+from .client.cache import ClusterCache
+from .dispatch.backend import KubernetesBackend
+from .manifests import objects as ko
 from .options import KubeOptions, KubeQueue
-from .record import ManagerFacts, RecordStore
+from .records.batch_record import BatchRecords
+from .records.ledger import ClusterLedger
+from .records.record import ManagerFacts, RecordStore
+from .steering import control
 
 log = logging.getLogger(__name__)
 SYNC_TIMEOUT_SECONDS = 60
@@ -52,7 +52,7 @@ def own(api: KubeApi, queue: str, deployment: str | None, parallelism: int) -> N
     `helm uninstall` - cleans up through Kubernetes' own garbage collector: the queue's
     WorkQueue where its CRD is installed (itself owned by the manager's Deployment, when
     `--owner-deployment` names it), else that Deployment, else nobody."""
-    from .queue_resource import ensure
+    from .steering.queue_resource import ensure
 
     owner = None
     if deployment:
@@ -68,7 +68,7 @@ def own(api: KubeApi, queue: str, deployment: str | None, parallelism: int) -> N
 def queue_served(api: KubeApi) -> bool:
     """Whether the WorkQueue CRD is installed and may be read here (asked once: a Role
     without workqueue rules is one warning)."""
-    from .queue_resource import KIND
+    from .steering.queue_resource import KIND
 
     if api.workqueues_served is None:
         try:
@@ -231,7 +231,7 @@ def setup(
         log.warning("removed %d ConfigMap(s) left without their Job", removed)
     elector = None
     if options.leader_elect:
-        from .leader import LeaderElector
+        from .steering.leader import LeaderElector
 
         elector = LeaderElector(
             api,
@@ -256,7 +256,7 @@ def _control(api, queue: str, parallelism: int, detector=None):
     """What is asked of the queue, followed: its WorkQueue where the CRD is installed (its
     spec wins over --parallelism; one made here is seeded with it), else the control
     ConfigMap."""
-    from .queue_resource import QueueResource
+    from .steering.queue_resource import QueueResource
 
     if queue_served(api):
         log.info("following workqueue/%s (spec.parallelism, spec.paused)", queue)
@@ -269,7 +269,7 @@ def _control(api, queue: str, parallelism: int, detector=None):
 
 def _stuck_detector(api, where, cache, backend, timeout: float, registry):
     """The queue's pods, cached, and the detector that fails items whose pods cannot start."""
-    from .stuck import StuckDetector
+    from .steering.stuck import StuckDetector
 
     pod_cache = ClusterCache(api, ko.queue_selector(where.queue), kind="pods").start()
     detector = StuckDetector(

@@ -13,17 +13,18 @@ from __future__ import annotations
 from ...errors import UserError
 from ...ports import QueueRecord, Row, State
 from ..queue_ops import QueueOps
-from . import batch_objects as bo
-from . import control, pods, queue_resource
-from . import objects as ko
-from .api import KubeApi, KubeError
-from .backend import KubernetesBackend
-from .batch_record import BatchRecords
-from .cache import ClusterCache, finished
-from .ledger import job_state
+from .client.api import KubeApi, KubeError
+from .client.cache import ClusterCache, finished
+from .dispatch.backend import KubernetesBackend
+from .manifests import batch_objects as bo
+from .manifests import objects as ko
+from .manifests import pods
 from .options import KubeQueue
 from .parts import configuration, load_batches, load_record
-from .record import Entry, ManagerFacts, RecordStore
+from .records.batch_record import BatchRecords
+from .records.ledger import job_state
+from .records.record import Entry, ManagerFacts, RecordStore
+from .steering import control, queue_resource
 
 
 class KubeQueueOps(QueueOps):
@@ -301,6 +302,6 @@ def _job_row(
 def _epoch(timestamp: str | None) -> float | None:
     if not timestamp:
         return None
-    from .leader import parse_time
+    from .steering.leader import parse_time
 
     return parse_time(timestamp)

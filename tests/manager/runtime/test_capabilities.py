@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import threading
 
-from manager.backends.kubernetes import objects as ko
-from manager.backends.kubernetes.backend import KubernetesBackend
-from manager.backends.kubernetes.ledger import ClusterLedger
+from manager.backends.kubernetes.dispatch.backend import KubernetesBackend
+from manager.backends.kubernetes.manifests import objects as ko
+from manager.backends.kubernetes.records.ledger import ClusterLedger
 from manager.backends.local.ledger import SqliteLedger
 from manager.ports import KeepsLiveRows, RunsBatches
 from manager.runtime.batching import BatchDispatcher

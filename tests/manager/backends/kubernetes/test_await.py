@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import threading
 
-from manager.backends.kubernetes import objects as ko
-from manager.backends.kubernetes.backend import KubernetesBackend
-from manager.backends.kubernetes.record import Entry
+from manager.backends.kubernetes.dispatch.backend import KubernetesBackend
+from manager.backends.kubernetes.manifests import objects as ko
+from manager.backends.kubernetes.records.record import Entry
 
 Q = "thumbs"
 ITEM = "a.mp4"

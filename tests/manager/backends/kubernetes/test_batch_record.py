@@ -9,12 +9,12 @@ import random
 
 import pytest
 
-from manager.backends.kubernetes import batch_objects as bo
-from manager.backends.kubernetes import hash_index
-from manager.backends.kubernetes import objects as ko
-from manager.backends.kubernetes.api import KubeApi
-from manager.backends.kubernetes.batch_record import BatchRecords
-from manager.backends.kubernetes.hash_index import HashIndex
+from manager.backends.kubernetes.client.api import KubeApi
+from manager.backends.kubernetes.manifests import batch_objects as bo
+from manager.backends.kubernetes.manifests import objects as ko
+from manager.backends.kubernetes.records import hash_index
+from manager.backends.kubernetes.records.batch_record import BatchRecords
+from manager.backends.kubernetes.records.hash_index import HashIndex
 
 NS, Q = "media", "thumbs"
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from manager.backends.kubernetes import objects as ko
-from manager.backends.kubernetes.api import KubeApi, load_configuration
-from manager.backends.kubernetes.cache import ClusterCache, finished
+from manager.backends.kubernetes.client.api import KubeApi, load_configuration
+from manager.backends.kubernetes.client.cache import ClusterCache, finished
+from manager.backends.kubernetes.manifests import objects as ko
 from tests.support.servers import wait_until
 
 NS = "media"

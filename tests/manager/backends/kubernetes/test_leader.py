@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from manager.backends.kubernetes.api import KubeApi, KubeError, load_configuration
-from manager.backends.kubernetes.leader import LeaderElector, parse_time
+from manager.backends.kubernetes.client.api import KubeApi, KubeError, load_configuration
+from manager.backends.kubernetes.steering.leader import LeaderElector, parse_time
 
 NS = "media"
 
@@ -53,7 +53,7 @@ def test_a_stale_read_loses_the_race(api):
     b = LeaderElector(api, "l", "b", clock=clock)
     assert b.try_acquire_or_renew() is True
     stale["spec"]["holderIdentity"] = "c"
-    from manager.backends.kubernetes.api import KubeError
+    from manager.backends.kubernetes.client.api import KubeError
 
     with pytest.raises(KubeError) as exc:  # c's write names the version it read
         api.replace("leases", "l", stale)

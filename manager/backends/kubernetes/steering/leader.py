@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from .api import KubeApi, KubeError
+from ..client.api import KubeApi, KubeError
 
 log = logging.getLogger(__name__)
 

@@ -35,16 +35,16 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ...ports import Cancel, Outcome
-from . import batch_objects as bo
-from . import objects as ko
+from ....ports import Cancel, Outcome
+from ..client.api import KubeApi, KubeError
+from ..client.cache import ClusterCache, finished
+from ..manifests import batch_objects as bo
+from ..manifests import objects as ko
+from ..records.batch_record import BatchRecords
+from ..records.record import RecordStore
 from .adopted import Adoptions
-from .api import KubeApi, KubeError
-from .batch_record import BatchRecords
 from .batches import BatchRunner, create_job, unfinished_members
-from .cache import ClusterCache, finished
 from .orphans import ORPHAN_AGE_SECONDS, clean_orphans
-from .record import RecordStore
 from .settler import CompletionController
 
 log = logging.getLogger(__name__)

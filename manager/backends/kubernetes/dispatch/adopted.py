@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import threading
 
-from . import batch_objects as bo
-from . import objects as ko
-from .cache import ClusterCache, finished
+from ..client.cache import ClusterCache, finished
+from ..manifests import batch_objects as bo
+from ..manifests import objects as ko
 
 
 def running_items(cache: ClusterCache) -> dict[str, tuple[str, int]]:

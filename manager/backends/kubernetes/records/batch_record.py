@@ -38,9 +38,9 @@ from array import array
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from . import batch_objects as bo
-from . import objects as ko
-from .api import KubeApi, KubeError
+from ..client.api import KubeApi, KubeError
+from ..manifests import batch_objects as bo
+from ..manifests import objects as ko
 from .hash_index import HashIndex
 
 STATES = {"s": "succeeded", "f": "failed", "c": "cancelled"}

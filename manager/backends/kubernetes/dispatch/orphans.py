@@ -24,11 +24,11 @@ from __future__ import annotations
 import logging
 import time
 
-from . import batch_objects as bo
-from . import objects as ko
-from .api import KubeApi
-from .cache import ClusterCache, finished
-from .leader import parse_time
+from ..client.api import KubeApi
+from ..client.cache import ClusterCache, finished
+from ..manifests import batch_objects as bo
+from ..manifests import objects as ko
+from ..steering.leader import parse_time
 from .settler import CompletionController
 
 log = logging.getLogger(__name__)

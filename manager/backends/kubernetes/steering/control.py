@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import time
 
-from . import objects as ko
-from .api import KubeApi, KubeError
-from .cache import ClusterCache
-from .record import ROLE_LABEL
+from ..client.api import KubeApi, KubeError
+from ..client.cache import ClusterCache
+from ..manifests import objects as ko
+from ..records.record import ROLE_LABEL
 
 ROLE = "control"
 

@@ -34,9 +34,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from . import batch_objects as bo
-from . import pods
-from .cache import ClusterCache, finished
+from ..client.cache import ClusterCache, finished
+from ..manifests import batch_objects as bo
+from ..manifests import pods
 from .leader import parse_time
 
 log = logging.getLogger(__name__)

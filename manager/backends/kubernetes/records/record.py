@@ -27,8 +27,8 @@ import threading
 import time
 from typing import NamedTuple
 
-from . import objects as ko
-from .api import KubeApi, KubeError
+from ..client.api import KubeApi, KubeError
+from ..manifests import objects as ko
 
 ROLE_LABEL = f"{ko.GROUP}/role"
 HISTORY = 5  # earlier outcomes kept per item

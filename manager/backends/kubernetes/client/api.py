@@ -30,8 +30,8 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from ...retry import API_CALL, Backoff
-from ...workqueue.rate_limiters import BucketRateLimiter
+from ....retry import API_CALL, Backoff
+from ....workqueue.rate_limiters import BucketRateLimiter
 
 log = logging.getLogger(__name__)
 

@@ -23,11 +23,11 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable
 
-from ...ports import FINISHED, Row, State, pair
-from . import batch_objects as bo
-from . import objects as ko
+from ....ports import FINISHED, Row, State, pair
+from ..client.cache import ClusterCache, finished
+from ..manifests import batch_objects as bo
+from ..manifests import objects as ko
 from .batch_record import BatchRecords
-from .cache import ClusterCache, finished
 from .record import ManagerFacts, RecordStore
 
 FAIL_FAST = "PodFailurePolicy"  # the Failed condition's reason when a FailJob rule matched

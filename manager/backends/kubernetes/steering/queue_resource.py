@@ -34,9 +34,9 @@ import math
 import time
 from datetime import UTC, datetime
 
-from . import objects as ko
-from .api import KubeApi, KubeError
-from .cache import ClusterCache
+from ..client.api import KubeApi, KubeError
+from ..client.cache import ClusterCache
+from ..manifests import objects as ko
 from .leader import parse_time
 
 log = logging.getLogger(__name__)

@@ -32,12 +32,12 @@ import threading
 import time
 from collections.abc import Callable
 
-from ...ports import Outcome
-from . import batch_objects as bo
-from . import objects as ko
-from .api import KubeApi, KubeError
-from .batch_record import BatchRecords
-from .cache import ClusterCache, finished
+from ....ports import Outcome
+from ..client.api import KubeApi, KubeError
+from ..client.cache import ClusterCache, finished
+from ..manifests import batch_objects as bo
+from ..manifests import objects as ko
+from ..records.batch_record import BatchRecords
 
 log = logging.getLogger(__name__)
 

@@ -30,15 +30,15 @@ import threading
 import time
 from collections.abc import Callable
 
-from ...workqueue import RateLimitingQueue
-from ...workqueue.rate_limiters import ItemExponentialFailureRateLimiter
-from . import batch_objects as bo
-from . import objects as ko
-from .api import KubeApi, KubeError
-from .cache import ClusterCache, finished
-from .ledger import failed_fast, job_state
-from .pods import completion_index
-from .record import RecordStore
+from ....workqueue import RateLimitingQueue
+from ....workqueue.rate_limiters import ItemExponentialFailureRateLimiter
+from ..client.api import KubeApi, KubeError
+from ..client.cache import ClusterCache, finished
+from ..manifests import batch_objects as bo
+from ..manifests import objects as ko
+from ..manifests.pods import completion_index
+from ..records.ledger import failed_fast, job_state
+from ..records.record import RecordStore
 
 log = logging.getLogger(__name__)
 

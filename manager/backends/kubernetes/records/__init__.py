@@ -1,0 +1,9 @@
+"""The durable record of a queue in the cluster, and the `Ledger` port over it.
+
+    record.py        outcomes in ConfigMaps, and the manager's facts
+    batch_record.py  each batch's ConfigMap: its claim, then the record of its outcomes
+    hash_index.py    64-bit item hashes to where a batch holds them, ~20 bytes an entry
+    ledger.py        `ClusterLedger`: the `Ledger` port over the Job cache and the record
+
+Above `client/` and `manifests/`; below `steering/` and `dispatch/`.
+"""
