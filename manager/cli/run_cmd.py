@@ -12,7 +12,7 @@ any failed. Everything after `--` is the worker command, word for word.
 
 from __future__ import annotations
 
-from ambassador.server import add_folder_options, source_spec
+from ambassador.source_options import add_folder_options, source_spec
 
 from ..backends.local import LocalOptions, worker_argv
 from ..declared import from_words

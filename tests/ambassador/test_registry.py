@@ -29,7 +29,8 @@ def test_capabilities_are_declared():
 
 
 def test_each_type_names_its_source_and_its_extra_without_a_secret(tmp_path):
-    from ambassador.server import _extra_of, _shown
+    from ambassador.server import _shown
+    from ambassador.source_options import _extra_of
 
     assert _shown(resolve(str(tmp_path)).config) == str(tmp_path)
     assert _shown(resolve("s3://bkt/in/").config) == "s3://bkt/in/"

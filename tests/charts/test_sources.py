@@ -52,7 +52,7 @@ def parsed(container):
 
 
 def options_of(args):
-    from ambassador.server import folder_config
+    from ambassador.source_options import folder_config
 
     return folder_config(args)
 
