@@ -15,7 +15,7 @@ from typing import Any
 
 from . import backends
 from .errors import UserError
-from .ports import Ledger, Source
+from .ports import Ledger, ManagerSeeds, Source
 from .runtime.runner import Manager, ManagerOptions
 
 log = logging.getLogger(__name__)
@@ -65,12 +65,8 @@ def assemble(
         from prometheus_client import CollectorRegistry
 
         registry = CollectorRegistry()
-    parts = backends.load(backend_name).setup(
-        backend_options,
-        registry=registry,
-        parallelism=options.parallelism,
-        max_attempts=options.max_attempts,
-    )
+    seeds = ManagerSeeds(registry, options.parallelism, options.max_attempts)
+    parts = backends.load(backend_name).setup(backend_options, seeds)
     closers = [parts.close]
     try:
         manager = Manager(

@@ -377,6 +377,18 @@ class Elector(Protocol):
         """Stop campaigning and renewing."""
 
 
+@dataclass(frozen=True)
+class ManagerSeeds:
+    """What a backend may read of the manager it is set up for (`BackendPackage.setup`): where
+    its metrics go (None: nowhere), its parallelism at start, its attempts per item. A backend
+    takes what it needs - the local one none; the cluster's seeds its WorkQueue and sizes its
+    connection pool with the parallelism, and gives an Indexed Job's items as many retries."""
+
+    registry: Any = None  # a prometheus_client CollectorRegistry
+    parallelism: int = 1
+    max_attempts: int = 3
+
+
 @dataclass
 class Parts:
     """What a backend package sets up for one manager: its ledger, its backend, a leader

@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Protocol
 
-from ..ports import Parts, QueueRecord
+from ..ports import ManagerSeeds, Parts, QueueRecord
 from .queue_ops import QueueOps
 
 _PACKAGES = {
@@ -36,12 +36,10 @@ class BackendPackage(Protocol):
     Options: type  # a dataclass of `manager.declared.option` fields: what a manager needs
     Queue: type  # the same, for naming a queue: what `status` and `retry` need
 
-    def setup(
-        self, options: Any, *, registry: Any = None, parallelism: int = 1, max_attempts: int = 3
-    ) -> Parts:
+    def setup(self, options: Any, seeds: ManagerSeeds) -> Parts:
         """A manager's ledger, backend (and elector), what an earlier manager left recovered;
-        the caller's duty: `Parts.close()`. `max_attempts` is the manager's (a backend that
-        retries inside its unit of work - an Indexed Job's per-index retries - needs it)."""
+        the caller's duty: `Parts.close()`. `seeds`: what the backend may read of the manager
+        (its metrics registry, parallelism and attempts)."""
 
     def queue_ops(self, queue: Any) -> QueueOps:
         """What `status`, `retry`, `pause` and `resume` do to the queue's record (one shape

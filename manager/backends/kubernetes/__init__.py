@@ -19,23 +19,20 @@ the options import no client, so building the command line's flags costs nothing
 
 from __future__ import annotations
 
-from ...ports import Parts, QueueRecord
+from ...ports import ManagerSeeds, Parts, QueueRecord
 from .options import KubeOptions, KubeQueue
 
 Options = KubeOptions
 Queue = KubeQueue
 
 
-def setup(
-    options: KubeOptions, *, registry=None, parallelism: int = 1, max_attempts: int = 3
-) -> Parts:
-    """`parallelism` seeds the queue's WorkQueue when the manager creates it; `max_attempts`
-    sets a batch's per-index retries (`--batch-size`)."""
+def setup(options: KubeOptions, seeds: ManagerSeeds) -> Parts:
+    """The seeds' parallelism seeds the queue's WorkQueue when the manager creates it (and sizes
+    the connection pool); their `max_attempts` sets a batch's per-index retries."""
     from . import parts
 
-    return parts.setup(
-        options, registry=registry, parallelism=parallelism, max_attempts=max_attempts
-    )
+    return parts.setup(options, registry=seeds.registry, parallelism=seeds.parallelism,
+                       max_attempts=seeds.max_attempts)  # fmt: skip
 
 
 def queue_ops(queue: KubeQueue):

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from ...declared import option, split_words
 from ...durations import parse_duration
 from ...errors import UserError
-from ...ports import Parts, QueueRecord
+from ...ports import ManagerSeeds, Parts, QueueRecord
 
 # The ledger, the runner and the queue commands are imported where they are used: every
 # `workqueue` command declares this backend's flags, and only some open a ledger (sqlite3,
@@ -95,9 +95,7 @@ class LocalOptions:
         return LocalQueue(self.state_dir)
 
 
-def setup(
-    options: LocalOptions, *, registry=None, parallelism: int = 1, max_attempts: int = 3
-) -> Parts:
+def setup(options: LocalOptions, seeds: ManagerSeeds) -> Parts:
     """The ledger (exclusively: one manager per state directory) and the process runner.
     What a manager that died left running is taken back first (`recovery.take_back`): workers
     still running are adopted, ends that came meanwhile recorded, the rest put back in line."""
