@@ -50,11 +50,22 @@ class SortedNames:
     def __init__(self, blob: bytes = b"") -> None:
         """`blob`: sorted names, UTF-8, NUL-separated (what the publisher writes)."""
         self.blob = blob
-        self._starts = starts_of(blob) if blob else array("I")
-        # _starts[i] is where name i begins; _starts[-1] is one past the end (+1 for a NUL).
+        self._count = blob.count(b"\0") + 1 if blob else 0  # (memchr speed: no offsets yet)
+        # Where each name begins, found when first needed: a listing that is only written out
+        # (the publisher's, changed by a notification) never pays for them. _starts[i] is where
+        # name i begins; _starts[-1] is one past the end (+1 for a NUL). Two threads may both
+        # find them: the same array, and either one stands.
+        self._found: array | None = None if blob else array("I")
+
+    @property
+    def _starts(self) -> array:
+        found = self._found
+        if found is None:
+            found = self._found = starts_of(self.blob)
+        return found
 
     def __len__(self) -> int:
-        return max(0, len(self._starts) - 1)
+        return self._count
 
     def raw(self, i: int) -> bytes:
         """Name `i` as stored (UTF-8)."""

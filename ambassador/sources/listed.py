@@ -155,7 +155,7 @@ class ListedSource:
         with self._writing:
             if touched:  # the notification's account is the newer one
                 current = self._listing
-                fresh = fresh.with_changes({name: current.meta(name) for name in touched})
+                fresh = fresh.with_changes({name: current.meta(name) for name in touched})[0]
             self._install(fresh)
             self.listings += 1
         if self.problem is not None:
@@ -173,17 +173,21 @@ class ListedSource:
         with self._writing:
             if self._touched is not None:
                 self._touched.update(dict.fromkeys(changes))
-            self._install(self._listing.with_changes(changes))
+            fresh, added, removed = self._listing.with_changes(changes)
+            self._install(fresh, (added, removed))
 
-    def _install(self, fresh: PackedListing) -> None:
-        """Make `fresh` the listing, telling the watchers what came and went. The caller holds
-        `_writing` (so no watcher arrives between the comparison and the swap)."""
+    def _install(self, fresh: PackedListing, came_went: tuple[list, list] | None = None) -> None:
+        """Make `fresh` the listing, telling the watchers what came and went (`came_went` when
+        the caller knows it, else found by comparing). The caller holds `_writing` (so no
+        watcher arrives between the comparison and the swap)."""
         current = self._listing
         if fresh.same_as(current):
             return
         added: list[str] = []
         removed: list[str] = []
-        if self._watchers and fresh.names.blob != current.names.blob:
+        if came_went is not None:
+            added, removed = came_went
+        elif self._watchers and fresh.names.blob != current.names.blob:
             added, removed = names_diff(current.names, fresh.names)
         with self._lock:
             self._listing = fresh

@@ -16,7 +16,10 @@ lock, and every structure here is built in a few passes in C (joins, splits, sli
     binary order, which is this order, so the blobs are written as the pages come; pairs out of
     order (a Redis set's scan) are sorted once at the end;
   * `with_changes(changes)` applies a few changes (notifications) in O(k log n) lookups and one
-    copy of the spans between them;
+    copy of the spans between them, and says which names came and went; where each name begins
+    is found again only when the new listing is first read by name (the publisher only writes
+    it out: 10 changes among a million objects cost a copy, 65 ms, where finding the offsets
+    again too took 330 ms);
   * `names_diff(older, newer)` finds the names added and removed, comparing runs of
     `_RUN` names as one bytes comparison, so a re-listing with nothing new is n / _RUN
     comparisons in C, and each change costs at most one run stepped through name by name.
@@ -93,29 +96,41 @@ class PackedListing:
 
     # -- changing (a new listing each time) ------------------------------------------------
 
-    def with_changes(self, changes: Mapping[str, str | None]) -> PackedListing:
-        """This listing with each change applied: name -> its meta now, or None when gone."""
+    def with_changes(
+        self, changes: Mapping[str, str | None]
+    ) -> tuple[PackedListing, list[str], list[str]]:
+        """This listing with each change applied (name -> its meta now, or None when gone), and
+        the names that came and went (sorted). The caller's duty: few changes - each is a
+        lookup in this listing, and the new one is a copy of it (one join, in C)."""
         names, metas = self.names, self.metas
         name_parts: list[bytes] = []
         meta_parts: list[bytes] = []
+        added: list[str] = []
+        removed: list[str] = []
         done = 0  # names[:done] are accounted for
-        for key, meta in sorted((n.encode("utf-8", "surrogateescape"), m)
-                                for n, m in changes.items()):  # fmt: skip
+        for key, name, meta in sorted((n.encode("utf-8", "surrogateescape"), n, m)
+                                      for n, m in changes.items()):  # fmt: skip
             i = names.bisect_left(key)
             if i > done:  # the names between two changes, copied as one span
                 name_parts.append(names.span(done, i))
                 meta_parts.append(metas.span(done, i))
-            done = i + 1 if i < len(names) and names.raw(i) == key else i
+            present = i < len(names) and names.raw(i) == key
+            done = i + 1 if present else i
             if meta is not None:
                 name_parts.append(key)
                 meta_parts.append(meta.encode("utf-8", "surrogateescape"))
+                if not present:
+                    added.append(name)
+            elif present:
+                removed.append(name)
         if done < len(names):
             name_parts.append(names.span(done, len(names)))
             meta_parts.append(metas.span(done, len(names)))
         if not name_parts:
-            return PackedListing()
-        return PackedListing(SortedNames(b"\0".join(name_parts)),
-                             SortedNames(b"\0".join(meta_parts)))  # fmt: skip
+            return PackedListing(), added, removed
+        fresh = PackedListing(SortedNames(b"\0".join(name_parts)),
+                              SortedNames(b"\0".join(meta_parts)))  # fmt: skip
+        return fresh, added, removed
 
 
 def names_diff(older: SortedNames, newer: SortedNames) -> tuple[list[str], list[str]]:

@@ -32,6 +32,7 @@ def test_where_names_begin_is_found_a_chunk_at_a_time(monkeypatch, chunk):
     assert names.span(0, len(names)) == blob
     assert names.span(1, 3) == "\0".join(NAMES[1:3]).encode()
     assert names._starts.typecode == "I"  # 4 bytes a name below 4 GiB
+    assert len(SortedNames(blob)) == len(NAMES)  # counted without finding where they begin
 
 
 def test_lookups_in_the_sorted_blob():
@@ -69,14 +70,17 @@ def test_changes_apply_as_a_dict_update_would():
         for _ in range(rng.randint(1, 30)):
             name = f"item-{rng.randrange(3100):05d}.mp4"
             changes[name] = None if rng.random() < 0.4 else f"new-{rng.random()}"
-        listing = listing.with_changes(changes)
+        before = set(model)
+        listing, added, removed = listing.with_changes(changes)
         for name, meta in changes.items():
             if meta is None:
                 model.pop(name, None)
             else:
                 model[name] = meta
         assert model_of(listing) == dict(sorted(model.items()))
-    assert len(listing.with_changes(dict.fromkeys(model))) == 0  # every name gone
+        assert added == sorted(set(model) - before) and removed == sorted(before - set(model))
+    emptied, added, removed = listing.with_changes(dict.fromkeys(model))
+    assert len(emptied) == 0 and added == [] and removed == sorted(model)  # every name gone
 
 
 @pytest.mark.parametrize("changed", [0, 1, 5, 200])
