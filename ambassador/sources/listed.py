@@ -149,10 +149,12 @@ class ListedSource:
             self._touched = {}  # names `apply` changes from now on
         try:
             fresh = PackedListing.build(self._listed())  # raises before anything changes
-        finally:
+        except BaseException:
             with self._writing:
-                touched, self._touched = self._touched, None
-        with self._writing:
+                self._touched = None
+            raise
+        with self._writing:  # (one hold from here: an `apply` now comes after the swap)
+            touched, self._touched = self._touched, None
             if touched:  # the notification's account is the newer one
                 current = self._listing
                 fresh = fresh.with_changes({name: current.meta(name) for name in touched})[0]
