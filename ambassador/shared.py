@@ -239,10 +239,9 @@ class SharedSnapshot:
     def page(self, after: str | None, limit: int | None) -> tuple[list[str], int, int]:
         self._refresh()
         with self._lock:
-            names = self._names
-            start = 0 if after is None else names.bisect_right(after)
-            end = len(names) if limit is None else min(len(names), start + limit)
-            return names.slice(start, end), len(names) - end, self._version
+            names, version = self._names, self._version  # (a version's names never change)
+        page, remaining = names.page(after, limit)
+        return page, remaining, version
 
     def json_names(self) -> tuple[bytes, int]:
         """Every name as a JSON array (built once a version), and the version."""
@@ -255,8 +254,8 @@ class SharedSnapshot:
         self._refresh()
         with self._lock:
             names, metas = self._names, self._metas
-        index = names.bisect_right(name) - 1
-        if index < 0 or names[index] != name:
+        index = names.index(name)
+        if index is None:
             return None
         meta = metas[index] if len(metas) else None
         return self.kind.describe(self.config, name, meta)

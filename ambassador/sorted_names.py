@@ -112,10 +112,16 @@ class SortedNames:
 
     def index(self, name: str) -> int | None:
         """Where `name` is, or None."""
-        i = self.bisect_right(name)
-        if i > 0 and self.raw(i - 1) == name.encode("utf-8", "surrogateescape"):
-            return i - 1
-        return None
+        key = name.encode("utf-8", "surrogateescape")
+        i = self.bisect_left(key)
+        return i if i < self._count and self.raw(i) == key else None
+
+    def page(self, after: str | None, limit: int | None) -> tuple[list[str], int]:
+        """Names strictly after `after` (all when None), at most `limit`, and how many remain
+        past them."""
+        start = 0 if after is None else self.bisect_right(after)
+        end = self._count if limit is None else min(self._count, start + limit)
+        return self.slice(start, end), self._count - end
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and self.index(name) is not None

@@ -86,10 +86,7 @@ class PackedListing:
 
     def page(self, after: str | None, limit: int | None) -> tuple[list[str], int]:
         """Names strictly after `after` (all when None), at most `limit`, and how many remain."""
-        names = self.names
-        start = 0 if after is None else names.bisect_right(after)
-        end = len(names) if limit is None else min(len(names), start + limit)
-        return names.slice(start, end), len(names) - end
+        return self.names.page(after, limit)
 
     def same_as(self, other: PackedListing) -> bool:
         return self.names.blob == other.names.blob and self.metas.blob == other.metas.blob
