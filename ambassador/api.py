@@ -9,6 +9,10 @@ Response shapes are Burns' source-ambassador contract, plus Kubernetes-style lis
       metadata.continue is set while more remain; metadata.remainingItemCount with it.
       A token names the last item returned, so it stays valid when the folder changes: the next
       page starts right after that name, whatever was added or removed meanwhile.
+      Priorities (additive to v1): where the source ranks its items (a Redis sorted set's
+      scores, an item data field `priority`), a names listing carries "priorities": {name:
+      integer} for the page's items whose priority is not 0; the full view has it in each
+      item's data, and the watch's ADDED events as "priority". Higher starts first; absent is 0.
   GET /api/v1/items?startAt=NAME[&limit=N][&view=full]
       the page starts at NAME (when it is an item) or at the first name after it: how a client
       asks for the data of the names it is about to use, a page at a time, without listing
@@ -47,7 +51,7 @@ from flask import Blueprint, Response, current_app, request
 from werkzeug.exceptions import BadRequest, NotFound, ServiceUnavailable, TooManyRequests
 from werkzeug.wsgi import wrap_file
 
-from .sources.base import ServesPrebuilt
+from .sources.base import Ranks, ServesPrebuilt
 from .watch_slots import RETRY_AFTER_SECONDS
 
 bp = Blueprint("items", __name__, url_prefix="/api/v1")
@@ -158,7 +162,16 @@ def list_items() -> Response:
     if remaining and names:
         metadata["continue"] = encode_continue(names[-1])
         metadata["remainingItemCount"] = remaining
-    return _json_response(_item_list(_with_data(names) if full else names, metadata))
+    if full:
+        return _json_response(_item_list(_with_data(names), metadata))
+    return _json_response(_item_list(names, metadata, _priorities(_source(), names)))
+
+
+def _priorities(source, names: list[str] | None) -> dict[str, int]:
+    """The priorities (not 0) of `names` (None: every item), where the source ranks items."""
+    if isinstance(source, Ranks) and source.ranks:
+        return source.priorities(names)
+    return {}
 
 
 def _page_at(start: str, limit: int | None) -> tuple[list[str], int, int]:
@@ -183,8 +196,10 @@ def _with_data(names: list[str]) -> list[dict]:
     return out
 
 
-def _item_list(items: list, metadata: dict) -> str:
+def _item_list(items: list, metadata: dict, priorities: dict | None = None) -> str:
     body = {"kind": "ItemList", "apiVersion": "v1", "items": items, "metadata": metadata}
+    if priorities:
+        body["priorities"] = priorities
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -209,14 +224,16 @@ def _full_listing() -> tuple[Any, int]:
 
 def _rebuild(cache: dict, source) -> None:
     """The listing of the source's current version into `cache` (the caller holds its lock)."""
-    if isinstance(source, ServesPrebuilt):
+    ranked = isinstance(source, Ranks) and source.ranks
+    if isinstance(source, ServesPrebuilt) and not ranked:
         array, version = source.json_names()
         metadata = json.dumps({"resourceVersion": str(version)}, separators=(",", ":"))
         head = b'{"kind":"ItemList","apiVersion":"v1","items":'
         body = b"".join((head, array, b',"metadata":', metadata.encode(), b"}"))
     else:
         names, _, version = source.page(None, None)
-        body = _item_list(names, {"resourceVersion": str(version)}).encode()
+        priorities = _priorities(source, names) if ranked else None
+        body = _item_list(names, {"resourceVersion": str(version)}, priorities).encode()
     kept: Any = body
     if os.path.isdir("/proc/self/fd"):
         kept = tempfile.TemporaryFile()  # noqa: SIM115 - kept open for later requests
@@ -256,7 +273,8 @@ def _watch(timeout_seconds: int | None, full: bool = False) -> Response:
         )
     try:
         source = _source()
-        if not full and isinstance(source, ServesPrebuilt):  # the lines made once a version
+        ranked = isinstance(source, Ranks) and source.ranks
+        if not full and not ranked and isinstance(source, ServesPrebuilt):  # lines made once
             first, events = source.subscribe_lines()
         else:
             names, events = source.subscribe()
@@ -271,6 +289,10 @@ def _watch(timeout_seconds: int | None, full: bool = False) -> Response:
             data = source.get(event["item"])
             if data is not None:
                 event = {**event, "data": data}
+        if ranked and event.get("type") == "ADDED":
+            priority = source.priorities([event["item"]]).get(event["item"])
+            if priority:
+                event = {**event, "priority": priority}
         return (json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
 
     def stream():

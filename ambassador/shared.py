@@ -41,7 +41,7 @@ import time
 from typing import Any
 
 from .sorted_names import SortedNames
-from .sources.base import HoldsPacked
+from .sources.base import HoldsPacked, RanksMetas
 from .sources.registry import kind_of, open_source, source_type
 
 log = logging.getLogger(__name__)
@@ -249,6 +249,32 @@ class SharedSnapshot:
         with self._lock:
             names, version = self._names, self._version
         return names.json_array(), version
+
+    @property
+    def ranks(self) -> bool:
+        """`sources.base.Ranks`: whether the source type reads priorities from metas."""
+        return isinstance(self.kind, RanksMetas) and self.kind.ranks(self.config)
+
+    def priorities(self, names: list[str] | None) -> dict[str, int]:
+        if not self.ranks:
+            return {}
+        self._refresh()
+        with self._lock:
+            all_names, metas = self._names, self._metas
+        priority = self.kind.priority
+        out = {}
+        if names is None:
+            for index in range(len(metas)):
+                found = priority(metas[index])
+                if found:
+                    out[all_names[index]] = found
+            return out
+        for name in names:
+            index = all_names.index(name)
+            found = None if index is None or not len(metas) else priority(metas[index])
+            if found:
+                out[name] = found
+        return out
 
     def get(self, name: str) -> dict[str, Any] | None:
         self._refresh()

@@ -68,6 +68,7 @@ class Row:
     log_path: str | None
     last_error: str | None
     version: str | None = None  # the item's version its latest attempt ran at
+    priority: int = 0  # higher starts first (`manager.workqueue.ordering`)
 
 
 @dataclass(frozen=True)
@@ -177,6 +178,30 @@ class Source(Protocol):
         ask for data in bulk while listings bring work, and stop when they bring none."""
 
 
+PRIORITY_LIMIT = 2**31 - 1  # priorities are 32-bit integers (Kubernetes' PriorityClass range)
+
+
+def valid_priority(value: object) -> int | None:
+    """A priority a source gave, or None when it is not one (bools, floats with a fraction,
+    strings, numbers out of range)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int) and abs(value) <= PRIORITY_LIMIT:
+        return value
+    return None
+
+
+@runtime_checkable
+class RanksItems(Protocol):
+    """A source whose listings may carry items' priorities (`ItemList.priorities`)."""
+
+    def listed_priorities(self) -> dict[str, int]:
+        """The priorities the last complete listing (and the watch events since) gave, for
+        the items whose priority is not 0."""
+
+
 class Ledger(Protocol):
     """The record of every item: what the reconciler reads before it acts, and writes before
     the manager acts on a transition. `where` names it for people (a folder, a namespace)."""
@@ -194,6 +219,13 @@ class Ledger(Protocol):
 
     def see(self, names: Iterable[str]) -> list[str]:
         """Record names not seen before as pending; return the new ones."""
+
+    def priority(self, name: str) -> int:
+        """The priority last recorded for `name` (0 when none was). Asked for every waiting
+        item the line places: a dict lookup."""
+
+    def prioritize(self, changes: dict[str, int]) -> None:
+        """Record priorities of known items (name -> priority), where `status` reads them."""
 
     def start(self, name: str, log_path: str, version: str | None = None) -> int:
         """pending/failed -> running; count the attempt and return its number; note the

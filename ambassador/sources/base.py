@@ -71,3 +71,28 @@ class HoldsPacked(Protocol):
 
     def published(self) -> tuple[int, bytes, bytes]:
         """The version, the sorted names and their metas in step, each NUL-separated UTF-8."""
+
+
+@runtime_checkable
+class Ranks(Protocol):
+    """A source whose items may have priorities (a Redis sorted set's scores, an item data
+    field `priority`): the listing carries them (`ItemList.priorities`, the watch's ADDED
+    events' `priority`), so a manager orders its line before any item's data is fetched."""
+
+    @property
+    def ranks(self) -> bool:
+        """Whether any item may have a priority (False: `priorities` is always empty)."""
+
+    def priorities(self, names: list[str] | None) -> dict[str, int]:
+        """The priorities of `names` (None: of every item) that are not 0."""
+
+
+@runtime_checkable
+class RanksMetas(Protocol):
+    """A lister, or a source type, that reads an item's priority from its meta."""
+
+    def ranks(self, config: dict) -> bool:
+        """Whether metas of this configuration carry priorities."""
+
+    def priority(self, meta: str) -> int | None:
+        """The priority `meta` carries (None: none)."""

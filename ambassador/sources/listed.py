@@ -33,6 +33,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
+from .base import RanksMetas
 from .packed_listing import PackedListing, names_diff
 
 log = logging.getLogger(__name__)
@@ -218,6 +219,27 @@ class ListedSource:
     def get(self, name: str) -> dict[str, Any] | None:
         meta = self._listing.meta(name)
         return None if meta is None else self.lister.describe(name, meta)
+
+    @property
+    def ranks(self) -> bool:
+        """`base.Ranks`: whether the lister reads priorities from metas (a sorted set, a data
+        hash)."""
+        return isinstance(self.lister, RanksMetas) and self.lister.ranks(self.lister.config)
+
+    def priorities(self, names: list[str] | None) -> dict[str, int]:
+        if not self.ranks:
+            return {}
+        listing = self._listing
+        if names is None:
+            names = listing.page(None, None)[0]
+        priority = self.lister.priority
+        out = {}
+        for name in names:
+            meta = listing.meta(name)
+            found = None if meta is None else priority(meta)
+            if found:
+                out[name] = found
+        return out
 
     def subscribe(self) -> tuple[list[str], queue.SimpleQueue]:
         """Every current name, and a queue of each later event. The caller's duty:

@@ -1,10 +1,17 @@
-"""Items are the members of a Redis set; their data, optionally, the fields of a Redis hash.
+"""Items are the members of a Redis set or sorted set; their data, optionally, a hash's fields.
 
     workqueue ambassador --source 'redis://host:6379/0?set=videos&data=video-data'
+    workqueue ambassador --source 'redis://host:6379/0?zset=videos'
 
-`set=KEY` (required) names the set whose members are the items; `data=KEY` a hash whose field
-NAME holds item NAME's data - a JSON object is merged into the item's data, any other value is
-given as `value`. `rediss://` connects with TLS; a password is taken from the URL or, better
+`set=KEY` names the set whose members are the items, or `zset=KEY` a sorted set whose members
+are the items and whose scores their priorities (higher first: `ZADD videos 10 a.mp4`; a score
+with a fraction is rounded down, and one beyond ±2^31-1 is 0); one of the two is required.
+`data=KEY` names a hash whose field NAME holds item NAME's data - a JSON object is merged into
+the item's data (its integer `priority`, if any, is the item's priority in a plain set), any
+other value is given as `value`. A priority is carried in the listing (`ItemList.priorities`)
+and in the item's data (`priority`); changing a score or a priority is not a new version.
+
+`rediss://` connects with TLS; a password is taken from the URL or, better
 (it stays out of process listings and Helm values), from the `REDIS_PASSWORD` environment
 variable. A member is an item when it ends with one of `--suffix` (default: any member, as a
 set holds names, not files) and can be served as a name (one line of valid UTF-8).
@@ -13,10 +20,11 @@ Versions: with a data hash, an item's version is a digest of its data, so writin
 a member makes it a new version (`--on-change rerun` runs it again); without one, every member
 has the same version for ever.
 
-Changes: where the server has keyspace notifications on for sets and hashes
-(`notify-keyspace-events` holding `K` and `s`/`h`, or `A`), a change to the set or the hash is
-pushed (`__keyspace@DB__:KEY`) and answered with one re-listing (SSCAN and HSCAN, a thousand at a
-time) - Redis says which key changed, not which member; several changes in a burst share one.
+Changes: where the server has keyspace notifications on for sets (sorted sets) and hashes
+(`notify-keyspace-events` holding `K` and `s` (`z`) / `h`, or `A`), a change to the set or
+the hash is pushed (`__keyspace@DB__:KEY`) and answered with one re-listing (SSCAN or ZSCAN, and
+HSCAN, a thousand at a time) - Redis says which key changed, not which member; several
+changes in a burst share one.
 Otherwise the set is re-listed every `--poll-interval`. Either way, a full re-listing also runs
 every `--relist-interval`: a DEL of the set is notified only with `g` in the flags, and FLUSHALL,
 FLUSHDB and a restart of the server notify nothing - the next full listing finds those (and
@@ -27,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import threading
 from collections.abc import Iterable, Iterator
@@ -39,6 +48,7 @@ from .listed import RELIST, Change, ListedSource, SourceUnreachable
 from .registry import SourceConfigError, not_for
 
 FOLDER_ONLY = ("SETTLE", "VERSION_BY", "FORCE_POLLING", "RECURSIVE")
+PRIORITY_LIMIT = 2**31 - 1
 SCAN_COUNT = 1000
 BURST_SECONDS = 0.05  # notifications this close together share one re-listing
 
@@ -61,10 +71,12 @@ class RedisLister:
     def __init__(self, config: dict) -> None:
         self.config = config
         self.set_key = config["REDIS_SET"]
+        self.sorted = bool(config.get("REDIS_SORTED"))
         self.data_key = config.get("REDIS_DATA") or None
         self.suffixes = normalise_suffixes(config["SUFFIXES"]) if config.get("SUFFIXES") else ()
         self.db = int(config.get("REDIS_DB") or 0)
-        self.where = f"redis set {self.set_key!r} (db {self.db})"
+        kind = "sorted set" if self.sorted else "set"
+        self.where = f"redis {kind} {self.set_key!r} (db {self.db})"
         self.redis = connect(config)
 
     def is_item(self, member: str) -> bool:
@@ -76,16 +88,34 @@ class RedisLister:
         import redis
 
         try:
-            members = [m for m in self.redis.sscan_iter(self.set_key, count=SCAN_COUNT)]
+            scores: dict[str, float] = {}
+            if self.sorted:
+                scores = dict(self.redis.zscan_iter(self.set_key, count=SCAN_COUNT))
+                members = list(scores)
+            else:
+                members = [m for m in self.redis.sscan_iter(self.set_key, count=SCAN_COUNT)]
             data: dict[str, str] = {}
             if self.data_key:
                 data = dict(self.redis.hscan_iter(self.data_key, count=SCAN_COUNT))
         except redis.RedisError as exc:
             raise SourceUnreachable(f"{self.where}: {exc}") from None
-        return [(m, json.dumps(data[m]) if m in data else "-") for m in members if self.is_item(m)]
+        out = []
+        for m in members:
+            if self.is_item(m):
+                meta = json.dumps(data[m]) if m in data else "-"
+                if self.sorted:
+                    meta = f"p{score_priority(scores[m])}:{meta}"
+                out.append((m, meta))
+        return out
 
     def describe(self, name: str, meta: str) -> dict[str, Any]:
         return describe(name, meta, has_data=self.data_key is not None)
+
+    def ranks(self, config: dict) -> bool:
+        return ranks(config)
+
+    def priority(self, meta: str) -> int | None:
+        return priority_of(meta)
 
     def changes(self, stop: threading.Event) -> Iterator[list[Change] | object] | None:
         """Keyspace notifications, when the server sends them for sets (and hashes)."""
@@ -97,7 +127,8 @@ class RedisLister:
             )
         except redis.RedisError:  # CONFIG may be refused (managed Redis): poll
             return None
-        wanted = {"s", "h"} if self.data_key else {"s"}
+        kind = "z" if self.sorted else "s"
+        wanted = {kind, "h"} if self.data_key else {kind}
         if "K" not in flags or not ("A" in flags or wanted <= set(flags)):
             return None
         channels = [f"__keyspace@{self.db}__:{self.set_key}"]
@@ -130,7 +161,40 @@ class RedisLister:
             pubsub.close()
 
 
+def score_priority(score: float) -> int:
+    """A sorted set's score as a priority (see the module docstring)."""
+    if score != score or abs(score) > PRIORITY_LIMIT:  # NaN never comes from Redis; inf may
+        return 0
+    return math.floor(score)
+
+
+def split_meta(meta: str) -> tuple[int | None, str]:
+    """(a sorted set member's priority or None, the meta of its data)."""
+    if meta.startswith("p"):
+        number, _, rest = meta[1:].partition(":")
+        return int(number), rest
+    return None, meta
+
+
+def ranks(config: dict) -> bool:
+    return bool(config.get("REDIS_SORTED") or config.get("REDIS_DATA"))
+
+
+def priority_of(meta: str) -> int | None:
+    """The priority an item's meta carries: its score, or its data's integer `priority`."""
+    scored, meta = split_meta(meta)
+    if scored is not None:
+        return scored
+    if "priority" not in meta:  # (the cheap test: most data has none)
+        return None
+    found = describe("", meta, has_data=True).get("priority")
+    if isinstance(found, int) and not isinstance(found, bool) and abs(found) <= PRIORITY_LIMIT:
+        return found
+    return None
+
+
 def describe(name: str, meta: str, *, has_data: bool) -> dict[str, Any]:
+    scored, meta = split_meta(meta)
     data: dict[str, Any] = {"name": name, "contentType": content_type(name)}
     if meta != "-":
         value = json.loads(meta)
@@ -147,6 +211,8 @@ def describe(name: str, meta: str, *, has_data: bool) -> dict[str, Any]:
         data["version"] = "d-none"
     else:
         data["version"] = "m-1"  # a set member has no content: one version for ever
+    if scored is not None:
+        data["priority"] = scored  # (not in the version: a new score is not a new version)
     return data
 
 
@@ -160,16 +226,25 @@ class RedisType:
     settles = False
 
     def shown(self, config: dict) -> str:
-        return f"redis set {config['REDIS_SET']!r}"  # (never the URL: it may hold a password)
+        kind = "sorted set" if config.get("REDIS_SORTED") else "set"
+        return f"redis {kind} {config['REDIS_SET']!r}"  # (never the URL: it may hold a password)
+
+    def ranks(self, config: dict) -> bool:
+        return ranks(config)
+
+    def priority(self, meta: str) -> int | None:
+        return priority_of(meta)
 
     def config_from_url(self, url: str, options: dict) -> dict:
         not_for("redis", options, FOLDER_ONLY)
         parts = urlsplit(url)
         query = parse_qs(parts.query, keep_blank_values=True)
-        unknown = sorted(set(query) - {"set", "data"})
-        if unknown or not query.get("set") or not query["set"][0] or not parts.hostname:
+        unknown = sorted(set(query) - {"set", "zset", "data"})
+        keys = [k for k in ("set", "zset") if (query.get(k) or [""])[0]]
+        if unknown or len(keys) != 1 or not parts.hostname:
             raise SourceConfigError(
-                f"a Redis source is redis://host:port/db?set=KEY[&data=HASH], not {url!r}"
+                "a Redis source is redis://host:port/db?set=KEY (or zset=KEY)[&data=HASH], "
+                f"not {url!r}"
             )
         db = parts.path.strip("/") or "0"
         if not db.isdigit():
@@ -187,7 +262,8 @@ class RedisType:
         return {
             "REDIS_URL": base,
             "REDIS_DB": int(db),
-            "REDIS_SET": query["set"][0],
+            "REDIS_SET": query[keys[0]][0],
+            "REDIS_SORTED": keys[0] == "zset",
             "REDIS_DATA": (query.get("data") or [""])[0] or None,
             "SUFFIXES": suffixes,
             "POLL_INTERVAL": float(options.get("POLL_INTERVAL") or 2.0),
@@ -206,8 +282,10 @@ class RedisType:
             raise SourceConfigError(f"{lister.where}: the server refused it: {exc}") from None
         except redis.RedisError as exc:
             raise SourceConfigError(f"{lister.where}: cannot reach the server: {exc}") from None
-        if kind not in ("set", "none"):
-            raise SourceConfigError(f"{lister.where}: the key holds a {kind}, not a set")
+        wanted = "zset" if lister.sorted else "set"
+        if kind not in (wanted, "none"):
+            noun = "a sorted set" if lister.sorted else "a set"
+            raise SourceConfigError(f"{lister.where}: the key holds a {kind}, not {noun}")
 
     def open(self, config: dict) -> ListedSource:
         return ListedSource(

@@ -16,7 +16,7 @@ import argparse
 from ..declared import dest, flags
 from ..durations import parse_duration
 from ..errors import InputError
-from ..ports import MAX_PARALLELISM, parallelism_problem
+from ..ports import MAX_PARALLELISM, PRIORITY_LIMIT, parallelism_problem
 
 
 def _number(text: str, kind: type, noun: str):
@@ -100,6 +100,17 @@ def at_most(limit: int, why: str):
         return value
 
     return parse
+
+
+def priority_rule(text: str) -> tuple[str, int]:
+    """`GLOB=N` (`--priority`) as (glob, N)."""
+    glob, sep, number = text.rpartition("=")
+    if not sep or not glob:
+        raise argparse.ArgumentTypeError(f"wants GLOB=N (for example 'urgent/*=10'): {text!r}")
+    priority = _number(number.strip(), int, "an integer priority")
+    if abs(priority) > PRIORITY_LIMIT:
+        raise argparse.ArgumentTypeError(f"a priority is within ±{PRIORITY_LIMIT}: {text!r}")
+    return glob, priority
 
 
 def positive_float(text: str) -> float:

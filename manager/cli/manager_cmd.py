@@ -29,6 +29,7 @@ from .argtypes import (
     fraction_below_one,
     host,
     positive_int,
+    priority_rule,
     token,
     workers,
 )
@@ -60,6 +61,16 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         type=positive_int,
         default=3,
         help="tries per item before it stays failed (default 3)",
+    )
+    p.add_argument(
+        "--priority",
+        type=priority_rule,
+        action="append",
+        default=[],
+        metavar="GLOB=N",
+        dest="priorities",
+        help="items whose name matches GLOB start before lower priorities (higher first; "
+        "repeatable, the first match wins over the source's priority; default 0)",
     )
     p.add_argument(
         "--retry-backoff",
@@ -193,6 +204,7 @@ def manager_options(args, **extra) -> ManagerOptions:
         removal_hold=None if args.accept_removals else args.removal_hold,
         mass_removal_fraction=args.mass_removal_fraction,
         mass_removal_min=args.mass_removal_min,
+        priorities=args.priorities,
         **extra,
     )
 

@@ -169,7 +169,11 @@ def print_status(view: QueueView, *, recent: int = 10, waiting: int = 10) -> Non
         print(f"\nwaiting ({len(line)}, in order):")
         for item in line[:waiting]:
             eta = f"starts in {seconds(item.eta_seconds)}" if item.eta_seconds is not None else ""
-            print(f"  {item.position:>4}. {item.name}  {eta}{'; ' if eta else ''}{item.reason}")
+            ranked = f"priority {item.priority}; " if item.priority else ""
+            print(
+                f"  {item.position:>4}. {item.name}  {ranked}{eta}{'; ' if eta else ''}"
+                f"{item.reason}"
+            )
         if len(line) > waiting:
             print(f"        … and {len(line) - waiting} more")
     failed = [i for i in view.in_state(State.FAILED) if i.position is None]
@@ -193,6 +197,8 @@ def print_item(item: ItemView, detail: dict) -> None:
     pairs.append(("attempts", str(item.attempts)))
     if item.since:
         pairs.append(("since", moment(item.since, date=True)))
+    if item.priority:
+        pairs.append(("priority", str(item.priority)))
     if item.position is not None:
         eta = seconds(item.eta_seconds) if item.eta_seconds is not None else "unknown"
         pairs += [("position", str(item.position)), ("expected start", f"in {eta}")]

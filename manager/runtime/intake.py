@@ -9,7 +9,9 @@ Each listing (a poll, a watch event, the first listing of a `--once` run) goes t
     retry requests     what `workqueue retry` left for the running manager
     the rest           every listed name that still needs work is queued (dedup: once), and
                        a cancelled item the source lists again is work again - one ledger
-                       lookup a name (`Ledger.state`), however many items the source lists
+                       lookup a name (`Ledger.state`), however many items the source lists;
+                       their priorities are recorded first where they changed
+                       (`priorities.Prioritizer`), so each takes its place in the line
 
 Invariant: `waiting_since` holds the items queued because they need work and not dispatched
 yet, with the time each was first queued (what `workqueue_oldest_waiting_seconds` reports).
@@ -23,6 +25,7 @@ from collections.abc import Callable
 
 from ..planning.measure import SlidingWindow
 from ..ports import Ledger, Source, State
+from .priorities import Prioritizer
 
 log = logging.getLogger(__name__)
 
@@ -37,15 +40,18 @@ class Intake:
         needs_work: Callable[[str, tuple[str, int] | None], bool],
         *,
         rerun_changed: bool = False,
+        prioritizer: Prioritizer | None = None,
     ) -> None:
         """`line` is the manager's workqueue; `rerun_changed` is `--on-change rerun`;
-        `needs_work(name, state)` the reconciler's, given the state just read."""
+        `needs_work(name, state)` the reconciler's, given the state just read; `prioritizer`
+        places items by priority (None: the line is a FIFO)."""
         self.ledger = ledger
         self.source = source
         self.line = line
         self.window = window
         self.needs_work = needs_work
         self.rerun_changed = rerun_changed
+        self.prioritizer = prioritizer
         self.waiting_since: dict[str, float] = {}
 
     def listed(self, names: list[str]) -> None:
@@ -59,16 +65,24 @@ class Intake:
         for name in self.ledger.take_retry_requests():
             self.line.add(name)
         now = time.time()
-        waiting = 0
+        waiting = []
         state = self.ledger.state
         for name in names:  # one lookup a name: a poll over a million costs a million
             current = state(name)
             if current is not None and current[0] == State.CANCELLED:
                 current = self._revived(name)
             if self.needs_work(name, current):
-                self.wait(name, now)
-                waiting += 1
-        self.source.listed_work(waiting)
+                waiting.append(name)
+        self.prioritize(waiting)
+        for name in waiting:
+            self.wait(name, now)
+        self.source.listed_work(len(waiting))
+
+    def prioritize(self, waiting: list[str]) -> None:
+        """Before `waiting` is queued: each item's priority recorded where it changed (a
+        no-op without a prioritizer)."""
+        if self.prioritizer is not None:
+            self.prioritizer.listed(waiting)
 
     def revisit(self, names: list[str]) -> None:
         """Finished items that changed (`--on-change rerun`), cancelled ones that came back."""

@@ -13,7 +13,7 @@ room), and `max_attempts >= 1`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..retry import Backoff, RetryPolicy
 
@@ -44,6 +44,8 @@ class ManagerOptions:
     mass_removal_min: int = 10
     source_timeout: float | None = None  # --once: give up on an unreachable source after this
     probe_interval: float = 2.0  # held by a StorageFault: how often writes are tried again
+    # --priority GLOB=N, in order: the first that matches an item's name gives its priority
+    priorities: list[tuple[str, int]] = field(default_factory=list)
 
     @property
     def retry_policy(self) -> RetryPolicy:

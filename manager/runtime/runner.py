@@ -44,6 +44,7 @@ from .intake import Intake
 from .leaving import Leaving
 from .manager_options import ManagerOptions
 from .poller import Poller
+from .priorities import Prioritizer, Rules
 from .reconciler import Reconciler, Result
 from .run_report import TERMINAL, RunReport
 
@@ -117,6 +118,7 @@ class Manager:
             self.window,
             self.reconciler.needs_work,
             rerun_changed=options.on_change == "rerun",
+            prioritizer=Prioritizer(Rules(options.priorities), source, ledger, self.queue),
         )
         self._durations = None
         if registry is not None:
@@ -348,6 +350,7 @@ class Manager:
             for name in report.targets:  # adopted work reports when its worker ends
                 if name not in self.adoption.names and not self.reconciler.needs_work(name):
                     report.results[name] = Result.SKIPPED
+            self.intake.prioritize([n for n in report.targets if n not in report.results])
         if on_start is not None:
             on_start(report)
         self.start_workers()

@@ -15,6 +15,8 @@ API stays the contract for every other client; `workqueue ambassador` serves it.
                  HTTP listing would carry), so --cancel-removed orders listings the same way
     get_item     the item's data as GET /api/v1/items/<name> gives it (one lstat), or None
     peek         the same, for --on-change rerun
+    listed_priorities  the priorities (not 0) of the last listing, where the source ranks its
+                 items (a Redis sorted set): what `ItemList.priorities` would carry
     watch        ADDED for every name, then each ADDED/DELETED, as the watch stream does
 """
 
@@ -33,6 +35,7 @@ class FolderSource:
         self.files = files
         self.base_url = where
         self.listing_version: int | None = None
+        self._priorities: dict[str, int] = {}
 
     def start(self) -> FolderSource:
         self.files.start()
@@ -61,9 +64,16 @@ class FolderSource:
     # -- manager.ports.Source --------------------------------------------------------------
 
     def list_items(self) -> list[str]:
+        from ambassador.sources.base import Ranks
+
         names, _, version = self.files.page(None, None)
         self.listing_version = version
+        if isinstance(self.files, Ranks) and self.files.ranks:
+            self._priorities = self.files.priorities(names)
         return names
+
+    def listed_priorities(self) -> dict[str, int]:
+        return self._priorities
 
     def get_item(self, name: str) -> dict[str, Any] | None:
         return self.files.get(name)

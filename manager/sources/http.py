@@ -8,6 +8,11 @@ then - and with `keep_data_of(None)`: `--on-change rerun` compares every listed 
 with the one it ran at - a listing brings every item's data (`view=full`). A source that does
 not serve the full view or pages of it is asked for names, and for each item with its own GET.
 
+Priorities (additive to v1): a names listing may carry `priorities`, {name: integer} for the
+page's items whose priority is not 0; in the full view an item's `data.priority`; in the watch
+stream an ADDED event's `priority`. The last complete listing's (and the watch events' since)
+are `listed_priorities()`; a value that is not an integer is ignored.
+
 Every call retries connection errors, timeouts and 5xx answers with `retry.SOURCE_CALL`'s
 backoff, then raises `SourceUnavailable` - one line saying what failed and where, never a
 traceback for the user. An answer that is not the API (not JSON, wrong `kind`, wrong shape)
@@ -30,7 +35,13 @@ from urllib.parse import quote, urlsplit
 if TYPE_CHECKING:  # imported when a client is made: `workqueue run` never needs it
     import requests
 
-from ..ports import SourceError, SourceProtocolError, SourceUnavailable, WatchUnsupported
+from ..ports import (
+    SourceError,
+    SourceProtocolError,
+    SourceUnavailable,
+    WatchUnsupported,
+    valid_priority,
+)
 from ..retry import SOURCE_CALL, Backoff
 from .held_data import DATA_PAGE, HeldData, NoPage, page_items
 
@@ -78,6 +89,9 @@ class SourceClient:
         # The resourceVersion of the last complete listing: its first page's (the oldest: a
         # later page can only be newer), None when a page gave none (`manager.runtime.removals`).
         self.listing_version: int | None = None
+        # Invariant: the priorities (not 0) of the last complete listing, and of the watch
+        # events since; replaced whole by each listing, changed in place by an event.
+        self._priorities: dict[str, int] = {}
 
     # -- calls -----------------------------------------------------------------------------
 
@@ -99,9 +113,14 @@ class SourceClient:
         self.listing_version = version
         return names
 
+    def listed_priorities(self) -> dict[str, int]:
+        """`manager.ports.RanksItems`: see the module docstring."""
+        return self._priorities
+
     def _list(self, *, full: bool) -> tuple[list[str], dict[str, dict], int | None]:
         names: list[str] = []
         data: dict[str, dict] = {}
+        priorities: dict[str, int] = {}
         token = ""
         first_version: int | None = None
         pages = 0
@@ -129,10 +148,19 @@ class SourceClient:
                 ):
                     names.append(item["name"])
                     data[item["name"]] = item["data"]
+                    priority = valid_priority(item["data"].get("priority"))
+                    if priority:
+                        priorities[item["name"]] = priority
                 elif full and isinstance(item, str):
                     raise _NoFullView()  # it ignored view=full: names only
                 else:
                     raise SourceProtocolError(f"{self.base_url}: ItemList.items is malformed")
+            ranked = body.get("priorities")
+            if isinstance(ranked, dict):
+                for name, value in ranked.items():
+                    priority = valid_priority(value)
+                    if priority:
+                        priorities[name] = priority
             metadata = body.get("metadata") or {}
             if not isinstance(metadata, dict):
                 metadata = {}
@@ -144,6 +172,7 @@ class SourceClient:
             pages += 1
             token = metadata.get("continue")
             if not token:
+                self._priorities = priorities
                 return names, data, first_version
 
     def keep_data_of(self, wanted: Callable[[str], bool] | None) -> None:
@@ -217,9 +246,18 @@ class SourceClient:
                     except ValueError:
                         raise SourceProtocolError(f"{url}: watch stream is not JSON") from None
                     if isinstance(event, dict) and isinstance(event.get("item"), str):
+                        self._note_priority(event)
                         yield event
         except requests.RequestException as exc:
             raise SourceUnavailable(f"watch stream of {url} broke: {_short(exc)}") from None
+
+    def _note_priority(self, event: dict) -> None:
+        name, kind = event["item"], event.get("type")
+        priority = valid_priority(event.get("priority")) if kind == "ADDED" else None
+        if priority:  # (a dict's get and set are atomic: readers only look names up)
+            self._priorities[name] = priority
+        else:
+            self._priorities.pop(name, None)
 
     # -- plumbing --------------------------------------------------------------------------
 

@@ -97,6 +97,7 @@ class ItemView:
     ready_at: float | None = None  # a failed item backing off: when it may run again
     first_seen: float | None = None
     ran_seconds: float | None = None  # a finished item's last attempt
+    priority: int = 0  # higher starts first (shown when not 0)
 
     def as_json(self) -> dict:
         out = {
@@ -106,6 +107,8 @@ class ItemView:
             "reason": self.reason,
             "since": _iso(self.since),
         }
+        if self.priority:
+            out["priority"] = self.priority
         if self.position is not None:
             out["position"] = self.position
             out["eta_seconds"] = _round(self.eta_seconds)
@@ -261,6 +264,7 @@ def _item(row: Row, context: Context) -> ItemView:
     view = ItemView(row.name, row.state, row.attempts, "", row.first_seen or None)
     view.log = row.log_path
     view.first_seen = row.first_seen or None
+    view.priority = row.priority
     if row.state in (State.SUCCEEDED, State.FAILED) and row.started and row.finished:
         view.ran_seconds = max(0.0, row.finished - row.started)
     if row.state == State.PENDING:

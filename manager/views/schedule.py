@@ -2,9 +2,12 @@
 when the last slot falls idle (`queue_view.build` asks for it; `status` and the dashboard show
 it).
 
-The line is the items that will run again, in dispatch order: pending ones first-seen first
-(the order the dispatcher starts them in), then those backing off by the time their backoff
-ends. The schedule as it stands now: each running item frees its slot when it has run for the
+The line is the items that will run again, in dispatch order: pending ones by the line's one
+ordering function (`manager.workqueue.ordering.line_key`: higher priority first, first seen
+first within one - the order the dispatcher starts them in), then those backing off by the time
+their backoff ends.
+
+The schedule as it stands now: each running item frees its slot when it has run for the
 measured mean service time S (or now, if it already has - and a whole S from now when its unit
 of work has not started: a pod waiting for a node); each item of the line, in order, takes the
 earliest free slot no sooner than it is ready, and holds it for S. An item's `eta_seconds` is
@@ -24,6 +27,7 @@ import heapq
 from typing import Protocol
 
 from ..ports import Row, State
+from ..workqueue.ordering import line_key
 
 
 class Scheduled(Protocol):
@@ -45,10 +49,12 @@ class Moment(Protocol):
 
 
 def line_of(rows: list[Row], items: dict[str, Scheduled]) -> list[str]:
-    """The items that will run again, in dispatch order: pending first-seen first, then the
-    ones backing off by the time their backoff ends (`ItemView.ready_at`)."""
+    """The items that will run again, in dispatch order: pending by `line_key` (priority,
+    then first seen; then name), then the ones backing off by the time their backoff ends
+    (`ItemView.ready_at`)."""
     pending = sorted(
-        (r for r in rows if r.state == State.PENDING), key=lambda r: (r.first_seen, r.name)
+        (r for r in rows if r.state == State.PENDING),
+        key=lambda r: (line_key(r.priority, r.first_seen), r.name),
     )
     backing_off = sorted(
         (r for r in rows if items[r.name].ready_at is not None),

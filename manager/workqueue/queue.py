@@ -1,14 +1,19 @@
-"""The dedup work queue: a dirty set, a processing set and a FIFO (client-go's workqueue.Type).
+"""The dedup work queue: a dirty set, a processing set and a line (client-go's workqueue.Type).
 
-    add(k) ──► dirty ──get()──► processing ──done(k)──► gone, or back in the FIFO once
+    add(k) ──► dirty ──get()──► processing ──done(k)──► gone, or back in the line once
                                                        if k was added again meanwhile
 
+The line's order is a strategy (`ordering.py`, client-go's `Queue[T]`): FIFO by default, or
+by priority (`order=ByPriority(...)`, or `use_order` on a running queue: what waits keeps its
+order within each priority). A key added again while it waits is touched: a priority order
+moves it when its priority changed.
+
 Rules every caller can rely on:
-  * Stingy: a key waiting in the FIFO is there once; adding it again is a no-op (dedup).
+  * Stingy: a key waiting in the line is there once; adding it again is a no-op (dedup).
   * One worker per key: a key a worker holds is never handed to another worker. Adding it while
-    held marks it dirty, and `done()` puts it back in the FIFO exactly once, however many adds
+    held marks it dirty, and `done()` puts it back in the line exactly once, however many adds
     came meanwhile - so a change is never lost and never processed twice at once.
-  * Fair: distinct keys come out in the order they were first added.
+  * Fair: distinct keys come out in the line's order (FIFO: the order they were first added).
   * Shut-down: adds are ignored, `get()` hands out what is still queued and then `(None, True)`,
     every blocked `get()` wakes; `shut_down_with_drain()` also waits until no key is processing.
 
@@ -22,13 +27,13 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left
-from collections import deque
 from sys import getsizeof
 from typing import Any
 
 from .clock import RealClock
 from .events import Event, Observer
 from .metrics import DURATION_BUCKETS
+from .ordering import Fifo
 
 # A dict that once held many keys keeps its table after they leave; past this many bytes, a
 # worker about to wait in get() swaps it for a fresh copy, so a drained queue holds almost
@@ -38,7 +43,7 @@ _COMPACT_ABOVE_BYTES = 64 * 1024
 
 
 class Queue:
-    """A FIFO work queue with dedup and one-worker-per-key semantics (see the module docstring).
+    """A work queue with dedup and one-worker-per-key semantics (see the module docstring).
 
     `name` labels the metrics; `clock` is a RealClock or FakeClock; `metrics_provider` (for
     instance a `PrometheusMetricsProvider`) turns metrics on; `observer` is told what each call did
@@ -52,12 +57,14 @@ class Queue:
         clock: Any = None,
         metrics_provider: Any = None,
         observer: Observer | None = None,
+        order: Any = None,
     ) -> None:
         self.name = name
         self.clock = clock if clock is not None else RealClock()
         self._cond = threading.Condition(threading.Lock())
-        # Invariant: every key in _fifo is in _dirty and not in _processing, and appears once.
-        self._fifo: deque[Any] = deque()
+        # Invariant: every key in _fifo (the line: an `ordering` strategy) is in _dirty and not
+        # in _processing, and appears once.
+        self._fifo = order if order is not None else Fifo()
         # Invariant: the keys that need processing - those in _fifo plus those held by a worker
         # that were added again since get() (they go back to _fifo at done()). Each maps to the
         # time it became dirty when metrics are on, else to None: the set and the metric's
@@ -81,6 +88,8 @@ class Queue:
                     self._observer(Event.IGNORED_SHUTTING_DOWN, key, None)
                 return
             if key in self._dirty:
+                if key not in self._processing:
+                    self._fifo.touch(key)  # a priority order moves it if its priority changed
                 if self._observer is not None:
                     self._observer(Event.DEDUPLICATED, key, {"held": key in self._processing})
                 return
@@ -90,14 +99,33 @@ class Queue:
                 if self._observer is not None:
                     self._observer(Event.MARKED_FOR_REDELIVERY, key, None)
                 return
-            self._fifo.append(key)
+            self._fifo.push(key)
             if self._observer is not None:
                 self._observer(Event.ENQUEUED, key, None)
             self._cond.notify()
 
     def __len__(self) -> int:
-        """Keys waiting in the FIFO right now (informational: it may change at once)."""
+        """Keys waiting in the line right now (informational: it may change at once)."""
         return len(self._fifo)
+
+    def use_order(self, make: Any) -> None:
+        """Order the line with `make(waiting)` from now on: `make` is given the current
+        strategy (iterable, head first) and returns the new one holding the same keys - for
+        instance `lambda w: ByPriority.after(w, priority_of)`."""
+        with self._cond:
+            self._fifo = make(self._fifo)
+
+    def touch(self, key: Any) -> None:
+        """`key`'s priority may have changed: a waiting key moves to its new place (a no-op for
+        a key not waiting, and in a FIFO)."""
+        with self._cond:
+            if key in self._dirty and key not in self._processing:
+                self._fifo.touch(key)
+
+    def waiting(self) -> list[Any]:
+        """The keys waiting in the line, head first (a copy: for views and tests)."""
+        with self._cond:
+            return list(self._fifo)
 
     # -- consumer side -------------------------------------------------------------------------
 
@@ -112,7 +140,7 @@ class Queue:
                 self._cond.wait()
             if not self._fifo:
                 return None, True
-            key = self._fifo.popleft()
+            key = self._fifo.pop()
             added = self._dirty.pop(key)
             metrics = self._metrics
             if metrics is None:
@@ -125,7 +153,7 @@ class Queue:
             return key, False
 
     def wait_for_key(self) -> bool:
-        """Block until a key waits in the FIFO (True) or the queue is shut down with none
+        """Block until a key waits in the line (True) or the queue is shut down with none
         left (False). For a single consumer that must take something else first - a capacity
         slot - before it takes the key: its `get()` then returns at once, the head of the line
         (no other consumer can take it meanwhile)."""
@@ -137,7 +165,7 @@ class Queue:
             return bool(self._fifo)
 
     def done(self, key: Any, _bounds=DURATION_BUCKETS, _bisect=bisect_left) -> None:
-        """Mark `key` as finished. If it was added while held, it goes back in the FIFO once."""
+        """Mark `key` as finished. If it was added while held, it goes back in the line once."""
         with self._cond:
             started = self._processing.pop(key, None)
             if started is not None:  # only with metrics on
@@ -145,7 +173,7 @@ class Queue:
                 self._metrics.work_counts[_bisect(_bounds, worked)] += 1
                 self._metrics.work_sum += worked
             if key in self._dirty:
-                self._fifo.append(key)
+                self._fifo.push(key)
                 if self._observer is not None:
                     self._observer(Event.REDELIVERED, key, None)
                 self._cond.notify()

@@ -33,6 +33,9 @@ class FakeSource:
     def listed_work(self, waiting):
         return None
 
+    def listed_priorities(self):
+        return {n: d["priority"] for n, d in self.items.items() if d.get("priority")}
+
 
 class FakeLedger:
     where = "memory"
@@ -53,6 +56,13 @@ class FakeLedger:
         for n in new:
             self.items[n] = {"state": State.PENDING.value, "attempts": 0, "error": None}
         return new
+
+    def priority(self, name):
+        return (self.items.get(name) or {}).get("priority", 0)
+
+    def prioritize(self, changes):
+        for name, priority in changes.items():
+            self.items[name]["priority"] = priority
 
     def start(self, name, log_path, version=None):
         item = self.items.setdefault(name, {"state": "pending", "attempts": 0, "error": None})

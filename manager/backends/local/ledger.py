@@ -51,6 +51,9 @@ __all__ = ["LedgerBusy", "SqliteLedger", "existing_ledger", "open_ledger"]  # Le
 COLUMNS = (
     "name, state, attempts, first_seen, started, finished, exit_code, log_path, last_error, version"
 )
+# a ledger of an earlier version, read by `status` without writing (no column added): 0
+PRIORITY = ", priority"
+NO_PRIORITY = ", 0 AS priority"
 
 
 class SqliteLedger(LedgerFile, QueueFiles):
@@ -63,6 +66,10 @@ class SqliteLedger(LedgerFile, QueueFiles):
         self.clock = clock
         self._state: dict[str, tuple[str, int]] = {}
         self._versions: dict[str, str] = {}  # name -> the version its latest attempt ran at
+        # name -> priority, for the items whose priority is not 0 (the `priority` column's
+        # non-zero values: both change together under `_lock`)
+        self._priorities: dict[str, int] = {}
+        self._columns = COLUMNS + PRIORITY
         # told each name whose attempt's end is committed (finish, requeue, cancel): the local
         # backend's keeper may then forget it
         self.on_recorded: Callable[[str], None] | None = None
@@ -71,6 +78,12 @@ class SqliteLedger(LedgerFile, QueueFiles):
         """The items' (state, attempts) and versions read into memory (the invariant above)."""
         self._state = {}
         self._versions = {}
+        self._priorities = {}
+        known = {row[1] for row in db.execute("PRAGMA table_info(items)")}
+        self._columns = COLUMNS + (PRIORITY if "priority" in known else NO_PRIORITY)
+        if "priority" in known:
+            for name, priority in db.execute("SELECT name, priority FROM items WHERE priority"):
+                self._priorities[name] = priority
         for name, state, attempts, version in db.execute(
             "SELECT name, state, attempts, version FROM items"
         ):
@@ -90,7 +103,7 @@ class SqliteLedger(LedgerFile, QueueFiles):
     @storage
     def row(self, name: str) -> Row | None:
         with self._lock:
-            query = f"SELECT {COLUMNS} FROM items WHERE name=?"
+            query = f"SELECT {self._columns} FROM items WHERE name=?"
             found = self._db.execute(query, (name,)).fetchone()
         return Row(*found) if found else None
 
@@ -105,7 +118,7 @@ class SqliteLedger(LedgerFile, QueueFiles):
         self, where: str = "", params: Iterable = (), order: str = "name", limit: int | None = None
     ) -> list[Row]:
         """Rows matching an SQL condition on the items table (for `workqueue status`)."""
-        sql = f"SELECT {COLUMNS} FROM items"
+        sql = f"SELECT {self._columns} FROM items"
         if where:
             sql += f" WHERE {where}"
         sql += f" ORDER BY {order}"
@@ -143,6 +156,29 @@ class SqliteLedger(LedgerFile, QueueFiles):
             for n in new:
                 self._state[n] = PENDING_PAIR
         return new
+
+    def priority(self, name: str) -> int:
+        """The priority last recorded for `name` (0 when none was). A dict lookup."""
+        return self._priorities.get(name, 0)
+
+    @storage
+    def prioritize(self, changes: dict[str, int]) -> None:
+        """Record the priorities of known items (`changes`: name -> priority), so that `status`
+        in another process orders the line as this manager does."""
+        if not changes:
+            return
+        with self._lock:
+            with self._db:
+                self._db.execute("BEGIN")
+                self._db.executemany(
+                    "UPDATE items SET priority=? WHERE name=?",
+                    [(p, n) for n, p in changes.items()],
+                )
+            for name, priority in changes.items():
+                if priority:
+                    self._priorities[name] = priority
+                else:
+                    self._priorities.pop(name, None)
 
     @storage
     def start(self, name: str, log_path: str, version: str | None = None) -> int:

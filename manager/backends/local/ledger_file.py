@@ -55,7 +55,8 @@ CREATE TABLE IF NOT EXISTS items (
     last_error  TEXT,
     pgid        INTEGER,
     pgid_start  TEXT,
-    version     TEXT
+    version     TEXT,
+    priority    INTEGER NOT NULL DEFAULT 0
 );
 DROP INDEX IF EXISTS items_by_state;
 CREATE TABLE IF NOT EXISTS retry_requests (name TEXT PRIMARY KEY);
@@ -103,7 +104,7 @@ def connect(
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
         integrity.check_database(db, path, state_dir, stamp=stamp)
-        _add_version_column(db)  # a schema-1 ledger: items had no version yet
+        _add_columns(db)  # a ledger of an earlier version: items had no version, no priority
         db.executescript(SCHEMA)
         mirror(db)
     except sqlite3.DatabaseError as exc:
@@ -134,10 +135,12 @@ def connect_read_only(
     raise StorageFault(READ_ONLY, state_dir, "the ledger's journal cannot be read")
 
 
-def _add_version_column(db: sqlite3.Connection) -> None:
+def _add_columns(db: sqlite3.Connection) -> None:
     columns = {row[1] for row in db.execute("PRAGMA table_info(items)")}
     if columns and "version" not in columns:
         db.execute("ALTER TABLE items ADD COLUMN version TEXT")
+    if columns and "priority" not in columns:
+        db.execute("ALTER TABLE items ADD COLUMN priority INTEGER NOT NULL DEFAULT 0")
 
 
 def storage(method):

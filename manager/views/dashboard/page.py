@@ -188,6 +188,7 @@ def _waiting(board: Board) -> str:
             [
                 esc(i.position),
                 name_html(i.name),
+                esc(i.priority),
                 esc("in " + human(i.eta_seconds) if i.eta_seconds is not None else "unknown"),
                 esc(i.reason),
             ],
@@ -198,7 +199,7 @@ def _waiting(board: Board) -> str:
     html_ = _table(
         "waiting",
         f"Waiting ({len(line)})",
-        ["position", "item", "expected start", "reason"],
+        ["position", "item", "priority", "expected start", "reason"],
         rows,
     )
     if more > 0:

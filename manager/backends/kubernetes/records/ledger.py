@@ -98,6 +98,9 @@ class ClusterLedger:
         self._log_path = ""  # the last log path (a batch's is every member's: kept once)
         # name -> the version this manager started the item at, or asked a re-run for
         self._versions: dict[str, str] = {}
+        # name -> its priority, for items whose priority is not 0 (what this manager was told:
+        # `status` is this manager's own report, so the line's order need not be written)
+        self._priorities: dict[str, int] = {}
         self.facts = facts  # where `note_manager` leaves the manager's facts (None: nowhere)
         # what is asked of the queue - pause, parallelism - and where its status goes: its
         # WorkQueue (queue_resource.QueueResource) or, without the CRD, its control ConfigMap
@@ -188,6 +191,19 @@ class ClusterLedger:
                     self._seen[name] = now
                     new.append(name)
         return new
+
+    def priority(self, name: str) -> int:
+        """The priority last noted for `name` (0 when none was)."""
+        return self._priorities.get(name, 0)
+
+    def prioritize(self, changes: dict[str, int]) -> None:
+        """Note the priorities of items (name -> priority)."""
+        with self._lock:
+            for name, priority in changes.items():
+                if priority:
+                    self._priorities[name] = priority
+                else:
+                    self._priorities.pop(name, None)
 
     def _row_data(self, name: str) -> dict:
         """The row of an item run here (the caller holds `_lock`)."""
@@ -368,6 +384,7 @@ class ClusterLedger:
             data.get("exit_code"),
             data.get("log_path"),
             data.get("last_error"),
+            priority=self._priorities.get(name, 0),
         )
 
     def rows(self, state: str | None = None) -> list[Row]:

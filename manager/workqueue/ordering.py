@@ -1,0 +1,118 @@
+"""The order of the line, as a strategy the dedup queue holds (client-go's `Queue[T]` under its
+`Typed[T]`: Push, Pop, Touch, Len).
+
+    Fifo        first in, first out: a deque, 8 bytes a waiting key (the default)
+    ByPriority  higher priority first, first come first served within one priority: a heap of
+                (line_key(priority, arrival), key), ~100 bytes a waiting key
+
+`line_key(priority, arrival)` is THE ordering function: the queue orders its keys by it (their
+arrival is the order they entered the line), and `manager.views.schedule.line_of` orders a
+ledger's pending rows by it (their arrival is when the item was first seen) - so `status`
+positions, ETAs, the dashboard and the batches formed from the head of the line all follow one
+order. Priorities never preempt: they choose what starts next, nothing running is stopped.
+There is no ageing: a low priority waits while higher ones keep coming (an aged order would
+change with the clock, and positions shown a second ago would be wrong now); the stability
+calculator says when workers do not keep up, which is when a low priority starves.
+
+A waiting key whose priority changes moves (`touch`), keeping its arrival: it goes where it
+would be had it always had its new priority. The heap drops the old entry lazily: entries whose
+(priority, arrival) is no longer the key's current one are skipped when they reach the top, and
+the heap is rebuilt when such stale entries outnumber the live ones.
+
+The caller's duty (the queue's): call `push` only for a key not waiting, `touch` only for one
+waiting, and hold the queue's lock around every call - a strategy has no lock of its own.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Callable, Hashable, Iterator
+from itertools import count
+
+
+def line_key(priority: int, arrival: float) -> tuple[int, float]:
+    """Where an item stands in the line: smaller stands first (higher priority, then earlier
+    arrival). Ties - the same priority and arrival - are broken by the caller (by name)."""
+    return (-priority, arrival)
+
+
+class Fifo:
+    """First in, first out."""
+
+    def __init__(self) -> None:
+        # Invariant: each waiting key once, in arrival order.
+        self._keys: deque[Hashable] = deque()
+
+    def push(self, key: Hashable) -> None:
+        self._keys.append(key)
+
+    def touch(self, key: Hashable) -> None:
+        """A waiting key added again: its place does not change."""
+
+    def pop(self) -> Hashable:
+        return self._keys.popleft()
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __iter__(self) -> Iterator[Hashable]:
+        """The waiting keys, head first."""
+        return iter(list(self._keys))
+
+
+class ByPriority:
+    """Higher priority first; first come first served within one (see the module docstring).
+
+    `priority_of(key)` is asked when a key is pushed and when it is touched; it must be cheap
+    (the manager's is a dict lookup in the ledger's mirror)."""
+
+    def __init__(self, priority_of: Callable[[Hashable], int]) -> None:
+        self.priority_of = priority_of
+        self._arrivals = count()
+        # Invariant: every waiting key maps to its live entry's (line key, key); the heap holds
+        # every live entry once, plus stale ones (a moved key's old place) skipped at the top.
+        self._live: dict[Hashable, tuple[tuple[int, float], Hashable]] = {}
+        self._heap: list[tuple[tuple[int, float], Hashable]] = []
+
+    def push(self, key: Hashable) -> None:
+        self._place(key, next(self._arrivals))
+
+    def touch(self, key: Hashable) -> None:
+        """A waiting key added again: it moves when its priority changed."""
+        (negated, arrival), _ = self._live[key]
+        if -negated != self.priority_of(key):
+            self._place(key, arrival)
+            if len(self._heap) > 2 * len(self._live) + 64:
+                self._heap = list(self._live.values())
+                heapq.heapify(self._heap)
+
+    def _place(self, key: Hashable, arrival: float) -> None:
+        entry = (line_key(self.priority_of(key), arrival), key)
+        self._live[key] = entry
+        heapq.heappush(self._heap, entry)
+
+    def pop(self) -> Hashable:
+        while True:
+            entry = heapq.heappop(self._heap)
+            key = entry[1]
+            if self._live.get(key) is entry:
+                del self._live[key]
+                return key
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    def __iter__(self) -> Iterator[Hashable]:
+        """The waiting keys, head first (a sort of the live entries: for views, not the hot
+        path)."""
+        return iter([key for _, key in sorted(self._live.values(), key=lambda e: e[0])])
+
+    @classmethod
+    def after(cls, waiting: Fifo | ByPriority, priority_of: Callable[[Hashable], int]):
+        """A priority order holding what `waiting` holds; within one priority, in the order
+        they waited there."""
+        ordered = cls(priority_of)
+        for key in waiting:
+            ordered.push(key)
+        return ordered
