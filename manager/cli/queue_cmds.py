@@ -93,13 +93,15 @@ def add_parsers(subparsers) -> None:
     p.set_defaults(func=retry_item)
 
 
-def _listed(source: str | None) -> list[str] | None:
+def _listed(source: str | None) -> tuple[list[str] | None, dict[str, int]]:
+    """The names `source` lists and their priorities (not 0), or (None, {})."""
     if source is None:
-        return None
+        return None, {}
     from ..sources.http import SourceClient, SourceError
 
+    client = SourceClient(source)
     try:
-        return SourceClient(source).list_items()
+        return client.list_items(), client.listed_priorities()
     except SourceError as exc:
         raise UserError(f"cannot list the items of {source}: {exc}") from None
 
@@ -108,10 +110,10 @@ def show_status(args) -> int:
     from ..views.queue_view import from_record
 
     backend, queue = queue_of(args)
-    listed = _listed(args.source)
+    listed, priorities = _listed(args.source)
     with backend.queue_ops(queue) as ops:  # one ledger, or one API client, for both reads
         record = ops.status(listed)
-        view = from_record(record, time.time(), listed)
+        view = from_record(record, time.time(), listed, priorities)
         if args.name is None:
             if args.json:
                 print(json.dumps(view.as_json(), indent=2))
@@ -240,7 +242,7 @@ def retry_item(args) -> int:
     several = args.failed or args.matching is not None
     if (args.name is None) == (not several):
         raise UserError("give the item's NAME, or --failed, or --matching GLOB")
-    listed = _listed(args.source) if args.name is None else None
+    listed = _listed(args.source)[0] if args.name is None else None
     with backend.queue_ops(queue) as ops:
         if args.name is not None:
             print(ops.retry(args.name))

@@ -220,6 +220,8 @@ class Asked:
             "paused_since": m.paused_since,  # the pause as this manager applies it
             "parallelism_refused": self.refusal,  # an out-of-bounds parallelism asked
             "removals_held": m.leaving.reason(),
+            # its --priority rules: `status` in another process orders the line with them
+            **({"priorities": [list(r) for r in options.priorities]} if options.priorities else {}),
         }
 
     def view(self, now: float | None = None, rows: list | None = None):

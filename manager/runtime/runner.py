@@ -32,6 +32,7 @@ from collections.abc import Callable
 from ..faults import StorageFault
 from ..planning.measure import SlidingWindow
 from ..ports import Backend, Elector, Ledger, Outcome, Source, SourceError, State
+from ..priority_rules import Rules
 from ..workqueue import PrometheusMetricsProvider, RateLimitingQueue
 from .adoption import Adoption
 from .asked import Asked
@@ -44,7 +45,7 @@ from .intake import Intake
 from .leaving import Leaving
 from .manager_options import ManagerOptions
 from .poller import Poller
-from .priorities import Prioritizer, Rules
+from .priorities import Prioritizer
 from .reconciler import Reconciler, Result
 from .run_report import TERMINAL, RunReport
 

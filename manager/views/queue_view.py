@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -27,6 +27,7 @@ from ..durations import human, moment
 from ..planning.measure import Measured, measure_rows
 from ..planning.scaling import recommended_parallelism, verdict_for
 from ..ports import QueueRecord, Row, State
+from ..priority_rules import Rules
 from .schedule import line_of, schedule
 
 if TYPE_CHECKING:  # retry imports the workqueue and so prometheus-client: not at parse time
@@ -177,16 +178,34 @@ class QueueView:
         }
 
 
-def pending_rows(names: Iterable[str], now: float) -> list[Row]:
+def pending_rows(
+    names: Iterable[str], now: float, priority_of: Callable[[str], int] = lambda name: 0
+) -> list[Row]:
     """Rows for items a source lists that the record has never seen: pending since now."""
-    return [Row(n, State.PENDING.value, 0, now, None, None, None, None, None) for n in names]
+    return [
+        Row(n, State.PENDING.value, 0, now, None, None, None, None, None, None, priority_of(n))
+        for n in names
+    ]
 
 
-def from_record(record: QueueRecord, now: float, listed: list[str] | None = None) -> QueueView:
+def from_record(
+    record: QueueRecord,
+    now: float,
+    listed: list[str] | None = None,
+    listed_priorities: dict[str, int] | None = None,
+) -> QueueView:
     """The view of what a backend's record says (`workqueue status`); names `listed` by the
-    source that the record has not seen are pending."""
+    source that the record has not seen are pending, with the priority the manager would give
+    them: its rules (in its facts) first, then the listing's `listed_priorities`."""
     known = {r.name for r in record.rows}
-    rows = record.rows + pending_rows(sorted(set(listed or ()) - known), now)
+    rules = Rules(tuple(r) for r in (record.facts or {}).get("priorities") or ())
+    ranked = listed_priorities or {}
+
+    def priority_of(name: str) -> int:
+        ruled = rules.of(name)
+        return ruled if ruled is not None else ranked.get(name, 0)
+
+    rows = record.rows + pending_rows(sorted(set(listed or ()) - known), now, priority_of)
     context = replace(
         context_from_facts(record.facts, now),
         paused_since=record.paused_since,

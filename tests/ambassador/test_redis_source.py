@@ -102,3 +102,54 @@ def test_unreachable_or_wrong_keys_at_start(redis_store):
         kind.check(resolve(f"{redis_store.url}?set={key}", {}).config)
     with pytest.raises(SourceConfigError, match="--recursive applies to folder sources only"):
         resolve(f"{redis_store.url}?set={key}", {"RECURSIVE": True})
+
+
+def test_a_sorted_set_ranks_its_members_by_score_and_a_new_score_is_no_new_version(redis_store):
+    r, key, data = redis_store.client(), unique("zset"), unique("hash")
+    r.zadd(key, {"a": 0, "b": 10, "c": -2.5, "d": 3})
+    r.hset(data, mapping={"a": '{"priority": 99, "n": 1}'})  # a score wins over data
+    source = opened(f"{redis_store.url}?zset={key}&data={data}")
+    try:
+        assert source.ranks and source.mode == "events"  # sorted sets notify too (`z`)
+        assert source.page(None, None)[0] == ["a", "b", "c", "d"]
+        assert source.priorities(None) == {"b": 10, "c": -3, "d": 3}  # a fraction rounds down
+        assert source.priorities(["a", "b", "gone"]) == {"b": 10}
+        a = source.get("a")
+        assert a["priority"] == 0 and a["n"] == 1
+        version = source.get("d")["version"]
+        r.zadd(key, {"d": 50})
+        wait_until(lambda: source.priorities(["d"]) == {"d": 50})
+        assert source.get("d")["version"] == version  # a priority is not content
+    finally:
+        source.stop()
+
+
+def test_a_plain_set_ranks_by_its_data_priority_and_a_set_without_data_not_at_all(redis_store):
+    r, key, data = redis_store.client(), unique("set"), unique("hash")
+    r.sadd(key, "a", "b", "c")
+    r.hset(data, mapping={"a": '{"priority": 4}', "b": '{"priority": "high"}', "c": "priority"})
+    source = opened(f"{redis_store.url}?set={key}&data={data}")
+    bare = opened(f"{redis_store.url}?set={key}")
+    try:
+        assert source.priorities(None) == {"a": 4}  # not an integer: no priority
+        assert not bare.ranks and bare.priorities(None) == {}
+    finally:
+        source.stop()
+        bare.stop()
+
+
+@pytest.mark.parametrize(
+    "query, message",
+    [("set=a&zset=b", "set=KEY (or zset=KEY)"), ("zset=", "set=KEY (or zset=KEY)")],
+)
+def test_a_set_or_a_sorted_set_not_both(redis_store, query, message):
+    with pytest.raises(SourceConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        resolve(f"{redis_store.url}?{query}", {})
+
+
+def test_a_sorted_set_source_refuses_a_plain_set(redis_store):
+    r, key = redis_store.client(), unique("set")
+    r.sadd(key, "a")
+    spec = resolve(f"{redis_store.url}?zset={key}", {})
+    with pytest.raises(SourceConfigError, match="holds a set, not a sorted set"):
+        source_type(spec.kind).check(spec.config)

@@ -140,3 +140,23 @@ def test_a_source_that_fails_later_is_an_outage_not_an_empty_listing(ambassador_
         wait_until(outage)
     finally:
         redis_server.stop()
+
+
+def test_a_sorted_set_served_carries_priorities_in_every_view(redis_store, ambassador_server):
+    r, key = redis_store.client(), unique("zset")
+    r.zadd(key, {"a": 0, "b": 7, "c": -1})
+    server = ambassador_server(f"{redis_store.url}?zset={key}", "--poll-interval", "0.2")
+    whole = listing(server)
+    assert whole["items"] == ["a", "b", "c"] and whole["priorities"] == {"b": 7, "c": -1}
+    first = requests.get(f"{server.url}/api/v1/items", params={"limit": 2}, timeout=5).json()
+    assert first["items"] == ["a", "b"] and first["priorities"] == {"b": 7}  # the page's own
+    full = requests.get(f"{server.url}/api/v1/items", params={"view": "full"}, timeout=5).json()
+    assert [i["data"]["priority"] for i in full["items"]] == [0, 7, -1]
+    with requests.get(
+        f"{server.url}/api/v1/items", params={"watch": "true", "timeoutSeconds": 1},
+        stream=True, timeout=10,
+    ) as stream:  # fmt: skip
+        events = [json.loads(line) for line in stream.iter_lines() if line]
+    assert [(e["item"], e.get("priority")) for e in events] == [("a", None), ("b", 7), ("c", -1)]
+    r.zadd(key, {"a": 20})
+    wait_until(lambda: listing(server).get("priorities", {}).get("a") == 20)

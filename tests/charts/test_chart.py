@@ -38,6 +38,7 @@ EVERYTHING = {
         "kubeApiBurst": 20,
         "batchSize": 8,
         "batchWait": "2s",
+        "priorities": ["urgent/*=10", "* #odd.mov=-5"],
         "resources": {"limits": {"cpu": "500m", "memory": "256Mi"}},
     },
     "worker": {
@@ -133,6 +134,7 @@ def test_the_cli_accepts_the_rendered_arguments(values):
         assert options.args == ["--width", "320 px"]
         assert options.pvc == "demo-workqueue-data" and options.volume_writable
         assert (options.batch_size, options.batch_wait) == (8, 2.0)
+        assert manager.priorities == [("urgent/*", 10), ("* #odd.mov", -5)]
         assert options.tolerations == [
             {"key": "batch", "effect": "NoSchedule", "operator": "Exists"},
             {"key": "gpu", "effect": "NoExecute", "operator": "Equal", "value": "yes"},

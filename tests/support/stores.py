@@ -105,7 +105,7 @@ class RedisServer:
         args = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""]
         args += ["--appendonly", "no", "--protected-mode", "no"]
         if notifications:
-            args += ["--notify-keyspace-events", "Ksh"]
+            args += ["--notify-keyspace-events", "Kshz"]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL)
         self.url = f"redis://127.0.0.1:{self.port}/0"
         wait_until(self._answers, timeout=10)
