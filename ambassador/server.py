@@ -64,7 +64,7 @@ def add_parser(subparsers, user_error: type[Exception], duration=None) -> None:
         "--source",
         metavar="URL",
         help="where the items are: a folder, file:///path, s3://bucket/prefix/, "
-        "redis://host:port/db?set=KEY[&data=HASH]",
+        "redis://host:port/db?set=KEY (or zset=KEY)[&data=HASH]",
     )
     where.add_argument("--root", metavar="DIR", help="a folder whose files are the items")
     add_folder_options(p, duration)

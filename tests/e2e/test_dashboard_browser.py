@@ -5,7 +5,7 @@ It checks the counts against the ledger, watches an item move from running to su
 without a reload, reads a failed item's reason, and finds an item named like an HTML tag shown
 as text (and no alert, no image made of it). `make test` installs Chromium and chromedriver
 when they are missing; this test never skips itself. A screenshot is kept under
-test-artifacts/ (the README's picture is one of these).
+test-artifacts/ (the docs.s picture is one of these).
 """
 
 from __future__ import annotations

@@ -94,7 +94,7 @@ def test_a_flushall_is_held_then_accepted_and_a_deleted_set_that_comes_back_is_f
             assert (
                 said.stdout.strip() == f"{state}: removals held by its manager are accepted: "
                 "the items that left the source are cancelled now"
-            )  # (the README shows it)
+            )  # (docs/operations.md shows it)
             out, err = run.communicate(timeout=60)
         finally:
             gate.touch()

@@ -1,6 +1,6 @@
 """The real kubectl against the stand-in serving the chart's CRD: discovery, `kubectl get` with
 the CRD's printer columns (a server-side Table), the short name, and `kubectl scale` through the
-scale subresource - the commands the README shows. Skipped where kubectl is not installed."""
+scale subresource - the commands docs/cluster.md shows. Skipped where kubectl is not installed."""
 
 from __future__ import annotations
 
