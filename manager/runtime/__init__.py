@@ -2,6 +2,7 @@
 
     runner.py        the Manager: wires the parts below, runs until stopped or `--once`
     intake.py        from a listing to the line (new names, changed versions, returns)
+    priorities.py    each waiting item's priority (rules, then the source), recorded and placed
     dispatcher.py    a capacity slot first, then the head of the line: the line's order kept
     batching.py      the same in batches, for a backend that runs many items as one
     reconciler.py    one item: begin (fetch, record the start), finish (run, record)

@@ -1,6 +1,7 @@
 """A dedup work queue with client-go's `util/workqueue` semantics, one idea per module.
 
-queue.py          Queue: dirty set + processing set + FIFO; dedup, one worker per key
+queue.py          Queue: dirty set + processing set + line; dedup, one worker per key
+ordering.py       the line's order: Fifo, or ByPriority (client-go's Queue[T] strategy)
 delaying.py       DelayingQueue: add_after(key, seconds) on a heap and one thread
 rate_limiters.py  per-key exponential, fast-slow, token bucket, max-of; the default
 rate_limiting.py  RateLimitingQueue: add_rate_limited / forget / num_requeues
