@@ -51,9 +51,11 @@ test:
 	$(MAKE) --no-print-directory --jobs=3 --output-sync=target $(STAMP) tools $(CHECKOV)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
-	# four workers on two cores: half of a test's time is spent waiting on real processes
-	# (measured: 6m27 of wall for 6m49 of CPU with two workers, 5m19 with four)
-	$(BIN)/python -m pytest -q -n 4
+	# six workers on two cores, tests handed out by work stealing: most of a test's time is
+	# spent waiting on real processes, and the longest ones must not end up queued behind each
+	# other (measured on this 2-core machine: 6m27 with two workers, 5m31 with four, 4m37 with
+	# six and --dist worksteal)
+	$(BIN)/python -m pytest -q -n 6 --dist worksteal
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

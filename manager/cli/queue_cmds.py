@@ -38,7 +38,9 @@ def add_parsers(subparsers) -> None:
         "starts of waiting items, and a forecast from the measured service times.",
     )
     p.add_argument("name", nargs="?", help="one item: its state, reason, and log tail or pod")
-    p.add_argument("--json", action="store_true", help="one JSON object (schema: docs/status.schema.json)")
+    p.add_argument(
+        "--json", action="store_true", help="one JSON object (schema: docs/status.schema.json)"
+    )
     p.add_argument(
         "--recent", type=positive_int, default=10, help="finished items to show (default 10)"
     )

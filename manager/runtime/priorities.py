@@ -14,8 +14,8 @@ An item's priority is an integer, higher first, first come first served within o
 `Prioritizer.listed(names)` runs on every listing over the items that wait for work: it records
 in the ledger the priorities that changed (so `status` in another process orders the line as
 this manager does) and tells the line to move those items. It costs nothing until the first
-rule or ranked item: the line stays a FIFO (8 bytes a waiting item) until then, and becomes a
-priority order (`ByPriority`, ~100 bytes a waiting item) from then on.
+rule or ranked item: the line stays a FIFO (~50 bytes a waiting item) until then, and becomes a
+priority order (`ByPriority`, ~180 bytes a waiting item) from then on.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 
     Fifo        first in, first out: a deque, 8 bytes a waiting key (the default)
     ByPriority  higher priority first, first come first served within one priority: a heap of
-                (line_key(priority, arrival), key), ~100 bytes a waiting key
+                (*line_key(priority, arrival), key) - ~180 bytes a waiting key with the
+                queue's dedup set, against ~50 for the FIFO (bench/priorities.py)
 
 `line_key(priority, arrival)` is THE ordering function: the queue orders its keys by it (their
 arrival is the order they entered the line), and `manager.views.schedule.line_of` orders a
@@ -70,17 +71,18 @@ class ByPriority:
     def __init__(self, priority_of: Callable[[Hashable], int]) -> None:
         self.priority_of = priority_of
         self._arrivals = count()
-        # Invariant: every waiting key maps to its live entry's (line key, key); the heap holds
-        # every live entry once, plus stale ones (a moved key's old place) skipped at the top.
-        self._live: dict[Hashable, tuple[tuple[int, float], Hashable]] = {}
-        self._heap: list[tuple[tuple[int, float], Hashable]] = []
+        # Invariant: every waiting key maps to its live entry, (-priority, arrival, key) - the
+        # line key and the key in one flat tuple; the heap holds every live entry once, plus
+        # stale ones (a moved key's old place) skipped when they reach the top.
+        self._live: dict[Hashable, tuple[int, float, Hashable]] = {}
+        self._heap: list[tuple[int, float, Hashable]] = []
 
     def push(self, key: Hashable) -> None:
         self._place(key, next(self._arrivals))
 
     def touch(self, key: Hashable) -> None:
         """A waiting key added again: it moves when its priority changed."""
-        (negated, arrival), _ = self._live[key]
+        negated, arrival, _ = self._live[key]
         if -negated != self.priority_of(key):
             self._place(key, arrival)
             if len(self._heap) > 2 * len(self._live) + 64:
@@ -88,14 +90,14 @@ class ByPriority:
                 heapq.heapify(self._heap)
 
     def _place(self, key: Hashable, arrival: float) -> None:
-        entry = (line_key(self.priority_of(key), arrival), key)
+        entry = (*line_key(self.priority_of(key), arrival), key)
         self._live[key] = entry
         heapq.heappush(self._heap, entry)
 
     def pop(self) -> Hashable:
         while True:
             entry = heapq.heappop(self._heap)
-            key = entry[1]
+            key = entry[2]
             if self._live.get(key) is entry:
                 del self._live[key]
                 return key
@@ -106,7 +108,7 @@ class ByPriority:
     def __iter__(self) -> Iterator[Hashable]:
         """The waiting keys, head first (a sort of the live entries: for views, not the hot
         path)."""
-        return iter([key for _, key in sorted(self._live.values(), key=lambda e: e[0])])
+        return iter([entry[2] for entry in sorted(self._live.values())])
 
     @classmethod
     def after(cls, waiting: Fifo | ByPriority, priority_of: Callable[[Hashable], int]):

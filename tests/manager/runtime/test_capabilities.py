@@ -48,3 +48,50 @@ def test_batches_are_formed_only_for_a_backend_that_runs_them(monkeypatch):
         monkeypatch.setattr(Dispatcher, "__init__", lambda self, *a, **k: None)
         picked[label] = type(dispatcher_for(backend, None, None, None, None, workers=1))
     assert picked == {"batches": BatchDispatcher, "single": Dispatcher, "guessing": Dispatcher}
+
+
+class BatchRecorder:
+    """A reconciler that begins every item and runs each batch at once, noting its members."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+
+    def begin(self, name):
+        from manager.ports import Cancel
+        from manager.runtime.reconciler import Started
+
+        return Started(name, {}, 1, Cancel())
+
+    def finish_batch(self, batch, done) -> None:
+        self.batches.append([s.name for s in batch])
+        for started in batch:
+            done(started, None, None)
+
+
+def test_batches_are_formed_from_the_head_of_a_priority_line():
+    from manager.runtime.capacity import Capacity
+    from manager.workqueue import Queue
+    from manager.workqueue.ordering import ByPriority
+
+    priority = {"c": 5, "e": 5, "b": 1}
+    line = Queue(order=ByPriority(lambda k: priority.get(k, 0)))
+    for name in "abcdef":
+        line.add(name)
+    capacity, recorder, settled = Capacity(2), BatchRecorder(), []
+
+    def settle(name, result, error):
+        settled.append(name)
+        line.done(name)
+
+    former = BatchDispatcher(line, capacity, recorder, settle, batch_size=2,
+                             item_bytes=lambda *a: 1, room=100, wait=0.5).start()  # fmt: skip
+    deadline = threading.Event()
+    for _ in range(400):  # (a condition, not a sleep: every item settled)
+        if len(settled) == 6:
+            break
+        deadline.wait(0.05)
+    line.shut_down()
+    capacity.close()
+    former.join()
+    assert [n for batch in recorder.batches for n in batch] == ["c", "e", "b", "a", "d", "f"]
+    assert all(len(batch) <= 2 for batch in recorder.batches)
