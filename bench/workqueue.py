@@ -29,7 +29,7 @@ class MinimalQueue:
 
     def __init__(self) -> None:
         self._cond = threading.Condition(threading.Lock())
-        self._fifo: deque = deque()
+        self._line: deque = deque()
         self._dirty: set = set()
         self._processing: set = set()
 
@@ -40,14 +40,14 @@ class MinimalQueue:
             self._dirty.add(key)
             if key in self._processing:
                 return
-            self._fifo.append(key)
+            self._line.append(key)
             self._cond.notify()
 
     def get(self):
         with self._cond:
-            while not self._fifo:
+            while not self._line:
                 self._cond.wait()
-            key = self._fifo.popleft()
+            key = self._line.popleft()
             self._processing.add(key)
             self._dirty.discard(key)
             return key, False
@@ -56,7 +56,7 @@ class MinimalQueue:
         with self._cond:
             self._processing.discard(key)
             if key in self._dirty:
-                self._fifo.append(key)
+                self._line.append(key)
                 self._cond.notify()
 
 

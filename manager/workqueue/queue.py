@@ -62,11 +62,11 @@ class Queue:
         self.name = name
         self.clock = clock if clock is not None else RealClock()
         self._cond = threading.Condition(threading.Lock())
-        # Invariant: every key in _fifo (the line: an `ordering` strategy) is in _dirty and not
+        # Invariant: every key in _line (the line: an `ordering` strategy) is in _dirty and not
         # in _processing, and appears once.
-        self._fifo = order if order is not None else Fifo()
-        # Invariant: the keys that need processing - those in _fifo plus those held by a worker
-        # that were added again since get() (they go back to _fifo at done()). Each maps to the
+        self._line = order if order is not None else Fifo()
+        # Invariant: the keys that need processing - those in _line plus those held by a worker
+        # that were added again since get() (they go back to _line at done()). Each maps to the
         # time it became dirty when metrics are on, else to None: the set and the metric's
         # timestamps are one table, so metrics add no lookups of their own.
         self._dirty: dict[Any, float | None] = {}
@@ -89,7 +89,7 @@ class Queue:
                 return
             if key in self._dirty:
                 if key not in self._processing:
-                    self._fifo.touch(key)  # a priority order moves it if its priority changed
+                    self._line.touch(key)  # a priority order moves it if its priority changed
                 if self._observer is not None:
                     self._observer(Event.DEDUPLICATED, key, {"held": key in self._processing})
                 return
@@ -99,33 +99,33 @@ class Queue:
                 if self._observer is not None:
                     self._observer(Event.MARKED_FOR_REDELIVERY, key, None)
                 return
-            self._fifo.push(key)
+            self._line.push(key)
             if self._observer is not None:
                 self._observer(Event.ENQUEUED, key, None)
             self._cond.notify()
 
     def __len__(self) -> int:
         """Keys waiting in the line right now (informational: it may change at once)."""
-        return len(self._fifo)
+        return len(self._line)
 
     def use_order(self, make: Any) -> None:
         """Order the line with `make(waiting)` from now on: `make` is given the current
         strategy (iterable, head first) and returns the new one holding the same keys - for
         instance `lambda w: ByPriority.after(w, priority_of)`."""
         with self._cond:
-            self._fifo = make(self._fifo)
+            self._line = make(self._line)
 
     def touch(self, key: Any) -> None:
         """`key`'s priority may have changed: a waiting key moves to its new place (a no-op for
         a key not waiting, and in a FIFO)."""
         with self._cond:
             if key in self._dirty and key not in self._processing:
-                self._fifo.touch(key)
+                self._line.touch(key)
 
     def waiting(self) -> list[Any]:
         """The keys waiting in the line, head first (a copy: for views and tests)."""
         with self._cond:
-            return list(self._fifo)
+            return list(self._line)
 
     # -- consumer side -------------------------------------------------------------------------
 
@@ -133,14 +133,14 @@ class Queue:
         """Block until a key is available; return `(key, False)`, or `(None, True)` once the
         queue is shut down and nothing is left. The caller must call `done(key)`."""
         with self._cond:
-            while not self._fifo and not self._shutting_down:
+            while not self._line and not self._shutting_down:
                 # About to sleep: the idle moment, off the hot path, to shed a backlog's table.
                 if getsizeof(self._dirty) > _COMPACT_ABOVE_BYTES:
                     self._dirty = dict(self._dirty)
                 self._cond.wait()
-            if not self._fifo:
+            if not self._line:
                 return None, True
-            key = self._fifo.pop()
+            key = self._line.pop()
             added = self._dirty.pop(key)
             metrics = self._metrics
             if metrics is None:
@@ -158,11 +158,11 @@ class Queue:
         slot - before it takes the key: its `get()` then returns at once, the head of the line
         (no other consumer can take it meanwhile)."""
         with self._cond:
-            while not self._fifo and not self._shutting_down:
+            while not self._line and not self._shutting_down:
                 if getsizeof(self._dirty) > _COMPACT_ABOVE_BYTES:
                     self._dirty = dict(self._dirty)
                 self._cond.wait()
-            return bool(self._fifo)
+            return bool(self._line)
 
     def done(self, key: Any, _bounds=DURATION_BUCKETS, _bisect=bisect_left) -> None:
         """Mark `key` as finished. If it was added while held, it goes back in the line once."""
@@ -173,7 +173,7 @@ class Queue:
                 self._metrics.work_counts[_bisect(_bounds, worked)] += 1
                 self._metrics.work_sum += worked
             if key in self._dirty:
-                self._fifo.push(key)
+                self._line.push(key)
                 if self._observer is not None:
                     self._observer(Event.REDELIVERED, key, None)
                 self._cond.notify()

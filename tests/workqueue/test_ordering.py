@@ -25,7 +25,7 @@ def test_fifo_is_the_default_and_a_touch_does_not_move_a_key():
     for key in "abc":
         queue.add(key)
     queue.add("a")  # dedup: still first, and once
-    assert isinstance(queue._fifo, Fifo)
+    assert isinstance(queue._line, Fifo)
     assert queue.waiting() == ["a", "b", "c"] and drain(queue) == ["a", "b", "c"]
 
 

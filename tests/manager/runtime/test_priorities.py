@@ -35,7 +35,7 @@ def setup(items: dict[str, dict], rules=()):
 def test_nothing_ranked_keeps_the_line_a_fifo_and_records_nothing():
     prioritizer, _, ledger, line = setup({"a": {}, "b": {}})
     prioritizer.listed(["a", "b"])
-    assert isinstance(line._fifo, Fifo) and not prioritizer.ordered
+    assert isinstance(line._line, Fifo) and not prioritizer.ordered
     assert all("priority" not in item for item in ledger.items.values())
 
 
@@ -45,7 +45,7 @@ def test_the_source_ranks_rules_win_and_changes_are_recorded_and_moved():
     for name in "abcd":
         line.add(name)
     prioritizer.listed(["a", "b", "c", "d"])
-    assert isinstance(line._fifo, ByPriority)
+    assert isinstance(line._line, ByPriority)
     assert {n: ledger.priority(n) for n in "abcd"} == {"a": 0, "b": 3, "c": 1, "d": 0}
     assert line.waiting() == ["b", "c", "a", "d"]
     source.items["d"] = {"priority": 9}  # the source changed its mind while d waits
