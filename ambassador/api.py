@@ -12,7 +12,8 @@ Response shapes are Burns' source-ambassador contract, plus Kubernetes-style lis
       Priorities (additive to v1): where the source ranks its items (a Redis sorted set's
       scores, an item data field `priority`), a names listing carries "priorities": {name:
       integer} for the page's items whose priority is not 0; the full view has it in each
-      item's data, and the watch's ADDED events as "priority". Higher starts first; absent is 0.
+      item's data, and the watch's ADDED events as "priority" (an item whose priority changes
+      is ADDED again, with the new one). Higher starts first; absent is 0.
   GET /api/v1/items?startAt=NAME[&limit=N][&view=full]
       the page starts at NAME (when it is an item) or at the first name after it: how a client
       asks for the data of the names it is about to use, a page at a time, without listing

@@ -27,7 +27,9 @@ the list's `metadata.resourceVersion`.
 
 Watches: a worker follows `current` (every `FOLLOW_SECONDS`) and turns each new version into
 ADDED/DELETED events for its watchers, against the version they last saw - nothing missed, as a
-watcher starts from the names of the version it subscribed at.
+watcher starts from the names of the version it subscribed at. For a source whose metas carry
+priorities (a Redis sorted set), an item whose priority changed between the two versions is
+ADDED again (its event then carries the new priority).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from typing import Any
 
 from .sorted_names import SortedNames
 from .sources.base import HoldsPacked, RanksMetas
+from .sources.listed import reranked
 from .sources.registry import kind_of, open_source, source_type
 
 log = logging.getLogger(__name__)
@@ -181,6 +184,9 @@ class SharedSnapshot:
         # Invariant: holds the names (as UTF-8 sets) of every version some watcher is at;
         # built only while there are watchers.
         self._sets: dict[int, frozenset[bytes]] = {}
+        # Invariant: for a source that ranks its items, the priorities (not 0, by UTF-8 name)
+        # of every version in `_sets`: an item whose priority changed is ADDED again.
+        self._ranks: dict[int, dict[bytes, int]] = {}
         self._added: tuple[int, bytes] | None = None  # (version, its ADDED lines) for watches
         self._follower: threading.Thread | None = None
         self._stop = threading.Event()
@@ -260,7 +266,11 @@ class SharedSnapshot:
             return {}
         self._refresh()
         with self._lock:
-            all_names, metas = self._names, self._metas
+            return self._ranked_now(names)
+
+    def _ranked_now(self, names: list[str] | None) -> dict[str, int]:
+        """`priorities` of the current version (the caller holds `_lock`)."""
+        all_names, metas = self._names, self._metas
         priority = self.kind.priority
         out = {}
         if names is None:
@@ -349,6 +359,7 @@ class SharedSnapshot:
         self._watchers[q] = self._version
         if self._version not in self._sets:
             self._sets[self._version] = self._names.as_set()
+            self._note_ranks(self._version)
         if self._follower is None:
             self._follower = threading.Thread(
                 target=self._follow, name="ambassador-follow", daemon=True
@@ -369,10 +380,19 @@ class SharedSnapshot:
                 behind = {v for v in self._watchers.values() if v < current}
                 if behind:  # the names as a set only when some watcher needs a diff
                     names = self._sets.get(current) or self._names.as_set()
+                    if current not in self._sets:
+                        self._sets[current] = names
+                        self._note_ranks(current)
                     for since in behind:
                         before = self._sets[since]
                         events = [_event("DELETED", n) for n in sorted(before - names)]
-                        events += [_event("ADDED", n) for n in sorted(names - before)]
+                        came = names - before
+                        if self._ranks:  # a new priority: the item is ADDED again
+                            came |= {
+                                n for n in reranked(self._ranks[since], self._ranks[current])
+                                if n in names and n in before
+                            }  # fmt: skip
+                        events += [_event("ADDED", n) for n in sorted(came)]
                         for q, seen in list(self._watchers.items()):
                             if seen == since:
                                 for event in events:
@@ -381,6 +401,14 @@ class SharedSnapshot:
                     self._sets[current] = names
                 wanted = set(self._watchers.values())
                 self._sets = {v: s for v, s in self._sets.items() if v in wanted}
+                self._ranks = {v: r for v, r in self._ranks.items() if v in wanted}
+
+    def _note_ranks(self, version: int) -> None:
+        """The priorities of `version` (the current one), kept beside its set of names while
+        watchers need it - for a source that ranks its items only. The caller holds `_lock`."""
+        if self.ranks:
+            ranked = self._ranked_now(None)
+            self._ranks[version] = {name.encode(): p for name, p in ranked.items()}
 
 
 if __name__ == "__main__":  # the publisher process: python -m ambassador.shared FOLDER CONFIG

@@ -20,7 +20,8 @@ requests:
              changed in place, so a reader takes the current one and needs no lock;
   version    grows by one with every listing that differs (a name came or went, a meta
              changed): an object overwritten in place is a new version;
-  watchers   queues told each name ADDED or DELETED, under `_lock`, at the swap.
+  watchers   queues told each name ADDED or DELETED, under `_lock`, at the swap (an item whose
+             priority changed, where the lister ranks items, is ADDED again).
 A listing that fails leaves the listing as it was - an outage never reads as "every item was
 removed" - and makes `ready()` False (`problem` says why) until a listing succeeds again.
 """
@@ -192,6 +193,9 @@ class ListedSource:
             added, removed = came_went
         elif self._watchers and fresh.names.blob != current.names.blob:
             added, removed = names_diff(current.names, fresh.names)
+        if self._watchers and self.ranks:  # a new priority: the item is ADDED again
+            moved = reranked(self._ranked(current), self._ranked(fresh))
+            added = sorted({*added, *(name for name in moved if name in fresh)})
         with self._lock:
             self._listing = fresh
             self._version += 1
@@ -227,9 +231,10 @@ class ListedSource:
         return isinstance(self.lister, RanksMetas) and self.lister.ranks(self.lister.config)
 
     def priorities(self, names: list[str] | None) -> dict[str, int]:
-        if not self.ranks:
-            return {}
-        listing = self._listing
+        return self._ranked(self._listing, names) if self.ranks else {}
+
+    def _ranked(self, listing: PackedListing, names: list[str] | None = None) -> dict[str, int]:
+        """The priorities (not 0) of `names` (None: every item) in `listing`."""
         if names is None:
             names = listing.page(None, None)[0]
         priority = self.lister.priority
@@ -270,3 +275,9 @@ class ListedSource:
     @property
     def version(self) -> int:
         return self._version
+
+
+def reranked(before: dict[str, int], after: dict[str, int]) -> set[str]:
+    """The names in both rankings' listings whose priority changed (a name missing from one
+    is at 0 there; names that came or went are the caller's to tell apart)."""
+    return {name for name in before.keys() | after.keys() if before.get(name) != after.get(name)}

@@ -109,6 +109,7 @@ def test_a_sorted_set_ranks_its_members_by_score_and_a_new_score_is_no_new_versi
     r.zadd(key, {"a": 0, "b": 10, "c": -2.5, "d": 3})
     r.hset(data, mapping={"a": '{"priority": 99, "n": 1}'})  # a score wins over data
     source = opened(f"{redis_store.url}?zset={key}&data={data}")
+    _, events = source.subscribe()
     try:
         assert source.ranks and source.mode == "events"  # sorted sets notify too (`z`)
         assert source.page(None, None)[0] == ["a", "b", "c", "d"]
@@ -120,7 +121,9 @@ def test_a_sorted_set_ranks_its_members_by_score_and_a_new_score_is_no_new_versi
         r.zadd(key, {"d": 50})
         wait_until(lambda: source.priorities(["d"]) == {"d": 50})
         assert source.get("d")["version"] == version  # a priority is not content
+        assert events.get(timeout=10) == {"type": "ADDED", "item": "d"}  # told again
     finally:
+        source.unsubscribe(events)
         source.stop()
 
 

@@ -158,5 +158,12 @@ def test_a_sorted_set_served_carries_priorities_in_every_view(redis_store, ambas
     ) as stream:  # fmt: skip
         events = [json.loads(line) for line in stream.iter_lines() if line]
     assert [(e["item"], e.get("priority")) for e in events] == [("a", None), ("b", 7), ("c", -1)]
-    r.zadd(key, {"a": 20})
-    wait_until(lambda: listing(server).get("priorities", {}).get("a") == 20)
+    with requests.get(
+        f"{server.url}/api/v1/items", params={"watch": "true", "timeoutSeconds": 30},
+        stream=True, timeout=40,
+    ) as stream:  # fmt: skip
+        lines = (json.loads(line) for line in stream.iter_lines() if line)
+        assert [next(lines)["item"] for _ in range(3)] == ["a", "b", "c"]
+        r.zadd(key, {"a": 20})  # a new priority: the item is ADDED again, with it
+        assert next(lines) == {"type": "ADDED", "item": "a", "priority": 20}
+    assert listing(server)["priorities"] == {"a": 20, "b": 7, "c": -1}

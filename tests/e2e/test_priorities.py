@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import signal
 
+import pytest
+
 from tests.e2e.conftest import spawn_workqueue, workqueue
 from tests.e2e.test_pause import setup, started_names
 from tests.support.servers import free_port, holding, wait_until
@@ -73,22 +75,23 @@ def test_rules_order_the_local_line_and_status_shows_the_start_order(tmp_path):
     assert started_names(started) == [name for name, _ in shown]
 
 
+@pytest.mark.parametrize("follow", [["--poll-interval", "0.2"], ["--watch"]], ids=["poll", "watch"])
 def test_a_redis_sorted_set_orders_the_line_and_a_new_score_moves_a_waiting_item(
-    tmp_path, redis_store, ambassador_server
+    tmp_path, redis_store, ambassador_server, follow
 ):
     """The long-running manager over HTTP: the listing's `priorities` order its line, and it
-    sees a score change on its next poll."""
+    sees a score change on its next poll - or, watching, as the stream's ADDED event."""
     _, state, worker, started, gate = setup(tmp_path, [])
     gate.touch()
     r, key = redis_store.client(), unique("zset")
     server = ambassador_server(f"{redis_store.url}?zset={key}", "--poll-interval", "0.2")
     manager = ["manager", "--source", server.url, "--backend", "local", "--worker-cmd", worker,
-               "--state-dir", state, "--parallelism", "1", "--poll-interval", "0.2"]  # fmt: skip
+               "--state-dir", state, "--parallelism", "1"]  # fmt: skip
     assert workqueue(*manager, "--once").returncode == 0  # nothing listed yet: makes the ledger
     assert workqueue("pause", "--state-dir", state).returncode == 0
     r.zadd(key, {"low": -1, "mid": 0, "high": 5, "later": 0})
     port = free_port()
-    run = spawn_workqueue(*manager, "--metrics-port", port)
+    run = spawn_workqueue(*manager, *follow, "--metrics-port", port)
     try:
         wait_until(lambda: holding(port, 4), timeout=60)
         shown = line("--state-dir", state)

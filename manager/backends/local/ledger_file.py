@@ -5,7 +5,8 @@
   * `connect` - the read-write connection: the file checked first (`integrity.py`: damaged,
     overwritten, someone else's), then `journal_mode=WAL` and `synchronous=NORMAL` (the
     durability ledger.py documents), the schema brought up to date in place (a ledger of an
-    earlier version gains `items.version` and `items.priority`; new tables are created), and the caller's `mirror(db)` run on it;
+    earlier version gains `items.version` and `items.priority`; new tables are created), and
+    the caller's `mirror(db)` run on it;
   * `connect_read_only` - for commands that only read a folder this process cannot write (a
     read-only mount, a disk the kernel turned read-only, someone else's): SQLite's read-only
     mode, or - when no write-ahead log holds anything the file lacks - the file read as
