@@ -213,7 +213,13 @@ def setup(
     if options.stuck_timeout > 0:
         detector = _stuck_detector(api, where, cache, backend, options.stuck_timeout, registry)
         stopping[:0] = [detector.stop, detector.pod_cache.stop]
-    queue_control = _control(api, where.queue, parallelism, detector)
+    try:
+        queue_control = _control(api, where.queue, parallelism, detector)
+    except BaseException:  # its first list did not come: nothing may dispatch without it
+        for stop in stopping:
+            stop()
+        api.close()
+        raise
     stopping.append(queue_control.stop)
     ledger = ClusterLedger(
         where.queue,

@@ -34,6 +34,7 @@ import math
 import time
 from datetime import UTC, datetime
 
+from ....errors import UserError
 from ..client.api import KubeApi, KubeError
 from ..client.cache import ClusterCache
 from ..manifests import objects as ko
@@ -156,10 +157,15 @@ class QueueResource:
         self._written: dict | None = None  # the status last written
         self._written_at = float("-inf")
 
-    def start(self) -> QueueResource:
+    def start(self, timeout: float = 60.0) -> QueueResource:
+        """Make sure the WorkQueue exists, start its cache and wait until it has listed it
+        once (before, a pause in its spec would not be known). A `UserError` when the list
+        does not come in `timeout`."""
         ensure(self.api, self.queue, self.seed)
         self.cache.start()
-        self.cache.synced.wait(30)
+        if not self.cache.synced.wait(timeout):
+            self.cache.stop()
+            raise UserError(f"cannot read the WorkQueue {self.queue}")
         return self
 
     def stop(self) -> None:

@@ -38,7 +38,14 @@ def test_rules_order_the_kubernetes_line_and_jobs_start_in_status_order(
         expected = [("urgent-c.mp4", 3), ("a.mp4", 0), ("b.mp4", 0), ("d-low.mp4", -1)]
         # the pending items are the source's (`--source`); their priorities the manager's rules
         status = (*cluster.queue_args(), "--source", server.url)
-        wait_until(lambda: line(*status) == expected, timeout=60)
+        try:
+            wait_until(lambda: line(*status) == expected, timeout=60)
+        except AssertionError:
+            import sys
+
+            print(workqueue("status", *status, "--json").stdout, file=sys.stderr)
+            print(manager.poll(), file=sys.stderr)
+            raise
         assert workqueue("resume", *cluster.queue_args()).returncode == 0
 
         wait_until(lambda: len(marker_worker.ended()) == 4, timeout=120)
