@@ -56,8 +56,8 @@ def add_parser(subparsers, user_error: type[Exception], duration=None) -> None:
         "ambassador",
         help="serve the items API for a folder, a bucket or a Redis set",
         description="Serve GET /api/v1/items for the items of --source (a folder path, "
-        "file:///path, s3://bucket/prefix/ or redis://host:port/db?set=KEY) that end with "
-        "--suffix.",
+        "file:///path, s3://bucket/prefix/ or redis://host:port/db?set=KEY or ?zset=KEY) that "
+        "end with --suffix.",
     )
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument(

@@ -33,8 +33,8 @@ def add_parser(subparsers) -> None:
         "run",
         help="one command: run CMD once for every matching item of a folder, bucket or set",
         description="Read SOURCE (a folder, file:///path, s3://bucket/prefix/ or "
-        "redis://host:port/db?set=KEY) through the ambassador's own source, in-process (no "
-        "HTTP), and run a local manager with --once on it.",
+        "redis://host:port/db?set=KEY or ?zset=KEY) through the ambassador's own source, "
+        "in-process (no HTTP), and run a local manager with --once on it.",
     )
     p.add_argument("dir", metavar="SOURCE", help="a folder of items, or a source URL")
     add_folder_options(p, duration_or_zero)
