@@ -13,6 +13,11 @@ of work has not started: a pod waiting for a node); each item of the line, in or
 earliest free slot no sooner than it is ready, and holds it for S. An item's `eta_seconds` is
 its predicted start from now; `drain_seconds` is when the last slot falls idle.
 
+With S measured, the positions are the predicted start order: an item backing off re-enters the
+line when its backoff ends, at its place by `line_key` (its arrival: the end of the backoff),
+so a high-priority retry is shown starting before the lower items it will overtake (with every
+priority at 0 this is the order above: what waits first, then the backoffs as they end).
+
 Without a measured S only the items a free slot takes now have a known start (0); with no
 manager, a parallelism of 0, a pause or a held dispatch nothing new starts, and there are
 positions but no ETAs - never a made-up number.
@@ -96,10 +101,48 @@ def schedule(
     slots += [now] * max(parallelism - len(slots), 0)
     heapq.heapify(slots)
     finish = max(slots) if slots else now
-    for name in line:
-        ready = max(now, items[name].ready_at or now)
-        start = max(ready, heapq.heappop(slots))
+    by_name = {r.name: r for r in rows}
+    for position, (name, start) in enumerate(
+        _start_order(line, by_name, items, slots, now, service), start=1
+    ):
+        items[name].position = position
         items[name].eta_seconds = start - now
-        heapq.heappush(slots, start + service)
         finish = max(finish, start + service)
     return finish - now
+
+
+def _start_order(
+    line: list[str],
+    rows: dict[str, Row],
+    items: dict[str, Scheduled],
+    slots: list[float],
+    now: float,
+    service: float,
+) -> list[tuple[str, float]]:
+    """(name, predicted start) of each item of `line`, in the order they start: each time a
+    slot frees (`slots`, a heap of free times, consumed), the item it takes is the first by
+    `line_key` among those ready then - what waits, and what has ended its backoff by then
+    (which re-enters the line at that moment: its arrival is the end of its backoff)."""
+    ready_now: list[tuple[tuple[int, float], str]] = []  # a heap by the line's order
+    later: list[tuple[float, str]] = []  # backing off past now: (ready at, name)
+    for name in line:
+        ready_at = items[name].ready_at
+        if ready_at is None or ready_at <= now:
+            arrival = rows[name].first_seen if ready_at is None else ready_at
+            ready_now.append((line_key(rows[name].priority, arrival), name))
+        else:
+            later.append((ready_at, name))
+    heapq.heapify(ready_now)
+    later.sort(reverse=True)  # the soonest ready at the end: popped first
+    order = []
+    while ready_now or later:
+        free_at = heapq.heappop(slots)
+        if not ready_now:  # the slot idles until the next backoff ends
+            free_at = max(free_at, later[-1][0])
+        while later and later[-1][0] <= free_at:
+            ready_at, name = later.pop()
+            heapq.heappush(ready_now, (line_key(rows[name].priority, ready_at), name))
+        _, name = heapq.heappop(ready_now)
+        order.append((name, free_at))
+        heapq.heappush(slots, free_at + service)
+    return order

@@ -73,6 +73,27 @@ def test_an_overrunning_item_frees_its_slot_now_not_in_the_past():
     assert view.waiting()[0].eta_seconds == 0.0
 
 
+def test_a_high_priority_retry_is_shown_where_it_starts_when_its_backoff_ends():
+    # S = 30 s, one slot, freed in 5 s; f (priority 5) failed 1 s ago and backs off 10 s:
+    # a starts at 5 s; when the slot frees again (35 s) f is ready and overtakes b.
+    from dataclasses import replace
+
+    rows = [
+        done("d", 30.0, NOW - 60),
+        row("run", "running", 1, NOW - 40, NOW - 25),
+        row("a", "pending", first_seen=NOW - 3),
+        row("b", "pending", first_seen=NOW - 2),
+        replace(row("f", "failed", 1, NOW - 40, NOW - 31, NOW - 1, exit_code=3), priority=5),
+    ]
+    view = build("here", rows, context(parallelism=1))
+    shown = [(i.name, i.position, i.eta_seconds) for i in view.waiting()]
+    assert shown == [("a", 1, pytest.approx(5.0)), ("f", 2, pytest.approx(35.0)),
+                     ("b", 3, pytest.approx(65.0))]  # fmt: skip
+    assert view.forecast.drain_seconds == pytest.approx(95.0)
+    unranked = build("here", [replace(r, priority=0) for r in rows], context(parallelism=1))
+    assert [i.name for i in unranked.waiting()] == ["a", "b", "f"]  # the backoff ends last
+
+
 def test_a_failed_item_with_attempts_left_is_backing_off_in_line():
     rows = [
         done("d", 2.0, NOW - 60),
