@@ -198,7 +198,16 @@ def from_record(
     source that the record has not seen are pending, with the priority the manager would give
     them: its rules (in its facts) first, then the listing's `listed_priorities`."""
     known = {r.name for r in record.rows}
-    rules = Rules(tuple(r) for r in (record.facts or {}).get("priorities") or ())
+    left = (record.facts or {}).get("priorities")
+    rules = Rules(
+        (glob, n)
+        for glob, n in (
+            r
+            for r in (left if isinstance(left, list) else [])
+            if isinstance(r, list) and len(r) == 2
+        )  # fmt: skip
+        if isinstance(glob, str) and isinstance(n, int)
+    )  # (facts another version left, or a hand edit: what is not a rule is not one)
     ranked = listed_priorities or {}
 
     def priority_of(name: str) -> int:

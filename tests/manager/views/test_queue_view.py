@@ -164,3 +164,10 @@ def test_a_running_item_whose_pod_has_not_started_holds_its_slot_a_whole_mean():
     )
     assert explained.waiting()[0].eta_seconds == pytest.approx(10.0)
     assert explained.forecast.drain_seconds == pytest.approx(20.0)
+
+
+def test_status_orders_listed_items_by_the_rules_the_manager_left_and_ignores_bad_ones():
+    facts = {"parallelism": 1, "priorities": [["urgent-*", 4], "junk", ["x", "high"], [1, 2]]}
+    record = QueueRecord("here", [], facts=facts)
+    view = from_record(record, NOW, ["a", "urgent-b", "c"], {"c": 2})
+    assert [(i.name, i.priority) for i in view.waiting()] == [("urgent-b", 4), ("c", 2), ("a", 0)]
