@@ -2,7 +2,8 @@
 its reference is generated from the code (every command and flag, the status schema, the
 OpenAPI document), the README stays a short page, and every output the docs show of a command
 that needs no running system (`stability`, `simulate`, `plan`: seeded, deterministic) is what
-the command prints today. (The example's walk-through is checked by `tests/e2e/test_thumbnailer`.)
+the command prints today. (The example's walk-through is checked by `tests/e2e/test_thumbnailer`,
+the ambassador session of docs/sources.md by `tests/e2e/test_docs_ambassador`.)
 """
 
 from __future__ import annotations
