@@ -1,26 +1,34 @@
-"""The ambassador session `docs/sources.md` shows, replayed against a real ambassador over a
-real folder: each `curl` the page shows is asked again and its answer compared with the one the
-page prints - the same bytes, once the port, the folder, the listing's version, a file's time
-and its version digest (which differ from run to run) are made alike. So the page cannot drift
-from what the API answers (it had: an item's `version` was missing from the page)."""
+"""Sessions the docs show, replayed for real and compared with what the page prints - the same
+bytes, once what differs from run to run (ports, folders, the listing's version, times, digests)
+is made alike. So the pages cannot drift from what the commands answer (they had: an item's
+`version` was missing from the ambassador's session, `cancelled` from the ledger's).
+
+  docs/sources.md     the folder ambassador: five `curl`s, the watch included
+  docs/running.md     a ledger emptied by accident: `status` refuses it, `ledger restore`,
+                      `ledger check`
+"""
 
 from __future__ import annotations
 
 import http.client
 import re
+import shlex
 import threading
 import time
 from pathlib import Path
+
+from .conftest import workqueue
 
 REPO = Path(__file__).resolve().parents[2]
 SHOWN_ROOT = "/tmp/vids"
 
 
-def shown_session() -> list[tuple[str, str]]:
-    """(command, output) of the page's first console block: the folder ambassador's."""
-    page = (REPO / "docs" / "sources.md").read_text()
-    block = re.search(r"```console\n(\$ workqueue ambassador --root .*?)```", page, re.DOTALL)
-    assert block, "docs/sources.md no longer shows the folder ambassador's session"
+def shown_session(page: str, first: str) -> list[tuple[str, str]]:
+    """(command, output) of the console block of docs/`page` whose first command starts with
+    `first`."""
+    text = (REPO / "docs" / page).read_text()
+    block = re.search(r"```console\n(\$ " + re.escape(first) + r".*?)```", text, re.DOTALL)
+    assert block, f"docs/{page} no longer shows the session that starts with {first!r}"
     parts = re.split(r"^\$ (.*)\n", block.group(1), flags=re.MULTILINE)[1:]
     return list(zip(parts[0::2], parts[1::2], strict=True))
 
@@ -48,7 +56,7 @@ def test_the_sources_page_shows_what_the_ambassador_answers(tmp_path, ambassador
     (root / "a.mp4").write_bytes(b"\0" * 1048576)
     (root / "b.MP4").write_bytes(b"\0" * 10)
     server = ambassador_server(root, "--suffix", ".mp4")
-    session = shown_session()
+    session = shown_session("sources.md", "workqueue ambassador --root")
     assert session[0][0].startswith("workqueue ambassador --root /tmp/vids")
     checked = 0
     for command, output in session[1:]:
@@ -66,3 +74,24 @@ def test_the_sources_page_shows_what_the_ambassador_answers(tmp_path, ambassador
         assert got.strip() == alike(output, SHOWN_ROOT, 8080).strip(), command
         checked += 1
     assert checked == 5
+
+
+def test_the_running_page_shows_what_a_ledger_accident_answers(tmp_path):
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    for name in ("a.mp4", "b.mp4", "c.mp4"):
+        (videos / name).write_bytes(b"x")
+    assert workqueue("run", videos, "--settle", "0", "--", "true", cwd=tmp_path).returncode == 0
+    session = shown_session("running.md", ": > .workqueue/ledger.sqlite3")
+    (tmp_path / ".workqueue" / "ledger.sqlite3").write_bytes(b"")  # `: > …`: the accident
+    for command, output in session[1:]:
+        done = workqueue(*shlex.split(command)[1:], cwd=tmp_path)
+        printed = (done.stdout + done.stderr).strip()
+        assert stamped(printed, str(tmp_path)) == stamped(output.strip(), "/tmp/ex"), command
+    assert len(session) == 4
+
+
+def stamped(text: str, where: str) -> str:
+    """`text` with its folder and its moments made alike."""
+    text = text.replace(where, "/tmp/ex")
+    return re.sub(r"\d{8}T\d{6}(\.\d+)?", "STAMP", text)
