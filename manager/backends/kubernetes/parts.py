@@ -200,11 +200,14 @@ def setup(
             max_attempts=max_attempts,
         )
         backend.completions.start()
-        cache.start()
-        if not cache.synced.wait(SYNC_TIMEOUT_SECONDS):
-            cache.stop()
+        try:
+            cache.start_listed(
+                SYNC_TIMEOUT_SECONDS,
+                f"cannot list Jobs in {where.namespace} (is the API reachable?)",
+            )
+        except UserError:
             backend.completions.stop()
-            raise UserError(f"cannot list Jobs in {where.namespace} (is the API reachable?)")
+            raise
     except BaseException:
         api.close()
         raise

@@ -18,6 +18,7 @@ import logging
 import threading
 from collections.abc import Callable
 
+from ....errors import UserError
 from .api import KubeApi, KubeError
 
 log = logging.getLogger(__name__)
@@ -104,6 +105,17 @@ class ClusterCache:
         self._thread.start()
         if self.resync_period and self.on_change is not None:
             self._resync.start()
+        return self
+
+    def start_listed(self, timeout: float, problem: str) -> ClusterCache:
+        """`start`, then wait until the first list is applied - what reads the cache before
+        would take "nothing listed yet" for "nothing there" (a pause unknown, Jobs unseen). A
+        `UserError` saying `problem` (the cache stopped) when the list does not come in
+        `timeout` seconds."""
+        self.start()
+        if not self.synced.wait(timeout):
+            self.stop()
+            raise UserError(problem)
         return self
 
     def _resync_loop(self) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import time
 
-from ....errors import UserError
 from ..client.api import KubeApi, KubeError
 from ..client.cache import ClusterCache
 from ..manifests import objects as ko
@@ -65,10 +64,7 @@ class Control:
         """Start the cache and wait until it has listed the ConfigMap once: a manager that
         dispatched before would not know the queue is paused (it ran a paused queue's items
         when its start was slow). A `UserError` when the list does not come in `timeout`."""
-        self.cache.start()
-        if not self.cache.synced.wait(timeout):
-            self.cache.stop()
-            raise UserError(f"cannot read the control ConfigMap of queue {self.queue}")
+        self.cache.start_listed(timeout, f"cannot read the control ConfigMap of queue {self.queue}")
         return self
 
     def stop(self) -> None:

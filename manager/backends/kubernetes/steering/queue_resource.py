@@ -34,7 +34,6 @@ import math
 import time
 from datetime import UTC, datetime
 
-from ....errors import UserError
 from ..client.api import KubeApi, KubeError
 from ..client.cache import ClusterCache
 from ..manifests import objects as ko
@@ -162,10 +161,7 @@ class QueueResource:
         once (before, a pause in its spec would not be known). A `UserError` when the list
         does not come in `timeout`."""
         ensure(self.api, self.queue, self.seed)
-        self.cache.start()
-        if not self.cache.synced.wait(timeout):
-            self.cache.stop()
-            raise UserError(f"cannot read the WorkQueue {self.queue}")
+        self.cache.start_listed(timeout, f"cannot read the WorkQueue {self.queue}")
         return self
 
     def stop(self) -> None:

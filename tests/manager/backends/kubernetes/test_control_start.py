@@ -9,6 +9,7 @@ import threading
 
 import pytest
 
+from manager.backends.kubernetes.client.cache import ClusterCache
 from manager.backends.kubernetes.steering import control, queue_resource
 from manager.errors import UserError
 
@@ -29,6 +30,8 @@ class SlowCache:
 
     def stop(self) -> None:
         self.stopped = True
+
+    start_listed = ClusterCache.start_listed  # the real wait, over this cache's list
 
     def get(self, name):
         assert self.synced.is_set(), "read before the first list"
