@@ -5,19 +5,11 @@ exactly that order."""
 
 from __future__ import annotations
 
-import json
 import signal
 
 from tests.e2e.conftest import spawn_workqueue, workqueue
+from tests.e2e.test_priorities import line
 from tests.support.servers import wait_until
-
-
-def line(*queue_args) -> list[tuple[str, int]]:
-    """(name, priority) of the waiting items, by their status position."""
-    done = workqueue("status", *queue_args, "--json")
-    assert done.returncode == 0, done.stderr
-    items = [i for i in json.loads(done.stdout)["items"] if i.get("position")]
-    return [(i["name"], i.get("priority", 0)) for i in sorted(items, key=lambda i: i["position"])]
 
 
 def test_rules_order_the_kubernetes_line_and_jobs_start_in_status_order(
