@@ -233,7 +233,7 @@ def _rebuild(cache: dict, source) -> None:
         body = b"".join((head, array, b',"metadata":', metadata.encode(), b"}"))
     else:
         names, _, version = source.page(None, None)
-        priorities = _priorities(source, names) if ranked else None
+        priorities = _priorities(source, None) if ranked else None  # every item's, in one pass
         body = _item_list(names, {"resourceVersion": str(version)}, priorities).encode()
     kept: Any = body
     if os.path.isdir("/proc/self/fd"):
@@ -285,23 +285,27 @@ def _watch(timeout_seconds: int | None, full: bool = False) -> Response:
         raise
     deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
 
-    def line(event: dict) -> bytes:
+    def line(event: dict, ranks: dict[str, int] | None = None) -> bytes:
+        """`event` as a line; `ranks`: the priorities already looked up (the first burst's)."""
         if full and event.get("type") == "ADDED":
             data = source.get(event["item"])
             if data is not None:
                 event = {**event, "data": data}
         if ranked and event.get("type") == "ADDED":
-            priority = source.priorities([event["item"]]).get(event["item"])
+            name = event["item"]
+            priority = (ranks if ranks is not None else source.priorities([name])).get(name)
             if priority:
                 event = {**event, "priority": priority}
         return (json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
 
     def stream():
         try:
+            # the current items' priorities in one pass, not one lookup a name
+            first_ranks = source.priorities(None) if ranked else None
             yield (
                 first
                 if first is not None
-                else b"".join(line({"type": "ADDED", "item": n}) for n in names)
+                else b"".join(line({"type": "ADDED", "item": n}, first_ranks) for n in names)
             )
             quiet_since = time.monotonic()
             while True:
