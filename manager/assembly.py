@@ -65,7 +65,10 @@ def assemble(
         from prometheus_client import CollectorRegistry
 
         registry = CollectorRegistry()
-    seeds = ManagerSeeds(registry, options.parallelism, options.max_attempts)
+    seeds = ManagerSeeds(
+        registry, options.parallelism, options.max_attempts,
+        (options.retry_backoff, options.retry_backoff_cap),
+    )  # fmt: skip
     parts = backends.load(backend_name).setup(backend_options, seeds)
     closers = [parts.close]
     try:

@@ -33,7 +33,8 @@ FULL = "full"
 READ_ONLY = "read-only"
 NOT_WRITABLE = "not-writable"
 IO_ERROR = "io-error"
-KINDS = (FULL, READ_ONLY, NOT_WRITABLE, IO_ERROR)
+UNREACHABLE = "unreachable"  # a shared ledger's database does not answer (`manager.shared`)
+KINDS = (FULL, READ_ONLY, NOT_WRITABLE, IO_ERROR, UNREACHABLE)
 
 _BY_ERRNO = {
     errno.ENOSPC: FULL,
@@ -64,6 +65,9 @@ class StorageFault(Exception):
         """The one line: what happened, what to do and `then` (a run: "run again"; a manager
         that waits: what it does by itself), and what became of the work (`lost`)."""
         where = self.where
+        if self.kind == UNREACHABLE:
+            detail = f" ({self.detail})" if self.detail else ""
+            return f"the shared ledger {where} does not answer{detail}: {then}; {lost}"
         if self.kind == FULL:
             return f"the state directory {where} is full: free space and {then}; {lost}"
         if self.kind == READ_ONLY:
@@ -98,6 +102,7 @@ class StorageFault(Exception):
             FULL: "the state directory is full",
             READ_ONLY: "the state directory is read-only",
             NOT_WRITABLE: "the state directory is not writable",
+            UNREACHABLE: "the shared ledger does not answer",
         }.get(self.kind, "the state directory gives I/O errors")
 
 

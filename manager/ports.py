@@ -392,6 +392,57 @@ class AdoptsWork(Protocol):
     def adopted(self) -> list[tuple[str, int]]: ...
 
 
+class ClaimLost(Exception):
+    """A manager's claim on an item is gone (its lease ran out and another manager took it):
+    nothing of the item is written by the manager that lost it."""
+
+
+@runtime_checkable
+class ClaimsWork(Protocol):
+    """A ledger many managers share (`manager.shared`): a manager takes from the line only
+    what it claimed, one item per free slot, and each claim is leased - renewed while its
+    manager lives, returned to the line when it stops being renewed. The manager then feeds
+    its dispatcher from claims (`manager.runtime.claims.ClaimedLine`) instead of its own
+    listing; its `start`/`finish`/`requeue` are written only while the claim is its own (a
+    lost one raises `ClaimLost` at `start`, and is counted and skipped at the others)."""
+
+    lease: float  # seconds a claim lasts unrenewed
+    owner: str  # this manager's name in the claims
+
+    def claim(self, limit: int) -> list[str]:
+        """Up to `limit` items from the head of the line, now this manager's."""
+
+    def waiting(self) -> bool:
+        """Whether any item is free to claim now (one cheap query)."""
+
+    def holds(self, name: str) -> bool:
+        """Whether this manager holds a claim on `name` that has not started."""
+
+    def release(self, name: str, *, ready_in: float = 0.0, park: bool = False) -> None:
+        """Let go of a claim that did not start: claimable again after `ready_in` seconds,
+        or (`park`) not until a listing brings the item again (`unpark`)."""
+
+    def parked(self, name: str) -> bool: ...
+
+    def unpark(self, names: list[str]) -> None: ...
+
+    def refresh(self) -> None:
+        """Read what other managers changed since the last look (`state` answers from it)."""
+
+    def keep_leases(self) -> None:
+        """One round: renew this manager's leases, let go of the ones that ran out."""
+
+    def on_line_changed(self, callback: Callable[[], None]) -> None:
+        """Call `callback` (from another thread) when items may have become claimable."""
+
+    def claim_counters(self) -> dict[str, float]:
+        """claims, lost, expired, done: what this manager's claims met so far."""
+
+    def release_mine(self) -> None:
+        """A stopping manager: its running items back to pending (their attempts not
+        counted), its other claims let go."""
+
+
 class Elector(Protocol):
     """One manager per queue leads (a Kubernetes Lease); the others stand by."""
 
@@ -419,6 +470,7 @@ class ManagerSeeds:
     registry: Any = None  # a prometheus_client CollectorRegistry
     parallelism: int = 1
     max_attempts: int = 3
+    retry_backoff: tuple[float, float] = (1.0, 300.0)  # a failed item's first wait, and cap
 
 
 @dataclass

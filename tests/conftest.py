@@ -57,3 +57,30 @@ def redis_store():
     server = RedisServer(notifications=True)
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A real PostgreSQL server (initdb + pg_ctl in a temporary folder, a free port; one per
+    test process). Tests that stop it make their own: see `own_postgres`."""
+    from .support.postgres import PostgresServer
+
+    server = PostgresServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def postgres(postgres_server) -> str:
+    """The URL of a new, empty database of its own for this test."""
+    return postgres_server.database()
+
+
+@pytest.fixture
+def own_postgres():
+    """A PostgreSQL server of this test's own (one it may stop and start)."""
+    from .support.postgres import PostgresServer
+
+    server = PostgresServer()
+    yield server
+    server.close()

@@ -80,6 +80,9 @@ def print_summary(report, ledger: Ledger, out=None) -> int:
     skipped = report.names_with(Result.SKIPPED)
     gone = report.names_with(Result.GONE)
     cancelled = report.names_with(Result.CANCELLED)
+    elsewhere = report.names_with(Result.ELSEWHERE)  # a shared ledger's other managers
+    skipped += [n for n in elsewhere if (ledger.state(n) or ("",))[0] == State.FAILED.value]
+    elsewhere = [n for n in elsewhere if n not in skipped]
     already_failed = [n for n in skipped if (ledger.state(n) or ("",))[0] == State.FAILED.value]
     already_done = [n for n in skipped if n not in already_failed]
     unfinished = [n for n in report.targets if n not in report.results]
@@ -87,6 +90,8 @@ def print_summary(report, ledger: Ledger, out=None) -> int:
     parts = [f"{len(done_now)} succeeded"]
     if already_done:
         parts.append(f"{len(already_done)} already done")
+    if elsewhere:
+        parts.append(f"{len(elsewhere)} done by other managers")
     parts.append(f"{len(failed) + len(already_failed)} failed")
     if gone:
         parts.append(f"{len(gone)} gone from the source")

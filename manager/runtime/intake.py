@@ -41,10 +41,13 @@ class Intake:
         *,
         rerun_changed: bool = False,
         prioritizer: Prioritizer | None = None,
+        waiting_is_listed: bool = False,
     ) -> None:
         """`line` is the manager's workqueue; `rerun_changed` is `--on-change rerun`;
         `needs_work(name, state)` the reconciler's, given the state just read; `prioritizer`
-        places items by priority (None: the line is a FIFO)."""
+        places items by priority (None: the line is a FIFO); `waiting_is_listed`: what waits
+        is what the last listing found waiting (a shared ledger: other managers take items
+        this one never dispatches)."""
         self.ledger = ledger
         self.source = source
         self.line = line
@@ -52,6 +55,7 @@ class Intake:
         self.needs_work = needs_work
         self.rerun_changed = rerun_changed
         self.prioritizer = prioritizer
+        self.waiting_is_listed = waiting_is_listed
         self.waiting_since: dict[str, float] = {}
 
     def listed(self, names: list[str]) -> None:
@@ -74,6 +78,10 @@ class Intake:
             if self.needs_work(name, current):
                 waiting.append(name)
         self.prioritize(waiting)
+        if self.waiting_is_listed:
+            still = set(waiting)
+            for name in [n for n in self.waiting_since if n not in still]:
+                del self.waiting_since[name]
         for name in waiting:
             self.wait(name, now)
         self.source.listed_work(len(waiting))

@@ -53,6 +53,7 @@ class Result(StrEnum):
     GONE = "gone"  # the source no longer has it
     CANCELLED = "cancelled"  # it left the source (--cancel-removed): not run, or ended
     STOPPED = "stopped"  # the manager is stopping; the item stays pending
+    ELSEWHERE = "elsewhere"  # another manager on a shared ledger ran it to its end
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,10 @@ from dataclasses import dataclass, field
 from ..ports import Outcome
 from .reconciler import Result
 
-TERMINAL = {Result.SUCCEEDED, Result.FAILED, Result.GONE, Result.SKIPPED, Result.CANCELLED}
+TERMINAL = {
+    Result.SUCCEEDED, Result.FAILED, Result.GONE, Result.SKIPPED, Result.CANCELLED,
+    Result.ELSEWHERE,
+}  # fmt: skip
 
 
 @dataclass

@@ -31,7 +31,17 @@ from collections.abc import Callable
 
 from ..faults import StorageFault
 from ..planning.measure import SlidingWindow
-from ..ports import Backend, Elector, Ledger, Outcome, Source, SourceError, State
+from ..ports import (
+    Backend,
+    ClaimLost,
+    ClaimsWork,
+    Elector,
+    Ledger,
+    Outcome,
+    Source,
+    SourceError,
+    State,
+)  # fmt: skip
 from ..priority_rules import Rules
 from ..workqueue import PrometheusMetricsProvider, RateLimitingQueue
 from .adoption import Adoption
@@ -39,6 +49,7 @@ from .asked import Asked
 from .autoscaler import Autoscaler
 from .cancellation import Cancellations
 from .capacity import Capacity
+from .claims import ClaimedLine, LeaseKeeper
 from .dispatcher import Dispatcher, dispatcher_for
 from .fault_hold import FaultHold
 from .intake import Intake
@@ -80,11 +91,16 @@ class Manager:
         backend.on_change(self.capacity.poke)
         self.registry = registry
         policy = options.retry_policy
-        self.queue = RateLimitingQueue(
-            "items",
-            rate_limiter=policy.rate_limiter(),
-            metrics_provider=PrometheusMetricsProvider(registry) if registry else None,
-        )
+        # A shared ledger's line is its claims (`claims`); otherwise the manager's own queue.
+        self.shared = isinstance(ledger, ClaimsWork)
+        if self.shared:
+            self.queue = ClaimedLine(ledger, policy.rate_limiter())
+        else:
+            self.queue = RateLimitingQueue(
+                "items",
+                rate_limiter=policy.rate_limiter(),
+                metrics_provider=PrometheusMetricsProvider(registry) if registry else None,
+            )
         self.window = SlidingWindow(options.window, time.time)
         self.asked = Asked(self)
         self.autoscaler = None
@@ -110,7 +126,7 @@ class Manager:
             policy=policy,
             cancellations=self.cancellations,
             on_outcome=self._note,
-            on_dispatch=lambda name: self.intake.left_line(name),
+            on_dispatch=self._dispatched,
         )
         self.intake = Intake(
             ledger,
@@ -120,6 +136,7 @@ class Manager:
             self.reconciler.needs_work,
             rerun_changed=options.on_change == "rerun",
             prioritizer=Prioritizer(Rules(options.priorities), source, ledger, self.queue),
+            waiting_is_listed=self.shared,
         )
         self._durations = None
         if registry is not None:
@@ -137,11 +154,16 @@ class Manager:
                 )
             )
             self._durations = item_durations(registry)
+            if self.shared:
+                from ..views.observe import ClaimsCollector
+
+                registry.register(ClaimsCollector(self.queue.counters, ledger.owner))
         # Keep listed data only of items that will run - unless every item's listed version
         # is compared with the one it ran at (--on-change rerun), which needs them all.
         if options.on_change != "rerun":
             source.keep_data_of(self.reconciler.needs_work)
         self.stop_event = threading.Event()
+        self._began: set[str] = set()  # a shared ledger's: items this manager dispatched
         # nothing new starts while the record cannot be written (`manager.faults`)
         self.hold = FaultHold(
             probe=ledger.probe,
@@ -185,6 +207,11 @@ class Manager:
         self._stopped = False
         self.started: float | None = None  # when this manager began to work (it leads)
 
+    def _dispatched(self, name: str) -> None:
+        self.intake.left_line(name)
+        if self.shared and self._report is not None:  # (a --once run's follower reads it)
+            self._began.add(name)
+
     # -- feeding the queue -----------------------------------------------------------------
 
     def enqueue(self, names: list[str]) -> None:
@@ -201,7 +228,10 @@ class Manager:
     def _settle(self, name: str, result: Result | None, error: BaseException | None) -> None:
         """The dispatcher's report (see `manager.runtime.dispatcher`): an item that needs
         the disk waits for it, one whose data the source would not give is retried."""
-        if isinstance(error, StorageFault):  # not the item's failure: it waits for the disk
+        if isinstance(error, ClaimLost):  # a rival runs it now: nothing of it is ours to do
+            log.warning("%s: %s; another manager runs it", name, error)
+            result = Result.SKIPPED
+        elif isinstance(error, StorageFault):  # not the item's failure: it waits for the disk
             self.hold.hold_for(error)
             result = Result.STOPPED
             if not self.stop_event.is_set():
@@ -219,6 +249,8 @@ class Manager:
         """client-go's worker duty for an item taken with get(): RETRY -> add_rate_limited,
         anything else -> forget; always done."""
         try:
+            if result == Result.GONE and self.shared:
+                self.queue.park(name)  # out of every manager's line until listed again
             if result == Result.RETRY and not self.stop_event.is_set():
                 self.queue.add_rate_limited(name)
             else:
@@ -316,6 +348,8 @@ class Manager:
             self.capacity.limit, self.options.parallelism, self.options.max_parallelism or 0
         )
         self.adoption.start()
+        if self.shared:
+            LeaseKeeper(self.ledger, self.queue, self.stop_event).start()
         self._dispatcher = dispatcher_for(
             self.backend, self.queue, self.capacity, self.reconciler, self._settle, workers
         ).start()
@@ -355,6 +389,10 @@ class Manager:
         if on_start is not None:
             on_start(report)
         self.start_workers()
+        if self.shared:  # what the other managers finish counts for this run too
+            threading.Thread(
+                target=self._follow_others, args=(report,), name="others", daemon=True
+            ).start()
         if self.options.cancel_removed:  # the targets are fixed; what leaves still counts
             threading.Thread(
                 target=self.poller.watch_removals, name="removals", daemon=True
@@ -372,6 +410,26 @@ class Manager:
         self.stop_event.set()
         self._drain()
         return report
+
+    def _follow_others(self, report: RunReport, interval: float = 0.5) -> None:
+        """A `--once` run on a shared ledger: targets another manager ran to their end are
+        noted ELSEWHERE (this manager never takes them), until the run ends."""
+        done = (State.SUCCEEDED, State.CANCELLED)
+        while not self.stop_event.wait(interval):
+            try:
+                self.ledger.refresh()
+            except StorageFault:
+                continue
+            for name in report.targets:
+                if name in report.results or name in self._began:
+                    continue
+                current = self.ledger.state(name)
+                if current is None:
+                    continue
+                if current[0] in done or (
+                    current[0] == State.FAILED and not self.reconciler.needs_work(name, current)
+                ):
+                    report.note(name, Result.ELSEWHERE, None)
 
     def stop(self) -> None:
         """Stop taking items; running work gets the grace period (see the module docstring)."""
@@ -393,9 +451,12 @@ class Manager:
         self.adoption.join()
         try:
             self._record_kept()  # (a retry it asks for is ignored: the queue is shut down)
-            leftover = [r.name for r in self.ledger.rows(State.RUNNING)]
-            for name in leftover:  # never leave an item marked running
-                self.ledger.requeue(name)
+            if self.shared:  # only its own claims: the other managers' items run on
+                self.ledger.release_mine()
+            else:
+                leftover = [r.name for r in self.ledger.rows(State.RUNNING)]
+                for name in leftover:  # never leave an item marked running
+                    self.ledger.requeue(name)
         except StorageFault as fault:  # left running: the next start puts them back
             self.hold.hold_for(fault)
         if self.started is not None:

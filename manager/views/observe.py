@@ -26,6 +26,17 @@ into gauges that could go stale. A figure that is not known is absent, never a 0
                                        by outcome (succeeded, failed, cancelled - cut short,
                                        so not a service time): p95 service time graphs
 
+A manager on a shared ledger (`manager.shared`) adds, labelled with its `manager` id - what
+buildkite/agent-stack-k8s#953's reporter had to rebuild from logs:
+
+    workqueue_claims_total{manager}          items this manager claimed
+    workqueue_claims_refused_total{manager}  claims that found nothing although the line
+                                             said items waited (a rival took them first)
+    workqueue_claims_lost_total{manager}     claims taken from it (its lease ran out) before
+                                             it could record the item
+    workqueue_leases_expired_total{manager}  other managers' claims it returned to the line
+    workqueue_claimed_done_total{manager}    outcomes it recorded
+
 Units and suffixes follow Prometheus' conventions (base units, `_seconds`, `_ratio`, `_info`).
 """
 
@@ -153,3 +164,31 @@ def item_durations(registry):
         buckets=DURATION_BUCKETS,
         registry=registry,
     )
+
+
+class ClaimsCollector:
+    """The shared ledger's claim counters of one manager (see the module docstring)."""
+
+    NAMES = {
+        "claims": ("workqueue_claims", "Items this manager claimed."),
+        "refused": ("workqueue_claims_refused", "Claims that found the line taken."),
+        "lost": ("workqueue_claims_lost", "Claims lost before the item was recorded."),
+        "expired": ("workqueue_leases_expired", "Other managers' run-out claims let go."),
+        "done": ("workqueue_claimed_done", "Outcomes this manager recorded."),
+    }
+
+    def __init__(self, counters: Callable[[], dict[str, float]], manager: str) -> None:
+        self.counters = counters
+        self.manager = manager
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        from prometheus_client.core import CounterMetricFamily
+
+        counters = self.counters()
+        for key, (name, text) in self.NAMES.items():
+            family = CounterMetricFamily(name, text, labels=["manager"])
+            family.add_metric([self.manager], counters.get(key, 0))
+            yield family

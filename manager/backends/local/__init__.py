@@ -14,6 +14,8 @@
     queue_commands.py
                    `status`, `retry`, `pause`, `resume` on the ledger (`LocalQueueOps`)
     care.py        `workqueue ledger check | backup | restore`
+    shared.py      the manager on a shared ledger (`--ledger postgresql://…`, `manager.shared`):
+                   workers that end with their manager, an id that outlives its restarts
 
 This face is what the registry (`manager.backends`) hands the rest of the manager: the typed
 options (`LocalOptions`, and `LocalQueue` naming a state directory for `status` and `retry`),
@@ -71,11 +73,28 @@ def _state_dir():
     )
 
 
+def _shared_ledger():
+    return option(
+        "--ledger",
+        "a shared ledger: many managers (machines) work one queue through PostgreSQL "
+        "(postgresql://user@host/db; the password from PGPASSWORD or a PGPASSFILE)",
+        parse=_ledger_url,
+        metavar="URL",
+    )
+
+
+def _ledger_url(text: str) -> str:
+    from ...shared.database import check_url
+
+    return check_url(text)
+
+
 @dataclass(frozen=True)
 class LocalQueue:
-    """Where a local queue's record lives."""
+    """Where a local queue's record lives: the state directory's ledger, or a shared one."""
 
     state_dir: str = _state_dir()
+    ledger: str | None = _shared_ledger()
 
 
 @dataclass(frozen=True)
@@ -89,10 +108,18 @@ class LocalOptions:
     timeout: float | None = option(
         "--timeout", "kill a worker (its whole process group) after this long", parse=parse_duration
     )
+    ledger: str | None = _shared_ledger()
+    lease: float = option(
+        "--lease",
+        "with --ledger: how long a claim lasts unrenewed - a manager that dies has its items "
+        "run by the others after this (default 30s)",
+        default=30.0,
+        parse=parse_duration,
+    )
 
     @property
     def where(self) -> LocalQueue:
-        return LocalQueue(self.state_dir)
+        return LocalQueue(self.state_dir, self.ledger)
 
 
 def setup(options: LocalOptions, seeds: ManagerSeeds) -> Parts:
@@ -101,6 +128,10 @@ def setup(options: LocalOptions, seeds: ManagerSeeds) -> Parts:
     still running are adopted, ends that came meanwhile recorded, the rest put back in line."""
     if not options.worker_argv:
         raise UserError("--worker-cmd is required with --backend local")
+    if options.ledger:
+        from .shared import setup_shared
+
+        return setup_shared(options, seeds)
     from .ledger import open_ledger
     from .process import LocalBackend
     from .recovery import take_back
@@ -128,6 +159,10 @@ def setup(options: LocalOptions, seeds: ManagerSeeds) -> Parts:
 def queue_ops(queue: LocalQueue):
     """What `status`, `retry`, `pause` and `resume` do to the queue (a context manager:
     `queue_commands.LocalQueueOps`)."""
+    if queue.ledger:
+        from ..shared_queue import SharedQueueOps
+
+        return SharedQueueOps(queue.ledger)
     from .queue_commands import LocalQueueOps
 
     return LocalQueueOps(queue.state_dir)
@@ -136,6 +171,9 @@ def queue_ops(queue: LocalQueue):
 def measured_record(queue: LocalQueue) -> QueueRecord:
     """Every row of the ledger in the queue's state directory: what `stability`, `simulate`
     and `plan` measure with `--from-state` (first seen is when an item arrived)."""
+    if queue.ledger:
+        with queue_ops(queue) as ops:
+            return ops.status()
     from .ledger import existing_ledger
 
     with existing_ledger(queue.state_dir) as ledger:

@@ -11,7 +11,8 @@ when containerd restarts.
 One keeper per manager run, started by it (`kept.KeeperLink.start`) in a session of its own - a
 kill of the manager's process group, a closed terminal (SIGHUP) or a Ctrl-C (SIGINT) does not
 reach it. It is small on purpose (the standard library and `libc_spawn` only, run as a script),
-and does four things:
+and does four things (five for a manager on a shared ledger, whose workers end with it when it
+dies: another manager runs their items once its claims run out):
 
   * starts each worker the manager asks for: posix_spawn in a new session, stdin /dev/null,
     stdout and stderr appended to the item's log (after the attempt's header line),
@@ -116,6 +117,10 @@ class Keeper:
         self.conn: socket.socket | None = owner
         self.buffer = pending
         self.bye = False
+        # A manager on a shared ledger (`manager.shared`): its workers end with it. Its claims
+        # then run out and another manager runs the items; a worker left running would run
+        # beside that one.
+        self.end_with_manager = bool(config.get("end_with_manager"))
 
     def _open(self, name: str, flags: int) -> int:
         return os.open(name, flags, 0o600, dir_fd=self.dir_fd)
@@ -272,6 +277,16 @@ class Keeper:
             except (ProcessLookupError, PermissionError):
                 pass
 
+    def _end_all(self) -> None:
+        """The manager is gone without a goodbye: every worker's group is killed, its end
+        journaled as interrupted (the attempt does not count: the item runs again)."""
+        for child in self.children.values():
+            child["interrupted"] = True
+            try:
+                os.killpg(child["pid"], signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
     def _reap(self) -> None:
         while True:
             try:
@@ -346,7 +361,10 @@ class Keeper:
                     if data:
                         self._received(data)
                     else:
+                        said_bye = self.bye
                         self._drop_conn()
+                        if self.end_with_manager and not said_bye:
+                            self._end_all()
             if self.leftovers:
                 self._check_leftovers()
         self._leave()

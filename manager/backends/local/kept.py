@@ -121,7 +121,8 @@ class KeeperLink:
     # -- making one ------------------------------------------------------------------------
 
     @classmethod
-    def start(cls, keepers_dir: str, spawner: spawn.Spawner) -> KeeperLink:
+    def start(cls, keepers_dir: str, spawner: spawn.Spawner, *,
+              end_with_manager: bool = False) -> KeeperLink:  # fmt: skip
         """A new keeper for this manager's workers (what `spawner` would start), in a session
         of its own; its errors go to `<id>.err`. Nothing waits for it to be ready: requests
         queue in the socket meanwhile."""
@@ -148,7 +149,8 @@ class KeeperLink:
         link = cls(ours, keepers_dir, keeper_id, process=pid)
         link._send({"op": "config", "id": keeper_id, "dir": keepers_dir,
                     "program": spawner.program, "argv": spawner.argv,
-                    "env": spawner.base_env})  # fmt: skip
+                    "env": spawner.base_env,
+                    "end_with_manager": end_with_manager})  # fmt: skip
         # Nothing is asked of it before it holds its lock: a manager that died before then
         # would leave requests a later manager's survey could not see (and would run again).
         ours.settimeout(READY_SECONDS)

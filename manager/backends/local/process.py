@@ -72,12 +72,16 @@ class LocalBackend:
         *,
         timeout: float | None = None,
         env: dict[str, str] | None = None,
+        end_with_manager: bool = False,
     ) -> None:
+        """`end_with_manager`: the workers end when this manager dies (a shared ledger: its
+        claims run out and the items run elsewhere), instead of waiting for the next one."""
         if not argv:
             raise ValueError("the worker command is empty")
         self.argv = argv
         self.timeout = timeout
         self.env = env
+        self.end_with_manager = end_with_manager
         self._spawner: Spawner | None = None  # made at the first run: a missing program fails
         self._link: KeeperLink | None = None  # this manager's keeper, started at the first run
         self._free_slots: list[tuple[int, int]] = []  # item-file slots not in use, open
@@ -194,7 +198,9 @@ class LocalBackend:
                 return self._link
             if self._spawner is None:
                 self._spawner = Spawner(self.argv, self.env)
-            self._link = KeeperLink.start(self.keepers_dir, self._spawner)
+            self._link = KeeperLink.start(
+                self.keepers_dir, self._spawner, end_with_manager=self.end_with_manager
+            )
             return self._link
 
     def _follow(self, name: str, attempt: int, child: KeptChild, cancel: Cancel,

@@ -181,6 +181,11 @@ def take_back(ledger, state_dir: str) -> TakenBack:
             taken.requeued.append(name)
         elif word.kind == "running":
             taken.adopted[(name, attempts)] = word.child
+        elif word.kind == "ended" and word.record.get("interrupted"):
+            ledger.requeue(name)  # ended by its keeper with the manager (a shared ledger)
+            if word.link is not None:
+                word.link.ack(word.record["id"])
+            taken.requeued.append(name)
         elif word.kind == "ended":
             code = word.record.get("code")
             ledger.finish(name, code == 0, code, exit_error(code), at=word.record.get("at"))

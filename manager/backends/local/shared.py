@@ -1,0 +1,95 @@
+"""A local manager on a shared ledger (`--ledger postgresql://…`): many machines, one queue.
+
+The record of the items is the database's (`manager.shared.ledger.PostgresLedger`); what stays
+in the state directory is this machine's: the workers' logs and item files, the keeper's
+journal, and `manager-id` - the manager's name in the ledger's claims, made once and kept, so
+a manager restarted on the same directory takes back what it held (as `recovery.take_back`
+does for the SQLite ledger) instead of waiting for its own claims to run out.
+
+Two differences from the embedded ledger, both for exactly once across machines:
+
+  * the workers end with their manager (`LocalBackend(end_with_manager=True)`): a manager that
+    dies stops renewing its claims, and once they run out another manager runs the items -
+    a worker of the dead one left running would run beside it. Its keeper kills them at once
+    and journals them interrupted; a restart of the manager puts them back in line;
+  * the state directory is still held by one manager at a time (its lock file), since the
+    keeper's files and the logs are per machine - each manager has a state directory of its
+    own, whatever ledger it shares.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import socket
+
+from ...ports import ManagerSeeds, Parts
+from ...retry import Backoff
+
+log = logging.getLogger(__name__)
+ID_FILE = "manager-id"
+
+
+def manager_id(state_dir: str) -> str:
+    """This state directory's manager id (made at first use): host name and a random part."""
+    path = os.path.join(state_dir, ID_FILE)
+    try:
+        with open(path) as f:
+            known = f.read().strip()
+        if known:
+            return known
+    except FileNotFoundError:
+        pass
+    host = "".join(c for c in socket.gethostname() if c.isalnum() or c in "-.")[:40]
+    made = f"{host or 'manager'}-{secrets.token_hex(4)}"
+    with open(path, "w") as f:
+        f.write(made + "\n")
+    return made
+
+
+def setup_shared(options, seeds: ManagerSeeds) -> Parts:
+    from ...shared.database import Database
+    from ...shared.ledger import PostgresLedger
+    from .ledger_file import lock_state_dir
+    from .process import LocalBackend
+    from .recovery import take_back
+
+    state_dir = os.path.abspath(options.state_dir)
+    os.makedirs(state_dir, mode=0o700, exist_ok=True)
+    held = lock_state_dir(state_dir)
+    db = None
+    try:
+        owner = manager_id(state_dir)
+        db = Database(options.ledger)
+        backoff = Backoff(*seeds.retry_backoff)
+        ledger = PostgresLedger(
+            db, owner, lease=options.lease, max_attempts=seeds.max_attempts,
+            backoff=lambda attempts: backoff.delay(max(attempts - 1, 0)),
+        )  # fmt: skip
+        backend = LocalBackend(
+            options.worker_argv, state_dir, timeout=options.timeout, end_with_manager=True
+        )
+        ledger.on_recorded = backend.recorded
+        taken = take_back(ledger, state_dir)
+        taken.say()
+        backend.adopt(taken.adopted, taken.links)
+        for name, state, _ in ledger.owned():  # claimed, never started: back in line
+            if state != "running":
+                ledger.release(name)
+    except BaseException:
+        if db is not None:
+            db.close()
+        held.close()
+        raise
+    log.info("shared ledger %s: this manager is %s (claims last %gs unrenewed)",
+             db.where, owner, options.lease)  # fmt: skip
+
+    def close() -> None:
+        try:
+            backend.close()
+        finally:
+            ledger.close()
+            held.close()
+
+    return Parts(ledger=ledger, backend=backend, close=close)

@@ -1,0 +1,14 @@
+"""A ledger many managers share: one queue worked by many machines or clusters, in PostgreSQL.
+
+    database.py   the connection: a checked URL shown without its password, outages as the
+                  manager's one machine fault (`StorageFault(UNREACHABLE)`)
+    schema.py     the tables and their numbered migrations
+    ledger.py     `PostgresLedger`: the `Ledger` port and `ClaimsWork` - claims with `SKIP
+                  LOCKED`, leases renewed while the work runs, run-out claims let go
+    migrate.py    a local queue's SQLite ledger moved into a shared one (`workqueue ledger
+                  migrate`)
+
+The manager feeds its dispatcher from the claims (`manager.runtime.claims`); a backend sets the
+ledger up in place of its own (`manager.backends.local.shared`), and the queue commands read
+and write it directly (`manager.backends.shared_queue`).
+"""

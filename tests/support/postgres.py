@@ -1,0 +1,94 @@
+"""A real PostgreSQL server for tests: the distribution's `postgresql` package, a cluster made
+by `initdb` in a temporary folder and started by `pg_ctl` on a free loopback port.
+
+PostgreSQL refuses to run as root: when the tests run as root, the server's programs run as
+the `postgres` user (which the package creates) through `runuser`, in a folder that user owns.
+Each test gets a database of its own (`PostgresServer.database()`), so tests share one server
+per test process and never see each other's queues. `stop()`/`start()` take the server down
+and up again on the same port and folder - what an outage test needs.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+import uuid
+
+from .servers import free_port, wait_until
+
+
+def _binaries() -> str:
+    """The folder of the server's programs (Debian puts them under /usr/lib/postgresql)."""
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    if found:
+        return os.path.dirname(found[-1])
+    initdb = shutil.which("initdb")
+    if initdb is None:
+        raise RuntimeError("PostgreSQL's server is not installed (make test installs it)")
+    return os.path.dirname(os.path.realpath(initdb))
+
+
+class PostgresServer:
+    def __init__(self) -> None:
+        self.bin = _binaries()
+        self.port = free_port()
+        self.as_root = os.geteuid() == 0
+        self.folder = tempfile.mkdtemp(prefix="wq-pg-")
+        self.data = os.path.join(self.folder, "data")
+        if self.as_root:
+            user = pwd.getpwnam("postgres")
+            os.chown(self.folder, user.pw_uid, user.pw_gid)
+        self._run("initdb", "-D", self.data, "-U", "postgres", "-A", "trust", "--no-sync",
+                  "-E", "UTF8")  # fmt: skip
+        self.start()
+
+    def _run(self, program: str, *args: str) -> None:
+        argv = [os.path.join(self.bin, program), *args]
+        if self.as_root:
+            argv = ["runuser", "-u", "postgres", "--", *argv]
+        subprocess.run(argv, check=True, capture_output=True, cwd=self.folder, timeout=120)
+
+    def start(self) -> None:
+        options = (
+            f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c fsync=off "
+            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+        )
+        self._run("pg_ctl", "-D", self.data, "-l", os.path.join(self.folder, "log"),
+                  "-o", options, "-w", "-t", "60", "start")  # fmt: skip
+        wait_until(self._answers, timeout=30)
+
+    def stop(self, mode: str = "fast") -> None:
+        """Take the server down (`immediate`: as a crash would)."""
+        self._run("pg_ctl", "-D", self.data, "-m", mode, "-w", "-t", "60", "stop")
+
+    def _answers(self) -> bool:
+        import psycopg
+
+        try:
+            with psycopg.connect(self.url("postgres"), connect_timeout=2):
+                return True
+        except psycopg.OperationalError:
+            return False
+
+    def url(self, database: str) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+
+    def database(self) -> str:
+        """A new empty database; its URL."""
+        import psycopg
+
+        name = f"wq_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(self.url("postgres"), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return self.url(name)
+
+    def close(self) -> None:
+        try:
+            self.stop("immediate")
+        except subprocess.SubprocessError:
+            pass
+        shutil.rmtree(self.folder, ignore_errors=True)
