@@ -20,7 +20,8 @@ $(STAMP): pyproject.toml
 # Tools from the distribution's packages, installed when missing: Chromium and chromedriver for
 # the dashboard's browser test, promtool (Prometheus) to check the chart's alerting rules,
 # redis-server for the Redis source's tests, kubectl (Debian's kubernetes-client) for the
-# WorkQueue's test with the real kubectl - each only when it is missing. Another apt-get holding the package lock (a fresh
+# WorkQueue's test with the real kubectl, PostgreSQL's server for the shared ledger's tests (a
+# fixture runs initdb and pg_ctl in a temporary folder) - each only when it is missing. Another apt-get holding the package lock (a fresh
 # machine's unattended upgrades) is waited for, up to ten minutes, instead of failing at once.
 tools:
 	@missing=""; \
@@ -29,6 +30,7 @@ tools:
 	command -v promtool >/dev/null || missing="$$missing prometheus"; \
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
 	command -v kubectl >/dev/null || missing="$$missing kubernetes-client"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	if [ -n "$$missing" ]; then \
 		sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 		echo "installing$$missing with apt-get"; \

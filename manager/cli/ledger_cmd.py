@@ -5,6 +5,9 @@
     workqueue ledger restore [--state-dir DIR] [--from FILE]
                                                    the newest sound backup (or FILE) back in
                                                    place; the damaged file is kept aside
+    workqueue ledger migrate [--state-dir DIR] --to postgresql://…
+                                                   the ledger copied into a shared one, what
+                                                   ran kept as run (`manager.shared.migrate`)
 
 A damaged ledger is one line and exit 2 on every command; `restore` recovers it without running
 any succeeded item again (the record of what ran comes back with it).
@@ -12,16 +15,19 @@ any succeeded item again (the record of what ran comes back with it).
 
 from __future__ import annotations
 
+import argparse
+
 from ..backends.local import DEFAULT_STATE_DIR
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("ledger", help="check, back up or restore the local ledger")
+    p = subparsers.add_parser("ledger", help="check, back up, restore or migrate the local ledger")
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     for name, text in (
         ("check", "check the ledger as a manager does at start"),
         ("backup", "back the ledger up now"),
         ("restore", "put the newest sound backup (or --from FILE) in place"),
+        ("migrate", "copy the ledger into a shared one (--to postgresql://…)"),
     ):
         a = actions.add_parser(name, help=text, description=text)
         a.add_argument(
@@ -31,7 +37,23 @@ def add_parser(subparsers) -> None:
         )
         if name == "restore":
             a.add_argument("--from", dest="source", metavar="FILE", help="a backup to restore")
+        if name == "migrate":
+            a.add_argument(
+                "--to", dest="target", metavar="URL", required=True, type=_shared_url,
+                help="the shared ledger (postgresql://user@host/db; the password from "
+                "PGPASSWORD or a PGPASSFILE)",
+            )  # fmt: skip
         a.set_defaults(func=run)
+
+
+def _shared_url(text: str) -> str:
+    from ..errors import InputError
+    from ..shared.database import check_url
+
+    try:
+        return check_url(text)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def run(args) -> int:
@@ -41,6 +63,8 @@ def run(args) -> int:
         print(local.check_ledger(args.state_dir))
     elif args.action == "backup":
         print(local.backup_ledger(args.state_dir))
+    elif args.action == "migrate":
+        print(local.migrate_ledger(args.state_dir, args.target))
     else:
         print(local.restore_ledger(args.state_dir, args.source))
     return 0

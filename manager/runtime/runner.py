@@ -249,8 +249,10 @@ class Manager:
         """client-go's worker duty for an item taken with get(): RETRY -> add_rate_limited,
         anything else -> forget; always done."""
         try:
-            if result == Result.GONE and self.shared:
-                self.queue.park(name)  # out of every manager's line until listed again
+            if result in (Result.GONE, Result.SKIPPED) and self.shared:
+                # out of every manager's line until a listing says it needs work again (a
+                # claim is read fresh: a skipped one needs none - out of attempts, say)
+                self.queue.park(name)
             if result == Result.RETRY and not self.stop_event.is_set():
                 self.queue.add_rate_limited(name)
             else:
@@ -372,7 +374,9 @@ class Manager:
 
     def run_once(self, on_start: Callable[[RunReport], None] | None = None) -> RunReport:
         """Process every item the source lists now; return when each has finished (or stop())."""
-        self.hold.once = True
+        # A fault ends a run, except a shared ledger's outage: its claims would run out and
+        # the items whose ends it holds would run again elsewhere - it waits for the database.
+        self.hold.once = not self.shared
         names = self.poller.first_listing(self.options.source_timeout)
         if names is None:  # stopped before the source ever answered: nothing ran
             now = time.time()

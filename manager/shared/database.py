@@ -22,7 +22,7 @@ import threading
 from collections.abc import Iterator
 from urllib.parse import urlsplit, urlunsplit
 
-from ..errors import UserError
+from ..errors import InputError, UserError
 from ..faults import UNREACHABLE, StorageFault
 
 SCHEMES = ("postgresql", "postgres")
@@ -33,11 +33,9 @@ def check_url(text: str) -> str:
     """A shared ledger's URL, checked: `postgresql://…` with a database name."""
     parts = urlsplit(text.strip())
     if parts.scheme not in SCHEMES:
-        raise UserError(
-            f"--ledger {shown(text)}: not a PostgreSQL URL (postgresql://user@host/database)"
-        )
+        raise InputError(f"not a PostgreSQL URL (postgresql://user@host/database): {shown(text)}")
     if not parts.path.strip("/"):
-        raise UserError(f"--ledger {shown(text)}: name the database (postgresql://host/NAME)")
+        raise InputError(f"name the database (postgresql://host/NAME): {shown(text)}")
     return text.strip()
 
 

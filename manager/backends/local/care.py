@@ -1,8 +1,9 @@
-"""The local ledger's own care: `workqueue ledger check | backup | restore`.
+"""The local ledger's own care: `workqueue ledger check | backup | restore | migrate`.
 
 The checks are the ones every open runs (`integrity.py`); a backup is SQLite's online backup
 (a manager may be running); a restore puts the newest sound backup (or a named file) in place,
-keeping the damaged ledger aside, and is refused while a manager holds the state directory.
+keeping the damaged ledger aside, and is refused while a manager holds the state directory, as
+is a migration into a shared ledger (`manager.shared.migrate`).
 """
 
 from __future__ import annotations
@@ -49,3 +50,42 @@ def restore_ledger(state_dir: str, source: str | None = None) -> str:
     aside = f"; the old ledger is kept as {kept}" if kept else ""
     done = ", ".join(f"{n} {state}" for state, n in counts.items())
     return f"restored {restored.path} from {used} ({done}){aside}"
+
+
+def migrate_ledger(state_dir: str, url: str) -> str:
+    """Copy the state directory's ledger into the shared ledger at `url` (see
+    `manager.shared.migrate`); refused while a manager holds the directory, or while the
+    ledger says an item runs."""
+    from ...shared.database import Database
+    from ...shared.migrate import copy_in
+    from .ledger_file import LedgerBusy
+    from .state_files import read_parallelism, read_paused
+
+    try:
+        ledger = existing_ledger(state_dir, exclusive=True)
+    except LedgerBusy:
+        raise UserError(
+            f"a manager is running on {state_dir}: stop it, then migrate its ledger"
+        ) from None
+    with ledger:
+        rows = ledger.rows()
+        running = [r.name for r in rows if r.state == "running"]
+        if running:
+            raise UserError(
+                f"{len(running)} item(s) of {state_dir} are marked running (a manager stopped "
+                "without settling them): run the manager once more and stop it, then migrate"
+            )
+        runs = [
+            {"name": name, **run} for name in {r.name for r in rows}
+            for run in ledger.history(name)
+        ]  # fmt: skip
+        settings = {
+            "paused_since": read_paused(state_dir),
+            "parallelism": read_parallelism(state_dir),
+        }
+        db = Database(url)
+        try:
+            moved = copy_in(db, rows, runs, settings)
+        finally:
+            db.close()
+        return moved.describe(ledger.path, db.where)

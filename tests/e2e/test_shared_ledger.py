@@ -1,0 +1,196 @@
+"""Many managers, one queue: local managers sharing a ledger in a real PostgreSQL.
+
+Every item ends exactly once whatever happens to a manager or to the database, and every
+manager gets work: two and three `workqueue run`s on one folder; one of them killed with -9
+while its workers run (its items finish on the other within the lease, none twice); the
+database stopped and started while work runs; a queue's SQLite ledger moved in first; the
+queue commands on the shared ledger."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections import Counter
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from tests.support.servers import wait_until
+
+from .conftest import spawn_workqueue, workqueue
+
+
+def folder(tmp_path: Path, names: list[str]) -> Path:
+    items = tmp_path / "items"
+    items.mkdir(exist_ok=True)
+    for name in names:
+        (items / name).write_text(name)
+    return items
+
+
+def run_args(items: Path, state: Path, url: str, worker, *extra) -> list:
+    return ["run", items, "--suffix", ".txt", "--settle", "0", "--ledger", url,
+            "--state-dir", state, *extra, "--", worker.path]  # fmt: skip
+
+
+def env_with(**values) -> dict:
+    return {**os.environ, **{k: str(v) for k, v in values.items()}}
+
+
+def rows(url: str) -> dict[str, tuple]:
+    """name -> (state, attempts, log_path) as the shared ledger has them."""
+    with psycopg.connect(url) as conn:
+        if conn.execute("SELECT to_regclass('items')").fetchone()[0] is None:
+            return {}  # no manager has made the schema yet
+        found = conn.execute("SELECT name, state, attempts, log_path FROM items").fetchall()
+    return {name: tuple(rest) for name, *rest in found}
+
+
+def ends_by_name(worker) -> Counter:
+    return Counter(worker.ended())
+
+
+def by_manager(url: str, states: list[Path]) -> list[int]:
+    """How many items each state directory's manager ran to success."""
+    done = [r for r in rows(url).values() if r[0] == "succeeded"]
+    return [sum(1 for r in done if r[2] and r[2].startswith(str(s))) for s in states]
+
+
+@pytest.mark.parametrize("managers", [2, 3])
+def test_managers_sharing_a_ledger_run_every_item_exactly_once_and_all_work(
+    tmp_path, postgres, marker_worker, managers
+):
+    names = [f"item-{i:02}.txt" for i in range(8 * managers)]
+    items = folder(tmp_path, names)
+    states = [tmp_path / f"state-{i}" for i in range(managers)]
+    env = env_with(SLEEP=0.3)
+    runs = [spawn_workqueue(*run_args(items, s, postgres, marker_worker, "--parallelism", 2),
+                            env=env) for s in states]  # fmt: skip
+    outs = [run.communicate(timeout=180) for run in runs]
+    for run, (_, err) in zip(runs, outs, strict=True):
+        assert run.returncode == 0, err
+    assert ends_by_name(marker_worker) == Counter(names)  # each once
+    assert sorted(marker_worker.started()) == sorted(names)  # and never started twice
+    shares = by_manager(postgres, states)
+    assert sum(shares) == len(names) and all(shares), shares  # every manager worked
+    for out, share in zip(outs, shares, strict=True):
+        assert f"{share} succeeded" in out[0]
+        assert "done by other managers" in out[0]
+
+
+def test_a_manager_killed_mid_run_has_its_items_finished_by_the_other_once(
+    tmp_path, postgres, marker_worker
+):
+    names = [f"item-{i:02}.txt" for i in range(10)]
+    items = folder(tmp_path, names)
+    first, second = tmp_path / "state-a", tmp_path / "state-b"
+    env = env_with(SLEEP=1)
+    lease = ["--lease", "2s", "--parallelism", "2"]
+    victim = spawn_workqueue(*run_args(items, first, postgres, marker_worker, *lease), env=env)
+    try:
+        wait_until(lambda: sum(1 for r in rows(postgres).values() if r[0] == "running") == 2,
+                   timeout=60)  # fmt: skip
+        held = [n for n, r in rows(postgres).items() if r[0] == "running"]
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(timeout=30)
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+    survivor = spawn_workqueue(*run_args(items, second, postgres, marker_worker, *lease), env=env)
+    out, err = survivor.communicate(timeout=180)
+    assert survivor.returncode == 0, err
+    assert ends_by_name(marker_worker) == Counter(names)  # every item ended once, none twice
+    final = rows(postgres)
+    for name in held:  # the killed manager's: its workers ended with it, run here again
+        state, attempts, log_path = final[name]
+        assert state == "succeeded" and log_path.startswith(str(second)), final[name]
+        assert attempts == 2  # the attempt that died with its manager counts
+    assert "its manager" not in err  # (the survivor logs the run-out claims it let go)
+    assert all(r[0] == "succeeded" for r in final.values())
+
+
+def test_the_database_stopped_and_started_mid_run_loses_nothing_and_runs_nothing_twice(
+    tmp_path, own_postgres, marker_worker
+):
+    url = own_postgres.database()
+    names = [f"item-{i:02}.txt" for i in range(8)]
+    items = folder(tmp_path, names)
+    states = [tmp_path / "state-a", tmp_path / "state-b"]
+    env = env_with(SLEEP=2)
+    runs = [spawn_workqueue(*run_args(items, s, url, marker_worker, "--parallelism", 2,
+                                      "--lease", "5s"), env=env) for s in states]  # fmt: skip
+    try:
+        wait_until(lambda: len(marker_worker.started()) >= 3, timeout=60)
+        running = set(marker_worker.started()) - set(marker_worker.ended())
+        own_postgres.stop()
+        # running work finishes while the database is down; its ends wait for it
+        wait_until(lambda: running <= set(marker_worker.ended()), timeout=60)
+        own_postgres.start()
+        outs = [run.communicate(timeout=180) for run in runs]
+    finally:
+        for run in runs:
+            if run.poll() is None:
+                run.kill()
+    for run, (_, err) in zip(runs, outs, strict=True):
+        assert run.returncode == 0, err
+    assert any("does not answer" in err for _, err in outs)
+    assert ends_by_name(marker_worker) == Counter(names)
+    assert sorted(marker_worker.started()) == sorted(names)  # nothing started twice
+    assert all(r[0] == "succeeded" and r[1] == 1 for r in rows(url).values())
+
+
+def test_a_local_ledger_moved_into_a_shared_one_keeps_what_ran(tmp_path, postgres, marker_worker):
+    items = folder(tmp_path, ["a.txt", "b.txt", "fail-c.txt"])
+    state = tmp_path / "state"
+    local = ["run", items, "--suffix", ".txt", "--settle", "0", "--state-dir", state,
+             "--max-attempts", "1", "--", marker_worker.path]  # fmt: skip
+    assert workqueue(*local).returncode == 1  # fail-c failed
+    assert workqueue("pause", "--state-dir", state).returncode == 0
+    moved = workqueue("ledger", "migrate", "--state-dir", state, "--to", postgres)
+    assert moved.returncode == 0, moved.stderr
+    assert moved.stdout.startswith("moved 3 items (0 earlier runs) from ")
+    assert rows(postgres)["a.txt"][:2] == ("succeeded", 1)
+    status = json.loads(workqueue("status", "--ledger", postgres, "--json").stdout)
+    assert status["counts"]["succeeded"] == 2 and status["counts"]["failed"] == 1
+    assert status["paused_since"] is not None  # the pause came over too
+    again = workqueue("ledger", "migrate", "--state-dir", state, "--to", postgres)
+    assert "3 it knew already kept as it had them" in again.stdout
+    assert workqueue("resume", "--ledger", postgres).returncode == 0
+    (items / "d.txt").write_text("d")
+    shared = workqueue(*run_args(items, tmp_path / "s2", postgres, marker_worker,
+                                 "--max-attempts", "1"))  # fmt: skip
+    assert shared.returncode == 1  # fail-c is still failed, out of attempts
+    assert Counter(marker_worker.ended()) == Counter(["a.txt", "b.txt", "d.txt"])  # a, b once
+    retried = workqueue("retry", "--failed", "--ledger", postgres)
+    assert retried.returncode == 0 and "fail-c.txt" in retried.stdout
+    assert rows(postgres)["fail-c.txt"][:2] == ("pending", 0)
+
+
+def test_migrating_is_refused_while_a_manager_holds_the_folder_or_an_item_runs(tmp_path, postgres):
+    state = tmp_path / "state"
+    state.mkdir()
+    refused = workqueue("ledger", "migrate", "--state-dir", state, "--to", "mysql://x/y")
+    assert refused.returncode == 2 and "not a PostgreSQL URL" in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+
+def test_queue_commands_on_a_shared_ledger(tmp_path, postgres, marker_worker):
+    items = folder(tmp_path, ["a.txt", "fail-b.txt"])
+    first = workqueue(*run_args(items, tmp_path / "s1", postgres, marker_worker,
+                                "--max-attempts", "1"))  # fmt: skip
+    assert first.returncode == 1
+    text = workqueue("status", "--ledger", postgres)
+    assert text.returncode == 0 and "fail-b.txt" in text.stdout
+    assert "postgresql://" in text.stdout  # where the queue is, shown
+    assert workqueue("pause", "--ledger", postgres).returncode == 0
+    assert workqueue("scale", "--parallelism", "5", "--ledger", postgres).returncode == 0
+    with psycopg.connect(postgres) as conn:
+        paused, parallelism = conn.execute("SELECT paused_since, parallelism FROM queue").fetchone()
+    assert paused is not None and parallelism == 5
+    detail = workqueue("status", "fail-b.txt", "--ledger", postgres)
+    assert detail.returncode == 0 and "failed" in detail.stdout
+    bad = workqueue("status", "--ledger", "postgresql://u:s3cret@127.0.0.1:1/q")
+    assert bad.returncode != 0 and "s3cret" not in bad.stderr + bad.stdout
+    assert "Traceback" not in bad.stderr
