@@ -432,11 +432,16 @@ class ClaimsWork(Protocol):
     def keep_leases(self) -> None:
         """One round: renew this manager's leases, let go of the ones that ran out."""
 
-    def on_line_changed(self, callback: Callable[[], None]) -> None:
-        """Call `callback` (from another thread) when items may have become claimable."""
+    def on_line_changed(self, callback: Callable[[str], None]) -> None:
+        """Call `callback(payload)` (from another thread) when items may have become
+        claimable; `payload` is for `first_to_answer`."""
+
+    def first_to_answer(self, payload: str) -> bool:
+        """Whether this manager answers the notification with `payload` at once (the others
+        a moment later: not every manager racing for one new item)."""
 
     def claim_counters(self) -> dict[str, float]:
-        """claims, lost, expired, done: what this manager's claims met so far."""
+        """claims, refused, lost, expired, done: what this manager's claims met so far."""
 
     def release_mine(self) -> None:
         """A stopping manager: its running items back to pending (their attempts not

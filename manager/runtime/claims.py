@@ -12,6 +12,15 @@ the dispatcher (`dispatcher.Dispatcher`, unchanged) the workqueue's interface, a
     get()            called with a capacity slot already held: claims ONE item (`SKIP
                      LOCKED`: rows a rival is taking are passed over) - so a manager never
                      claims more than it has free slots, and never an item a rival took
+
+New items are announced to every manager at once; were they all to answer at once, all would
+race for the same few items and all but one would come back empty-handed (the contention
+the seed measured). The live managers take turns instead: for a moment a new item is only the
+claim of the manager whose turn its name gives (the ledger's condition, on every
+look and claim), that manager is woken at once (`first_to_answer`), the others
+`DEFER_SECONDS` later - by then the item is taken, unless that manager's slots were full. A
+claim that comes back empty although its snapshot saw free items was refused: a rival was
+claiming every one of them at that instant (the ledger counts those).
     add(name)        a listing says `name` needs work: new names are the ledger's already
                      (`Ledger.see`); one parked because the source did not have it is put
                      back in the line
@@ -38,6 +47,9 @@ from ..ports import ClaimsWork
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 1.0
+# how long a manager whose turn it is not waits before it looks at new items: a little more
+# than the turn (`manager.shared.ledger.TURN_SECONDS`), after which they are anyone's
+DEFER_SECONDS = 0.3
 
 
 class ClaimedLine:
@@ -50,11 +62,20 @@ class ClaimedLine:
         self._backoffs: dict[str, float] = {}  # name -> seconds before it may be claimed again
         self._releases: dict[str, tuple[float, bool]] = {}
         self._parked_again: list[str] = []
-        self.refused = 0  # claims that found nothing although the line said items wait
         self.claim_seconds: list[float] = []  # each claim's round trip (the bench's p99)
         ledger.on_line_changed(self.wake)
 
-    def wake(self) -> None:
+    def wake(self, payload: str = "") -> None:
+        """A notification: look now when it is this manager's turn (`first_to_answer`), else
+        `DEFER_SECONDS` later."""
+        if payload and not self.ledger.first_to_answer(payload):
+            timer = threading.Timer(DEFER_SECONDS, self._wake_now)
+            timer.daemon = True
+            timer.start()
+            return
+        self._wake_now()
+
+    def _wake_now(self) -> None:
         with self._cond:
             self._woken += 1
             self._cond.notify_all()
@@ -126,6 +147,7 @@ class ClaimedLine:
                 if self._shutting_down:
                     return None, True
                 woken = self._woken
+            self._unpark()
             began = time.monotonic()
             try:
                 claimed = self.ledger.claim(1)
@@ -137,7 +159,6 @@ class ClaimedLine:
                     del self.claim_seconds[:50_000]
             if claimed:
                 return claimed[0], False
-            self.refused += 1
             with self._cond:
                 if self._woken == woken and not self._shutting_down:
                     self._cond.wait(POLL_SECONDS)
@@ -164,7 +185,7 @@ class ClaimedLine:
             self._release(name, ready_in, park=park)
 
     def counters(self) -> dict[str, float]:
-        return {**self.ledger.claim_counters(), "refused": self.refused}
+        return self.ledger.claim_counters()
 
 
 class LeaseKeeper:

@@ -157,7 +157,11 @@ class Manager:
             if self.shared:
                 from ..views.observe import ClaimsCollector
 
-                registry.register(ClaimsCollector(self.queue.counters, ledger.owner))
+                registry.register(
+                    ClaimsCollector(
+                        self.queue.counters, ledger.owner, lambda: list(self.queue.claim_seconds)
+                    )
+                )
         # Keep listed data only of items that will run - unless every item's listed version
         # is compared with the one it ran at (--on-change rerun), which needs them all.
         if options.on_change != "rerun":

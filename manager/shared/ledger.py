@@ -41,6 +41,13 @@ from .database import Database
 
 log = logging.getLogger(__name__)
 RELOAD_SECONDS = 60.0
+# A new item is, for its first TURN_SECONDS, only the claim of the live manager whose turn its
+# name gives (its hash mod the live managers): the others leave it alone, so managers
+# woken together do not all race for it. Afterwards (that manager's slots were full) anyone's.
+TURN_SECONDS = 0.25
+# whose turn: a hash of the name (not the arrival number: an insert that loses to a rival's
+# takes a number from the sequence too, so arrival numbers come in strides of the managers)
+TURN_HASH = "(hashtext(name) & 2147483647)"
 SETTINGS_SECONDS = 0.5  # how stale the pause and the asked parallelism may be
 ROW = ("name, state, attempts, first_seen, started, finished, exit_code, log_path, last_error, "
        "version, priority")  # fmt: skip
@@ -78,8 +85,10 @@ class PostgresLedger:
         self._parked: set[str] = set()  # waiting, but left out of the line (gone from the source)
         self._claimed: set[str] = set()  # claimed by this manager, not started
         self._seen_change = 0
+        self._peers = (0, 1)  # (this manager's rank among the live ones, how many live)
         self._reloaded = 0.0
         self._settings: tuple[float, tuple] = (0.0, (None, None, None))
+        # what this manager's claims met (`workqueue_claims*` metrics; `claim` counts refusals)
         self.counters = {"claims": 0, "refused": 0, "lost": 0, "expired": 0, "done": 0}
         self.on_recorded: Callable[[str], None] | None = None
         self._notifier: Notifier | None = None
@@ -152,12 +161,13 @@ class PostgresLedger:
             cur.execute(
                 "INSERT INTO items (name, first_seen) SELECT n, %s FROM unnest(%s::text[]) "
                 "WITH ORDINALITY AS t(n, i) ORDER BY i ON CONFLICT (name) DO NOTHING "
-                "RETURNING name",
+                f"RETURNING name, {TURN_HASH}",
                 (self.clock(), fresh),
             )
-            new = [r[0] for r in cur.fetchall()]
-            if new:
-                cur.execute("NOTIFY workqueue_line")
+            found = cur.fetchall()
+            new = [row[0] for row in found]
+            if new:  # the payload names who answers first (`first_to_answer`)
+                cur.execute("SELECT pg_notify('workqueue_line', %s)", (str(found[0][1]),))
         with self._lock:
             for name in fresh:  # a rival's insert of the same name counts as seen too
                 self._state.setdefault(name, PENDING_PAIR)
@@ -181,18 +191,27 @@ class PostgresLedger:
 
     def claim(self, limit: int) -> list[str]:
         """Up to `limit` items from the head of the line, now this manager's (see the module
-        docstring); [] when none is free."""
+        docstring); [] when none is free. An empty claim whose snapshot still saw free items
+        was refused: every one of them was being claimed by a rival at that instant (`SKIP
+        LOCKED` passed over them) - counted `refused`, the contention of a shared line."""
+        free = f"claimable AND owner IS NULL AND ready_at <= %(now)s AND {self._turn()}"
         with self.db.cursor() as cur:
             cur.execute(
-                "WITH head AS (SELECT name FROM items WHERE claimable AND owner IS NULL "
-                "AND ready_at <= %s ORDER BY priority DESC, seq LIMIT %s "
-                "FOR UPDATE SKIP LOCKED) "
-                "UPDATE items SET owner = %s, lease_until = now() + make_interval(secs => %s), "
-                "changed = nextval('changes') FROM head WHERE items.name = head.name "
-                "RETURNING items.name, state, attempts, version, priority",
-                (self.clock(), limit, self.owner, self.lease),
+                f"WITH head AS (SELECT name FROM items WHERE {free} "
+                "ORDER BY priority DESC, seq LIMIT %(limit)s FOR UPDATE SKIP LOCKED), "
+                "taken AS (UPDATE items SET owner = %(owner)s, lease_until = now() + "
+                "make_interval(secs => %(lease)s), changed = nextval('changes') FROM head "
+                "WHERE items.name = head.name "
+                "RETURNING items.name, state, attempts, version, priority) "
+                "SELECT name, state, attempts, version, priority FROM taken UNION ALL "
+                "SELECT NULL, NULL, NULL, NULL, NULL WHERE NOT EXISTS (SELECT 1 FROM taken) "
+                f"AND EXISTS (SELECT 1 FROM items WHERE {free})",
+                {"now": self.clock(), "limit": limit, "owner": self.owner, "lease": self.lease},
             )
             found = cur.fetchall()
+        if found and found[0][0] is None:
+            self.counters["refused"] += 1
+            return []
         with self._lock:
             for name, state, attempts, version, priority in found:
                 self._note(name, state, attempts, version, priority)
@@ -205,10 +224,18 @@ class PostgresLedger:
         with self.db.cursor() as cur:
             cur.execute(
                 "SELECT EXISTS (SELECT 1 FROM items WHERE claimable AND owner IS NULL "
-                "AND ready_at <= %s)",
+                f"AND ready_at <= %s AND {self._turn()})",
                 (self.clock(),),
             )
             return cur.fetchone()[0]
+
+    def _turn(self) -> str:
+        """The condition that leaves other managers' new items alone (`TURN_SECONDS`)."""
+        rank, live = self._peers
+        if live <= 1:
+            return "true"
+        return (f"(listed_at < now() - interval '{TURN_SECONDS} seconds' "
+                f"OR mod({TURN_HASH}, {int(live)}) = {int(rank)})")  # fmt: skip
 
     def holds(self, name: str) -> bool:
         return name in self._claimed
@@ -263,9 +290,10 @@ class PostgresLedger:
             self._note(name, State.RUNNING.value, found[0], version, self.priority(name))
         return found[0]
 
-    def _owned(self, name: str, sets: str, values: tuple, state: str | None = None) -> bool:
+    def _owned(self, name: str, sets: str, values: tuple, *, back_in_line: bool = False) -> bool:
         """One write of an item this manager owns, its claim let go with it; False (the claim
-        counted lost, nothing written) when it owns it no more."""
+        counted lost, nothing written) when it owns it no more. `back_in_line`: the item may
+        be claimed at once (the line is notified; a retry's backoff is found by polling)."""
         with self.db.cursor() as cur:
             cur.execute(
                 f"UPDATE items SET {sets}, {RELEASE} WHERE name = %s AND owner = %s "
@@ -273,7 +301,7 @@ class PostgresLedger:
                 (*values, name, self.owner),
             )
             found = cur.fetchone()
-            if found is not None:
+            if found is not None and back_in_line:
                 cur.execute("NOTIFY workqueue_line")
         with self._lock:
             self._claimed.discard(name)
@@ -308,6 +336,7 @@ class PostgresLedger:
             "state = 'pending', attempts = greatest(attempts - 1, 0), started = NULL, "
             "claimable = true, ready_at = 0",
             (),
+            back_in_line=True,
         )
 
     def cancel(self, name: str) -> bool:
@@ -423,6 +452,9 @@ class PostgresLedger:
         self.renew()
         with self.db.cursor() as cur:  # this manager lives (what `status` counts)
             cur.execute("UPDATE managers SET said = now() WHERE id = %s", (self.owner,))
+            cur.execute("SELECT id FROM managers WHERE said > now() - make_interval(secs => lease)")
+            live = sorted({row[0] for row in cur.fetchall()} | {self.owner})
+        self._peers = (live.index(self.owner), len(live))
         for name, owner in self.expire():
             log.warning("%s: the claim of manager %s ran out (it stopped renewing it): back "
                         "in line", name, owner)  # fmt: skip
@@ -430,8 +462,18 @@ class PostgresLedger:
     def claim_counters(self) -> dict[str, float]:
         return dict(self.counters)
 
-    def on_line_changed(self, callback: Callable[[], None]) -> None:
-        """Call `callback` on each notification of the line (`Notifier`)."""
+    def first_to_answer(self, payload: str) -> bool:
+        """Whether this manager answers a notification of new items at once: whether the
+        first new item (its name's hash, the payload) is its turn (`TURN_SECONDS`); the
+        others look once the turn is over. A notification without a number is everyone's."""
+        rank, live = self._peers
+        try:
+            return live <= 1 or int(payload) % live == rank
+        except ValueError:
+            return True
+
+    def on_line_changed(self, callback: Callable[[str], None]) -> None:
+        """Call `callback(payload)` on each notification of the line (`Notifier`)."""
         if self._notifier is None:
             self._notifier = Notifier(self.db).start()
         self._notifier.callbacks.append(callback)
@@ -568,18 +610,18 @@ class Notifier:
             try:
                 self._conn = self.db.listener()
                 self._conn.execute("LISTEN workqueue_line")
-                self._tell()
+                self._tell("")
                 while not self._stopped.is_set():
-                    for _ in self._conn.notifies(timeout=1.0, stop_after=1):
-                        self._tell()
+                    for notice in self._conn.notifies(timeout=1.0, stop_after=1):
+                        self._tell(notice.payload)
             except Exception:  # the database went away: listen again when it is back
                 self._close()
                 self._stopped.wait(1.0)
         self._close()
 
-    def _tell(self) -> None:
+    def _tell(self, payload: str) -> None:
         for callback in self.callbacks:
-            callback()
+            callback(payload)
 
     def _close(self) -> None:
         conn, self._conn = self._conn, None

@@ -13,8 +13,10 @@ Tables (one queue per database; a schema of its own per queue through libpq's
     items      one row per item: its state, attempts, priority, arrival order (`seq`), and
                the claim - `owner` (a manager's id) and `lease_until` (the database's clock)
                while a manager holds it; `claimable` says it waits for work, `ready_at` when a
-               retry's backoff ends; `changed` is taken from the `changes` sequence by every
-               write, so a manager reads only what changed since it last looked
+               retry's backoff ends, `listed_at` when it was recorded (the database's clock:
+               whose turn a new item is, `ledger.TURN_SECONDS`); `changed` is taken from the
+               `changes` sequence by every write, so a manager reads only what changed since
+               it last looked
     runs       earlier outcomes of items that ran again (`--on-change rerun`, a comeback)
     queue      one row: pause, the parallelism asked for, removals accepted
     managers   each manager's facts (`workqueue status` reads them), its lease, and when it
@@ -49,6 +51,7 @@ MIGRATIONS: list[tuple[int, str]] = [
             version     text,
             claimable   boolean NOT NULL DEFAULT true,
             ready_at    double precision NOT NULL DEFAULT 0,
+            listed_at   timestamptz NOT NULL DEFAULT now(),
             owner       text,
             lease_until timestamptz,
             changed     bigint NOT NULL DEFAULT nextval('changes')

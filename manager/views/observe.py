@@ -36,6 +36,9 @@ buildkite/agent-stack-k8s#953's reporter had to rebuild from logs:
                                              it could record the item
     workqueue_leases_expired_total{manager}  other managers' claims it returned to the line
     workqueue_claimed_done_total{manager}    outcomes it recorded
+    workqueue_claim_seconds{manager,quantile}
+                                             a claim's round trip to the database, median
+                                             and 99th percentile of the last 10,000
 
 Units and suffixes follow Prometheus' conventions (base units, `_seconds`, `_ratio`, `_info`).
 """
@@ -177,18 +180,33 @@ class ClaimsCollector:
         "done": ("workqueue_claimed_done", "Outcomes this manager recorded."),
     }
 
-    def __init__(self, counters: Callable[[], dict[str, float]], manager: str) -> None:
+    def __init__(
+        self,
+        counters: Callable[[], dict[str, float]],
+        manager: str,
+        latencies: Callable[[], list[float]] | None = None,
+    ) -> None:
         self.counters = counters
         self.manager = manager
+        self.latencies = latencies
 
     def describe(self):
         return []
 
     def collect(self):
-        from prometheus_client.core import CounterMetricFamily
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
         counters = self.counters()
         for key, (name, text) in self.NAMES.items():
             family = CounterMetricFamily(name, text, labels=["manager"])
             family.add_metric([self.manager], counters.get(key, 0))
+            yield family
+        recent = sorted(self.latencies()[-10_000:]) if self.latencies is not None else []
+        if recent:
+            family = GaugeMetricFamily(
+                "workqueue_claim_seconds", "A claim's round trip.", labels=["manager", "quantile"]
+            )
+            for quantile in (0.5, 0.99):
+                at = min(len(recent) - 1, int(quantile * len(recent)))
+                family.add_metric([self.manager, str(quantile)], recent[at])
             yield family

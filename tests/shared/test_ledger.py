@@ -284,3 +284,37 @@ def test_a_database_that_does_not_answer_is_a_fault_that_names_no_password(port)
         cur.execute("SELECT 1")
     assert caught.value.kind == UNREACHABLE
     assert "s3cret" not in str(caught.value) and "does not answer" in str(caught.value)
+
+
+def test_a_claim_that_finds_every_free_item_being_taken_by_a_rival_counts_refused(
+    open_ledger, postgres
+):
+    a = open_ledger("a")
+    a.see(["only"])
+    import psycopg
+
+    with psycopg.connect(postgres) as rival, rival.transaction():  # a rival mid-claim
+        rival.execute("SELECT name FROM items WHERE name = 'only' FOR UPDATE")
+        assert a.claim(1) == []
+        assert a.claim_counters()["refused"] == 1
+    assert a.claim(1) == ["only"]
+    assert a.claim(1) == []  # nothing free: an empty claim, not a refused one
+    assert a.claim_counters()["refused"] == 1
+
+
+def test_a_new_item_is_for_a_moment_only_the_claim_of_the_manager_whose_turn_it_is(
+    open_ledger,
+):
+    a, b = open_ledger("a"), open_ledger("b")
+    for ledger in (a, b):
+        ledger.note_manager({"parallelism": 1})
+    a.keep_leases(), b.keep_leases()  # each learns who lives: two, a first
+    assert a._peers == (0, 2) and b._peers == (1, 2)
+    a.see(["first", "second", "third"])
+    turns = dict(sql(a, "SELECT name, hashtext(name) & 2147483647 FROM items ORDER BY seq"))
+    assert a.claim(5) == [n for n in turns if turns[n] % 2 == 0]  # its turns only
+    assert b.claim(5) == [n for n in turns if turns[n] % 2 == 1]
+    assert a.first_to_answer(str(turns["first"])) == (turns["first"] % 2 == 0)
+    a.release_mine(), b.release_mine()
+    sql(a, "UPDATE items SET listed_at = now() - interval '1 second'")  # the turns are over
+    assert b.claim(5) == ["first", "second", "third"]  # anyone's now
