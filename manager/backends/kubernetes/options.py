@@ -16,6 +16,7 @@ from typing import Any
 from ...declared import option, split_words
 from ...durations import parse_duration
 from ...errors import UserError
+from ...shared.options import lease_option, ledger_option
 from .manifests import objects as ko
 from .manifests import validation as v
 
@@ -156,8 +157,11 @@ class KubeQueue:
     namespace: str | None = _namespace()
     queue: str | None = _queue()
     kubeconfig: str | None = _kubeconfig()
+    ledger: str | None = ledger_option()
 
     def check(self) -> KubeQueue:
+        if self.ledger and not self.namespace:  # `status` of a shared ledger: the database's
+            return self
         if not self.namespace or not self.queue:
             raise UserError("--namespace and --queue are required with --backend kubernetes")
         return self
@@ -181,6 +185,8 @@ class KubeOptions:
         "one manager per queue dispatches (a Lease); the others stand by",
         switch=True,
     )
+    ledger: str | None = ledger_option()
+    lease: float = lease_option()
     orphan_age: float = option("--orphan-age", "", default=60.0, parse=seconds_or_zero, hidden=True)
     lease_duration: float = option("--lease-duration", "", default=15.0, parse=seconds, hidden=True)
     renew_deadline: float = option("--renew-deadline", "", default=10.0, parse=seconds, hidden=True)
@@ -304,7 +310,7 @@ class KubeOptions:
 
     @property
     def where(self) -> KubeQueue:
-        return KubeQueue(self.namespace, self.queue, self.kubeconfig).check()
+        return KubeQueue(self.namespace, self.queue, self.kubeconfig, self.ledger).check()
 
     def pod(self) -> ko.PodOptions:
         if not self.image:

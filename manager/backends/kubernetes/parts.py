@@ -159,8 +159,9 @@ def _loaded(store, where: KubeQueue, what: str):
 
 
 def setup(
-    options: KubeOptions, *, registry=None, parallelism: int = 1, max_attempts: int = 3
-) -> Parts:
+    options: KubeOptions, *, registry=None, parallelism: int = 1, max_attempts: int = 3,
+    attempts_from_ledger: bool = False,
+) -> Parts:  # fmt: skip
     where = options.where
     pod = options.pod()
     settings = configuration(where.kubeconfig)
@@ -198,6 +199,7 @@ def setup(
             batch_size=options.batch_size,
             batch_wait=options.batch_wait,
             max_attempts=max_attempts,
+            attempts_from_ledger=attempts_from_ledger,
         )
         backend.completions.start()
         try:

@@ -34,6 +34,7 @@ from ...declared import option, split_words
 from ...durations import parse_duration
 from ...errors import UserError
 from ...ports import ManagerSeeds, Parts, QueueRecord
+from ...shared.options import lease_option, ledger_option
 
 # The ledger, the runner and the queue commands are imported where they are used: every
 # `workqueue` command declares this backend's flags, and only some open a ledger (sqlite3,
@@ -73,28 +74,12 @@ def _state_dir():
     )
 
 
-def _shared_ledger():
-    return option(
-        "--ledger",
-        "a shared ledger: many managers (machines) work one queue through PostgreSQL "
-        "(postgresql://user@host/db; the password from PGPASSWORD or a PGPASSFILE)",
-        parse=_ledger_url,
-        metavar="URL",
-    )
-
-
-def _ledger_url(text: str) -> str:
-    from ...shared.database import check_url
-
-    return check_url(text)
-
-
 @dataclass(frozen=True)
 class LocalQueue:
     """Where a local queue's record lives: the state directory's ledger, or a shared one."""
 
     state_dir: str = _state_dir()
-    ledger: str | None = _shared_ledger()
+    ledger: str | None = ledger_option()
 
 
 @dataclass(frozen=True)
@@ -108,14 +93,8 @@ class LocalOptions:
     timeout: float | None = option(
         "--timeout", "kill a worker (its whole process group) after this long", parse=parse_duration
     )
-    ledger: str | None = _shared_ledger()
-    lease: float = option(
-        "--lease",
-        "with --ledger: how long a claim lasts unrenewed - a manager that dies has its items "
-        "run by the others after this (default 30s)",
-        default=30.0,
-        parse=parse_duration,
-    )
+    ledger: str | None = ledger_option()
+    lease: float = lease_option()
 
     @property
     def where(self) -> LocalQueue:

@@ -68,10 +68,14 @@ class KubernetesBackend:
         batch_size: int = 1,
         batch_wait: float = 1.0,
         max_attempts: int = 1,
+        attempts_from_ledger: bool = False,
     ) -> None:
         """`batches`: the record of the queue's batches (always given by `parts.setup`: a
         batch from an earlier run is recorded whatever this manager's `batch_size`); with
-        `batch_size` > 1 this backend dispatches batches (`batches.py`)."""
+        `batch_size` > 1 this backend dispatches batches (`batches.py`).
+        `attempts_from_ledger`: a shared ledger numbers the attempts (`manager.shared`), and
+        what this cluster's record holds at that number or later is from before a retry
+        there - it goes before the attempt is dispatched."""
         self.api = api
         self.batches = batches
         self.batch_size = batch_size
@@ -82,6 +86,7 @@ class KubernetesBackend:
         self.record = record
         self.keep_succeeded = keep_succeeded
         self.keep_failed = keep_failed
+        self.attempts_from_ledger = attempts_from_ledger
         self._stopping = threading.Event()
         self._in_flight: set[str] = set()  # Job names a run() of this manager is about
         self._adoptions = Adoptions()  # running Jobs handed over at start (`adopted.py`)
@@ -146,6 +151,8 @@ class KubernetesBackend:
                 config_map = ko.config_map(self.queue, self.api.namespace, name, data)
             except ko.ItemTooLarge as exc:
                 return Outcome(False, error=str(exc), log_path=where)
+            if adopted is None and self.attempts_from_ledger:
+                self._forget_older_run(name, attempt)
         self._in_flight.add(job_name)
         forget = cancel.on_set(self._wake)  # the wait below looks at the cancel again
         try:
@@ -302,6 +309,14 @@ class KubernetesBackend:
     def _cancelled_outcome(where: str) -> Outcome:
         error = "cancelled: it left the source"
         return Outcome(False, error=error, log_path=where, cancelled=True)
+
+    def _forget_older_run(self, name: str, attempt: int) -> None:
+        """A shared ledger's attempt `attempt` is new: an entry of this cluster's record at
+        that number or later (and its finished Job) is from before a `workqueue retry`, and
+        would be taken for this attempt's outcome."""
+        entry = self.record.entry(ko.item_hash(self.queue, name))
+        if entry is not None and entry.attempts >= attempt:
+            self.retry(name)
 
     def _clear_previous_attempt(self, job_name: str) -> None:
         """A retry reuses the deterministic name: the failed Job (already recorded) goes

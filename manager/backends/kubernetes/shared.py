@@ -1,0 +1,137 @@
+"""A Kubernetes manager on a shared ledger (`--ledger postgresql://…`): its cluster is one of
+the places a queue's work runs, beside other clusters and machines.
+
+What changes is the ledger only: claims, attempts and outcomes are the database's
+(`manager.shared.ledger.PostgresLedger`); everything that runs work is the cluster's as without
+it - one Job per item, its outcome in this cluster's record before its finalizer goes
+(`dispatch/`, `records/`), `--leader-elect` for one active manager per installation.
+
+How a Job's liveness reaches the ledger: a claim's owner is the *installation* - this
+namespace and queue in this cluster - not a pod: the id is made once and kept in the ConfigMap
+`<queue>-shared-ledger`. Whichever manager of the installation runs (a restarted pod, the
+standby that won the Lease) renews every claim of that owner while its Jobs run, and adopts the
+Jobs it finds running (`dispatch/adopted.py`); their outcomes are written under the same owner.
+A claim runs out only when no manager of the installation has renewed it for a whole lease -
+the installation is gone, or cut off from the database longer than the lease: make the lease
+longer than a manager's restart (the chart sets two minutes).
+
+At start, what the installation held is settled first (`take_back`): a running item whose Job
+still runs is adopted; one whose outcome this cluster's record has (its Job finished while no
+manager ran) gets that outcome; one with neither never got its Job, and goes back in line;
+claims that never started are let go. Batches (`--batch-size` > 1) are not shared.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+
+from ...errors import UserError
+from ...ports import ManagerSeeds, Parts, State
+from ...retry import Backoff
+from .client.api import KubeError
+from .client.cache import finished
+from .dispatch.adopted import running_items
+from .manifests import objects as ko
+
+log = logging.getLogger(__name__)
+RECORD_WAIT_SECONDS = 60.0  # a Job that finished while no manager ran: its outcome recorded
+
+
+def owner_id(api, queue: str) -> str:
+    """The installation's id in the ledger's claims (see the module docstring)."""
+    name = f"{queue}-shared-ledger"
+    found = api.find("configmaps", name)
+    if found is None:
+        made = f"{api.namespace}-{queue}-{secrets.token_hex(4)}"
+        body = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name, "labels": {ko.QUEUE_LABEL: queue}},
+            "data": {"owner": made},
+        }
+        try:
+            found = api.create("configmaps", body)
+        except KubeError as exc:
+            if exc.status != 409:  # another manager of the installation made it first
+                raise
+            found = api.get("configmaps", name)
+    return found["data"]["owner"]
+
+
+def setup_shared(options, seeds: ManagerSeeds) -> Parts:
+    from ...shared.database import Database
+    from ...shared.ledger import PostgresLedger
+    from . import parts as cluster
+
+    if options.batch_size > 1:
+        raise UserError("--batch-size above 1 is not available with a shared --ledger")
+    made = cluster.setup(
+        options, registry=seeds.registry, parallelism=seeds.parallelism,
+        max_attempts=seeds.max_attempts, attempts_from_ledger=True,
+    )  # fmt: skip
+    backend = made.backend
+    db = None
+    try:
+        owner = owner_id(backend.api, backend.queue)
+        db = Database(options.ledger)
+        backoff = Backoff(*seeds.retry_backoff)
+        ledger = PostgresLedger(
+            db, owner, lease=options.lease, max_attempts=seeds.max_attempts,
+            backoff=lambda attempts: backoff.delay(max(attempts - 1, 0)),
+        )  # fmt: skip
+        take_back(ledger, backend)
+    except BaseException:
+        if db is not None:
+            db.close()
+        made.close()
+        raise
+    log.info("shared ledger %s: this installation is %s (claims last %gs unrenewed)",
+             db.where, owner, options.lease)  # fmt: skip
+
+    def close() -> None:
+        try:
+            made.close()
+        finally:
+            ledger.close()
+
+    return Parts(ledger=ledger, backend=backend, close=close, elector=made.elector)
+
+
+def take_back(ledger, backend) -> None:
+    """Settle what the installation held when its last manager stopped (module docstring)."""
+    running = running_items(backend.cache)
+    for name, state, attempts in ledger.owned():
+        if state != State.RUNNING:
+            ledger.release(name)
+            continue
+        if name in running and running[name][1] == attempts:
+            continue  # its Job runs: adopted by the manager, recorded when it ends
+        item_hash = ko.item_hash(backend.queue, name)
+        if _finished_job(backend, name, attempts):
+            backend.cache.wait_for(lambda h=item_hash, a=attempts: _recorded(backend, h, a),
+                                   timeout=RECORD_WAIT_SECONDS)  # fmt: skip
+        entry = backend.record.entry(item_hash)
+        if entry is not None and entry.attempts >= attempts and entry.state in (
+            State.SUCCEEDED, State.FAILED,
+        ):  # fmt: skip
+            succeeded = entry.state == State.SUCCEEDED
+            ledger.finish(name, succeeded, 0 if succeeded else 1,
+                          None if succeeded else "Job failed (while no manager ran)")  # fmt: skip
+            log.info("%s: its Job ended while no manager ran: %s", name, entry.state)
+        else:
+            ledger.requeue(name)
+            log.info("%s: no Job was made for it before its manager stopped: back in line", name)
+
+
+def _finished_job(backend, name: str, attempt: int) -> bool:
+    for job in backend.cache.indexed(ko.item_hash(backend.queue, name)):
+        annotations = job["metadata"].get("annotations") or {}
+        if finished(job) and int(annotations.get(ko.ATTEMPT_ANNOTATION) or 1) == attempt:
+            return True
+    return False
+
+
+def _recorded(backend, item_hash: str, attempts: int) -> bool:
+    entry = backend.record.entry(item_hash)
+    return entry is not None and entry.attempts >= attempts and entry.state != "pending"

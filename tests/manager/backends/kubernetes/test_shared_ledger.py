@@ -1,0 +1,99 @@
+"""A Kubernetes manager (on the API-server stand-in) and a local one sharing one queue through
+a real PostgreSQL: every item once, both work, and the installation's claims are renewed by
+whichever of its managers runs - a restarted one adopts its Jobs under the same owner."""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections import Counter
+
+from tests.e2e.conftest import spawn_workqueue, workqueue
+from tests.e2e.test_shared_ledger import rows
+from tests.support.servers import wait_until
+
+
+def managers_live(url: str) -> int:
+    status = workqueue("status", "--ledger", url, "--json")
+    if status.returncode != 0:
+        return 0
+    return len((json.loads(status.stdout).get("manager") or {}).get("managers") or [])
+
+
+def test_a_kubernetes_and_a_local_manager_share_one_queue_exactly_once(
+    tmp_path, ambassador_server, marker_worker, cluster, postgres
+):
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    server = ambassador_server(videos)
+    kube = spawn_workqueue(
+        *cluster.args(server.url, marker_worker, "--parallelism", "2", "--poll-interval", "0.2",
+                      "--ledger", postgres)
+    )  # fmt: skip
+    local = spawn_workqueue(
+        "manager", "--source", server.url, "--backend", "local", "--ledger", postgres,
+        "--state-dir", tmp_path / "state", "--worker-cmd", marker_worker.path,
+        "--parallelism", "2", "--poll-interval", "0.2",
+    )  # fmt: skip
+    names = [f"item-{i:02}.mp4" for i in range(24)]
+    try:
+        wait_until(lambda: managers_live(postgres) == 2, timeout=60)
+        for name in names:
+            (videos / name).write_bytes(b"x")
+        wait_until(lambda: sum(r[0] == "succeeded" for r in rows(postgres).values()) == 24,
+                   timeout=120)  # fmt: skip
+        assert Counter(marker_worker.ended()) == Counter(names)  # each once
+        assert sorted(marker_worker.started()) == sorted(names)
+        where = [r[2] for r in rows(postgres).values()]
+        on_cluster = sum(1 for w in where if not w.startswith(str(tmp_path / "state")))
+        assert 0 < on_cluster < 24, where  # both worked
+        owners = json.loads(workqueue("status", "--ledger", postgres, "--json").stdout)
+        ids = owners["manager"]["managers"]
+        assert any(i.startswith("media-thumbs-") for i in ids)  # the installation's id
+        assert owners["counts"]["succeeded"] == 24
+    finally:
+        for process in (kube, local):
+            process.send_signal(signal.SIGTERM)
+        for process in (kube, local):
+            process.wait(timeout=60)
+    # the installation keeps its id: a restarted manager renews what it left
+    config_maps = cluster.objects("configmaps")
+    kept = [c for c in config_maps if c["metadata"]["name"] == "thumbs-shared-ledger"]
+    assert len(kept) == 1 and kept[0]["data"]["owner"].startswith("media-thumbs-")
+
+
+def test_a_kubernetes_manager_killed_mid_run_and_restarted_takes_back_its_jobs(
+    tmp_path, ambassador_server, marker_worker, cluster, postgres
+):
+    """Its Jobs ran on in the cluster; the restarted manager is the same installation: it
+    renews their claims, adopts them and records their outcomes - nothing runs twice, and no
+    claim runs out for another manager to take."""
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    names = [f"item-{i:02}.mp4" for i in range(6)]
+    for name in names:
+        (videos / name).write_bytes(b"x")
+    server = ambassador_server(videos)
+    args = cluster.args(
+        server.url, marker_worker, "--parallelism", "2", "--poll-interval", "0.2",
+        "--ledger", postgres, "--lease", "60s", "--env", "SLEEP=1",
+    )  # fmt: skip
+    first = spawn_workqueue(*args)
+    try:
+        wait_until(lambda: sum(r[0] == "running" for r in rows(postgres).values()) == 2,
+                   timeout=60)  # fmt: skip
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=30)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    second = spawn_workqueue(*args)
+    try:
+        wait_until(lambda: sum(r[0] == "succeeded" for r in rows(postgres).values()) == 6,
+                   timeout=120)  # fmt: skip
+    finally:
+        second.send_signal(signal.SIGTERM)
+        second.wait(timeout=60)
+    assert Counter(marker_worker.ended()) == Counter(names)
+    assert sorted(marker_worker.started()) == sorted(names)  # none started again
+    assert all(r[1] == 1 for r in rows(postgres).values())  # one attempt each: none expired
