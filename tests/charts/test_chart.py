@@ -316,8 +316,11 @@ def test_a_source_that_is_not_a_folder_claims_and_mounts_no_volume(kind):
         ({"autoscaling": {"mode": "keda", "minParallelism": 0}}, "nothing would collect it"),
         ({"autoscaling": {"mode": "hpa"}}, "serviceMonitor.enabled=true"),
         ({"manager": {"batchSize": 500}}, "manager.batchSize 500 is larger than"),
+        ({"manager": {"batchSize": 2, "sharedLedger": {"secret": "ledger"}}},
+         "batchSize above 1 is not available with a shared ledger"),
     ],
-    ids=["folder-without-volume", "keda-without-metrics", "hpa-without-metrics", "batch-too-big"],
+    ids=["folder-without-volume", "keda-without-metrics", "hpa-without-metrics", "batch-too-big",
+         "batches-on-a-shared-ledger"],
 )
 def test_a_promise_that_would_not_hold_fails_to_render_saying_what_to_set(values, says):
     from helm_python.errors import HelmRenderError
@@ -330,3 +333,28 @@ def test_a_promise_that_would_not_hold_fails_to_render_saying_what_to_set(values
 def test_batches_as_big_as_the_autoscaler_may_go_render():
     render({"manager": {"batchSize": 20, "parallelism": 2},
             "autoscaling": {"mode": "builtin", "maxParallelism": 20}})  # fmt: skip
+
+
+def test_a_shared_ledger_comes_from_a_secret_and_never_reaches_the_arguments(monkeypatch):
+    from manager.backends.kubernetes import KubeOptions
+    from manager.cli import build_parser
+    from manager.cli.environment import variable
+    from manager.declared import from_words
+
+    docs = render({"manager": {"sharedLedger": {"secret": "queue-ledger", "lease": "3m"}}})
+    for doc in docs:
+        if doc["kind"] != "ServiceMonitor":
+            kubernetes_validate.validate(doc, VERSIONS[-1], strict=True)
+    found, _ = containers(docs)
+    manager = found["manager"]
+    (entry,) = [e for e in manager["env"] if e["name"] == variable("--ledger")]
+    assert entry["valueFrom"]["secretKeyRef"] == {"name": "queue-ledger", "key": "url"}
+    assert not any("postgresql" in a or a.startswith("--ledger") for a in manager["args"])
+    parsed = build_parser().parse_args(
+        [a.replace("$(POD_NAMESPACE)", "media") for a in manager["args"]]
+    )
+    words = {**vars(parsed), "declared_ledger": "postgresql://wq@db/queue"}  # the variable
+    options = from_words(KubeOptions, words)
+    assert (options.ledger, options.lease) == ("postgresql://wq@db/queue", 180.0)
+    plain, _ = containers(render())
+    assert not any(e["name"] == variable("--ledger") for e in plain["manager"]["env"])
