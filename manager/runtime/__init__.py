@@ -5,6 +5,8 @@
     priorities.py    each waiting item's priority (rules, then the source), recorded and placed
     dispatcher.py    a capacity slot first, then the head of the line: the line's order kept
     batching.py      the same in batches, for a backend that runs many items as one
+    claims.py        the line when the ledger is shared: claims feed the dispatcher, leases
+                     renewed
     reconciler.py    one item: begin (fetch, record the start), finish (run, record)
     cancellation.py  every cancel of an item that left the source, in one place
     leaving.py       between a proved removal and its cancels: removal_guard.py holds a

@@ -7,6 +7,7 @@
                   LOCKED`, leases renewed while the work runs, run-out claims let go
     migrate.py    a local queue's SQLite ledger moved into a shared one (`workqueue ledger
                   migrate`)
+    options.py    `--ledger` and `--lease`, declared once for every backend
 
 The manager feeds its dispatcher from the claims (`manager.runtime.claims`); a backend sets the
 ledger up in place of its own (`manager.backends.local.shared`), and the queue commands read

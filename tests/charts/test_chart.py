@@ -316,11 +316,18 @@ def test_a_source_that_is_not_a_folder_claims_and_mounts_no_volume(kind):
         ({"autoscaling": {"mode": "keda", "minParallelism": 0}}, "nothing would collect it"),
         ({"autoscaling": {"mode": "hpa"}}, "serviceMonitor.enabled=true"),
         ({"manager": {"batchSize": 500}}, "manager.batchSize 500 is larger than"),
-        ({"manager": {"batchSize": 2, "sharedLedger": {"secret": "ledger"}}},
-         "batchSize above 1 is not available with a shared ledger"),
+        (
+            {"manager": {"batchSize": 2, "sharedLedger": {"secret": "ledger"}}},
+            "batchSize above 1 is not available with a shared ledger",
+        ),
     ],
-    ids=["folder-without-volume", "keda-without-metrics", "hpa-without-metrics", "batch-too-big",
-         "batches-on-a-shared-ledger"],
+    ids=[
+        "folder-without-volume",
+        "keda-without-metrics",
+        "hpa-without-metrics",
+        "batch-too-big",
+        "batches-on-a-shared-ledger",
+    ],
 )
 def test_a_promise_that_would_not_hold_fails_to_render_saying_what_to_set(values, says):
     from helm_python.errors import HelmRenderError

@@ -6,6 +6,8 @@ is made alike. So the pages cannot drift from what the commands answer (they had
   docs/sources.md     the folder ambassador: five `curl`s, the watch included
   docs/running.md     a ledger emptied by accident: `status` refuses it, `ledger restore`,
                       `ledger check`
+  docs/sharing.md     a local ledger moved into a shared one (a real PostgreSQL), and a retry
+                      there
 """
 
 from __future__ import annotations
@@ -95,3 +97,26 @@ def stamped(text: str, where: str) -> str:
     """`text` with its folder and its moments made alike."""
     text = text.replace(where, "/tmp/ex")
     return re.sub(r"\d{8}T\d{6}(\.\d+)?", "STAMP", text)
+
+
+def test_the_sharing_page_shows_what_moving_a_ledger_in_answers(tmp_path, postgres):
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    for name in ("a.mp4", "b.mp4", "broken.mp4"):
+        (videos / name).write_bytes(b"x")
+    worker = tmp_path / "worker.sh"
+    worker.write_text('#!/bin/sh\ngrep -q broken "$WORK_ITEM_FILE" && exit 3\nexit 0\n')
+    worker.chmod(0o755)
+    state = tmp_path / "state"
+    ran = workqueue("run", videos, "--settle", "0", "--state-dir", state, "--max-attempts", "1",
+                    "--", worker)  # fmt: skip
+    assert ran.returncode == 1  # broken.mp4 failed
+    session = shown_session("sharing.md", "workqueue ledger migrate")
+    shown_url = "postgresql://wq@db.example/thumbs"
+    for command, output in session:
+        command = command.replace("/srv/.workqueue", str(state)).replace(shown_url, postgres)
+        done = workqueue(*shlex.split(command)[1:])
+        printed = (done.stdout + done.stderr).strip()
+        printed = printed.replace(str(state), "/srv/.workqueue").replace(postgres, shown_url)
+        assert done.returncode == 0 and printed == output.strip(), command
+    assert len(session) == 2
