@@ -10,6 +10,10 @@ round trip's p99 (the managers' own `workqueue_claim_seconds`), items run more t
 whether every item ended. Goals: contention (refused + lost) <= 1% of claims, shares within
 15% of even, every item exactly once.
 
+Then the claim at scale: one claim's round trip (start and finish included) with 1,000 and
+with 1,000,000 finished items in the ledger beside 1,000 waiting - the line's partial index
+keeps it flat.
+
 Then the kill: two managers, one killed with -9 in the middle of the stream. Printed: how many
 items it held, how long after the kill the last of them ended on the other manager, against
 the lease - and again, items run more than once.
@@ -215,6 +219,45 @@ def session(args, managers: int, *, kill: bool = False) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def claims_at(finished: int, waiting: int = 1000) -> None:
+    """Claim, start and finish `waiting` items one by one beside `finished` finished rows."""
+    from manager.shared.database import Database
+    from manager.shared.ledger import PostgresLedger
+
+    server = PostgresServer()
+    try:
+        db = Database(server.database())
+        ledger = PostgresLedger(db, "bench")
+        with db.cursor() as cur:
+            cur.execute(
+                "INSERT INTO items (name, first_seen, state, attempts, claimable) SELECT "
+                "'done-' || i, 0, 'succeeded', 1, false FROM generate_series(1, %s) i",
+                (finished,),
+            )
+            cur.execute("ANALYZE items")
+        ledger.see([f"wait-{i:05}" for i in range(waiting)])
+        claim, whole = [], []
+        for _ in range(waiting):
+            began = time.perf_counter()
+            (name,) = ledger.claim(1)
+            claimed = time.perf_counter()
+            ledger.start(name, "log")
+            ledger.finish(name, True, 0, None)
+            claim.append(claimed - began)
+            whole.append(time.perf_counter() - began)
+        claim.sort(), whole.sort()
+
+        def at(values: list[float], q: float) -> float:
+            return values[min(len(values) - 1, int(q * len(values)))] * 1000
+
+        print(f"\nclaims beside {finished:,} finished items ({waiting:,} waiting): claim p50 "
+              f"{at(claim, 0.5):.2f} ms, p99 {at(claim, 0.99):.2f} ms; claim + start + finish "
+              f"p50 {at(whole, 0.5):.2f} ms, p99 {at(whole, 0.99):.2f} ms")  # fmt: skip
+        db.close()
+    finally:
+        server.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60)
@@ -224,10 +267,13 @@ def main() -> None:
     parser.add_argument("--parallelism", type=int, default=4)
     parser.add_argument("--lease", type=float, default=5)
     parser.add_argument("--managers", type=int, nargs="*", default=[2, 4])
+    parser.add_argument("--finished", type=int, nargs="*", default=[1_000, 1_000_000])
     args = parser.parse_args()
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     for managers in args.managers:
         session(args, managers)
+    for finished in args.finished:
+        claims_at(finished)
     session(args, 2, kill=True)
 
 
