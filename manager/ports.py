@@ -429,6 +429,9 @@ class ClaimsWork(Protocol):
     def refresh(self) -> None:
         """Read what other managers changed since the last look (`state` answers from it)."""
 
+    def others_running(self) -> int:
+        """Items the other managers run now (cheap: read at most twice a second)."""
+
     def keep_leases(self) -> None:
         """One round: renew this manager's leases, let go of the ones that ran out."""
 

@@ -8,7 +8,8 @@ second (`PostgresLedger.paused_since`).
 
 `status` shows the queue with the facts of its live managers (those that said so within a
 lease): one manager's as they are, several's with their parallelism added up - the slots
-that serve the line - and their ids in `managers`.
+that serve the line, unless a parallelism was asked of the queue, which is the whole queue's -
+and their ids in `managers`.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ class SharedQueueOps(QueueOps):
 
     def live_facts(self) -> dict | None:
         """The facts of the managers that said so within a lease (see the module docstring)."""
+        asked = self.ledger.wanted_parallelism()  # (the ledger first: its schema made)
         with self.db.cursor() as cur:
             cur.execute(
                 "SELECT id, facts FROM managers WHERE facts IS NOT NULL "
@@ -62,9 +64,10 @@ class SharedQueueOps(QueueOps):
         if not found:
             return None
         facts = dict(found[0][1])
-        if len(found) > 1:
-            total = sum(int(f.get("parallelism") or 0) for _, f in found)
-            facts["parallelism"] = total
+        if len(found) > 1 and asked is None:
+            # each runs its own --parallelism: the queue's is their sum (an asked one is the
+            # whole queue's already, and every manager's facts say it)
+            facts["parallelism"] = sum(int(f.get("parallelism") or 0) for _, f in found)
         facts["managers"] = sorted(manager for manager, _ in found)
         held = [f.get("held") for _, f in found if f.get("held")]
         if held:

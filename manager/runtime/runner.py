@@ -81,10 +81,11 @@ class Manager:
         self.options = options
         self.elector = elector
         self.lost_leadership = False
+        self.shared = isinstance(ledger, ClaimsWork)
         # Work running outside this manager (a rival's Jobs) counts against the limit too.
         self.capacity = Capacity(
             options.parallelism,
-            backend.others_running,
+            self._shared_others if self.shared else backend.others_running,
             lambda: self.paused_since is not None or self.fault is not None,
         )
         self.paused_since: float | None = None  # as last read from the ledger (`Asked`)
@@ -92,7 +93,6 @@ class Manager:
         self.registry = registry
         policy = options.retry_policy
         # A shared ledger's line is its claims (`claims`); otherwise the manager's own queue.
-        self.shared = isinstance(ledger, ClaimsWork)
         if self.shared:
             self.queue = ClaimedLine(ledger, policy.rate_limiter())
         else:
@@ -210,6 +210,15 @@ class Manager:
         self._stopping = threading.Lock()
         self._stopped = False
         self.started: float | None = None  # when this manager began to work (it leads)
+
+    def _shared_others(self) -> int:
+        """On a shared ledger: work outside this manager that counts against its limit - its
+        backend's, and, once a parallelism is asked of the queue (`workqueue scale`), what
+        the other managers run: the asked number is then the whole queue's."""
+        others = self.backend.others_running()
+        if self.ledger.wanted_parallelism() is not None:
+            others += self.ledger.others_running()
+        return others
 
     def _dispatched(self, name: str) -> None:
         self.intake.left_line(name)

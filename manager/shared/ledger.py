@@ -35,6 +35,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
+from ..faults import StorageFault
 from ..ports import FINISHED, PENDING_PAIR, ClaimLost, Row, State, pair
 from . import schema
 from .database import Database
@@ -88,6 +89,7 @@ class PostgresLedger:
         self._peers = (0, 1)  # (this manager's rank among the live ones, how many live)
         self._reloaded = 0.0
         self._settings: tuple[float, tuple] = (0.0, (None, None, None))
+        self._others: tuple[float, int] = (0.0, 0)  # (when read, others' running items)
         # what this manager's claims met (`workqueue_claims*` metrics; `claim` counts refusals)
         self.counters = {"claims": 0, "refused": 0, "lost": 0, "expired": 0, "done": 0}
         self.on_recorded: Callable[[str], None] | None = None
@@ -499,12 +501,23 @@ class PostgresLedger:
         return [(n, a, None, None) for n, s, a in self.owned() if s == State.RUNNING]
 
     def others_running(self) -> int:
-        with self.db.cursor() as cur:
-            cur.execute(
-                "SELECT count(*) FROM items WHERE state = 'running' AND owner IS DISTINCT FROM %s",
-                (self.owner,),
-            )
-            return cur.fetchone()[0]
+        """Items other managers run now (read through the claims' index; at most
+        `SETTINGS_SECONDS` old, and 0 while the database does not answer)."""
+        at, count = self._others
+        if time.monotonic() - at < SETTINGS_SECONDS:
+            return count
+        try:
+            with self.db.cursor() as cur:
+                cur.execute(
+                    "SELECT count(*) FROM items WHERE owner IS NOT NULL AND owner <> %s "
+                    "AND state = 'running'",
+                    (self.owner,),
+                )
+                count = cur.fetchone()[0]
+        except StorageFault:
+            pass  # dispatch is held meanwhile: the last count stands
+        self._others = (time.monotonic(), count)
+        return count
 
     # -- the whole queue -------------------------------------------------------------------
 

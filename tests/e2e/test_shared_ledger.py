@@ -194,3 +194,25 @@ def test_queue_commands_on_a_shared_ledger(tmp_path, postgres, marker_worker):
     bad = workqueue("status", "--ledger", "postgresql://u:s3cret@127.0.0.1:1/q")
     assert bad.returncode != 0 and "s3cret" not in bad.stderr + bad.stdout
     assert "Traceback" not in bad.stderr
+
+
+def test_a_parallelism_asked_of_a_shared_queue_is_the_whole_queues(
+    tmp_path, postgres, marker_worker
+):
+    """`workqueue scale` on a shared ledger: that many run at once across every manager, not
+    that many on each."""
+    names = [f"item-{i:02}.txt" for i in range(8)]
+    items = folder(tmp_path, names)
+    assert workqueue("scale", "--parallelism", "2", "--ledger", postgres).returncode == 0
+    env = env_with(SLEEP=0.3)
+    runs = [spawn_workqueue(*run_args(items, tmp_path / f"s{i}", postgres, marker_worker,
+                                      "--parallelism", 4), env=env) for i in range(2)]  # fmt: skip
+    for run in runs:
+        _, err = run.communicate(timeout=180)
+        assert run.returncode == 0, err
+    running, most = 0, 0
+    for event in marker_worker.events():  # appended as each worker starts and ends
+        running += 1 if event["event"] == "start" else -1
+        most = max(most, running)
+    assert most == 2  # the queue's two, shared: never four, nor eight
+    assert Counter(marker_worker.ended()) == Counter(names)
