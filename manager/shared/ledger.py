@@ -1,23 +1,13 @@
 """`PostgresLedger`: one queue's record in PostgreSQL, shared by every manager that works it.
 
-It is the `Ledger` port (`manager.ports`) plus claims (`ClaimsWork`): a manager never starts
-an item it has not claimed, and it claims only when it holds a free slot.
+It is the `Ledger` port (`manager.ports`) plus claims (`ClaimsWork`, in `claims.py`): a
+manager never starts an item it has not claimed, and it claims only when it holds a free slot.
 
-    claim(n)     the head of the line - claimable, unowned, ready, by priority then arrival -
-                 `FOR UPDATE SKIP LOCKED`: rows another manager's claim is taking are passed
-                 over, never waited for and never given twice; each row taken gets this
-                 manager as `owner` and a lease (`lease_until`, the database's clock)
     start        claimed -> running, an attempt counted - only while this manager owns it
     finish, requeue, cancel
                  the outcome written and the claim let go in one statement - again only while
                  this manager owns it: a manager whose claim was taken (its lease ran out)
                  writes nothing over the new owner's run and counts the claim lost
-    renew()      every lease of this manager pushed on (`claims.LeaseKeeper`, a third of the
-                 lease); `expire()` lets go of other managers' leases that ran out: a claimed
-                 item goes back to the line, a running one is failed (its attempt counted,
-                 retried while attempts remain). No lease expires before the database has been
-                 up for a whole lease: after a restart of the database, live managers renew
-                 first.
 
 Reads are served from memory, as the SQLite ledger's are (`state` is asked for every listed
 name on every poll): `refresh()` reads the rows changed since it last looked (the `changes`
@@ -35,27 +25,19 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from ..faults import StorageFault
 from ..ports import FINISHED, PENDING_PAIR, ClaimLost, Row, State, pair
 from . import schema
+from .claims import RELEASE, SETTINGS_SECONDS, TURN_HASH, Claims
 from .database import Database
+from .notifier import Notifier
 
 log = logging.getLogger(__name__)
 RELOAD_SECONDS = 60.0
-# A new item is, for its first TURN_SECONDS, only the claim of the live manager whose turn its
-# name gives (its hash mod the live managers): the others leave it alone, so managers
-# woken together do not all race for it. Afterwards (that manager's slots were full) anyone's.
-TURN_SECONDS = 0.25
-# whose turn: a hash of the name (not the arrival number: an insert that loses to a rival's
-# takes a number from the sequence too, so arrival numbers come in strides of the managers)
-TURN_HASH = "(hashtext(name) & 2147483647)"
-SETTINGS_SECONDS = 0.5  # how stale the pause and the asked parallelism may be
 ROW = ("name, state, attempts, first_seen, started, finished, exit_code, log_path, last_error, "
        "version, priority")  # fmt: skip
-RELEASE = "owner = NULL, lease_until = NULL, changed = nextval('changes')"
 
 
-class PostgresLedger:
+class PostgresLedger(Claims):
     arrivals_known = True
     keeps_status = False  # `workqueue status` reads the database itself
 
@@ -147,10 +129,6 @@ class PostgresLedger:
     def gave_up(self, name: str) -> bool:
         return False  # failures are retried up to --max-attempts, as on the local backend
 
-    def parked(self, name: str) -> bool:
-        """Whether `name` waits outside the line (it was gone from the source when claimed)."""
-        return name in self._parked
-
     # -- the items -------------------------------------------------------------------------
 
     def see(self, names: Iterable[str]) -> list[str]:
@@ -191,88 +169,6 @@ class PostgresLedger:
                 else:
                     self._priorities.pop(name, None)
 
-    def claim(self, limit: int) -> list[str]:
-        """Up to `limit` items from the head of the line, now this manager's (see the module
-        docstring); [] when none is free. An empty claim whose snapshot still saw free items
-        was refused: every one of them was being claimed by a rival at that instant (`SKIP
-        LOCKED` passed over them) - counted `refused`, the contention of a shared line."""
-        free = f"claimable AND owner IS NULL AND ready_at <= %(now)s AND {self._turn()}"
-        with self.db.cursor() as cur:
-            cur.execute(
-                f"WITH head AS (SELECT name FROM items WHERE {free} "
-                "ORDER BY priority DESC, seq LIMIT %(limit)s FOR UPDATE SKIP LOCKED), "
-                "taken AS (UPDATE items SET owner = %(owner)s, lease_until = now() + "
-                "make_interval(secs => %(lease)s), changed = nextval('changes') FROM head "
-                "WHERE items.name = head.name "
-                "RETURNING items.name, state, attempts, version, priority) "
-                "SELECT name, state, attempts, version, priority FROM taken UNION ALL "
-                "SELECT NULL, NULL, NULL, NULL, NULL WHERE NOT EXISTS (SELECT 1 FROM taken) "
-                f"AND EXISTS (SELECT 1 FROM items WHERE {free})",
-                {"now": self.clock(), "limit": limit, "owner": self.owner, "lease": self.lease},
-            )
-            found = cur.fetchall()
-        if found and found[0][0] is None:
-            self.counters["refused"] += 1
-            return []
-        with self._lock:
-            for name, state, attempts, version, priority in found:
-                self._note(name, state, attempts, version, priority)
-                self._claimed.add(name)
-        self.counters["claims"] += len(found)
-        return [row[0] for row in found]
-
-    def waiting(self) -> bool:
-        """Whether any item is free to claim now."""
-        with self.db.cursor() as cur:
-            cur.execute(
-                "SELECT EXISTS (SELECT 1 FROM items WHERE claimable AND owner IS NULL "
-                f"AND ready_at <= %s AND {self._turn()})",
-                (self.clock(),),
-            )
-            return cur.fetchone()[0]
-
-    def _turn(self) -> str:
-        """The condition that leaves other managers' new items alone (`TURN_SECONDS`)."""
-        rank, live = self._peers
-        if live <= 1:
-            return "true"
-        return (f"(listed_at < now() - interval '{TURN_SECONDS} seconds' "
-                f"OR mod({TURN_HASH}, {int(live)}) = {int(rank)})")  # fmt: skip
-
-    def holds(self, name: str) -> bool:
-        return name in self._claimed
-
-    def release(self, name: str, *, ready_in: float = 0.0, park: bool = False) -> None:
-        """Let go of a claimed item that did not start: claimable again after `ready_in`
-        seconds, or (`park`: it was gone from the source) out of the line until a listing
-        brings it again (`unpark`)."""
-        with self.db.cursor() as cur:
-            cur.execute(
-                f"UPDATE items SET {RELEASE}, claimable = claimable AND NOT %s, "
-                "ready_at = greatest(ready_at, %s) "
-                "WHERE name = %s AND owner = %s AND state <> 'running'",
-                (park, self.clock() + ready_in, name, self.owner),
-            )
-            if cur.rowcount and not park:
-                cur.execute("NOTIFY workqueue_line")
-        with self._lock:
-            self._claimed.discard(name)
-            if park:
-                self._parked.add(name)
-
-    def unpark(self, names: list[str]) -> None:
-        """Listed again: back in the line."""
-        with self.db.cursor() as cur:
-            cur.execute(
-                "UPDATE items SET claimable = true, changed = nextval('changes') "
-                "WHERE name = ANY(%s) AND NOT claimable AND owner IS NULL "
-                "AND state IN ('pending', 'failed') AND attempts < %s",
-                (names, self.max_attempts),
-            )
-            cur.execute("NOTIFY workqueue_line")
-        with self._lock:
-            self._parked.difference_update(names)
-
     def start(self, name: str, log_path: str, version: str | None = None) -> int:
         with self.db.cursor() as cur:
             cur.execute(
@@ -312,11 +208,16 @@ class PostgresLedger:
             log.warning("%s: its claim was lost (its lease ran out): this outcome is not "
                         "recorded over the run of the manager that took it", name)  # fmt: skip
             return False
+        self._recorded(name, found)
+        return True
+
+    def _recorded(self, name: str, found: tuple) -> None:
+        """An end written (state, attempts, version, priority as the row has them now): kept
+        in memory, and told to `on_recorded` (the local backend's keeper may forget it)."""
         with self._lock:
             self._note(name, *found)
         if self.on_recorded is not None:
             self.on_recorded(name)
-        return True
 
     def finish(self, name: str, succeeded: bool, exit_code: int | None, error: str | None,
                *, at: float | None = None) -> None:  # fmt: skip
@@ -354,10 +255,7 @@ class PostgresLedger:
             found = cur.fetchone()
         if found is None:
             return False
-        with self._lock:
-            self._note(name, *found)
-        if self.on_recorded is not None:
-            self.on_recorded(name)
+        self._recorded(name, found)
         return True
 
     def rerun(self, name: str, version: str | None = None) -> bool:
@@ -413,111 +311,6 @@ class PostgresLedger:
             )
             found = cur.fetchall()
         return [{"version": v, "state": s, "attempts": a, "finished": f} for v, s, a, f in found]
-
-    # -- leases ----------------------------------------------------------------------------
-
-    def renew(self) -> int:
-        """Push on every lease this manager holds; how many it holds."""
-        with self.db.cursor() as cur:
-            cur.execute(
-                "UPDATE items SET lease_until = now() + make_interval(secs => %s) WHERE owner = %s",
-                (self.lease, self.owner),
-            )
-            return cur.rowcount
-
-    def expire(self) -> list[tuple[str, str]]:
-        """Let go of the claims whose lease ran out (see the module docstring): (name, owner)
-        of each."""
-        with self.db.cursor() as cur:
-            cur.execute(
-                "WITH gone AS (SELECT name, owner FROM items WHERE owner IS NOT NULL "
-                "AND lease_until < now() "
-                "AND now() - pg_postmaster_start_time() > make_interval(secs => %s) "
-                "FOR UPDATE SKIP LOCKED) "
-                "UPDATE items SET state = CASE WHEN state = 'running' THEN 'failed' ELSE state "
-                "END, last_error = CASE WHEN state = 'running' THEN 'its manager ' || "
-                "gone.owner || ' stopped renewing its claim' ELSE last_error END, "
-                "finished = CASE WHEN state = 'running' THEN %s ELSE finished END, "
-                "claimable = (state <> 'running' OR attempts < %s), ready_at = 0, "
-                "owner = NULL, lease_until = NULL, changed = nextval('changes') "
-                "FROM gone WHERE items.name = gone.name RETURNING items.name, gone.owner",
-                (self.lease, self.clock(), self.max_attempts),
-            )
-            found = cur.fetchall()
-            if found:
-                cur.execute("NOTIFY workqueue_line")
-        self.counters["expired"] += len(found)
-        return found
-
-    def keep_leases(self) -> None:
-        """One round of `claims.LeaseKeeper`: renew, then let go of what ran out."""
-        self.renew()
-        with self.db.cursor() as cur:  # this manager lives (what `status` counts)
-            cur.execute("UPDATE managers SET said = now() WHERE id = %s", (self.owner,))
-            cur.execute("SELECT id FROM managers WHERE said > now() - make_interval(secs => lease)")
-            live = sorted({row[0] for row in cur.fetchall()} | {self.owner})
-        self._peers = (live.index(self.owner), len(live))
-        for name, owner in self.expire():
-            log.warning("%s: the claim of manager %s ran out (it stopped renewing it): back "
-                        "in line", name, owner)  # fmt: skip
-
-    def claim_counters(self) -> dict[str, float]:
-        return dict(self.counters)
-
-    def first_to_answer(self, payload: str) -> bool:
-        """Whether this manager answers a notification of new items at once: whether the
-        first new item (its name's hash, the payload) is its turn (`TURN_SECONDS`); the
-        others look once the turn is over. A notification without a number is everyone's."""
-        rank, live = self._peers
-        try:
-            return live <= 1 or int(payload) % live == rank
-        except ValueError:
-            return True
-
-    def on_line_changed(self, callback: Callable[[str], None]) -> None:
-        """Call `callback(payload)` on each notification of the line (`Notifier`)."""
-        if self._notifier is None:
-            self._notifier = Notifier(self.db).start()
-        self._notifier.callbacks.append(callback)
-
-    def owned(self) -> list[tuple[str, str, int]]:
-        """(name, state, attempts) of every item this manager holds."""
-        with self.db.cursor() as cur:
-            cur.execute(
-                "SELECT name, state, attempts FROM items WHERE owner = %s ORDER BY seq",
-                (self.owner,),
-            )
-            return cur.fetchall()
-
-    def release_mine(self) -> None:
-        for name, state, _ in self.owned():
-            if state == State.RUNNING:
-                self.requeue(name)
-            else:
-                self.release(name)
-
-    def running_rows(self) -> list[tuple[str, int, None, None]]:
-        """This manager's running items (what a restart of it finds: `recovery.take_back`)."""
-        return [(n, a, None, None) for n, s, a in self.owned() if s == State.RUNNING]
-
-    def others_running(self) -> int:
-        """Items other managers run now (read through the claims' index; at most
-        `SETTINGS_SECONDS` old, and 0 while the database does not answer)."""
-        at, count = self._others
-        if time.monotonic() - at < SETTINGS_SECONDS:
-            return count
-        try:
-            with self.db.cursor() as cur:
-                cur.execute(
-                    "SELECT count(*) FROM items WHERE owner IS NOT NULL AND owner <> %s "
-                    "AND state = 'running'",
-                    (self.owner,),
-                )
-                count = cur.fetchone()[0]
-        except StorageFault:
-            pass  # dispatch is held meanwhile: the last count stands
-        self._others = (time.monotonic(), count)
-        return count
 
     # -- the whole queue -------------------------------------------------------------------
 
@@ -604,45 +397,21 @@ class PostgresLedger:
         self.db.close()
 
 
-class Notifier:
-    """LISTENs for `workqueue_line` on a connection of its own and calls its callbacks on
-    each notification (and after a reconnect: what changed meanwhile was not notified)."""
+def open_shared(
+    url: str, owner: str, *, lease: float, max_attempts: int, retry_backoff: tuple[float, float]
+) -> PostgresLedger:
+    """A manager's shared ledger at `url` under `owner`, its schema brought up to date; a
+    failed retry waits `retry_backoff` (first wait, cap) doubling, as the manager's own
+    retries do. Its connection is closed again when it cannot be opened."""
+    from ..retry import Backoff
 
-    def __init__(self, db: Database) -> None:
-        self.db = db
-        self.callbacks: list[Callable[[], None]] = []
-        self._stopped = threading.Event()
-        self._conn = None
-
-    def start(self) -> Notifier:
-        threading.Thread(target=self._run, name="line-notifications", daemon=True).start()
-        return self
-
-    def _run(self) -> None:
-        while not self._stopped.is_set():
-            try:
-                self._conn = self.db.listener()
-                self._conn.execute("LISTEN workqueue_line")
-                self._tell("")
-                while not self._stopped.is_set():
-                    for notice in self._conn.notifies(timeout=1.0, stop_after=1):
-                        self._tell(notice.payload)
-            except Exception:  # the database went away: listen again when it is back
-                self._close()
-                self._stopped.wait(1.0)
-        self._close()
-
-    def _tell(self, payload: str) -> None:
-        for callback in self.callbacks:
-            callback(payload)
-
-    def _close(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            try:
-                conn.close()
-            except Exception:
-                pass
-
-    def stop(self) -> None:
-        self._stopped.set()
+    db = Database(url)
+    backoff = Backoff(*retry_backoff)
+    try:
+        return PostgresLedger(
+            db, owner, lease=lease, max_attempts=max_attempts,
+            backoff=lambda attempts: backoff.delay(max(attempts - 1, 0)),
+        )  # fmt: skip
+    except BaseException:
+        db.close()
+        raise

@@ -28,7 +28,6 @@ import secrets
 
 from ...errors import UserError
 from ...ports import ManagerSeeds, Parts, State
-from ...retry import Backoff
 from .client.api import KubeError
 from .client.cache import finished
 from .dispatch.adopted import running_items
@@ -60,8 +59,7 @@ def owner_id(api, queue: str) -> str:
 
 
 def setup_shared(options, seeds: ManagerSeeds) -> Parts:
-    from ...shared.database import Database
-    from ...shared.ledger import PostgresLedger
+    from ...shared.ledger import open_shared
     from . import parts as cluster
 
     if options.batch_size > 1:
@@ -71,23 +69,21 @@ def setup_shared(options, seeds: ManagerSeeds) -> Parts:
         max_attempts=seeds.max_attempts, attempts_from_ledger=True,
     )  # fmt: skip
     backend = made.backend
-    db = None
+    ledger = None
     try:
         owner = owner_id(backend.api, backend.queue)
-        db = Database(options.ledger)
-        backoff = Backoff(*seeds.retry_backoff)
-        ledger = PostgresLedger(
-            db, owner, lease=options.lease, max_attempts=seeds.max_attempts,
-            backoff=lambda attempts: backoff.delay(max(attempts - 1, 0)),
+        ledger = open_shared(
+            options.ledger, owner, lease=options.lease, max_attempts=seeds.max_attempts,
+            retry_backoff=seeds.retry_backoff,
         )  # fmt: skip
         take_back(ledger, backend)
     except BaseException:
-        if db is not None:
-            db.close()
+        if ledger is not None:
+            ledger.close()
         made.close()
         raise
     log.info("shared ledger %s: this installation is %s (claims last %gs unrenewed)",
-             db.where, owner, options.lease)  # fmt: skip
+             ledger.where, owner, options.lease)  # fmt: skip
 
     def close() -> None:
         try:

@@ -25,7 +25,6 @@ import secrets
 import socket
 
 from ...ports import ManagerSeeds, Parts
-from ...retry import Backoff
 
 log = logging.getLogger(__name__)
 ID_FILE = "manager-id"
@@ -49,8 +48,7 @@ def manager_id(state_dir: str) -> str:
 
 
 def setup_shared(options, seeds: ManagerSeeds) -> Parts:
-    from ...shared.database import Database
-    from ...shared.ledger import PostgresLedger
+    from ...shared.ledger import open_shared
     from .ledger_file import lock_state_dir
     from .process import LocalBackend
     from .recovery import take_back
@@ -58,14 +56,12 @@ def setup_shared(options, seeds: ManagerSeeds) -> Parts:
     state_dir = os.path.abspath(options.state_dir)
     os.makedirs(state_dir, mode=0o700, exist_ok=True)
     held = lock_state_dir(state_dir)
-    db = None
+    ledger = None
     try:
         owner = manager_id(state_dir)
-        db = Database(options.ledger)
-        backoff = Backoff(*seeds.retry_backoff)
-        ledger = PostgresLedger(
-            db, owner, lease=options.lease, max_attempts=seeds.max_attempts,
-            backoff=lambda attempts: backoff.delay(max(attempts - 1, 0)),
+        ledger = open_shared(
+            options.ledger, owner, lease=options.lease, max_attempts=seeds.max_attempts,
+            retry_backoff=seeds.retry_backoff,
         )  # fmt: skip
         backend = LocalBackend(
             options.worker_argv, state_dir, timeout=options.timeout, end_with_manager=True
@@ -78,12 +74,12 @@ def setup_shared(options, seeds: ManagerSeeds) -> Parts:
             if state != "running":
                 ledger.release(name)
     except BaseException:
-        if db is not None:
-            db.close()
+        if ledger is not None:
+            ledger.close()
         held.close()
         raise
     log.info("shared ledger %s: this manager is %s (claims last %gs unrenewed)",
-             db.where, owner, options.lease)  # fmt: skip
+             ledger.where, owner, options.lease)  # fmt: skip
 
     def close() -> None:
         try:
