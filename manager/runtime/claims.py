@@ -29,8 +29,8 @@ claiming every one of them at that instant (the ledger counts those).
                      claimable again after the item's backoff when it was to be retried
 
 `LeaseKeeper` renews this manager's leases and lets go of those that ran out, every third of
-the lease, until the manager stops. A round that fails (the database does not answer) is
-tried again at the next; a release that failed is retried with it.
+the lease (every second at most), until the manager stops. A round that fails (the database
+does not answer) is tried again at the next; a release that failed is retried with it.
 
 Invariant: `_releases` holds the names whose claim `done` could not let go (the database did
 not answer); each round of the keeper retries them.
@@ -43,7 +43,8 @@ import threading
 import time
 
 from ..faults import StorageFault
-from ..ports import ClaimsWork
+from ..ports import ClaimsWork, State
+from .reconciler import Result
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 1.0
@@ -188,6 +189,32 @@ class ClaimedLine:
         return self.ledger.claim_counters()
 
 
+def claimed_line(ledger: ClaimsWork, rate_limiter, registry=None) -> ClaimedLine:
+    """The line of a manager on a shared ledger, its claims' metrics registered in `registry`
+    (`views.observe.ClaimsCollector`) when there is one."""
+    line = ClaimedLine(ledger, rate_limiter)
+    if registry is not None:
+        from ..views.observe import ClaimsCollector
+
+        latencies = lambda: list(line.claim_seconds)  # noqa: E731 - read at scrape time
+        registry.register(ClaimsCollector(line.counters, ledger.owner, latencies))
+    return line
+
+
+def others_running(backend, ledger: ClaimsWork):
+    """What counts against a manager's limit on a shared ledger: its backend's work outside
+    it, and - once a parallelism is asked of the queue (`workqueue scale`) - what the other
+    managers run, so that the asked number is the whole queue's."""
+
+    def count() -> int:
+        others = backend.others_running()
+        if ledger.wanted_parallelism() is not None:
+            others += ledger.others_running()
+        return others
+
+    return count
+
+
 class LeaseKeeper:
     """Renews the manager's leases until `stop` is set (see the module docstring)."""
 
@@ -195,7 +222,9 @@ class LeaseKeeper:
         self.ledger = ledger
         self.line = line
         self.stop = stop
-        self.interval = max(0.2, ledger.lease / 3)
+        # a third of the lease, and at most a second: the sweep that lets go of a dead
+        # manager's run-out claims is what stands between them and the line
+        self.interval = min(max(0.2, ledger.lease / 3), 1.0)
         self._failing = False
 
     def start(self) -> LeaseKeeper:
@@ -220,3 +249,35 @@ class LeaseKeeper:
             if self._failing:
                 log.info("the shared ledger answers again: claims renewed")
             self._failing = False
+
+
+class OthersFollower:
+    """A `--once` run on a shared ledger: its targets that other managers run to their end
+    are noted ELSEWHERE in its report - this manager never takes them, and the run would
+    otherwise wait for them forever. `began` holds what this manager dispatched itself (its
+    own report comes from its workers)."""
+
+    def __init__(self, ledger: ClaimsWork, needs_work) -> None:
+        """`needs_work(name, state)`: the reconciler's (a failed item out of attempts)."""
+        self.ledger = ledger
+        self.needs_work = needs_work
+        self.began: set[str] = set()
+
+    def follow(self, report, stop: threading.Event, interval: float = 0.5) -> None:
+        """Until `stop`: every `interval`, what changed read, each ended target noted."""
+        ended = (State.SUCCEEDED, State.CANCELLED)
+        while not stop.wait(interval):
+            try:
+                self.ledger.refresh()
+            except StorageFault:
+                continue
+            for name in report.targets:
+                if name in report.results or name in self.began:
+                    continue
+                current = self.ledger.state(name)
+                if current is None:
+                    continue
+                if current[0] in ended or (
+                    current[0] == State.FAILED and not self.needs_work(name, current)
+                ):
+                    report.note(name, Result.ELSEWHERE, None)

@@ -41,7 +41,7 @@ from ..ports import (
     Source,
     SourceError,
     State,
-)  # fmt: skip
+)
 from ..priority_rules import Rules
 from ..workqueue import PrometheusMetricsProvider, RateLimitingQueue
 from .adoption import Adoption
@@ -49,7 +49,7 @@ from .asked import Asked
 from .autoscaler import Autoscaler
 from .cancellation import Cancellations
 from .capacity import Capacity
-from .claims import ClaimedLine, LeaseKeeper
+from .claims import LeaseKeeper, OthersFollower, claimed_line, others_running
 from .dispatcher import Dispatcher, dispatcher_for
 from .fault_hold import FaultHold
 from .intake import Intake
@@ -85,7 +85,7 @@ class Manager:
         # Work running outside this manager (a rival's Jobs) counts against the limit too.
         self.capacity = Capacity(
             options.parallelism,
-            self._shared_others if self.shared else backend.others_running,
+            others_running(backend, ledger) if self.shared else backend.others_running,
             lambda: self.paused_since is not None or self.fault is not None,
         )
         self.paused_since: float | None = None  # as last read from the ledger (`Asked`)
@@ -94,7 +94,7 @@ class Manager:
         policy = options.retry_policy
         # A shared ledger's line is its claims (`claims`); otherwise the manager's own queue.
         if self.shared:
-            self.queue = ClaimedLine(ledger, policy.rate_limiter())
+            self.queue = claimed_line(ledger, policy.rate_limiter(), registry)
         else:
             self.queue = RateLimitingQueue(
                 "items",
@@ -154,20 +154,13 @@ class Manager:
                 )
             )
             self._durations = item_durations(registry)
-            if self.shared:
-                from ..views.observe import ClaimsCollector
-
-                registry.register(
-                    ClaimsCollector(
-                        self.queue.counters, ledger.owner, lambda: list(self.queue.claim_seconds)
-                    )
-                )
         # Keep listed data only of items that will run - unless every item's listed version
         # is compared with the one it ran at (--on-change rerun), which needs them all.
         if options.on_change != "rerun":
             source.keep_data_of(self.reconciler.needs_work)
         self.stop_event = threading.Event()
-        self._began: set[str] = set()  # a shared ledger's: items this manager dispatched
+        # a --once run on a shared ledger: the targets other managers end, noted
+        self.others = OthersFollower(ledger, self.reconciler.needs_work) if self.shared else None
         # nothing new starts while the record cannot be written (`manager.faults`)
         self.hold = FaultHold(
             probe=ledger.probe,
@@ -211,19 +204,10 @@ class Manager:
         self._stopped = False
         self.started: float | None = None  # when this manager began to work (it leads)
 
-    def _shared_others(self) -> int:
-        """On a shared ledger: work outside this manager that counts against its limit - its
-        backend's, and, once a parallelism is asked of the queue (`workqueue scale`), what
-        the other managers run: the asked number is then the whole queue's."""
-        others = self.backend.others_running()
-        if self.ledger.wanted_parallelism() is not None:
-            others += self.ledger.others_running()
-        return others
-
     def _dispatched(self, name: str) -> None:
         self.intake.left_line(name)
-        if self.shared and self._report is not None:  # (a --once run's follower reads it)
-            self._began.add(name)
+        if self.others is not None and self._report is not None:
+            self.others.began.add(name)
 
     # -- feeding the queue -----------------------------------------------------------------
 
@@ -244,6 +228,7 @@ class Manager:
         if isinstance(error, ClaimLost):  # a rival runs it now: nothing of it is ours to do
             log.warning("%s: %s; another manager runs it", name, error)
             result = Result.SKIPPED
+            self.others.began.discard(name)  # a --once run hears of it from the ledger
         elif isinstance(error, StorageFault):  # not the item's failure: it waits for the disk
             self.hold.hold_for(error)
             result = Result.STOPPED
@@ -408,8 +393,9 @@ class Manager:
         self.start_workers()
         if self.shared:  # what the other managers finish counts for this run too
             threading.Thread(
-                target=self._follow_others, args=(report,), name="others", daemon=True
-            ).start()
+                target=self.others.follow, args=(report, self.stop_event), name="others",
+                daemon=True,
+            ).start()  # fmt: skip
         if self.options.cancel_removed:  # the targets are fixed; what leaves still counts
             threading.Thread(
                 target=self.poller.watch_removals, name="removals", daemon=True
@@ -427,26 +413,6 @@ class Manager:
         self.stop_event.set()
         self._drain()
         return report
-
-    def _follow_others(self, report: RunReport, interval: float = 0.5) -> None:
-        """A `--once` run on a shared ledger: targets another manager ran to their end are
-        noted ELSEWHERE (this manager never takes them), until the run ends."""
-        done = (State.SUCCEEDED, State.CANCELLED)
-        while not self.stop_event.wait(interval):
-            try:
-                self.ledger.refresh()
-            except StorageFault:
-                continue
-            for name in report.targets:
-                if name in report.results or name in self._began:
-                    continue
-                current = self.ledger.state(name)
-                if current is None:
-                    continue
-                if current[0] in done or (
-                    current[0] == State.FAILED and not self.reconciler.needs_work(name, current)
-                ):
-                    report.note(name, Result.ELSEWHERE, None)
 
     def stop(self) -> None:
         """Stop taking items; running work gets the grace period (see the module docstring)."""

@@ -256,7 +256,8 @@ def test_two_first_migrations_at_once_leave_one_schema(postgres):
 
 
 def test_a_claim_reads_the_line_by_its_index(open_ledger):
-    """O(log n) at a million rows: the planner takes the line's partial index."""
+    """O(log n) at a million rows: the planner takes the line's partial index for a claim,
+    and the claims' for what reads a manager's own claims."""
     a = open_ledger("a")
     sql(a, "INSERT INTO items (name, first_seen, state, claimable) SELECT 'done-' || i, 0, "
            "'succeeded', false FROM generate_series(1, 20000) i")  # fmt: skip
@@ -266,6 +267,13 @@ def test_a_claim_reads_the_line_by_its_index(open_ledger):
         a, "EXPLAIN SELECT name FROM items WHERE claimable AND owner IS NULL AND ready_at <= 1 "
            "ORDER BY priority DESC, seq LIMIT 1 FOR UPDATE SKIP LOCKED"))  # fmt: skip
     assert "items_line" in plan, plan
+    for statement in (  # renewing, counting the others' work, a manager's own claims
+        "UPDATE items SET lease_until = now() WHERE owner = 'a'",
+        "SELECT count(*) FROM items WHERE owner IS NOT NULL AND owner <> 'a' AND state = 'running'",
+        "SELECT name FROM items WHERE owner = 'a' ORDER BY seq",
+    ):
+        plan = "\n".join(row[0] for row in sql(a, f"EXPLAIN {statement}"))
+        assert "items_claims" in plan, (statement, plan)
 
 
 def test_urls_are_checked_and_shown_without_their_password():
