@@ -191,6 +191,8 @@ def test_queue_commands_on_a_shared_ledger(tmp_path, postgres, marker_worker):
     assert paused is not None and parallelism == 5
     detail = workqueue("status", "fail-b.txt", "--ledger", postgres)
     assert detail.returncode == 0 and "failed" in detail.stdout
+    planned = workqueue("stability", "--from-state", "--ledger", postgres)  # measured there
+    assert planned.returncode == 0 and "mean service" in planned.stdout, planned.stderr
     bad = workqueue("status", "--ledger", "postgresql://u:s3cret@127.0.0.1:1/q")
     assert bad.returncode != 0 and "s3cret" not in bad.stderr + bad.stdout
     assert "Traceback" not in bad.stderr
