@@ -1,0 +1,67 @@
+"""The Manager in-process on a shared ledger (a real PostgreSQL): a claim taken from it between
+its claim and its start is not run, and a `--once` run hears of that item's end from the
+ledger instead of waiting for it forever."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from manager.backends.local.process import LocalBackend
+from manager.runtime.reconciler import Result
+from manager.runtime.runner import Manager, ManagerOptions
+from manager.shared.database import Database
+from manager.shared.ledger import PostgresLedger
+from manager.sources.folder import open_folder
+
+
+class Stolen(PostgresLedger):
+    """A ledger whose claim on `victim` a rival takes just before it starts the item - and
+    finishes a moment later, on its own machine."""
+
+    victim = "b.x"
+
+    def start(self, name, log_path, version=None):
+        if name == self.victim:
+            with self.db.cursor() as cur:
+                cur.execute("UPDATE items SET owner = 'rival', state = 'running', "
+                            "attempts = 1 WHERE name = %s", (name,))  # fmt: skip
+            threading.Timer(0.3, self._rival_finishes, args=(name,)).start()
+        return super().start(name, log_path, version)
+
+    def _rival_finishes(self, name):
+        db = Database(self.db.url)
+        with db.cursor() as cur:
+            cur.execute("UPDATE items SET owner = NULL, state = 'succeeded', claimable = false, "
+                        "changed = nextval('changes') WHERE name = %s", (name,))  # fmt: skip
+        db.close()
+
+
+def test_a_claim_lost_before_its_start_is_not_run_and_the_run_hears_how_it_ended(
+    tmp_path, postgres
+):
+    folder = tmp_path / "items"
+    folder.mkdir()
+    for name in ("a.x", "b.x", "c.x"):
+        (folder / name).touch()
+        os.utime(folder / name, (1_000_000_000, 1_000_000_000))
+    ran = tmp_path / "ran"
+    worker = tmp_path / "worker.sh"
+    worker.write_text(f'#!/bin/sh\ncat "$WORK_ITEM_FILE" >> {ran}\necho >> {ran}\n')
+    worker.chmod(0o755)
+    source = open_folder(str(folder), [".x"])
+    db = Database(postgres)
+    ledger = Stolen(db, "me", lease=30)
+    backend = LocalBackend([str(worker)], str(tmp_path / "state"), end_with_manager=True)
+    try:
+        manager = Manager(source, ledger, backend, ManagerOptions(parallelism=1))
+        report = manager.run_once()
+    finally:
+        backend.close()
+        ledger.close()
+        source.stop()
+    assert report.results == {
+        "a.x": Result.SUCCEEDED, "b.x": Result.ELSEWHERE, "c.x": Result.SUCCEEDED,
+    }  # fmt: skip
+    assert '"b.x"' not in ran.read_text()  # never run here
+    assert ledger.claim_counters()["lost"] == 1
