@@ -49,7 +49,7 @@ from .reconciler import Result
 log = logging.getLogger(__name__)
 POLL_SECONDS = 1.0
 # how long a manager whose turn it is not waits before it looks at new items: a little more
-# than the turn (`manager.shared.ledger.TURN_SECONDS`), after which they are anyone's
+# than the turn (`manager.shared.claims.TURN_SECONDS`), after which they are anyone's
 DEFER_SECONDS = 0.3
 
 
@@ -100,7 +100,8 @@ class ClaimedLine:
             self._release(name, ready_in, park=False)
 
     def park(self, name: str) -> None:
-        """The source does not have `name`: out of the line until a listing brings it."""
+        """`name` needs no work (its claim read it fresh), or the source does not have it: out
+        of the line until a listing says it needs work again."""
         self._release(name, 0.0, park=True)
 
     def _release(self, name: str, ready_in: float, *, park: bool) -> None:

@@ -221,14 +221,16 @@ class PostgresLedger(Claims):
 
     def finish(self, name: str, succeeded: bool, exit_code: int | None, error: str | None,
                *, at: float | None = None) -> None:  # fmt: skip
+        """running -> succeeded | failed, the claim let go; a failure with attempts left (the
+        row's count) may be claimed again after its backoff."""
         now = self.clock() if at is None else at
         state = State.SUCCEEDED if succeeded else State.FAILED
-        attempts = (self.state(name) or (None, 0))[1]
+        attempts = (self.state(name) or (None, 1))[1]  # (for the backoff only)
         if self._owned(
             name,
             "state = %s, finished = %s, exit_code = %s, last_error = %s, "
-            "claimable = %s, ready_at = %s",
-            (state.value, now, exit_code, error, not succeeded and attempts < self.max_attempts,
+            "claimable = (%s AND attempts < %s), ready_at = %s",
+            (state.value, now, exit_code, error, not succeeded, self.max_attempts,
              now + self.backoff(attempts)),
         ):  # fmt: skip
             self.counters["done"] += 1
