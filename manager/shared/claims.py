@@ -104,8 +104,8 @@ class Claims:
 
     def release(self, name: str, *, ready_in: float = 0.0, park: bool = False) -> None:
         """Let go of a claimed item that did not start: claimable again after `ready_in`
-        seconds, or (`park`: it was gone from the source) out of the line until a listing
-        brings it again (`unpark`)."""
+        seconds, or (`park`: it needs no work, or was gone from the source) out of the line
+        until a listing says it needs work again (`unpark`). Nothing when it is not ours."""
         with self.db.cursor() as cur:
             cur.execute(
                 f"UPDATE items SET {RELEASE}, claimable = claimable AND NOT %s, "
@@ -113,11 +113,12 @@ class Claims:
                 "WHERE name = %s AND owner = %s AND state <> 'running'",
                 (park, self.clock() + ready_in, name, self.owner),
             )
-            if cur.rowcount and not park:
+            released = cur.rowcount > 0
+            if released and not park:
                 cur.execute("NOTIFY workqueue_line")
         with self._lock:
             self._claimed.discard(name)
-            if park:
+            if park and released:
                 self._parked.add(name)
 
     def unpark(self, names: list[str]) -> None:
