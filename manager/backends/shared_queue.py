@@ -44,13 +44,16 @@ class SharedQueueOps(QueueOps):
 
     def status(self, listed: list[str] | None = None) -> QueueRecord:
         ledger = self.ledger
+        facts = self.live_facts()
         return QueueRecord(
             self.where,
             ledger.rows(),
-            self.live_facts(),
+            facts,
             paused_since=ledger.paused_since(),
-            work_outlives_manager=False,  # a manager's workers end with it (their claims
-        )  # run out, and the item runs elsewhere)
+            held=(facts or {}).get("held"),
+            # a running item whose manager is gone runs again once its claim runs out
+            work_outlives_manager=False,
+        )
 
     def live_facts(self) -> dict | None:
         """The facts of the managers that said so within a lease (see the module docstring)."""
