@@ -19,6 +19,7 @@ state: `db`, `owner`, `lease`, `_lock` and the memory whose invariants are writt
                  counted, retried while attempts remain). No lease expires before the database
                  has been up for a whole lease: after a restart of the database, live managers
                  renew first
+    a bound      a parallelism asked of the queue bounds every manager's claims together
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ TURN_SECONDS = 0.25
 TURN_HASH = "(hashtext(name) & 2147483647)"
 SETTINGS_SECONDS = 0.5  # how stale the pause, the asked parallelism, others' count may be
 RELEASE = "owner = NULL, lease_until = NULL, changed = nextval('changes')"
+QUEUE_LIMIT_LOCK = 0x776F726B72  # the advisory lock claims take under an asked parallelism
 
 
 class Claims:
@@ -55,22 +57,22 @@ class Claims:
         """Up to `limit` items from the head of the line, now this manager's (see the module
         docstring); [] when none is free. An empty claim whose snapshot still saw free items
         was refused: every one of them was being claimed by a rival at that instant (`SKIP
-        LOCKED` passed over them) - counted `refused`, the contention of a shared line."""
-        free = f"claimable AND owner IS NULL AND ready_at <= %(now)s AND {self._turn()}"
-        with self.db.cursor() as cur:
-            cur.execute(
-                f"WITH head AS (SELECT name FROM items WHERE {free} "
-                "ORDER BY priority DESC, seq LIMIT %(limit)s FOR UPDATE SKIP LOCKED), "
-                "taken AS (UPDATE items SET owner = %(owner)s, lease_until = now() + "
-                "make_interval(secs => %(lease)s), changed = nextval('changes') FROM head "
-                "WHERE items.name = head.name "
-                "RETURNING items.name, state, attempts, version, priority) "
-                "SELECT name, state, attempts, version, priority FROM taken UNION ALL "
-                "SELECT NULL, NULL, NULL, NULL, NULL WHERE NOT EXISTS (SELECT 1 FROM taken) "
-                f"AND EXISTS (SELECT 1 FROM items WHERE {free})",
-                {"now": self.clock(), "limit": limit, "owner": self.owner, "lease": self.lease},
-            )
-            found = cur.fetchall()
+        LOCKED` passed over them) - counted `refused`, the contention of a shared line.
+
+        Once a parallelism is asked of the queue, it bounds the claims of every manager
+        together: the claim counts the claims held, under a lock the claims of all managers
+        take in turn, and takes only what is left (nothing: [] - the queue is full, not a
+        refusal). The managers' own counts of each other's work are only a first filter."""
+        asked = self.wanted_parallelism()
+        if asked is None:
+            with self.db.cursor() as cur:
+                found = self._take(cur, limit)
+        else:
+            with self.db.transaction() as cur:
+                cur.execute("SELECT pg_advisory_xact_lock(%s)", (QUEUE_LIMIT_LOCK,))
+                cur.execute("SELECT count(*) FROM items WHERE owner IS NOT NULL")
+                room = asked - cur.fetchone()[0]
+                found = self._take(cur, min(limit, room)) if room > 0 else []
         if found and found[0][0] is None:
             self.counters["refused"] += 1
             return []
@@ -80,6 +82,23 @@ class Claims:
                 self._claimed.add(name)
         self.counters["claims"] += len(found)
         return [row[0] for row in found]
+
+    def _take(self, cur, limit: int) -> list[tuple]:
+        """The claim statement: the rows taken, or one row of NULLs when it was refused."""
+        free = f"claimable AND owner IS NULL AND ready_at <= %(now)s AND {self._turn()}"
+        cur.execute(
+            f"WITH head AS (SELECT name FROM items WHERE {free} "
+            "ORDER BY priority DESC, seq LIMIT %(limit)s FOR UPDATE SKIP LOCKED), "
+            "taken AS (UPDATE items SET owner = %(owner)s, lease_until = now() + "
+            "make_interval(secs => %(lease)s), changed = nextval('changes') FROM head "
+            "WHERE items.name = head.name "
+            "RETURNING items.name, state, attempts, version, priority) "
+            "SELECT name, state, attempts, version, priority FROM taken UNION ALL "
+            "SELECT NULL, NULL, NULL, NULL, NULL WHERE NOT EXISTS (SELECT 1 FROM taken) "
+            f"AND EXISTS (SELECT 1 FROM items WHERE {free})",
+            {"now": self.clock(), "limit": limit, "owner": self.owner, "lease": self.lease},
+        )
+        return cur.fetchall()
 
     def waiting(self) -> bool:
         """Whether any item is free to claim now."""

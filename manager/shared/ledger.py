@@ -199,7 +199,8 @@ class PostgresLedger(Claims):
                 (*values, name, self.owner),
             )
             found = cur.fetchone()
-            if found is not None and back_in_line:
+            # a freed slot of a bounded queue is news too: a manager may be waiting for it
+            if found is not None and (back_in_line or self.wanted_parallelism() is not None):
                 cur.execute("NOTIFY workqueue_line")
         with self._lock:
             self._claimed.discard(name)

@@ -326,3 +326,18 @@ def test_a_new_item_is_for_a_moment_only_the_claim_of_the_manager_whose_turn_it_
     a.release_mine(), b.release_mine()
     sql(a, "UPDATE items SET listed_at = now() - interval '1 second'")  # the turns are over
     assert b.claim(5) == ["first", "second", "third"]  # anyone's now
+
+
+def test_an_asked_parallelism_bounds_every_managers_claims_together(open_ledger):
+    a, b = open_ledger("a"), open_ledger("b")
+    a.see([f"n{i}" for i in range(6)])
+    a.want_parallelism(2)
+    for ledger in (a, b):
+        ledger._settings = (0.0, ledger._settings[1])  # (read within half a second otherwise)
+    assert len(a.claim(5)) == 2
+    assert b.claim(5) == []  # the queue is full: not a refusal
+    assert b.claim_counters()["refused"] == 0
+    first = next(iter(a._claimed))
+    a.start(first, "log")
+    a.finish(first, True, 0, None)
+    assert len(b.claim(5)) == 1  # one slot of the queue's two came free
