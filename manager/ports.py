@@ -193,6 +193,15 @@ def valid_priority(value: object) -> int | None:
     return None
 
 
+def keep_priority(kept: dict[str, int], name: str, priority: int | None) -> None:
+    """Note `name`'s priority in `kept`, a map that holds only priorities other than 0 (the
+    default: a million unranked items cost nothing). None counts as 0."""
+    if priority:
+        kept[name] = priority
+    else:
+        kept.pop(name, None)
+
+
 @runtime_checkable
 class RanksItems(Protocol):
     """A source whose listings may carry items' priorities (`ItemList.priorities`)."""

@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from ..ports import FINISHED, PENDING_PAIR, ClaimLost, Row, State, pair
+from ..ports import FINISHED, PENDING_PAIR, ClaimLost, Row, State, keep_priority, pair
 from . import schema
 from .claims import RELEASE, SETTINGS_SECONDS, TURN_HASH, Claims
 from .database import Database
@@ -112,10 +112,7 @@ class PostgresLedger(Claims):
             self._versions[name] = version
         else:
             self._versions.pop(name, None)
-        if priority:
-            self._priorities[name] = priority
-        else:
-            self._priorities.pop(name, None)
+        keep_priority(self._priorities, name, priority)
 
     def state(self, name: str) -> tuple[str, int] | None:
         return self._state.get(name)
@@ -164,10 +161,7 @@ class PostgresLedger(Claims):
             )
         with self._lock:
             for name, priority in changes.items():
-                if priority:
-                    self._priorities[name] = priority
-                else:
-                    self._priorities.pop(name, None)
+                keep_priority(self._priorities, name, priority)
 
     def start(self, name: str, log_path: str, version: str | None = None) -> int:
         with self.db.cursor() as cur:

@@ -40,6 +40,7 @@ from ..ports import (
     SourceProtocolError,
     SourceUnavailable,
     WatchUnsupported,
+    keep_priority,
     valid_priority,
 )
 from ..retry import SOURCE_CALL, Backoff
@@ -254,10 +255,8 @@ class SourceClient:
     def _note_priority(self, event: dict) -> None:
         name, kind = event["item"], event.get("type")
         priority = valid_priority(event.get("priority")) if kind == "ADDED" else None
-        if priority:  # (a dict's get and set are atomic: readers only look names up)
-            self._priorities[name] = priority
-        else:
-            self._priorities.pop(name, None)
+        # (a dict's get, set and pop are atomic: readers only look names up)
+        keep_priority(self._priorities, name, priority)
 
     # -- plumbing --------------------------------------------------------------------------
 

@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable
 
 from ...errors import UserError
 from ...faults import probe
-from ...ports import FINISHED, PENDING_PAIR, Row, State, pair
+from ...ports import FINISHED, PENDING_PAIR, Row, State, keep_priority, pair
 from .ledger_file import LEDGER_FILE, LedgerBusy, LedgerFile, storage
 from .state_files import QueueFiles
 
@@ -175,10 +175,7 @@ class SqliteLedger(LedgerFile, QueueFiles):
                     [(p, n) for n, p in changes.items()],
                 )
             for name, priority in changes.items():
-                if priority:
-                    self._priorities[name] = priority
-                else:
-                    self._priorities.pop(name, None)
+                keep_priority(self._priorities, name, priority)
 
     @storage
     def start(self, name: str, log_path: str, version: str | None = None) -> int:

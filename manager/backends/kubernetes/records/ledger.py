@@ -23,7 +23,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable
 
-from ....ports import FINISHED, Row, State, pair
+from ....ports import FINISHED, Row, State, keep_priority, pair
 from ..client.cache import ClusterCache, finished
 from ..manifests import batch_objects as bo
 from ..manifests import objects as ko
@@ -200,10 +200,7 @@ class ClusterLedger:
         """Note the priorities of items (name -> priority)."""
         with self._lock:
             for name, priority in changes.items():
-                if priority:
-                    self._priorities[name] = priority
-                else:
-                    self._priorities.pop(name, None)
+                keep_priority(self._priorities, name, priority)
 
     def _row_data(self, name: str) -> dict:
         """The row of an item run here (the caller holds `_lock`)."""
