@@ -77,12 +77,14 @@ class Database:
         self._lock = threading.RLock()
         self._conn = None
 
+    def _connect(self, name: str):
+        return self.psycopg.connect(
+            self.url, autocommit=True, connect_timeout=CONNECT_SECONDS, application_name=name
+        )
+
     def _connected(self):
         if self._conn is None or self._conn.closed:
-            self._conn = self.psycopg.connect(
-                self.url, autocommit=True, connect_timeout=CONNECT_SECONDS,
-                application_name="workqueue",
-            )  # fmt: skip
+            self._conn = self._connect("workqueue")
         return self._conn
 
     @contextlib.contextmanager
@@ -114,10 +116,7 @@ class Database:
         """A connection of its own for LISTEN (notifications come on it while it waits);
         `StorageFault` when the database does not answer."""
         try:
-            return self.psycopg.connect(
-                self.url, autocommit=True, connect_timeout=CONNECT_SECONDS,
-                application_name="workqueue-listen",
-            )  # fmt: skip
+            return self._connect("workqueue-listen")
         except self.psycopg.OperationalError as exc:
             raise unreachable(exc, self.url) from None
 
