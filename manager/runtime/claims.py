@@ -186,9 +186,6 @@ class ClaimedLine:
         for name, (ready_in, park) in waiting.items():
             self._release(name, ready_in, park=park)
 
-    def counters(self) -> dict[str, float]:
-        return self.ledger.claim_counters()
-
 
 def claimed_line(ledger: ClaimsWork, rate_limiter, registry=None) -> ClaimedLine:
     """The line of a manager on a shared ledger, its claims' metrics registered in `registry`
@@ -198,7 +195,7 @@ def claimed_line(ledger: ClaimsWork, rate_limiter, registry=None) -> ClaimedLine
         from ..views.observe import ClaimsCollector
 
         latencies = lambda: list(line.claim_seconds)  # noqa: E731 - read at scrape time
-        registry.register(ClaimsCollector(line.counters, ledger.owner, latencies))
+        registry.register(ClaimsCollector(ledger.claim_counters, ledger.owner, latencies))
     return line
 
 

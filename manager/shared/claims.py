@@ -241,7 +241,7 @@ class Claims:
 
     def others_running(self) -> int:
         """Items other managers run now (read through the claims' index; at most
-        `SETTINGS_SECONDS` old, and 0 while the database does not answer)."""
+        `SETTINGS_SECONDS` old, and the last count while the database does not answer)."""
         at, count = self._others
         if time.monotonic() - at < SETTINGS_SECONDS:
             return count

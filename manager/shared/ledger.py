@@ -69,23 +69,23 @@ class PostgresLedger(Claims):
         self._claimed: set[str] = set()  # claimed by this manager, not started
         self._seen_change = 0
         self._peers = (0, 1)  # (this manager's rank among the live ones, how many live)
-        self._reloaded = 0.0
+        self._reloaded: float | None = None  # when everything was last read (None: never)
         self._settings: tuple[float, tuple] = (0.0, (None, None, None))
         self._others: tuple[float, int] = (0.0, 0)  # (when read, others' running items)
         # what this manager's claims met (`workqueue_claims*` metrics; `claim` counts refusals)
         self.counters = {"claims": 0, "refused": 0, "lost": 0, "expired": 0, "done": 0}
         self.on_recorded: Callable[[str], None] | None = None
         self._notifier: Notifier | None = None
-        schema.migrate(db)
-        self.refresh(full=True)
+        schema.migrate(db)  # (memory is read at the first `refresh`: a command never needs it)
 
     # -- memory ----------------------------------------------------------------------------
 
     def refresh(self, *, full: bool = False) -> None:
-        """Read what changed since the last refresh (everything when `full`, or when the last
-        full read is `RELOAD_SECONDS` old). A `StorageFault` when the database does not answer."""
+        """Read what changed since the last refresh (everything when `full`, the first time,
+        or when the last full read is `RELOAD_SECONDS` old). A `StorageFault` when the
+        database does not answer."""
         now = time.monotonic()
-        full = full or now - self._reloaded >= RELOAD_SECONDS
+        full = full or self._reloaded is None or now - self._reloaded >= RELOAD_SECONDS
         since = 0 if full else self._seen_change
         with self.db.cursor() as cur:
             cur.execute(
