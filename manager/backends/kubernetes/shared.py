@@ -121,11 +121,8 @@ def take_back(ledger, backend) -> None:
 
 
 def _finished_job(backend, name: str, attempt: int) -> bool:
-    for job in backend.cache.indexed(ko.item_hash(backend.queue, name)):
-        annotations = job["metadata"].get("annotations") or {}
-        if finished(job) and int(annotations.get(ko.ATTEMPT_ANNOTATION) or 1) == attempt:
-            return True
-    return False
+    jobs = backend.cache.indexed(ko.item_hash(backend.queue, name))
+    return any(finished(job) and ko.job_attempt(job) == attempt for job in jobs)
 
 
 def _recorded(backend, item_hash: str, attempts: int) -> bool:

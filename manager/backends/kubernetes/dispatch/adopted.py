@@ -40,7 +40,7 @@ def running_items(cache: ClusterCache) -> dict[str, tuple[str, int]]:
         name = annotations.get(ko.ITEM_ANNOTATION)
         if name is None:
             continue
-        attempt = int(annotations.get(ko.ATTEMPT_ANNOTATION) or 1)
+        attempt = ko.job_attempt(job)
         if name not in found or attempt > found[name][1]:
             found[name] = (meta["name"], attempt)
     return found

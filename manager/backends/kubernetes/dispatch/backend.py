@@ -235,7 +235,7 @@ class KubernetesBackend:
     def _await(self, name: str, job: dict, where: str, cancel: Cancel | None = None) -> Outcome:
         cancel = cancel or Cancel()
         item_hash = ko.item_hash(self.queue, name)
-        attempt = int(job["metadata"].get("annotations", {}).get(ko.ATTEMPT_ANNOTATION) or 1)
+        attempt = ko.job_attempt(job)
 
         job_name = job["metadata"]["name"]
         seen = {"job": False}

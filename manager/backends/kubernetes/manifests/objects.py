@@ -115,6 +115,11 @@ def job_version(job: dict) -> str | None:
     return (job["metadata"].get("annotations") or {}).get(VERSION_ANNOTATION)
 
 
+def job_attempt(job: dict) -> int:
+    """The attempt a one-item Job runs (1 when its annotation does not say)."""
+    return int((job["metadata"].get("annotations") or {}).get(ATTEMPT_ANNOTATION) or 1)
+
+
 def newest(jobs: list[dict]) -> dict | None:
     """The latest of one item's Jobs: created last (attempt breaks a tie of seconds)."""
 

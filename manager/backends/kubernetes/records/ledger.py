@@ -51,8 +51,7 @@ def failed_fast(job: dict) -> bool:
 
 
 def job_state(job: dict) -> tuple[str, int]:
-    annotations = job["metadata"].get("annotations") or {}
-    attempts = int(annotations.get(ko.ATTEMPT_ANNOTATION) or 1)
+    attempts = ko.job_attempt(job)
     outcome = finished(job)
     if outcome == "Complete":
         return State.SUCCEEDED.value, attempts
