@@ -40,8 +40,11 @@ def option(
     switch: bool = False,
     metavar: str | None = None,
     hidden: bool = False,
+    typed: Callable[[Any], None] | None = None,
 ) -> Any:
-    """A dataclass field that is also a command-line flag (see the module docstring)."""
+    """A dataclass field that is also a command-line flag (see the module docstring).
+    `typed(word)` checks a word typed on the command line - not one from the environment -
+    and raises `UserError` for what must not be there (a secret `ps` would show)."""
     meta = {
         "flag": flag,
         "help": help,
@@ -50,6 +53,7 @@ def option(
         "switch": switch,
         "metavar": metavar,
         "hidden": hidden,
+        "typed": typed,
     }
     if repeat:
         return dataclasses.field(
@@ -95,6 +99,9 @@ def from_words(cls: type[T], words: Mapping[str, Any], **given: Any) -> T:
         raw = words.get(dest(field))
         if raw is None or raw == [] or (field.metadata["switch"] and raw is False):
             continue
+        typed = field.metadata.get("typed")
+        if typed is not None and dest(field) not in sources:
+            typed(raw)  # a UserError: it names the flag and what to do itself
         parse = field.metadata["parse"]
         if parse is None:
             values[field.name] = raw

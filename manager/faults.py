@@ -33,8 +33,14 @@ FULL = "full"
 READ_ONLY = "read-only"
 NOT_WRITABLE = "not-writable"
 IO_ERROR = "io-error"
-UNREACHABLE = "unreachable"  # a shared ledger's database does not answer (`manager.shared`)
-KINDS = (FULL, READ_ONLY, NOT_WRITABLE, IO_ERROR, UNREACHABLE)
+# a shared ledger's database (`manager.shared`): it does not answer, takes no writes (read-only:
+# a standby after a failover, `default_transaction_read_only`), has no room, or refuses us
+UNREACHABLE = "unreachable"
+LEDGER_READ_ONLY = "ledger-read-only"
+LEDGER_FULL = "ledger-full"
+LEDGER_ERROR = "ledger-error"
+KINDS = (FULL, READ_ONLY, NOT_WRITABLE, IO_ERROR, UNREACHABLE, LEDGER_READ_ONLY, LEDGER_FULL,
+         LEDGER_ERROR)  # fmt: skip
 
 _BY_ERRNO = {
     errno.ENOSPC: FULL,
@@ -65,9 +71,16 @@ class StorageFault(Exception):
         """The one line: what happened, what to do and `then` (a run: "run again"; a manager
         that waits: what it does by itself), and what became of the work (`lost`)."""
         where = self.where
+        detail = f" ({self.detail})" if self.detail else ""
         if self.kind == UNREACHABLE:
-            detail = f" ({self.detail})" if self.detail else ""
             return f"the shared ledger {where} does not answer{detail}: {then}; {lost}"
+        if self.kind == LEDGER_READ_ONLY:
+            return (f"the shared ledger {where} takes no writes (read-only{detail}): make it "
+                    f"writable (a primary, not a standby) and {then}; {lost}")  # fmt: skip
+        if self.kind == LEDGER_FULL:
+            return f"the shared ledger {where} has no room{detail}: free space and {then}; {lost}"
+        if self.kind == LEDGER_ERROR:
+            return f"the shared ledger {where} refused a statement{detail}: {then}; {lost}"
         if self.kind == FULL:
             return f"the state directory {where} is full: free space and {then}; {lost}"
         if self.kind == READ_ONLY:
@@ -80,7 +93,6 @@ class StorageFault(Exception):
                 f"cannot write to the state directory {where} (permission denied): give this "
                 f"user write access (or use another --state-dir) and {then}; {lost}"
             )
-        detail = f" ({self.detail})" if self.detail else ""
         return (
             f"the state directory {where} gave an I/O error{detail}: check the disk (dmesg), "
             f"then `workqueue ledger check`, and {then}; {lost}"
@@ -103,6 +115,9 @@ class StorageFault(Exception):
             READ_ONLY: "the state directory is read-only",
             NOT_WRITABLE: "the state directory is not writable",
             UNREACHABLE: "the shared ledger does not answer",
+            LEDGER_READ_ONLY: "the shared ledger is read-only",
+            LEDGER_FULL: "the shared ledger is full",
+            LEDGER_ERROR: "the shared ledger refuses a statement",
         }.get(self.kind, "the state directory gives I/O errors")
 
 

@@ -84,6 +84,9 @@ class Outcome:
     seconds: float | None = None  # how long it ran (the backend's measure, else the reconciler's)
     final: bool = False  # a failure no retry fixes: the item stays failed
     cancelled: bool = False  # ended because the item left the source (`Backend.cancel`)
+    # interrupted here, but the work runs on without this manager (a cluster's Job when its
+    # manager stops): on a shared ledger the claim stays, for the installation's next manager
+    outlives: bool = False
 
 
 class Cancel:
@@ -402,24 +405,27 @@ class AdoptsWork(Protocol):
 
 
 class ClaimLost(Exception):
-    """A manager's claim on an item is gone (its lease ran out and another manager took it):
-    nothing of the item is written by the manager that lost it."""
+    """A manager's claim on an item is gone (other managers declared it dead and took its
+    claims): nothing of the item is written by the manager that lost it."""
 
 
 @runtime_checkable
 class ClaimsWork(Protocol):
     """A ledger many managers share (`manager.shared`): a manager takes from the line only
-    what it claimed, one item per free slot, and each claim is leased - renewed while its
-    manager lives, returned to the line when it stops being renewed. The manager then feeds
-    its dispatcher from claims (`manager.runtime.claims.ClaimedLine`) instead of its own
-    listing; its `start`/`finish`/`requeue` are written only while the claim is its own (a
-    lost one raises `ClaimLost` at `start`, and is counted and skipped at the others)."""
+    what it claimed, never more than its free slots, and a claim lives while its manager's
+    heartbeat does - when it stops, the other managers give the claim back to the line. The
+    manager then feeds its dispatcher from claims (`manager.runtime.claims.ClaimedLine`)
+    instead of its own listing; its writes of a run are fenced on the claim and the attempt (a
+    lost one raises `ClaimLost` at `start`, `finish` and the cancel of a run, and is counted;
+    a requeue of it writes nothing)."""
 
-    lease: float  # seconds a claim lasts unrenewed
+    lease: float  # seconds a claim outlives its manager's last heartbeat
     owner: str  # this manager's name in the claims
+    # told the runs of this manager whose claims were taken (it was declared dead): end them
+    on_claims_lost: Callable[[list[str]], None] | None
 
     def claim(self, limit: int) -> list[str]:
-        """Up to `limit` items from the head of the line, now this manager's."""
+        """Up to `limit` items from the head of the line, now this manager's (one statement)."""
 
     def waiting(self) -> bool:
         """Whether any item is free to claim now (one cheap query)."""
@@ -441,8 +447,10 @@ class ClaimsWork(Protocol):
     def others_running(self) -> int:
         """Items the other managers run now (cheap: read at most twice a second)."""
 
-    def keep_leases(self) -> None:
-        """One round: renew this manager's leases, let go of the ones that ran out."""
+    def heartbeat_round(self) -> list[tuple[str, str]]:
+        """One round of the heartbeat's thread: beat when due, look at the other managers
+        and let go of the items of those found dead ((item, owner) of each), settle writes
+        whose answer was lost. A `StorageFault` when the database does not take it."""
 
     def on_line_changed(self, callback: Callable[[str], None]) -> None:
         """Call `callback(payload)` (from another thread) when items may have become
@@ -455,9 +463,10 @@ class ClaimsWork(Protocol):
     def claim_counters(self) -> dict[str, float]:
         """claims, refused, lost, expired, done: what this manager's claims met so far."""
 
-    def release_mine(self) -> None:
+    def release_mine(self, *, keep_running: bool = False) -> None:
         """A stopping manager: its running items back to pending (their attempts not
-        counted), its other claims let go."""
+        counted) unless `keep_running` (its work runs on: a cluster's Jobs), its other
+        claims let go; holding nothing, it leaves."""
 
 
 class Elector(Protocol):
@@ -523,3 +532,5 @@ class QueueRecord:
     # False when what is running stops with its manager (local processes): a running row with
     # no manager is what a stopped manager left, and runs again when one starts.
     work_outlives_manager: bool = True
+    # a shared ledger's managers whose heartbeat is late: {id, heard_seconds, lease_seconds}
+    silent_managers: list[dict] = field(default_factory=list)

@@ -4,20 +4,27 @@ The rules are `manager.backends.queue_ops.QueueOps`'s; the hooks here read and w
 database directly. Nothing is left as a request for "the" running manager (there may be
 several, or none): a retried item is pending at once and the next claim of any manager takes
 it; a pause or a parallelism is the queue's row, which every manager reads about twice a
-second (`PostgresLedger.paused_since`).
+second (`PostgresLedger.paused_since`). Reading commands create nothing: a database without
+the ledger is "no queue here" (`schema.check`); only a write (pause, scale) makes it.
 
-`status` shows the queue with the facts of its live managers (those that said so within a
+`status` shows the queue with the facts of its live managers (those heard from within their
 lease): one manager's as they are, several's with their parallelism added up - the slots
 that serve the line, unless a parallelism was asked of the queue, which is the whole queue's -
-and their ids in `managers`.
+and their ids in `managers`. A manager whose heartbeat is late (no beat for half its lease)
+is listed as silent, "not heard from for N s", and the items it holds are "held by a silent
+manager"; once a whole lease has passed its parallelism no longer counts (its claims go back
+to the line as soon as a live manager has watched it stay silent that long).
 """
 
 from __future__ import annotations
 
 import time
 
+from ..durations import human
+from ..errors import UserError
 from ..log_tails import log_tail
 from ..ports import QueueRecord, State
+from ..shared import statements as sql
 from ..shared.database import Database
 from ..shared.ledger import PostgresLedger
 from .queue_ops import QueueOps
@@ -35,47 +42,84 @@ class SharedQueueOps(QueueOps):
 
     @property
     def ledger(self) -> PostgresLedger:
+        """The ledger as it is (`UserError` "no queue here" when the database has none)."""
+        if self._ledger is None:
+            self._ledger = PostgresLedger(self.db, COMMANDS_OWNER, read_only=True)
+        return self._ledger
+
+    def _writable(self) -> PostgresLedger:
+        """The ledger, made first when the database has none yet (a pause before any
+        manager started)."""
         if self._ledger is None:
             self._ledger = PostgresLedger(self.db, COMMANDS_OWNER)
         return self._ledger
 
+    def _if_any(self, read, otherwise):
+        """`read(ledger)`, or `otherwise` when the database holds no queue yet."""
+        try:
+            ledger = self.ledger
+        except UserError:
+            if self.db.connected_once and self._ledger is None:
+                return otherwise
+            raise
+        return read(ledger)
+
     def close(self) -> None:
+        if self._ledger is not None:
+            self._ledger.close()
         self.db.close()
 
     def status(self, listed: list[str] | None = None) -> QueueRecord:
         ledger = self.ledger
-        facts = self.live_facts()
+        facts, silent = self.live_facts()
+        reasons = {}
+        if silent:
+            by_id = {m["id"]: m for m in silent}
+            held = self.db.run(sql.CLAIMS_OF, owners=list(by_id))
+            for name, owner, state in held:
+                quiet = by_id[owner]
+                doing = "running" if state == State.RUNNING else "claimed"
+                reasons[name] = (
+                    f"{doing}, held by a silent manager {owner} (not heard from for "
+                    f"{human(quiet['heard_seconds'])}): back in line once it has been silent "
+                    f"for its lease ({human(quiet['lease_seconds'])}) of a working database"
+                )
         return QueueRecord(
             self.where,
             ledger.rows(),
             facts,
+            reasons=reasons,
             paused_since=ledger.paused_since(),
             held=(facts or {}).get("held"),
             # a running item whose manager is gone runs again once its claim runs out
             work_outlives_manager=False,
+            silent_managers=silent,
         )
 
-    def live_facts(self) -> dict | None:
-        """The facts of the managers that said so within a lease (see the module docstring)."""
-        asked = self.ledger.wanted_parallelism()  # (the ledger first: its schema made)
-        with self.db.cursor() as cur:
-            cur.execute(
-                "SELECT id, facts FROM managers WHERE facts IS NOT NULL "
-                "AND said > now() - make_interval(secs => lease) ORDER BY said DESC"
-            )
-            found = cur.fetchall()
-        if not found:
-            return None
-        facts = dict(found[0][1])
-        if len(found) > 1 and asked is None:
+    def live_facts(self) -> tuple[dict | None, list[dict]]:
+        """The facts of the managers heard from within their lease, and the silent ones
+        (see the module docstring)."""
+        asked = self.ledger.wanted_parallelism()  # (the ledger first: its schema checked)
+        live, silent = [], []
+        for manager, facts, lease, heard in self.db.run(sql.MANAGERS):
+            heard = max(0.0, float(heard))
+            if heard > lease / 2:
+                silent.append({"id": manager, "heard_seconds": round(heard, 1),
+                               "lease_seconds": lease})  # fmt: skip
+            if heard <= lease and facts is not None:
+                live.append((manager, facts))
+        if not live:
+            return None, silent
+        facts = dict(live[0][1])
+        if len(live) > 1 and asked is None:
             # each runs its own --parallelism: the queue's is their sum (an asked one is the
             # whole queue's already, and every manager's facts say it)
-            facts["parallelism"] = sum(int(f.get("parallelism") or 0) for _, f in found)
-        facts["managers"] = sorted(manager for manager, _ in found)
-        held = [f.get("held") for _, f in found if f.get("held")]
+            facts["parallelism"] = sum(int(f.get("parallelism") or 0) for _, f in live)
+        facts["managers"] = sorted(manager for manager, _ in live)
+        held = [f.get("held") for _, f in live if f.get("held")]
         if held:
             facts["held"] = held[0]
-        return facts
+        return facts, silent
 
     def item_detail(self, name: str, record: QueueRecord, lines: int = 20) -> dict:
         """The tail of the item's log (when this machine has it) and the versions it ran at."""
@@ -101,20 +145,20 @@ class SharedQueueOps(QueueOps):
         return f"{name}: pending again; the next free manager runs it"
 
     def paused_since(self) -> float | None:
-        return self.ledger.paused_since()
+        return self._if_any(lambda ledger: ledger.paused_since(), None)
 
     def hold(self, since: float | None) -> None:
-        self.ledger.set_setting("paused_since", since)
+        self._writable().set_setting("paused_since", since)
 
     def accept_removals(self) -> None:
-        self.ledger.set_setting("removals_accepted", time.time())
+        self._writable().set_setting("removals_accepted", time.time())
 
     def asked_parallelism(self) -> int | None:
-        return self.ledger.wanted_parallelism()
+        return self._if_any(lambda ledger: ledger.wanted_parallelism(), None)
 
     def ask_parallelism(self, parallelism: int) -> None:
-        self.ledger.want_parallelism(parallelism)
+        self._writable().want_parallelism(parallelism)
 
     def autoscaled(self) -> bool:
-        facts = self.live_facts()
+        facts = self._if_any(lambda ledger: self.live_facts()[0], None)
         return bool(facts and facts.get("autoscale"))

@@ -47,12 +47,17 @@ def add_parser(subparsers) -> None:
 
 
 def _shared_url(text: str) -> str:
-    from ..errors import InputError
-    from ..shared.database import check_url
+    from ..errors import UserError
+    from ..shared.database import check_url, has_password
 
+    if has_password(text):
+        raise argparse.ArgumentTypeError(
+            "a password on the command line is visible to every user of this machine (ps): "
+            "give it in PGPASSWORD or a PGPASSFILE (~/.pgpass)"
+        )
     try:
         return check_url(text)
-    except InputError as exc:
+    except UserError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 

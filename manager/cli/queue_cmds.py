@@ -139,13 +139,19 @@ def print_status(view: QueueView, *, recent: int = 10, waiting: int = 10) -> Non
     print(f"{total} items in {view.where}: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
     manager = view.extra.get("manager")
     forecast = view.forecast
-    if manager:
+    if manager and len(manager.get("managers") or ()) > 1:
+        print(f"managers: {', '.join(manager['managers'])}, parallelism {forecast.parallelism}")
+    elif manager:
         print(
             f"manager: pid {manager.get('pid')} on {manager.get('host')}, "
             f"parallelism {forecast.parallelism}"
         )
     else:
         print("manager: none is running this queue")
+    for quiet in view.extra.get("silent_managers") or ():
+        print(f"manager {quiet['id']}: not heard from for {seconds(quiet['heard_seconds'])} "
+              f"(its claims go back to the line once it has been silent for its lease, "
+              f"{seconds(quiet['lease_seconds'])})")  # fmt: skip
     if view.paused_since:
         since = moment(view.paused_since, date=True)
         print(f"paused since {since}: running work finishes, nothing new starts (workqueue resume)")

@@ -48,6 +48,14 @@ class Cancellations:
         with self.gate:
             self._runs.pop(name, None)
 
+    def end_runs(self, names: list[str]) -> None:
+        """End the runs of `names` under way here (their claims were taken: a shared ledger
+        declared this manager dead); each is recorded by its reconciler as it ends."""
+        with self.gate:
+            to_end = [self._runs[name] for name in names if name in self._runs]
+        for cancel in to_end:
+            cancel.set()
+
     def running_here(self, name: str) -> bool:
         with self.gate:
             return name in self._runs

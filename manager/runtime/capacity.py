@@ -100,6 +100,15 @@ class Capacity:
             self._cond.notify()
             return False
 
+    def free(self) -> int:
+        """Slots free now beyond those taken (0 while closed or paused): how many items a
+        taker may reserve at once for the slots about to be taken (a shared ledger's claim
+        in one statement). A count, not a promise: `acquire` still decides."""
+        with self._cond:
+            if self._closed or self._paused():
+                return 0
+            return max(0, self._limit - self._in_use - self._external())
+
     def release(self) -> None:
         with self._cond:
             self._in_use -= 1

@@ -6,21 +6,21 @@ same order and reach for the same head - the contention of buildkite/agent-stack
 where 26% of reservations were refused. Here the line is the database's: `ClaimedLine` gives
 the dispatcher (`dispatcher.Dispatcher`, unchanged) the workqueue's interface, and
 
-    wait_for_key()   returns when the ledger has an item free to claim (woken by the
-                     ledger's notifications, and at least every `POLL_SECONDS` - a retry's
-                     backoff ends without a notification)
-    get()            called with a capacity slot already held: claims ONE item (`SKIP
-                     LOCKED`: rows a rival is taking are passed over) - so a manager never
-                     claims more than it has free slots, and never an item a rival took
+    wait_for_key()   returns when an item is claimed and waiting here, or the ledger has one
+                     free to claim (woken by the ledger's notifications, and at least every
+                     `POLL_SECONDS` - a retry's backoff ends without a notification)
+    get()            called with a capacity slot already held: the next item claimed here,
+                     else a claim in ONE statement of as many items as there are free slots
+                     (this one and those free beside it, `Capacity.free`) - never more than
+                     free slots, so a manager never reserves what it cannot run; claims that
+                     wait here longer than `HOLD_SECONDS` for their slot go back to the line
 
 New items are announced to every manager at once; were they all to answer at once, all would
 race for the same few items and all but one would come back empty-handed (the contention
 the seed measured). The live managers take turns instead: for a moment a new item is only the
 claim of the manager whose turn its name gives (the ledger's condition, on every
 look and claim), that manager is woken at once (`first_to_answer`), the others
-`DEFER_SECONDS` later - by then the item is taken, unless that manager's slots were full. A
-claim that comes back empty although its snapshot saw free items was refused: a rival was
-claiming every one of them at that instant (the ledger counts those).
+`DEFER_SECONDS` later - by then the item is taken, unless that manager's slots were full.
     add(name)        a listing says `name` needs work: new names are the ledger's already
                      (`Ledger.see`); one parked because the source did not have it is put
                      back in the line
@@ -28,19 +28,24 @@ claiming every one of them at that instant (the ledger counts those).
                      client-go's duties: a claim that did not start is let go at `done`,
                      claimable again after the item's backoff when it was to be retried
 
-`LeaseKeeper` renews this manager's leases and lets go of those that ran out, every third of
-the lease (every second at most), until the manager stops. A round that fails (the database
-does not answer) is tried again at the next; a release that failed is retried with it.
+`Heartbeat` is the manager's liveness in the ledger (`manager.shared.liveness`): on a thread
+and a connection of its own it beats every third of the lease, looks at the other managers
+every `tick`, lets go of the items of those found dead, settles writes whose answer was lost,
+and retries releases that failed. Any fault it meets holds dispatch (`on_fault`: the manager's
+`FaultHold`), said once; it never stops until the manager does.
 
 Invariant: `_releases` holds the names whose claim `done` could not let go (the database did
-not answer); each round of the keeper retries them.
+not answer); each heartbeat round retries them. `_ready` holds (name, when claimed) of items
+claimed here for slots about to be taken, oldest first.
 """
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from ..faults import StorageFault
 from ..ports import ClaimsWork, State
@@ -51,18 +56,31 @@ POLL_SECONDS = 1.0
 # how long a manager whose turn it is not waits before it looks at new items: a little more
 # than the turn (`manager.shared.claims.TURN_SECONDS`), after which they are anyone's
 DEFER_SECONDS = 0.3
+HOLD_SECONDS = 2.0  # a claim made for a slot about to be taken waits this long for it
+MOST_AT_ONCE = 64  # the most items one claim statement takes
 
 
 class ClaimedLine:
-    def __init__(self, ledger: ClaimsWork, rate_limiter) -> None:
+    def __init__(
+        self,
+        ledger: ClaimsWork,
+        rate_limiter,
+        free_slots: Callable[[], int] = lambda: 0,
+        on_fault: Callable[[StorageFault], None] | None = None,
+    ) -> None:
+        """`free_slots()`: slots free beside the one a `get` holds (`Capacity.free`);
+        `on_fault(fault)`: told when the ledger does not answer (the manager holds dispatch)."""
         self.ledger = ledger
         self.rate_limiter = rate_limiter
+        self.free_slots = free_slots
+        self.on_fault = on_fault or (lambda fault: None)
         self._cond = threading.Condition()
         self._woken = 0  # bumped by every notification
         self._shutting_down = False
         self._backoffs: dict[str, float] = {}  # name -> seconds before it may be claimed again
         self._releases: dict[str, tuple[float, bool]] = {}
         self._parked_again: list[str] = []
+        self._ready: collections.deque[tuple[str, float]] = collections.deque()
         self.claim_seconds: list[float] = []  # each claim's round trip (the bench's p99)
         ledger.on_line_changed(self.wake)
 
@@ -107,9 +125,10 @@ class ClaimedLine:
     def _release(self, name: str, ready_in: float, *, park: bool) -> None:
         try:
             self.ledger.release(name, ready_in=ready_in, park=park)
-        except StorageFault:  # the keeper's next round lets it go
+        except StorageFault as fault:  # the heartbeat's next round lets it go
             with self._cond:
                 self._releases[name] = (ready_in, park)
+            self.on_fault(fault)
 
     def touch(self, name: str) -> None:
         pass  # the ledger orders its line by the priorities `Ledger.prioritize` recorded
@@ -118,26 +137,32 @@ class ClaimedLine:
         pass
 
     def __len__(self) -> int:
-        """1 when an item is free to claim, else 0: whether anything waits, as the dispatcher
-        asks it (a count of the line would read every waiting row)."""
+        """1 when an item waits here or is free to claim, else 0: whether anything waits, as
+        the dispatcher asks it (a count of the line would read every waiting row)."""
+        if self._ready:
+            return 1
         try:
             return int(self.ledger.waiting())
-        except StorageFault:
+        except StorageFault as fault:
+            self.on_fault(fault)
             return 0
 
     def wait_for_key(self) -> bool:
-        """Block until an item is free to claim (True) or the line is shut down (False)."""
+        """Block until an item is claimed here or free to claim (True), or the line is shut
+        down (False)."""
         while True:
             with self._cond:
                 if self._shutting_down:
                     return False
+                if self._ready:
+                    return True
                 woken = self._woken
             self._unpark()
             try:
                 if self.ledger.waiting():
                     return True
-            except StorageFault:
-                pass  # the manager holds dispatch meanwhile (its ledger said so too)
+            except StorageFault as fault:
+                self.on_fault(fault)  # dispatch is held meanwhile
             with self._cond:
                 if self._woken == woken and not self._shutting_down:
                     self._cond.wait(POLL_SECONDS)
@@ -148,18 +173,27 @@ class ClaimedLine:
             with self._cond:
                 if self._shutting_down:
                     return None, True
+                if self._ready:
+                    return self._ready.popleft()[0], False
                 woken = self._woken
             self._unpark()
             began = time.monotonic()
+            wanted = min(MOST_AT_ONCE, 1 + self.free_slots())
             try:
-                claimed = self.ledger.claim(1)
-            except StorageFault:
+                claimed = self.ledger.claim(wanted)
+            except StorageFault as fault:
+                self.on_fault(fault)
                 claimed = []
             else:
                 self.claim_seconds.append(time.monotonic() - began)
                 if len(self.claim_seconds) > 100_000:
                     del self.claim_seconds[:50_000]
             if claimed:
+                now = time.monotonic()
+                with self._cond:
+                    self._ready.extend((name, now) for name in claimed[1:])
+                    if len(claimed) > 1:
+                        self._cond.notify_all()
                 return claimed[0], False
             with self._cond:
                 if self._woken == woken and not self._shutting_down:
@@ -180,17 +214,25 @@ class ClaimedLine:
                 with self._cond:
                     self._parked_again.extend(names)
 
-    def retry_releases(self) -> None:
+    def tend(self) -> None:
+        """The heartbeat's round of the line: releases that failed tried again, claims that
+        waited `HOLD_SECONDS` for a slot let go (a paused queue, a lowered parallelism)."""
         with self._cond:
             waiting, self._releases = self._releases, {}
+            stale = []
+            while self._ready and time.monotonic() - self._ready[0][1] > HOLD_SECONDS:
+                stale.append(self._ready.popleft()[0])
         for name, (ready_in, park) in waiting.items():
             self._release(name, ready_in, park=park)
+        for name in stale:
+            self._release(name, 0.0, park=False)
 
 
-def claimed_line(ledger: ClaimsWork, rate_limiter, registry=None) -> ClaimedLine:
+def claimed_line(ledger: ClaimsWork, rate_limiter, registry=None, *, free_slots=None,
+                 on_fault=None) -> ClaimedLine:  # fmt: skip
     """The line of a manager on a shared ledger, its claims' metrics registered in `registry`
     (`views.observe.ClaimsCollector`) when there is one."""
-    line = ClaimedLine(ledger, rate_limiter)
+    line = ClaimedLine(ledger, rate_limiter, free_slots or (lambda: 0), on_fault)
     if registry is not None:
         from ..views.observe import ClaimsCollector
 
@@ -206,46 +248,54 @@ def others_running(backend, ledger: ClaimsWork):
 
     def count() -> int:
         others = backend.others_running()
-        if ledger.wanted_parallelism() is not None:
-            others += ledger.others_running()
+        try:
+            if ledger.wanted_parallelism() is not None:
+                others += ledger.others_running()
+        except StorageFault:
+            pass  # dispatch is held meanwhile
         return others
 
     return count
 
 
-class LeaseKeeper:
-    """Renews the manager's leases until `stop` is set (see the module docstring)."""
+class Heartbeat:
+    """The manager's liveness in the ledger, until `stop` is set (see the module docstring)."""
 
-    def __init__(self, ledger: ClaimsWork, line: ClaimedLine, stop: threading.Event) -> None:
+    def __init__(self, ledger: ClaimsWork, line: ClaimedLine, stop: threading.Event,
+                 on_fault: Callable[[StorageFault], None]) -> None:  # fmt: skip
         self.ledger = ledger
         self.line = line
         self.stop = stop
-        # a third of the lease, and at most a second: the sweep that lets go of a dead
-        # manager's run-out claims is what stands between them and the line
-        self.interval = min(max(0.2, ledger.lease / 3), 1.0)
+        self.on_fault = on_fault
+        # the sweep's cadence: a dead manager's items wait a lease and at most this long
+        self.tick = min(max(0.2, ledger.lease / 6), 1.0)
         self._failing = False
 
-    def start(self) -> LeaseKeeper:
-        threading.Thread(target=self.run, name="leases", daemon=True).start()
+    def start(self) -> Heartbeat:
+        threading.Thread(target=self.run, name="heartbeat", daemon=True).start()
         return self
 
     def run(self) -> None:
         while True:
-            self.round()
-            if self.stop.wait(self.interval):
+            try:
+                self.round()
+            except Exception:  # never dies: a bug here must not leave claims to run out
+                log.exception("the heartbeat's round failed; trying again")
+            if self.stop.wait(self.tick):
                 return
 
     def round(self) -> None:
         try:
-            self.ledger.keep_leases()
-            self.line.retry_releases()
+            self.ledger.heartbeat_round()
+            self.line.tend()
         except StorageFault as fault:
             if not self._failing:
-                log.warning("cannot renew this manager's claims: %s", fault.short)
+                log.warning("cannot beat this manager's heartbeat: %s", fault.short)
             self._failing = True
+            self.on_fault(fault)
         else:
             if self._failing:
-                log.info("the shared ledger answers again: claims renewed")
+                log.info("the shared ledger answers again: this manager beats again")
             self._failing = False
 
 
@@ -261,7 +311,7 @@ class OthersFollower:
         self.needs_work = needs_work
         self.began: set[str] = set()
 
-    def follow(self, report, stop: threading.Event, interval: float = 0.5) -> None:
+    def follow(self, report, stop: threading.Event, interval: float = 0.25) -> None:
         """Until `stop`: every `interval`, what changed read, each ended target noted."""
         ended = (State.SUCCEEDED, State.CANCELLED)
         while not stop.wait(interval):

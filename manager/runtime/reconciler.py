@@ -36,7 +36,7 @@ from enum import StrEnum
 from typing import Any
 
 from ..faults import StorageFault
-from ..ports import Backend, Cancel, Ledger, Outcome, Source, State
+from ..ports import Backend, Cancel, ClaimsWork, Ledger, Outcome, Source, State
 from ..retry import RetryPolicy
 from .cancellation import Cancellations
 from .capacity import Capacity
@@ -253,6 +253,8 @@ class Reconciler:
     def _record(self, name: str, attempt: int, outcome: Outcome) -> Result:
         """Write how the started item's attempt ended; the result for the worker loop."""
         if outcome.interrupted:
+            if outcome.outlives and isinstance(self.ledger, ClaimsWork):
+                return Result.STOPPED  # its Job runs on: the claim stays, adopted next time
             self.ledger.requeue(name)
             return Result.STOPPED
         if outcome.cancelled:

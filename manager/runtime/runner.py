@@ -49,7 +49,7 @@ from .asked import Asked
 from .autoscaler import Autoscaler
 from .cancellation import Cancellations
 from .capacity import Capacity
-from .claims import LeaseKeeper, OthersFollower, claimed_line, others_running
+from .claims import Heartbeat, OthersFollower, claimed_line, others_running
 from .dispatcher import Dispatcher, dispatcher_for
 from .fault_hold import FaultHold
 from .intake import Intake
@@ -94,7 +94,11 @@ class Manager:
         policy = options.retry_policy
         # A shared ledger's line is its claims (`claims`); otherwise the manager's own queue.
         if self.shared:
-            self.queue = claimed_line(ledger, policy.rate_limiter(), registry)
+            self.queue = claimed_line(
+                ledger, policy.rate_limiter(), registry, free_slots=self.capacity.free,
+                on_fault=lambda fault: self.hold.hold_for(fault),
+            )  # fmt: skip
+            ledger.on_claims_lost = self._claims_lost
         else:
             self.queue = RateLimitingQueue(
                 "items",
@@ -258,6 +262,12 @@ class Manager:
         finally:
             self.queue.done(name)
 
+    def _claims_lost(self, names: list[str]) -> None:
+        """This manager was declared dead while these ran (stopped, or cut off from the
+        shared ledger, longer than its lease): their items run elsewhere now - end them
+        here. Their outcomes are not recorded (`ClaimLost`): counted lost, never succeeded."""
+        self.cancellations.end_runs(names)
+
     def _retry_adopted(self, name: str) -> None:
         if not self.stop_event.is_set():
             self.queue.add_rate_limited(name)
@@ -349,7 +359,7 @@ class Manager:
         )
         self.adoption.start()
         if self.shared:
-            LeaseKeeper(self.ledger, self.queue, self.stop_event).start()
+            Heartbeat(self.ledger, self.queue, self.stop_event, self.hold.hold_for).start()
         self._dispatcher = dispatcher_for(
             self.backend, self.queue, self.capacity, self.reconciler, self._settle, workers
         ).start()
@@ -435,7 +445,10 @@ class Manager:
         try:
             self._record_kept()  # (a retry it asks for is ignored: the queue is shut down)
             if self.shared:  # only its own claims: the other managers' items run on
-                self.ledger.release_mine()
+                # (a cluster's Jobs run on too: the installation's next manager adopts them)
+                self.ledger.release_mine(
+                    keep_running=getattr(self.backend, "work_outlives_manager", False)
+                )
             else:
                 leftover = [r.name for r in self.ledger.rows(State.RUNNING)]
                 for name in leftover:  # never leave an item marked running

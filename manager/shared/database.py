@@ -1,55 +1,154 @@
-"""The shared ledger's connection: a libpq URL checked and shown without its password, one
-connection per use kept open and made again after an outage, every failure to reach the
-database turned into the manager's one kind of machine fault.
+"""The shared ledger's connections: a checked URL shown without its password, the ledger's own
+schema on every connection, and every error the database can return turned into either the
+user's mistake or the manager's one kind of machine fault.
 
-    postgresql://user@host:5432/db     the password from the environment (PGPASSWORD) or a
-                                       file (PGPASSFILE, ~/.pgpass), as libpq reads them;
-                                       one written into the URL works too, and is never shown
+    postgresql://user@host:5432/db[?schema=NAME]
+        the password from the environment (PGPASSWORD) or a file (PGPASSFILE, ~/.pgpass), as
+        libpq reads them; `schema` (as Prisma's URLs name it) is the PostgreSQL schema the
+        ledger's tables live in - `workqueue` by default - so a queue shares a database with
+        other applications safely; every other query parameter is libpq's own
 
-`shown(url)` is the URL with any password replaced by `***`: what logs, `status` and errors
-print. A database that does not answer (refused, reset, timed out, shut down) is a
-`StorageFault(UNREACHABLE)`: the manager holds dispatch and probes, as for a full disk
-(`manager.runtime.fault_hold`); every other database error is a bug and propagates as it is.
+`shown(url)` is the URL with any password (`user:PASSWORD@`, `?password=`) replaced by `***`:
+what logs, `status` and errors print.
 
-Invariant: `Database._conn` is None or an open connection in autocommit mode; it is used
-under `_lock` only, one statement (or one `transaction()`) at a time.
+What the database says, sorted once here (`fault_of`), so that no thread that talks to it ever
+dies of an answer:
+    a mistake at the first connection - a wrong password, an unknown role or database, an SSL
+        setting the server does not match, a URL option libpq refuses - is a `UserError`
+        naming the cause (exit 2); the same answer later (the password changed under a
+        running manager) is a fault, held like any other
+    read-only (a standby after a failover, `default_transaction_read_only`)
+                                     `StorageFault(LEDGER_READ_ONLY)`
+    no room (a full disk or tablespace)   `StorageFault(LEDGER_FULL)`
+    no answer (refused, reset, limited, shut down, timed out)   `StorageFault(UNREACHABLE)`
+    anything else it can return      `StorageFault(LEDGER_ERROR)`, logged once in full
+The manager holds dispatch and probes for every fault (`manager.runtime.fault_hold`).
+
+Invariant: `Database._conn` is None or an open connection in autocommit mode whose
+search_path is the ledger's schema; it is used under `_lock` only, one statement (or one
+`transaction()`) at a time. Each `Database` is one connection: a part that must not wait for
+another (the heartbeat) has a `sibling()` of its own.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
+import re
 import threading
-from collections.abc import Iterator
-from urllib.parse import urlsplit, urlunsplit
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..errors import InputError, UserError
-from ..faults import UNREACHABLE, StorageFault
+from ..faults import LEDGER_ERROR, LEDGER_FULL, LEDGER_READ_ONLY, UNREACHABLE, StorageFault
+from .statements import Statement
 
+log = logging.getLogger(__name__)
 SCHEMES = ("postgresql", "postgres")
+DEFAULT_SCHEMA = "workqueue"
 CONNECT_SECONDS = 5
+STATEMENT_SECONDS = 60  # no statement of ours takes this long; a hung one must not hang a thread
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_$]{0,62}")
+# what libpq says at a connection when the user's settings are wrong, and what to tell them
+_MISTAKES = (
+    (re.compile(r"password authentication failed for user \"([^\"]*)\""),
+     "the password of user {0} is wrong (PGPASSWORD, PGPASSFILE or ~/.pgpass)"),
+    (re.compile(r"no password supplied"),
+     "the server asks for a password and none was given: set PGPASSWORD or a PGPASSFILE"),
+    (re.compile(r"authentication failed for user \"([^\"]*)\""),
+     "the server refused user {0} (authentication failed)"),
+    (re.compile(r"role \"([^\"]*)\" does not exist"), "there is no role {0} on the server"),
+    (re.compile(r"database \"([^\"]*)\" does not exist"),
+     "there is no database {0} on the server"),
+    (re.compile(r"no pg_hba\.conf entry for host \"([^\"]*)\", user \"([^\"]*)\""),
+     "the server's pg_hba.conf lets no connection of user {1} in from {0}"),
+    (re.compile(r"permission denied for database \"?([^\"\s]*)"),
+     "the user may not connect to database {0}"),
+    (re.compile(r"(server does not support SSL[^\n]*|SSL[^\n]*|[^\n]*certificate[^\n]*)"),
+     "SSL: {0} (check sslmode and the certificates)"),
+    (re.compile(r"invalid (\w+) value: \"?([^\"\n]*)"), "invalid {0} in the URL: {1}"),
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Address:
+    """A checked shared-ledger URL: what libpq connects to (`conninfo`, without our
+    `schema`), the schema, and the URL as it may be printed."""
+
+    url: str
+    conninfo: str
+    schema: str
+    where: str
 
 
 def check_url(text: str) -> str:
-    """A shared ledger's URL, checked: `postgresql://…` with a database name."""
-    parts = urlsplit(text.strip())
+    """A shared ledger's URL, checked (see `address`); the URL itself."""
+    return address(text).url
+
+
+def address(text: str) -> Address:
+    """`text` checked: `postgresql://…` naming a database, options libpq knows, a schema name
+    PostgreSQL takes unquoted. An `InputError` naming what is wrong, never the password."""
+    url = text.strip()
+    parts = urlsplit(url)
     if parts.scheme not in SCHEMES:
-        raise InputError(f"not a PostgreSQL URL (postgresql://user@host/database): {shown(text)}")
+        raise InputError(f"not a PostgreSQL URL (postgresql://user@host/database): {shown(url)}")
     if not parts.path.strip("/"):
-        raise InputError(f"name the database (postgresql://host/NAME): {shown(text)}")
-    return text.strip()
+        raise InputError(f"name the database (postgresql://host/NAME): {shown(url)}")
+    try:
+        parts.port  # noqa: B018 - a port that is not a number raises here
+    except ValueError:
+        raise InputError(f"the port is not a number: {shown(url)}") from None
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    schema = DEFAULT_SCHEMA
+    rest = []
+    for key, value in query:
+        if key == "schema":
+            schema = value
+        else:
+            rest.append((key, value))
+    if not _SCHEMA_NAME.fullmatch(schema):
+        raise InputError(
+            f"schema={schema!r}: a schema name is lower-case letters, digits and _ "
+            "(up to 63), not starting with a digit"
+        )
+    conninfo = urlunsplit(parts._replace(query=urlencode(rest)))
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        conninfo_to_dict(conninfo)
+    except Exception as exc:  # psycopg.ProgrammingError: an option libpq does not know
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InputError(f"{first.replace('URI', 'URL')}: {shown(url)}") from None
+    return Address(url, conninfo, schema, shown(url))
+
+
+def has_password(url: str) -> bool:
+    """Whether `url` carries a password (`user:PASSWORD@` or `?password=`)."""
+    parts = urlsplit(url.strip())
+    try:
+        if parts.password is not None:
+            return True
+    except ValueError:
+        pass
+    return any(k == "password" for k, _ in parse_qsl(parts.query, keep_blank_values=True))
 
 
 def shown(url: str) -> str:
     """`url` as it may be printed: any password replaced by ***."""
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    user = parts.username or ""
-    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, hostport = netloc.rpartition("@")
+        if ":" in userinfo:
+            netloc = f"{userinfo.split(':', 1)[0]}:***@{hostport}"
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        if any(k == "password" for k, _ in pairs):
+            query = urlencode([(k, "***" if k == "password" else v) for k, v in pairs])
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 def _driver():
@@ -62,49 +161,135 @@ def _driver():
     return psycopg
 
 
-def unreachable(exc: BaseException, url: str) -> StorageFault:
-    first = str(exc).strip().splitlines()
-    return StorageFault(UNREACHABLE, shown(url), first[0] if first else type(exc).__name__)
+def _first_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    text = lines[0]
+    # libpq's "connection failed: connection to server at …, port … failed: FATAL:  reason"
+    text = re.sub(r"^connection (failed|is bad): ", "", text)
+    text = re.sub(r"^connection to server at [^:]*: ", "", text)
+    text = re.sub(r"^FATAL:\s+", "", text)
+    return text
+
+
+def mistake_of(exc: BaseException) -> str | None:
+    """What the user must fix, when a failed connection says it was their settings."""
+    text = str(exc)
+    for pattern, say in _MISTAKES:
+        found = pattern.search(text)
+        if found:
+            return say.format(*found.groups())
+    return None
+
+
+def fault_of(exc: BaseException, where: str) -> StorageFault:
+    """The fault a database error is (see the module docstring)."""
+    from psycopg import errors
+
+    if isinstance(exc, errors.ReadOnlySqlTransaction):
+        return StorageFault(LEDGER_READ_ONLY, where, "")
+    if isinstance(exc, errors.DiskFull):
+        return StorageFault(LEDGER_FULL, where, _first_line(exc))
+    if isinstance(exc, errors.OperationalError | errors.InterfaceError):
+        return StorageFault(UNREACHABLE, where, _first_line(exc))
+    return StorageFault(LEDGER_ERROR, where, f"{type(exc).__name__}: {_first_line(exc)}")
 
 
 class Database:
-    """One connection to the shared ledger's database, made when first used."""
+    """One connection to the shared ledger, made when first used (see the module docstring).
 
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.where = shown(url)
+    `statement_hook(name, phase, cursor)` - phase "before" or "after" - is called around
+    every statement: the tests' seam for losing the connection at any statement."""
+
+    def __init__(self, url: str | Address, *, purpose: str = "workqueue") -> None:
+        self.address = url if isinstance(url, Address) else address(url)
+        self.url = self.address.url
+        self.where = self.address.where
+        self.schema = self.address.schema
+        self.purpose = purpose
         self.psycopg = _driver()
         self._lock = threading.RLock()
         self._conn = None
+        self.connected_once = False  # after a first connection, mistakes are faults
+        self.statement_hook: Callable[[str, str, object], None] | None = None
+        self._said_unexpected = False
 
-    def _connect(self, name: str):
-        return self.psycopg.connect(
-            self.url, autocommit=True, connect_timeout=CONNECT_SECONDS, application_name=name
-        )
+    def sibling(self, purpose: str) -> Database:
+        """Another connection to the same ledger (a part that must not wait for this one)."""
+        other = Database(self.address, purpose=purpose)
+        other.connected_once = self.connected_once
+        other.statement_hook = self.statement_hook
+        return other
+
+    def connect(self, *, autocommit: bool = True):
+        """A new connection, its search_path the ledger's schema. Raises `UserError` for the
+        user's mistake before any connection ever succeeded, else `StorageFault`."""
+        try:
+            conn = self.psycopg.connect(
+                self.address.conninfo, autocommit=autocommit, connect_timeout=CONNECT_SECONDS,
+                application_name=self.purpose, keepalives=1, keepalives_idle=10,
+                keepalives_interval=5, keepalives_count=3,
+            )  # fmt: skip
+        except self.psycopg.Error as exc:
+            mistake = mistake_of(exc)
+            if mistake is not None and not self.connected_once:
+                raise UserError(f"the shared ledger {self.where}: {mistake}") from None
+            raise fault_of(exc, self.where) from None
+        try:
+            conn.execute(
+                "SELECT set_config('search_path', %s, false), "
+                "set_config('statement_timeout', %s, false)",
+                (f'"{self.schema}"', f"{STATEMENT_SECONDS}s"),
+            )
+            if not autocommit:
+                conn.commit()
+        except self.psycopg.Error as exc:
+            with contextlib.suppress(Exception):
+                conn.close()
+            raise fault_of(exc, self.where) from None
+        self.connected_once = True
+        return conn
 
     def _connected(self):
-        if self._conn is None or self._conn.closed:
-            self._conn = self._connect("workqueue")
+        if self._conn is None or self._conn.closed or self._conn.broken:
+            self._drop()
+            self._conn = self.connect()
         return self._conn
 
     @contextlib.contextmanager
-    def cursor(self) -> Iterator:
-        """A cursor on the connection (autocommit: each statement commits), under the lock; a
-        lost connection is dropped and raised as a `StorageFault`."""
+    def session(self) -> Iterator[Session]:
+        """Statements one at a time on this connection (autocommit: each commits), under the
+        lock; any database error leaves as a `StorageFault` (a lost connection dropped)."""
         with self._lock:
             try:
                 conn = self._connected()
                 with conn.cursor() as cur:
-                    yield cur
-            except (self.psycopg.OperationalError, self.psycopg.InterfaceError) as exc:
-                self._drop()
-                raise unreachable(exc, self.url) from None
+                    yield Session(cur, self)
+            except self.psycopg.Error as exc:
+                if self._conn is not None and (self._conn.closed or self._conn.broken):
+                    self._drop()
+                fault = fault_of(exc, self.where)
+                if fault.kind == LEDGER_ERROR and not self._said_unexpected:
+                    self._said_unexpected = True  # a bug or a changed schema: said in full once
+                    log.error("the shared ledger %s: %s", self.where, fault.detail, exc_info=exc)
+                raise fault from None
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator:
-        """A cursor inside one transaction (committed at the end, rolled back on an error)."""
-        with self.cursor() as cur, cur.connection.transaction():
-            yield cur
+    def transaction(self) -> Iterator[Session]:
+        """Statements in one transaction (committed at the end, rolled back on an error)."""
+        with self.session() as session, session.cursor.connection.transaction():
+            yield session
+
+    def run(self, statement: Statement, sql_format: dict | None = None, **params) -> list[tuple]:
+        """One statement on its own; its rows ([] when it returns none)."""
+        with self.session() as session:
+            return session.run(statement, sql_format, **params)
+
+    def count(self, statement: Statement, sql_format: dict | None = None, **params) -> int:
+        """One statement on its own; how many rows it changed."""
+        with self.session() as session:
+            return session.count(statement, sql_format, **params)
 
     def _drop(self) -> None:
         conn, self._conn = self._conn, None
@@ -112,14 +297,37 @@ class Database:
             with contextlib.suppress(Exception):
                 conn.close()
 
-    def listener(self):
-        """A connection of its own for LISTEN (notifications come on it while it waits);
-        `StorageFault` when the database does not answer."""
-        try:
-            return self._connect("workqueue-listen")
-        except self.psycopg.OperationalError as exc:
-            raise unreachable(exc, self.url) from None
-
     def close(self) -> None:
         with self._lock:
             self._drop()
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Session:
+    """Named statements on one cursor (see `statements.py`)."""
+
+    def __init__(self, cursor, db: Database) -> None:
+        self.cursor = cursor
+        self.db = db
+
+    def execute(self, statement: Statement, sql_format: dict | None, params: dict) -> None:
+        hook = self.db.statement_hook
+        if hook is not None:
+            hook(statement.name, "before", self.cursor)
+        sql = statement.sql if sql_format is None else statement.sql.format(**sql_format)
+        self.cursor.execute(sql, params)
+        if hook is not None:
+            hook(statement.name, "after", self.cursor)
+
+    def run(self, statement: Statement, sql_format: dict | None = None, **params) -> list[tuple]:
+        self.execute(statement, sql_format, params)
+        return self.cursor.fetchall() if self.cursor.description else []
+
+    def count(self, statement: Statement, sql_format: dict | None = None, **params) -> int:
+        self.execute(statement, sql_format, params)
+        return self.cursor.rowcount

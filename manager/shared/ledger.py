@@ -1,21 +1,31 @@
 """`PostgresLedger`: one queue's record in PostgreSQL, shared by every manager that works it.
 
 It is the `Ledger` port (`manager.ports`) plus claims (`ClaimsWork`, in `claims.py`): a
-manager never starts an item it has not claimed, and it claims only when it holds a free slot.
+manager never starts an item it has not claimed, and it claims only what it has free slots for.
 
     start        claimed -> running, an attempt counted - only while this manager owns it
     finish, requeue, cancel
-                 the outcome written and the claim let go in one statement - again only while
-                 this manager owns it: a manager whose claim was taken (its lease ran out)
-                 writes nothing over the new owner's run and counts the claim lost
+                 the outcome written and the claim let go in one statement, fenced on the
+                 claim and the attempt: a manager whose claim was taken (it was declared dead)
+                 writes nothing over the new owner's run; `finish` raises `ClaimLost` then,
+                 so the manager counts the item lost, never a success of its own
 
 Reads are served from memory, as the SQLite ledger's are (`state` is asked for every listed
-name on every poll): `refresh()` reads the rows changed since it last looked (the `changes`
-sequence), and every `RELOAD_SECONDS` all of them (a write whose sequence number was taken
-before another's but committed after it is then seen too).
+name on every poll): `refresh()` reads the rows written by transactions that committed since
+its last snapshot (`statements.CHANGES_SINCE`), so a write that took its transaction early and
+committed late is read as soon as it commits. A full read every `RELOAD_SECONDS` is a safety
+net only.
 
-Invariant: `_state`, `_versions`, `_priorities` and `_parked` are what the database said at the
-last refresh, overlaid with this manager's own writes since; they change under `_lock`.
+Invariants (all under `_writes`, the lock every write of this manager holds together with its
+statement, so `settle_doubts` never races a claim or a start):
+    `_state`, `_versions`, `_priorities`, `_parked` are what the database said at the last
+        refresh, overlaid with this manager's own writes since (they change under `_lock`);
+    `_claimed` is what this manager claimed and has not started or let go;
+    `_started[name]` is the attempt of this manager's run of `name` not yet ended;
+    `_lost_runs[name]` is the attempt of a run whose claim was taken while it ran (this
+        manager was declared dead): nothing of it is written, and `name` is not started here
+        again until that run has ended;
+    `_finishing[name]` is the time of a finish whose answer was lost, written again as it was.
 """
 
 from __future__ import annotations
@@ -25,16 +35,17 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
+from ..faults import StorageFault
 from ..ports import FINISHED, PENDING_PAIR, ClaimLost, Row, State, keep_priority, pair
 from . import schema
-from .claims import RELEASE, SETTINGS_SECONDS, TURN_HASH, Claims
+from . import statements as sql
+from .claims import SETTINGS_SECONDS, Claims
 from .database import Database
+from .liveness import Liveness
 from .notifier import Notifier
 
 log = logging.getLogger(__name__)
-RELOAD_SECONDS = 60.0
-ROW = ("name, state, attempts, first_seen, started, finished, exit_code, log_path, last_error, "
-       "version, priority")  # fmt: skip
+RELOAD_SECONDS = 600.0  # the safety net's full read (changes are read in commit order)
 
 
 class PostgresLedger(Claims):
@@ -50,10 +61,14 @@ class PostgresLedger(Claims):
         max_attempts: int = 3,
         backoff: Callable[[int], float] = lambda attempts: 0.0,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+        read_only: bool = False,
     ) -> None:
         """`owner`: this manager's id (stable across its restarts: it takes back its own
-        claims); `lease`: seconds a claim lasts unrenewed; `backoff(attempts)`: the wait
-        before a failed item may be claimed again."""
+        claims); `lease`: seconds its claims outlive its last heartbeat; `backoff(attempts)`:
+        the wait before a failed item may be claimed again; `monotonic`: the clock its heartbeat
+        judges the others by. `read_only`: a command that only reads - the schema is checked,
+        never made (`schema.check`)."""
         self.db = db
         self.where = db.where
         self.owner = owner
@@ -62,49 +77,64 @@ class PostgresLedger(Claims):
         self.backoff = backoff
         self.clock = clock
         self._lock = threading.Lock()
+        self._writes = threading.RLock()
         self._state: dict[str, tuple[str, int]] = {}
         self._versions: dict[str, str] = {}
         self._priorities: dict[str, int] = {}
         self._parked: set[str] = set()  # waiting, but left out of the line (gone from the source)
-        self._claimed: set[str] = set()  # claimed by this manager, not started
-        self._seen_change = 0
-        self._peers = (0, 1)  # (this manager's rank among the live ones, how many live)
-        self._reloaded: float | None = None  # when everything was last read (None: never)
-        self._settings: tuple[float, tuple] = (0.0, (None, None, None))
-        self._others: tuple[float, int] = (0.0, 0)  # (when read, others' running items)
+        self._claimed: set[str] = set()
+        self._started: dict[str, int] = {}
+        self._lost_runs: dict[str, int] = {}
+        self._finishing: dict[str, float] = {}
+        self._in_doubt = False
+        self.unregistered = False  # a claim found this manager's row gone
+        self._since: str | None = None  # the snapshot of the last refresh (None: never)
+        self._reloaded = 0.0
+        self._settings: tuple[float, tuple] = (-1e18, (None, None, None))
+        self._others: tuple[float, int] = (-1e18, 0)  # (when read, others' running items)
         # what this manager's claims met (`workqueue_claims*` metrics; `claim` counts refusals)
         self.counters = {"claims": 0, "refused": 0, "lost": 0, "expired": 0, "done": 0}
         self.on_recorded: Callable[[str], None] | None = None
+        self.on_claims_lost: Callable[[list[str]], None] | None = None
         self._notifier: Notifier | None = None
-        schema.migrate(db)  # (memory is read at the first `refresh`: a command never needs it)
+        self.liveness = Liveness(
+            db.sibling("workqueue-heartbeat"), owner, lease, max_attempts=max_attempts,
+            clock=monotonic, wall=clock,
+        )  # fmt: skip
+        self.liveness.on_declared_dead = self._declared_dead
+        if read_only:
+            schema.check(db)
+        else:
+            schema.migrate(db)  # (memory is read at the first `refresh`: a command never needs it)
+
+    def join(self) -> None:
+        """This manager is here: its heartbeat's row made (before it claims anything)."""
+        self.liveness.register()
 
     # -- memory ----------------------------------------------------------------------------
 
     def refresh(self, *, full: bool = False) -> None:
-        """Read what changed since the last refresh (everything when `full`, the first time,
-        or when the last full read is `RELOAD_SECONDS` old). A `StorageFault` when the
-        database does not answer."""
+        """Read what committed since the last refresh (everything when `full`, the first
+        time, or every `RELOAD_SECONDS`). A `StorageFault` when the database does not answer."""
         now = time.monotonic()
-        full = full or self._reloaded is None or now - self._reloaded >= RELOAD_SECONDS
-        since = 0 if full else self._seen_change
-        with self.db.cursor() as cur:
-            cur.execute(
-                "SELECT name, state, attempts, version, priority, claimable, owner IS NULL, "
-                "changed FROM items WHERE changed > %s",
-                (since,),
-            )
-            found = cur.fetchall()
+        full = full or self._since is None or now - self._reloaded >= RELOAD_SECONDS
+        if full:
+            found = self.db.run(sql.EVERYTHING)
+        else:
+            found = self.db.run(sql.CHANGES_SINCE, since=self._since)
         with self._lock:
             if full:
                 self._state, self._versions, self._priorities, self._parked = {}, {}, {}, set()
                 self._reloaded = now
-            for name, state, attempts, version, priority, claimable, free, changed in found:
+            for snapshot, name, state, attempts, version, priority, in_line in found:
+                if snapshot is not None:
+                    self._since = snapshot
+                    continue
                 self._note(name, state, attempts, version, priority)
-                if state in (State.PENDING, State.FAILED) and free and not claimable:
+                if state in (State.PENDING, State.FAILED) and not in_line:
                     self._parked.add(name)
                 else:
                     self._parked.discard(name)
-                self._seen_change = max(self._seen_change, changed)
 
     def _note(self, name: str, state: str, attempts: int, version, priority: int) -> None:
         self._state[name] = pair(state, attempts)
@@ -134,77 +164,78 @@ class PostgresLedger(Claims):
         fresh = [n for n in dict.fromkeys(names) if n not in self._state]
         if not fresh:
             return []
-        with self.db.cursor() as cur:
-            cur.execute(
-                "INSERT INTO items (name, first_seen) SELECT n, %s FROM unnest(%s::text[]) "
-                "WITH ORDINALITY AS t(n, i) ORDER BY i ON CONFLICT (name) DO NOTHING "
-                f"RETURNING name, {TURN_HASH}",
-                (self.clock(), fresh),
-            )
-            found = cur.fetchall()
-            new = [row[0] for row in found]
-            if new:  # the payload names who answers first (`first_to_answer`)
-                cur.execute("SELECT pg_notify('workqueue_line', %s)", (str(found[0][1]),))
+        with self.db.session() as session:
+            found = session.run(sql.SEE, now=self.clock(), names=fresh)
+            if found:  # the payload names who answers first (`first_to_answer`)
+                session.run(sql.NOTIFY_NEW, payload=str(found[0][1]))
         with self._lock:
             for name in fresh:  # a rival's insert of the same name counts as seen too
                 self._state.setdefault(name, PENDING_PAIR)
-        return new
+        return [row[0] for row in found]
 
     def prioritize(self, changes: dict[str, int]) -> None:
         if not changes:
             return
-        with self.db.cursor() as cur:
-            cur.execute(
-                "UPDATE items SET priority = c.p, changed = nextval('changes') FROM "
-                "unnest(%s::text[], %s::int[]) AS c(n, p) WHERE items.name = c.n",
-                (list(changes), list(changes.values())),
-            )
+        self.db.count(sql.PRIORITIZE, names=list(changes), priorities=list(changes.values()))
         with self._lock:
             for name, priority in changes.items():
                 keep_priority(self._priorities, name, priority)
 
     def start(self, name: str, log_path: str, version: str | None = None) -> int:
-        with self.db.cursor() as cur:
-            cur.execute(
-                "UPDATE items SET state = 'running', attempts = attempts + 1, started = %s, "
-                "finished = NULL, exit_code = NULL, log_path = %s, version = %s, "
-                "changed = nextval('changes') WHERE name = %s AND owner = %s "
-                "AND state IN ('pending', 'failed') RETURNING attempts",
-                (self.clock(), log_path, version, name, self.owner),
-            )
-            found = cur.fetchone()
-        with self._lock:
+        with self._writes:
+            if name in self._lost_runs:  # its old run here has not ended: not beside it
+                self.release(name)
+                raise ClaimLost(f"{name}: its earlier run on this manager is still ending")
             self._claimed.discard(name)
-        if found is None:
-            self.counters["lost"] += 1
-            raise ClaimLost(f"{name}: this manager's claim on it is gone")
-        with self._lock:
-            self._note(name, State.RUNNING.value, found[0], version, self.priority(name))
-        return found[0]
+            try:
+                found = self.db.run(sql.START, now=self.clock(), log_path=log_path,
+                                    version=version, name=name, owner=self.owner)  # fmt: skip
+            except StorageFault:
+                self._in_doubt = True  # it may have started: `settle_doubts` undoes it
+                raise
+            if not found:
+                self.counters["lost"] += 1
+                raise ClaimLost(f"{name}: this manager's claim on it is gone")
+            attempt = found[0][0]
+            self._started[name] = attempt
+            with self._lock:
+                self._note(name, State.RUNNING.value, attempt, version, self.priority(name))
+        return attempt
 
-    def _owned(self, name: str, sets: str, values: tuple, *, back_in_line: bool = False) -> bool:
-        """One write of an item this manager owns, its claim let go with it; False (the claim
-        counted lost, nothing written) when it owns it no more. `back_in_line`: the item may
-        be claimed at once (the line is notified; a retry's backoff is found by polling)."""
-        with self.db.cursor() as cur:
-            cur.execute(
-                f"UPDATE items SET {sets}, {RELEASE} WHERE name = %s AND owner = %s "
-                "RETURNING state, attempts, version, priority",
-                (*values, name, self.owner),
-            )
-            found = cur.fetchone()
-            # a freed slot of a bounded queue is news too: a manager may be waiting for it
-            if found is not None and (back_in_line or self.wanted_parallelism() is not None):
-                cur.execute("NOTIFY workqueue_line")
-        with self._lock:
-            self._claimed.discard(name)
+    def _ended(self, name: str, statement: sql.Statement, *, recheck: bool = False,
+               **params) -> tuple | None:  # fmt: skip
+        """One fenced write of this manager's run of `name` (its attempt), the claim let go
+        with it: the row as it is now, or None (the claim was taken: counted lost, nothing
+        written). `recheck`: a finish written before whose answer was lost - done when the row shows
+        exactly it. A freed slot of a bounded queue, or an item back in line, is notified."""
+        with self._writes:
+            if name in self._lost_runs:
+                del self._lost_runs[name]
+                found = None
+            else:
+                attempt = self._started.get(name)
+                with self.db.session() as session:
+                    rows = session.run(statement, name=name, owner=self.owner,
+                                       attempt=attempt, **params)  # fmt: skip
+                    if not rows and recheck:
+                        rows = session.run(sql.FINISHED_ALREADY, name=name, attempt=attempt,
+                                           state=params["state"], at=params["at"])  # fmt: skip
+                    if rows and (statement is sql.REQUEUE
+                                 or self.wanted_parallelism() is not None):  # fmt: skip
+                        session.run(sql.NOTIFY_LINE)
+                found = rows[0] if rows else None
+                self._started.pop(name, None)
+                self._finishing.pop(name, None)
         if found is None:
             self.counters["lost"] += 1
-            log.warning("%s: its claim was lost (its lease ran out): this outcome is not "
-                        "recorded over the run of the manager that took it", name)  # fmt: skip
-            return False
+            log.warning("%s: its claim was lost (this manager was declared dead): this outcome "
+                        "is not recorded over the run of the manager that took it",
+                        name)  # fmt: skip
+            if self.on_recorded is not None:
+                self.on_recorded(name)  # the keeper may forget it: it is settled (lost)
+            return None
         self._recorded(name, found)
-        return True
+        return found
 
     def _recorded(self, name: str, found: tuple) -> None:
         """An end written (state, attempts, version, priority as the row has them now): kept
@@ -217,67 +248,66 @@ class PostgresLedger(Claims):
     def finish(self, name: str, succeeded: bool, exit_code: int | None, error: str | None,
                *, at: float | None = None) -> None:  # fmt: skip
         """running -> succeeded | failed, the claim let go; a failure with attempts left (the
-        row's count) may be claimed again after its backoff."""
-        now = self.clock() if at is None else at
-        state = State.SUCCEEDED if succeeded else State.FAILED
-        attempts = (self.state(name) or (None, 1))[1]  # (for the backoff only)
-        if self._owned(
-            name,
-            "state = %s, finished = %s, exit_code = %s, last_error = %s, "
-            "claimable = (%s AND attempts < %s), ready_at = %s",
-            (state.value, now, exit_code, error, not succeeded, self.max_attempts,
-             now + self.backoff(attempts)),
-        ):  # fmt: skip
-            self.counters["done"] += 1
+        row's count) may be claimed again after its backoff. `ClaimLost` when the claim was
+        taken: the outcome is not this manager's to write."""
+        with self._writes:
+            recheck = name in self._finishing
+            when = self._finishing.setdefault(name, self.clock() if at is None else at)
+            attempt = self._started.get(name) or (self.state(name) or (None, 1))[1]
+            state = State.SUCCEEDED if succeeded else State.FAILED
+            try:
+                found = self._ended(
+                    name, sql.FINISH, recheck=recheck, state=state.value, at=when,
+                    exit_code=exit_code,
+                    error=error, failed=not succeeded, max_attempts=self.max_attempts,
+                    backoff=self.backoff(attempt),
+                )  # fmt: skip
+            except StorageFault:
+                self._in_doubt = True
+                raise
+        if found is None:
+            raise ClaimLost(f"{name}: its claim was taken; this run's end is not recorded")
+        self.counters["done"] += 1
 
     def requeue(self, name: str) -> None:
-        self._owned(
-            name,
-            "state = 'pending', attempts = greatest(attempts - 1, 0), started = NULL, "
-            "claimable = true, ready_at = 0",
-            (),
-            back_in_line=True,
-        )
+        try:
+            self._ended(name, sql.REQUEUE)
+        except StorageFault:
+            self._in_doubt = True
+            raise
 
     def cancel(self, name: str) -> bool:
         """pending, running (by this manager) or failed -> cancelled; an item another manager
-        runs is that manager's to cancel."""
-        with self.db.cursor() as cur:
-            cur.execute(
-                f"UPDATE items SET state = 'cancelled', finished = %s, claimable = false, "
-                f"{RELEASE} WHERE name = %s AND state IN ('pending', 'running', 'failed') "
-                "AND (owner IS NULL OR owner = %s) RETURNING state, attempts, version, priority",
-                (self.clock(), name, self.owner),
-            )
-            found = cur.fetchone()
-        if found is None:
+        runs or holds is that manager's to cancel. `ClaimLost` for a run of this manager
+        whose claim was taken."""
+        if name in self._started or name in self._lost_runs:  # a run of this manager
+            try:
+                found = self._ended(name, sql.CANCEL_RUNNING, now=self.clock())
+            except StorageFault:
+                self._in_doubt = True
+                raise
+            if found is None:
+                raise ClaimLost(f"{name}: its claim was taken; this run's end is not recorded")
+            return True
+        with self._writes:
+            found = self.db.run(sql.CANCEL_WAITING, now=self.clock(), name=name, owner=self.owner)
+            self._claimed.discard(name)
+        if not found:
             return False
-        self._recorded(name, found)
+        self._recorded(name, found[0])
         return True
 
     def rerun(self, name: str, version: str | None = None) -> bool:
         """A finished item runs again (a new version, or back in the source): its outcome
-        kept in `runs`, a new attempt series."""
+        kept in `runs`, a new attempt series at the back of the line."""
         current = self.state(name)
         if current is None or current[0] not in FINISHED:
             return False
-        with self.db.transaction() as cur:
-            cur.execute(
-                "INSERT INTO runs (name, version, state, attempts, started, finished, "
-                "exit_code, last_error) SELECT name, version, state, attempts, started, "
-                "finished, exit_code, last_error FROM items WHERE name = %s "
-                "AND state IN ('succeeded', 'failed', 'cancelled') AND owner IS NULL",
-                (name,),
-            )
-            if not cur.rowcount:
+        with self.db.transaction() as session:
+            if not session.count(sql.KEEP_RUN, name=name):
                 return False
-            cur.execute(
-                "UPDATE items SET state = 'pending', attempts = 0, first_seen = %s, "
-                "started = NULL, finished = NULL, exit_code = NULL, last_error = NULL, "
-                "claimable = true, ready_at = 0, changed = nextval('changes') WHERE name = %s",
-                (self.clock(), name),
-            )
-            cur.execute("NOTIFY workqueue_line")
+            session.count(sql.RERUN, now=self.clock(), name=name)
+            session.run(sql.NOTIFY_LINE)
         with self._lock:
             self._state[name] = PENDING_PAIR
         return True
@@ -285,51 +315,33 @@ class PostgresLedger(Claims):
     def retry(self, name: str) -> bool:
         """A failed or cancelled item runs again on purpose (`workqueue retry`): pending, its
         attempts reset; every manager's next claim may take it."""
-        with self.db.cursor() as cur:
-            cur.execute(
-                "UPDATE items SET state = 'pending', attempts = 0, last_error = NULL, "
-                "claimable = true, ready_at = 0, changed = nextval('changes') "
-                "WHERE name = %s AND state IN ('failed', 'cancelled') AND owner IS NULL",
-                (name,),
-            )
-            done = bool(cur.rowcount)
+        with self.db.session() as session:
+            done = session.count(sql.RETRY, name=name) > 0
             if done:
-                cur.execute("NOTIFY workqueue_line")
+                session.run(sql.NOTIFY_LINE)
         return done
 
     def take_retry_requests(self) -> list[str]:
         return []  # `workqueue retry` writes the row itself: every manager sees it at once
 
     def history(self, name: str) -> list[dict]:
-        with self.db.cursor() as cur:
-            cur.execute(
-                "SELECT version, state, attempts, finished FROM runs WHERE name = %s ORDER BY id",
-                (name,),
-            )
-            found = cur.fetchall()
+        found = self.db.run(sql.HISTORY, name=name)
         return [{"version": v, "state": s, "attempts": a, "finished": f} for v, s, a, f in found]
 
     # -- the whole queue -------------------------------------------------------------------
 
     def row(self, name: str) -> Row | None:
-        found = self._select("WHERE name = %s", (name,))
-        return found[0] if found else None
+        found = self.db.run(sql.ROW, name=name)
+        return Row(*found[0]) if found else None
 
     def rows(self, state: str | None = None) -> list[Row]:
         if state is None:
-            return self._select("ORDER BY name", ())
-        return self._select("WHERE state = %s ORDER BY name", (state,))
-
-    def _select(self, where: str, values: tuple) -> list[Row]:
-        with self.db.cursor() as cur:
-            cur.execute(f"SELECT {ROW} FROM items {where}", values)
-            return [Row(*found) for found in cur.fetchall()]
+            return [Row(*found) for found in self.db.run(sql.ROWS)]
+        return [Row(*found) for found in self.db.run(sql.ROWS_IN, state=state)]
 
     def counts(self) -> dict[str, int]:
         counts = {s.value: 0 for s in State}
-        with self.db.cursor() as cur:
-            cur.execute("SELECT state, count(*) FROM items GROUP BY state")
-            counts.update(dict(cur.fetchall()))
+        counts.update(dict(self.db.run(sql.COUNTS)))
         return counts
 
     def __len__(self) -> int:
@@ -341,9 +353,7 @@ class PostgresLedger(Claims):
         at, settings = self._settings
         if time.monotonic() - at < SETTINGS_SECONDS:
             return settings
-        with self.db.cursor() as cur:
-            cur.execute("SELECT paused_since, parallelism, removals_accepted FROM queue")
-            settings = cur.fetchone()
+        settings = self.db.run(sql.SETTINGS)[0]
         self._settings = (time.monotonic(), settings)
         return settings
 
@@ -359,10 +369,8 @@ class PostgresLedger(Claims):
     def set_setting(self, column: str, value) -> None:
         """Write one of the queue's settings (`paused_since`, `parallelism`,
         `removals_accepted`): every manager reads it within `SETTINGS_SECONDS`."""
-        assert column in ("paused_since", "parallelism", "removals_accepted")
-        with self.db.cursor() as cur:
-            cur.execute(f"UPDATE queue SET {column} = %s", (value,))
-        self._settings = (0.0, self._settings[1])
+        self.db.count(sql.SETTING[column], value=value)
+        self._settings = (-1e18, self._settings[1])
 
     def want_parallelism(self, parallelism: int) -> None:
         self.set_setting("parallelism", parallelism)
@@ -371,44 +379,44 @@ class PostgresLedger(Claims):
         pass  # `workqueue status` reads the items table itself
 
     def note_manager(self, facts: dict | None) -> None:
+        """This manager's facts where `status` reads them (None: it stopped noting)."""
         from psycopg.types.json import Jsonb
 
-        with self.db.cursor() as cur:
-            if facts is None:
-                cur.execute("DELETE FROM managers WHERE id = %s", (self.owner,))
-            else:
-                cur.execute(
-                    "INSERT INTO managers (id, facts, lease, said) VALUES (%s, %s, %s, now()) "
-                    "ON CONFLICT (id) DO UPDATE SET facts = excluded.facts, "
-                    "lease = excluded.lease, said = now()",
-                    (self.owner, Jsonb(facts), self.lease),
-                )
+        self.db.count(sql.NOTE_FACTS, owner=self.owner, lease=self.lease,
+                      facts=None if facts is None else Jsonb(facts))  # fmt: skip
 
     def probe(self) -> None:
-        with self.db.cursor() as cur:
-            cur.execute("SELECT 1")
+        """The fault hold's probe: a write (a read-only or full database refuses it)."""
+        self.db.count(sql.PROBE, owner=self.owner)
 
     def close(self) -> None:
         if self._notifier is not None:
             self._notifier.stop()
+        self.liveness.db.close()
         self.db.close()
 
 
 def open_shared(
     url: str, owner: str, *, lease: float, max_attempts: int, retry_backoff: tuple[float, float]
 ) -> PostgresLedger:
-    """A manager's shared ledger at `url` under `owner`, its schema brought up to date; a
-    failed retry waits `retry_backoff` (first wait, cap) doubling, as the manager's own
-    retries do. Its connection is closed again when it cannot be opened."""
+    """A manager's shared ledger at `url` under `owner`, its schema brought up to date and
+    this manager registered; a failed retry waits `retry_backoff` (first wait, cap) doubling,
+    as the manager's own retries do. Its connections are closed again when it cannot be
+    opened."""
     from ..retry import Backoff
 
     db = Database(url)
     backoff = Backoff(*retry_backoff)
+    ledger = None
     try:
-        return PostgresLedger(
+        ledger = PostgresLedger(
             db, owner, lease=lease, max_attempts=max_attempts,
             backoff=lambda attempts: backoff.delay(max(attempts - 1, 0)),
         )  # fmt: skip
+        ledger.join()
+        return ledger
     except BaseException:
+        if ledger is not None:
+            ledger.close()
         db.close()
         raise

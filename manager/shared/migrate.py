@@ -45,7 +45,8 @@ def copy_in(db: Database, rows: list[Row], runs: list[dict], settings: dict) -> 
         raise ValueError("running items cannot be moved")
     ordered = sorted(rows, key=lambda r: (r.first_seen, r.name))
     added: set[str] = set()
-    with db.transaction() as cur:
+    with db.transaction() as session:
+        cur = session.cursor
         for start in range(0, len(ordered), BATCH):
             chunk = ordered[start : start + BATCH]
             cur.execute(

@@ -13,12 +13,13 @@ from .database import Database
 
 
 class Notifier:
-    """LISTENs for `workqueue_line` on a connection of its own and calls its callbacks on
-    each notification (and after a reconnect: what changed meanwhile was not notified)."""
+    """LISTENs for `workqueue_line` on a connection of its own (`db`, used by nothing else)
+    and calls its callbacks on each notification (and after a reconnect: what changed
+    meanwhile was not notified). It never stops listening until `stop`."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
-        self.callbacks: list[Callable[[], None]] = []
+        self.callbacks: list[Callable[[str], None]] = []
         self._stopped = threading.Event()
         self._conn = None
 
@@ -29,7 +30,7 @@ class Notifier:
     def _run(self) -> None:
         while not self._stopped.is_set():
             try:
-                self._conn = self.db.listener()
+                self._conn = self.db.connect()
                 self._conn.execute("LISTEN workqueue_line")
                 self._tell("")
                 while not self._stopped.is_set():

@@ -1,6 +1,7 @@
 """The flags that point a backend at a shared ledger, declared once for every backend:
 
---ledger URL     postgresql://user@host/db - the password from PGPASSWORD or a PGPASSFILE
+--ledger URL     postgresql://user@host/db[?schema=NAME] - the password from PGPASSWORD or a
+                 PGPASSFILE; a URL with a password only from the environment (WORKQUEUE_LEDGER)
 --lease D        how long a claim lasts unrenewed (default 30s): what a manager that dies
                  costs its items, and the longest outage of its own it rides out
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from ..declared import option
 from ..durations import parse_duration
-from ..errors import InputError
+from ..errors import InputError, UserError
 
 DEFAULT_LEASE = 30.0
 
@@ -20,13 +21,29 @@ def ledger_url(text: str) -> str:
     return check_url(text)
 
 
+def no_password_typed(text: str) -> None:
+    """A password typed in `--ledger` is refused: every user of the machine sees a process's
+    arguments (`ps`) for its whole life, and a shell keeps them in its history. (Rewriting
+    the process's own arguments after start would still show them until then.)"""
+    from .database import has_password
+
+    if has_password(text):
+        raise UserError(
+            "--ledger: a password on the command line is visible to every user of this machine "
+            "(ps) and kept in shell history: give it in PGPASSWORD or a PGPASSFILE (~/.pgpass), "
+            "or the whole URL in WORKQUEUE_LEDGER"
+        )
+
+
 def ledger_option():
     return option(
         "--ledger",
         "a shared ledger: many managers (machines, clusters) work one queue through "
-        "PostgreSQL (postgresql://user@host/db; the password from PGPASSWORD or a PGPASSFILE)",
+        "PostgreSQL (postgresql://user@host/db[?schema=NAME]; the password from PGPASSWORD or "
+        "a PGPASSFILE, or the URL in WORKQUEUE_LEDGER - never typed here)",
         parse=ledger_url,
         metavar="URL",
+        typed=no_password_typed,
     )
 
 

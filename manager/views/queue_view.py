@@ -228,6 +228,7 @@ def from_record(
         context,
         reasons=record.reasons,
         manager=record.facts,
+        **({"silent_managers": record.silent_managers} if record.silent_managers else {}),
     )
     for state, n in record.unnamed.items():
         view.counts[state] = view.counts.get(state, 0) + n

@@ -23,18 +23,18 @@ class Stolen(PostgresLedger):
 
     def start(self, name, log_path, version=None):
         if name == self.victim:
-            with self.db.cursor() as cur:
-                cur.execute("UPDATE items SET owner = 'rival', state = 'running', "
-                            "attempts = 1 WHERE name = %s", (name,))  # fmt: skip
+            with self.db.session() as session:
+                session.cursor.execute("UPDATE items SET owner = 'rival', state = 'running', "
+                                       "attempts = 1 WHERE name = %s", (name,))  # fmt: skip
             threading.Timer(0.3, self._rival_finishes, args=(name,)).start()
         return super().start(name, log_path, version)
 
     def _rival_finishes(self, name):
-        db = Database(self.db.url)
-        with db.cursor() as cur:
-            cur.execute("UPDATE items SET owner = NULL, state = 'succeeded', claimable = false, "
-                        "changed = nextval('changes') WHERE name = %s", (name,))  # fmt: skip
-        db.close()
+        with Database(self.db.url) as db, db.session() as session:
+            session.cursor.execute(
+                "UPDATE items SET owner = NULL, state = 'succeeded', claimable = false, "
+                "changed = pg_current_xact_id() WHERE name = %s", (name,)
+            )  # fmt: skip
 
 
 def test_a_claim_lost_before_its_start_is_not_run_and_the_run_hears_how_it_ended(
@@ -52,6 +52,7 @@ def test_a_claim_lost_before_its_start_is_not_run_and_the_run_hears_how_it_ended
     source = open_folder(str(folder), [".x"])
     db = Database(postgres)
     ledger = Stolen(db, "me", lease=30)
+    ledger.join()
     backend = LocalBackend([str(worker)], str(tmp_path / "state"), end_with_manager=True)
     try:
         manager = Manager(source, ledger, backend, ManagerOptions(parallelism=1))

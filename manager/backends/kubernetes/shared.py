@@ -27,7 +27,7 @@ import logging
 import secrets
 
 from ...errors import UserError
-from ...ports import ManagerSeeds, Parts, State
+from ...ports import ClaimLost, ManagerSeeds, Parts, State
 from .client.api import KubeError
 from .client.cache import finished
 from .dispatch.adopted import running_items
@@ -101,23 +101,31 @@ def take_back(ledger, backend) -> None:
         if state != State.RUNNING:
             ledger.release(name)
             continue
-        if name in running and running[name][1] == attempts:
-            continue  # its Job runs: adopted by the manager, recorded when it ends
-        item_hash = ko.item_hash(backend.queue, name)
-        if _finished_job(backend, name, attempts):
-            backend.cache.wait_for(lambda h=item_hash, a=attempts: _recorded(backend, h, a),
-                                   timeout=RECORD_WAIT_SECONDS)  # fmt: skip
-        entry = backend.record.entry(item_hash)
-        if entry is not None and entry.attempts >= attempts and entry.state in (
-            State.SUCCEEDED, State.FAILED,
-        ):  # fmt: skip
-            succeeded = entry.state == State.SUCCEEDED
-            ledger.finish(name, succeeded, 0 if succeeded else 1,
-                          None if succeeded else "Job failed (while no manager ran)")  # fmt: skip
-            log.info("%s: its Job ended while no manager ran: %s", name, entry.state)
-        else:
-            ledger.requeue(name)
-            log.info("%s: no Job was made for it before its manager stopped: back in line", name)
+        try:
+            _settle_one(ledger, backend, running, name, attempts)
+        except ClaimLost:  # other managers took it while none of the installation's ran
+            log.info("%s: its claim was taken while no manager of this installation ran", name)
+
+
+def _settle_one(ledger, backend, running: dict, name: str, attempts: int) -> None:
+    """One running item the installation held, settled (see `take_back`)."""
+    if name in running and running[name][1] == attempts:
+        return  # its Job runs: adopted by the manager, recorded when it ends
+    item_hash = ko.item_hash(backend.queue, name)
+    if _finished_job(backend, name, attempts):
+        backend.cache.wait_for(lambda h=item_hash, a=attempts: _recorded(backend, h, a),
+                               timeout=RECORD_WAIT_SECONDS)  # fmt: skip
+    entry = backend.record.entry(item_hash)
+    if entry is not None and entry.attempts >= attempts and entry.state in (
+        State.SUCCEEDED, State.FAILED,
+    ):  # fmt: skip
+        succeeded = entry.state == State.SUCCEEDED
+        ledger.finish(name, succeeded, 0 if succeeded else 1,
+                      None if succeeded else "Job failed (while no manager ran)")  # fmt: skip
+        log.info("%s: its Job ended while no manager ran: %s", name, entry.state)
+    else:
+        ledger.requeue(name)
+        log.info("%s: no Job was made for it before its manager stopped: back in line", name)
 
 
 def _finished_job(backend, name: str, attempt: int) -> bool:

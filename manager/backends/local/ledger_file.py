@@ -82,8 +82,14 @@ class LedgerBusy(UserError):
 
 def lock_state_dir(state_dir: str):
     """The open lock file of `state_dir`, held exclusively (see the module docstring); the
-    caller closes it to let go. `LedgerBusy` when another manager holds it."""
-    os.makedirs(state_dir, exist_ok=True)
+    caller closes it to let go. `LedgerBusy` when another manager holds it; a `UserError`
+    when `state_dir` cannot be a folder (a file by that name, no permission)."""
+    if os.path.exists(state_dir) and not os.path.isdir(state_dir):
+        raise UserError(f"--state-dir {state_dir} is a file, not a folder")
+    try:
+        os.makedirs(state_dir, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot make the state directory {state_dir}: {exc.strerror}") from None
     lock_file = open(os.path.join(state_dir, LOCK_FILE), "w")  # noqa: SIM115 - held open
     try:
         fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -35,6 +35,7 @@ import time
 from dataclasses import dataclass, field
 
 from ...errors import UserError
+from ...ports import ClaimLost
 from .kept import LOST, KeeperLink, KeptChild, end_process_group, read_journal
 from .process import KEEPERS_DIR, exit_error
 
@@ -173,29 +174,10 @@ def take_back(ledger, state_dir: str) -> TakenBack:
     found = survey(keepers_dir)
     taken = TakenBack(links=found.links)
     for name, attempts, pgid, pgid_start in ledger.running_rows():
-        word = found.words.get((name, attempts))
-        if word is None:
-            if pgid:  # a ledger of an earlier version: its group is ended, the item put back
-                end_process_group(pgid, pgid_start)
-            ledger.requeue(name)
-            taken.requeued.append(name)
-        elif word.kind == "running":
-            taken.adopted[(name, attempts)] = word.child
-        elif word.kind == "ended" and word.record.get("interrupted"):
-            ledger.requeue(name)  # ended by its keeper with the manager (a shared ledger)
-            if word.link is not None:
-                word.link.ack(word.record["id"])
-            taken.requeued.append(name)
-        elif word.kind == "ended":
-            code = word.record.get("code")
-            ledger.finish(name, code == 0, code, exit_error(code), at=word.record.get("at"))
-            if word.link is not None:
-                word.link.ack(word.record["id"])
-            taken.recorded.append(name)
-        else:
-            end_process_group(word.record["pid"], word.record.get("ticks"))
-            ledger.finish(name, False, None, LOST)
-            taken.lost.append(name)
+        try:
+            _settle_one(ledger, found, taken, name, attempts, pgid, pgid_start)
+        except ClaimLost:  # a shared ledger: other managers took it while none of ours ran
+            log.info("%s: its claim was taken while no manager of this directory ran", name)
     for keeper_id, fd in found.dead:
         for suffix in (".journal", ".sock", ".err", ".lock"):
             try:
@@ -207,3 +189,33 @@ def take_back(ledger, state_dir: str) -> TakenBack:
         if not any(child.link is link for child in taken.adopted.values()):
             link.close(wait=0)
     return taken
+
+
+def _settle_one(ledger, found: Survey, taken: TakenBack, name: str, attempts: int, pgid,
+                pgid_start) -> None:  # fmt: skip
+    """One running item of the ledger settled by the newest word on its attempt."""
+    word = found.words.get((name, attempts))
+    if word is None:
+        if pgid:  # a ledger of an earlier version: its group is ended, the item put back
+            end_process_group(pgid, pgid_start)
+        ledger.requeue(name)
+        taken.requeued.append(name)
+    elif word.kind == "running":
+        taken.adopted[(name, attempts)] = word.child
+    elif word.kind == "ended" and word.record.get("interrupted"):
+        ledger.requeue(name)  # ended by its keeper with the manager (a shared ledger)
+        if word.link is not None:
+            word.link.ack(word.record["id"])
+        taken.requeued.append(name)
+    elif word.kind == "ended":
+        code = word.record.get("code")
+        try:
+            ledger.finish(name, code == 0, code, exit_error(code), at=word.record.get("at"))
+        finally:  # recorded, or its claim lost: either way the keeper may forget it
+            if word.link is not None:
+                word.link.ack(word.record["id"])
+        taken.recorded.append(name)
+    else:
+        end_process_group(word.record["pid"], word.record.get("ticks"))
+        ledger.finish(name, False, None, LOST)
+        taken.lost.append(name)

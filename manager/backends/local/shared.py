@@ -19,6 +19,7 @@ Two differences from the embedded ledger, both for exactly once across machines:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
@@ -54,7 +55,9 @@ def setup_shared(options, seeds: ManagerSeeds) -> Parts:
     from .recovery import take_back
 
     state_dir = os.path.abspath(options.state_dir)
-    os.makedirs(state_dir, mode=0o700, exist_ok=True)
+    if not os.path.lexists(state_dir):  # the workers' item files and logs: this user's only
+        with contextlib.suppress(OSError):  # (what fails is said by the lock below)
+            os.makedirs(state_dir, mode=0o700)
     held = lock_state_dir(state_dir)
     ledger = None
     try:

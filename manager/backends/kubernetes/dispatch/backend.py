@@ -53,6 +53,7 @@ RECORD_LOOKS = 10  # fresh reads of the record for a Job that finished elsewhere
 
 
 class KubernetesBackend:
+    work_outlives_manager = True  # its Jobs run on when it stops (a shared ledger keeps them)
     def __init__(
         self,
         api: KubeApi,
@@ -285,8 +286,8 @@ class KubernetesBackend:
             self._stopping.wait(1.0)  # a rival may be mid-write: look again shortly
         else:  # finished, its finalizer gone, and no record of it: someone else removed it
             return Outcome(False, error="its Job finished but nobody recorded it", log_path=where)
-        if not recorded():
-            return Outcome(False, interrupted=True, log_path=where)
+        if not recorded():  # stopping: the Job runs on, whoever manages the queue next records it
+            return Outcome(False, interrupted=True, log_path=where, outlives=True)
         state, _ = self.record.get(item_hash)
         if state == "succeeded":
             return Outcome(True, exit_code=0, log_path=where)

@@ -1,0 +1,361 @@
+"""Every statement the shared ledger sends, named and commented, in one place.
+
+A `Statement` is its name (what logs, the fault-injection tests and the EXPLAIN regression test
+call it by) and its SQL; `hot` marks the ones on a claim's, a renewal's or a change-reader's
+path, whose plans `tests/shared/test_statements.py` checks use their index. The SQL names
+tables without a schema: every connection's `search_path` is the ledger's own schema
+(`database.Database`), so the same statements serve whichever schema a queue lives in.
+
+Conventions the statements keep (the invariants of `schema.py`'s tables):
+  * every write of an item sets `changed = pg_current_xact_id()`: the change readers read by
+    transaction, in commit order (`CHANGES_SINCE`);
+  * every write of a started item is fenced on its claim AND its attempt: `owner = me AND
+    state = 'running' AND attempts = the attempt` - a manager whose claim ran out (or an old
+    run of an item it claimed again) writes nothing;
+  * time is the database's own (`clock_timestamp()`): backoffs (`ready_at`), turns
+    (`listed_at`), heartbeats (`said`). No lease is ever judged by a clock: liveness is the
+    heartbeat's counter (`beat`), judged by observers (`liveness.py`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Statement:
+    name: str
+    sql: str
+    hot: bool = False  # on the claim/renewal/change path: its plan is checked (see above)
+
+
+# -- the managers: liveness ----------------------------------------------------------------
+
+# A manager says it is here (at start, and again after rivals declared it dead): its row, its
+# lease, its counter. An existing row (a restart on the same id) keeps its counter going.
+REGISTER = Statement(
+    "register",
+    "INSERT INTO managers (id, facts, lease, said, beat) "
+    "VALUES (%(owner)s, NULL, %(lease)s, clock_timestamp(), 1) "
+    "ON CONFLICT (id) DO UPDATE SET lease = excluded.lease, said = clock_timestamp(), "
+    "beat = managers.beat + 1 RETURNING beat",
+)
+
+# The heartbeat: one row write per manager per third of its lease, whatever it holds. No row
+# comes back when rivals declared this manager dead (its claims are gone).
+BEAT = Statement(
+    "beat",
+    "UPDATE managers SET beat = beat + 1, said = clock_timestamp() WHERE id = %(owner)s "
+    "RETURNING beat",
+    hot=True,
+)
+
+# What an observer reads each sweep: every manager's counter and lease, and whether the
+# database takes writes now (a read-only spell is no time in which a rival could renew).
+OBSERVE = Statement(
+    "observe",
+    "SELECT current_setting('transaction_read_only') = 'on', "
+    "coalesce((SELECT json_agg(json_build_array(id, beat, lease)) FROM managers), '[]')",
+)
+
+# A rival that did not beat for a whole lease of a working database (as this observer saw it)
+# is declared dead - only if its counter is still the one observed: a beat that lands first
+# keeps it alive. Its row is deleted, then (a statement of its own: a new snapshot that sees
+# every claim it committed before the delete got its lock) its items are let go.
+DECLARE_DEAD = Statement(
+    "declare_dead",
+    "DELETE FROM managers WHERE id = %(rival)s AND beat = %(beat)s RETURNING id",
+)
+
+# The items of a dead manager (or of an owner no managers row names: `ORPHANS`): a claimed
+# item goes back to the line as it was; a running one is failed, its attempt counted, and
+# claimable again while attempts remain.
+RELEASE_DEAD = Statement(
+    "release_dead",
+    "UPDATE items SET "
+    "state = CASE WHEN state = 'running' THEN 'failed' ELSE state END, "
+    "last_error = CASE WHEN state = 'running' THEN 'its manager ' || owner || "
+    "' went silent for its whole lease (no heartbeat)' ELSE last_error END, "
+    "finished = CASE WHEN state = 'running' THEN %(now)s ELSE finished END, "
+    "claimable = (state <> 'running' OR attempts < %(max_attempts)s), "
+    "ready_at = '-infinity', owner = NULL, changed = pg_current_xact_id() "
+    "WHERE owner = %(rival)s AND NOT EXISTS (SELECT 1 FROM managers WHERE id = %(rival)s) "
+    "RETURNING name",
+)
+
+# Owners of claims that no managers row names (a row deleted by hand, a ledger upgraded from
+# the lease-per-row schema): observed like silent managers, let go after a lease.
+ORPHANS = Statement(
+    "orphans",
+    "SELECT DISTINCT owner FROM items WHERE owner IS NOT NULL "
+    "AND NOT EXISTS (SELECT 1 FROM managers WHERE managers.id = items.owner)",
+)
+
+# A manager leaves (it stopped cleanly): its row goes, nothing it holds goes with it.
+LEAVE = Statement("leave", "DELETE FROM managers WHERE id = %(owner)s")
+
+# The facts `workqueue status` shows of a manager (parallelism, policy, why it holds).
+NOTE_FACTS = Statement(
+    "note_facts",
+    "UPDATE managers SET facts = %(facts)s, lease = %(lease)s WHERE id = %(owner)s",
+)
+
+# `status`: every manager with its facts and how long ago it beat (database time), and
+# whether that is more than its lease.
+MANAGERS = Statement(
+    "managers",
+    "SELECT id, facts, lease, extract(epoch FROM clock_timestamp() - said) FROM managers "
+    "ORDER BY said DESC",
+)
+
+# `status`: the items the silent managers hold.
+CLAIMS_OF = Statement(
+    "claims_of", "SELECT name, owner, state FROM items WHERE owner = ANY(%(owners)s)"
+)
+
+# The write the fault hold probes with: a read-only or full database refuses it.
+PROBE = Statement(
+    "probe", "UPDATE managers SET said = clock_timestamp() WHERE id = %(owner)s"
+)
+
+# -- claims --------------------------------------------------------------------------------
+
+# A line item free to claim now: claimable, unowned, its backoff over, and (for its first
+# moment) this manager's turn ({turn}: `claims.turn_condition`).
+FREE = (
+    "claimable AND owner IS NULL AND ready_at <= clock_timestamp() AND {turn}"
+)
+
+# The claim: up to %(limit)s items from the head of the line (priority, then arrival), taken
+# with SKIP LOCKED (rows a rival is taking are passed over, never waited for, never given
+# twice), only while this manager's row exists - locked FOR SHARE, so a rival declaring it dead
+# waits for this claim and then lets its items go too. Rows come back as 'taken'; when none
+# was taken: one 'refused' row if the snapshot saw free items (a rival took every one of them
+# at that instant), one 'unknown' row if this manager is not registered (declared dead).
+CLAIM = Statement(
+    "claim",
+    "WITH me AS (SELECT id FROM managers WHERE id = %(owner)s FOR SHARE), "
+    "head AS (SELECT name FROM items WHERE " + FREE + " AND EXISTS (SELECT 1 FROM me) "
+    "ORDER BY priority DESC, seq LIMIT %(limit)s FOR UPDATE SKIP LOCKED), "
+    "taken AS (UPDATE items SET owner = %(owner)s, changed = pg_current_xact_id() FROM head "
+    "WHERE items.name = head.name RETURNING items.name, state, attempts, version, priority) "
+    "SELECT 'taken', name, state, attempts, version, priority FROM taken "
+    "UNION ALL SELECT 'unknown', NULL, NULL, NULL, NULL, NULL "
+    "WHERE NOT EXISTS (SELECT 1 FROM me) "
+    "UNION ALL SELECT 'refused', NULL, NULL, NULL, NULL, NULL "
+    "WHERE EXISTS (SELECT 1 FROM me) AND NOT EXISTS (SELECT 1 FROM taken) "
+    "AND EXISTS (SELECT 1 FROM items WHERE " + FREE + ")",
+    hot=True,
+)
+
+# Under an asked parallelism every manager's claims together are bounded: a claim takes this
+# transaction-scoped lock, counts what is claimed, and takes only what is left.
+BOUND_LOCK = Statement("bound_lock", "SELECT pg_advisory_xact_lock(%(key)s)")
+CLAIMED_COUNT = Statement(
+    "claimed_count", "SELECT count(*) FROM items WHERE owner IS NOT NULL", hot=True
+)
+
+# Whether anything is free to claim now (the dispatcher waits on it).
+WAITING = Statement(
+    "waiting", "SELECT EXISTS (SELECT 1 FROM items WHERE " + FREE + ")", hot=True
+)
+
+# A claim that did not start goes back: claimable after its backoff, or parked (out of the
+# line) until a listing brings it again.
+RELEASE = Statement(
+    "release",
+    "UPDATE items SET owner = NULL, changed = pg_current_xact_id(), "
+    "claimable = claimable AND NOT %(park)s, "
+    "ready_at = greatest(ready_at, clock_timestamp() + make_interval(secs => %(ready_in)s)) "
+    "WHERE name = %(name)s AND owner = %(owner)s AND state <> 'running'",
+)
+
+# Listed again: parked items back in the line.
+UNPARK = Statement(
+    "unpark",
+    "UPDATE items SET claimable = true, changed = pg_current_xact_id() "
+    "WHERE name = ANY(%(names)s) AND NOT claimable AND owner IS NULL "
+    "AND state IN ('pending', 'failed') AND attempts < %(max_attempts)s",
+)
+
+# Everything this manager holds (its restart takes it back).
+OWNED = Statement(
+    "owned",
+    "SELECT name, state, attempts FROM items WHERE owner = %(owner)s ORDER BY seq",
+    hot=True,
+)
+
+# After a write whose answer was lost (the connection died mid-statement): what this manager
+# holds but does not know it holds is let go - a claim it never heard of back in line, a
+# start it never heard of undone (pending again, the attempt not counted).
+LET_GO_UNKNOWN = Statement(
+    "let_go_unknown",
+    "UPDATE items SET state = CASE WHEN state = 'running' THEN 'pending' ELSE state END, "
+    "attempts = CASE WHEN state = 'running' THEN greatest(attempts - 1, 0) ELSE attempts END, "
+    "started = CASE WHEN state = 'running' THEN NULL ELSE started END, "
+    "owner = NULL, changed = pg_current_xact_id() "
+    "WHERE owner = %(owner)s AND NOT (name = ANY(%(known)s)) RETURNING name",
+)
+
+# Items other managers run now (an asked parallelism counts them against this one's slots).
+OTHERS_RUNNING = Statement(
+    "others_running",
+    "SELECT count(*) FROM items WHERE owner IS NOT NULL AND owner <> %(owner)s "
+    "AND state = 'running'",
+    hot=True,
+)
+
+NOTIFY_LINE = Statement("notify_line", "NOTIFY workqueue_line")
+# new items: the payload names whose turn the first one is (`claims.first_to_answer`)
+NOTIFY_NEW = Statement("notify_new", "SELECT pg_notify('workqueue_line', %(payload)s)")
+
+# -- an item's life ------------------------------------------------------------------------
+
+# New names, pending, in the order given (their arrival order); a rival's insert wins quietly.
+SEE = Statement(
+    "see",
+    "INSERT INTO items (name, first_seen, listed_at) "
+    "SELECT n, %(now)s, clock_timestamp() FROM unnest(%(names)s::text[]) "
+    "WITH ORDINALITY AS t(n, i) ORDER BY i ON CONFLICT (name) DO NOTHING "
+    "RETURNING name, (hashtext(name) & 2147483647)",
+)
+
+PRIORITIZE = Statement(
+    "prioritize",
+    "UPDATE items SET priority = c.p, changed = pg_current_xact_id() FROM "
+    "unnest(%(names)s::text[], %(priorities)s::int[]) AS c(n, p) WHERE items.name = c.n",
+)
+
+# claimed -> running, an attempt counted: only while the claim is this manager's.
+START = Statement(
+    "start",
+    "UPDATE items SET state = 'running', attempts = attempts + 1, started = %(now)s, "
+    "finished = NULL, exit_code = NULL, log_path = %(log_path)s, version = %(version)s, "
+    "changed = pg_current_xact_id() WHERE name = %(name)s AND owner = %(owner)s "
+    "AND state IN ('pending', 'failed') RETURNING attempts",
+)
+
+# running -> succeeded | failed, the claim let go - fenced on the claim and the attempt. A
+# failure with attempts left is claimable again when its backoff ends.
+FINISH = Statement(
+    "finish",
+    "UPDATE items SET state = %(state)s, finished = %(at)s, exit_code = %(exit_code)s, "
+    "last_error = %(error)s, claimable = (%(failed)s AND attempts < %(max_attempts)s), "
+    "ready_at = clock_timestamp() + make_interval(secs => %(backoff)s), "
+    "owner = NULL, changed = pg_current_xact_id() "
+    "WHERE name = %(name)s AND owner = %(owner)s AND state = 'running' "
+    "AND attempts = coalesce(%(attempt)s::int, attempts) "
+    "RETURNING state, attempts, version, priority",
+)
+
+# A finish whose answer was lost may have been written: it was when the row shows exactly this
+# outcome (state, attempt and the time it ended) - then writing it again is not a lost claim.
+FINISHED_ALREADY = Statement(
+    "finished_already",
+    "SELECT state, attempts, version, priority FROM items WHERE name = %(name)s "
+    "AND owner IS NULL AND state = %(state)s "
+    "AND attempts = coalesce(%(attempt)s::int, attempts) AND finished = %(at)s",
+)
+
+# running -> pending (interrupted: the manager stops), the attempt not counted.
+REQUEUE = Statement(
+    "requeue",
+    "UPDATE items SET state = 'pending', attempts = greatest(attempts - 1, 0), "
+    "started = NULL, claimable = true, ready_at = '-infinity', owner = NULL, "
+    "changed = pg_current_xact_id() WHERE name = %(name)s AND owner = %(owner)s "
+    "AND state = 'running' AND attempts = coalesce(%(attempt)s::int, attempts) "
+    "RETURNING state, attempts, version, priority",
+)
+
+# A run of this manager cancelled (its item left the source).
+CANCEL_RUNNING = Statement(
+    "cancel_running",
+    "UPDATE items SET state = 'cancelled', finished = %(now)s, claimable = false, "
+    "owner = NULL, changed = pg_current_xact_id() WHERE name = %(name)s "
+    "AND owner = %(owner)s AND state = 'running' "
+    "AND attempts = coalesce(%(attempt)s::int, attempts) "
+    "RETURNING state, attempts, version, priority",
+)
+
+# A waiting item cancelled: pending or failed, unowned or claimed by this manager (an item
+# another manager holds is that manager's to cancel).
+CANCEL_WAITING = Statement(
+    "cancel_waiting",
+    "UPDATE items SET state = 'cancelled', finished = %(now)s, claimable = false, "
+    "owner = NULL, changed = pg_current_xact_id() WHERE name = %(name)s "
+    "AND state IN ('pending', 'failed') AND (owner IS NULL OR owner = %(owner)s) "
+    "RETURNING state, attempts, version, priority",
+)
+
+# A finished item runs again (a new version, or back in the source): its outcome kept in
+# `runs`, then a new attempt series at the back of the line (a new arrival number).
+KEEP_RUN = Statement(
+    "keep_run",
+    "INSERT INTO runs (name, version, state, attempts, started, finished, exit_code, "
+    "last_error) SELECT name, version, state, attempts, started, finished, exit_code, "
+    "last_error FROM items WHERE name = %(name)s "
+    "AND state IN ('succeeded', 'failed', 'cancelled') AND owner IS NULL",
+)
+RERUN = Statement(
+    "rerun",
+    "UPDATE items SET state = 'pending', attempts = 0, first_seen = %(now)s, "
+    "seq = nextval(pg_get_serial_sequence('items', 'seq')), listed_at = clock_timestamp(), "
+    "started = NULL, finished = NULL, exit_code = NULL, last_error = NULL, claimable = true, "
+    "ready_at = '-infinity', changed = pg_current_xact_id() WHERE name = %(name)s",
+)
+
+# `workqueue retry`: a failed or cancelled item pending again, its attempts reset.
+RETRY = Statement(
+    "retry",
+    "UPDATE items SET state = 'pending', attempts = 0, last_error = NULL, claimable = true, "
+    "ready_at = '-infinity', changed = pg_current_xact_id() "
+    "WHERE name = %(name)s AND state IN ('failed', 'cancelled') AND owner IS NULL",
+)
+
+# -- reading -------------------------------------------------------------------------------
+
+# What changed since the reader's last snapshot, in commit order: the rows written by
+# transactions its last snapshot did not see (in progress then, or begun since) - so a
+# transaction that took its id early and committed late is read as soon as it commits. The
+# first row carries the snapshot of this read (the next read's `since`).
+CHANGES_SINCE = Statement(
+    "changes_since",
+    "SELECT pg_current_snapshot()::text, NULL, NULL, NULL, NULL, NULL, NULL "
+    "UNION ALL SELECT NULL, name, state, attempts, version, priority, "
+    "(claimable OR owner IS NOT NULL) FROM items "
+    "WHERE changed >= pg_snapshot_xmin(%(since)s::pg_snapshot) "
+    "AND NOT pg_visible_in_snapshot(changed, %(since)s::pg_snapshot)",
+    hot=True,
+)
+# The same, every row (a reader's first read, and its rare safety-net reload).
+EVERYTHING = Statement(
+    "everything",
+    "SELECT pg_current_snapshot()::text, NULL, NULL, NULL, NULL, NULL, NULL "
+    "UNION ALL SELECT NULL, name, state, attempts, version, priority, "
+    "(claimable OR owner IS NOT NULL) FROM items",
+)
+
+ROW_COLUMNS = (
+    "name, state, attempts, first_seen, started, finished, exit_code, log_path, last_error, "
+    "version, priority"
+)
+ROW = Statement("row", f"SELECT {ROW_COLUMNS} FROM items WHERE name = %(name)s")
+ROWS = Statement("rows", f"SELECT {ROW_COLUMNS} FROM items ORDER BY name")
+ROWS_IN = Statement(
+    "rows_in", f"SELECT {ROW_COLUMNS} FROM items WHERE state = %(state)s ORDER BY name"
+)
+COUNTS = Statement("counts", "SELECT state, count(*) FROM items GROUP BY state")
+HISTORY = Statement(
+    "history",
+    "SELECT version, state, attempts, finished FROM runs WHERE name = %(name)s ORDER BY id",
+)
+
+# -- the queue's settings ------------------------------------------------------------------
+
+SETTINGS = Statement(
+    "settings", "SELECT paused_since, parallelism, removals_accepted FROM queue", hot=True
+)
+SETTING = {
+    column: Statement(f"set_{column}", f"UPDATE queue SET {column} = %(value)s")
+    for column in ("paused_since", "parallelism", "removals_accepted")
+}

@@ -1,0 +1,52 @@
+"""What the shared ledger's tests share: ledgers on a real PostgreSQL (one database per test),
+a monotonic clock the test steps, a heartbeat watched over stepped time, raw SQL."""
+
+from __future__ import annotations
+
+import pytest
+
+from manager.shared.database import Database
+from manager.shared.ledger import PostgresLedger
+
+
+class Ticking:
+    """A monotonic clock the test moves (the heartbeat's judge of silence)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def open_ledger(postgres):
+    """`make(owner, join=True, **kw)`: a ledger of this test's database, closed at the end."""
+    opened = []
+
+    def make(owner: str, *, join: bool = True, **kw) -> PostgresLedger:
+        ledger = PostgresLedger(Database(postgres), owner, **kw)
+        if join:
+            ledger.join()
+        opened.append(ledger)
+        return ledger
+
+    yield make
+    for ledger in opened:
+        ledger.close()
+
+
+def watch(observer: PostgresLedger, clock: Ticking, seconds: float, step: float = 1.0):
+    """`observer`'s heartbeat rounds over `seconds` of its clock, a round every `step`."""
+    let_go = observer.heartbeat_round()
+    for _ in range(int(seconds / step)):
+        clock.now += step
+        let_go += observer.heartbeat_round()
+    return let_go
+
+
+def sql(ledger: PostgresLedger, text: str, *values):
+    with ledger.db.session() as session:
+        session.cursor.execute(text, values)
+        cur = session.cursor
+        return cur.fetchall() if cur.description else cur.rowcount
