@@ -15,7 +15,7 @@ import sys
 import threading
 
 from ..planning.measure import measure_rows
-from ..ports import Ledger, State
+from ..ports import ClaimsWork, Ledger, State
 from ..runtime.reconciler import Result
 from ..runtime.runner import TERMINAL, Manager, RunReport
 
@@ -92,6 +92,9 @@ def print_summary(report, ledger: Ledger, out=None) -> int:
         parts.append(f"{len(already_done)} already done")
     if elsewhere:
         parts.append(f"{len(elsewhere)} done by other managers")
+    lost = int(ledger.claim_counters().get("lost", 0)) if isinstance(ledger, ClaimsWork) else 0
+    if lost:  # its runs whose claims others took: their ends are not this manager's
+        parts.append(f"{lost} of its claims lost to other managers")
     parts.append(f"{len(failed) + len(already_failed)} failed")
     if gone:
         parts.append(f"{len(gone)} gone from the source")

@@ -33,6 +33,7 @@ import socket
 import time
 
 from ..durations import moment
+from ..faults import StorageFault
 from ..ports import KeepsLiveRows, parallelism_problem
 
 log = logging.getLogger(__name__)
@@ -93,11 +94,9 @@ class Asked:
         reported = float("-inf")
         took = 0.0  # how long the last status took to build
         while not m.stop_event.is_set():
-            try:
-                since = m.ledger.paused_since()
-            except Exception as exc:  # cannot tell: keep the last known state
-                log.warning("cannot read whether the queue is paused: %s", exc)
-                since = m.paused_since
+            # cannot tell: keep the last known state
+            since = self._read("whether the queue is paused", m.ledger.paused_since,
+                               m.paused_since)  # fmt: skip
             if since != m.paused_since:
                 self.pause_changed(since)
             self.follow_parallelism()
@@ -114,10 +113,10 @@ class Asked:
 
     def follow_accepts(self) -> None:
         """`workqueue resume --accept-removals` since the last look: the held removals go."""
-        try:
-            accepted = self.manager.ledger.removals_accepted()
-        except Exception as exc:
-            log.warning("cannot read whether held removals were accepted: %s", exc)
+        unread = object()
+        accepted = self._read("whether held removals were accepted",
+                              self.manager.ledger.removals_accepted, unread)  # fmt: skip
+        if accepted is unread:
             return
         if accepted is not None and (self.accepted_seen is None or accepted > self.accepted_seen):
             self.accepted_seen = accepted
@@ -141,10 +140,14 @@ class Asked:
 
     def follow_parallelism(self) -> None:
         m = self.manager
+        unread = object()
+        asked = self._read("the parallelism asked for", m.ledger.wanted_parallelism, unread)
+        if asked is unread:
+            return
         try:
-            wanted = self.bounded(m.ledger.wanted_parallelism())
+            wanted = self.bounded(asked)
         except Exception as exc:
-            log.warning("cannot read the parallelism asked for: %s", exc)
+            log.warning("cannot use the parallelism asked for: %s", exc)
             return
         if wanted is None or wanted == m.capacity.limit:
             return
@@ -252,5 +255,19 @@ class Asked:
         """Leave this manager's facts with the ledger (None: it stopped)."""
         try:
             self.manager.ledger.note_manager(self.facts() if running else None)
+        except StorageFault as fault:  # the hold says it (once), and writes them when it ends
+            if running:
+                self.manager.hold.hold_for(fault)
         except Exception as exc:  # a courtesy to `status`: never stops the work
             log.warning("cannot leave the manager's facts for `workqueue status`: %s", exc)
+
+    def _read(self, what: str, read, otherwise):
+        """What `read()` says of the queue; `otherwise` when it cannot say - a fault of the
+        record held (said once, by the hold), anything else said here."""
+        try:
+            return read()
+        except StorageFault as fault:
+            self.manager.hold.hold_for(fault)
+        except Exception as exc:
+            log.warning("cannot read %s: %s", what, exc)
+        return otherwise

@@ -232,7 +232,6 @@ class Manager:
         if isinstance(error, ClaimLost):  # a rival runs it now: nothing of it is ours to do
             log.warning("%s: %s; another manager runs it", name, error)
             result = Result.SKIPPED
-            self.others.began.discard(name)  # a --once run hears of it from the ledger
         elif isinstance(error, StorageFault):  # not the item's failure: it waits for the disk
             self.hold.hold_for(error)
             result = Result.STOPPED
@@ -245,6 +244,11 @@ class Manager:
                 log.error("%s: unexpected error; will retry", name, exc_info=error)
             result = Result.RETRY
             self._note(name, result, None)
+        report = self._report
+        if self.others is not None and (report is None or name not in report.results):
+            # not ended here (lost, put back, to be retried): whichever manager ends it, a
+            # --once run hears of it from the ledger
+            self.others.began.discard(name)
         self._requeue_after(name, result)
 
     def _requeue_after(self, name: str, result: Result) -> None:
@@ -392,12 +396,9 @@ class Manager:
         report = RunReport(targets=sorted(set(names)), started=time.time())
         with report.changed:  # nothing is noted before the skipped targets are
             self._report = report
-            self.ledger.see(report.targets)
-            self.intake.revisit(report.targets)
-            for name in report.targets:  # adopted work reports when its worker ends
-                if name not in self.adoption.names and not self.reconciler.needs_work(name):
-                    report.results[name] = Result.SKIPPED
-            self.intake.prioritize([n for n in report.targets if n not in report.results])
+            if not self._recorded_first(lambda: self._take_targets(report)):
+                report.interrupted, report.finished = True, time.time()
+                return report
         if on_start is not None:
             on_start(report)
         self.start_workers()
@@ -423,6 +424,34 @@ class Manager:
         self.stop_event.set()
         self._drain()
         return report
+
+    def _take_targets(self, report: RunReport) -> None:
+        """A `--once` run's targets recorded, those that need no work noted SKIPPED."""
+        self.ledger.see(report.targets)
+        self.intake.revisit(report.targets)
+        for name in report.targets:  # adopted work reports when its worker ends
+            if name in self.adoption.names or self.reconciler.needs_work(name):
+                continue
+            if self.shared and (self.ledger.state(name) or ("",))[0] == State.RUNNING:
+                continue  # another manager's run: its end is heard from the ledger - or, if
+                #           that manager dies, it is back in the line and may run here
+            report.results[name] = Result.SKIPPED
+        self.intake.prioritize([n for n in report.targets if n not in report.results])
+
+    def _recorded_first(self, write: Callable[[], None]) -> bool:
+        """`write()` done; on a shared ledger an outage meanwhile is waited out (held, said
+        once, tried again every probe interval) rather than ending the run - its claims and
+        outcomes are the fleet's. False when stopped first."""
+        while True:
+            try:
+                write()
+                return True
+            except StorageFault as fault:
+                if not self.shared:
+                    raise
+                self.hold.hold_for(fault)
+            if self.stop_event.wait(self.options.probe_interval):
+                return False
 
     def stop(self) -> None:
         """Stop taking items; running work gets the grace period (see the module docstring)."""

@@ -1,12 +1,14 @@
 """A ledger many managers share: one queue worked by many machines or clusters, in PostgreSQL.
 
-    database.py   the connection: a checked URL shown without its password, outages as the
-                  manager's one machine fault (`StorageFault(UNREACHABLE)`)
-    schema.py     the tables and their numbered migrations
+    database.py   the connections: a checked URL shown without its password, the ledger's own
+                  schema, every answer of the database a fault (`StorageFault`) or a mistake
+    statements.py every statement the ledger sends, named and commented
+    schema.py     the tables (in a schema of their own) and their numbered migrations
     ledger.py     `PostgresLedger`: the `Ledger` port over the items table, kept in memory
                   for the cheap reads, every write of an item conditional on its claim
-    claims.py     its `ClaimsWork` half: claims with `SKIP LOCKED`, turns at new items,
-                  leases renewed while the work runs, run-out claims let go
+    claims.py     its `ClaimsWork` half: claims in batches with `SKIP LOCKED`, turns at new
+                  items, writes whose answer was lost settled
+    liveness.py   one heartbeat per manager, and when a silent one's claims may be taken
     notifier.py   LISTEN for the line's notifications, on a connection of its own
     migrate.py    a local queue's SQLite ledger moved into a shared one (`workqueue ledger
                   migrate`)

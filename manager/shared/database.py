@@ -91,7 +91,10 @@ def address(text: str) -> Address:
     """`text` checked: `postgresql://…` naming a database, options libpq knows, a schema name
     PostgreSQL takes unquoted. An `InputError` naming what is wrong, never the password."""
     url = text.strip()
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # "Invalid IPv6 URL": a bracket without its pair
+        raise InputError(f"not a URL ({exc}): {shown(url)}") from None
     if parts.scheme not in SCHEMES:
         raise InputError(f"not a PostgreSQL URL (postgresql://user@host/database): {shown(url)}")
     if not parts.path.strip("/"):
@@ -125,29 +128,30 @@ def address(text: str) -> Address:
 
 
 def has_password(url: str) -> bool:
-    """Whether `url` carries a password (`user:PASSWORD@` or `?password=`)."""
-    parts = urlsplit(url.strip())
+    """Whether `url` carries a password (`user:PASSWORD@` or `?password=`); a URL that cannot
+    be parsed is judged by its text."""
     try:
+        parts = urlsplit(url.strip())
         if parts.password is not None:
             return True
+        return any(k == "password" for k, _ in parse_qsl(parts.query, keep_blank_values=True))
     except ValueError:
-        pass
-    return any(k == "password" for k, _ in parse_qsl(parts.query, keep_blank_values=True))
+        return bool(re.search(r"//[^/@]*:[^/@]*@|[?&]password=", url))
 
 
 def shown(url: str) -> str:
     """`url` as it may be printed: any password replaced by ***."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # not a URL: whatever looks like a password is hidden all the same
+        url = re.sub(r"(//[^/@:]*:)[^/@]*@", r"\1***@", url)
+        return re.sub(r"([?&]password=)[^&]*", r"\1***", url)
     netloc = parts.netloc
     if "@" in netloc:
         userinfo, _, hostport = netloc.rpartition("@")
         if ":" in userinfo:
             netloc = f"{userinfo.split(':', 1)[0]}:***@{hostport}"
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        if any(k == "password" for k, _ in pairs):
-            query = urlencode([(k, "***" if k == "password" else v) for k, v in pairs])
+    query = re.sub(r"(^|&)password=[^&]*", r"\1password=***", parts.query)
     return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 

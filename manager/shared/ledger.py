@@ -185,7 +185,7 @@ class PostgresLedger(Claims):
         with self._writes:
             if name in self._lost_runs:  # its old run here has not ended: not beside it
                 self.release(name)
-                raise ClaimLost(f"{name}: its earlier run on this manager is still ending")
+                raise ClaimLost("its earlier run on this manager is still ending")
             self._claimed.discard(name)
             try:
                 found = self.db.run(sql.START, now=self.clock(), log_path=log_path,
@@ -195,7 +195,7 @@ class PostgresLedger(Claims):
                 raise
             if not found:
                 self.counters["lost"] += 1
-                raise ClaimLost(f"{name}: this manager's claim on it is gone")
+                raise ClaimLost("this manager's claim on it is gone")
             attempt = found[0][0]
             self._started[name] = attempt
             with self._lock:
@@ -228,9 +228,7 @@ class PostgresLedger(Claims):
                 self._finishing.pop(name, None)
         if found is None:
             self.counters["lost"] += 1
-            log.warning("%s: its claim was lost (this manager was declared dead): this outcome "
-                        "is not recorded over the run of the manager that took it",
-                        name)  # fmt: skip
+            log.debug("%s: its claim was lost: nothing of this run is written", name)
             if self.on_recorded is not None:
                 self.on_recorded(name)  # the keeper may forget it: it is settled (lost)
             return None
@@ -266,7 +264,8 @@ class PostgresLedger(Claims):
                 self._in_doubt = True
                 raise
         if found is None:
-            raise ClaimLost(f"{name}: its claim was taken; this run's end is not recorded")
+            raise ClaimLost("its claim was taken (this manager was declared dead while it ran): "
+                            "this run's end is not recorded")  # fmt: skip
         self.counters["done"] += 1
 
     def requeue(self, name: str) -> None:
@@ -287,7 +286,8 @@ class PostgresLedger(Claims):
                 self._in_doubt = True
                 raise
             if found is None:
-                raise ClaimLost(f"{name}: its claim was taken; this run's end is not recorded")
+                raise ClaimLost("its claim was taken (this manager was declared dead while it "
+                                "ran): this run's end is not recorded")  # fmt: skip
             return True
         with self._writes:
             found = self.db.run(sql.CANCEL_WAITING, now=self.clock(), name=name, owner=self.owner)

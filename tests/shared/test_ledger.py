@@ -317,3 +317,26 @@ def test_an_asked_parallelism_bounds_every_managers_claims_together(open_ledger)
     a.start(first, "log")
     a.finish(first, True, 0, None)
     assert len(b.claim(5)) == 1  # one slot of the queue's two came free
+
+
+def test_a_version_1_ledger_in_public_is_moved_into_its_schema_and_kept(postgres, open_ledger):
+    """A ledger made before the ledger had a schema of its own: read-only commands say so,
+    the first manager moves it (what ran stays run) and brings it up to date."""
+    with psycopg.connect(postgres, autocommit=True) as conn:
+        conn.execute(schema.MIGRATIONS[0][1])  # version 1, in public
+        conn.execute("CREATE TABLE schema_version (version integer NOT NULL)")
+        conn.execute("INSERT INTO schema_version VALUES (1)")
+        conn.execute(
+            "INSERT INTO items (name, first_seen, state, attempts, claimable, ready_at) VALUES "
+            "('done', 1, 'succeeded', 1, false, 0), ('waiting', 2, 'pending', 0, true, 0), "
+            "('backing-off', 3, 'failed', 1, true, 4000000000)"
+        )
+    with pytest.raises(Exception, match="of an older workqueue"):
+        PostgresLedger(Database(postgres), "reader", read_only=True)
+    a = open_ledger("a")
+    assert {r.name: r.state for r in a.rows()} == {
+        "done": "succeeded", "waiting": "pending", "backing-off": "failed",
+    }  # fmt: skip
+    assert a.claim(5) == ["waiting"]  # the backoff (until 2096) kept, on the database's clock
+    with psycopg.connect(postgres) as conn:
+        assert conn.execute("SELECT to_regclass('public.items')").fetchone()[0] is None

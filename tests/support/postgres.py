@@ -6,6 +6,11 @@ the `postgres` user (which the package creates) through `runuser`, in a folder t
 Each test gets a database of its own (`PostgresServer.database()`), so tests share one server
 per test process and never see each other's queues. `stop()`/`start()` take the server down
 and up again on the same port and folder - what an outage test needs.
+
+A server made with `stepped_clock=True` runs under libfaketime (Debian's `faketime` package):
+its wall clock is the real one plus the offset `step_clock(seconds)` last set (a step, read at
+every call) - its monotonic clock stays real. `role(name)` makes a login role that is
+not a superuser (a connection limit binds it: a superuser's is never enforced).
 """
 
 from __future__ import annotations
@@ -32,13 +37,22 @@ def _binaries() -> str:
     return os.path.dirname(os.path.realpath(initdb))
 
 
+def libfaketime() -> str | None:
+    """libfaketime's library (Debian's `faketime` package), or None when it is missing."""
+    found = sorted(glob.glob("/usr/lib/*/faketime/libfaketime.so.1"))
+    return found[-1] if found else None
+
+
 class PostgresServer:
-    def __init__(self) -> None:
+    def __init__(self, *, stepped_clock: bool = False) -> None:
         self.bin = _binaries()
         self.port = free_port()
         self.as_root = os.geteuid() == 0
         self.folder = tempfile.mkdtemp(prefix="wq-pg-")
         self.data = os.path.join(self.folder, "data")
+        self.clock_file = os.path.join(self.folder, "clock") if stepped_clock else None
+        if self.clock_file is not None:
+            self.step_clock(0)
         if self.as_root:
             user = pwd.getpwnam("postgres")
             os.chown(self.folder, user.pw_uid, user.pw_gid)
@@ -48,6 +62,12 @@ class PostgresServer:
 
     def _run(self, program: str, *args: str) -> None:
         argv = [os.path.join(self.bin, program), *args]
+        if self.clock_file is not None and program == "pg_ctl":
+            library = libfaketime()
+            if library is None:
+                raise RuntimeError("libfaketime is not installed (make test installs faketime)")
+            argv = ["env", f"LD_PRELOAD={library}", f"FAKETIME_TIMESTAMP_FILE={self.clock_file}",
+                    "FAKETIME_NO_CACHE=1", "FAKETIME_DONT_FAKE_MONOTONIC=1", *argv]  # fmt: skip
         if self.as_root:
             argv = ["runuser", "-u", "postgres", "--", *argv]
         subprocess.run(argv, check=True, capture_output=True, cwd=self.folder, timeout=120)
@@ -76,6 +96,46 @@ class PostgresServer:
 
     def url(self, database: str) -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+
+    def step_clock(self, seconds: float) -> None:
+        """The server's wall clock from now on: the real one plus `seconds`."""
+        with open(self.clock_file + ".new", "w") as f:
+            f.write(f"{seconds:+g}s\n")
+        os.chmod(self.clock_file + ".new", 0o644)
+        os.replace(self.clock_file + ".new", self.clock_file)
+
+    def role(self, name: str, database_url: str) -> str:
+        """A login role `name` that is not a superuser, owning the database of
+        `database_url`; that database's URL as `name`."""
+        import psycopg
+
+        database = database_url.rsplit("/", 1)[1]
+        with psycopg.connect(self.url("postgres"), autocommit=True) as conn:
+            conn.execute(f'CREATE ROLE "{name}" LOGIN')
+            conn.execute(f'ALTER DATABASE "{database}" OWNER TO "{name}"')
+        return f"postgresql://{name}@127.0.0.1:{self.port}/{database}"
+
+    def password_role(self, name: str, password: str) -> None:
+        """A login role `name` whose connections must give `password` (scram-sha-256)."""
+        import psycopg
+
+        with psycopg.connect(self.url("postgres"), autocommit=True) as conn:
+            conn.execute(f"CREATE ROLE \"{name}\" LOGIN PASSWORD '{password}'")
+            hba = conn.execute("SHOW hba_file").fetchone()[0]
+            with open(hba) as f:
+                rules = f.read()
+            with open(hba, "w") as f:
+                f.write(f"host all {name} 127.0.0.1/32 scram-sha-256\n{rules}")
+            conn.execute("SELECT pg_reload_conf()")
+
+    def role_database(self, name: str) -> str:
+        """A new empty database owned by the role `name`; its URL as `name`."""
+        import psycopg
+
+        database = f"wq_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(self.url("postgres"), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{database}" OWNER "{name}"')
+        return f"postgresql://{name}@127.0.0.1:{self.port}/{database}"
 
     def database(self) -> str:
         """A new empty database; its URL."""

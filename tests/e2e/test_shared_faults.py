@@ -1,0 +1,243 @@
+"""A fleet's faults against a real PostgreSQL: two `workqueue run --ledger` managers share a
+folder while the database is cut off (a connection limit of 0), read-only, full, or has its
+clock stepped past the lease - each fault longer than the lease - and every item still ends
+exactly once, counted from the workers' own marks, with no traceback; a manager stopped longer
+than its lease counts what it lost, never another's success as its own.
+
+Each test has a server of its own (`own_postgres`): the faults are the server's."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from tests.support.postgres import PostgresServer, libfaketime
+from tests.support.servers import wait_until
+
+from .conftest import spawn_workqueue
+
+LEASE = "3s"
+FAULT_SECONDS = 8  # longer than the lease: a clock or a per-row lease would expire live work
+
+
+def folder(tmp_path: Path, count: int) -> tuple[Path, list[str]]:
+    items = tmp_path / "items"
+    items.mkdir()
+    names = [f"item-{i:02}.txt" for i in range(count)]
+    for name in names:
+        (items / name).write_text(name)
+    return items, names
+
+
+def start_fleet(tmp_path, url, worker, items, *, managers=2, sleep=0.6, extra=()):
+    env = {**os.environ, "SLEEP": str(sleep), "WORKQUEUE_LEDGER": url}
+    return [
+        spawn_workqueue(
+            "run", items, "--suffix", ".txt", "--settle", "0", "--lease", LEASE,
+            "--parallelism", "2", "--state-dir", tmp_path / f"state-{i}", *extra,
+            "--", worker.path, env=env,
+        )  # fmt: skip
+        for i in range(managers)
+    ]
+
+
+def finish(runs, timeout=240) -> list[tuple[str, str]]:
+    outs = []
+    for run in runs:
+        out, err = run.communicate(timeout=timeout)
+        outs.append((out, err))
+        assert run.returncode == 0, err
+        assert "Traceback" not in err, err
+    return outs
+
+
+def once_each(worker, names) -> None:
+    assert Counter(worker.ended()) == Counter(names)  # every item ended, none twice
+    assert sorted(worker.started()) == sorted(names)  # and none started twice
+
+
+def running_soon(worker, count=2, url=None, managers=2) -> None:
+    """Until `count` items run and (given the ledger's `url`) every manager is in the line."""
+    wait_until(lambda: len(worker.started()) - len(worker.ended()) >= count, timeout=60)
+    if url is not None:
+        wait_until(lambda: _managers(url) >= managers, timeout=60)
+
+
+def _managers(url: str) -> int:
+    with psycopg.connect(url) as conn:
+        return conn.execute("SELECT count(*) FROM workqueue.managers").fetchone()[0]
+
+
+@pytest.fixture
+def fleet_db(own_postgres):
+    """A database of the test's own server, and its URL as a role that is not a superuser."""
+    url = own_postgres.database()
+    return own_postgres, own_postgres.role("wq", url)
+
+
+def admin(server: PostgresServer):
+    return psycopg.connect(server.url("postgres"), autocommit=True)
+
+
+def test_an_outage_that_is_not_a_restart_runs_nothing_twice(tmp_path, fleet_db, marker_worker):
+    """Every manager cut off (its role's connections limited to 0, its connections ended)
+    longer than the lease: when it ends, none expires another's live work."""
+    server, url = fleet_db
+    items, names = folder(tmp_path, 16)
+    runs = start_fleet(tmp_path, url, marker_worker, items)
+    running_soon(marker_worker, url=url)
+    with admin(server) as conn:
+        conn.execute("ALTER ROLE wq CONNECTION LIMIT 0")
+        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'wq'")
+        time.sleep(FAULT_SECONDS)  # the fault's length is the point: longer than the lease
+        conn.execute("ALTER ROLE wq CONNECTION LIMIT -1")
+    outs = finish(runs)
+    once_each(marker_worker, names)
+    assert any("does not answer" in err for _, err in outs)  # the fault was met, and held
+
+
+def test_a_read_only_spell_holds_and_passes(tmp_path, fleet_db, marker_worker):
+    """`default_transaction_read_only` for longer than the lease: every manager holds (one
+    line, no dead thread), and carries on when the database is writable again."""
+    server, url = fleet_db
+    items, names = folder(tmp_path, 16)
+    runs = start_fleet(tmp_path, url, marker_worker, items)
+    running_soon(marker_worker, url=url)
+    with admin(server) as conn:
+        conn.execute("ALTER SYSTEM SET default_transaction_read_only = on")
+        conn.execute("SELECT pg_reload_conf()")
+        time.sleep(FAULT_SECONDS)
+        conn.execute("SET default_transaction_read_only = off")
+        conn.execute("ALTER SYSTEM RESET default_transaction_read_only")
+        conn.execute("SELECT pg_reload_conf()")
+    outs = finish(runs)
+    once_each(marker_worker, names)
+    assert any("read-only" in err for _, err in outs)  # said, once per manager at most
+    for _, err in outs:
+        assert err.count("takes no writes") <= 2, err
+
+
+def test_a_full_disk_holds_and_passes(tmp_path, own_postgres, marker_worker):
+    """The ledger's tables on a tablespace whose file system fills up for longer than the
+    lease."""
+    space = Path(tempfile.mkdtemp(prefix="wq-small-"))  # (the server's user must reach it)
+    space.chmod(0o755)
+    try:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(space)],
+                       check=True, capture_output=True)  # fmt: skip
+    except (OSError, subprocess.CalledProcessError) as exc:
+        pytest.skip(f"cannot mount a small file system here: {exc}")
+    try:
+        os.chown(space, *_postgres_ids())
+        with admin(own_postgres) as conn:
+            conn.execute(f"CREATE TABLESPACE small LOCATION '{space}'")
+            conn.execute("CREATE DATABASE onsmall TABLESPACE small")
+        url = own_postgres.role("wq", own_postgres.url("onsmall"))
+        items, names = folder(tmp_path, 30)
+        runs = start_fleet(tmp_path, url, marker_worker, items)
+        running_soon(marker_worker, url=url)
+        ballast = space / "ballast"
+        subprocess.run(["dd", "if=/dev/zero", f"of={ballast}", "bs=64k"], capture_output=True)
+        time.sleep(FAULT_SECONDS)
+        ballast.unlink()
+        outs = finish(runs)
+        once_each(marker_worker, names)
+        assert any("has no room" in err for _, err in outs)  # the fault was met, and held
+    finally:
+        subprocess.run(["umount", "-l", str(space)], capture_output=True)
+        shutil.rmtree(space, ignore_errors=True)
+
+
+def _postgres_ids() -> tuple[int, int]:
+    import pwd
+
+    user = pwd.getpwnam("postgres") if os.geteuid() == 0 else pwd.getpwuid(os.geteuid())
+    return user.pw_uid, user.pw_gid
+
+
+@pytest.mark.skipif(libfaketime() is None, reason="libfaketime is missing (make test installs it)")
+def test_steps_of_the_database_clock_past_the_lease_expire_nothing(tmp_path, marker_worker):
+    server = PostgresServer(stepped_clock=True)
+    try:
+        url = server.role("wq", server.database())
+        items, names = folder(tmp_path, 16)
+        runs = start_fleet(tmp_path, url, marker_worker, items)
+        running_soon(marker_worker, url=url)
+        for offset in (45, 90, 150):  # three forward steps, each past the lease
+            server.step_clock(offset)
+            time.sleep(1.5)
+        finish(runs)
+        once_each(marker_worker, names)
+        with psycopg.connect(url) as conn:
+            stepped = conn.execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()[0]
+        assert stepped > time.time() + 100  # the server's clock really was ahead
+    finally:
+        server.close()
+
+
+def test_a_manager_stopped_longer_than_its_lease_counts_what_it_lost(
+    tmp_path, fleet_db, marker_worker
+):
+    """SIGSTOP past the lease: the other manager takes its claims (the documented case where
+    work runs twice - its workers ran on); when it wakes it ends what it still runs of them,
+    writes none of their ends, and its summary counts them lost, not succeeded."""
+    server, url = fleet_db
+    items, names = folder(tmp_path, 12)
+    stopped, other = start_fleet(tmp_path, url, marker_worker, items, sleep=2.5)
+    running_soon(marker_worker, 4, url=url)
+    stopped.send_signal(signal.SIGSTOP)
+    try:
+        time.sleep(FAULT_SECONDS)
+    finally:
+        stopped.send_signal(signal.SIGCONT)
+    outs = finish([stopped, other])
+    succeeded = [_count(out, "succeeded") for out, _ in outs]
+    assert sum(succeeded) == len(names), "\n".join(o + e for o, e in outs)  # one manager each
+    assert "lost" in outs[0][0] or "did not beat" in outs[1][1], outs
+    with psycopg.connect(url) as conn:
+        states = dict(conn.execute("SELECT name, state FROM workqueue.items").fetchall())
+    assert set(states.values()) == {"succeeded"}
+
+
+def _count(summary: str, what: str) -> int:
+    import re
+
+    found = re.search(rf"(\d+) {what}", summary)
+    return int(found.group(1)) if found else 0
+
+
+def test_connections_killed_again_and_again_lose_and_repeat_nothing(
+    tmp_path, fleet_db, marker_worker
+):
+    """Every connection of the managers ended every 0.3 s for a while: at any statement of a
+    claim, a beat, a start or a finish."""
+    server, url = fleet_db
+    items, names = folder(tmp_path, 24)
+    runs = start_fleet(tmp_path, url, marker_worker, items, sleep=0.3)
+    stop = threading.Event()
+
+    def kill_connections():
+        with admin(server) as conn:
+            while not stop.wait(0.3):
+                conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                             "WHERE usename = 'wq'")  # fmt: skip
+
+    killer = threading.Thread(target=kill_connections)
+    killer.start()
+    try:
+        wait_until(lambda: len(marker_worker.ended()) >= len(names) // 2, timeout=120)
+    finally:
+        stop.set()
+        killer.join()
+    finish(runs)
+    once_each(marker_worker, names)

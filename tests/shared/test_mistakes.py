@@ -1,0 +1,166 @@
+"""A shared ledger's URL and its database, as a user gets them wrong - against a real PostgreSQL,
+on the real command: each mistake is one line naming its cause, exit 2, no traceback, no
+password shown; a password typed on the command line is refused; a ledger keeps to a schema
+of its own beside another application's tables; commands that only read create nothing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+
+import psycopg
+import pytest
+
+from tests.support.servers import wait_until
+
+SECRET = "s3cret-Pw"
+
+
+def workqueue(*args, env=None):
+    return subprocess.run(
+        [sys.executable, "-m", "manager.cli", *map(str, args)], capture_output=True, text=True,
+        timeout=60, env={**os.environ, **(env or {})},
+    )  # fmt: skip
+
+
+def one_line_exit_2(r, *words):
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+    assert SECRET not in r.stderr + r.stdout
+
+
+@pytest.fixture(scope="module")
+def pw_user(postgres_server):
+    """A role that must give a password, and a database it owns."""
+    name = f"pw_{uuid.uuid4().hex[:8]}"
+    postgres_server.password_role(name, SECRET)
+    url = postgres_server.role_database(name)
+    no_password = url.replace(f"{name}@", f"{name}:@")
+
+    def refused() -> bool:
+        try:
+            psycopg.connect(no_password, connect_timeout=3).close()
+        except psycopg.OperationalError:
+            return True
+        return False
+
+    wait_until(refused, timeout=30)  # the server has read its new rule
+    return name, url
+
+
+def test_a_wrong_password_is_the_users_mistake(pw_user):
+    name, url = pw_user
+    r = workqueue("status", "--ledger", url, env={"PGPASSWORD": "wrong"})
+    one_line_exit_2(r, f"the password of user {name} is wrong", "PGPASSWORD")
+
+
+def test_no_password_where_one_is_needed(pw_user):
+    name, url = pw_user
+    nothing = {"PGPASSWORD": "", "PGPASSFILE": "/nonexistent/pgpass"}
+    r = workqueue("status", "--ledger", url, env=nothing)
+    one_line_exit_2(r, "none was given", "PGPASSWORD")
+
+
+def test_the_right_password_from_the_environment_works(pw_user, tmp_path):
+    _, url = pw_user
+    r = workqueue("pause", "--ledger", url, env={"PGPASSWORD": SECRET})
+    assert r.returncode == 0, r.stderr
+    with_password = url.replace("@", f":{SECRET}@")
+    r = workqueue("status", env={"WORKQUEUE_LEDGER": with_password, "PGPASSWORD": ""})
+    assert r.returncode == 0, r.stderr  # the whole URL in the environment: accepted ...
+    assert SECRET not in r.stdout + r.stderr and "***" in r.stdout  # ... never shown
+
+
+@pytest.mark.parametrize(
+    ("ledger", "says"),
+    [
+        ("postgresql://nobody_here@127.0.0.1:{port}/postgres", "there is no role nobody_here"),
+        ("postgresql://postgres@127.0.0.1:{port}/no_such_db", "there is no database no_such_db"),
+        ("postgresql://postgres@127.0.0.1:{port}/postgres?sslmode=require", "SSL"),
+        ("postgresql://postgres@127.0.0.1:{port}/postgres?sslmode=bogus", "invalid sslmode"),
+        ("postgresql://postgres@127.0.0.1:{port}/postgres?bogus=1", 'query parameter: "bogus"'),
+        ("postgresql://postgres@127.0.0.1:{port}/postgres?schema=Not-A-Name", "schema="),
+        ("postgresql://postgres@[::1:{port}/postgres", "not a URL"),
+        ("postgresql://postgres@127.0.0.1:port/postgres", "the port is not a number"),
+    ],
+)
+def test_each_url_mistake_is_one_line_naming_its_cause(postgres_server, ledger, says):
+    r = workqueue("status", "--ledger", ledger.format(port=postgres_server.port))
+    one_line_exit_2(r, says)
+
+
+@pytest.mark.parametrize(
+    "ledger",
+    [f"postgresql://wq:{SECRET}@127.0.0.1/q", f"postgresql://wq@127.0.0.1/q?password={SECRET}"],
+)
+@pytest.mark.parametrize("command", [["status"], ["pause"], ["run", ".", "--", "true"]])
+def test_a_password_typed_on_the_command_line_is_refused(ledger, command):
+    argv = [*command[:1], "--ledger", ledger, *command[1:]]
+    r = workqueue(*argv)
+    one_line_exit_2(r, "--ledger", "visible to every user", "PGPASSWORD", "WORKQUEUE_LEDGER")
+
+
+def test_a_password_typed_for_a_migration_is_refused(tmp_path):
+    r = workqueue("ledger", "migrate", "--state-dir", tmp_path, "--to",
+                  f"postgresql://wq:{SECRET}@127.0.0.1/q")  # fmt: skip
+    assert r.returncode == 2 and "visible to every user" in r.stderr
+    assert SECRET not in r.stderr
+
+
+def test_a_state_directory_that_is_a_file_beside_a_ledger(postgres, tmp_path):
+    (tmp_path / "items").mkdir()
+    (tmp_path / "a-file").write_text("")
+    r = workqueue("run", tmp_path / "items", "--ledger", postgres, "--state-dir",
+                  tmp_path / "a-file", "--", "true")  # fmt: skip
+    one_line_exit_2(r, "is a file, not a folder")
+
+
+def test_a_command_that_reads_creates_nothing_in_an_empty_database(postgres):
+    r = workqueue("status", "--ledger", postgres)
+    one_line_exit_2(r, "no queue here", "schema workqueue")
+    with psycopg.connect(postgres) as conn:
+        assert conn.execute("SELECT to_regnamespace('workqueue')").fetchone()[0] is None
+
+
+def test_a_ledger_beside_another_applications_tables(postgres, tmp_path):
+    """Another application's `items`, `queue` and `managers` tables in `public` are never
+    ours: a run, `status` and `retry` work on the ledger's own schema."""
+    with psycopg.connect(postgres, autocommit=True) as conn:
+        conn.execute("CREATE TABLE items (id serial PRIMARY KEY, sku text)")
+        conn.execute("CREATE TABLE queue (job text)")
+        conn.execute("CREATE TABLE managers (who text)")
+        conn.execute("INSERT INTO items (sku) VALUES ('theirs')")
+    folder = tmp_path / "items"
+    folder.mkdir()
+    for name in ("a.txt", "fail-b.txt"):
+        (folder / name).write_text(name)
+    worker = tmp_path / "w.sh"
+    worker.write_text('#!/bin/sh\ncase "$(cat "$WORK_ITEM_FILE")" in *fail*) exit 3;; esac\n')
+    worker.chmod(0o755)
+    r = workqueue("run", folder, "--suffix", ".txt", "--settle", "0", "--ledger", postgres,
+                  "--state-dir", tmp_path / "state", "--max-attempts", "1",
+                  "--", worker)  # fmt: skip
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr  # one failed on purpose
+    r = workqueue("status", "--ledger", postgres)
+    assert r.returncode == 0 and "2 items" in r.stdout, r.stderr
+    assert workqueue("retry", "fail-b.txt", "--ledger", postgres).returncode == 0
+    with psycopg.connect(postgres) as conn:
+        assert conn.execute("SELECT sku FROM public.items").fetchall() == [("theirs",)]
+        assert conn.execute("SELECT count(*) FROM workqueue.items").fetchone()[0] == 2
+
+
+def test_status_reads_a_read_only_database(postgres, tmp_path):
+    assert workqueue("pause", "--ledger", postgres).returncode == 0  # (a ledger made)
+    name = postgres.rsplit("/", 1)[1]
+    with psycopg.connect(postgres, autocommit=True) as conn:
+        conn.execute(f'ALTER DATABASE "{name}" SET default_transaction_read_only = on')
+    r = workqueue("status", "--ledger", postgres)
+    assert r.returncode == 0 and "paused since" in r.stdout, r.stderr
+    r = workqueue("resume", "--ledger", postgres)  # a write: refused, one line
+    assert r.returncode == 3 and "read-only" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
