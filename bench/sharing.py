@@ -21,8 +21,11 @@ the lease - and again, items run more than once.
 The peer is buildkite/agent-stack-k8s#953's measurement (26% of reservations refused); it is
 a figure from the issue, not re-run here.
 
+Then the fleet's figures (`bench/fleet.py`): writes at rest with 10,000 claimed items, the claim
+ceiling with batched claims, and end-to-end drains beside PgQueuer and procrastinate.
+
 Run: .venv/bin/python -m bench.sharing [--seconds 60] [--rate 8] [--burst 150]
-     [--service 0.5] [--parallelism 4] [--lease 5]
+     [--service 0.5] [--parallelism 4] [--lease 5] [--only SECTION ...]
 """
 
 from __future__ import annotations
@@ -91,9 +94,9 @@ class Manager:
 
 def rows(url: str) -> list[tuple]:
     with psycopg.connect(url) as conn:
-        if conn.execute("SELECT to_regclass('items')").fetchone()[0] is None:
+        if conn.execute("SELECT to_regclass('workqueue.items')").fetchone()[0] is None:
             return []
-        return conn.execute("SELECT name, state, log_path, owner FROM items").fetchall()
+        return conn.execute("SELECT name, state, log_path, owner FROM workqueue.items").fetchall()
 
 
 def feed(folder: Path, args, stop: threading.Event) -> int:
@@ -201,7 +204,7 @@ def session(args, managers: int, *, kill: bool = False) -> None:
                     done_at[row[0]] = row
             with psycopg.connect(url) as conn:
                 got = conn.execute(
-                    "SELECT max(finished) FROM items WHERE name = ANY(%s)", (held,)
+                    "SELECT max(finished) FROM workqueue.items WHERE name = ANY(%s)", (held,)
                 ).fetchone()[0]
             kill_wall = time.time() - (time.monotonic() - killed_at)
             last = (got - kill_wall) if got else float("nan")
@@ -228,13 +231,14 @@ def claims_at(finished: int, waiting: int = 1000) -> None:
     try:
         db = Database(server.database())
         ledger = PostgresLedger(db, "bench")
-        with db.cursor() as cur:
-            cur.execute(
+        ledger.join()
+        with db.session() as session:
+            session.cursor.execute(
                 "INSERT INTO items (name, first_seen, state, attempts, claimable) SELECT "
                 "'done-' || i, 0, 'succeeded', 1, false FROM generate_series(1, %s) i",
                 (finished,),
             )
-            cur.execute("ANALYZE items")
+            session.cursor.execute("ANALYZE items")
         ledger.see([f"wait-{i:05}" for i in range(waiting)])
         claim, whole = [], []
         for _ in range(waiting):
@@ -253,9 +257,12 @@ def claims_at(finished: int, waiting: int = 1000) -> None:
         print(f"\nclaims beside {finished:,} finished items ({waiting:,} waiting): claim p50 "
               f"{at(claim, 0.5):.2f} ms, p99 {at(claim, 0.99):.2f} ms; claim + start + finish "
               f"p50 {at(whole, 0.5):.2f} ms, p99 {at(whole, 0.99):.2f} ms")  # fmt: skip
-        db.close()
+        ledger.close()
     finally:
         server.close()
+
+
+SECTIONS = ("sessions", "scale", "kill", "at-rest", "ceiling", "drains")
 
 
 def main() -> None:
@@ -268,13 +275,26 @@ def main() -> None:
     parser.add_argument("--lease", type=float, default=5)
     parser.add_argument("--managers", type=int, nargs="*", default=[2, 4])
     parser.add_argument("--finished", type=int, nargs="*", default=[1_000, 1_000_000])
+    parser.add_argument("--only", nargs="*", choices=SECTIONS, default=list(SECTIONS),
+                        help="the sections to run (default: all)")  # fmt: skip
     args = parser.parse_args()
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    for managers in args.managers:
-        session(args, managers)
-    for finished in args.finished:
-        claims_at(finished)
-    session(args, 2, kill=True)
+    from . import fleet
+
+    if "sessions" in args.only:
+        for managers in args.managers:
+            session(args, managers)
+    if "scale" in args.only:
+        for finished in args.finished:
+            claims_at(finished)
+    if "kill" in args.only:
+        session(args, 2, kill=True)
+    if "at-rest" in args.only:
+        fleet.at_rest()
+    if "ceiling" in args.only:
+        fleet.ceiling()
+    if "drains" in args.only:
+        fleet.drains()
 
 
 if __name__ == "__main__":

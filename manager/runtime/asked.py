@@ -95,7 +95,7 @@ class Asked:
         took = 0.0  # how long the last status took to build
         while not m.stop_event.is_set():
             # cannot tell: keep the last known state
-            since = self._read("whether the queue is paused", m.ledger.paused_since,
+            since = self._read("whether the queue is paused", lambda: m.ledger.paused_since(),
                                m.paused_since)  # fmt: skip
             if since != m.paused_since:
                 self.pause_changed(since)
@@ -115,7 +115,7 @@ class Asked:
         """`workqueue resume --accept-removals` since the last look: the held removals go."""
         unread = object()
         accepted = self._read("whether held removals were accepted",
-                              self.manager.ledger.removals_accepted, unread)  # fmt: skip
+                              lambda: self.manager.ledger.removals_accepted(), unread)  # fmt: skip
         if accepted is unread:
             return
         if accepted is not None and (self.accepted_seen is None or accepted > self.accepted_seen):
@@ -141,7 +141,8 @@ class Asked:
     def follow_parallelism(self) -> None:
         m = self.manager
         unread = object()
-        asked = self._read("the parallelism asked for", m.ledger.wanted_parallelism, unread)
+        asked = self._read("the parallelism asked for", lambda: m.ledger.wanted_parallelism(),
+                           unread)  # fmt: skip
         if asked is unread:
             return
         try:

@@ -147,6 +147,23 @@ class ClaimedLine:
             self.on_fault(fault)
             return 0
 
+    def prefetch(self) -> bool:
+        """For a worker that holds a slot and asks whether to keep it: one item claimed for
+        that slot now (True), or none free (False) - one round trip, where asking whether
+        anything waits and then claiming it would take two."""
+        if self._ready:
+            return True
+        try:
+            claimed = self.ledger.claim(1)
+        except StorageFault as fault:
+            self.on_fault(fault)
+            return False
+        if not claimed:
+            return False
+        with self._cond:
+            self._ready.append((claimed[0], time.monotonic()))
+        return True
+
     def wait_for_key(self) -> bool:
         """Block until an item is claimed here or free to claim (True), or the line is shut
         down (False)."""
@@ -312,15 +329,23 @@ class OthersFollower:
         self.began: set[str] = set()
 
     def follow(self, report, stop: threading.Event, interval: float = 0.25) -> None:
-        """Until `stop`: every `interval`, what changed read, each ended target noted."""
+        """Until `stop`: every `interval`, what changed read, each ended target noted - only
+        the names the ledger read changed are looked at (`changes`), not every target."""
         ended = (State.SUCCEEDED, State.CANCELLED)
+        targets = set(report.targets)
+        changed = self.ledger.changes()
         while not stop.wait(interval):
             try:
                 self.ledger.refresh()
             except StorageFault:
                 continue
-            for name in report.targets:
-                if name in report.results or name in self.began:
+            with self.ledger.change_lock:
+                names = changed & targets
+                changed.clear()
+                mine = {n for n in names if n in self.began and n not in report.results}
+                changed.update(mine)  # this manager runs them: looked at again next round
+            for name in names - mine:
+                if name in report.results:
                     continue
                 current = self.ledger.state(name)
                 if current is None:

@@ -53,6 +53,9 @@ class Dispatcher:
         self._turn = threading.Lock()  # whoever holds it is the one that takes from the line
         self._threads: list[threading.Thread] = []
         self._growing = threading.Lock()  # one `grow` at a time
+        # whether an item waits for a slot a worker holds: a line that claims its items (a
+        # shared ledger's, `claims.ClaimedLine`) claims one for that slot in the same step
+        self._has_next = getattr(line, "prefetch", None) or (lambda: len(self.line) > 0)
 
     def start(self) -> Dispatcher:
         self._spawn(self.workers)
@@ -104,7 +107,7 @@ class Dispatcher:
         """One turn: (the item begun, or None; whether to leave). `keep`: this worker holds
         a slot already (`Capacity.keep` decides whether it may use it)."""
         if keep:
-            if len(self.line) == 0:  # nothing to keep it for: waiting must not hold a slot
+            if not self._has_next():  # nothing to keep it for: waiting must not hold a slot
                 self.capacity.release()
                 keep = False
             else:

@@ -86,6 +86,7 @@ class PostgresLedger(Claims):
         self._started: dict[str, int] = {}
         self._lost_runs: dict[str, int] = {}
         self._finishing: dict[str, float] = {}
+        self._change_sets: list[set[str]] = []  # followers' sets of names changed (`changes`)
         self._in_doubt = False
         self.unregistered = False  # a claim found this manager's row gone
         self._since: str | None = None  # the snapshot of the last refresh (None: never)
@@ -130,11 +131,26 @@ class PostgresLedger(Claims):
                 if snapshot is not None:
                     self._since = snapshot
                     continue
+                for changed in self._change_sets:
+                    changed.add(name)
                 self._note(name, state, attempts, version, priority)
                 if state in (State.PENDING, State.FAILED) and not in_line:
                     self._parked.add(name)
                 else:
                     self._parked.discard(name)
+
+    def changes(self) -> set[str]:
+        """A set of names the ledger fills from now on with every name a refresh reads
+        changed (starting with every name known now): the caller empties it as it handles
+        them, under `change_lock` - so a follower reads only what changed, not every item."""
+        with self._lock:
+            found = set(self._state)
+            self._change_sets.append(found)
+        return found
+
+    @property
+    def change_lock(self) -> threading.Lock:
+        return self._lock
 
     def _note(self, name: str, state: str, attempts: int, version, priority: int) -> None:
         self._state[name] = pair(state, attempts)
@@ -159,9 +175,14 @@ class PostgresLedger(Claims):
     # -- the items -------------------------------------------------------------------------
 
     def see(self, names: Iterable[str]) -> list[str]:
-        """New names recorded pending (their arrival order is the order given)."""
+        """New names recorded pending (their arrival order is the order given). Names this
+        manager knows cost nothing (a claimed item's, at its start); others are looked up
+        after a refresh (a rival may have recorded them)."""
+        names = list(dict.fromkeys(names))
+        if all(n in self._state for n in names):
+            return []
         self.refresh()
-        fresh = [n for n in dict.fromkeys(names) if n not in self._state]
+        fresh = [n for n in names if n not in self._state]
         if not fresh:
             return []
         with self.db.session() as session:

@@ -39,9 +39,20 @@ def folder(tmp_path: Path, count: int) -> tuple[Path, list[str]]:
     return items, names
 
 
+@pytest.fixture(autouse=True)
+def no_manager_left():
+    """Whatever a failed test left running is ended (a stuck manager would hold its server)."""
+    yield
+    while _SPAWNED:
+        run = _SPAWNED.pop()
+        if run.poll() is None:
+            run.kill()
+            run.wait(timeout=30)
+
+
 def start_fleet(tmp_path, url, worker, items, *, managers=2, sleep=0.6, extra=()):
     env = {**os.environ, "SLEEP": str(sleep), "WORKQUEUE_LEDGER": url}
-    return [
+    runs = [
         spawn_workqueue(
             "run", items, "--suffix", ".txt", "--settle", "0", "--lease", LEASE,
             "--parallelism", "2", "--state-dir", tmp_path / f"state-{i}", *extra,
@@ -49,6 +60,11 @@ def start_fleet(tmp_path, url, worker, items, *, managers=2, sleep=0.6, extra=()
         )  # fmt: skip
         for i in range(managers)
     ]
+    _SPAWNED.extend(runs)
+    return runs
+
+
+_SPAWNED: list[subprocess.Popen] = []
 
 
 def finish(runs, timeout=240) -> list[tuple[str, str]]:

@@ -1,0 +1,216 @@
+"""The shared ledger as a fleet uses it, printed (the second half of `bench/sharing.py`).
+
+    at rest      10,000 claimed items across 4 managers, nothing moving: the rows the database
+                 writes a second - one heartbeat per manager per third of its lease - beside the
+                 per-row renewal the ledger did before (its statement, at its cadence, the same
+                 run). Goal: proportional to managers, <= 10/s
+    ceiling      one thread, claim + start + finish as fast as it goes: one item a claim (the
+                 first shape) against up to 32 a claim in one statement. Goal: >= 2x
+    drains       `workqueue run --ledger` over 5,000 `true` items with 1, 2 and 4 managers at
+                 parallelism 4 each (a process per item): items a second from launch to the
+                 last exit, and how long after its last item each manager exits (goal <= 1 s);
+                 beside, on the same server in the same run, PgQueuer's and procrastinate's
+                 drain of 5,000 no-op jobs (a coroutine per job; their own environment,
+                 `.venv-peers`, made on first use) and the floor of a process per item: a
+                 bare thread pool spawning `true` (`bench.local_floor`)
+
+Every row count is PostgreSQL's own (`pg_stat_user_tables`, its counters flushed first).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psycopg
+
+from tests.support.postgres import PostgresServer
+
+ROOT = Path(__file__).resolve().parent.parent
+PEERS = ROOT / ".venv-peers"
+PEER_PACKAGES = ["pgqueuer==1.6.0", "procrastinate==3.10.0", "asyncpg", "psycopg[binary]"]
+
+
+def _writes(url: str) -> int:
+    """Row writes (inserts, updates, deletes) to the ledger's tables so far."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SELECT pg_stat_force_next_flush()")
+        return conn.execute(
+            "SELECT coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0)::bigint "
+            "FROM pg_stat_user_tables "
+            "WHERE schemaname = 'workqueue'"
+        ).fetchone()[0]
+
+
+def at_rest(managers: int = 4, claimed: int = 10_000, seconds: float = 30.0,
+            lease: float = 30.0) -> None:  # fmt: skip
+    from manager.runtime.claims import ClaimedLine, Heartbeat
+    from manager.shared.database import Database
+    from manager.shared.ledger import PostgresLedger
+    from manager.workqueue.rate_limiters import ItemExponentialFailureRateLimiter
+
+    server = PostgresServer()
+    stop = threading.Event()
+    ledgers: list[PostgresLedger] = []
+    try:
+        url = server.database()
+        for index in range(managers):
+            ledger = PostgresLedger(Database(url), f"m{index}", lease=lease)
+            ledger.join()
+            ledgers.append(ledger)
+        ledgers[0].see([f"item-{i:06}" for i in range(claimed)])
+        for ledger in ledgers:  # each claims its share and starts it: all running, at rest
+            while len(ledger._claimed) < claimed // managers:
+                ledger.claim(min(64, claimed // managers - len(ledger._claimed)))
+            for name in sorted(ledger._claimed):
+                ledger.start(name, "log")
+        for ledger in ledgers:
+            line = ClaimedLine(ledger, ItemExponentialFailureRateLimiter(0.1, 1.0))
+            Heartbeat(ledger, line, stop, on_fault=lambda fault: None).start()
+        for ledger in ledgers:  # a backend flushes its counters as it closes: the set-up's
+            ledger.db.close()  # writes are counted before the window, not in it
+        time.sleep(12)  # (and the heartbeats' own connections flush theirs within 10 s)
+        before = _writes(url)
+        time.sleep(seconds)
+        now = (_writes(url) - before) / seconds
+        # the first shape renewed every claimed row each round (a third of the lease, at most
+        # every second): its statement, at its cadence, for the same claims
+        interval = min(max(0.2, lease / 3), 1.0)
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("SET search_path TO workqueue")
+            before = _writes(url)
+            began = time.monotonic()
+            while time.monotonic() - began < seconds / 3:
+                for index in range(managers):
+                    conn.execute("UPDATE items SET changed = pg_current_xact_id() "
+                                 "WHERE owner = %s", (f"m{index}",))  # fmt: skip
+                time.sleep(interval)
+            renewed = (_writes(url) - before) / (time.monotonic() - began)
+        print(f"\nat rest: {claimed:,} claimed items across {managers} managers, lease "
+              f"{lease:g}s: {now:.2f} row writes/s (a heartbeat per manager every "
+              f"{lease / 3:g}s; goal <= 10/s) against {renewed:,.0f}/s renewing each claimed "
+              f"row (the first shape; {renewed / max(now, 0.01):,.0f}x)")  # fmt: skip
+    finally:
+        stop.set()
+        for ledger in ledgers:
+            ledger.close()
+        server.close()
+
+
+def ceiling(items: int = 3000, rounds: int = 3) -> None:
+    from manager.shared.database import Database
+    from manager.shared.ledger import PostgresLedger
+
+    server = PostgresServer()
+    try:
+        rates: dict[int, list[float]] = {1: [], 32: []}
+        for _ in range(rounds):  # the two shapes in turn: a drifting machine moves both
+            for batch in rates:
+                ledger = PostgresLedger(Database(server.database()), "bench")
+                ledger.join()
+                ledger.see([f"w{i:05}" for i in range(items)])
+                began, done = time.perf_counter(), 0
+                while names := ledger.claim(batch):
+                    for name in names:
+                        ledger.start(name, "log")
+                        ledger.finish(name, True, 0, None)
+                        done += 1
+                rates[batch].append(done / (time.perf_counter() - began))
+                ledger.close()
+        one, many = sorted(rates[1])[rounds // 2], sorted(rates[32])[rounds // 2]
+        print(f"\nceiling (one thread, {items:,} items, median of {rounds}): claim + start + "
+              f"finish {one:,.0f}/s with one item a claim, {many:,.0f}/s with up to 32 a "
+              f"claim: {many / one:.2f}x (goal >= 2x)")  # fmt: skip
+    finally:
+        server.close()
+
+
+def peers_python() -> str:
+    """The peers' interpreter (`.venv-peers`, made and filled on first use)."""
+    python = PEERS / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(PEERS)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", *PEER_PACKAGES],
+                       check=True)  # fmt: skip
+    return str(python)
+
+
+def _peer(python: str, script: str, url: str, jobs: int, concurrency: int) -> float:
+    done = subprocess.run(
+        [python, str(ROOT / "bench" / "peers" / script), url, str(jobs), "--concurrency",
+         str(concurrency)], capture_output=True, text=True, check=True, cwd=tempfile.gettempdir(),
+    )  # fmt: skip
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    assert figures["jobs"] == jobs, figures
+    return jobs / figures["seconds"]
+
+
+def _fleet_drain(server: PostgresServer, folder: Path, work: Path, managers: int,
+                 parallelism: int) -> tuple[float, list[float]]:  # fmt: skip
+    """`managers` runs of `workqueue run --ledger` over `folder`: items/s from launch to the
+    last exit, and each run's exit after the ledger's last finish."""
+    url = server.database()
+    env = {**os.environ, "WORKQUEUE_LEDGER": url}
+    began = time.monotonic()
+    runs = [subprocess.Popen(
+        [sys.executable, "-m", "manager.cli", "run", str(folder), "--suffix", ".txt",
+         "--settle", "0", "--parallelism", str(parallelism), "--state-dir",
+         str(work / f"state-{managers}-{i}"), "--log-level", "warning", "--", "true"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    ) for i in range(managers)]  # fmt: skip
+    exits = []
+    for run in runs:
+        _, err = run.communicate(timeout=600)
+        exits.append(time.time())
+        assert run.returncode == 0, err
+    took = time.monotonic() - began
+    with psycopg.connect(url) as conn:
+        last, count = conn.execute(
+            "SELECT max(finished), count(*) FILTER (WHERE state = 'succeeded') "
+            "FROM workqueue.items"
+        ).fetchone()
+    assert count == len(list(folder.iterdir())), count
+    return count / took, [at - last for at in exits]
+
+
+def drains(items: int = 5000, parallelism: int = 4, fleets=(1, 2, 4)) -> None:
+    work = Path(tempfile.mkdtemp(prefix="wq-drains-"))
+    folder = work / "items"
+    folder.mkdir()
+    for i in range(items):
+        (folder / f"item-{i:05}.txt").touch()
+    server = PostgresServer()
+    try:
+        python = peers_python()
+        print(f"\ndrains of {items:,} items, parallelism {parallelism} (one server, one run):")
+        for managers in fleets:
+            rate, lags = _fleet_drain(server, folder, work, managers, parallelism)
+            print(f"  workqueue run --ledger, {managers} manager(s): {rate:,.0f} items/s end to "
+                  f"end (a process per item); exits after the last item: "
+                  + ", ".join(f"{lag:.2f}s" for lag in lags) + " (goal <= 1 s)")  # fmt: skip
+        for script, name, default in (("pgqueuer_drain.py", "PgQueuer", 0),
+                                      ("procrastinate_drain.py", "procrastinate", 1)):  # fmt: skip
+            mine = _peer(python, script, server.database(), items, parallelism)
+            theirs = _peer(python, script, server.database(), items, default)
+            print(f"  {name}: {mine:,.0f} jobs/s at concurrency {parallelism}, {theirs:,.0f} "
+                  f"at its default (a coroutine per job)")  # fmt: skip
+        for label, extra in (("a bare thread pool", []),
+                             ("a keeper, a journal, SQLite: the durable least",
+                              ["--durable", str(work / "floor"), "--kept"])):  # fmt: skip
+            began = time.monotonic()
+            subprocess.run(
+                [sys.executable, "-m", "bench.local_floor", str(folder), "true", "--suffix",
+                 ".txt", "--parallelism", str(parallelism), *extra], check=True, cwd=ROOT,
+            )  # fmt: skip
+            rate = items / (time.monotonic() - began)
+            print(f"  the floor of a process per item ({label}, bench.local_floor): "
+                  f"{rate:,.0f} items/s")  # fmt: skip
+    finally:
+        server.close()
+        subprocess.run(["rm", "-rf", str(work)], check=False)
