@@ -256,19 +256,23 @@ class Asked:
         """Leave this manager's facts with the ledger (None: it stopped)."""
         try:
             self.manager.ledger.note_manager(self.facts() if running else None)
-        except StorageFault as fault:  # the hold says it (once), and writes them when it ends
-            if running:
-                self.manager.hold.hold_for(fault)
         except Exception as exc:  # a courtesy to `status`: never stops the work
-            log.warning("cannot leave the manager's facts for `workqueue status`: %s", exc)
+            self._unable("leave the manager's facts for `workqueue status`", exc)
 
     def _read(self, what: str, read, otherwise):
-        """What `read()` says of the queue; `otherwise` when it cannot say - a fault of the
-        record held (said once, by the hold), anything else said here."""
+        """What `read()` says of the queue; `otherwise` when it cannot say (`_unable`)."""
         try:
             return read()
-        except StorageFault as fault:
-            self.manager.hold.hold_for(fault)
         except Exception as exc:
-            log.warning("cannot read %s: %s", what, exc)
+            self._unable(f"read {what}", exc)
         return otherwise
+
+    def _unable(self, what: str, exc: Exception) -> None:
+        """A shared ledger's fault holds dispatch - the fleet's record, not this manager's
+        courtesy - and is said once, by the hold (which writes the facts again when it
+        ends), not every half second; anything else is said here."""
+        m = self.manager
+        if isinstance(exc, StorageFault) and m.shared:
+            m.hold.hold_for(exc)  # (nothing more while it holds already)
+            return
+        log.warning("cannot %s: %s", what, exc)

@@ -66,6 +66,16 @@ class FaultHold:
         self.changed()
         threading.Thread(target=self._probe_until_writable, name="probe", daemon=True).start()
 
+    def _changed_to(self, fault: StorageFault) -> None:
+        """A probe met another kind of fault than the one held for (the database came back
+        read-only, say): that is the reason now, said once."""
+        with self._lock:
+            if self.fault is None or self.fault.kind == fault.kind:
+                return
+            self.fault = fault
+        log.error("%s", self.reason())
+        self.changed()
+
     def reason(self) -> str | None:
         """Why nothing new starts, for people; None while the manager dispatches."""
         fault = self.fault
@@ -90,7 +100,8 @@ class FaultHold:
             try:
                 self.probe()
                 self.record_kept()
-            except StorageFault:
+            except StorageFault as fault:
+                self._changed_to(fault)
                 continue
             with self._lock:
                 fault, self.fault = self.fault, None

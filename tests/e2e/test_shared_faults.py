@@ -4,7 +4,9 @@ clock stepped past the lease - each fault longer than the lease - and every item
 exactly once, counted from the workers' own marks, with no traceback; a manager stopped longer
 than its lease counts what it lost, never another's success as its own.
 
-Each test has a server of its own (`own_postgres`): the faults are the server's."""
+The faults are made for the test's own role and database on the test process's server (a
+connection limit, `default_transaction_read_only`, a tablespace), so the server is shared; a
+step of the server's clock needs a server of its own."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import uuid
 from collections import Counter
 from pathlib import Path
 
@@ -95,55 +98,62 @@ def _managers(url: str) -> int:
 
 
 @pytest.fixture
-def fleet_db(own_postgres):
-    """A database of the test's own server, and its URL as a role that is not a superuser."""
-    url = own_postgres.database()
-    return own_postgres, own_postgres.role("wq", url)
+def fleet_db(postgres_server, postgres):
+    """A database of its own and its URL as a role of its own that is not a superuser."""
+    role = f"wq_{uuid.uuid4().hex[:8]}"
+    return postgres_server, postgres_server.role(role, postgres), role
 
 
 def admin(server: PostgresServer):
     return psycopg.connect(server.url("postgres"), autocommit=True)
 
 
+def cut_off(conn, role: str) -> None:
+    """Every connection of `role` ended (as a failover, a restart or a network cut would)."""
+    conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
+                 (role,))  # fmt: skip
+
+
 def test_an_outage_that_is_not_a_restart_runs_nothing_twice(tmp_path, fleet_db, marker_worker):
     """Every manager cut off (its role's connections limited to 0, its connections ended)
     longer than the lease: when it ends, none expires another's live work."""
-    server, url = fleet_db
+    server, url, role = fleet_db
     items, names = folder(tmp_path, 16)
     runs = start_fleet(tmp_path, url, marker_worker, items)
     running_soon(marker_worker, url=url)
     with admin(server) as conn:
-        conn.execute("ALTER ROLE wq CONNECTION LIMIT 0")
-        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'wq'")
+        conn.execute(f"ALTER ROLE {role} CONNECTION LIMIT 0")
+        cut_off(conn, role)
         time.sleep(FAULT_SECONDS)  # the fault's length is the point: longer than the lease
-        conn.execute("ALTER ROLE wq CONNECTION LIMIT -1")
+        conn.execute(f"ALTER ROLE {role} CONNECTION LIMIT -1")
     outs = finish(runs)
     once_each(marker_worker, names)
     assert any("does not answer" in err for _, err in outs)  # the fault was met, and held
 
 
 def test_a_read_only_spell_holds_and_passes(tmp_path, fleet_db, marker_worker):
-    """`default_transaction_read_only` for longer than the lease: every manager holds (one
-    line, no dead thread), and carries on when the database is writable again."""
-    server, url = fleet_db
+    """The database read-only for longer than the lease (as a failover to a standby and back
+    is: connections dropped, then every transaction refused writes, then dropped again):
+    every manager holds (one line, no dead thread), and carries on when it is writable."""
+    server, url, role = fleet_db
+    database = url.rsplit("/", 1)[1]
     items, names = folder(tmp_path, 16)
     runs = start_fleet(tmp_path, url, marker_worker, items)
     running_soon(marker_worker, url=url)
     with admin(server) as conn:
-        conn.execute("ALTER SYSTEM SET default_transaction_read_only = on")
-        conn.execute("SELECT pg_reload_conf()")
+        conn.execute(f'ALTER DATABASE "{database}" SET default_transaction_read_only = on')
+        cut_off(conn, role)
         time.sleep(FAULT_SECONDS)
-        conn.execute("SET default_transaction_read_only = off")
-        conn.execute("ALTER SYSTEM RESET default_transaction_read_only")
-        conn.execute("SELECT pg_reload_conf()")
+        conn.execute(f'ALTER DATABASE "{database}" RESET default_transaction_read_only')
+        cut_off(conn, role)
     outs = finish(runs)
     once_each(marker_worker, names)
-    assert any("read-only" in err for _, err in outs)  # said, once per manager at most
+    assert any("read-only" in err for _, err in outs), "\n".join(e for _, e in outs)
     for _, err in outs:
         assert err.count("takes no writes") <= 2, err
 
 
-def test_a_full_disk_holds_and_passes(tmp_path, own_postgres, marker_worker):
+def test_a_full_disk_holds_and_passes(tmp_path, postgres_server, marker_worker):
     """The ledger's tables on a tablespace whose file system fills up for longer than the
     lease."""
     space = Path(tempfile.mkdtemp(prefix="wq-small-"))  # (the server's user must reach it)
@@ -155,10 +165,11 @@ def test_a_full_disk_holds_and_passes(tmp_path, own_postgres, marker_worker):
         pytest.skip(f"cannot mount a small file system here: {exc}")
     try:
         os.chown(space, *_postgres_ids())
-        with admin(own_postgres) as conn:
-            conn.execute(f"CREATE TABLESPACE small LOCATION '{space}'")
-            conn.execute("CREATE DATABASE onsmall TABLESPACE small")
-        url = own_postgres.role("wq", own_postgres.url("onsmall"))
+        name = f"small_{uuid.uuid4().hex[:8]}"
+        with admin(postgres_server) as conn:
+            conn.execute(f"CREATE TABLESPACE {name} LOCATION '{space}'")
+            conn.execute(f"CREATE DATABASE {name} TABLESPACE {name}")
+        url = postgres_server.role(name, postgres_server.url(name))
         items, names = folder(tmp_path, 30)
         runs = start_fleet(tmp_path, url, marker_worker, items)
         running_soon(marker_worker, url=url)
@@ -207,7 +218,7 @@ def test_a_manager_stopped_longer_than_its_lease_counts_what_it_lost(
     """SIGSTOP past the lease: the other manager takes its claims (the documented case where
     work runs twice - its workers ran on); when it wakes it ends what it still runs of them,
     writes none of their ends, and its summary counts them lost, not succeeded."""
-    server, url = fleet_db
+    server, url, _ = fleet_db
     items, names = folder(tmp_path, 12)
     stopped, other = start_fleet(tmp_path, url, marker_worker, items, sleep=2.5)
     running_soon(marker_worker, 4, url=url)
@@ -237,7 +248,7 @@ def test_connections_killed_again_and_again_lose_and_repeat_nothing(
 ):
     """Every connection of the managers ended every 0.3 s for a while: at any statement of a
     claim, a beat, a start or a finish."""
-    server, url = fleet_db
+    server, url, role = fleet_db
     items, names = folder(tmp_path, 24)
     runs = start_fleet(tmp_path, url, marker_worker, items, sleep=0.3)
     stop = threading.Event()
@@ -245,8 +256,7 @@ def test_connections_killed_again_and_again_lose_and_repeat_nothing(
     def kill_connections():
         with admin(server) as conn:
             while not stop.wait(0.3):
-                conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                             "WHERE usename = 'wq'")  # fmt: skip
+                cut_off(conn, role)
 
     killer = threading.Thread(target=kill_connections)
     killer.start()

@@ -66,3 +66,41 @@ def test_a_claim_lost_before_its_start_is_not_run_and_the_run_hears_how_it_ended
     }  # fmt: skip
     assert '"b.x"' not in ran.read_text()  # never run here
     assert ledger.claim_counters()["lost"] == 1
+
+
+class Counting(PostgresLedger):
+    """A ledger that notes, at each claim, what this manager held and how many it asked for."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.asked: list[tuple[int, int]] = []
+
+    def claim(self, limit):
+        with self._writes:
+            self.asked.append((len(self._claimed) + len(self._started), limit))
+        return super().claim(limit)
+
+
+def test_claims_come_in_batches_never_above_the_free_slots(tmp_path, postgres):
+    folder = tmp_path / "items"
+    folder.mkdir()
+    for i in range(24):
+        (folder / f"{i:02}.x").touch()
+        os.utime(folder / f"{i:02}.x", (1_000_000_000, 1_000_000_000))  # (settled long ago)
+    worker = tmp_path / "worker.sh"
+    worker.write_text("#!/bin/sh\nsleep 0.2\n")
+    worker.chmod(0o755)
+    source = open_folder(str(folder), [".x"])
+    ledger = Counting(Database(postgres), "me", lease=30)
+    ledger.join()
+    backend = LocalBackend([str(worker)], str(tmp_path / "state"), end_with_manager=True)
+    try:
+        manager = Manager(source, ledger, backend, ManagerOptions(parallelism=4))
+        report = manager.run_once()
+    finally:
+        backend.close()
+        ledger.close()
+        source.stop()
+    assert set(report.results.values()) == {Result.SUCCEEDED}
+    assert max(limit for _, limit in ledger.asked) > 1  # batches were claimed ...
+    assert all(held + limit <= 4 for held, limit in ledger.asked), ledger.asked  # ... in slots

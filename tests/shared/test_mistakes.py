@@ -5,6 +5,8 @@ of its own beside another application's tables; commands that only read create n
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
@@ -23,6 +25,20 @@ def workqueue(*args, env=None):
         [sys.executable, "-m", "manager.cli", *map(str, args)], capture_output=True, text=True,
         timeout=60, env={**os.environ, **(env or {})},
     )  # fmt: skip
+
+
+def in_process(*args):
+    """The command in this process (a mistake that needs no environment of its own: the
+    same `main` the console script runs, without an interpreter's start-up per case)."""
+    from manager.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as done:
+            code = done.code
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
 def one_line_exit_2(r, *words):
@@ -90,7 +106,7 @@ def test_the_right_password_from_the_environment_works(pw_user, tmp_path):
     ],
 )
 def test_each_url_mistake_is_one_line_naming_its_cause(postgres_server, ledger, says):
-    r = workqueue("status", "--ledger", ledger.format(port=postgres_server.port))
+    r = in_process("status", "--ledger", ledger.format(port=postgres_server.port))
     one_line_exit_2(r, says)
 
 
@@ -101,12 +117,12 @@ def test_each_url_mistake_is_one_line_naming_its_cause(postgres_server, ledger, 
 @pytest.mark.parametrize("command", [["status"], ["pause"], ["run", ".", "--", "true"]])
 def test_a_password_typed_on_the_command_line_is_refused(ledger, command):
     argv = [*command[:1], "--ledger", ledger, *command[1:]]
-    r = workqueue(*argv)
+    r = in_process(*argv)
     one_line_exit_2(r, "--ledger", "visible to every user", "PGPASSWORD", "WORKQUEUE_LEDGER")
 
 
 def test_a_password_typed_for_a_migration_is_refused(tmp_path):
-    r = workqueue("ledger", "migrate", "--state-dir", tmp_path, "--to",
+    r = in_process("ledger", "migrate", "--state-dir", tmp_path, "--to",
                   f"postgresql://wq:{SECRET}@127.0.0.1/q")  # fmt: skip
     assert r.returncode == 2 and "visible to every user" in r.stderr
     assert SECRET not in r.stderr
@@ -115,13 +131,13 @@ def test_a_password_typed_for_a_migration_is_refused(tmp_path):
 def test_a_state_directory_that_is_a_file_beside_a_ledger(postgres, tmp_path):
     (tmp_path / "items").mkdir()
     (tmp_path / "a-file").write_text("")
-    r = workqueue("run", tmp_path / "items", "--ledger", postgres, "--state-dir",
+    r = in_process("run", tmp_path / "items", "--ledger", postgres, "--state-dir",
                   tmp_path / "a-file", "--", "true")  # fmt: skip
     one_line_exit_2(r, "is a file, not a folder")
 
 
 def test_a_command_that_reads_creates_nothing_in_an_empty_database(postgres):
-    r = workqueue("status", "--ledger", postgres)
+    r = in_process("status", "--ledger", postgres)
     one_line_exit_2(r, "no queue here", "schema workqueue")
     with psycopg.connect(postgres) as conn:
         assert conn.execute("SELECT to_regnamespace('workqueue')").fetchone()[0] is None
