@@ -46,6 +46,7 @@ from .notifier import Notifier
 
 log = logging.getLogger(__name__)
 RELOAD_SECONDS = 600.0  # the safety net's full read (changes are read in commit order)
+STARTUP_SECONDS = 10.0  # how long a manager's start rides out a database that does not answer
 
 
 class PostgresLedger(Claims):
@@ -422,22 +423,33 @@ def open_shared(
 ) -> PostgresLedger:
     """A manager's shared ledger at `url` under `owner`, its schema brought up to date and
     this manager registered; a failed retry waits `retry_backoff` (first wait, cap) doubling,
-    as the manager's own retries do. Its connections are closed again when it cannot be
-    opened."""
+    as the manager's own retries do. A database that does not answer is tried again for
+    `STARTUP_SECONDS` (a connection lost at start is no reason to give up); its connections are
+    closed again when it cannot be opened."""
     from ..retry import Backoff
 
-    db = Database(url)
     backoff = Backoff(*retry_backoff)
-    ledger = None
-    try:
-        ledger = PostgresLedger(
-            db, owner, lease=lease, max_attempts=max_attempts,
-            backoff=lambda attempts: backoff.delay(max(attempts - 1, 0)),
-        )  # fmt: skip
-        ledger.join()
-        return ledger
-    except BaseException:
-        if ledger is not None:
-            ledger.close()
-        db.close()
-        raise
+    deadline = time.monotonic() + STARTUP_SECONDS
+    while True:
+        db = Database(url)
+        ledger = None
+        try:
+            ledger = PostgresLedger(
+                db, owner, lease=lease, max_attempts=max_attempts,
+                backoff=lambda attempts: backoff.delay(max(attempts - 1, 0)),
+            )  # fmt: skip
+            ledger.join()
+            return ledger
+        except StorageFault as fault:  # a connection lost at start: tried again a while
+            if ledger is not None:
+                ledger.close()
+            db.close()
+            if time.monotonic() > deadline:
+                raise
+            log.warning("%s; trying again", fault.short)
+            time.sleep(1.0)
+        except BaseException:
+            if ledger is not None:
+                ledger.close()
+            db.close()
+            raise

@@ -2,8 +2,9 @@
 
 --ledger URL     postgresql://user@host/db[?schema=NAME] - the password from PGPASSWORD or a
                  PGPASSFILE; a URL with a password only from the environment (WORKQUEUE_LEDGER)
---lease D        how long a claim lasts unrenewed (default 30s): what a manager that dies
-                 costs its items, and the longest outage of its own it rides out
+--lease D        how long a manager's claims outlive its last heartbeat, as the other managers
+                 count it over a working database (default 30s): what a manager that dies
+                 costs its items, and the longest stop or cut-off of its own it rides out
 """
 
 from __future__ import annotations
@@ -50,15 +51,15 @@ def ledger_option():
 def lease_seconds(text: str) -> float:
     seconds = parse_duration(text)
     if seconds < 1:
-        raise InputError(f"a lease shorter than a second would run out between renewals: {text}")
+        raise InputError(f"a lease shorter than a second would run out between heartbeats: {text}")
     return seconds
 
 
 def lease_option():
     return option(
         "--lease",
-        "with --ledger: how long a claim lasts unrenewed - a manager that dies has its items "
-        f"run by the others after this (default {DEFAULT_LEASE:g}s)",
+        "with --ledger: how long this manager's claims outlive its last heartbeat - a manager "
+        f"that dies has its items run by the others after this (default {DEFAULT_LEASE:g}s)",
         default=DEFAULT_LEASE,
         parse=lease_seconds,
     )

@@ -251,6 +251,7 @@ def test_connections_killed_again_and_again_lose_and_repeat_nothing(
     server, url, role = fleet_db
     items, names = folder(tmp_path, 24)
     runs = start_fleet(tmp_path, url, marker_worker, items, sleep=0.3)
+    running_soon(marker_worker, url=url)  # (a manager's set-up is not what this is about)
     stop = threading.Event()
 
     def kill_connections():

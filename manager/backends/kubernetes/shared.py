@@ -82,7 +82,7 @@ def setup_shared(options, seeds: ManagerSeeds) -> Parts:
             ledger.close()
         made.close()
         raise
-    log.info("shared ledger %s: this installation is %s (claims last %gs unrenewed)",
+    log.info("shared ledger %s: this installation is %s (its claims outlive its heartbeat by %gs)",
              ledger.where, owner, options.lease)  # fmt: skip
 
     def close() -> None:

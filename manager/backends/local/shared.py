@@ -81,7 +81,7 @@ def setup_shared(options, seeds: ManagerSeeds) -> Parts:
             ledger.close()
         held.close()
         raise
-    log.info("shared ledger %s: this manager is %s (claims last %gs unrenewed)",
+    log.info("shared ledger %s: this manager is %s (its claims outlive its heartbeat by %gs)",
              ledger.where, owner, options.lease)  # fmt: skip
 
     def close() -> None:
