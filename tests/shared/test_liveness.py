@@ -6,6 +6,11 @@ The observers' monotonic clock is the test's (`Ticking`): time is stepped, never
 
 from __future__ import annotations
 
+import json
+import time
+from pathlib import Path
+
+import jsonschema
 import psycopg
 import pytest
 
@@ -13,10 +18,12 @@ from manager.faults import LEDGER_READ_ONLY, UNREACHABLE, StorageFault
 from manager.ports import ClaimLost
 from manager.shared.database import Database
 from manager.shared.ledger import PostgresLedger
+from manager.views.queue_view import from_record
 
 from .conftest import Ticking, sql, watch
 
 LEASE = 10.0
+REPO = Path(__file__).resolve().parents[2]
 
 
 class Outage:
@@ -192,6 +199,9 @@ def test_status_of_a_silent_manager(open_ledger, postgres):
         record = ops.status()
     assert record.facts is None  # its lease ran out: its parallelism counts no more
     assert record.silent_managers[0]["heard_seconds"] >= 11
+    shown = from_record(record, time.time(), None, {}).as_json()  # `status --json`
+    jsonschema.validate(shown, json.loads((REPO / "docs" / "status.schema.json").read_text()))
+    assert shown["silent_managers"][0]["id"] == "a"
 
 
 def test_the_heartbeat_beats_while_the_main_connection_is_held(open_ledger):
