@@ -46,7 +46,9 @@ from .notifier import Notifier
 
 log = logging.getLogger(__name__)
 RELOAD_SECONDS = 600.0  # the safety net's full read (changes are read in commit order)
-STARTUP_SECONDS = 10.0  # how long a manager's start rides out a database that does not answer
+STARTUP_SECONDS = 10.0
+TAKEN = "its claim was taken (this manager was declared dead while it ran): this run's end is " \
+    "not recorded"  # how long a manager's start rides out a database that does not answer
 
 
 class PostgresLedger(Claims):
@@ -228,23 +230,27 @@ class PostgresLedger(Claims):
                **params) -> tuple | None:  # fmt: skip
         """One fenced write of this manager's run of `name` (its attempt), the claim let go
         with it: the row as it is now, or None (the claim was taken: counted lost, nothing
-        written). `recheck`: a finish written before whose answer was lost - done when the row shows
-        exactly it. A freed slot of a bounded queue, or an item back in line, is notified."""
+        written). `recheck`: a finish written before whose answer was lost - done when the row
+        shows exactly it. A freed slot of a bounded queue, or an item back in line, is notified."""
         with self._writes:
             if name in self._lost_runs:
                 del self._lost_runs[name]
                 found = None
             else:
                 attempt = self._started.get(name)
-                with self.db.session() as session:
-                    rows = session.run(statement, name=name, owner=self.owner,
-                                       attempt=attempt, **params)  # fmt: skip
-                    if not rows and recheck:
-                        rows = session.run(sql.FINISHED_ALREADY, name=name, attempt=attempt,
-                                           state=params["state"], at=params["at"])  # fmt: skip
-                    if rows and (statement is sql.REQUEUE
-                                 or self.wanted_parallelism() is not None):  # fmt: skip
-                        session.run(sql.NOTIFY_LINE)
+                try:
+                    with self.db.session() as session:
+                        rows = session.run(statement, name=name, owner=self.owner,
+                                           attempt=attempt, **params)  # fmt: skip
+                        if not rows and recheck:
+                            rows = session.run(sql.FINISHED_ALREADY, name=name, attempt=attempt,
+                                               state=params["state"], at=params["at"])  # fmt: skip
+                        if rows and (statement is sql.REQUEUE
+                                     or self.wanted_parallelism() is not None):  # fmt: skip
+                            session.run(sql.NOTIFY_LINE)
+                except StorageFault:
+                    self._in_doubt = True  # written or not: `settle_doubts` and a rewrite tell
+                    raise
                 found = rows[0] if rows else None
                 self._started.pop(name, None)
                 self._finishing.pop(name, None)
@@ -275,41 +281,25 @@ class PostgresLedger(Claims):
             when = self._finishing.setdefault(name, self.clock() if at is None else at)
             attempt = self._started.get(name) or (self.state(name) or (None, 1))[1]
             state = State.SUCCEEDED if succeeded else State.FAILED
-            try:
-                found = self._ended(
-                    name, sql.FINISH, recheck=recheck, state=state.value, at=when,
-                    exit_code=exit_code,
-                    error=error, failed=not succeeded, max_attempts=self.max_attempts,
-                    backoff=self.backoff(attempt),
-                )  # fmt: skip
-            except StorageFault:
-                self._in_doubt = True
-                raise
+            found = self._ended(
+                name, sql.FINISH, recheck=recheck, state=state.value, at=when,
+                exit_code=exit_code, error=error, failed=not succeeded,
+                max_attempts=self.max_attempts, backoff=self.backoff(attempt),
+            )  # fmt: skip
         if found is None:
-            raise ClaimLost("its claim was taken (this manager was declared dead while it ran): "
-                            "this run's end is not recorded")  # fmt: skip
+            raise ClaimLost(TAKEN)
         self.counters["done"] += 1
 
     def requeue(self, name: str) -> None:
-        try:
-            self._ended(name, sql.REQUEUE)
-        except StorageFault:
-            self._in_doubt = True
-            raise
+        self._ended(name, sql.REQUEUE)
 
     def cancel(self, name: str) -> bool:
         """pending, running (by this manager) or failed -> cancelled; an item another manager
         runs or holds is that manager's to cancel. `ClaimLost` for a run of this manager
         whose claim was taken."""
         if name in self._started or name in self._lost_runs:  # a run of this manager
-            try:
-                found = self._ended(name, sql.CANCEL_RUNNING, now=self.clock())
-            except StorageFault:
-                self._in_doubt = True
-                raise
-            if found is None:
-                raise ClaimLost("its claim was taken (this manager was declared dead while it "
-                                "ran): this run's end is not recorded")  # fmt: skip
+            if self._ended(name, sql.CANCEL_RUNNING, now=self.clock()) is None:
+                raise ClaimLost(TAKEN)
             return True
         with self._writes:
             found = self.db.run(sql.CANCEL_WAITING, now=self.clock(), name=name, owner=self.owner)

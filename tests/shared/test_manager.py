@@ -37,30 +37,36 @@ class Stolen(PostgresLedger):
             )  # fmt: skip
 
 
-def test_a_claim_lost_before_its_start_is_not_run_and_the_run_hears_how_it_ended(
-    tmp_path, postgres
-):
+def run_once_on(tmp_path, postgres, ledger_class, names, script: str, parallelism: int):
+    """A `--once` run of `names` (files settled long ago) through a local backend whose worker
+    is `script`, on a ledger of `ledger_class`: the ledger and the run's report."""
     folder = tmp_path / "items"
     folder.mkdir()
-    for name in ("a.x", "b.x", "c.x"):
+    for name in names:
         (folder / name).touch()
         os.utime(folder / name, (1_000_000_000, 1_000_000_000))
-    ran = tmp_path / "ran"
     worker = tmp_path / "worker.sh"
-    worker.write_text(f'#!/bin/sh\ncat "$WORK_ITEM_FILE" >> {ran}\necho >> {ran}\n')
+    worker.write_text(f"#!/bin/sh\n{script}\n")
     worker.chmod(0o755)
     source = open_folder(str(folder), [".x"])
-    db = Database(postgres)
-    ledger = Stolen(db, "me", lease=30)
+    ledger = ledger_class(Database(postgres), "me", lease=30)
     ledger.join()
     backend = LocalBackend([str(worker)], str(tmp_path / "state"), end_with_manager=True)
     try:
-        manager = Manager(source, ledger, backend, ManagerOptions(parallelism=1))
-        report = manager.run_once()
+        manager = Manager(source, ledger, backend, ManagerOptions(parallelism=parallelism))
+        return ledger, manager.run_once()
     finally:
         backend.close()
         ledger.close()
         source.stop()
+
+
+def test_a_claim_lost_before_its_start_is_not_run_and_the_run_hears_how_it_ended(
+    tmp_path, postgres
+):
+    ran = tmp_path / "ran"
+    ledger, report = run_once_on(tmp_path, postgres, Stolen, ["a.x", "b.x", "c.x"],
+                                 f'cat "$WORK_ITEM_FILE" >> {ran}; echo >> {ran}', 1)  # fmt: skip
     assert report.results == {
         "a.x": Result.SUCCEEDED, "b.x": Result.ELSEWHERE, "c.x": Result.SUCCEEDED,
     }  # fmt: skip
@@ -82,25 +88,8 @@ class Counting(PostgresLedger):
 
 
 def test_claims_come_in_batches_never_above_the_free_slots(tmp_path, postgres):
-    folder = tmp_path / "items"
-    folder.mkdir()
-    for i in range(24):
-        (folder / f"{i:02}.x").touch()
-        os.utime(folder / f"{i:02}.x", (1_000_000_000, 1_000_000_000))  # (settled long ago)
-    worker = tmp_path / "worker.sh"
-    worker.write_text("#!/bin/sh\nsleep 0.2\n")
-    worker.chmod(0o755)
-    source = open_folder(str(folder), [".x"])
-    ledger = Counting(Database(postgres), "me", lease=30)
-    ledger.join()
-    backend = LocalBackend([str(worker)], str(tmp_path / "state"), end_with_manager=True)
-    try:
-        manager = Manager(source, ledger, backend, ManagerOptions(parallelism=4))
-        report = manager.run_once()
-    finally:
-        backend.close()
-        ledger.close()
-        source.stop()
+    names = [f"{i:02}.x" for i in range(24)]
+    ledger, report = run_once_on(tmp_path, postgres, Counting, names, "sleep 0.2", 4)
     assert set(report.results.values()) == {Result.SUCCEEDED}
     assert max(limit for _, limit in ledger.asked) > 1  # batches were claimed ...
     assert all(held + limit <= 4 for held, limit in ledger.asked), ledger.asked  # ... in slots

@@ -15,6 +15,7 @@ import uuid
 import psycopg
 import pytest
 
+from tests.manager.cli import test_user_errors as user_errors
 from tests.support.servers import wait_until
 
 SECRET = "s3cret-Pw"
@@ -42,11 +43,7 @@ def in_process(*args):
 
 
 def one_line_exit_2(r, *words):
-    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
-    for word in words:
-        assert word in lines[0], lines[0]
+    user_errors.one_line_exit_2(r, *words)
     assert SECRET not in r.stderr + r.stdout
 
 
