@@ -263,6 +263,10 @@ class Manager:
                 self.queue.add_rate_limited(name)
             else:
                 self.queue.forget(name)
+                if result == Result.STOPPED and not self.stop_event.is_set():
+                    # interrupted, not by this manager's stop (a worker gone with its shim):
+                    # back in line at once, its attempt not counted
+                    self.queue.add(name)
         finally:
             self.queue.done(name)
 

@@ -5,7 +5,8 @@
     kept.py        the manager's side of a keeper (`KeeperLink`, `KeptChild`)
     recovery.py    what a manager that died left: adopted, recorded, or back in line
     spawn.py       the worker's program found and its environment made once (`Spawner`)
-    libc_spawn.py  glibc's posix_spawn through ctypes, the interpreter lock released
+    shim.py        a shim per worker: its parent, which writes its end beside it, so the end
+                   outlives the keeper too
     ledger.py      `SqliteLedger`: the record of every item under the state directory, and
                    its recovery
     ledger_file.py the ledger's file: its schema, checked connections, the directory's lock
@@ -124,7 +125,7 @@ def setup(options: LocalOptions, seeds: ManagerSeeds) -> Parts:
         ledger.close()
         raise
     taken.say()
-    backend.adopt(taken.adopted, taken.links)
+    backend.adopt(taken.adopted, taken.links, taken.orphans)
 
     def close() -> None:
         try:

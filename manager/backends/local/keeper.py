@@ -10,15 +10,19 @@ when containerd restarts.
 
 One keeper per manager run, started by it (`kept.KeeperLink.start`) in a session of its own - a
 kill of the manager's process group, a closed terminal (SIGHUP) or a Ctrl-C (SIGINT) does not
-reach it. It is small on purpose (the standard library and `libc_spawn` only, run as a script),
+reach it. It is small on purpose (the standard library and `shim` only, run as a script),
 and does four things (five for a manager on a shared ledger, whose workers end with it when it
 dies: another manager runs their items once its claims run out):
 
-  * starts each worker the manager asks for: posix_spawn in a new session, stdin /dev/null,
-    stdout and stderr appended to the item's log (after the attempt's header line),
-    WORK_ITEM_FILE in its environment;
-  * reaps it, then ends what it left in its process group (SIGTERM, SIGKILL five seconds later
-    for what is still there), and only then reports the end;
+  * starts each worker the manager asks for through a shim of its own (`shim.py`: forked, in
+    a new session, the worker's parent, which writes the worker's end beside it so that it
+    outlives this keeper too), stdin /dev/null, stdout and stderr appended to the item's log
+    (after the attempt's header line), WORK_ITEM_FILE in its environment;
+  * reaps the shim (which exits as its worker did), then ends what the worker left in its
+    process group (SIGTERM, SIGKILL five seconds later for what is still there), and only then
+    reports the end;
+  * watches the shims a keeper that died left (`watch`, through a pidfd), and reports their
+    workers' ends as its own;
   * writes every start and end to its journal (`<id>.journal`, a JSON line each) before it
     reports them, and keeps what the manager has not acknowledged (an end is acknowledged once
     the ledger has it; the acknowledgement is journaled too, so a reader of the journal knows
@@ -38,9 +42,9 @@ early - then the next manager ends the workers it finds orphaned and counts thei
 
 Protocol, JSON lines over a stream socket (fd 3 from the manager that started it; the
 listening socket for one that adopts): manager -> keeper `config` (first, once), `spawn`,
-`signal`, `ack`, `adopt`, `bye`; keeper -> manager `ended` (a worker's end, or why it could not
-start) and `children` (the answer to `adopt`). Workers are named by the manager's id for the
-spawn, never by pid.
+`watch`, `signal`, `ack`, `adopt`, `bye`; keeper -> manager `ended` (a worker's end, or why it
+could not start) and `children` (the answer to `adopt`). Workers are named by the manager's id
+for the spawn, never by pid.
 """
 
 from __future__ import annotations
@@ -55,40 +59,22 @@ import sys
 import time
 
 try:
-    from . import libc_spawn
+    from . import shim
 except ImportError:  # run as a script: the sibling module
-    import libc_spawn  # type: ignore[no-redef]
+    import shim  # type: ignore[no-redef]
 
 LEFTOVER_GRACE_SECONDS = 5.0  # what a worker left in its group gets after SIGTERM
 COMPACT_BYTES = 1 << 20  # the journal is rewritten with only what still matters past this
 _encode = json.JSONEncoder(separators=(",", ":")).encode  # one encoder, not one per line
-RESTORED_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ)
-
-
-def start_ticks(pid: int) -> str | None:
-    """The kernel's start time of a process (clock ticks since boot), or None if it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read().decode("ascii", "replace")
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
-
-
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def ticks_now() -> str:
-    """The start time, in the kernel's terms (clock ticks since boot), of a process started
-    just now: from the clock the kernel uses - reading a just-started process's /proc entry
-    waits for its exec (0.2 ms here). Whoever compares allows a second's difference."""
-    return str(int(time.clock_gettime(time.CLOCK_BOOTTIME) * CLOCK_TICKS))
+start_ticks, ticks_now, CLOCK_TICKS = shim.start_ticks, shim.ticks_now, shim.CLOCK_TICKS
 
 
 class Keeper:
     """The keeper's state. Invariants: every id in `children` names a worker started and not
-    reaped (`pids` maps its pid back); every end in `unacked` is in the journal; an id is in
-    at most one of `children`, `leftovers` (reaped, its group being ended) and `unacked`."""
+    reaped - through a shim of this keeper (`pids` maps the shim's pid back) or watched (a
+    dead keeper's shim: `watched` maps its pidfd back); every end in `unacked` is in the
+    journal; an id is in at most one of `children`, `leftovers` (reaped, its group being ended)
+    and `unacked`."""
 
     def __init__(self, owner: socket.socket, config: dict, pending: bytes = b"") -> None:
         """`pending`: what the manager sent after the config, read with it."""
@@ -105,13 +91,13 @@ class Keeper:
         # through the folder's descriptor: a socket's path is limited to 108 bytes
         self.listener.bind(f"/proc/self/fd/{self.dir_fd}/{self.id}.sock")
         self.listener.listen(4)
-        self.template = None
-        env = config["env"]
-        if libc_spawn.available():
-            self.template = libc_spawn.Template(config["program"], config["argv"], env)
-        self.program, self.argv, self.env = config["program"], config["argv"], env
+        self.program, self.argv, self.env = config["program"], config["argv"], config["env"]
+        self.keepers_dir = config["dir"]
+        os.makedirs(os.path.join(self.keepers_dir, shim.ENDS_DIR), mode=0o700, exist_ok=True)
         self.children: dict[int, dict] = {}  # id -> the worker's start record
-        self.pids: dict[int, int] = {}  # pid -> id, for reaping
+        self.pids: dict[int, int] = {}  # a shim's pid -> id, for reaping
+        self.watched: dict[int, int] = {}  # a watched shim's pidfd -> id
+        self.poller = select.epoll()
         self.leftovers: dict[int, tuple[float, dict]] = {}  # pid -> (SIGKILL at, end record)
         self.unacked: dict[int, dict] = {}  # id -> end record the manager has not recorded
         self.conn: socket.socket | None = owner
@@ -121,6 +107,9 @@ class Keeper:
         # then run out and another manager runs the items; a worker left running would run
         # beside that one.
         self.end_with_manager = bool(config.get("end_with_manager"))
+        # (pid, start ticks) of the manager: its shims end their workers if it dies, should
+        # this keeper die first and not do it
+        self.manager = tuple(config["manager"]) if config.get("manager") else None
 
     def _open(self, name: str, flags: int) -> int:
         return os.open(name, flags, 0o600, dir_fd=self.dir_fd)
@@ -214,6 +203,8 @@ class Keeper:
         op = message["op"]
         if op == "spawn":
             self._spawn(message)
+        elif op == "watch":
+            self._watch(message)
         elif op == "signal":
             self._signal(message["id"], message["sig"])
         elif op == "ack":
@@ -238,6 +229,7 @@ class Keeper:
         if "ack" in message:  # acknowledgements ride on the next start when there is one
             self._acked(message["ack"])
         ident, name, attempt = message["id"], message["name"], message["attempt"]
+        status = shim.status_path(self.keepers_dir, self.id, ident)
         part = "log"  # what refused: the state directory's disk (the log), or the program
         try:
             log_fd = os.open(message["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
@@ -245,7 +237,8 @@ class Keeper:
             try:
                 os.write(log_fd, message["header"].encode("utf-8", "replace"))
                 part = "program"
-                pid = self._start(log_fd, message["env"])
+                shim.forget_status(status)  # (a file an earlier keeper of this id left)
+                pid = self._start(status, log_fd, message["env"])
             finally:
                 os.close(log_fd)
         except OSError as exc:
@@ -254,38 +247,54 @@ class Keeper:
                                                "errno": exc.errno, "refused": part}})  # fmt: skip
             return
         record = {"id": ident, "name": name, "attempt": attempt, "pid": pid,
-                  "ticks": ticks_now(), "began": time.time()}  # fmt: skip
+                  "ticks": ticks_now(), "began": time.time(), "status": status}  # fmt: skip
         self.children[ident] = record
         self.pids[pid] = ident
         self._write({"start": record})
 
-    def _start(self, log_fd: int, extra_env: dict) -> int:
-        if self.template is not None:
-            return self.template.spawn(log_fd, extra_env)
-        actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                   (os.POSIX_SPAWN_DUP2, log_fd, 1), (os.POSIX_SPAWN_DUP2, log_fd, 2)]  # fmt: skip
-        return os.posix_spawn(self.program, self.argv, {**self.env, **extra_env},
-                              file_actions=actions, setsid=True,
-                              setsigdef=RESTORED_SIGNALS)  # fmt: skip
+    def _start(self, status: str, log_fd: int, extra_env: dict) -> int:
+        """The worker's shim, forked (`shim.run` never returns in the child); its pid, which
+        is also the worker's session and group."""
+        env = {**self.env, **extra_env}
+        pid = os.fork()
+        if pid == 0:
+            shim.run(status, self.program, self.argv, env, log_fd, self.manager)
+        return pid
+
+    def _watch(self, message: dict) -> None:
+        """A shim a keeper that died left: watched through a pidfd, its worker's end reported
+        as this keeper's own (under the id the manager gave it here)."""
+        ident = message["id"]
+        record = {"id": ident, "name": message["name"], "attempt": message["attempt"],
+                  "pid": message["pid"], "ticks": message["ticks"],
+                  "began": message.get("began"), "status": message["status"]}  # fmt: skip
+        self.children[ident] = record
+        self._write({"start": record})
+        fd = shim.open_pidfd(record["pid"], record["ticks"])
+        if fd is None:  # ended meanwhile: its file says how
+            self._shim_ended(ident, None)
+            return
+        self.watched[fd] = ident
+        self.poller.register(fd, select.EPOLLIN)
 
     def _signal(self, ident: int, sig: int) -> None:
-        """The worker's whole group, only while the worker is not reaped."""
+        """The worker's whole group (its shim's: the shim outlives what it ignores), only while
+        the worker is not reaped - and a watched one only while its shim is that process."""
         child = self.children.get(ident)
-        if child is not None:
-            try:
-                os.killpg(child["pid"], sig)
-            except (ProcessLookupError, PermissionError):
-                pass
+        if child is None or (ident not in self.pids.values()
+                             and not shim.same_process(child["pid"], child["ticks"])):  # fmt: skip
+            return
+        try:
+            os.killpg(child["pid"], sig)
+        except (ProcessLookupError, PermissionError):
+            pass
 
     def _end_all(self) -> None:
         """The manager is gone without a goodbye: every worker's group is killed, its end
         journaled as interrupted (the attempt does not count: the item runs again)."""
-        for child in self.children.values():
+        for ident, child in self.children.items():
             child["interrupted"] = True
-            try:
-                os.killpg(child["pid"], signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            self._signal(ident, signal.SIGKILL)
 
     def _reap(self) -> None:
         while True:
@@ -296,16 +305,30 @@ class Keeper:
             if pid == 0:
                 return
             ident = self.pids.pop(pid, None)
-            if ident is None:
-                continue
-            child = self.children.pop(ident)
-            end = {**child, "code": os.waitstatus_to_exitcode(status), "at": time.time()}
-            try:  # what it left in its group: ended before the end is reported
-                os.killpg(pid, signal.SIGTERM)
-            except (ProcessLookupError, PermissionError):
-                self._ended(end)
-                continue
-            self.leftovers[pid] = (time.monotonic() + LEFTOVER_GRACE_SECONDS, end)
+            if ident is not None:
+                self._shim_ended(ident, os.waitstatus_to_exitcode(status))
+
+    def _shim_ended(self, ident: int, code: int | None) -> None:
+        """A shim ended (`code`: its exit, as its worker's; None: a watched one, not ours to
+        reap): the worker's end as the shim wrote it, after its leftovers."""
+        child = self.children.pop(ident)
+        written = shim.read_status(child["status"]) or {}
+        end = {**child, "code": written.get("code", code), "at": time.time()}
+        if written.get("interrupted"):
+            end["interrupted"] = True
+        elif "refused" in written:  # the program could not be started at all
+            end.update(code=None, errno=written["refused"], refused="program",
+                       error=f"cannot start worker: {written['error']}")  # fmt: skip
+        elif not written and code is None:  # a watched shim that left no word: killed with its
+            end["interrupted"] = True  # worker - not the item's doing: it runs again, uncounted
+            end["error"] = "its worker's shim ended without a word (killed with it)"
+        pid = child["pid"]
+        try:  # what it left in its group: ended before the end is reported
+            os.killpg(pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            self._ended(end)
+            return
+        self.leftovers[pid] = (time.monotonic() + LEFTOVER_GRACE_SECONDS, end)
 
     def _check_leftovers(self) -> None:
         now = time.monotonic()
@@ -322,6 +345,8 @@ class Keeper:
     def _ended(self, end: dict) -> None:
         body = _encode(end)  # once, for the journal and the manager
         self._write_line(f'{{"end":{body}}}\n'.encode())
+        if end.get("status"):  # the journal has it now: the shim's word is not needed
+            shim.forget_status(end["status"])
         self.unacked[end["id"]] = end
         self._send_line(f'{{"op":"ended","end":{body}}}\n'.encode())
 
@@ -331,7 +356,6 @@ class Keeper:
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
         signal.signal(signal.SIGCHLD, lambda *_: None)  # (a handler, so the fd is written)
-        self.poller = select.epoll()
         self.poller.register(wake_r, select.EPOLLIN)
         self.poller.register(self.listener.fileno(), select.EPOLLIN)
         self.poller.register(self.conn.fileno(), select.EPOLLIN)
@@ -353,6 +377,10 @@ class Keeper:
                     self._drop_conn()  # one manager at a time: the newest
                     self.conn = conn
                     self.poller.register(conn.fileno(), select.EPOLLIN)
+                elif fd in self.watched:  # a watched shim ended
+                    self.poller.unregister(fd)
+                    os.close(fd)
+                    self._shim_ended(self.watched.pop(fd), None)
                 elif self.conn is not None and fd == self.conn.fileno():
                     try:
                         data = self.conn.recv(65536)

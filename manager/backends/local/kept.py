@@ -11,10 +11,11 @@ end: a worker that cannot be started ends at once, with why), one message in per
 acknowledgement out once the ledger has the end (`ack`, called from the ledger's commit). One
 reader thread per link hands each end to the thread that waits for it.
 
-If the keeper itself dies (SIGKILL), the ends of its running workers are lost: the reader
-sees the socket close, ends whatever of those workers still runs (by pid and start time from
-the keeper's journal: never a bare pid) and reports each as failed with that reason - the
-attempt counted, the item retried. The backend then starts a new keeper for the next worker.
+If the keeper itself dies (SIGKILL), its workers' shims (`shim.py`) live on: the reader sees
+the socket close and hands each worker still running to the backend (`on_orphans`), which has
+its next keeper watch the shim (`watch`) - its end, when it comes, is the worker's own, as if
+the first keeper had lived. Only a worker whose shim is gone without a word (killed with it)
+ends as lost. The backend starts a new keeper for the next worker as well.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import time
 from collections.abc import Callable
 
 from . import spawn
-from .keeper import start_ticks
+from .shim import start_ticks
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,7 @@ class KeptChild:
         self.began = began
         self.ended: float | None = None
         self.refused: tuple[str, int | None] | None = None
+        self.interrupted = False
         self._done = threading.Event()
 
     def _end(self, message: dict) -> None:
@@ -67,8 +69,11 @@ class KeptChild:
         self.refused: tuple[str, int | None] | None = None
         if message.get("refused"):
             self.refused = (message["refused"], message.get("errno"))
+        # ended by its shim because the manager that started it died (a shared ledger's
+        # worker, watched here after its keeper died too): not the item's failure
+        self.interrupted = bool(message.get("interrupted"))
         self.began = message.get("began", self.began)
-        self.ended = message.get("at", time.time())
+        self.ended = message.get("at") or time.time()
         self._done.set()
 
     def wait(self, timeout: float | None = None) -> int | None:
@@ -115,6 +120,8 @@ class KeeperLink:
         self._send_lock = threading.Lock()
         self.alive = True
         self.on_lost: Callable[[KeeperLink], None] | None = None
+        # told the workers still running when the keeper died, each (child, start record)
+        self.on_orphans: Callable[[list[tuple[KeptChild, dict]]], None] | None = None
         self._buffer = b""
         self._reader: threading.Thread | None = None
 
@@ -147,10 +154,11 @@ class KeeperLink:
             os.close(err_fd)
             theirs.close()
         link = cls(ours, keepers_dir, keeper_id, process=pid)
+        me = [os.getpid(), start_ticks(os.getpid())] if end_with_manager else None
         link._send({"op": "config", "id": keeper_id, "dir": keepers_dir,
                     "program": spawner.program, "argv": spawner.argv,
-                    "env": spawner.base_env,
-                    "end_with_manager": end_with_manager})  # fmt: skip
+                    "env": spawner.base_env, "end_with_manager": end_with_manager,
+                    "manager": me})  # fmt: skip
         # Nothing is asked of it before it holds its lock: a manager that died before then
         # would leave requests a later manager's survey could not see (and would run again).
         ours.settimeout(READY_SECONDS)
@@ -238,6 +246,24 @@ class KeeperLink:
             child._end({"code": None, "error": "cannot start worker: its keeper is gone"})
         return child
 
+    def watch(self, child: KeptChild, record: dict) -> None:
+        """Have this keeper watch a worker whose keeper died (`record`: its start record from
+        that keeper's journal, with its shim's pid, start ticks and status file): `child` -
+        whoever waits for it - is this link's from now on, and hears its end from here."""
+        ident = next(self._ids)
+        with self._lock:
+            child.link, child.id = self, ident
+            self._children[ident] = child
+            alive = self.alive
+        request = {"op": "watch", "id": ident, "name": record["name"],
+                   "attempt": record["attempt"], "pid": record["pid"],
+                   "ticks": record.get("ticks"), "began": record.get("began"),
+                   "status": record["status"]}  # fmt: skip
+        if not alive or not self._send(request):
+            with self._lock:
+                self._children.pop(ident, None)
+            child._end({"code": None, "error": LOST})
+
     def signal(self, ident: int, sig: int) -> bool:
         return self._send({"op": "signal", "id": ident, "sig": int(sig)})
 
@@ -311,8 +337,9 @@ class KeeperLink:
 
     def _lost(self) -> None:
         """The connection closed. After a goodbye, nothing runs; otherwise the keeper died:
-        what its workers still run is ended (identified by the journal's pid and start time)
-        and each is told its end was lost."""
+        its workers' shims live on, and each worker still running is handed to `on_orphans`
+        (the backend's next keeper watches it); one whose shim is gone too, or that an older
+        keeper started without one, is ended and told its end was lost."""
         with self._lock:
             self.alive = False
             left, self._children = self._children, {}
@@ -326,12 +353,20 @@ class KeeperLink:
                 child._end({"code": None, "error": TAKEN})
             return
         starts = read_journal(os.path.join(self.keepers_dir, self.keeper_id + ".journal"))[0]
+        orphans, lost = [], 0
         for ident, child in left.items():
             record = starts.get(ident)
+            if record is not None and record.get("status") and self.on_orphans is not None:
+                orphans.append((child, record))
+                continue
             if record is not None:
                 end_process_group(record["pid"], record.get("ticks"))
             child._end({"code": None, "error": LOST})
-        log.error("a keeper of this manager's workers died: %d worker end(s) lost", len(left))
+            lost += 1
+        log.warning("a keeper of this manager's workers died: %d worker(s) watched by the next "
+                    "one, %d end(s) lost", len(orphans), lost)  # fmt: skip
+        if orphans:
+            self.on_orphans(orphans)
         if self.on_lost is not None:
             self.on_lost(self)
 

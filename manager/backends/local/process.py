@@ -121,12 +121,36 @@ class LocalBackend:
 
     # -- what a manager that died left -----------------------------------------------------
 
-    def adopt(self, children: dict[tuple[str, int], KeptChild], links: list[KeeperLink]) -> None:
+    def adopt(self, children: dict[tuple[str, int], KeptChild], links: list[KeeperLink],
+              orphans: dict[tuple[str, int], dict] | None = None) -> None:  # fmt: skip
         """Workers a manager that died left running (`recovery.take_back`): the manager waits
-        for each with `run(name, …, attempt, …)` instead of starting it again."""
+        for each with `run(name, …, attempt, …)` instead of starting it again - those of live
+        keepers through their links, `orphans` (a dead keeper's workers whose shims still run:
+        their start records) through this manager's own keeper, which watches their shims."""
+        for link in links:
+            link.on_orphans = self._watch_orphans
         with self._running_lock:
             self._adopted.update(children)
             self._adopted_links.extend(links)
+        if orphans:
+            link = self._keeper()
+            for key, record in orphans.items():
+                child = KeptChild(link, 0, record.get("began"))
+                link.watch(child, record)
+                with self._running_lock:
+                    self._adopted[key] = child
+
+    def _watch_orphans(self, orphans: list[tuple[KeptChild, dict]]) -> None:
+        """A keeper died under this manager: its workers' shims are watched by the next one
+        (`KeeperLink.on_orphans`); whoever waits for them hears their ends from there."""
+        try:
+            link = self._keeper()
+        except OSError as exc:
+            for child, _ in orphans:
+                child._end({"code": None, "error": f"{LOST} (no keeper to watch it: {exc})"})
+            return
+        for child, record in orphans:
+            link.watch(child, record)
 
     adopted_needs_data = False  # a keeper's worker has its item file already
 
@@ -202,6 +226,7 @@ class LocalBackend:
             self._link = KeeperLink.start(
                 self.keepers_dir, self._spawner, end_with_manager=self.end_with_manager
             )
+            self._link.on_orphans = self._watch_orphans
             return self._link
 
     def _follow(self, name: str, attempt: int, child: KeptChild, cancel: Cancel,
@@ -263,6 +288,8 @@ class LocalBackend:
             errno_, why = child.refused[1], child.error or "cannot write the log"
             fault = classify(OSError(errno_ or 0, why), self.state_dir)
             raise fault or StorageFault(IO_ERROR, self.state_dir, why)
+        if child.interrupted:  # its shim ended it with the manager that started it
+            return Outcome(False, exit_code=code, interrupted=True, log_path=log_path)
         if code is None:  # never started, or its end was lost with its keeper
             return Outcome(False, error=child.error, log_path=log_path)
         if self._stopping.is_set() and code != 0:

@@ -10,11 +10,17 @@ of it:
                                                  had started it (`status` shows it running)
     its worker ended while no manager ran       its outcome is recorded now (exit code, times),
                                                  attempt counted - it never runs twice
-    its keeper died while the worker ran        whatever is left of it is ended (pid and start
-                                                 time from the journal, never a bare pid), and
-                                                 the attempt is recorded failed: its end is lost
+    its keeper died, its shim still runs it     watched by this manager's keeper (`watch`): its
+                                                 end, when it comes, is the worker's own
+    its keeper died, and its shim said how      its outcome as the shim wrote it (`shim.py`)
+    it ended
+    its keeper and its shim gone without a      back in line, the attempt not counted: whatever
+    word (a machine restart, a hand)            ended it was not the item's doing
     no keeper ever started it                   back in line, the attempt not counted (the
                                                  manager died between the record and the start)
+
+(A keeper of an older version started its workers without a shim: such a worker whose keeper
+died is ended, and its attempt recorded failed - its end is lost.)
 
 So attempts in the ledger are worker starts, and only a worker that never finished - its
 keeper killed with it, or the machine gone - runs again. A ledger of an earlier version knows
@@ -36,6 +42,7 @@ from dataclasses import dataclass, field
 
 from ...errors import UserError
 from ...ports import ClaimLost
+from . import shim
 from .kept import LOST, KeeperLink, KeptChild, end_process_group, read_journal
 from .process import KEEPERS_DIR, exit_error
 
@@ -44,10 +51,15 @@ log = logging.getLogger(__name__)
 LEAVING_SECONDS = 30.0  # the longest a keeper may hold its lock with its socket gone
 
 
+RANK = {"ended": 4, "running": 3, "shim": 2, "vanished": 1, "orphaned": 1}
+
+
 @dataclass
 class Word:
-    """The newest word on one attempt: its worker `running` (a child of a live keeper),
-    `ended` (the keeper's end record) or `orphaned` (a dead keeper's start record, no end)."""
+    """The best word on one attempt: its worker `running` (a child of a live keeper),
+    `ended` (a keeper's end record, or its shim's file), `shim` (a dead keeper's worker whose
+    shim still runs), `vanished` (a dead keeper's worker whose shim is gone without a word) or
+    `orphaned` (a dead keeper's worker started without a shim)."""
 
     kind: str
     record: dict
@@ -63,9 +75,13 @@ class Survey:
 
     def hear(self, kind: str, record: dict, child: KeptChild | None = None,
              link: KeeperLink | None = None) -> None:  # fmt: skip
+        """Keep the most telling word on the attempt - an end over a worker running, a
+        running worker over a dead keeper's start (a keeper that watched a dead one's shim
+        journals the same start again) - and of two alike, the newest."""
         key = (record["name"], record["attempt"])
         known = self.words.get(key)
-        if known is None or known.record.get("began", 0) <= record.get("began", 0):
+        heard = (RANK[kind], record.get("began") or 0)
+        if known is None or (RANK[known.kind], known.record.get("began") or 0) <= heard:
             self.words[key] = Word(kind, record, child, link)
 
 
@@ -114,10 +130,30 @@ def _hear_keeper(found: Survey, keepers_dir: str, keeper_id: str) -> None:
               len(starts), len(ends))  # fmt: skip
     for ident, start in starts.items():
         if ident not in ends:
-            found.hear("orphaned", start)
+            _hear_orphan(found, start)
     for end in ends.values():
         found.hear("ended", end)
     found.dead.append((keeper_id, fd))
+
+
+def _hear_orphan(found: Survey, start: dict) -> None:
+    """A dead keeper's worker with no end in its journal: what its shim says."""
+    if not start.get("status"):  # an older keeper's worker: no shim
+        found.hear("orphaned", start)
+        return
+    written = shim.read_status(start["status"])
+    if written is None:
+        alive = shim.same_process(start["pid"], start.get("ticks"))
+        written = shim.read_status(start["status"])  # (it may have ended meanwhile)
+        if written is None:
+            found.hear("shim" if alive else "vanished", start)
+            return
+    end = {**start, "code": written.get("code"), "at": None}
+    if written.get("interrupted"):
+        end["interrupted"] = True
+    elif "refused" in written:
+        end["error"] = f"cannot start worker: {written['error']}"
+    found.hear("ended", end)
 
 
 def _adopt(found: Survey, keepers_dir: str, keeper_id: str) -> bool:
@@ -145,6 +181,8 @@ class TakenBack:
 
     adopted: dict[tuple[str, int], KeptChild] = field(default_factory=dict)
     links: list[KeeperLink] = field(default_factory=list)
+    # a dead keeper's workers whose shims still run: their start records, to be watched
+    orphans: dict[tuple[str, int], dict] = field(default_factory=dict)
     recorded: list[str] = field(default_factory=list)  # ended while no manager ran
     lost: list[str] = field(default_factory=list)  # its keeper died: ended, counted failed
     requeued: list[str] = field(default_factory=list)  # never started
@@ -154,9 +192,9 @@ class TakenBack:
         if self.recorded:
             log.info("%d worker(s) ended while no manager ran: their outcomes are recorded",
                      len(self.recorded))  # fmt: skip
-        if self.adopted:
+        if self.adopted or self.orphans:
             log.info("%d worker(s) of a manager that stopped still run: adopted, not started "
-                     "again", len(self.adopted))  # fmt: skip
+                     "again", len(self.adopted) + len(self.orphans))  # fmt: skip
         if self.lost:
             log.warning("%d worker(s) lost their keeper while running: ended, their attempts "
                         "recorded failed and retried", len(self.lost))  # fmt: skip
@@ -178,17 +216,33 @@ def take_back(ledger, state_dir: str) -> TakenBack:
             _settle_one(ledger, found, taken, name, attempts, pgid, pgid_start)
         except ClaimLost:  # a shared ledger: other managers took it while none of ours ran
             log.info("%s: its claim was taken while no manager of this directory ran", name)
+    watched = {record["status"] for record in taken.orphans.values()}
     for keeper_id, fd in found.dead:
         for suffix in (".journal", ".sock", ".err", ".lock"):
             try:
                 os.unlink(os.path.join(keepers_dir, keeper_id + suffix))
             except FileNotFoundError:
                 pass
+        _forget_shim_words(keepers_dir, keeper_id, keep=watched)
         os.close(fd)
     for link in found.links:  # a live keeper with nothing of ours left: let it go
         if not any(child.link is link for child in taken.adopted.values()):
             link.close(wait=0)
     return taken
+
+
+def _forget_shim_words(keepers_dir: str, keeper_id: str, keep: set[str]) -> None:
+    """A dead keeper's shims' files, now that its workers are settled - but for those of the
+    workers this manager's keeper watches (it removes each once it has journaled the end)."""
+    ends = os.path.join(keepers_dir, shim.ENDS_DIR)
+    try:
+        names = os.listdir(ends)
+    except FileNotFoundError:
+        return
+    for entry in names:
+        path = os.path.join(ends, entry)
+        if entry.startswith(keeper_id + ".") and path not in keep:
+            shim.forget_status(path)
 
 
 def _settle_one(ledger, found: Survey, taken: TakenBack, name: str, attempts: int, pgid,
@@ -202,15 +256,20 @@ def _settle_one(ledger, found: Survey, taken: TakenBack, name: str, attempts: in
         taken.requeued.append(name)
     elif word.kind == "running":
         taken.adopted[(name, attempts)] = word.child
-    elif word.kind == "ended" and word.record.get("interrupted"):
-        ledger.requeue(name)  # ended by its keeper with the manager (a shared ledger)
+    elif word.kind == "shim":  # its keeper died, its shim still runs it: watched
+        taken.orphans[(name, attempts)] = word.record
+    elif word.kind == "vanished" or (word.kind == "ended" and word.record.get("interrupted")):
+        # ended with its manager on purpose (a shared ledger), or gone with its shim: not the
+        # item's doing - back in line, the attempt not counted
+        ledger.requeue(name)
         if word.link is not None:
             word.link.ack(word.record["id"])
         taken.requeued.append(name)
     elif word.kind == "ended":
         code = word.record.get("code")
+        error = word.record.get("error") or exit_error(code)
         try:
-            ledger.finish(name, code == 0, code, exit_error(code), at=word.record.get("at"))
+            ledger.finish(name, code == 0, code, error, at=word.record.get("at"))
         finally:  # recorded, or its claim lost: either way the keeper may forget it
             if word.link is not None:
                 word.link.ack(word.record["id"])

@@ -72,7 +72,7 @@ def setup_shared(options, seeds: ManagerSeeds) -> Parts:
         ledger.on_recorded = backend.recorded
         taken = take_back(ledger, state_dir)
         taken.say()
-        backend.adopt(taken.adopted, taken.links)
+        backend.adopt(taken.adopted, taken.links, taken.orphans)
         for name, state, _ in ledger.owned():  # claimed, never started: back in line
             if state != "running":
                 ledger.release(name)

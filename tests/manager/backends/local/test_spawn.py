@@ -1,9 +1,9 @@
 """The local backend's process start (`spawn.py` via `LocalBackend`), with real processes: the
-worker inherits no descriptor beyond 0, 1 and 2, leads a session of its own, has SIGPIPE at its
-default action, gets its item in a private file (0600) that holds exactly its own item even as
-item files are reused, and its exit code, a signal, a timeout and a missing program come back
-as they did with subprocess - through libc, and through os.posix_spawn where libc's is not
-used."""
+worker inherits no descriptor beyond 0, 1 and 2, is in a session of its own (its shim's, which
+leads it: `shim.py`), has SIGPIPE and SIGTERM at their default actions (whatever its shim
+ignores), gets its item in a private file (0600) that holds exactly its own item even as item
+files are reused, and its exit code, a signal, a timeout and a missing program come back as
+they did with subprocess."""
 
 from __future__ import annotations
 
@@ -12,8 +12,6 @@ import os
 import stat
 import sys
 from pathlib import Path
-
-import pytest
 
 from manager.backends.local.process import LocalBackend
 from manager.ports import Cancel
@@ -31,7 +29,8 @@ for fd in range(3, 256):
     inherited.append(fd)
 report = {{"item": item, "path": path, "mode": oct(os.stat(path).st_mode & 0o777),
           "inherited": inherited, "stdin": sys.stdin.read(), "sid": os.getsid(0),
-          "pid": os.getpid()}}
+          "pid": os.getpid(), "ppid": os.getppid(), "pgid": os.getpgid(0),
+          "sigterm": str(__import__("signal").getsignal(__import__("signal").SIGTERM))}}
 with open({out!r} + "/" + item["name"] + ".json", "w") as f:
     json.dump(report, f)
 if item["name"] == "sleepy":
@@ -50,14 +49,7 @@ def backend(tmp_path, **kw):
     return LocalBackend([str(worker)], str(tmp_path / "state"), **kw), out
 
 
-@pytest.fixture(params=["libc", "os"])
-def spawn_path(request, monkeypatch):
-    if request.param == "os":
-        monkeypatch.setattr("manager.backends.local.libc_spawn.available", lambda: False)
-    return request.param
-
-
-def test_the_worker_inherits_only_stdio_and_reads_its_own_item(tmp_path, spawn_path):
+def test_the_worker_inherits_only_stdio_and_reads_its_own_item(tmp_path):
     runner, out = backend(tmp_path)
     keep_open = os.open(os.devnull, os.O_RDONLY)  # the manager's own descriptors stay its own
     try:
@@ -71,7 +63,9 @@ def test_the_worker_inherits_only_stdio_and_reads_its_own_item(tmp_path, spawn_p
         report = json.loads((out / f"item-{i}.json").read_text())
         assert report["item"] == {"name": f"item-{i}", "n": i}
         assert report["inherited"] == [] and report["stdin"] == ""
-        assert report["sid"] == report["pid"]  # a session (and process group) of its own
+        # a session and process group of its own: its shim's, which is its parent
+        assert report["sid"] == report["pgid"] == report["ppid"] != os.getsid(0)
+        assert report["sigterm"] in ("0", "Handlers.SIG_DFL")  # what the shim ignores, it does not
         assert report["mode"] == "0o600"
         paths.add(report["path"])
     assert len(paths) == 1  # one at a time: the same slot file, rewritten in place
@@ -81,7 +75,7 @@ def test_the_worker_inherits_only_stdio_and_reads_its_own_item(tmp_path, spawn_p
     assert "=== workqueue: item-1 attempt 1 at" in log
 
 
-def test_sigpipe_is_not_ignored_by_the_worker(tmp_path, spawn_path):
+def test_sigpipe_is_not_ignored_by_the_worker(tmp_path):
     """Python ignores SIGPIPE for itself; a shell worker shows what it inherited."""
     script = tmp_path / "sig.sh"
     script.write_text(f"#!/bin/sh\ngrep '^SigIgn:' /proc/$$/status > {tmp_path}/sig\n")
@@ -92,7 +86,7 @@ def test_sigpipe_is_not_ignored_by_the_worker(tmp_path, spawn_path):
     assert not ignored & (1 << (13 - 1)), "SIGPIPE (13) is ignored in the worker"
 
 
-def test_exit_codes_signals_timeouts_and_a_missing_program(tmp_path, spawn_path):
+def test_exit_codes_signals_timeouts_and_a_missing_program(tmp_path):
     runner, _ = backend(tmp_path, timeout=1.0)
     failed = runner.run("bad", {"name": "bad", "exit": 3}, 1, Cancel())
     assert not failed.succeeded and failed.exit_code == 3 and failed.error == "exit code 3"

@@ -1,0 +1,238 @@
+"""A shim per worker: the one process that knows how its worker ended, and writes it beside it.
+
+Only a process's parent learns its exit status. The keeper (`keeper.py`) made its workers
+outlive the manager; but a keeper killed with -9 - alone, or with its manager - left its
+workers to init, which threw their ends away: a worker that had finished was recorded failed
+and ran again (13 and 14 of 200 items completed twice in a drive of random kills), and one
+still running was ended and counted failed for a death that was not its own. As containerd runs
+a shim per container, the keeper now forks a shim per worker, in a session of its own:
+
+    keeper ──fork──► shim (leads the worker's session and group; ignores the signals its group
+                      │    is sent, so it outlives them and reports the worker's end)
+                      └──posix_spawn──► worker (stdin /dev/null, stdout/stderr the item's log)
+
+The shim waits for its worker, writes the worker's exit status to `ends/<keeper>.<id>` (one
+small write: a torn file is no status), and exits the way the worker did (the same code, or
+killed by the same signal), so the keeper, its parent, reaps the worker's own status. When the
+keeper dies, the shims live on: each writes its worker's end when it comes, and the next keeper
+watches them through a pidfd (`watch`), or the next manager reads the file (`recovery.py`).
+So a worker's end is known whoever dies - the manager, the keeper, or both - and a worker runs
+again only when it never finished: its shim was killed too (a machine restart, a hand).
+
+On a shared ledger (`end_with_manager`), a worker must not outlive its manager - another
+manager runs its item once the dead one's claims go back. The keeper ends its workers when the
+manager's connection drops; a keeper that died with its manager cannot, so the shim also
+watches the manager's process (pid and start time, through a pidfd) and ends its worker's group
+itself, writing `interrupted` (the attempt does not count).
+
+The status file is one line: the exit code (negative: the signal), `interrupted`, or
+`refused ERRNO MESSAGE` when the worker could not be started at all.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import time
+
+ENDS_DIR = "ends"
+IGNORED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGPIPE)
+# what the worker gets back at its default action: what the shim ignores, what Python ignores
+RESTORED = (*IGNORED, signal.SIGXFSZ, signal.SIGCHLD)
+
+
+def status_path(keepers_dir: str, keeper_id: str, ident: int) -> str:
+    """Where the shim of worker `ident` of keeper `keeper_id` writes its end."""
+    return os.path.join(keepers_dir, ENDS_DIR, f"{keeper_id}.{ident}")
+
+
+def read_status(path: str) -> dict | None:
+    """What a shim wrote: {"code": n} (negative: a signal), {"interrupted": True}, or
+    {"refused": errno, "error": why}; None when it wrote nothing (yet) or the file is torn."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    if not text.endswith("\n"):
+        return None
+    word, _, rest = text.strip().partition(" ")
+    if word == "interrupted":
+        return {"interrupted": True}
+    if word == "refused":
+        number, _, why = rest.partition(" ")
+        return {"refused": int(number) if number.lstrip("-").isdigit() else None, "error": why}
+    try:
+        return {"code": int(word)}
+    except ValueError:
+        return None
+
+
+def forget_status(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def start_ticks(pid: int) -> str | None:
+    """The kernel's start time of a process (clock ticks since boot), or None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def ticks_now() -> str:
+    """The start time, in the kernel's terms (clock ticks since boot), of a process started
+    just now: from the clock the kernel uses - reading a just-started process's /proc entry
+    waits for its exec (0.2 ms here). Whoever compares allows a second's difference."""
+    return str(int(time.clock_gettime(time.CLOCK_BOOTTIME) * CLOCK_TICKS))
+
+
+def same_process(pid: int, ticks: str | None) -> bool:
+    """Whether `pid` is still the process that started at `ticks` (clock ticks since boot,
+    within a second: pids are not reused that fast), and alive - not a zombie waiting for a
+    parent that died to be reaped by init."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            if f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X"):
+                return False
+    except (OSError, IndexError):
+        return False
+    actual = start_ticks(pid)
+    try:
+        return actual is not None and ticks is not None and \
+            abs(int(actual) - int(ticks)) <= CLOCK_TICKS  # fmt: skip
+    except ValueError:
+        return False
+
+
+def open_pidfd(pid: int, ticks: str | None) -> int | None:
+    """A pidfd for `pid` if it is still the process started at `ticks`; None if it is gone."""
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return None
+    if not same_process(pid, ticks):  # (checked after opening: the fd pins the process)
+        os.close(fd)
+        return None
+    return fd
+
+
+def run(status: str, program: str, argv: list[str], env: dict, log_fd: int,
+        manager: tuple[int, str] | None) -> None:  # fmt: skip
+    """The shim's life, in the keeper's forked child: never returns (see the module
+    docstring). `manager` (pid, start ticks): end the worker if that process dies first."""
+    try:
+        # None of the keeper's descriptors: its lock held by a shim would make a dead keeper
+        # look alive, its listening socket would take a later manager's connection
+        os.closerange(3, log_fd)
+        os.closerange(log_fd + 1, 1 << 20)
+        signal.set_wakeup_fd(-1)  # the keeper's wake-up pipe is not the shim's
+        for sig in IGNORED:
+            signal.signal(sig, signal.SIG_IGN)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        os.setsid()
+        actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                   (os.POSIX_SPAWN_DUP2, log_fd, 1), (os.POSIX_SPAWN_DUP2, log_fd, 2)]  # fmt: skip
+        try:
+            worker = os.posix_spawn(program, argv, env, file_actions=actions, setsigdef=RESTORED)
+        except OSError as exc:
+            _write(status, f"refused {exc.errno} {exc.strerror}: {exc.filename or program}")
+            os._exit(127)
+        os.close(log_fd)
+        watched = open_pidfd(*manager) if manager is not None else None
+        if manager is not None and watched is None:  # its manager is gone already
+            _end_group()
+            _reap(worker)
+            _write(status, "interrupted")
+            os._exit(128 + signal.SIGKILL)
+        code = _wait(worker, watched)
+        if code is None:  # the manager died first: the worker goes with it
+            _write(status, "interrupted")
+            os._exit(128 + signal.SIGKILL)
+        _write(status, str(code))
+        _exit_as(code)
+    except BaseException:  # never back into the keeper's loop, whatever happened
+        os._exit(126)
+
+
+def _wait(worker: int, manager_fd: int | None) -> int | None:
+    """The worker's exit code; None when the manager's process ended first (the worker's
+    group then ended, the worker reaped)."""
+    if manager_fd is None:
+        return _reap(worker)
+    worker_fd = os.pidfd_open(worker)
+    while True:
+        ready, _, _ = select.select([worker_fd, manager_fd], [], [])
+        if worker_fd in ready:
+            return _reap(worker)
+        if manager_fd in ready:
+            _end_group()
+            _reap(worker)
+            return None
+
+
+def _reap(worker: int) -> int:
+    while True:
+        try:
+            _, status = os.waitpid(worker, 0)
+            return os.waitstatus_to_exitcode(status)
+        except InterruptedError:
+            continue
+
+
+def _end_group() -> None:
+    """The worker's whole group ended (the shim leads it: it ignores SIGTERM, not SIGKILL -
+    so TERM first, then KILL to the others once they had their moment)."""
+    os.killpg(0, signal.SIGTERM)
+    time.sleep(1.0)
+    for pid in _group_members():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _group_members() -> list[int]:
+    """The other processes of the shim's own group."""
+    me, found = os.getpid(), []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != me:
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == me:  # pgrp
+                found.append(int(entry))
+    return found
+
+
+def _write(path: str, line: str) -> None:
+    """One write of one line (a shim killed mid-write leaves a torn file: no status)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, (line + "\n").encode("utf-8", "replace"))
+    finally:
+        os.close(fd)
+
+
+def _exit_as(code: int) -> None:
+    """Exit the way the worker did: its code, or killed by its signal."""
+    if code < 0:
+        try:
+            signal.signal(-code, signal.SIG_DFL)
+            os.kill(os.getpid(), -code)
+            time.sleep(1.0)  # (the signal is delivered meanwhile)
+        except (OSError, ValueError):
+            pass
+        os._exit(128 - code)
+    os._exit(code)
