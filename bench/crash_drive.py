@@ -2,8 +2,10 @@
 
 200 items whose workers run 0.5-3 s, `workqueue run` at parallelism 8 killed with -9 at 10
 random moments, its whole process group killed once and a SIGHUP once, in a shuffled order,
-restarted after each; then a run to the end. Printed: items lost, items completed more than
-once, worker starts, starts that never completed, and the ledger's attempts against the starts
+restarted after each; then a run to the end. Then the same drive with its keeper killed instead
+(the manager going on a while without it), and with manager and keeper killed together.
+Printed for each: items lost, items completed more than once, worker starts, starts that never
+completed, and the ledger's attempts against the starts
 (`tests/support/crash_drive.py` does the driving; the e2e test runs a small one).
 
 `--peer DIR` runs the same drive (same seed, same items) with the `manager` package of another
@@ -33,14 +35,21 @@ def main() -> None:
     runs = [("workqueue (this checkout)", None)]
     if args.peer is not None:
         runs.append((f"peer {args.peer}", args.peer.resolve()))
-    for label, code in runs:
-        work = Path(tempfile.mkdtemp(prefix="wq-crash-drive-"))
-        try:
-            result = drive(work, items=args.items, kills=args.kills, seed=args.seed, code=code)
-            print(f"{label}: {result.summary()}; last run exit {result.last_exit}")
-            print("  rounds: " + ", ".join(result.log))
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+    drives = {  # what is killed: the manager; its keeper; both at once
+        "manager": {"kills": args.kills},
+        "keeper": {"kills": 0, "group_kills": 0, "hangups": 0, "keeper_kills": args.kills},
+        "both": {"kills": 0, "group_kills": 0, "hangups": 0, "both_kills": args.kills},
+    }
+    for what, kw in drives.items():
+        for label, code in runs:
+            work = Path(tempfile.mkdtemp(prefix="wq-crash-drive-"))
+            try:
+                result = drive(work, items=args.items, seed=args.seed, code=code, **kw)
+                print(f"{label}, killing {what}: {result.summary()}; last run exit "
+                      f"{result.last_exit}")  # fmt: skip
+                print("  rounds: " + ", ".join(result.log))
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -8,9 +8,10 @@ The folder holds `items` files; a file's size is its worker's run time in hundre
 each, never torn), so the log, not the ledger, says what really ran.
 
 Each round starts `workqueue run` in a session of its own, waits a random moment, and ends it
-one of three ways: SIGKILL to the manager, SIGKILL to its whole process group, or SIGHUP (a
-closed terminal, handled as SIGTERM: running work gets the grace period). After the last
-round a run goes to the end. Then:
+one of five ways: SIGKILL to the manager, SIGKILL to its whole process group, SIGHUP (a
+closed terminal, handled as SIGTERM: running work gets the grace period), SIGKILL to its
+keeper (the manager lives on a random moment more, then gets SIGHUP), or SIGKILL to the
+manager and its keeper together. After the last round a run goes to the end. Then:
 
     lost                  items never completed
     completed twice       items completed more than once (the promise: none)
@@ -70,6 +71,22 @@ class Drive:
         )
 
 
+def keepers_of(manager_pid: int) -> list[int]:
+    """The pids of the keepers a manager started (its children running keeper.py)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_bytes().rsplit(b")", 1)[1].split()
+            command = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat[1]) == manager_pid and b"keeper.py" in command:
+            found.append(int(entry))
+    return found
+
+
 def make_items(folder: Path, count: int, rng: random.Random, low: float, high: float) -> None:
     folder.mkdir(parents=True)
     for i in range(count):
@@ -87,6 +104,8 @@ def drive(
     kills: int = 10,
     group_kills: int = 1,
     hangups: int = 1,
+    keeper_kills: int = 0,
+    both_kills: int = 0,
     parallelism: int = 8,
     low: float = 0.5,
     high: float = 3.0,
@@ -106,6 +125,7 @@ def drive(
                "--parallelism", str(parallelism), "--state-dir", str(state), "--settle", "0",
                "--log-level", "debug", "--", str(worker)]  # fmt: skip
     ends = ["kill"] * kills + ["group"] * group_kills + ["hangup"] * hangups
+    ends += ["keeper"] * keeper_kills + ["both"] * both_kills
     rng.shuffle(ends)
     result = Drive(items)
     for how in ends:
@@ -119,6 +139,15 @@ def drive(
             break
         if how == "kill":
             proc.send_signal(signal.SIGKILL)
+        elif how in ("keeper", "both"):
+            keepers = keepers_of(proc.pid)
+            if how == "both":
+                proc.send_signal(signal.SIGKILL)
+            for keeper in keepers:
+                os.kill(keeper, signal.SIGKILL)
+            if how == "keeper":  # the manager goes on without it a while, then is stopped
+                time.sleep(rng.uniform(*between))
+                proc.send_signal(signal.SIGHUP)
         elif how == "group":
             os.killpg(proc.pid, signal.SIGKILL)
         else:

@@ -19,6 +19,7 @@ from manager.backends.local.ledger import SqliteLedger
 from manager.backends.local.process import LocalBackend
 from manager.backends.local.recovery import take_back
 from manager.ports import Cancel
+from tests.support.crash_drive import keepers_of
 from tests.support.servers import wait_until
 
 WORKER = """#!/bin/sh
@@ -344,18 +345,9 @@ def test_a_worker_started_after_the_stop_had_looked_is_ended_not_awaited(tmp_pat
 
 
 def keeper_of(manager_pid: int) -> int:
-    """The pid of the keeper a manager started (its child running keeper.py)."""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_bytes().rsplit(b")", 1)[1].split()
-            command = Path(f"/proc/{entry}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if int(stat[1]) == manager_pid and b"keeper.py" in command:
-            return int(entry)
-    raise AssertionError(f"no keeper of {manager_pid}")
+    """The pid of the keeper a manager started."""
+    (keeper,) = keepers_of(manager_pid)
+    return keeper
 
 
 def kill_both_mid_run(folder, state, script, log, started: int, *extra) -> None:
