@@ -274,6 +274,14 @@ class Ledger(Protocol):
         --accept-removals`), or None: a later time than the manager has seen makes it act on
         them at once (`manager.runtime.removal_guard`)."""
 
+    def removals_held_since(self) -> float | None:
+        """When the hold of a mass removal began (`manager.runtime.removal_guard`), or None:
+        recorded with the queue so a manager that starts holds on (or acts, once its time has
+        passed). Read once, at a manager's start."""
+
+    def hold_removals(self, since: float | None) -> None:
+        """Record that a hold of removals began at `since` (None: it ended)."""
+
     def wanted_parallelism(self) -> int | None:
         """The parallelism asked for where every manager of the queue sees it (`workqueue
         scale`; on Kubernetes the WorkQueue's `spec.parallelism`, set by a person, an HPA or

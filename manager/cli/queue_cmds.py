@@ -186,7 +186,15 @@ def print_status(view: QueueView, *, recent: int = 10, waiting: int = 10) -> Non
             )
         if len(line) > waiting:
             print(f"        … and {len(line) - waiting} more")
-    failed = [i for i in view.in_state(State.FAILED) if i.position is None]
+    held = [i for i in view.items if i.position is None and i.reason.startswith("held:")]
+    if held:
+        print(f"\nheld ({len(held)}): {held[0].reason[len('held: '):]}")
+        for item in held[:waiting]:
+            print(f"  {item.name}")
+        if len(held) > waiting:
+            print(f"  … and {len(held) - waiting} more")
+    failed = [i for i in view.in_state(State.FAILED) if i.position is None
+              and not i.reason.startswith("held:")]  # fmt: skip
     if failed:
         print("\nfailed:")
         for item in failed:

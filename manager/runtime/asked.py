@@ -224,6 +224,8 @@ class Asked:
             "paused_since": m.paused_since,  # the pause as this manager applies it
             "parallelism_refused": self.refusal,  # an out-of-bounds parallelism asked
             "removals_held": m.leaving.reason(),
+            # which waiting items the hold keeps (the first thousand): `status` says so of each
+            **({"removals_held_names": m.leaving.held_names()} if m.leaving.count() else {}),
             # its --priority rules: `status` in another process orders the line with them
             **({"priorities": [list(r) for r in options.priorities]} if options.priorities else {}),
         }
@@ -244,6 +246,7 @@ class Asked:
             arrivals_known=m.ledger.arrivals_known,
             held=m.hold.reason(),
             removals_held=m.leaving.reason(),
+            withheld=frozenset(m.leaving.held_names()),
         )
         return build(m.ledger.where, m.ledger.rows() if rows is None else rows, context)
 

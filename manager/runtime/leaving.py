@@ -8,8 +8,13 @@ what it holds through at once.
                                   └──── after the hold, or accepted ────────────┘
                                                           recorded cancels noted ──► the run
 
-The caller's duties: hand `removed` to the poller as its `on_removed` and `guard` as its guard;
-call `accept()` when someone accepts (`Asked.follow_accepts`).
+A hold outlives the manager: its start is recorded with the queue (`Ledger.hold_removals`) and
+restored at the next start, whose first listing is compared with what the ledger says still
+needs work (`baseline`). While a hold stands its items are neither started (`withholds`: the
+reconciler asks) nor cancelled.
+
+The caller's duties: hand `removed` to the poller as its `on_removed`, `guard` as its guard and
+`baseline` as its baseline; call `accept()` when someone accepts (`Asked.follow_accepts`).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..faults import StorageFault
-from ..ports import Outcome
+from ..ports import Outcome, State
 from .cancellation import Cancellations
 from .manager_options import ManagerOptions
 from .reconciler import Result
@@ -34,10 +39,12 @@ class Leaving:
         note: Callable[[str, Result, Outcome | None], None],
         fault: Callable[[StorageFault], None],
         changed: Callable[[], None],
+        back: Callable[[list[str]], None] | None = None,
     ) -> None:
         """`note(name, CANCELLED, None)` for each cancel recorded; `fault(f)` when the record
         refuses a cancel (the next complete listing tells it again); `changed()` when a hold
-        begins or ends (the manager's facts)."""
+        begins or ends (the manager's facts); `back(names)` when held items are listed again
+        (back in line: they run as if never gone)."""
         self.cancellations = cancellations
         self.needs_work = needs_work
         self.note = note
@@ -49,7 +56,46 @@ class Leaving:
                 minimum=options.mass_removal_min,
                 hold=options.removal_hold,
                 changed=changed,
+                persist=self._persist,
+                restored=self._restored(),
+                back=back,
             )
+
+    @property
+    def ledger(self):
+        return self.cancellations.ledger
+
+    def _restored(self) -> float | None:
+        """The start of a hold an earlier manager recorded (None when it cannot be read: the
+        first listing then begins a new one, if what left is most of it)."""
+        try:
+            return self.ledger.removals_held_since()
+        except StorageFault:
+            return None
+
+    def _persist(self, since: float | None) -> None:
+        try:
+            self.ledger.hold_removals(since)
+        except StorageFault as fault:
+            self.fault(fault)
+
+    def baseline(self) -> set[str]:
+        """What the ledger says still needs work (pending, running, failed with attempts
+        left): a manager's first listing is compared with it."""
+        names: set[str] = set()
+        try:
+            for state in (State.PENDING, State.RUNNING, State.FAILED):
+                for row in self.ledger.rows(state):
+                    if state != State.FAILED or self.needs_work(row.name):
+                        names.add(row.name)
+        except StorageFault as fault:  # nothing proven: the next listings compare as usual
+            self.fault(fault)
+            return set()
+        return names
+
+    def withholds(self, name: str) -> bool:
+        """Whether `name` is in a held removal: not started, not cancelled, for now."""
+        return self.guard is not None and self.guard.holds(name)
 
     def removed(self, names: list[str]) -> None:
         """These items left the source (proved, and not held): each is cancelled as
@@ -73,3 +119,9 @@ class Leaving:
 
     def count(self) -> int:
         return self.guard.count() if self.guard is not None else 0
+
+    def held_names(self, most: int = 1000) -> list[str]:
+        """Some of the names held (for `status`: which items wait on the hold)."""
+        if self.guard is None:
+            return []
+        return sorted(self.guard.held)[:most]

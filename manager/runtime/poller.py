@@ -56,9 +56,11 @@ class Poller:
         stop: threading.Event | None = None,
         on_removed: Callable[[list[str]], None] | None = None,
         guard: RemovalGuard | None = None,
+        baseline: Callable[[], set[str]] | None = None,
     ) -> None:
         """`on_removed(names)` is told what a complete listing proves removed (not what
-        `guard` holds)."""
+        `guard` holds); `baseline()` - the names the ledger says still need work - stands
+        for the listing before this manager's first (`removals.Removals`)."""
         if not 0 <= jitter < 1:
             raise ValueError("jitter must be in [0, 1)")
         self.source = source
@@ -70,7 +72,7 @@ class Poller:
         self.source_down = False
         self.last_error: Exception | None = None  # why the last listing failed
         self.on_removed = on_removed
-        self.removals = Removals(guard) if on_removed is not None else None
+        self.removals = Removals(guard, baseline) if on_removed is not None else None
 
     def poll_once(self) -> list[str] | None:
         """List the source and enqueue what needs work. None when the source is unreachable."""

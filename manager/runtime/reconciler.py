@@ -54,6 +54,7 @@ class Result(StrEnum):
     CANCELLED = "cancelled"  # it left the source (--cancel-removed): not run, or ended
     STOPPED = "stopped"  # the manager is stopping; the item stays pending
     ELSEWHERE = "elsewhere"  # another manager on a shared ledger ran it to its end
+    HELD = "held"  # it left the source in a held mass removal: neither started nor cancelled
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,7 @@ class Reconciler:
         cancellations: Cancellations | None = None,
         on_outcome: Callable[[str, Result, Outcome | None], None] | None = None,
         on_dispatch: Callable[[str], None] | None = None,
+        withheld: Callable[[str], bool] | None = None,
     ) -> None:
         self.ledger = ledger
         self.source = source
@@ -87,6 +89,8 @@ class Reconciler:
         self.cancellations = cancellations or Cancellations(ledger, backend)
         self.on_outcome = on_outcome
         self.on_dispatch = on_dispatch  # told when an item stops waiting and starts
+        # whether an item is in a held removal (`leaving.Leaving.withholds`): not started
+        self.withheld = withheld or (lambda name: False)
         # name -> (attempt, outcome) of runs that ended while the ledger could not be written
         # (a `StorageFault`): still running in the ledger, recorded by `record_unrecorded`.
         # Changed under the cancellations' gate.
@@ -128,6 +132,8 @@ class Reconciler:
         source's errors and a `StorageFault` propagate - nothing started."""
         if not self.needs_work(name):
             return self._nothing_to_do(name)
+        if self.withheld(name):  # it left the source: started only if it comes back
+            return Result.HELD
         data = self.source.get_item(name)
         if data is None:
             return Result.GONE

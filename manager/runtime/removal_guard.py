@@ -20,10 +20,18 @@ once - measured: a `FLUSHALL` cancelled 38 waiting items and ended 2 running wor
 
 An outage is not a removal (a listing that failed never gets here), as before.
 
+A hold outlives its manager: when it begins and ends, `persist(since)` records its start with
+the queue's record (`Ledger.hold_removals`), and a manager that starts is given it back
+(`restored`). Its first listing is compared with what the ledger says still needs work (a
+manager that starts has no listing of its own to compare with: `Removals`' baseline), so what
+left the source while the hold stood, or while no manager ran at all, is a removal then - held
+on, or acted on once the restored hold has lasted its time.
+
 State: `held` (names withheld), `since` (when the hold began, by `clock`), and `lost` /
 `known` (how big the removal was: what the reason says). Invariant: `held` is empty exactly
-when `since` is None. The caller serialises calls (the poller's thread, and the accept from
-`Asked`'s, under `lock`).
+when `since` is None - but right after a restore, until the first listing says what is held.
+The caller serialises calls (the poller's thread, and the accept from `Asked`'s, under
+`lock`).
 """
 
 from __future__ import annotations
@@ -47,9 +55,14 @@ class RemovalGuard:
         hold: float = 300.0,
         clock: Callable[[], float] = time.time,
         changed: Callable[[], None] | None = None,
+        persist: Callable[[float | None], None] | None = None,
+        restored: float | None = None,
+        back: Callable[[list[str]], None] | None = None,
     ) -> None:
         """`changed()` is told when a hold begins or ends (the manager's facts change), outside
-        the guard's lock."""
+        the guard's lock; `persist(since)` records it with the queue (None: no hold);
+        `restored`: the start of a hold an earlier manager recorded; `back(names)`: held names
+        the source lists again (they run as if never gone), outside the lock."""
         if not 0 <= fraction < 1:
             raise ValueError("the mass-removal fraction must be in [0, 1)")
         self.fraction = fraction
@@ -57,9 +70,11 @@ class RemovalGuard:
         self.hold = hold
         self.clock = clock
         self.changed = changed
+        self.persist = persist
+        self.back = back
         self.lock = threading.Lock()
         self.held: set[str] = set()
-        self.since: float | None = None
+        self.since: float | None = restored
         self.lost = 0
         self.known = 0
 
@@ -73,18 +88,33 @@ class RemovalGuard:
         """A complete listing (its names `listed`) proved `gone` removed, of `known` listed
         before: the names to act on now (sorted); the rest is held."""
         before = self.since
+        returned: list[str] = []
         try:
-            return self._consider(gone, known, listed)
+            return self._consider(gone, known, listed, returned)
         finally:
-            if self.changed is not None and (before is None) != (self.since is None):
-                self.changed()
+            if (before is None) != (self.since is None):
+                self._tell()
+            if returned and self.back is not None:
+                self.back(sorted(returned))
 
-    def _consider(self, gone: list[str], known: int, listed: Iterable[str]) -> list[str]:
+    def _tell(self) -> None:
+        if self.persist is not None:
+            self.persist(self.since)
+        if self.changed is not None:
+            self.changed()
+
+    def _consider(self, gone: list[str], known: int, listed: Iterable[str],
+                  returned: list[str]) -> list[str]:  # fmt: skip
+        """`consider`, under the lock; the held names listed again are put in `returned`."""
         with self.lock:
             now = self.clock()
             if self.since is not None:
+                listed = set(listed)
+                returned.extend(self.held & listed)
                 self.held.difference_update(listed)  # back in the source: not removed
                 self.held.update(gone)
+                if not self.lost:  # restored: how big it was is what the first listing says
+                    self.lost, self.known = len(self.held), max(known, len(self.held))
                 if not self.held:
                     log.info("the held removals came back to the source: nothing was cancelled")
                     self._clear()
@@ -111,9 +141,13 @@ class RemovalGuard:
                 return []
             log.info("the held removals were accepted: acting on %d item(s)", len(self.held))
             names = self._release()
-        if self.changed is not None:
-            self.changed()
+        self._tell()
         return names
+
+    def holds(self, name: str) -> bool:
+        """Whether `name` is withheld: it left the source in a held removal (neither started
+        nor cancelled until the hold ends)."""
+        return name in self.held
 
     def reason(self) -> str | None:
         """Why removals are held, for people (status, dashboard, log); None when none are."""

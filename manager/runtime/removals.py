@@ -16,7 +16,10 @@ them). Nothing else counts:
   * a listing that removes most of what was known at once is held by the `RemovalGuard`
     (`removal_guard.py`) until it persists or someone accepts it;
   * a DELETED event of the watch stream is proved by a listing taken at once (so a mass
-    removal, which a stream sends one event at a time, reaches the guard whole).
+    removal, which a stream sends one event at a time, reaches the guard whole);
+  * a manager's first listing has no listing of its own before it: it is compared with what
+    the ledger says still needs work (`baseline`) - what left the source while no manager ran,
+    or while a hold stood, is removed then (and the guard holds it when it is most of it).
 
 State: `_listed`, the names of the newest listing seen, and `_version`, its resourceVersion.
 Invariant: every name in `_listed` was listed at `_version` (or later, by an ADDED event),
@@ -26,7 +29,7 @@ so a newer listing without it proves it left. One set of names: the memory of on
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from .removal_guard import RemovalGuard
 
@@ -34,9 +37,12 @@ log = logging.getLogger(__name__)
 
 
 class Removals:
-    def __init__(self, guard: RemovalGuard | None = None) -> None:
-        """`guard` holds a listing that removes most of what was known (`removal_guard`)."""
+    def __init__(self, guard: RemovalGuard | None = None,
+                 baseline: Callable[[], set[str]] | None = None) -> None:  # fmt: skip
+        """`guard` holds a listing that removes most of what was known (`removal_guard`);
+        `baseline()`: the names the ledger says still need work, read at the first listing."""
         self.guard = guard
+        self.baseline = baseline
         self._listed: set[str] = set()
         self._version: int | None = None
         self._warned_unordered = False
@@ -61,6 +67,13 @@ class Removals:
             self._listed = previous | current
             return self._held_due(current)
         self._listed, self._version = current, version
+        if before is None and self.baseline is not None:  # a manager's first listing
+            known = self.baseline()
+            self.baseline = None
+            gone = sorted(known - current)
+            if self.guard is not None:
+                return self.guard.consider(gone, len(known), current)
+            return gone
         if before is None or version < before:
             if before is not None and version < before:
                 log.warning(

@@ -131,6 +131,7 @@ class Manager:
             cancellations=self.cancellations,
             on_outcome=self._note,
             on_dispatch=self._dispatched,
+            withheld=lambda name: self.leaving.withholds(name),
         )
         self.intake = Intake(
             ledger,
@@ -183,6 +184,7 @@ class Manager:
             note=self._note,
             fault=self.hold.hold_for,
             changed=self.asked.note_manager,
+            back=self._came_back,
         )
         self.poller = Poller(
             source,
@@ -191,6 +193,7 @@ class Manager:
             stop=self.stop_event,
             on_removed=self.leaving.removed if options.cancel_removed else None,
             guard=self.leaving.guard,
+            baseline=self.leaving.baseline,
         )
         # what a manager that died left running, waited for (`adoption`)
         self.adoption = Adoption(
@@ -255,7 +258,7 @@ class Manager:
         """client-go's worker duty for an item taken with get(): RETRY -> add_rate_limited,
         anything else -> forget; always done."""
         try:
-            if result in (Result.GONE, Result.SKIPPED) and self.shared:
+            if result in (Result.GONE, Result.SKIPPED, Result.HELD) and self.shared:
                 # out of every manager's line until a listing says it needs work again (a
                 # claim is read fresh: a skipped one needs none - out of attempts, say)
                 self.queue.park(name)
@@ -269,6 +272,14 @@ class Manager:
                     self.queue.add(name)
         finally:
             self.queue.done(name)
+
+    def _came_back(self, names: list[str]) -> None:
+        """Items of a held removal the source lists again: back in line (a --once run's
+        listings only watch for removals, so nothing else would queue them)."""
+        now = time.time()
+        for name in names:
+            if self.reconciler.needs_work(name):
+                self.intake.wait(name, now)
 
     def _claims_lost(self, names: list[str]) -> None:
         """This manager was declared dead while these ran (stopped, or cut off from the
@@ -397,7 +408,10 @@ class Manager:
         if names is None:  # stopped before the source ever answered: nothing ran
             now = time.time()
             return RunReport(targets=[], started=now, finished=now, interrupted=True, listed=False)
-        report = RunReport(targets=sorted(set(names)), started=time.time())
+        # what a held removal keeps is the run's too: it ends when the hold does (cancelled,
+        # or run if it comes back) - a run that ignored it would leave it pending for good
+        held = self.leaving.held_names(most=len(names) + self.leaving.count())
+        report = RunReport(targets=sorted(set(names) | set(held)), started=time.time())
         with report.changed:  # nothing is noted before the skipped targets are
             self._report = report
             if not self._recorded_first(lambda: self._take_targets(report)):

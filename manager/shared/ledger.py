@@ -378,9 +378,16 @@ class PostgresLedger(Claims):
     def removals_accepted(self) -> float | None:
         return self._read_settings()[2]
 
+    def removals_held_since(self) -> float | None:
+        return self.db.run(sql.HELD_SINCE)[0][0]
+
+    def hold_removals(self, since: float | None) -> None:
+        self.set_setting("removals_held_since", since)
+
     def set_setting(self, column: str, value) -> None:
         """Write one of the queue's settings (`paused_since`, `parallelism`,
-        `removals_accepted`): every manager reads it within `SETTINGS_SECONDS`."""
+        `removals_accepted`, `removals_held_since`): every manager reads the first three
+        within `SETTINGS_SECONDS`."""
         self.db.count(sql.SETTING[column], value=value)
         self._settings = (-1e18, self._settings[1])
 

@@ -21,7 +21,8 @@ Tables:
                `claims.TURN_SECONDS`); `changed` is the id of the transaction that last wrote
                it, so a reader reads what committed since its last snapshot, in commit order
     runs       earlier outcomes of items that ran again (`--on-change rerun`, a comeback)
-    queue      one row: pause, the parallelism asked for, removals accepted
+    queue      one row: pause, the parallelism asked for, removals accepted, and when a hold
+               of a mass removal began
     managers   one row per live manager: its lease, its heartbeat counter (`beat`: liveness
                is per manager, a claim lives while its owner's row beats), when it last beat
                (the database's clock, for `status`), its facts (what `status` shows)
@@ -111,6 +112,11 @@ MIGRATIONS: list[tuple[int, str]] = [
         ALTER TABLE items ALTER COLUMN ready_at SET DEFAULT '-infinity';
         ALTER TABLE items ALTER COLUMN listed_at SET DEFAULT clock_timestamp();
         """,
+    ),
+    (
+        # a mass removal held outlives the manager that held it
+        3,
+        "ALTER TABLE queue ADD COLUMN removals_held_since double precision;",
     ),
 ]
 VERSION = MIGRATIONS[-1][0]

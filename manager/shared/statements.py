@@ -357,5 +357,7 @@ SETTINGS = Statement(
 )
 SETTING = {
     column: Statement(f"set_{column}", f"UPDATE queue SET {column} = %(value)s")
-    for column in ("paused_since", "parallelism", "removals_accepted")
+    for column in ("paused_since", "parallelism", "removals_accepted", "removals_held_since")
 }
+# a mass removal's hold, read once at a manager's start
+HELD_SINCE = Statement("held_since", "SELECT removals_held_since FROM queue")

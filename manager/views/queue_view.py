@@ -54,6 +54,7 @@ class Context:
     held: str | None = None  # why the running manager holds dispatch (`manager.faults`)
     # why the running manager holds the cancels of items that left the source all at once
     removals_held: str | None = None
+    withheld: frozenset[str] = frozenset()  # what that hold keeps: not started, not cancelled
     # False when running items are only what a stopped manager left (local processes): they
     # run again when a manager starts; True when they go on without one (a cluster's Jobs).
     work_outlives_manager: bool = True
@@ -79,6 +80,8 @@ def context_from_facts(facts: dict | None, now: float) -> Context:
             target_utilization=float(facts.get("target_utilization", 0.9)),
             window=float(facts.get("window", 3600.0)),
             removals_held=facts.get("removals_held") or None,
+            withheld=frozenset(n for n in facts.get("removals_held_names") or ()
+                               if isinstance(n, str)),  # fmt: skip
         )
     except (KeyError, TypeError, ValueError):
         return Context(now=now)  # facts from another version: no schedule rather than a wrong one
@@ -273,7 +276,7 @@ def build(
     if reasons:  # a running item a backend explains has not started its work yet
         started = {n for n in reasons if n in items and items[n].state == State.RUNNING}
         context = replace(context, not_started=context.not_started | started)
-    line = line_of(rows, items)
+    line = [n for n in line_of(rows, items) if n not in context.withheld]  # (a hold's: no turn)
     drain = schedule(rows, line, items, context, service)
     return QueueView(
         where=where,
@@ -296,7 +299,13 @@ def _item(row: Row, context: Context) -> ItemView:
     view.priority = row.priority
     if row.state in (State.SUCCEEDED, State.FAILED) and row.started and row.finished:
         view.ran_seconds = max(0.0, row.finished - row.started)
-    if row.state == State.PENDING:
+    if row.state in (State.PENDING, State.FAILED) and row.name in context.withheld:
+        view.reason = (
+            "held: it left the source with many others at once; neither started nor cancelled "
+            "until the hold ends (it comes back, its time passes, or `workqueue resume "
+            "--accept-removals`)"
+        )
+    elif row.state == State.PENDING:
         if context.paused_since is not None:
             view.reason = f"waiting: the queue is paused since {moment(context.paused_since)}"
         elif context.held is not None and context.parallelism is not None:

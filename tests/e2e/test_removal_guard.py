@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import signal
 
+import pytest
 import requests
 
 from tests.support.servers import free_port, wait_until
@@ -132,3 +133,86 @@ def test_a_folder_emptied_at_once_is_acted_on_after_the_hold(tmp_path):
     assert run.returncode == 0, err
     assert "12 cancelled (left the source)" in out, out
     assert status(state)["removals_held"] is None
+
+
+@pytest.mark.parametrize("how", ["kill", "term"])
+def test_a_hold_outlives_a_restart_and_its_items_neither_start_nor_cancel(tmp_path, how):
+    """Stopped (-9, or SIGTERM) during a hold, the next manager holds on: the items that left
+    stay neither started nor cancelled, `status` and the metric say so - until accepted."""
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    for i in range(12):
+        (videos / f"clip-{i:02d}.mp4").write_bytes(b"x")
+    script, started, ended, gate = worker(tmp_path)
+    state, port = tmp_path / "state", free_port()
+    args = (videos, state, script, port, "--settle", "0", "--removal-hold", "1h")
+    run = start(*args)
+    try:
+        wait_until(lambda: len(lines(started)) == 2, timeout=30)
+        for path in videos.iterdir():
+            path.unlink()
+        wait_until(lambda: status(state).get("removals_held"), timeout=30)
+        run.send_signal(signal.SIGKILL if how == "kill" else signal.SIGTERM)
+        run.wait(60)
+        port = free_port()  # (slots free beside any adopted worker: none may take a held item)
+        run = start(videos, state, script, port, "--settle", "0", "--removal-hold", "1h",
+                    "--parallelism", "4")  # fmt: skip
+        wait_until(lambda: metric(port, "workqueue_removals_held") == 12, timeout=30)
+        body = status(state)
+        assert "the source lost 12 of 12 items at once" in body["removals_held"]
+        assert body["counts"]["cancelled"] == 0
+        waiting = [i for i in body["items"] if i["state"] == "pending"]
+        assert waiting and all(i["reason"].startswith("held:") for i in waiting), waiting
+        assert len(lines(started)) == 2  # none of them started
+        said = workqueue("resume", "--accept-removals", "--state-dir", state)
+        assert said.returncode == 0, said.stderr
+        out, err = run.communicate(timeout=60)
+    finally:
+        gate.touch()
+        if run.poll() is None:
+            run.send_signal(signal.SIGTERM)
+            run.wait(30)
+    assert run.returncode == 0, err
+    assert "12 cancelled (left the source)" in out, out
+    assert len(lines(started)) == 2
+
+
+def test_what_left_while_no_manager_ran_is_a_removal_at_start_and_a_hold_ends_on_time(
+    tmp_path,
+):
+    """A few items gone while no manager ran are cancelled at the next start; a hold recorded
+    before a restart is acted on once its time has passed, whoever holds it then."""
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    for i in range(12):
+        (videos / f"clip-{i:02d}.mp4").write_bytes(b"x")
+    script, started, ended, gate = worker(tmp_path)
+    state, port = tmp_path / "state", free_port()
+    run = start(videos, state, script, port, "--settle", "0", "--removal-hold", "1h")
+    wait_until(lambda: len(lines(started)) == 2, timeout=30)
+    run.send_signal(signal.SIGKILL)
+    run.wait(60)
+    for name in ("clip-10.mp4", "clip-11.mp4"):  # gone while no manager ran: a few
+        (videos / name).unlink()
+    port = free_port()
+    run = start(videos, state, script, port, "--settle", "0", "--removal-hold", "1h")
+    try:
+        wait_until(lambda: status(state).get("counts", {}).get("cancelled") == 2, timeout=30)
+        assert status(state).get("removals_held") is None  # a few: acted on at once
+        for path in videos.iterdir():  # then all of it, at once: held ...
+            path.unlink()
+        wait_until(lambda: status(state).get("removals_held"), timeout=30)
+        run.send_signal(signal.SIGKILL)
+        run.wait(60)
+        # ... and the next manager, whose hold is a second, acts on it: it began long enough ago
+        run = start(videos, state, script, free_port(), "--settle", "0", "--removal-hold", "1s")
+        out, err = run.communicate(timeout=60)
+    finally:
+        gate.touch()
+        if run.poll() is None:
+            run.send_signal(signal.SIGTERM)
+            run.wait(30)
+    assert run.returncode == 0, err
+    assert status(state)["counts"]["cancelled"] == 12
+    assert status(state)["removals_held"] is None
+    assert len(lines(started)) == 2  # the two adopted; nothing else ever started

@@ -104,6 +104,12 @@ class FakeLedger:
     def removals_accepted(self):
         return getattr(self, "accepted", None)
 
+    def removals_held_since(self):
+        return getattr(self, "held_since", None)
+
+    def hold_removals(self, since):
+        self.held_since = since
+
     def want_parallelism(self, parallelism):
         self.wanted = parallelism
 

@@ -84,6 +84,21 @@ def write_removals_accepted(state_dir: str, at: float) -> None:
     _replace_json(os.path.join(state_dir, ACCEPT_FILE), {"at": at})
 
 
+HELD_FILE = "removals-held"  # {"since": epoch seconds}: a mass removal the manager holds
+
+
+def read_removals_held(state_dir: str) -> float | None:
+    try:
+        with open(os.path.join(state_dir, HELD_FILE), encoding="utf-8") as f:
+            return float(json.load(f)["since"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write_removals_held(state_dir: str, since: float | None) -> None:
+    _replace_json(os.path.join(state_dir, HELD_FILE), None if since is None else {"since": since})
+
+
 def _replace_json(path: str, body: dict | None, *, pad: int = 0) -> None:
     """`body` as JSON at `path`, written whole - a temporary file renamed over it, so a reader
     never sees half of it - or the file removed when `body` is None. With `pad`, the text is
@@ -166,6 +181,14 @@ class QueueFiles:
         if now - self._accepted_read >= 0.5:
             self._accepted, self._accepted_read = read_removals_accepted(self.state_dir), now
         return self._accepted
+
+    def removals_held_since(self) -> float | None:
+        """From the `removals-held` file (a hold an earlier manager began)."""
+        return read_removals_held(self.state_dir)
+
+    @storage
+    def hold_removals(self, since: float | None) -> None:
+        write_removals_held(self.state_dir, since)
 
     def wanted_parallelism(self) -> int | None:
         """From the `parallelism` file (`workqueue scale`)."""

@@ -292,6 +292,13 @@ class ClusterLedger:
     def removals_accepted(self) -> float | None:
         return self.control.removals_accepted() if self.control is not None else None
 
+    def removals_held_since(self) -> float | None:
+        return self.control.removals_held_since() if self.control is not None else None
+
+    def hold_removals(self, since: float | None) -> None:
+        if self.control is not None:
+            self.control.hold_removals(since)
+
     def want_parallelism(self, parallelism: int) -> None:
         if self.control is not None:
             self.control.want_parallelism(parallelism)

@@ -39,6 +39,9 @@ def since_of(config_map: dict | None) -> float | None:
         return time.time()  # unreadable: stay paused rather than run what someone held back
 
 
+HELD = "removals_held_since"  # epoch seconds: a mass removal the manager holds
+
+
 def parallelism_of(config_map: dict | None) -> int | None:
     text = ((config_map or {}).get("data") or {}).get("parallelism")
     return int(text) if isinstance(text, str) and text.isdigit() else None
@@ -81,6 +84,16 @@ class Control:
 
     def want_parallelism(self, parallelism: int) -> None:
         set_key(self.cache.api, self.queue, "parallelism", str(parallelism))
+
+    def removals_held_since(self) -> float | None:
+        text = ((self.cache.get(name_of(self.queue)) or {}).get("data") or {}).get(HELD)
+        try:
+            return float(text) if text is not None else None
+        except ValueError:
+            return None
+
+    def hold_removals(self, since: float | None) -> None:
+        set_key(self.cache.api, self.queue, HELD, None if since is None else repr(since))
 
     keeps_status = False
 

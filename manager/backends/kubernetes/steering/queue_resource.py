@@ -125,6 +125,7 @@ def clearing(new: dict, old: dict) -> dict:
 
 
 ACCEPTED = "workqueue.dev/removals-accepted"  # epoch seconds: `resume --accept-removals`
+HELD = "workqueue.dev/removals-held-since"  # epoch seconds: a mass removal its manager holds
 
 
 def accept_removals(api: KubeApi, queue: str) -> None:
@@ -193,6 +194,18 @@ class QueueResource:
 
     def want_parallelism(self, parallelism: int) -> None:
         self.api.patch_scale(KIND, self.queue, parallelism)
+
+    def removals_held_since(self) -> float | None:
+        annotations = ((self._object() or {}).get("metadata") or {}).get("annotations") or {}
+        try:
+            return float(annotations[HELD])
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    def hold_removals(self, since: float | None) -> None:
+        """An annotation on the WorkQueue: a hold outlives its manager pod."""
+        value = None if since is None else repr(since)
+        self.api.patch(KIND, self.queue, {"metadata": {"annotations": {HELD: value}}})
 
     def removals_accepted(self) -> float | None:
         annotations = ((self._object() or {}).get("metadata") or {}).get("annotations") or {}
