@@ -46,9 +46,27 @@ def refused_counter() -> Counter:
     return _refused
 
 
+_skipped = None
+
+
+def skipped_names_counter() -> Counter:
+    """`ambassador_names_skipped_total{reason}`: names a source found but cannot serve
+    (`naming.SkippedNames`: `not_utf8`, `nul`, `line_break`), each counted once."""
+    global _skipped
+    if _skipped is None:
+        _skipped = Counter(
+            "ambassador_names_skipped",
+            "Names the source found but cannot serve (not UTF-8, a NUL, a line break).",
+            ["reason"],
+            registry=None,
+        )
+    return _skipped
+
+
 def install_metrics(app: Flask, source) -> None:
     registry = CollectorRegistry()
     registry.register(refused_counter())
+    registry.register(skipped_names_counter())
     requests_total = Counter(
         "ambassador_requests",
         "HTTP requests answered, by route, method and status code.",

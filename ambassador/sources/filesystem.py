@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from ..naming import (
+    SkippedNames,
     is_candidate_file_name,
     is_hidden,
     is_representable,
@@ -39,14 +40,6 @@ from .registry import SourceConfigError, not_for
 log = logging.getLogger(__name__)
 
 CHUNK = 10_000  # files handed to the snapshot at once during a scan
-
-
-def _is_surrogate_escaped(name: str) -> bool:
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
 
 
 def item_data(
@@ -113,7 +106,7 @@ class FilesystemSource:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._real_root = os.path.realpath(self.root)
-        self._unservable: set[str] = set()  # names already warned of (not valid UTF-8 ...)
+        self._unservable = SkippedNames(f"folder {root}")  # names said once (not UTF-8 ...)
 
     @classmethod
     def from_config(cls, config: dict) -> FilesystemSource:
@@ -257,16 +250,8 @@ class FilesystemSource:
                 continue  # vanished between listing and stat
 
     def warn_unservable(self, name: str) -> None:
-        """Say once that a file that would be an item is not one, and why."""
-        if name in self._unservable:
-            return
-        self._unservable.add(name)
-        shown = os.fsencode(name) if _is_surrogate_escaped(name) else name
-        log.warning(
-            "not listed: %r - its name is not valid UTF-8 or breaks a line, so no client "
-            "could ask for it; rename the file to list it",
-            shown,
-        )
+        """Say once that a file that would be an item is not one, and why (counted)."""
+        self._unservable.check(name)
 
     def _drop_dir(self, rel_dir: str) -> None:
         doomed = [d for d in self._dirs if d == rel_dir or d.startswith(rel_dir + "/")]

@@ -122,6 +122,14 @@ class ListedSource:
                 self._relist()
             except SourceUnreachable as exc:
                 self._unreachable(exc)
+            except Exception as exc:  # a bug, or an answer nobody foresaw: never the thread's
+                self._broken(exc)  # end - /readyz says it, the next listing may clear it
+
+    def _broken(self, exc: Exception) -> None:
+        if self.problem is None:
+            log.exception("%s: the listing failed unexpectedly (the items stay as last listed; "
+                          "trying again)", self.lister.where)  # fmt: skip
+        self.problem = f"the listing failed: {type(exc).__name__}: {exc}"
 
     def _follow(self, events: Iterator) -> None:
         try:
@@ -131,10 +139,16 @@ class ListedSource:
                         self._relist()
                     except SourceUnreachable as exc:  # the feed goes on; so does the poller
                         self._unreachable(exc)
+                    except Exception as exc:
+                        self._broken(exc)
                 else:
                     self.apply(batch)
         except SourceUnreachable as exc:  # the feed broke: polling carries on alone
             self._unreachable(exc)
+            self.mode = "polling"
+            self._poll(self.poll_interval)
+        except Exception as exc:  # the same, for what nobody foresaw
+            self._broken(exc)
             self.mode = "polling"
             self._poll(self.poll_interval)
 

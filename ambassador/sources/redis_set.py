@@ -42,7 +42,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from ..naming import is_representable, normalise_suffixes
+from ..naming import SkippedNames, normalise_suffixes
 from .items import content_type
 from .listed import RELIST, Change, ListedSource, SourceUnreachable
 from .registry import SourceConfigError, not_for
@@ -53,7 +53,9 @@ SCAN_COUNT = 1000
 BURST_SECONDS = 0.05  # notifications this close together share one re-listing
 
 
-def connect(config: dict, *, timeout: float = 5.0):
+def connect(config: dict, *, timeout: float = 5.0, decode: bool = True):
+    """A client of the source's server; `decode=False`: answers as bytes (members are read
+    so, and decoded one by one: one that is not UTF-8 is skipped, never the listing)."""
     import redis
 
     return redis.Redis.from_url(
@@ -61,7 +63,7 @@ def connect(config: dict, *, timeout: float = 5.0):
         password=os.environ.get("REDIS_PASSWORD") or None,  # one in the URL wins
         socket_connect_timeout=timeout,
         socket_timeout=timeout,
-        decode_responses=True,
+        decode_responses=decode,
     )
 
 
@@ -78,27 +80,49 @@ class RedisLister:
         kind = "sorted set" if self.sorted else "set"
         self.where = f"redis {kind} {self.set_key!r} (db {self.db})"
         self.redis = connect(config)
+        self.raw = connect(config, decode=False)  # the scans: bytes, decoded one by one
+        self.skipped = SkippedNames(self.where)
 
     def is_item(self, member: str) -> bool:
-        if not member or "\0" in member or not is_representable(member):
+        if not member or not self.skipped.check(member):
             return False
         return not self.suffixes or member.lower().endswith(self.suffixes)
+
+    def _decoded(self, raw: bytes) -> str | None:
+        """A member's name, or None (skipped: said once, counted) when it is not UTF-8."""
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            self.skipped.skip(raw, "not_utf8")
+            return None
 
     def list_all(self) -> Iterable[tuple[str, str]]:
         import redis
 
         try:
-            scores: dict[str, float] = {}
+            raw_scores: dict[bytes, float] = {}
             if self.sorted:
-                scores = dict(self.redis.zscan_iter(self.set_key, count=SCAN_COUNT))
-                members = list(scores)
+                raw_scores = dict(self.raw.zscan_iter(self.set_key, count=SCAN_COUNT))
+                raw_members = list(raw_scores)
             else:
-                members = [m for m in self.redis.sscan_iter(self.set_key, count=SCAN_COUNT)]
-            data: dict[str, str] = {}
+                raw_members = list(self.raw.sscan_iter(self.set_key, count=SCAN_COUNT))
+            raw_data: dict[bytes, bytes] = {}
             if self.data_key:
-                data = dict(self.redis.hscan_iter(self.data_key, count=SCAN_COUNT))
+                raw_data = dict(self.raw.hscan_iter(self.data_key, count=SCAN_COUNT))
         except redis.RedisError as exc:
             raise SourceUnreachable(f"{self.where}: {exc}") from None
+        members, scores, data = [], {}, {}
+        for raw in raw_members:
+            name = self._decoded(raw)
+            if name is not None:
+                members.append(name)
+                if self.sorted:
+                    scores[name] = raw_scores[raw]
+        for key, value in raw_data.items():  # (a value is data: what is not UTF-8 replaced)
+            try:
+                data[key.decode("utf-8")] = value.decode("utf-8", "replace")
+            except UnicodeDecodeError:
+                continue  # the data of a member that is no item
         out = []
         for m in members:
             if self.is_item(m):

@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..naming import is_representable, normalise_suffixes
+from ..naming import SkippedNames, normalise_suffixes
 from .items import content_type, rfc3339
 from .listed import ListedSource, SourceUnreachable
 from .registry import SourceConfigError, not_for
@@ -85,6 +85,7 @@ class S3Lister:
         self.suffixes = normalise_suffixes(config.get("SUFFIXES") or [".mp4"])
         self.recursive = bool(config.get("RECURSIVE"))
         self.where = f"s3://{self.bucket}/{self.prefix}"
+        self.skipped = SkippedNames(self.where)  # keys no client could ask for: said, counted
         self.s3 = client(config)
 
     def name_of(self, key: str) -> str | None:
@@ -92,9 +93,9 @@ class S3Lister:
         if not key.startswith(self.prefix) or key.endswith("/"):
             return None
         name = key[len(self.prefix) :]
-        if not name or (not self.recursive and "/" in name) or "\0" in name:
+        if not name or (not self.recursive and "/" in name):
             return None
-        if not name.lower().endswith(self.suffixes) or not is_representable(name):
+        if not name.lower().endswith(self.suffixes) or not self.skipped.check(name):
             return None
         return name
 

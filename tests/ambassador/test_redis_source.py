@@ -156,3 +156,47 @@ def test_a_sorted_set_source_refuses_a_plain_set(redis_store):
     spec = resolve(f"{redis_store.url}?zset={key}", {})
     with pytest.raises(SourceConfigError, match="holds a set, not a sorted set"):
         source_type(spec.kind).check(spec.config)
+
+
+def skipped_count(reason: str) -> float:
+    """`ambassador_names_skipped_total{reason}` in this process."""
+    from prometheus_client import CollectorRegistry
+
+    from ambassador.metrics import skipped_names_counter
+
+    registry = CollectorRegistry()
+    registry.register(skipped_names_counter())
+    try:
+        value = registry.get_sample_value("ambassador_names_skipped_total", {"reason": reason})
+    finally:
+        registry.unregister(skipped_names_counter())
+    return value or 0.0
+
+
+@pytest.mark.parametrize("sorted_set", [False, True], ids=["set", "zset"])
+def test_a_member_no_client_could_ask_for_is_skipped_with_a_word_and_never_stops_the_source(
+    redis_store, caplog, sorted_set
+):
+    """Not UTF-8, a NUL, a line break: each said once (escaped), counted, and left out - at
+    the first listing and when added later - while every other member is served."""
+    r, key = redis_store.client(), unique("set")
+    add = (lambda *m: r.zadd(key, dict.fromkeys(m, 1))) if sorted_set else (
+        lambda *m: r.sadd(key, *m))  # fmt: skip
+    before = {why: skipped_count(why) for why in ("not_utf8", "nul", "line_break")}
+    add(b"good-1", b"bad-\xff\xfe", b"nul\x00x", b"line\nbreak", b"cr\rhere")
+    query = "zset" if sorted_set else "set"
+    source = opened(f"{redis_store.url}?{query}={key}", POLL_INTERVAL=0.1)
+    try:
+        assert source.page(None, None)[0] == ["good-1"]
+        add(b"good-2", b"\xc3\x28late")  # added while running: the source goes on
+        wait_until(lambda: source.page(None, None)[0] == ["good-1", "good-2"])
+        assert source.ready() and source.problem is None
+    finally:
+        source.stop()
+    assert skipped_count("not_utf8") - before["not_utf8"] == 2
+    assert skipped_count("nul") - before["nul"] == 1
+    assert skipped_count("line_break") - before["line_break"] == 2
+    said = [m for m in caplog.messages if "not listed" in m]
+    assert len(said) == 5, said  # once each, whatever the number of listings
+    assert any("b'bad-\\xff\\xfe'" in m for m in said)  # escaped, never raw
+    assert any("'line\\nbreak'" in m for m in said)
