@@ -139,3 +139,68 @@ def test_failures_are_one_line(tmp_path, store, upper):
         assert r.returncode == code, (item, r.stderr)
         last = r.stderr.strip().splitlines()[-1]
         assert last.startswith("fetch-run-put: ") and message in last, r.stderr
+
+
+def run_with(tmp_path, item, *argv):
+    """fetch-run-put in command-line mode: the item is the object, the command line the rest."""
+    item_file = tmp_path / "item.json"
+    item_file.write_text(json.dumps(item))
+    return subprocess.run(
+        [str(WORKER), *map(str, argv)], env=dict(os.environ, WORK_ITEM_FILE=str(item_file)),
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+UPPER = bytes.maketrans(b"abcdefghijklmnopqrstuvwxyz", b"ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+NAMES = ["clip?a.mp4", "clip?b.mp4", "x#1.mp4", "x#2.mp4", "a%20b.mp4", "a b.mp4", "été 🎬.mp4"]
+
+
+@pytest.mark.parametrize("scheme", ["file", "http"])
+def test_every_items_output_lands_apart_whatever_its_name_holds(tmp_path, store, upper, scheme):
+    """?, #, %XX, spaces and unicode in a name are the name, not URL syntax: seven items,
+    seven outputs, each holding its own item's result."""
+    base, objects = store
+    videos, out = tmp_path / "videos", tmp_path / "out"
+    videos.mkdir()
+    template = f"file://{out}/{{stem}}.txt" if scheme == "file" else f"{base}/out/{{stem}}.txt"
+    for name in NAMES:
+        (videos / name).write_text(f"content of {name}\n")
+        item = {"name": name, "path": str(videos / name)}
+        r = run_with(tmp_path, item, "--input-root", videos, "--output", template, upper)
+        assert r.returncode == 0, (name, r.stderr)
+    for name in NAMES:
+        stem = name.rsplit(".", 1)[0]
+        body = (out / f"{stem}.txt").read_bytes() if scheme == "file" else \
+            objects[f"/out/{stem}.txt"]  # fmt: skip
+        expected = f"content of {name}\n".encode().translate(UPPER)  # (tr a-z A-Z: ASCII)
+        assert body == expected, name
+    if scheme == "file":
+        assert len(list(out.iterdir())) == len(NAMES)
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        {"name": "x.mp4", "url": "file:///etc/shadow"},
+        {"name": "x.mp4", "input": "file:///proc/self/environ"},
+        {"name": "x.mp4", "path": "/etc/passwd"},
+        {"name": "x.mp4", "path": "{videos}/../secret.txt"},
+        {"name": "x.mp4", "path": "{videos}/link-out.mp4"},
+    ],
+    ids=["url", "input", "path", "dotdot", "symlink"],
+)
+def test_an_item_can_name_no_local_file_outside_the_input_roots(tmp_path, upper, item):
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    (tmp_path / "secret.txt").write_text("the secret")
+    (videos / "link-out.mp4").symlink_to(tmp_path / "secret.txt")
+    item = {k: v.replace("{videos}", str(videos)) for k, v in item.items()}
+    out = tmp_path / "out"
+    r = run_with(tmp_path, item, "--input-root", videos, "--output", f"file://{out}/{{stem}}",
+                 upper)  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "under no --input-root" in lines[0] or "must not have" in lines[0]
+    assert not out.exists()  # nothing copied anywhere
+    plain = run_with(tmp_path, item, "--output", f"file://{out}/{{stem}}", upper)
+    assert plain.returncode == 2 and not out.exists()  # no --input-root: no local file at all
