@@ -25,6 +25,10 @@ Response shapes are Burns' source-ambassador contract, plus Kubernetes-style lis
       DELETED as they happen; ends after timeoutSeconds when given. With view=full an ADDED
       event carries the item's "data" too. After HEARTBEAT_SECONDS without an event an empty
       line is sent (clients skip it): a watcher that went away is noticed and its thread freed.
+      The current items go out a page at a time (`BURST_NAMES` names, or `BURST_BYTES` of the
+      lines prebuilt and shared by every watch), made as the client reads: a watcher that
+      never reads holds one page, whatever the number of items. Events come after them; a name
+      added meanwhile may come twice as ADDED (one event means: it exists).
   GET /api/v1/items/<name>
       {"kind":"Item","apiVersion":"v1","data":{"name","path","size","modified","contentType",
       "version"}} - `version` changes when the file does (ambassador.versions).
@@ -59,6 +63,8 @@ bp = Blueprint("items", __name__, url_prefix="/api/v1")
 
 MAX_LIMIT = 100_000
 HEARTBEAT_SECONDS = 15.0
+BURST_NAMES = 256  # a watch's first listing goes out this many names a write ...
+BURST_BYTES = 16_384  # ... or, prebuilt, this many bytes of lines
 
 
 def _source():
@@ -278,7 +284,7 @@ def _watch(timeout_seconds: int | None, full: bool = False) -> Response:
         if not full and not ranked and isinstance(source, ServesPrebuilt):  # lines made once
             first, events = source.subscribe_lines()
         else:
-            names, events = source.subscribe()
+            events = subscribe_events(source)
             first = None
     except BaseException:
         slots.give(client)
@@ -298,15 +304,29 @@ def _watch(timeout_seconds: int | None, full: bool = False) -> Response:
                 event = {**event, "priority": priority}
         return (json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
 
+    def burst():
+        """The current items as ADDED lines, a page a write (see the module docstring)."""
+        if first is not None:
+            view, start = memoryview(first), 0  # the shared lines: a page copied at a time
+            while start < len(first):
+                end = first.find(b"\n", start + BURST_BYTES - 1)  # (cut at a line's end)
+                end = len(first) if end == -1 else end + 1
+                yield bytes(view[start:end])
+                start = end
+            return
+        after = None
+        while True:
+            names, _, _ = source.page(after, BURST_NAMES)
+            if not names:
+                return
+            # the page's priorities in one pass, not one lookup a name
+            ranks = source.priorities(names) if ranked else None
+            yield b"".join(line({"type": "ADDED", "item": n}, ranks) for n in names)
+            after = names[-1]
+
     def stream():
         try:
-            # the current items' priorities in one pass, not one lookup a name
-            first_ranks = source.priorities(None) if ranked else None
-            yield (
-                first
-                if first is not None
-                else b"".join(line({"type": "ADDED", "item": n}, first_ranks) for n in names)
-            )
+            yield from burst()
             quiet_since = time.monotonic()
             while True:
                 now = time.monotonic()
@@ -330,6 +350,17 @@ def _watch(timeout_seconds: int | None, full: bool = False) -> Response:
     response.headers["Cache-Control"] = "no-store"
     response.headers["X-Accel-Buffering"] = "no"
     return response
+
+
+def subscribe_events(source):
+    """A queue of the source's later events, without a copy of its names held for the watch
+    (`subscribe` hands them over: they are let go at once, the stream pages instead)."""
+    events = getattr(source, "subscribe_events", None)
+    if events is not None:
+        return events()
+    names, queue_ = source.subscribe()
+    del names
+    return queue_
 
 
 @bp.get("/items/<path:name>")

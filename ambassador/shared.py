@@ -339,6 +339,15 @@ class SharedSnapshot:
             names = self._names.slice(0, len(self._names))
         return names, q
 
+    def subscribe_events(self) -> queue.SimpleQueue:
+        """A queue of each change after the current version (a watch pages the names
+        itself). The caller's duty: `unsubscribe(q)`."""
+        self._refresh()
+        q: queue.SimpleQueue = queue.SimpleQueue()
+        with self._lock:
+            self._watch_from_now(q)
+        return q
+
     def subscribe_lines(self) -> tuple[bytes, queue.SimpleQueue]:
         """As `subscribe`, with the current names already as the stream's ADDED lines: built
         once a version and shared by every watch (3,000 watches each joining 10,000 lines of

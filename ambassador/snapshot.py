@@ -183,6 +183,14 @@ class Snapshot:
             self._subscribers.add(q)
             return list(self._names), q
 
+    def subscribe_events(self) -> queue.SimpleQueue:
+        """A queue that receives each event from now on (a watch pages the names itself).
+        The caller's duty: `unsubscribe(q)`."""
+        q: queue.SimpleQueue = queue.SimpleQueue()
+        with self._lock:
+            self._subscribers.add(q)
+        return q
+
     def unsubscribe(self, q: queue.SimpleQueue) -> None:
         with self._lock:
             self._subscribers.discard(q)

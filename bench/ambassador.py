@@ -317,6 +317,28 @@ def bench_item_get(item_url: str, seconds: int, procs: list) -> None:
     )
 
 
+def bench_unread_watchers(files: int = 100_000) -> None:
+    """What a watch stream that never reads costs, on a folder of `files` (its first listing
+    goes out a page at a time as the client reads: the cost does not grow with the folder)."""
+    from pathlib import Path
+
+    from tests.support.abuse import unread_watcher_kb
+    from tests.support.servers import Server
+
+    folder = Path(tempfile.mkdtemp(prefix="wq-unread-"))
+    FOLDERS.append(str(folder))
+    for i in range(files):
+        (folder / f"clip-{i:06d}.mp4").touch()
+    for label, query in (("names", "watch=true"), ("view=full", "watch=true&view=full")):
+        server = Server(folder, free_port(), ())
+        try:
+            server.wait_ready()
+            print(f"unread watchers on {files:,} files ({label}): "
+                  f"{unread_watcher_kb(server, 30, query):.0f} KB each")  # fmt: skip
+        finally:
+            server.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=1_000_000)
@@ -331,6 +353,7 @@ def main() -> None:
     procs: list[subprocess.Popen] = []
     try:
         bench_watchers(args.watchers, procs)
+        bench_unread_watchers()
         item_url = bench_big_folder(args.files, procs, args.reuse)
         bench_item_get(item_url, args.seconds, procs)
     finally:

@@ -147,6 +147,9 @@ class FilesystemSource:
     def subscribe(self):
         return self.snapshot.subscribe()
 
+    def subscribe_events(self):
+        return self.snapshot.subscribe_events()
+
     def unsubscribe(self, q) -> None:
         self.snapshot.unsubscribe(q)
 

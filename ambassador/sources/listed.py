@@ -269,6 +269,14 @@ class ListedSource:
             listing = self._listing
         return listing.page(None, None)[0], q
 
+    def subscribe_events(self) -> queue.SimpleQueue:
+        """A queue of each event from now on (a watch pages the names itself). The caller's
+        duty: `unsubscribe(q)`."""
+        q: queue.SimpleQueue = queue.SimpleQueue()
+        with self._lock:
+            self._watchers.add(q)
+        return q
+
     def unsubscribe(self, q) -> None:
         with self._lock:
             self._watchers.discard(q)

@@ -140,3 +140,21 @@ def test_impossible_limits_are_one_line(tmp_path):
     r = workqueue("ambassador", "--root", tmp_path, "--threads", "8", "--workers", "1",
                   "--max-watches", "100", "--port", "0")  # fmt: skip
     assert r.returncode == 2 and "leaves no thread for lists" in r.stderr, r.stderr
+
+
+def test_a_watcher_that_never_reads_costs_what_it_read_not_the_folder(tmp_path):
+    """The first listing of a watch goes out a page at a time as the client reads: one that
+    never reads holds a page, not 60,000 items' lines (2.5 MB each before, 6 with the data)."""
+    from tests.support.abuse import unread_watcher_kb
+    from tests.support.servers import Server, free_port
+
+    for i in range(60_000):
+        (tmp_path / f"clip-{i:06d}.mp4").touch()
+    server = Server(tmp_path, free_port(), ())
+    try:
+        server.wait_ready()
+        for query in ("watch=true", "watch=true&view=full"):
+            cost = unread_watcher_kb(server, 20, query)
+            assert cost < 1024, (query, cost)  # (the floor: a thread and its socket, ~200 KB)
+    finally:
+        server.stop()

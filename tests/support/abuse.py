@@ -147,3 +147,25 @@ def percent(statistic: float, base: float) -> str:
 
 
 __all__ = ["Attack", "run", "tree_rss_mb", "percent", "statistics"]
+
+
+def unread_watcher_kb(server, count: int = 30, query: str = "watch=true") -> float:
+    """What one watch stream that never reads costs the ambassador `server` (RSS of its
+    processes, KB a watcher): `count` of them opened after a few others paid what a first
+    watch costs once (a version's prebuilt lines, its set of names), the growth divided."""
+
+    def watcher() -> socket.socket:
+        s = socket.create_connection(("127.0.0.1", server.port))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # (a reader that never reads)
+        s.sendall(f"GET /api/v1/items?{query} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        return s
+
+    held = [watcher() for _ in range(4)]
+    time.sleep(3)
+    before = tree_rss_mb(server.process.pid)
+    held += [watcher() for _ in range(count)]
+    time.sleep(5)  # (each stream wrote what its socket takes, and waits)
+    after = tree_rss_mb(server.process.pid)
+    for s in held:
+        s.close()
+    return (after - before) * 1024 / count
