@@ -229,7 +229,9 @@ def serve(args, user_error: type[Exception]) -> int:
 def _start_publisher(config: dict, folder: str, user_error: type[Exception]):
     """The one process that keeps the snapshot (`shared.py`), started before gunicorn and
     waited for until it has published its first listing. A process of its own (not a fork
-    that gunicorn's workers would inherit as a child)."""
+    that gunicorn's workers would inherit as a child). Its configuration - a source URL may
+    hold a password - goes through a pipe on its stdin, never its arguments (`ps` shows those
+    to every user of the machine)."""
     import json
     import sys
     import time
@@ -237,9 +239,11 @@ def _start_publisher(config: dict, folder: str, user_error: type[Exception]):
     from .shared import CURRENT
 
     process = subprocess.Popen(
-        [sys.executable, "-m", "ambassador.shared", folder, json.dumps(config)],
-        stdin=subprocess.DEVNULL,
-    )
+        [sys.executable, "-m", "ambassador.shared", folder], stdin=subprocess.PIPE,
+    )  # fmt: skip
+    with contextlib.suppress(BrokenPipeError):  # (one that died says why below)
+        process.stdin.write(json.dumps(config).encode())
+        process.stdin.close()
     while not os.path.exists(os.path.join(folder, CURRENT)):
         if process.poll() is not None:
             raise user_error(f"cannot read {_shown(config)} (the snapshot process ended)")

@@ -420,7 +420,7 @@ class SharedSnapshot:
             self._ranks[version] = {name.encode(): p for name, p in ranked.items()}
 
 
-if __name__ == "__main__":  # the publisher process: python -m ambassador.shared FOLDER CONFIG
+if __name__ == "__main__":  # the publisher: python -m ambassador.shared FOLDER < CONFIG (JSON)
     import json
     import signal
     import sys
@@ -429,4 +429,5 @@ if __name__ == "__main__":  # the publisher process: python -m ambassador.shared
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     signal.signal(signal.SIGINT, lambda *_: stopping.set())
-    run_publisher(json.loads(sys.argv[2]), sys.argv[1], stopping)
+    config = json.loads(sys.stdin.buffer.read())  # (never an argument: it may hold a password)
+    run_publisher(config, sys.argv[1], stopping)

@@ -57,6 +57,9 @@ def apply(parser: argparse.ArgumentParser, environ: Mapping[str, str] = os.envir
         except (argparse.ArgumentTypeError, ValueError, UserError) as exc:
             parser.error(f"{name}: {exc}")
         action.required = False
+        for group in parser._mutually_exclusive_groups:  # (`--source` or `--root`: given)
+            if action in group._group_actions:
+                group.required = False
         sources[action.dest] = name
     parser.set_defaults(environment_sources=sources)
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 
 from ambassador.redaction import redact_text, redact_url
 from tests.support.servers import free_port, wait_until
@@ -86,3 +88,59 @@ def test_a_name_with_escape_codes_is_shown_escaped_and_exact_in_json(tmp_path):
     assert shown in ran.stdout and shown in ran.stderr and shown in text.stdout
     body = json.loads(workqueue("status", "--state-dir", state, "--json").stdout)
     assert [i["name"] for i in body["items"]] == [HOSTILE]  # JSON: the name exactly
+
+
+def test_a_source_password_reaches_no_process_s_arguments(tmp_path):
+    """Given in the environment, a source's password shows in no process's arguments (`ps`):
+    the ambassador hands its configuration to its snapshot process through a pipe."""
+    import requests
+
+    from tests.support.stores import RedisServer
+
+    redis = RedisServer(password=SECRET)
+    try:
+        redis.client().sadd("jobs", "a", "b")
+        url = redis.url.replace("redis://", f"redis://:{SECRET}@") + "?set=jobs"
+        port = free_port()
+        server = subprocess.Popen(
+            [sys.executable, "-m", "manager.cli", "ambassador", "--port", str(port)],
+            env=dict(os.environ, WORKQUEUE_SOURCE=url), stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            def ready() -> bool:
+                try:
+                    return requests.get(f"http://127.0.0.1:{port}/readyz", timeout=2).ok
+                except requests.RequestException:
+                    return False
+
+            wait_until(ready, timeout=60)
+            seen = [server.pid, *descendants(server.pid)]
+            commands = [read(f"/proc/{pid}/cmdline") for pid in seen]
+            assert any(b"ambassador.shared" in c for c in commands), commands  # the publisher
+            for command in commands:
+                assert SECRET.encode() not in command, command
+        finally:
+            server.terminate()
+            server.wait(30)
+    finally:
+        redis.stop()
+
+
+def read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (its children, theirs, ...)."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        for task in os.listdir(f"/proc/{current}/task"):
+            children = read(f"/proc/{current}/task/{task}/children").split()
+            found += map(int, children)
+            todo += map(int, children)
+    return found

@@ -97,7 +97,7 @@ class RedisServer:
     """A real `redis-server` (from the distribution's packages) on a free loopback port,
     without persistence; `notifications` turns keyspace notifications on."""
 
-    def __init__(self, *, notifications: bool = False) -> None:
+    def __init__(self, *, notifications: bool = False, password: str | None = None) -> None:
         binary = shutil.which("redis-server")
         if binary is None:
             raise RuntimeError("redis-server is not installed (make test installs it)")
@@ -106,6 +106,9 @@ class RedisServer:
         args += ["--appendonly", "no", "--protected-mode", "no"]
         if notifications:
             args += ["--notify-keyspace-events", "Kshz"]
+        self.password = password
+        if password:
+            args += ["--requirepass", password]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL)
         self.url = f"redis://127.0.0.1:{self.port}/0"
         wait_until(self._answers, timeout=10)
@@ -116,14 +119,15 @@ class RedisServer:
         if self.process.poll() is not None:
             raise RuntimeError(f"redis-server exited with {self.process.returncode}")
         try:
-            return bool(redis.Redis(port=self.port, socket_timeout=1).ping())
+            return bool(redis.Redis(port=self.port, socket_timeout=1,
+                                    password=self.password).ping())  # fmt: skip
         except redis.RedisError:
             return False
 
     def client(self):
         import redis
 
-        return redis.Redis(port=self.port, decode_responses=True)
+        return redis.Redis(port=self.port, decode_responses=True, password=self.password)
 
     def stop(self) -> None:
         self.process.terminate()
