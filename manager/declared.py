@@ -41,10 +41,13 @@ def option(
     metavar: str | None = None,
     hidden: bool = False,
     typed: Callable[[Any], None] | None = None,
+    requires: str | None = None,
 ) -> Any:
     """A dataclass field that is also a command-line flag (see the module docstring).
     `typed(word)` checks a word typed on the command line - not one from the environment -
-    and raises `UserError` for what must not be there (a secret `ps` would show)."""
+    and raises `UserError` for what must not be there (a secret `ps` would show). `requires`:
+    the name of a field this flag means nothing without (`--lease` without `--ledger`): given
+    alone, it is a `UserError` rather than quietly ignored."""
     meta = {
         "flag": flag,
         "help": help,
@@ -54,6 +57,7 @@ def option(
         "metavar": metavar,
         "hidden": hidden,
         "typed": typed,
+        "requires": requires,
     }
     if repeat:
         return dataclasses.field(
@@ -99,6 +103,11 @@ def from_words(cls: type[T], words: Mapping[str, Any], **given: Any) -> T:
         raw = words.get(dest(field))
         if raw is None or raw == [] or (field.metadata["switch"] and raw is False):
             continue
+        needed = field.metadata.get("requires")
+        if needed is not None and not words.get(f"declared_{needed}") and needed not in given:
+            other = next(f.metadata["flag"] for f in flags(cls) if f.name == needed)
+            where = sources.get(dest(field)) or field.metadata["flag"]
+            raise UserError(f"{where} goes with {other}: without it, it would be ignored")
         typed = field.metadata.get("typed")
         if typed is not None and dest(field) not in sources:
             typed(raw)  # a UserError: it names the flag and what to do itself

@@ -305,7 +305,14 @@ class RedisType:
         except redis.ResponseError as exc:  # reached, and refused: a wrong database number
             raise SourceConfigError(f"{lister.where}: the server refused it: {exc}") from None
         except redis.RedisError as exc:
-            raise SourceConfigError(f"{lister.where}: cannot reach the server: {exc}") from None
+            hint = ""
+            if config["REDIS_URL"].lower().startswith("rediss://") and \
+                    isinstance(exc, redis.TimeoutError):  # fmt: skip
+                hint = " (rediss:// - does the server speak TLS? a plain one never answers "\
+                    "a TLS handshake: use redis://)"  # fmt: skip
+            raise SourceConfigError(
+                f"{lister.where}: cannot reach the server: {exc}{hint}"
+            ) from None
         wanted = "zset" if lister.sorted else "set"
         if kind not in (wanted, "none"):
             noun = "a sorted set" if lister.sorted else "a set"

@@ -110,7 +110,30 @@ def priority_rule(text: str) -> tuple[str, int]:
     priority = _number(number.strip(), int, "an integer priority")
     if abs(priority) > PRIORITY_LIMIT:
         raise argparse.ArgumentTypeError(f"a priority is within ±{PRIORITY_LIMIT}: {text!r}")
+    if unclosed_bracket(glob):
+        raise argparse.ArgumentTypeError(
+            f"the glob has a [ that nothing closes (for a [ itself write [[]): {text!r}"
+        )
     return glob, priority
+
+
+def unclosed_bracket(glob: str) -> bool:
+    """Whether a shell-style glob opens a [set] it never closes (fnmatch would quietly take
+    the [ as itself: a glob that meant a set would match nothing it was meant to)."""
+    i = 0
+    while i < len(glob):
+        if glob[i] == "[":
+            j = i + 1
+            if j < len(glob) and glob[j] in "!^":
+                j += 1
+            if j < len(glob) and glob[j] == "]":
+                j += 1
+            close = glob.find("]", j)
+            if close == -1:
+                return True
+            i = close
+        i += 1
+    return False
 
 
 def positive_float(text: str) -> float:

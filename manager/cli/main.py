@@ -180,7 +180,9 @@ def _main(argv: list[str] | None, subcommand: list[str | None]) -> int:
     command = subcommand_parser(parser, argv[0]) if argv else None
     if command is not None:
         environment.apply(command)  # WORKQUEUE_<FLAG>: defaults that flags override
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # said by the command's parser: `workqueue run: … (see workqueue run --help)`
+        (command or parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     subcommand[0] = args.subcommand
     if trailing is not None and not hasattr(args, "command"):
         parser.error(f"workqueue {args.subcommand} takes no command after --")

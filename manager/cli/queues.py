@@ -33,7 +33,19 @@ def add_queue_options(p) -> None:
 
 
 def queue_of(args):
-    """(the backend package, its typed `Queue`) the flags name."""
+    """(the backend package, its typed `Queue`) the flags name. A shared ledger names the
+    whole queue: a local state directory or a cluster's queue beside it would be ignored -
+    a `UserError` instead (whether it came from the command line or the environment)."""
+    words = vars(args)
+    if words.get("declared_ledger"):
+        sources = words.get("environment_sources") or {}
+        said = sources.get("declared_ledger") or "--ledger"
+        if words.get("declared_state_dir"):
+            where = sources.get("declared_state_dir") or "--state-dir"
+            raise UserError(f"{said} names a shared ledger and {where} a local queue: give one")
+        if args.backend != backends.DEFAULT:
+            raise UserError(f"{said} names the whole queue, whichever backend runs it: drop "
+                            f"--backend {args.backend}")  # fmt: skip
     backend = backends.load(args.backend)
     return backend, from_words(backend.Queue, vars(args))
 

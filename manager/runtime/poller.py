@@ -81,14 +81,15 @@ class Poller:
             self.enqueue(names)
         return names
 
-    def poll_once_listing(self) -> list[str] | None:
-        """List the source (logging outages once); None when it is unreachable."""
+    def poll_once_listing(self, *, quiet: bool = False) -> list[str] | None:
+        """List the source (logging outages once); None when it is unreachable. `quiet`: an
+        outage is not said (a `--once` run's first listing says it once, when it gives up)."""
         try:
             names = self.source.list_items()
         except SourceProtocolError:
             raise
         except SourceError as exc:
-            if not self.source_down:
+            if not self.source_down and not quiet:
                 log.warning("%s; will keep trying every ~%gs", exc, self.interval)
             self.source_down = True
             self.last_error = exc
@@ -110,7 +111,13 @@ class Poller:
         for delay in reconnect(self.interval).delays():
             if self.stop.is_set():
                 return None
-            names = self.poll_once_listing()
+            if hasattr(self.source, "answer_by"):  # (an HTTP source: its retries within it)
+                self.source.answer_by = deadline
+            try:
+                names = self.poll_once_listing(quiet=deadline is not None)
+            finally:
+                if hasattr(self.source, "answer_by"):
+                    self.source.answer_by = None
             if names is not None:
                 return names
             if deadline is not None:
@@ -118,8 +125,8 @@ class Poller:
                 if left <= 0:
                     why = self.last_error or f"source {self.source.base_url} unreachable"
                     raise UserError(
-                        f"{why}, for {human(timeout)}: check --source (a --once run waits for "
-                        "its source at most --source-timeout)"
+                        f"{why}; waited {human(timeout)}: check --source (a --once run waits "
+                        "for its source at most --source-timeout)"
                     )
                 delay = min(delay, left)
             self.stop.wait(delay)

@@ -48,10 +48,16 @@ def ledger_option():
     )
 
 
+MOST_LEASE = 86_400.0  # a day: a dead manager's items wait this long at most
+
+
 def lease_seconds(text: str) -> float:
     seconds = parse_duration(text)
     if seconds < 1:
         raise InputError(f"a lease shorter than a second would run out between heartbeats: {text}")
+    if seconds > MOST_LEASE:
+        raise InputError(f"a lease longer than a day would leave a dead manager's items waiting "
+                         f"that long: {text}")  # fmt: skip
     return seconds
 
 
@@ -62,4 +68,5 @@ def lease_option():
         f"that dies has its items run by the others after this (default {DEFAULT_LEASE:g}s)",
         default=DEFAULT_LEASE,
         parse=lease_seconds,
+        requires="ledger",
     )

@@ -93,6 +93,9 @@ class SourceClient:
         # Invariant: the priorities (not 0) of the last complete listing, and of the watch
         # events since; replaced whole by each listing, changed in place by an event.
         self._priorities: dict[str, int] = {}
+        # when a call must have its answer (time.monotonic()), retries included - a first
+        # listing's `--source-timeout`; None: each attempt's own timeout, and its retries
+        self.answer_by: float | None = None
 
     # -- calls -----------------------------------------------------------------------------
 
@@ -276,10 +279,16 @@ class SourceClient:
         url = self.base_url + path
         last = "no answer"
         for attempt in range(self.retries + 1):
+            timeout = self.timeout
+            if self.answer_by is not None:
+                left = self.answer_by - time.monotonic()
+                if attempt and left <= 0:
+                    break
+                timeout = max(0.1, min(timeout, left))
             if attempt:
                 self.sleep(self.backoff.delay(attempt - 1))
             try:
-                r = self.session.get(url, params=params, timeout=self.timeout)
+                r = self.session.get(url, params=params, timeout=timeout)
             except requests.exceptions.SSLError as exc:  # no retry mends a wrong scheme
                 raise SourceProtocolError(_tls_failed(url, exc)) from None
             except requests.RequestException as exc:
@@ -302,6 +311,8 @@ class SourceClient:
             if not isinstance(body, dict) or body.get("kind") != expect_kind:
                 raise SourceProtocolError(f"{url} did not answer a {expect_kind}: {hint}")
             return body
+        if last == "timed out" and self.base_url.lower().startswith("https://"):
+            last += ": does it speak HTTPS? a plain-HTTP server never answers a TLS handshake"
         raise SourceUnavailable(f"source {self.base_url} unreachable ({last})")
 
 

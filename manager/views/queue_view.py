@@ -321,9 +321,10 @@ def _item(row: Row, context: Context) -> ItemView:
         started = f" since {moment(row.started)}" if row.started else ""
         if context.parallelism is None and not context.work_outlives_manager:
             view.reason = (
-                f"not running: its manager stopped while it ran (attempt {row.attempts}"
-                f"{', started ' + moment(row.started) if row.started else ''}); it runs again "
-                "when a manager starts"
+                f"its manager stopped while it ran (attempt {row.attempts}"
+                f"{', started ' + moment(row.started) if row.started else ''}): the next "
+                "manager records how its worker ended, and runs it again only if it never "
+                "finished"
             )
         else:
             ran = f" ({human(now - row.started)} so far)" if row.started else ""

@@ -8,6 +8,8 @@ is made alike. So the pages cannot drift from what the commands answer (they had
                       `ledger check`
   docs/sharing.md     a local ledger moved into a shared one (a real PostgreSQL), and a retry
                       there
+  docs/getting-started.md
+                      the five-minute tour's videos (its broken.mp4 included) and its run
 """
 
 from __future__ import annotations
@@ -120,3 +122,30 @@ def test_the_sharing_page_shows_what_moving_a_ledger_in_answers(tmp_path, postgr
         printed = printed.replace(str(state), "/srv/.workqueue").replace(postgres, shown_url)
         assert done.returncode == 0 and printed == output.strip(), command
     assert len(session) == 2
+
+
+def test_the_getting_started_tour_makes_the_broken_video_it_asks_about(tmp_path, ffmpeg_env):
+    """docs/getting-started.md's five minutes, replayed (two videos instead of eight): the
+    videos it makes include the broken.mp4 its next steps ask `status` and `retry` about."""
+    import subprocess
+    import sys
+
+    (make, _), (run, rest) = shown_session("getting-started.md", "python examples/")
+    if run.rstrip().endswith("\\"):  # a command continued on the next line
+        run = run.rstrip()[:-1] + " " + rest.strip()
+    argv = shlex.split(make.split("#")[0])
+    assert argv[:2] == ["python", "examples/thumbnailer/make_videos.py"], argv
+    subprocess.run([sys.executable, str(REPO / argv[1]), *[str(tmp_path / a) if a == "videos"
+                    else a for a in argv[2:]], "--count", "2", "--seconds", "1"],
+                   check=True, env=ffmpeg_env, capture_output=True, timeout=120)  # fmt: skip
+    assert (tmp_path / "videos" / "broken.mp4").exists()
+    words = shlex.split(run)
+    assert words[0].startswith("OUTPUT_DIR=") and words[1:3] == ["workqueue", "run"], words
+    env = {**ffmpeg_env, "OUTPUT_DIR": str(tmp_path / "thumbnails")}
+    command = [str(REPO / w) if w.startswith("worker-images/") else w for w in words[2:]]
+    cut = command.index("--")  # (the state directory's flag before the worker's command)
+    command[cut:cut] = ["--state-dir", str(tmp_path / "state")]
+    done = workqueue(*command, env=env, cwd=tmp_path, timeout=180)
+    assert done.returncode == 1 and "1 failed" in done.stdout, done.stdout + done.stderr
+    said = workqueue("status", "broken.mp4", "--state-dir", tmp_path / "state")
+    assert said.returncode == 0 and "failed" in said.stdout, said.stderr

@@ -41,8 +41,31 @@ def test_an_unreachable_source_with_once_gives_up_after_source_timeout(tmp_path)
     )  # fmt: skip
     took = time.monotonic() - started
     line = one_line(done, 2, url, "unreachable", "--source-timeout")
-    assert "for 2.0 s" in line
+    assert "waited 2.0 s" in line
     assert took < 30  # the subprocess bound is 60 s: it gave up on its own, not by a kill
+
+
+def test_an_https_source_that_never_answers_the_handshake_is_given_up_on_time(tmp_path):
+    """`https://` against a plain-HTTP server (or anything that never answers a TLS hello)
+    waits `--source-timeout` in all - retries included - and says what is likely wrong; a
+    --once run says nothing of trying again before its one line."""
+    import socket
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)  # connections queue, nothing answers
+    try:
+        url = f"https://127.0.0.1:{silent.getsockname()[1]}"
+        started = time.monotonic()
+        done = workqueue("manager", "--source", url, "--worker-cmd", "true", "--once",
+                         "--source-timeout", "2s", "--state-dir", tmp_path / "s",
+                         timeout=60)  # fmt: skip
+        took = time.monotonic() - started
+    finally:
+        silent.close()
+    one_line(done, 2, url, "does it speak HTTPS?", "waited 2.0 s")
+    assert "will keep trying" not in done.stderr
+    assert took < 20  # (it waited for 40 s, its retries' own timeouts, before)
 
 
 def test_the_source_timeout_defaults_to_30s_and_is_shown_in_help():
@@ -129,7 +152,7 @@ def test_retry_takes_no_backup_so_typos_never_push_out_the_managers(tmp_path):
     assert backups(state) == kept
 
 
-def test_status_says_items_left_running_by_a_stopped_manager_run_again(tmp_path):
+def test_status_says_what_becomes_of_items_left_running_by_a_stopped_manager(tmp_path):
     videos = tmp_path / "v"
     videos.mkdir()
     (videos / "a.mp4").write_bytes(b"x")
@@ -148,4 +171,4 @@ def test_status_says_items_left_running_by_a_stopped_manager_run_again(tmp_path)
     (item,) = body["items"]
     assert item["state"] == "running"
     assert "its manager stopped while it ran" in item["reason"]
-    assert "runs again when a manager starts" in item["reason"]
+    assert "the next manager records how its worker ended" in item["reason"]

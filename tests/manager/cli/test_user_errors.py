@@ -99,6 +99,17 @@ def without_root_powers():
          "--sqs-queue-url applies to S3 sources only"),
         (["run", ".", "--relist-interval", "5s", "--", "true"],
          "--relist-interval applies to S3 and Redis sources only"),
+        (["run", ".", "--lease", "10s", "--", "true"], "--lease goes with --ledger"),
+        (["run", ".", "--ledger", "postgresql://h/q", "--lease", "100d", "--", "true"],
+         "a lease longer than a day"),
+        (["status", "--ledger", "postgresql://h/q", "--state-dir", "."],
+         "--ledger names a shared ledger and --state-dir a local queue: give one"),
+        (["status", "--ledger", "postgresql://h/q", "--backend", "kubernetes", "--namespace",
+          "n", "--queue", "q"], "drop --backend kubernetes"),
+        (["run", ".", "--priority", "[=1", "--", "true"], "a [ that nothing closes"),
+        (["run", ".", "--priority", "sample-00[=1", "--", "true"], "a [ that nothing closes"),
+        (["run", "--bogus", ".", "--", "true"], "workqueue run: error: unrecognized arguments"),
+        (["status", "--nope"], "(see workqueue status --help)"),
     ],
 )  # fmt: skip
 def test_mistakes_are_one_line_and_exit_2(tmp_path, args, says):
@@ -167,6 +178,20 @@ def test_https_to_a_plain_http_server_says_so_at_once(tmp_path):
         server.shutdown()
     one_line_exit_2(r, "is it a plain http:// server?", "WRONG_VERSION_NUMBER")
     assert "unreachable" not in r.stderr  # a wrong scheme is not an outage to wait out
+
+
+def test_a_ledger_in_the_environment_beside_a_state_directory_is_one_line(tmp_path):
+    r = subprocess.run(
+        [sys.executable, "-m", "manager.cli", "status", "--state-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "WORKQUEUE_LEDGER": "postgresql://h/q"},
+    )  # fmt: skip
+    one_line_exit_2(r, "WORKQUEUE_LEDGER names a shared ledger and --state-dir a local queue")
+
+
+def test_rediss_to_a_plain_server_says_tls_not_a_time_out(tmp_path, redis_store):
+    url = redis_store.url.replace("redis://", "rediss://") + "?set=s"
+    one_line_exit_2(workqueue("run", url, "--", "true"), "does the server speak TLS?")
 
 
 def test_a_wrong_redis_database_is_said_as_refused(tmp_path, redis_store):
