@@ -52,14 +52,17 @@ class Adoption:
         # kept from being written) is given the item's data as the source has it now
         self.needs_data = adopts and backend.adopted_needs_data
         self.names = {name for name, _ in self.units}
+        # Each adopted run is this manager's from now on: a removal acted on before `start`
+        # (a hold that ran out while no manager ran is acted on at the first listing) finds
+        # it running here, and its worker is ended as soon as it is followed.
+        with cancellations.gate:
+            self._cancels = {name: cancellations.started(name) for name in self.names}
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
         for name, attempt in self.units:
             self.capacity.occupy()
-            with self.cancellations.gate:
-                cancel = self.cancellations.started(name)
-            started = Started(name, {}, attempt, cancel)
+            started = Started(name, {}, attempt, self._cancels[name], adopted=True)
             thread = threading.Thread(target=self._wait, args=(started,), daemon=True,
                                       name=f"adopted-{len(self._threads) + 1}")  # fmt: skip
             thread.start()
@@ -77,7 +80,7 @@ class Adoption:
         try:
             if self.needs_data:
                 started = Started(started.name, self._data(started.name), started.attempt,
-                                  started.cancel)  # fmt: skip
+                                  started.cancel, adopted=True)  # fmt: skip
             result = self.reconciler.finish(started)
         except StorageFault as fault:  # its outcome waits in the reconciler's `unrecorded`
             self.fault(fault)

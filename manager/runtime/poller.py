@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 
 RESYNC_SECONDS = 15.0  # the longest a watch stream is trusted before it is renewed
+QUIET_WAIT = 5.0  # a --once run waits this long for its source before it says it is waiting
 
 
 def jittered(interval: float, jitter: float, rng: random.Random) -> float:
@@ -107,7 +108,9 @@ class Poller:
         """The source's listing (nothing enqueued), tried again while it cannot be reached;
         None when stopped first. With `timeout`, a source that stays unreachable that long is
         a `UserError` (a mistyped --source must not wait forever: `--source-timeout`)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        began = time.monotonic()
+        deadline = None if timeout is None else began + timeout
+        said = False
         for delay in reconnect(self.interval).delays():
             if self.stop.is_set():
                 return None
@@ -122,6 +125,14 @@ class Poller:
                 return names
             if deadline is not None:
                 left = deadline - time.monotonic()
+                if not said and left > 0 and time.monotonic() - began >= QUIET_WAIT:
+                    # Silence is kept for a moment only: a mistyped --source gets one line,
+                    # a source that is slow to come up is not waited on without a word.
+                    log.warning(
+                        "%s; waiting for it up to %s in all (--source-timeout)",
+                        self.last_error, human(timeout),
+                    )  # fmt: skip
+                    said = True
                 if left <= 0:
                     why = self.last_error or f"source {self.source.base_url} unreachable"
                     raise UserError(

@@ -65,6 +65,7 @@ class Started:
     data: dict[str, Any]
     attempt: int
     cancel: Cancel
+    adopted: bool = False  # its worker already runs (a cancel set before it is followed ends it)
 
 
 class Reconciler:
@@ -219,7 +220,7 @@ class Reconciler:
         began = time.monotonic()
         fault = None
         try:
-            if cancel.is_set():  # asked to end before it began
+            if cancel.is_set() and not started.adopted:  # asked to end before it began
                 outcome = Outcome(False, error="cancelled: it left the source", cancelled=True)
             else:
                 outcome = self.backend.run(name, started.data, attempt, cancel)

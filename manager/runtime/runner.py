@@ -411,7 +411,11 @@ class Manager:
         # what a held removal keeps is the run's too: it ends when the hold does (cancelled,
         # or run if it comes back) - a run that ignored it would leave it pending for good
         held = self.leaving.held_names(most=len(names) + self.leaving.count())
-        report = RunReport(targets=sorted(set(names) | set(held)), started=time.time())
+        # and so is the work it adopted, listed or not: a run that ended before an adopted
+        # worker would stop it and put its item back (or, gone from the source, leave it
+        # pending with nothing to end it)
+        targets = set(names) | set(held) | self.adoption.names
+        report = RunReport(targets=sorted(targets), started=time.time())
         with report.changed:  # nothing is noted before the skipped targets are
             self._report = report
             if not self._recorded_first(lambda: self._take_targets(report)):

@@ -213,6 +213,9 @@ def test_what_left_while_no_manager_ran_is_a_removal_at_start_and_a_hold_ends_on
             run.send_signal(signal.SIGTERM)
             run.wait(30)
     assert run.returncode == 0, err
-    assert status(state)["counts"]["cancelled"] == 12
-    assert status(state)["removals_held"] is None
+    final = status(state)
+    assert final["counts"]["cancelled"] == 12, json.dumps(final, indent=1) + "\n" + err
+    assert final["removals_held"] is None
     assert len(lines(started)) == 2  # the two adopted; nothing else ever started
+    # ... and the hold, acted on before their worker was followed, ended them (the run waited)
+    assert sorted(lines(ended)) == sorted(lines(started))

@@ -140,8 +140,9 @@ class KubernetesBackend:
         job_name = ko.object_name(self.queue, name, version)
         adopted = self._adoptions.take(name)
         # an adopted Job whose data is not at hand (the item left the source, or changed
-        # since) is awaited as it is, never given guessed data
-        as_is = adopted is not None and (not data or adopted != job_name)
+        # since) is awaited as it is, never given guessed data; so is one already cancelled
+        # (its Job is ended by the wait, not left running by a dispatch that never began)
+        as_is = adopted is not None and (not data or adopted != job_name or cancel.is_set())
         if as_is:
             job_name = adopted
         where = f"job/{job_name} (kubectl logs)"
