@@ -21,8 +21,9 @@ $(STAMP): pyproject.toml
 # the dashboard's browser test, promtool (Prometheus) to check the chart's alerting rules,
 # redis-server for the Redis source's tests, kubectl (Debian's kubernetes-client) for the
 # WorkQueue's test with the real kubectl, PostgreSQL's server for the shared ledger's tests (a
-# fixture runs initdb and pg_ctl in a temporary folder) - each only when it is missing. Another apt-get holding the package lock (a fresh
-# machine's unattended upgrades) is waited for, up to ten minutes, instead of failing at once.
+# fixture runs initdb and pg_ctl in a temporary folder), libfaketime (`faketime`) to step that
+# server's clock - each only when it is missing. Another apt-get holding the package lock (a
+# fresh machine's unattended upgrades) is waited for, up to ten minutes, instead of failing.
 tools:
 	@missing=""; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
@@ -31,6 +32,7 @@ tools:
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
 	command -v kubectl >/dev/null || missing="$$missing kubernetes-client"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || missing="$$missing faketime"; \
 	if [ -n "$$missing" ]; then \
 		sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 		echo "installing$$missing with apt-get"; \

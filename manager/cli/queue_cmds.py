@@ -188,7 +188,7 @@ def print_status(view: QueueView, *, recent: int = 10, waiting: int = 10) -> Non
             print(f"        … and {len(line) - waiting} more")
     held = [i for i in view.items if i.position is None and i.reason.startswith("held:")]
     if held:
-        print(f"\nheld ({len(held)}): {held[0].reason[len('held: '):]}")
+        print(f"\nheld ({len(held)}): {held[0].reason[len('held: ') :]}")
         for item in held[:waiting]:
             print(f"  {item.name}")
         if len(held) > waiting:

@@ -47,8 +47,10 @@ from .notifier import Notifier
 log = logging.getLogger(__name__)
 RELOAD_SECONDS = 600.0  # the safety net's full read (changes are read in commit order)
 STARTUP_SECONDS = 10.0
-TAKEN = "its claim was taken (this manager was declared dead while it ran): this run's end is " \
-    "not recorded"  # how long a manager's start rides out a database that does not answer
+TAKEN = (
+    "its claim was taken (this manager was declared dead while it ran): this run's end is "
+    "not recorded"
+)  # how long a manager's start rides out a database that does not answer
 
 
 class PostgresLedger(Claims):

@@ -114,17 +114,13 @@ CLAIMS_OF = Statement(
 )
 
 # The write the fault hold probes with: a read-only or full database refuses it.
-PROBE = Statement(
-    "probe", "UPDATE managers SET said = clock_timestamp() WHERE id = %(owner)s"
-)
+PROBE = Statement("probe", "UPDATE managers SET said = clock_timestamp() WHERE id = %(owner)s")
 
 # -- claims --------------------------------------------------------------------------------
 
 # A line item free to claim now: claimable, unowned, its backoff over, and (for its first
 # moment) this manager's turn ({turn}: `claims.turn_condition`).
-FREE = (
-    "claimable AND owner IS NULL AND ready_at <= clock_timestamp() AND {turn}"
-)
+FREE = "claimable AND owner IS NULL AND ready_at <= clock_timestamp() AND {turn}"
 
 # The claim: up to %(limit)s items from the head of the line (priority, then arrival), taken
 # with SKIP LOCKED (rows a rival is taking are passed over, never waited for, never given
@@ -156,9 +152,7 @@ CLAIMED_COUNT = Statement(
 )
 
 # Whether anything is free to claim now (the dispatcher waits on it).
-WAITING = Statement(
-    "waiting", "SELECT EXISTS (SELECT 1 FROM items WHERE " + FREE + ")", hot=True
-)
+WAITING = Statement("waiting", "SELECT EXISTS (SELECT 1 FROM items WHERE " + FREE + ")", hot=True)
 
 # A claim that did not start goes back: claimable after its backoff, or parked (out of the
 # line) until a listing brings it again.

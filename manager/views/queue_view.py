@@ -80,8 +80,9 @@ def context_from_facts(facts: dict | None, now: float) -> Context:
             target_utilization=float(facts.get("target_utilization", 0.9)),
             window=float(facts.get("window", 3600.0)),
             removals_held=facts.get("removals_held") or None,
-            withheld=frozenset(n for n in facts.get("removals_held_names") or ()
-                               if isinstance(n, str)),  # fmt: skip
+            withheld=frozenset(
+                n for n in facts.get("removals_held_names") or () if isinstance(n, str)
+            ),  # fmt: skip
         )
     except (KeyError, TypeError, ValueError):
         return Context(now=now)  # facts from another version: no schedule rather than a wrong one

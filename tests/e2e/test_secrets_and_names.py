@@ -107,6 +107,7 @@ def test_a_source_password_reaches_no_process_s_arguments(tmp_path):
             env=dict(os.environ, WORKQUEUE_SOURCE=url), stderr=subprocess.DEVNULL,
         )  # fmt: skip
         try:
+
             def ready() -> bool:
                 try:
                     return requests.get(f"http://127.0.0.1:{port}/readyz", timeout=2).ok

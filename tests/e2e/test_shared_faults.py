@@ -24,7 +24,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.support.postgres import PostgresServer, libfaketime
+from tests.support.postgres import PostgresServer
 from tests.support.servers import wait_until
 
 from .conftest import spawn_workqueue
@@ -57,9 +57,22 @@ def start_fleet(tmp_path, url, worker, items, *, managers=2, sleep=0.6, extra=()
     env = {**os.environ, "SLEEP": str(sleep), "WORKQUEUE_LEDGER": url}
     runs = [
         spawn_workqueue(
-            "run", items, "--suffix", ".txt", "--settle", "0", "--lease", LEASE,
-            "--parallelism", "2", "--state-dir", tmp_path / f"state-{i}", *extra,
-            "--", worker.path, env=env,
+            "run",
+            items,
+            "--suffix",
+            ".txt",
+            "--settle",
+            "0",
+            "--lease",
+            LEASE,
+            "--parallelism",
+            "2",
+            "--state-dir",
+            tmp_path / f"state-{i}",
+            *extra,
+            "--",
+            worker.path,
+            env=env,
         )  # fmt: skip
         for i in range(managers)
     ]
@@ -192,7 +205,6 @@ def _postgres_ids() -> tuple[int, int]:
     return user.pw_uid, user.pw_gid
 
 
-@pytest.mark.skipif(libfaketime() is None, reason="libfaketime is missing (make test installs it)")
 def test_steps_of_the_database_clock_past_the_lease_expire_nothing(tmp_path, marker_worker):
     server = PostgresServer(stepped_clock=True)
     try:

@@ -66,6 +66,7 @@ def log_file_name(name: str) -> str:
 
 class LocalBackend:
     work_outlives_manager = False  # on a shared ledger its workers end with it
+
     def __init__(
         self,
         argv: list[str],

@@ -54,6 +54,7 @@ RECORD_LOOKS = 10  # fresh reads of the record for a Job that finished elsewhere
 
 class KubernetesBackend:
     work_outlives_manager = True  # its Jobs run on when it stops (a shared ledger keeps them)
+
     def __init__(
         self,
         api: KubeApi,

@@ -387,6 +387,7 @@ def test_a_worker_still_running_after_its_keeper_and_manager_died_is_watched(tmp
     command = run(folder, state, script, "--max-attempts", "1")
     second = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
+
         def status() -> dict:
             asked = [sys.executable, "-m", "manager.cli", "status", "--state-dir", str(state)]
             done = subprocess.run([*asked, "--json"], capture_output=True, text=True)
