@@ -95,6 +95,11 @@ class Keeper:
         self.keepers_dir = config["dir"]
         os.makedirs(os.path.join(self.keepers_dir, shim.ENDS_DIR), mode=0o700, exist_ok=True)
         self.children: dict[int, dict] = {}  # id -> the worker's start record
+        # Status slots (`shim.py`): a slot is taken at a spawn and free again once that
+        # worker's end is journaled; its file is created once and written over ever after.
+        self.slot_fds: dict[int, int] = {}  # slot -> its file, open for the pending mark
+        self.free_slots: list[int] = []
+        self.slot_of: dict[int, int] = {}  # id of a worker of ours -> its slot
         self.pids: dict[int, int] = {}  # a shim's pid -> id, for reaping
         self.watched: dict[int, int] = {}  # a watched shim's pidfd -> id
         self.poller = select.epoll()
@@ -229,19 +234,22 @@ class Keeper:
         if "ack" in message:  # acknowledgements ride on the next start when there is one
             self._acked(message["ack"])
         ident, name, attempt = message["id"], message["name"], message["attempt"]
-        status = shim.status_path(self.keepers_dir, self.id, ident)
         part = "log"  # what refused: the state directory's disk (the log), or the program
+        slot = None
         try:
             log_fd = os.open(message["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
                              0o644)  # fmt: skip
             try:
                 os.write(log_fd, message["header"].encode("utf-8", "replace"))
+                slot = self._take_slot()
+                status = shim.status_path(self.keepers_dir, self.id, slot)
                 part = "program"
-                shim.forget_status(status)  # (a file an earlier keeper of this id left)
                 pid = self._start(status, log_fd, message["env"])
             finally:
                 os.close(log_fd)
         except OSError as exc:
+            if slot is not None:
+                self.free_slots.append(slot)
             why = f"cannot start worker: {exc.strerror}: {exc.filename or self.argv[0]}"
             self._send({"op": "ended", "end": {"id": ident, "code": None, "error": why,
                                                "errno": exc.errno, "refused": part}})  # fmt: skip
@@ -250,7 +258,23 @@ class Keeper:
                   "ticks": ticks_now(), "began": time.time(), "status": status}  # fmt: skip
         self.children[ident] = record
         self.pids[pid] = ident
+        self.slot_of[ident] = slot
         self._write({"start": record})
+
+    def _take_slot(self) -> int:
+        """A free status slot, its file marked pending (created at its first use)."""
+        if self.free_slots:
+            slot = self.free_slots.pop()
+        else:
+            slot = len(self.slot_fds)
+            path = shim.status_path(self.keepers_dir, self.id, slot)
+            self.slot_fds[slot] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            shim.mark_pending(self.slot_fds[slot])
+        except OSError:
+            self.free_slots.append(slot)
+            raise
+        return slot
 
     def _start(self, status: str, log_fd: int, extra_env: dict) -> int:
         """The worker's shim, forked (`shim.run` never returns in the child); its pid, which
@@ -312,7 +336,7 @@ class Keeper:
         """A shim ended (`code`: its exit, as its worker's; None: a watched one, not ours to
         reap): the worker's end as the shim wrote it, after its leftovers."""
         child = self.children.pop(ident)
-        written = shim.read_status(child["status"]) or {}
+        written = shim.read_status(child["status"], child["pid"]) or {}
         end = {**child, "code": written.get("code", code), "at": time.time()}
         if written.get("interrupted"):
             end["interrupted"] = True
@@ -345,7 +369,12 @@ class Keeper:
     def _ended(self, end: dict) -> None:
         body = _encode(end)  # once, for the journal and the manager
         self._write_line(f'{{"end":{body}}}\n'.encode())
-        if end.get("status"):  # the journal has it now: the shim's word is not needed
+        # the journal has it now: the shim's word is not needed (its slot is free again; a
+        # watched shim's file, a dead keeper's, goes)
+        slot = self.slot_of.pop(end["id"], None)
+        if slot is not None:
+            self.free_slots.append(slot)
+        elif end.get("status"):
             shim.forget_status(end["status"])
         self.unacked[end["id"]] = end
         self._send_line(f'{{"op":"ended","end":{body}}}\n'.encode())
@@ -406,6 +435,8 @@ class Keeper:
                 os.unlink(self.id + suffix, dir_fd=self.dir_fd)
             except OSError:  # gone, or a disk that refuses: the next manager tidies up
                 pass
+        for slot in self.free_slots:  # (a slot still taken: its shim writes there yet)
+            shim.forget_status(shim.status_path(self.keepers_dir, self.id, slot))
 
 
 def main() -> None:

@@ -141,10 +141,10 @@ def _hear_orphan(found: Survey, start: dict) -> None:
     if not start.get("status"):  # an older keeper's worker: no shim
         found.hear("orphaned", start)
         return
-    written = shim.read_status(start["status"])
+    written = shim.read_status(start["status"], start["pid"])
     if written is None:
         alive = shim.same_process(start["pid"], start.get("ticks"))
-        written = shim.read_status(start["status"])  # (it may have ended meanwhile)
+        written = shim.read_status(start["status"], start["pid"])  # (it may have ended meanwhile)
         if written is None:
             found.hear("shim" if alive else "vanished", start)
             return
