@@ -5,13 +5,15 @@ An ambassador over 10,000 files (2 workers, 1,024 threads each, as deployed); th
 one header and then nothing, and four request lines of 4 MB - while a names-only listing is
 asked every 50 ms. Printed: the listings' p50 and p99 during the attack (one that never came
 counts as its 10 s timeout), how many failed, the ambassador's memory (all its processes)
-before and 5 s after the attack, and its refusals by reason from /metrics. Goal: lists p99
-<= 1 s during the attack, memory back within 10% of before.
+before, at its peak during the attack (and so what each unread watcher costs at most) and 40 s
+after, and its refusals by reason from /metrics. Goal: lists p99 <= 1 s during the attack,
+memory back within 10% of before; `--files 100000`: an unread watcher costs tens of kilobytes
+whatever the folder's size (its first listing goes out a page at a time, as it is read).
 
 `--peer DIR` runs the same attack on the ambassador of another checkout (say the commit before
 the guarded worker: `git worktree add /tmp/before <commit>`), side by side.
 
-Run: .venv/bin/python -m bench.abuse [--seconds 20] [--peer DIR]
+Run: .venv/bin/python -m bench.abuse [--seconds 20] [--files 10000] [--peer DIR]
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from tests.support.servers import Server, free_port
 def files(folder: Path, count: int) -> None:
     folder.mkdir()
     for i in range(count):
-        (folder / f"clip-{i:05d}.mp4").touch()
+        (folder / f"clip-{i:06d}.mp4").touch()
     for path in folder.iterdir():
         os.utime(path, (1_000_000_000, 1_000_000_000))
 
@@ -47,13 +49,25 @@ def baseline(url: str, n: int = 30) -> tuple[float, float]:
     return took[len(took) // 2], took[-1]
 
 
-def refusals(url: str) -> str:
+def refusals_by_reason(url: str) -> dict[str, float]:
+    """`ambassador_refused_total` by reason ({} when /metrics cannot be read)."""
     try:
         text = requests.get(url + "/metrics", timeout=10).text
     except requests.RequestException:
-        return "metrics unreachable"
-    found = [line for line in text.splitlines() if line.startswith("ambassador_refused_total{")]
-    return ", ".join(line.split('reason="')[1].replace('"} ', " ") for line in found) or "none"
+        return {}
+    found = {}
+    for line in text.splitlines():
+        if line.startswith("ambassador_refused_total{"):
+            reason = line.split('reason="')[1].split('"')[0]
+            found[reason] = float(line.split()[-1])
+    return found
+
+
+def refusals(url: str) -> str:
+    found = refusals_by_reason(url)
+    if not found:
+        return "none"
+    return ", ".join(f"{reason} {count:.0f}" for reason, count in sorted(found.items()))
 
 
 def threads_of(pid: int) -> int:
@@ -99,7 +113,7 @@ def floor(threads: int) -> str:
             f"{before:.0f} -> {after:.0f} MB ({percent(after, before)})")  # fmt: skip
 
 
-def one(label: str, folder: Path, seconds: float, code: Path | None) -> None:
+def one(label: str, folder: Path, count: int, seconds: float, code: Path | None) -> None:
     import threading
 
     port = free_port()
@@ -108,21 +122,30 @@ def one(label: str, folder: Path, seconds: float, code: Path | None) -> None:
         server.wait_ready()
         p50, p99 = baseline(server.url)
         before = tree_rss_mb(server.process.pid)
-        peak, done = [0], threading.Event()
+        peak, peak_mb, done = [0], [before], threading.Event()
 
         def sample() -> None:
             while not done.wait(0.5):
                 peak[0] = max(peak[0], threads_of(server.process.pid))
+                peak_mb[0] = max(peak_mb[0], tree_rss_mb(server.process.pid))
 
         threading.Thread(target=sample, daemon=True).start()
         attack = run(server.url, port, Attack(seconds=seconds))
         done.set()
         time.sleep(40)  # the attack's sockets closed; idle threads end after 30 s
         after = tree_rss_mb(server.process.pid)
+        refused = refusals_by_reason(server.url)
+        admitted = Attack(seconds=seconds).watches - sum(
+            refused.get(reason, 0) for reason in ("watches", "watches_per_client")
+        )
+        each_kb = (peak_mb[0] - before) * 1024 / max(1, admitted)
         print(f"{label}: lists before the attack p50 {p50:.3f} s, p99 {p99:.3f} s; "
               f"{attack.summary()} (answers {dict(sorted(attack.codes.items()))}); "
-              f"memory "
-              f"{before:.0f} MB before, {after:.0f} MB 40 s after ({percent(after, before)}), "
+              f"memory {before:.0f} MB before, {peak_mb[0]:.0f} MB at most during the attack "
+              f"(at most {each_kb:.0f} KB for each of the {admitted:,.0f} unread watches "
+              f"admitted on {count:,} items, its thread and the attack's other sockets "
+              f"included), "
+              f"{after:.0f} MB 40 s after ({percent(after, before)}), "
               f"{peak[0]} threads at most in a worker; "
               f"refused: {refusals(server.url)}")  # fmt: skip
         print(f"  {floor(peak[0])}")
@@ -133,15 +156,16 @@ def one(label: str, folder: Path, seconds: float, code: Path | None) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--files", type=int, default=10_000, help="the folder's size")
     parser.add_argument("--peer", type=Path, help="a checkout whose ambassador gets the same")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="wq-bench-abuse-"))
     try:
         folder = work / "videos"
-        files(folder, 10_000)
-        one("workqueue (this checkout)", folder, args.seconds, None)
+        files(folder, args.files)
+        one("workqueue (this checkout)", folder, args.files, args.seconds, None)
         if args.peer is not None:
-            one(f"peer {args.peer}", folder, args.seconds, args.peer.resolve())
+            one(f"peer {args.peer}", folder, args.files, args.seconds, args.peer.resolve())
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -172,8 +172,7 @@ def _fleet_drain(server: PostgresServer, folder: Path, work: Path, managers: int
     took = time.monotonic() - began
     with psycopg.connect(url) as conn:
         last, count = conn.execute(
-            "SELECT max(finished), count(*) FILTER (WHERE state = 'succeeded') "
-            "FROM workqueue.items"
+            "SELECT max(finished), count(*) FILTER (WHERE state = 'succeeded') FROM workqueue.items"
         ).fetchone()
     assert count == len(list(folder.iterdir())), count
     return count / took, [at - last for at in exits]
