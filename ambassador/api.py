@@ -326,6 +326,10 @@ def _watch(timeout_seconds: int | None, full: bool = False) -> Response:
 
     def stream():
         try:
+            # The headers go out now, whatever there is to list: a server sends them with the
+            # first chunk, and an empty source's stream has none until its first event (a
+            # client waiting on the response's start waited that long, or timed out).
+            yield b""
             yield from burst()
             quiet_since = time.monotonic()
             while True:

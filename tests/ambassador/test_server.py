@@ -69,6 +69,19 @@ def test_watch_streams_current_items_then_changes(tmp_path, ambassador_server):
     assert latency < 5  # reported, not asserted tightly: well under a poll interval in practice
 
 
+def test_a_watch_of_an_empty_folder_starts_before_its_first_event(tmp_path, ambassador_server):
+    """The stream's headers go out at once, whatever there is to list: an empty source's watch
+    used to send nothing until its first event or heartbeat (15 s), and a client waiting on
+    the response's start timed out first."""
+    server = ambassador_server(tmp_path, "--workers", "2")
+    url = server.url + "/api/v1/items?watch=true&timeoutSeconds=60"
+    with requests.get(url, stream=True, timeout=(10, 10)) as r:  # the heartbeat is 15 s away
+        assert r.status_code == 200
+        (tmp_path / "a.mp4").write_bytes(b"x")
+        lines = (json.loads(line) for line in r.iter_lines() if line)
+        assert next(lines) == {"type": "ADDED", "item": "a.mp4"}
+
+
 def test_settle_holds_a_new_file_back(tmp_path, ambassador_server):
     server = ambassador_server(tmp_path, "--settle", "3")
     (tmp_path / "a.mp4").write_bytes(b"x")
