@@ -105,6 +105,6 @@ class FaultHold:
                 continue
             with self._lock:
                 fault, self.fault = self.fault, None
-            log.warning("%s no more: writes succeed again; dispatching again", fault.short)
+            log.warning("writes succeed again (it was: %s); dispatching again", fault.short)
             self.changed()
             return

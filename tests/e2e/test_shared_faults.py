@@ -142,6 +142,9 @@ def test_an_outage_that_is_not_a_restart_runs_nothing_twice(tmp_path, fleet_db, 
     outs = finish(runs)
     once_each(marker_worker, names)
     assert any("does not answer" in err for _, err in outs)  # the fault was met, and held
+    for _, err in outs:  # said when it begins and when it ends, not at each probe (every 2 s)
+        assert err.count("does not answer") <= 3, err
+        assert len(err.splitlines()) < 30, err
 
 
 def test_a_read_only_spell_holds_and_passes(tmp_path, fleet_db, marker_worker):
