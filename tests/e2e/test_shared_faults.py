@@ -179,9 +179,9 @@ def test_a_full_disk_holds_and_passes(tmp_path, postgres_server, marker_worker):
                        check=True, capture_output=True)  # fmt: skip
     except (OSError, subprocess.CalledProcessError) as exc:
         pytest.skip(f"cannot mount a small file system here: {exc}")
+    name = f"small_{uuid.uuid4().hex[:8]}"
     try:
         os.chown(space, *_postgres_ids())
-        name = f"small_{uuid.uuid4().hex[:8]}"
         with admin(postgres_server) as conn:
             conn.execute(f"CREATE TABLESPACE {name} LOCATION '{space}'")
             conn.execute(f"CREATE DATABASE {name} TABLESPACE {name}")
@@ -197,6 +197,13 @@ def test_a_full_disk_holds_and_passes(tmp_path, postgres_server, marker_worker):
         once_each(marker_worker, names)
         assert any("has no room" in err for _, err in outs)  # the fault was met, and held
     finally:
+        # The database and its tablespace go before their file system does: the server is
+        # the test process's for its other tests, and its next checkpoint would write the
+        # small database's dirty pages into a folder that is gone (a later CREATE DATABASE
+        # failed on it).
+        with admin(postgres_server) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            conn.execute(f"DROP TABLESPACE IF EXISTS {name}")
         subprocess.run(["umount", "-l", str(space)], capture_output=True)
         shutil.rmtree(space, ignore_errors=True)
 
