@@ -160,12 +160,37 @@ def unread_watcher_kb(server, count: int = 30, query: str = "watch=true") -> flo
         s.sendall(f"GET /api/v1/items?{query} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
         return s
 
+    from .servers import wait_until
+
     held = [watcher() for _ in range(4)]
-    time.sleep(3)
-    before = tree_rss_mb(server.process.pid)
-    held += [watcher() for _ in range(count)]
-    time.sleep(5)  # (each stream wrote what its socket takes, and waits)
-    after = tree_rss_mb(server.process.pid)
-    for s in held:
-        s.close()
+    try:
+        wait_until(lambda: all(map(_answered, held)), timeout=60)
+        before = steady_rss_mb(server.process.pid)
+        held += [watcher() for _ in range(count)]
+        wait_until(lambda: all(map(_answered, held)), timeout=60)  # each stream has begun ...
+        after = steady_rss_mb(server.process.pid)  # ... and written what its socket takes
+    finally:
+        for s in held:
+            s.close()
     return (after - before) * 1024 / count
+
+
+def _answered(s: socket.socket) -> bool:
+    """Whether the server has written anything to this (never read) socket yet."""
+    try:
+        return bool(s.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+    except BlockingIOError:
+        return False
+
+
+def steady_rss_mb(pid: int, timeout: float = 60.0) -> float:
+    """The RSS of `pid` and its descendants once it holds still: three looks a quarter second
+    apart within 1% of each other (what the server does for a request is done by then)."""
+    deadline, looks = time.monotonic() + timeout, [tree_rss_mb(pid)]
+    while time.monotonic() < deadline:
+        time.sleep(0.25)
+        looks.append(tree_rss_mb(pid))
+        last = looks[-3:]
+        if len(last) == 3 and max(last) - min(last) <= 0.01 * max(last):
+            return last[-1]
+    return looks[-1]
