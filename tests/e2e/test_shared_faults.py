@@ -142,8 +142,9 @@ def test_an_outage_that_is_not_a_restart_runs_nothing_twice(tmp_path, fleet_db, 
     outs = finish(runs)
     once_each(marker_worker, names)
     assert any("does not answer" in err for _, err in outs)  # the fault was met, and held
-    for _, err in outs:  # said when it begins and when it ends, not at each probe (every 2 s)
-        assert err.count("does not answer") <= 3, err
+    # Said when it begins and when it ends (a connection found dead later is a second fault,
+    # said again), never at each probe: three warnings every 0.5 s were 48 lines in 8 s.
+    for _, err in outs:
         assert len(err.splitlines()) < 30, err
 
 
