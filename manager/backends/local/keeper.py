@@ -38,12 +38,14 @@ which still run and is told each end as it comes (`recovery.py`).
 The keeper leaves when it has no worker left and its manager said goodbye (everything it
 reported is recorded: its files are removed) or is gone (its journal stays for the next
 manager). SIGINT, SIGHUP and SIGPIPE are ignored; only SIGKILL (or SIGTERM, on purpose) ends it
-early - then the next manager ends the workers it finds orphaned and counts their attempts.
+early - its workers' shims live on, and the manager (or the next one) has them watched by
+another keeper, or reads how each ended from its shim's file (`shim.py`, `recovery.py`).
 
 Protocol, JSON lines over a stream socket (fd 3 from the manager that started it; the
 listening socket for one that adopts): manager -> keeper `config` (first, once), `spawn`,
-`watch`, `signal`, `ack`, `adopt`, `bye`; keeper -> manager `ended` (a worker's end, or why it
-could not start) and `children` (the answer to `adopt`). Workers are named by the manager's id
+`watch`, `signal`, `ack`, `adopt`, `bye`; keeper -> manager `ready` (once, after `config`:
+it holds its lock), `ended` (a worker's end, or why it could not start) and `children` (the
+answer to `adopt`). Workers are named by the manager's id
 for the spawn, never by pid.
 """
 

@@ -2,8 +2,8 @@
 
 `KeeperLink` is one connection to one keeper process - the one this manager started
 (`KeeperLink.start`), or one a manager that died left behind and this manager adopts
-(`KeeperLink.adopt`, in `recovery.py`). `KeptChild` is one worker through it, with the face
-`spawn.Child` had (wait, exited_within, signal_group, end), so the runner treats a worker it
+(`KeeperLink.adopt`, in `recovery.py`). `KeptChild` is one worker through it, with the face of
+a child process (wait, exited_within, signal_group, end), so the runner treats a worker it
 started and one it adopted alike.
 
 Costs on the dispatch path: one message out per start (the keeper answers nothing until the
@@ -131,8 +131,8 @@ class KeeperLink:
     def start(cls, keepers_dir: str, spawner: spawn.Spawner, *,
               end_with_manager: bool = False) -> KeeperLink:  # fmt: skip
         """A new keeper for this manager's workers (what `spawner` would start), in a session
-        of its own; its errors go to `<id>.err`. Nothing waits for it to be ready: requests
-        queue in the socket meanwhile."""
+        of its own; its errors go to `<id>.err`. Waits until it says `ready` (it holds its
+        lock: up to READY_SECONDS); an OSError when it does not."""
         os.makedirs(keepers_dir, mode=0o700, exist_ok=True)
         keeper_id = f"k{os.getpid()}-{secrets.token_hex(4)}"
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -269,15 +269,9 @@ class KeeperLink:
 
     def ack(self, ident: int) -> None:
         """The ledger has this worker's end: the keeper need not keep it. Sent with the next
-        start (one message fewer per item), or alone when `flush_acks` finds it waiting."""
+        start (one message fewer per item), or with the goodbye (`close`)."""
         with self._lock:
             self._acks.append(ident)
-
-    def flush_acks(self) -> None:
-        with self._lock:
-            acks, self._acks = self._acks, []
-        if acks:
-            self._send({"op": "ack", "ids": acks})
 
     @property
     def running(self) -> int:

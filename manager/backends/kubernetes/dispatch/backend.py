@@ -22,7 +22,7 @@ newer Job of that name); the run returns cancelled. A Job found finished keeps i
 `cancel_elsewhere(name)` does the same to a Job another manager left running.
 
 Completion - recording the outcome, removing the finalizer, history limits, failing stuck
-items - is the completion controller's (`completion.py`): the Job cache's handler only enqueues.
+items - is the completion controller's (`settler.py`): the Job cache's handler only enqueues.
 
 Writes per item on the happy path: the Job, its ConfigMap, the record entry (one update of its
 shard), the finalizer's removal - four. Events are posted only for failures.
