@@ -45,8 +45,7 @@ Protocol, JSON lines over a stream socket (fd 3 from the manager that started it
 listening socket for one that adopts): manager -> keeper `config` (first, once), `spawn`,
 `watch`, `signal`, `ack`, `adopt`, `bye`; keeper -> manager `ready` (once, after `config`:
 it holds its lock), `ended` (a worker's end, or why it could not start) and `children` (the
-answer to `adopt`). Workers are named by the manager's id
-for the spawn, never by pid.
+answer to `adopt`). Workers are named by the manager's id for the spawn, never by pid.
 """
 
 from __future__ import annotations
@@ -68,7 +67,6 @@ except ImportError:  # run as a script: the sibling module
 LEFTOVER_GRACE_SECONDS = 5.0  # what a worker left in its group gets after SIGTERM
 COMPACT_BYTES = 1 << 20  # the journal is rewritten with only what still matters past this
 _encode = json.JSONEncoder(separators=(",", ":")).encode  # one encoder, not one per line
-start_ticks, ticks_now, CLOCK_TICKS = shim.start_ticks, shim.ticks_now, shim.CLOCK_TICKS
 
 
 class Keeper:
@@ -257,7 +255,7 @@ class Keeper:
                                                "errno": exc.errno, "refused": part}})  # fmt: skip
             return
         record = {"id": ident, "name": name, "attempt": attempt, "pid": pid,
-                  "ticks": ticks_now(), "began": time.time(), "status": status}  # fmt: skip
+                  "ticks": shim.ticks_now(), "began": time.time(), "status": status}  # fmt: skip
         self.children[ident] = record
         self.pids[pid] = ident
         self.slot_of[ident] = slot
@@ -307,7 +305,8 @@ class Keeper:
         """The worker's whole group (its shim's: the shim outlives what it ignores), only while
         the worker is not reaped - and a watched one only while its shim is that process."""
         child = self.children.get(ident)
-        if child is None or (ident not in self.pids.values()
+        # (a worker of ours has a slot until its end is journaled; a watched one has none)
+        if child is None or (ident not in self.slot_of
                              and not shim.same_process(child["pid"], child["ticks"])):  # fmt: skip
             return
         try:
@@ -338,16 +337,11 @@ class Keeper:
         """A shim ended (`code`: its exit, as its worker's; None: a watched one, not ours to
         reap): the worker's end as the shim wrote it, after its leftovers."""
         child = self.children.pop(ident)
-        written = shim.read_status(child["status"], child["pid"]) or {}
-        end = {**child, "code": written.get("code", code), "at": time.time()}
-        if written.get("interrupted"):
-            end["interrupted"] = True
-        elif "refused" in written:  # the program could not be started at all
-            end.update(code=None, errno=written["refused"], refused="program",
-                       error=f"cannot start worker: {written['error']}")  # fmt: skip
-        elif not written and code is None:  # a watched shim that left no word: killed with its
-            end["interrupted"] = True  # worker - not the item's doing: it runs again, uncounted
-            end["error"] = "its worker's shim ended without a word (killed with it)"
+        written = shim.read_status(child["status"], child["pid"])
+        end = shim.end_of(child, written, code, time.time())
+        if written is None and code is None:  # a watched shim that left no word: killed with
+            end["interrupted"] = True  # its worker - not the item's doing: it runs again,
+            end["error"] = "its worker's shim ended without a word (killed with it)"  # uncounted
         pid = child["pid"]
         try:  # what it left in its group: ended before the end is reported
             os.killpg(pid, signal.SIGTERM)

@@ -148,12 +148,7 @@ def _hear_orphan(found: Survey, start: dict) -> None:
         if written is None:
             found.hear("shim" if alive else "vanished", start)
             return
-    end = {**start, "code": written.get("code"), "at": None}
-    if written.get("interrupted"):
-        end["interrupted"] = True
-    elif "refused" in written:
-        end["error"] = f"cannot start worker: {written['error']}"
-    found.hear("ended", end)
+    found.hear("ended", shim.end_of(start, written))
 
 
 def _adopt(found: Survey, keepers_dir: str, keeper_id: str) -> bool:

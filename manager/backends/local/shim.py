@@ -88,6 +88,21 @@ def read_status(path: str, pid: int) -> dict | None:
         return None
 
 
+def end_of(start: dict, written: dict | None, code: int | None = None,
+           at: float | None = None) -> dict:  # fmt: skip
+    """A worker's end record from its start record and what its shim wrote (`read_status`):
+    the code written, else `code` (the shim's own exit, as its worker's); interrupted, or
+    refused with why, as the shim said."""
+    written = written or {}
+    end = {**start, "code": written.get("code", code), "at": at}
+    if written.get("interrupted"):
+        end["interrupted"] = True
+    elif "refused" in written:  # the program could not be started at all
+        end.update(code=None, errno=written["refused"], refused="program",
+                   error=f"cannot start worker: {written['error']}")  # fmt: skip
+    return end
+
+
 def forget_status(path: str) -> None:
     try:
         os.unlink(path)
