@@ -53,6 +53,14 @@ def metric(port: int, name: str) -> float | None:
     return None
 
 
+def let_go(run, gate) -> None:
+    """The gated workers let finish, and the run stopped if it still runs (a test's end)."""
+    gate.touch()
+    if run.poll() is None:
+        run.send_signal(signal.SIGTERM)
+        run.wait(30)
+
+
 def start(source, state, script, port, *extra):
     return spawn_workqueue(
         "run", source, "--state-dir", state, "--parallelism", "2", "--cancel-removed",
@@ -98,10 +106,7 @@ def test_a_flushall_is_held_then_accepted_and_a_deleted_set_that_comes_back_is_f
             )  # (docs/operations.md shows it)
             out, err = run.communicate(timeout=60)
         finally:
-            gate.touch()
-            if run.poll() is None:
-                run.send_signal(signal.SIGTERM)
-                run.wait(30)
+            let_go(run, gate)
         assert run.returncode == 0, err
         assert "20 cancelled (left the source)" in out, out
         assert sorted(lines(ended)) == sorted(lines(started))  # the two running were ended
@@ -126,10 +131,7 @@ def test_a_folder_emptied_at_once_is_acted_on_after_the_hold(tmp_path):
         assert status(state)["counts"]["cancelled"] == 0
         out, err = run.communicate(timeout=60)  # the hold ends by itself: all cancelled
     finally:
-        gate.touch()
-        if run.poll() is None:
-            run.send_signal(signal.SIGTERM)
-            run.wait(30)
+        let_go(run, gate)
     assert run.returncode == 0, err
     assert "12 cancelled (left the source)" in out, out
     assert status(state)["removals_held"] is None
@@ -168,10 +170,7 @@ def test_a_hold_outlives_a_restart_and_its_items_neither_start_nor_cancel(tmp_pa
         assert said.returncode == 0, said.stderr
         out, err = run.communicate(timeout=60)
     finally:
-        gate.touch()
-        if run.poll() is None:
-            run.send_signal(signal.SIGTERM)
-            run.wait(30)
+        let_go(run, gate)
     assert run.returncode == 0, err
     assert "12 cancelled (left the source)" in out, out
     assert len(lines(started)) == 2
@@ -208,10 +207,7 @@ def test_what_left_while_no_manager_ran_is_a_removal_at_start_and_a_hold_ends_on
         run = start(videos, state, script, free_port(), "--settle", "0", "--removal-hold", "1s")
         out, err = run.communicate(timeout=60)
     finally:
-        gate.touch()
-        if run.poll() is None:
-            run.send_signal(signal.SIGTERM)
-            run.wait(30)
+        let_go(run, gate)
     assert run.returncode == 0, err
     final = status(state)
     assert final["counts"]["cancelled"] == 12, json.dumps(final, indent=1) + "\n" + err

@@ -31,6 +31,13 @@ exit {code}
 """
 
 
+def status_of(state) -> dict:
+    """`workqueue status --json` of the state directory `state` ({} when it cannot say)."""
+    asked = [sys.executable, "-m", "manager.cli", "status", "--state-dir", str(state)]
+    done = subprocess.run([*asked, "--json"], capture_output=True, text=True)
+    return json.loads(done.stdout) if done.returncode == 0 else {}
+
+
 def worker(tmp_path: Path, code: int = 0) -> tuple[Path, Path, Path]:
     """A worker that runs until `gate` exists, logging its start and end to `log`."""
     log, gate = tmp_path / "worker.log", tmp_path / "gate"
@@ -97,14 +104,8 @@ def test_a_worker_still_running_is_adopted_shown_running_and_its_failure_retried
     command = run(folder, state, script, "--max-attempts", "2", "--retry-backoff", "0.1s")
     second = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-
-        def status() -> dict:
-            asked = [sys.executable, "-m", "manager.cli", "status", "--state-dir", str(state)]
-            done = subprocess.run([*asked, "--json"], capture_output=True, text=True)
-            return json.loads(done.stdout) if done.returncode == 0 else {}
-
-        wait_until(lambda: (status().get("manager") or {}).get("pid") == second.pid, 30)
-        body = status()
+        wait_until(lambda: (status_of(state).get("manager") or {}).get("pid") == second.pid, 30)
+        body = status_of(state)
         assert body["manager"]["adopted"] == 1
         assert [(i["name"], i["state"]) for i in body["items"]] == [("a.x", "running")]
         assert lines(log) == ["start a.x"]  # adopted, not started again
@@ -387,14 +388,8 @@ def test_a_worker_still_running_after_its_keeper_and_manager_died_is_watched(tmp
     command = run(folder, state, script, "--max-attempts", "1")
     second = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-
-        def status() -> dict:
-            asked = [sys.executable, "-m", "manager.cli", "status", "--state-dir", str(state)]
-            done = subprocess.run([*asked, "--json"], capture_output=True, text=True)
-            return json.loads(done.stdout) if done.returncode == 0 else {}
-
-        wait_until(lambda: (status().get("manager") or {}).get("pid") == second.pid, 30)
-        assert [(i["name"], i["state"]) for i in status()["items"]] == [("a.x", "running")]
+        wait_until(lambda: (status_of(state).get("manager") or {}).get("pid") == second.pid, 30)
+        assert [(i["name"], i["state"]) for i in status_of(state)["items"]] == [("a.x", "running")]
         assert lines(log) == ["start a.x"]  # watched, not started again
         gate.touch()
         out, err = second.communicate(timeout=60)
