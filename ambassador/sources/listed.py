@@ -120,16 +120,8 @@ class ListedSource:
         while not self._stop.wait(every):
             try:
                 self._relist()
-            except SourceUnreachable as exc:
-                self._unreachable(exc)
-            except Exception as exc:  # a bug, or an answer nobody foresaw: never the thread's
-                self._broken(exc)  # end - /readyz says it, the next listing may clear it
-
-    def _broken(self, exc: Exception) -> None:
-        if self.problem is None:
-            log.exception("%s: the listing failed unexpectedly (the items stay as last listed; "
-                          "trying again)", self.lister.where)  # fmt: skip
-        self.problem = f"the listing failed: {type(exc).__name__}: {exc}"
+            except Exception as exc:  # never the thread's end (`_failed`)
+                self._failed(exc)
 
     def _follow(self, events: Iterator) -> None:
         try:
@@ -137,26 +129,30 @@ class ListedSource:
                 if batch is RELIST:
                     try:
                         self._relist()
-                    except SourceUnreachable as exc:  # the feed goes on; so does the poller
-                        self._unreachable(exc)
-                    except Exception as exc:
-                        self._broken(exc)
+                    except Exception as exc:  # the feed goes on; so does the poller
+                        self._failed(exc)
                 else:
                     self.apply(batch)
-        except SourceUnreachable as exc:  # the feed broke: polling carries on alone
-            self._unreachable(exc)
-            self.mode = "polling"
-            self._poll(self.poll_interval)
-        except Exception as exc:  # the same, for what nobody foresaw
-            self._broken(exc)
+        except Exception as exc:  # the feed broke: polling carries on alone
+            self._failed(exc)
             self.mode = "polling"
             self._poll(self.poll_interval)
 
-    def _unreachable(self, exc: Exception) -> None:
+    def _failed(self, exc: Exception) -> None:
+        """A listing (or the feed) failed: the items stay as last listed, /readyz says why, and
+        the next listing may clear it - an unreachable source said as such, anything else (a
+        bug, an answer nobody foresaw) with its traceback, once."""
         if self.problem is None:
-            log.warning("%s cannot be listed: %s (the items stay as last listed)",
-                        self.lister.where, exc)  # fmt: skip
-        self.problem = str(exc) or type(exc).__name__
+            if isinstance(exc, SourceUnreachable):
+                log.warning("%s cannot be listed: %s (the items stay as last listed)",
+                            self.lister.where, exc)  # fmt: skip
+            else:
+                log.error("%s: the listing failed unexpectedly (the items stay as last listed; "
+                          "trying again)", self.lister.where, exc_info=exc)  # fmt: skip
+        if isinstance(exc, SourceUnreachable):
+            self.problem = str(exc) or type(exc).__name__
+        else:
+            self.problem = f"the listing failed: {type(exc).__name__}: {exc}"
 
     def _relist(self) -> None:
         """A full listing, compared with the current one. A change a notification applied

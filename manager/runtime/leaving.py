@@ -120,8 +120,9 @@ class Leaving:
     def count(self) -> int:
         return self.guard.count() if self.guard is not None else 0
 
-    def held_names(self, most: int = 1000) -> list[str]:
-        """Some of the names held (for `status`: which items wait on the hold)."""
+    def held_names(self, most: int | None = 1000) -> list[str]:
+        """The names held, the first `most` of them (for `status`: which items wait on the
+        hold; None: all of them)."""
         if self.guard is None:
             return []
         return sorted(self.guard.held)[:most]

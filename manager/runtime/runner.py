@@ -410,7 +410,7 @@ class Manager:
             return RunReport(targets=[], started=now, finished=now, interrupted=True, listed=False)
         # what a held removal keeps is the run's too: it ends when the hold does (cancelled,
         # or run if it comes back) - a run that ignored it would leave it pending for good
-        held = self.leaving.held_names(most=len(names) + self.leaving.count())
+        held = self.leaving.held_names(most=None)
         # and so is the work it adopted, listed or not: a run that ended before an adopted
         # worker would stop it and put its item back (or, gone from the source, leave it
         # pending with nothing to end it)
