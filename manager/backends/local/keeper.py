@@ -244,7 +244,7 @@ class Keeper:
                 slot = self._take_slot()
                 status = shim.status_path(self.keepers_dir, self.id, slot)
                 part = "program"
-                pid = self._start(status, log_fd, message["env"])
+                pid, go = self._start(status, log_fd, message["env"])
             finally:
                 os.close(log_fd)
         except OSError as exc:
@@ -260,6 +260,7 @@ class Keeper:
         self.pids[pid] = ident
         self.slot_of[ident] = slot
         self._write({"start": record})
+        shim.release(go)  # journaled: now the shim may start the worker
 
     def _take_slot(self) -> int:
         """A free status slot, its file marked pending (created at its first use)."""
@@ -276,14 +277,22 @@ class Keeper:
             raise
         return slot
 
-    def _start(self, status: str, log_fd: int, extra_env: dict) -> int:
-        """The worker's shim, forked (`shim.run` never returns in the child); its pid, which
-        is also the worker's session and group."""
+    def _start(self, status: str, log_fd: int, extra_env: dict) -> tuple[int, int]:
+        """The worker's shim, forked (`shim.run` never returns in the child): its pid, which
+        is also the worker's session and group, and the pipe that lets it start the worker
+        (`shim.release`, once the start is journaled)."""
         env = {**self.env, **extra_env}
-        pid = os.fork()
+        wait_fd, go = os.pipe2(os.O_CLOEXEC)
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(wait_fd)
+            os.close(go)
+            raise
         if pid == 0:
-            shim.run(status, self.program, self.argv, env, log_fd, self.manager)
-        return pid
+            shim.run(status, self.program, self.argv, env, log_fd, self.manager, wait_fd)
+        os.close(wait_fd)
+        return pid, go
 
     def _watch(self, message: dict) -> None:
         """A shim a keeper that died left: watched through a pidfd, its worker's end reported

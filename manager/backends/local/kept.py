@@ -44,6 +44,29 @@ KEEPER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "keeper
 READY_SECONDS = 60.0  # a keeper is a Python start: 30 ms here, far more on a loaded machine
 LOST = "its keeper process died before the worker's end was known"
 TAKEN = "another manager took its keeper over"
+# a spawn its keeper died before starting: not the item's doing - it runs again, uncounted
+UNSTARTED = {"code": None, "interrupted": True, "error": "its keeper died before starting it"}
+
+
+class KeeperKilled(OSError):
+    """A keeper killed by a signal before it was ready: not a keeper that cannot start - the
+    caller may start another (`LocalBackend._keeper`)."""
+
+
+def _killed(pid: int, within: float = 2.0) -> bool:
+    """Whether the keeper `pid`, which closed its end or never answered, ended by a signal
+    (reaped here; False when it lives on, or exited on its own)."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return False
+        if done:
+            return os.WIFSIGNALED(status)
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
 
 
 class KeptChild:
@@ -169,6 +192,8 @@ class KeeperLink:
         ours.settimeout(None)
         if ready.get("op") != "ready":
             ours.close()
+            if _killed(pid):
+                raise KeeperKilled(errno.EINTR, "the workers' keeper was killed as it started")
             raise OSError(errno.EIO, f"the workers' keeper did not start (see {err})")
         link._start_reader()
         return link
@@ -243,7 +268,7 @@ class KeeperLink:
         if not alive or not self._send(request):
             with self._lock:
                 self._children.pop(ident, None)
-            child._end({"code": None, "error": "cannot start worker: its keeper is gone"})
+            child._end(UNSTARTED)
         return child
 
     def watch(self, child: KeptChild, record: dict) -> None:
@@ -350,11 +375,13 @@ class KeeperLink:
         orphans, lost = [], 0
         for ident, child in left.items():
             record = starts.get(ident)
-            if record is not None and record.get("status") and self.on_orphans is not None:
+            if record is None:  # never journaled, so never started (`shim.release`)
+                child._end(UNSTARTED)
+                continue
+            if record.get("status") and self.on_orphans is not None:
                 orphans.append((child, record))
                 continue
-            if record is not None:
-                end_process_group(record["pid"], record.get("ticks"))
+            end_process_group(record["pid"], record.get("ticks"))
             child._end({"code": None, "error": LOST})
             lost += 1
         log.warning("a keeper of this manager's workers died: %d worker(s) watched by the next "

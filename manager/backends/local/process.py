@@ -44,12 +44,13 @@ from typing import Any
 
 from ...faults import IO_ERROR, StorageFault, classify, diagnose, raised_as_faults
 from ...ports import Cancel, Outcome
-from .kept import LOST, KeeperLink, KeptChild
+from .kept import LOST, KeeperKilled, KeeperLink, KeptChild
 from .spawn import Spawner
 
 KEEPERS_DIR = "keepers"  # the keepers' sockets, locks and journals, under the state directory
 
 KILL_AFTER_TERM_SECONDS = 5.0
+KEEPER_TRIES = 3  # keepers started, one after another killed as it starts, before giving up
 log = logging.getLogger(__name__)
 
 
@@ -218,15 +219,25 @@ class LocalBackend:
                 self._free_slots.append((slot, slot_fd))
 
     def _keeper(self) -> KeeperLink:
-        """This manager's keeper: started at the first run, and again if it died."""
+        """This manager's keeper: started at the first run, and again if it died. One killed
+        as it started is started again (up to KEEPER_TRIES): a stray kill is not the item's
+        failure, nor the end of the workers a dead keeper's successor must watch; a keeper
+        that cannot start at all is an `OSError` at once."""
         with self._running_lock:
             if self._link is not None and self._link.alive:
                 return self._link
             if self._spawner is None:
                 self._spawner = Spawner(self.argv, self.env)
-            self._link = KeeperLink.start(
-                self.keepers_dir, self._spawner, end_with_manager=self.end_with_manager
-            )
+            for tries_left in range(KEEPER_TRIES - 1, -1, -1):
+                try:
+                    self._link = KeeperLink.start(
+                        self.keepers_dir, self._spawner, end_with_manager=self.end_with_manager
+                    )
+                    break
+                except KeeperKilled:
+                    if not tries_left:
+                        raise
+                    log.warning("the workers' keeper was killed as it started: starting another")
             self._link.on_orphans = self._watch_orphans
             return self._link
 
@@ -245,8 +256,10 @@ class LocalBackend:
             outcome = self._wait(child, log_path)
             if child.began is not None and child.ended is not None:  # the keeper's own clock
                 outcome = replace(outcome, seconds=max(0.0, child.ended - child.began))
-            if child.returncode is not None or child.error == LOST:
-                with self._running_lock:  # its keeper keeps the end until the ledger has it
+            if child.returncode is not None or child.error == LOST or child.interrupted:
+                # its keeper keeps the end until the ledger has it - an interrupted one too
+                # (put back in line): unacknowledged, it would outlive the item's next start
+                with self._running_lock:
                     self._unrecorded[name] = child
             if cancel.is_set() and not outcome.succeeded:
                 return _cancelled(log_path, outcome.exit_code)

@@ -75,14 +75,27 @@ class Survey:
 
     def hear(self, kind: str, record: dict, child: KeptChild | None = None,
              link: KeeperLink | None = None) -> None:  # fmt: skip
-        """Keep the most telling word on the attempt - an end over a worker running, a
-        running worker over a dead keeper's start (a keeper that watched a dead one's shim
-        journals the same start again) - and of two alike, the newest."""
+        """Keep the word on the newest start of the attempt, and of that start the most
+        telling - an end over a worker running, a running worker over a dead keeper's start (a
+        keeper that watched a dead one's shim journals the same start again, its start time
+        and all). An attempt put back in line uncounted is started again under the same
+        number: a word on its earlier start (an interrupted end, say) must not outrank the
+        worker running now - taken for it, the item ran twice (4 of 200 in the drive). Starts
+        are ordered by the shim's start in clock ticks since boot (a clock that never steps),
+        then by wall-clock time within one tick."""
         key = (record["name"], record["attempt"])
         known = self.words.get(key)
-        heard = (RANK[kind], record.get("began") or 0)
-        if known is None or (RANK[known.kind], known.record.get("began") or 0) <= heard:
+        if known is None or _order(known.kind, known.record) <= _order(kind, record):
             self.words[key] = Word(kind, record, child, link)
+
+
+def _order(kind: str, record: dict) -> tuple:
+    """Where a word stands among those on one attempt (`Survey.hear`): newest start first."""
+    try:
+        ticks = int(record.get("ticks") or 0)
+    except ValueError:
+        ticks = 0
+    return ticks, record.get("began") or 0, RANK[kind]
 
 
 def survey(keepers_dir: str) -> Survey:

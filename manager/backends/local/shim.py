@@ -26,6 +26,14 @@ manager's connection drops; a keeper that died with its manager cannot, so the s
 watches the manager's process (pid and start time, through a pidfd) and ends its worker's group
 itself, writing `interrupted` (the attempt does not count).
 
+A worker starts only once the keeper's journal has its start: the forked shim waits for the
+keeper's go-ahead on a pipe (`release`, written after the journal line). A keeper killed
+between its fork and its journal line closes the pipe by dying, and its shim then writes
+`interrupted` and starts nothing - so a start the journal does not name never ran (a worker
+no journal named would be known to nobody: its item recorded lost and run again while it
+ran). And the manager's side can say of a spawn its dead keeper never journaled: not started,
+not counted (`kept.KeeperLink._lost`).
+
 The status file's first line is the shim's pid and its word: the exit code (negative: the
 signal), `interrupted`, or `refused ERRNO MESSAGE` when the worker could not be started at
 all. A slot's file is written over, never created and removed per worker: a create and an
@@ -160,20 +168,38 @@ def open_pidfd(pid: int, ticks: str | None) -> int | None:
     return fd
 
 
+def release(go: int) -> None:
+    """The keeper's side of the go-ahead: its shim may start the worker (the start is in the
+    journal). The pipe is closed either way; a keeper that dies before this closes it too."""
+    try:
+        os.write(go, b"g")
+    except OSError:  # the shim is gone already: the keeper reaps it and reads its word
+        pass
+    finally:
+        os.close(go)
+
+
 def run(status: str, program: str, argv: list[str], env: dict, log_fd: int,
-        manager: tuple[int, str] | None) -> None:  # fmt: skip
+        manager: tuple[int, str] | None, wait_fd: int) -> None:  # fmt: skip
     """The shim's life, in the keeper's forked child: never returns (see the module
-    docstring). `manager` (pid, start ticks): end the worker if that process dies first."""
+    docstring). `manager` (pid, start ticks): end the worker if that process dies first.
+    `wait_fd`: the pipe the keeper's go-ahead comes through (`release`)."""
     try:
         # None of the keeper's descriptors: its lock held by a shim would make a dead keeper
         # look alive, its listening socket would take a later manager's connection
-        os.closerange(3, log_fd)
-        os.closerange(log_fd + 1, 1 << 20)
+        low, high = sorted((log_fd, wait_fd))
+        os.closerange(3, low)
+        os.closerange(low + 1, high)
+        os.closerange(high + 1, 1 << 20)
         signal.set_wakeup_fd(-1)  # the keeper's wake-up pipe is not the shim's
         for sig in IGNORED:
             signal.signal(sig, signal.SIG_IGN)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         os.setsid()
+        if os.read(wait_fd, 1) != b"g":  # the keeper died before its journal had this start:
+            _write(status, "interrupted")  # nobody would know of the worker - none starts
+            os._exit(128 + signal.SIGKILL)
+        os.close(wait_fd)
         actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                    (os.POSIX_SPAWN_DUP2, log_fd, 1), (os.POSIX_SPAWN_DUP2, log_fd, 2)]  # fmt: skip
         try:

@@ -14,6 +14,7 @@ import sys
 import threading
 from pathlib import Path
 
+from manager.backends.local import shim
 from manager.backends.local.kept import LOST, TAKEN, KeeperLink
 from manager.backends.local.ledger import SqliteLedger
 from manager.backends.local.process import LocalBackend
@@ -177,6 +178,36 @@ def test_a_dead_keeper_s_journal_settles_each_attempt_by_its_newest_word(tmp_pat
             sleeper.kill()
 
 
+def test_an_attempt_started_again_is_settled_by_its_newest_start_not_an_older_end(tmp_path):
+    """Attempt 1 interrupted (put back in line, uncounted) and started again under the same
+    number: the end of its first start must not settle the second, which still runs."""
+    sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        ticks = int(Path(f"/proc/{sleeper.pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        with SqliteLedger(str(tmp_path)).open() as ledger:
+            ledger.see(["busy"])
+            ledger.start("busy", "/log")
+        first = {"name": "busy", "attempt": 1, "pid": 1, "ticks": str(ticks - 500),
+                 "began": 50.0}  # fmt: skip
+        status = str(tmp_path / "keepers" / "ends" / "k1-dead.0")  # its shim wrote nothing yet
+        second = {"name": "busy", "attempt": 1, "pid": sleeper.pid, "ticks": str(ticks),
+                  "began": 40.0, "status": status}  # fmt: skip
+        journal(
+            tmp_path, "k1-dead",
+            {"start": {"id": 1, **first}},
+            {"end": {"id": 1, **first, "code": None, "interrupted": True}},  # never acked
+            {"start": {"id": 2, **second}},
+        )  # fmt: skip
+        with SqliteLedger(str(tmp_path)).open() as ledger:
+            taken = take_back(ledger, str(tmp_path))
+            assert list(taken.orphans) == [("busy", 1)] and taken.requeued == []
+            assert taken.orphans[("busy", 1)]["pid"] == sleeper.pid
+            assert ledger.state("busy") == ("running", 1)
+    finally:
+        sleeper.kill()
+        sleeper.wait(10)
+
+
 def test_a_keeper_killed_under_a_live_manager_costs_its_workers_nothing(tmp_path):
     """The worker's shim outlives its keeper: the next keeper watches it, and its end is the
     worker's own - not ended, not counted failed."""
@@ -199,6 +230,84 @@ def test_a_keeper_killed_under_a_live_manager_costs_its_workers_nothing(tmp_path
     assert second.succeeded
     backend.shutdown(1)
     backend.close()
+
+
+def test_a_spawn_its_keeper_died_before_starting_goes_back_uncounted(tmp_path):
+    """The keeper stopped, asked for a worker, killed: the ask was never journaled, so no
+    worker ran - the attempt is interrupted (back in line, uncounted), not a lost end."""
+    script, log, gate = worker(tmp_path)
+    gate.touch()
+    backend = LocalBackend([str(script)], str(tmp_path / "state"))
+    link = backend._keeper()
+    os.kill(link.process, signal.SIGSTOP)
+    results = []
+    thread = threading.Thread(
+        target=lambda: results.append(backend.run("a", {"name": "a"}, 1, Cancel()))
+    )
+    thread.start()
+    try:
+        wait_until(lambda: link.running == 1, timeout=30)  # asked, not yet read
+        os.kill(link.process, signal.SIGKILL)
+        thread.join(30)
+        assert results[0].interrupted and results[0].error is None, results[0]
+        assert lines(log) == []
+        assert backend.run("b", {"name": "b"}, 1, Cancel()).succeeded  # a new keeper runs it
+        assert lines(log) == ["start b", "done b"]
+    finally:
+        backend.shutdown(1)
+        backend.close()
+
+
+def test_a_keeper_killed_as_it_starts_is_started_again_and_costs_the_item_nothing(
+    tmp_path, monkeypatch
+):
+    script, log, gate = worker(tmp_path)
+    gate.touch()
+    killed = []
+    read_reply = KeeperLink._read_reply
+
+    def killed_before_ready(link):
+        if not killed:  # the first keeper dies before it says it is ready
+            killed.append(link.process)
+            os.kill(link.process, signal.SIGKILL)
+        return read_reply(link)
+
+    monkeypatch.setattr(KeeperLink, "_read_reply", killed_before_ready)
+    backend = LocalBackend([str(script)], str(tmp_path / "state"))
+    try:
+        outcome = backend.run("a", {"name": "a"}, 1, Cancel())
+        assert outcome.succeeded, outcome
+        assert killed and backend._link.process != killed[0]
+        assert lines(log) == ["start a", "done a"]
+    finally:
+        backend.shutdown(1)
+        backend.close()
+
+
+SHIM_WITHOUT_GO_AHEAD = """
+import os, sys
+from manager.backends.local import shim
+status, marker = sys.argv[1], sys.argv[2]
+wait_fd, go = os.pipe2(os.O_CLOEXEC)
+log_fd = os.open(os.devnull, os.O_WRONLY)
+pid = os.fork()
+if pid == 0:
+    shim.run(status, "/bin/touch", ["touch", marker], dict(os.environ), log_fd, None, wait_fd)
+os.close(go)  # the keeper died between its fork and its journal line
+print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), pid)
+"""
+
+
+def test_a_shim_whose_keeper_died_before_journaling_it_starts_nothing(tmp_path):
+    """The other half of that window: forked, but its start not in the journal - the shim
+    gets no go-ahead, starts no worker, and says `interrupted`."""
+    status, marker = tmp_path / "status", tmp_path / "ran"
+    done = subprocess.run([sys.executable, "-c", SHIM_WITHOUT_GO_AHEAD, str(status), str(marker)],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    code, pid = map(int, done.stdout.split())
+    assert code == 128 + signal.SIGKILL and not marker.exists()
+    assert shim.read_status(str(status), pid) == {"interrupted": True}
 
 
 def test_a_later_manager_adopts_a_live_keeper_and_hears_the_end_once(tmp_path):
