@@ -220,9 +220,11 @@ def test_watch_from_a_resource_version_sees_added_modified_deleted(kube):
         kube.core.patch_namespaced_config_map("b", NS, {"data": {"k": "2"}})
         kube.core.delete_namespaced_config_map("b", NS)
 
-    threading.Thread(target=changes).start()
+    writer = threading.Thread(target=changes)
+    writer.start()
     events = read_watch(stream, 3)
     stream.release_conn()
+    writer.join(30)
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
         ("ADDED", "b"),
         ("MODIFIED", "b"),
@@ -251,9 +253,11 @@ def test_a_watch_with_a_selector_sees_an_object_arrive_and_leave_as_its_labels_c
         kube.core.patch_namespaced_config_map("a", NS, {"metadata": {"labels": {"q": "y"}}})
         kube.core.patch_namespaced_config_map("a", NS, {"data": {"k": "3"}})  # unseen
 
-    threading.Thread(target=changes).start()
+    writer = threading.Thread(target=changes)
+    writer.start()
     events = read_watch(stream, 3)
     stream.release_conn()
+    writer.join(30)  # its last change made before the server is torn down
     assert [(e["type"], e["object"]["metadata"]["labels"]["q"]) for e in events] == [
         ("ADDED", "x"),
         ("MODIFIED", "x"),
