@@ -96,7 +96,8 @@ class ClusterLedger:
         self._failures: OrderedDict[str, tuple] = OrderedDict()
         self._log_path = ""  # the last log path (a batch's is every member's: kept once)
         # name -> the version this manager started the item at, or asked a re-run for
-        self._versions: dict[str, str] = {}
+        # (None: started without one, after an older version)
+        self._versions: dict[str, str | None] = {}
         # name -> its priority, for items whose priority is not 0 (what this manager was told:
         # `status` is this manager's own report, so the line's order need not be written)
         self._priorities: dict[str, int] = {}
@@ -166,6 +167,9 @@ class ClusterLedger:
             local = self._local.get(name)
         if local is not None and local[0] == State.RUNNING.value:
             return local
+        if (local is not None and local[0] == State.PENDING.value and recorded is not None
+                and recorded[0] == State.FAILED.value and local[1] >= recorded[1]):  # fmt: skip
+            return local  # a retry of a recorded failure, put back in line (`requeue`)
         if recorded is not None:
             return recorded
         if local is None and name in self._seen:  # seen, never started: pending
@@ -233,7 +237,7 @@ class ClusterLedger:
         current = self.state(name)
         attempts = (current[1] if current else 0) + 1
         with self._lock:
-            if version is not None:
+            if version is not None or name in self._versions:  # (None over an older one)
                 self._versions[name] = version
             self._local[name] = pair(State.RUNNING.value, attempts)
             if log_path == self._log_path:
@@ -250,6 +254,21 @@ class ClusterLedger:
             self._local[name] = pair(state.value, attempts)
             self._row_data(name).update(finished=time.time(), exit_code=exit_code, last_error=error)
             self._ended(name)
+        self._keep_outcome(name, state.value, attempts)
+
+    def _keep_outcome(self, name: str, state: str, attempts: int) -> None:
+        """An end the durable record does not know yet, written there. The settler records a
+        Job's end before its `run` returns, so this writes only an end no Job's record holds -
+        one whose Job was never made, or a re-run's: otherwise the record's older word (pending,
+        after a re-run) outranked it, and the item read pending again once it had failed (the
+        ledger contract's model found it). A batch's members are its batch record's."""
+        item_hash = self._hash(name)
+        if self.batches is not None and self.batches.lookup(item_hash) is not None:
+            return
+        recorded = self.record.get(item_hash)
+        if recorded is not None and recorded[0] != State.PENDING.value and recorded[1] >= attempts:
+            return
+        self.record.put(item_hash, state, attempts, version=self.version_ran(name))
 
     def requeue(self, name: str) -> None:
         with self._lock:
@@ -316,9 +335,8 @@ class ClusterLedger:
         """The version this manager started the item at (or asked a re-run for), else its
         current Job's, else the record's. Cache and dict lookups."""
         with self._lock:
-            version = self._versions.get(name)
-        if version is not None:
-            return version
+            if name in self._versions:
+                return self._versions[name]
         found = self.batches.lookup(self._hash(name)) if self.batches is not None else None
         if found is not None:
             return found.version

@@ -1,0 +1,70 @@
+"""The three ledgers as one subject: the SQLite ledger of a state directory, the PostgreSQL
+ledger a fleet shares (a real server), and the cluster's ledger view (`ClusterLedger`) over its
+durable record on the API-server stand-in. `Subject` does for each what its manager would do
+around the port - a ledger that `ClaimsWork` is claimed before it starts an item - and nothing
+else: every rule the contract checks is the ledger's own."""
+
+from __future__ import annotations
+
+import pytest
+
+from manager.ports import ClaimsWork
+from tests.support.cluster import NS, apiserver  # noqa: F401  (fixture)
+
+KINDS = ["sqlite", "postgres", "cluster"]
+
+
+class Subject:
+    """One ledger under the contract, and its caller's duties (see the module docstring)."""
+
+    def __init__(self, kind: str, ledger) -> None:
+        self.kind = kind
+        self.ledger = ledger
+
+    def start(self, name: str, version: str | None = None) -> int:
+        """Start `name` as its manager would: claimed first where the ledger claims work."""
+        if isinstance(self.ledger, ClaimsWork):
+            claimed = self.ledger.claim(10_000)
+            assert name in claimed, f"{name} could not be claimed: {self.ledger.state(name)}"
+            for other in claimed:
+                if other != name:
+                    self.ledger.release(other)
+        return self.ledger.start(name, f"/logs/{name}.log", version)
+
+
+@pytest.fixture(params=KINDS)
+def subject(request, tmp_path):
+    """Each ledger in turn (the test runs once per kind); closed at the end."""
+    kind = request.param
+    closing = []
+    if kind == "sqlite":
+        from manager.backends.local.ledger import SqliteLedger
+
+        ledger = SqliteLedger(str(tmp_path / "state")).open()
+    elif kind == "postgres":
+        from manager.shared.database import Database
+        from manager.shared.ledger import PostgresLedger
+
+        url = request.getfixturevalue("postgres")
+        ledger = PostgresLedger(Database(url), "contract", backoff=lambda attempts: 0.0)
+        ledger.join()
+    else:
+        from manager.backends.kubernetes.client.api import KubeApi, load_configuration
+        from manager.backends.kubernetes.client.cache import ClusterCache
+        from manager.backends.kubernetes.manifests import objects as ko
+        from manager.backends.kubernetes.records.ledger import ClusterLedger
+        from manager.backends.kubernetes.records.record import RecordStore
+
+        server = request.getfixturevalue("apiserver")
+        config = load_configuration(server.write_kubeconfig(tmp_path / "kubeconfig"))
+        api = KubeApi(NS, config, qps=0)
+        cache = ClusterCache(api, ko.queue_selector("q"), index_label=ko.ITEM_HASH_LABEL).start()
+        assert cache.synced.wait(30)
+        record = RecordStore(api, "q")
+        record.load()
+        ledger = ClusterLedger("q", cache, record, namespace=NS)
+        closing += [cache.stop, api.close]
+    yield Subject(kind, ledger)
+    ledger.close()
+    for close in closing:
+        close()

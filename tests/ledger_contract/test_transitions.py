@@ -1,0 +1,151 @@
+"""The item's life, one behaviour for every ledger (`manager.ports.Ledger`): each test runs
+against the SQLite ledger, the shared PostgreSQL ledger and the cluster's ledger view
+(`conftest.py`). A ledger that fails one is not a ledger."""
+
+from __future__ import annotations
+
+import pytest
+
+from manager.ports import State
+
+
+def test_an_unknown_name_has_no_state_and_a_seen_one_waits_with_no_attempts(subject):
+    ledger = subject.ledger
+    assert ledger.state("a") is None and ledger.row("a") is None
+    assert ledger.see(["a", "b"]) == ["a", "b"]
+    assert ledger.see(["b", "c", "a"]) == ["c"]  # only what was never seen
+    assert [ledger.state(n) for n in "abc"] == [("pending", 0)] * 3
+    assert ledger.priority("a") == 0
+
+
+def test_a_start_counts_the_attempt_and_an_end_keeps_it(subject):
+    ledger = subject.ledger
+    ledger.see(["ok", "bad"])
+    assert subject.start("ok") == 1 and ledger.state("ok") == ("running", 1)
+    ledger.finish("ok", True, 0, None)
+    assert ledger.state("ok") == ("succeeded", 1)
+    assert subject.start("bad") == 1
+    ledger.finish("bad", False, 3, "exit code 3")
+    assert ledger.state("bad") == ("failed", 1)
+    assert subject.start("bad") == 2  # a failed item starts again: its second attempt
+    assert ledger.state("bad") == ("running", 2)
+    ledger.finish("bad", False, 3, "exit code 3")
+    row = ledger.row("bad")
+    assert (row.state, row.attempts, row.exit_code, row.last_error) == (
+        "failed", 2, 3, "exit code 3")  # fmt: skip
+    assert row.started is not None and row.finished is not None
+
+
+def test_a_requeue_gives_the_attempt_back(subject):
+    ledger = subject.ledger
+    ledger.see(["a"])
+    subject.start("a")
+    ledger.requeue("a")
+    assert ledger.state("a") == ("pending", 0)
+    assert subject.start("a") == 1  # the same number again: the first never counted
+    ledger.finish("a", False, 1, "exit code 1")
+    assert subject.start("a") == 2
+    ledger.requeue("a")
+    assert ledger.state("a") == ("pending", 1)
+
+
+@pytest.mark.parametrize("before", ["pending", "running", "failed"])
+def test_an_item_that_has_not_finished_can_be_cancelled(subject, before):
+    ledger = subject.ledger
+    ledger.see(["a"])
+    if before != "pending":
+        subject.start("a")
+    if before == "failed":
+        ledger.finish("a", False, 1, "exit code 1")
+    attempts = ledger.state("a")[1]
+    assert ledger.cancel("a") is True
+    assert ledger.state("a") == ("cancelled", attempts)
+
+
+@pytest.mark.parametrize("before", ["succeeded", "cancelled", "unknown"])
+def test_a_finished_or_unknown_item_is_not_cancelled(subject, before):
+    ledger = subject.ledger
+    if before != "unknown":
+        ledger.see(["a"])
+        subject.start("a")
+        if before == "succeeded":
+            ledger.finish("a", True, 0, None)
+        else:
+            ledger.cancel("a")
+    was = ledger.state("a")
+    assert ledger.cancel("a") is False
+    assert ledger.state("a") == was
+
+
+@pytest.mark.parametrize("before", ["succeeded", "failed", "cancelled"])
+def test_a_finished_item_runs_again_as_new(subject, before):
+    ledger = subject.ledger
+    ledger.see(["a"])
+    subject.start("a", "v1")
+    if before == "cancelled":
+        ledger.cancel("a")
+    else:
+        ledger.finish("a", before == "succeeded", 0 if before == "succeeded" else 1, None)
+    assert ledger.rerun("a", "v2") is True
+    assert ledger.state("a") == ("pending", 0)
+    assert subject.start("a", "v2") == 1  # a new series of attempts
+    assert ledger.version_ran("a") == "v2"
+
+
+@pytest.mark.parametrize("before", ["pending", "running", "unknown"])
+def test_an_item_that_has_not_finished_does_not_run_again(subject, before):
+    ledger = subject.ledger
+    if before != "unknown":
+        ledger.see(["a"])
+    if before == "running":
+        subject.start("a")
+    was = ledger.state("a")
+    assert ledger.rerun("a", "v2") is False
+    assert ledger.state("a") == was
+
+
+def test_the_version_an_attempt_ran_at_is_kept(subject):
+    ledger = subject.ledger
+    ledger.see(["a", "b"])
+    assert ledger.version_ran("a") is None
+    subject.start("a", "v1")
+    assert ledger.version_ran("a") == "v1"
+    ledger.finish("a", True, 0, None)
+    assert ledger.version_ran("a") == "v1"
+    subject.start("b")
+    assert ledger.version_ran("b") is None
+
+
+def test_priorities_are_kept_and_zero_is_none(subject):
+    ledger = subject.ledger
+    ledger.see(["a", "b"])
+    ledger.prioritize({"a": 5, "b": -2})
+    assert (ledger.priority("a"), ledger.priority("b")) == (5, -2)
+    assert ledger.row("a").priority == 5
+    ledger.prioritize({"a": 0})
+    assert ledger.priority("a") == 0 and ledger.row("a").priority == 0
+
+
+def test_counts_and_rows_say_what_the_states_say(subject):
+    ledger = subject.ledger
+    ledger.see(["p", "r", "s", "f", "c"])
+    for name in "rsfc":
+        subject.start(name)
+    ledger.finish("s", True, 0, None)
+    ledger.finish("f", False, 2, "exit code 2")
+    ledger.cancel("c")
+    assert ledger.counts() == {"pending": 1, "running": 1, "succeeded": 1, "failed": 1,
+                               "cancelled": 1}  # fmt: skip
+    assert [r.name for r in ledger.rows()] == ["c", "f", "p", "r", "s"]
+    assert [r.name for r in ledger.rows(State.FAILED.value)] == ["f"]
+    assert {r.name: (r.state, r.attempts) for r in ledger.rows()} == {
+        n: ledger.state(n) for n in "pfrsc"
+    }
+
+
+def test_an_ordinary_failure_is_not_given_up(subject):
+    ledger = subject.ledger
+    ledger.see(["a"])
+    subject.start("a")
+    ledger.finish("a", False, 1, "exit code 1")
+    assert ledger.gave_up("a") is False
