@@ -16,10 +16,11 @@ Nothing is lost: every transition the ledger committed before the fault stands, 
 that could not be recorded leaves its item running in the ledger - it runs again after a
 restart, never an item recorded succeeded.
 
-`classify` turns the exceptions of the standard library into a `StorageFault` (or None: not
-a fault of the machine). SQLite says "disk I/O error" for any write the kernel refused, so the
-folder's file system is asked (`statvfs`) whether it is read-only or full before an I/O error
-is called one.
+`classify` turns the operating system's refusals into a `StorageFault` (or None: not a fault
+of the machine); the folder's file system is asked (`statvfs`) whether it is read-only or full
+before an I/O error is called one. SQLite's errors are the local ledger's to classify
+(`manager.backends.local.sqlite_faults`): this module is the ports' layer and knows no
+storage engine.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import sqlite3
 
 FULL = "full"
 READ_ONLY = "read-only"
@@ -51,8 +51,6 @@ _BY_ERRNO = {
     errno.EPERM: NOT_WRITABLE,
     errno.EIO: IO_ERROR,
 }
-# SQLite's primary result codes (the low byte of an extended code) that the machine causes.
-_SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_CANTOPEN = 8, 10, 11, 13, 14
 
 
 class StorageFault(Exception):
@@ -145,45 +143,17 @@ def classify(exc: BaseException, where: str) -> StorageFault | None:
         if kind in (IO_ERROR, NOT_WRITABLE):
             kind = diagnose(where) or kind
         return StorageFault(kind, where, exc.strerror or "")
-    if isinstance(exc, sqlite3.DatabaseError):
-        code = getattr(exc, "sqlite_errorcode", None)
-        primary = code & 0xFF if isinstance(code, int) else None
-        if primary == _SQLITE_FULL:
-            return StorageFault(FULL, where, str(exc))
-        if primary in (_SQLITE_IOERR, _SQLITE_READONLY, _SQLITE_CANTOPEN):
-            seen = diagnose(where)
-            if seen is not None:
-                return StorageFault(seen, where, str(exc))
-            if primary == _SQLITE_IOERR:
-                return StorageFault(IO_ERROR, where, str(exc))
-            if not os.access(where, os.W_OK):
-                return StorageFault(NOT_WRITABLE, where, str(exc))
-        if primary == _SQLITE_CORRUPT and _gives_io_errors(where):
-            # pages read back from a disk that fails look damaged: the disk is the fault
-            return StorageFault(IO_ERROR, where, str(exc))
-        return None
     return None
-
-
-def _gives_io_errors(where: str) -> bool:
-    """Whether the folder's disk answers a small new file with EIO (a disk that is gone still
-    serves what the kernel has cached: only a write tells)."""
-    path = os.path.join(where, f".io-check-{os.getpid()}")
-    try:
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
-        os.unlink(path)
-    except OSError as exc:
-        return exc.errno == errno.EIO
-    return False
 
 
 @contextlib.contextmanager
 def raised_as_faults(where: str):
     """Run the block so that what the machine refused under `where` (see `classify`) leaves
-    it as one `StorageFault`; any other error leaves as it came."""
+    it as one `StorageFault`; any other error leaves as it came. (SQLite's errors: the
+    local ledger's `sqlite_faults.raised_as_faults`.)"""
     try:
         yield
-    except (OSError, sqlite3.DatabaseError) as exc:
+    except OSError as exc:
         fault = classify(exc, where)
         if fault is None:
             raise

@@ -12,6 +12,8 @@
     ledger_file.py the ledger's file: its schema, checked connections, the directory's lock
     state_files.py the pause file and the running manager's facts beside the ledger
     integrity.py   the ledger checks itself at every open, and its backups
+    sqlite_faults.py
+                   SQLite's errors as faults of the machine (full, read-only, failing disk)
     queue_commands.py
                    `status`, `retry`, `pause`, `resume` on the ledger (`LocalQueueOps`)
     care.py        `workqueue ledger check | backup | restore`

@@ -27,7 +27,7 @@ import sqlite3
 import time
 
 from ...errors import UserError
-from ...faults import classify
+from .sqlite_faults import classify
 
 APPLICATION_ID = 0x57514C47  # "WQLG"
 SCHEMA_VERSION = 2  # 2: items.version and the runs history (from 1: added in place)

@@ -35,8 +35,9 @@ import urllib.parse
 from collections.abc import Callable
 
 from ...errors import UserError
-from ...faults import READ_ONLY, StorageFault, classify, raised_as_faults
+from ...faults import READ_ONLY, StorageFault
 from . import integrity
+from .sqlite_faults import classify, raised_as_faults
 
 LEDGER_FILE = "ledger.sqlite3"
 LOCK_FILE = "manager.lock"
