@@ -56,10 +56,6 @@ class Cancellations:
         for cancel in to_end:
             cancel.set()
 
-    def running_here(self, name: str) -> bool:
-        with self.gate:
-            return name in self._runs
-
     def removed(self, names: list[str], needs_work: Callable[[str], bool]) -> list[str]:
         """These items left the source (`manager.runtime.removals` proved it): cancel each as the
         module docstring says. Returns the names recorded cancelled now; a run under way here

@@ -107,24 +107,6 @@ class FolderSource:
             self.files.unsubscribe(events)
 
 
-def open_folder(
-    root: str,
-    suffixes: list[str],
-    *,
-    recursive: bool = False,
-    settle: float = 2.0,
-    version_by: str = "stat",
-) -> FolderSource:
-    """The folder's source, started (its first scan done). The caller's duty: `stop()`.
-    Raises ValueError for options the file-system source refuses."""
-    from ambassador.sources import FilesystemSource
-
-    files = FilesystemSource(
-        root, suffixes, recursive=recursive, settle=settle, version_by=version_by
-    )
-    return FolderSource(files, f"folder {root}").start()
-
-
 def open_source(config: dict, where: str) -> FolderSource:
     """The source of an ambassador app configuration (`ambassador.sources.resolve`),
     started: its first listing done (raises what the source's start raises). The caller's

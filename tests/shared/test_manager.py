@@ -12,7 +12,7 @@ from manager.runtime.reconciler import Result
 from manager.runtime.runner import Manager, ManagerOptions
 from manager.shared.database import Database
 from manager.shared.ledger import PostgresLedger
-from manager.sources.folder import open_folder
+from tests.support.folders import open_folder
 
 
 class Stolen(PostgresLedger):

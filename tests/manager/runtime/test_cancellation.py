@@ -52,12 +52,15 @@ def test_pending_is_cancelled_running_here_is_asked_to_end_elsewhere_is_ended():
 
 def test_a_cancel_that_comes_before_the_backend_took_the_run_is_seen_when_it_does():
     ledger = ledger_with(a="running")
-    cancellations = Cancellations(ledger, Elsewhere())
+    ledger.cancel = cancel_of(ledger)
+    backend = Elsewhere()
+    cancellations = Cancellations(ledger, backend)
     with cancellations.gate:
         cancel = cancellations.started("a")
     cancellations.removed(["a"], lambda n: True)
     called = []
     cancel.on_set(lambda: called.append("ended"))  # the backend subscribes only now
-    assert called == ["ended"] and cancellations.running_here("a")
+    assert called == ["ended"] and backend.ended == []  # its run here ends it
     cancellations.ended("a")
-    assert not cancellations.running_here("a")
+    cancellations.removed(["a"], lambda n: True)  # no run of it here any more:
+    assert backend.ended == ["a"] and ledger.items["a"]["state"] == "cancelled"  # ended there

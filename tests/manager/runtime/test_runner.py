@@ -12,7 +12,7 @@ from manager.backends.local.ledger import SqliteLedger
 from manager.backends.local.process import LocalBackend
 from manager.cli.once import run_with_progress
 from manager.runtime.runner import Manager, ManagerOptions
-from manager.sources.folder import open_folder
+from tests.support.folders import open_folder
 
 
 class FakeTerminal(io.StringIO):

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 from ambassador import create_app
-from manager.sources.folder import open_folder
+from tests.support.folders import open_folder
 
 
 def test_lists_and_answers_as_the_http_api_does(tmp_path):
