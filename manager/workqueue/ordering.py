@@ -10,7 +10,10 @@
 arrival is the order they entered the line), and `manager.views.schedule.line_of` orders a
 ledger's pending rows by it (their arrival is when the item was first seen) - so `status`
 positions, ETAs, the dashboard and the batches formed from the head of the line all follow one
-order. Priorities never preempt: they choose what starts next, nothing running is stopped.
+order - on one manager. A fleet on a shared ledger takes its items by a claim the database
+orders (priority, then `seq`, the row's arrival: `manager/shared/statements.py`), the same
+rule written for the index; a re-run item gets a new `seq`, as it gets a new first-seen time.
+Priorities never preempt: they choose what starts next, nothing running is stopped.
 There is no ageing: a low priority waits while higher ones keep coming (an aged order would
 change with the clock, and positions shown a second ago would be wrong now); the stability
 calculator says when workers do not keep up, which is when a low priority starves.
