@@ -51,7 +51,6 @@ def no_real_work(monkeypatch, tmp_path):
         raise Reached
 
     monkeypatch.setattr("manager.assembly.assemble", reached)
-    monkeypatch.setattr("manager.sources.folder.open_folder", reached)
     monkeypatch.setattr("manager.sources.folder.open_source", reached)  # `run`, any source
     monkeypatch.setattr("manager.views.lab.run_lab", reached)
     monkeypatch.setattr("ambassador.server._listen", reached)
