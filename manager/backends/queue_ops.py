@@ -17,9 +17,8 @@ from abc import ABC, abstractmethod
 
 from ..durations import moment
 from ..errors import UserError
-from ..ports import QueueRecord, State
-
-RETRYABLE = (State.FAILED, State.CANCELLED)
+from ..lifecycle import RETRYABLE
+from ..ports import QueueRecord
 
 
 class QueueOps(ABC):

@@ -36,7 +36,8 @@ import time
 from collections.abc import Callable, Iterable
 
 from ..faults import StorageFault
-from ..ports import FINISHED, PENDING_PAIR, ClaimLost, Row, State, keep_priority, pair
+from ..lifecycle import keep_version, may_rerun
+from ..ports import PENDING_PAIR, ClaimLost, Row, State, keep_priority, pair
 from . import schema
 from . import statements as sql
 from .claims import SETTINGS_SECONDS, Claims
@@ -159,10 +160,7 @@ class PostgresLedger(Claims):
 
     def _note(self, name: str, state: str, attempts: int, version, priority: int) -> None:
         self._state[name] = pair(state, attempts)
-        if version is not None:
-            self._versions[name] = version
-        else:
-            self._versions.pop(name, None)
+        keep_version(self._versions, name, version)
         keep_priority(self._priorities, name, priority)
 
     def state(self, name: str) -> tuple[str, int] | None:
@@ -315,7 +313,7 @@ class PostgresLedger(Claims):
         """A finished item runs again (a new version, or back in the source): its outcome
         kept in `runs`, a new attempt series at the back of the line."""
         current = self.state(name)
-        if current is None or current[0] not in FINISHED:
+        if not may_rerun(current):
             return False
         with self.db.transaction() as session:
             if not session.count(sql.KEEP_RUN, name=name):

@@ -21,6 +21,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..lifecycle import (
+    GIVEN_BACK_SQL,
+    RERUNNABLE,
+    RETRYABLE,
+    STARTABLE,
+    WAITING_CANCELLABLE,
+    sql_in,
+)
+
 
 @dataclass(frozen=True)
 class Statement:
@@ -169,7 +178,7 @@ UNPARK = Statement(
     "unpark",
     "UPDATE items SET claimable = true, changed = pg_current_xact_id() "
     "WHERE name = ANY(%(names)s) AND NOT claimable AND owner IS NULL "
-    "AND state IN ('pending', 'failed') AND attempts < %(max_attempts)s",
+    f"AND state IN {sql_in(STARTABLE)} AND attempts < %(max_attempts)s",
 )
 
 # Everything this manager holds (its restart takes it back).
@@ -185,7 +194,7 @@ OWNED = Statement(
 LET_GO_UNKNOWN = Statement(
     "let_go_unknown",
     "UPDATE items SET state = CASE WHEN state = 'running' THEN 'pending' ELSE state END, "
-    "attempts = CASE WHEN state = 'running' THEN greatest(attempts - 1, 0) ELSE attempts END, "
+    f"attempts = CASE WHEN state = 'running' THEN {GIVEN_BACK_SQL} ELSE attempts END, "
     "started = CASE WHEN state = 'running' THEN NULL ELSE started END, "
     "owner = NULL, changed = pg_current_xact_id() "
     "WHERE owner = %(owner)s AND NOT (name = ANY(%(known)s)) RETURNING name",
@@ -226,7 +235,7 @@ START = Statement(
     "UPDATE items SET state = 'running', attempts = attempts + 1, started = %(now)s, "
     "finished = NULL, exit_code = NULL, log_path = %(log_path)s, version = %(version)s, "
     "changed = pg_current_xact_id() WHERE name = %(name)s AND owner = %(owner)s "
-    "AND state IN ('pending', 'failed') RETURNING attempts",
+    f"AND state IN {sql_in(STARTABLE)} RETURNING attempts",
 )
 
 # running -> succeeded | failed, the claim let go - fenced on the claim and the attempt. A
@@ -254,7 +263,7 @@ FINISHED_ALREADY = Statement(
 # running -> pending (interrupted: the manager stops), the attempt not counted.
 REQUEUE = Statement(
     "requeue",
-    "UPDATE items SET state = 'pending', attempts = greatest(attempts - 1, 0), "
+    f"UPDATE items SET state = 'pending', attempts = {GIVEN_BACK_SQL}, "
     "started = NULL, claimable = true, ready_at = '-infinity', owner = NULL, "
     "changed = pg_current_xact_id() WHERE name = %(name)s AND owner = %(owner)s "
     "AND state = 'running' AND attempts = coalesce(%(attempt)s::int, attempts) "
@@ -277,7 +286,7 @@ CANCEL_WAITING = Statement(
     "cancel_waiting",
     "UPDATE items SET state = 'cancelled', finished = %(now)s, claimable = false, "
     "owner = NULL, changed = pg_current_xact_id() WHERE name = %(name)s "
-    "AND state IN ('pending', 'failed') AND (owner IS NULL OR owner = %(owner)s) "
+    f"AND state IN {sql_in(WAITING_CANCELLABLE)} AND (owner IS NULL OR owner = %(owner)s) "
     "RETURNING state, attempts, version, priority",
 )
 
@@ -288,7 +297,7 @@ KEEP_RUN = Statement(
     "INSERT INTO runs (name, version, state, attempts, started, finished, exit_code, "
     "last_error) SELECT name, version, state, attempts, started, finished, exit_code, "
     "last_error FROM items WHERE name = %(name)s "
-    "AND state IN ('succeeded', 'failed', 'cancelled') AND owner IS NULL",
+    f"AND state IN {sql_in(RERUNNABLE)} AND owner IS NULL",
 )
 RERUN = Statement(
     "rerun",
@@ -303,7 +312,7 @@ RETRY = Statement(
     "retry",
     "UPDATE items SET state = 'pending', attempts = 0, last_error = NULL, claimable = true, "
     "ready_at = '-infinity', changed = pg_current_xact_id() "
-    "WHERE name = %(name)s AND state IN ('failed', 'cancelled') AND owner IS NULL",
+    f"WHERE name = %(name)s AND state IN {sql_in(RETRYABLE)} AND owner IS NULL",
 )
 
 # -- reading -------------------------------------------------------------------------------

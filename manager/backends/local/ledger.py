@@ -42,7 +42,8 @@ from collections.abc import Callable, Iterable
 
 from ...errors import UserError
 from ...faults import probe
-from ...ports import FINISHED, PENDING_PAIR, Row, State, keep_priority, pair
+from ...lifecycle import given_back, keep_version, may_cancel, may_rerun, may_retry
+from ...ports import PENDING_PAIR, Row, State, keep_priority, pair
 from .ledger_file import LEDGER_FILE, LedgerBusy, LedgerFile, storage
 from .state_files import QueueFiles
 
@@ -191,10 +192,7 @@ class SqliteLedger(LedgerFile, QueueFiles):
                 (attempts, now, log_path, version, name),
             )
             self._state[name] = pair(State.RUNNING.value, attempts)
-            if version is not None:
-                self._versions[name] = version
-            else:
-                self._versions.pop(name, None)
+            keep_version(self._versions, name, version)
             return attempts
 
     def version_ran(self, name: str) -> str | None:
@@ -208,7 +206,7 @@ class SqliteLedger(LedgerFile, QueueFiles):
         False unless it had finished."""
         with self._lock:
             current = self._state.get(name)
-            if current is None or current[0] not in FINISHED:
+            if not may_rerun(current):
                 return False
             with self._db:
                 self._db.execute("BEGIN")
@@ -268,7 +266,7 @@ class SqliteLedger(LedgerFile, QueueFiles):
         """running -> pending without counting the attempt (the manager stopped it)."""
         with self._lock:
             _, attempts = self._state[name]
-            attempts = max(0, attempts - 1)
+            attempts = given_back(attempts)
             self._db.execute(
                 "UPDATE items SET state='pending', attempts=?, started=NULL, pgid=NULL, "
                 "pgid_start=NULL WHERE name=?",
@@ -283,7 +281,7 @@ class SqliteLedger(LedgerFile, QueueFiles):
         last outcome stay as they were; `finished` is the moment of the cancel."""
         with self._lock:
             current = self._state.get(name)
-            if current is None or current[0] in (State.SUCCEEDED.value, State.CANCELLED.value):
+            if not may_cancel(current):
                 return False
             self._db.execute(
                 "UPDATE items SET state='cancelled', finished=?, pgid=NULL, pgid_start=NULL "
@@ -300,7 +298,7 @@ class SqliteLedger(LedgerFile, QueueFiles):
         reset."""
         with self._lock:
             current = self._state.get(name)
-            if current is None or current[0] not in (State.FAILED.value, State.CANCELLED.value):
+            if not may_retry(current):
                 return False
             self._db.execute(
                 "UPDATE items SET state='pending', attempts=0, last_error=NULL WHERE name=?",

@@ -23,6 +23,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable
 
+from ....lifecycle import given_back, keep_version, may_cancel, may_rerun
 from ....ports import FINISHED, Row, State, keep_priority, pair
 from ..client.cache import ClusterCache, finished
 from ..manifests import batch_objects as bo
@@ -273,15 +274,13 @@ class ClusterLedger:
     def requeue(self, name: str) -> None:
         with self._lock:
             attempts = self._local.get(name, (None, 1))[1]
-            self._local[name] = pair(State.PENDING.value, max(0, attempts - 1))
+            self._local[name] = pair(State.PENDING.value, given_back(attempts))
 
     def cancel(self, name: str) -> bool:
         """Recorded cancelled in the durable record (so no manager runs it again), unless it
         had finished. A pending item never seen running has 0 attempts."""
         current = self.state(name)
-        if current is None:
-            return False
-        if current[0] in (State.SUCCEEDED.value, State.CANCELLED.value):
+        if not may_cancel(current):
             return False
         if self.batches is not None and self.batches.amend(self._hash(name), "cancelled"):
             self._cancelled_here(name, current[1])
@@ -350,16 +349,13 @@ class ClusterLedger:
         came back): its outcome moves into the record's history for it, and it is pending.
         False unless it had finished."""
         current = self.state(name)
-        if current is None or current[0] not in FINISHED:
+        if not may_rerun(current):
             return False
         if self.batches is not None:
             self.batches.release(self._hash(name))  # its batch lets go of it; history below
         self.record.rerun(self._hash(name), version)
         with self._lock:
-            if version is not None:
-                self._versions[name] = version
-            else:
-                self._versions.pop(name, None)
+            keep_version(self._versions, name, version)
             self._local[name] = pair(State.PENDING.value, 0)
         return True
 
