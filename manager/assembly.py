@@ -16,6 +16,7 @@ from typing import Any
 from . import backends
 from .errors import UserError
 from .ports import Ledger, ManagerSeeds, Source
+from .runtime.modes import mode_for
 from .runtime.runner import Manager, ManagerOptions
 
 log = logging.getLogger(__name__)
@@ -73,8 +74,9 @@ def assemble(
     closers = [parts.close]
     try:
         manager = Manager(
-            client, parts.ledger, parts.backend, options, elector=parts.elector, registry=registry
-        )
+            client, parts.ledger, parts.backend, options, elector=parts.elector, registry=registry,
+            mode=mode_for(parts.ledger, parts.backend),  # alone, or one of a fleet
+        )  # fmt: skip
         if stats is not None:
             from .views.dashboard import Dashboard, board
             from .views.stats_server import StatsServer

@@ -5,6 +5,8 @@
     priorities.py    each waiting item's priority (rules, then the source), recorded and placed
     dispatcher.py    a capacity slot first, then the head of the line: the line's order kept
     batching.py      the same in batches, for a backend that runs many items as one
+    modes.py         alone or one of a fleet: the line (`Line`), what counts against the
+                     parallelism, what is let go at the end - chosen once, never branched on
     claims.py        the line when the ledger is shared: claims feed the dispatcher, leases
                      renewed
     reconciler.py    one item: begin (fetch, record the start), finish (run, record)

@@ -275,7 +275,7 @@ class Asked:
         courtesy - and is said once, by the hold (which writes the facts again when it
         ends), not every half second; anything else is said here."""
         m = self.manager
-        if isinstance(exc, StorageFault) and m.shared:
+        if isinstance(exc, StorageFault) and m.mode.waits_out_faults:
             m.hold.hold_for(exc)  # (nothing more while it holds already)
             return
         log.warning("cannot %s: %s", what, exc)

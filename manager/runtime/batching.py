@@ -110,7 +110,7 @@ class BatchDispatcher:
         stop = False
         empty_since: float | None = None  # the line is fed in bursts: a moment's grace
         while len(members) < self.batch_size:
-            if slots > len(members) and len(self.line) > 0:
+            if slots > len(members) and self.line.has_waiting():
                 name, shutdown = self.line.get()
                 if shutdown:
                     stop = True
@@ -126,11 +126,11 @@ class BatchDispatcher:
                 members.append(started)
                 used += size
                 continue
-            if slots == len(members) and len(self.line) > 0 and self.capacity.try_acquire():
+            if slots == len(members) and self.line.has_waiting() and self.capacity.try_acquire():
                 slots += 1
                 continue
             now = time.monotonic()
-            if len(self.line) == 0:
+            if not self.line.has_waiting():
                 empty_since = now if empty_since is None else empty_since
             else:
                 empty_since = None

@@ -130,24 +130,18 @@ class ClaimedLine:
                 self._releases[name] = (ready_in, park)
             self.on_fault(fault)
 
-    def touch(self, name: str) -> None:
-        pass  # the ledger orders its line by the priorities `Ledger.prioritize` recorded
-
-    def use_order(self, order) -> None:
-        pass
-
-    def __len__(self) -> int:
-        """1 when an item waits here or is free to claim, else 0: whether anything waits, as
-        the dispatcher asks it (a count of the line would read every waiting row)."""
+    def has_waiting(self) -> bool:
+        """Whether an item waits here or is free to claim: a round trip to the ledger unless
+        one is claimed here already (never a count: that would read every waiting row)."""
         if self._ready:
-            return 1
+            return True
         try:
-            return int(self.ledger.waiting())
+            return bool(self.ledger.waiting())
         except StorageFault as fault:
             self.on_fault(fault)
-            return 0
+            return False
 
-    def prefetch(self) -> bool:
+    def waiting_for_slot(self) -> bool:
         """For a worker that holds a slot and asks whether to keep it: one item claimed for
         that slot now (True), or none free (False) - one round trip, where asking whether
         anything waits and then claiming it would take two."""

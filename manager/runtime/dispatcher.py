@@ -42,9 +42,9 @@ class Dispatcher:
         *,
         workers: int,
     ) -> None:
-        """`line` is the workqueue (`get`, `wait_for_key`, `len`); `settle(name, result,
-        error)` is told how each item it took ended: a `Result`, or the exception that
-        stopped it."""
+        """`line` is a `modes.Line` (the workqueue, or a shared ledger's claims);
+        `settle(name, result, error)` is told how each item it took ended: a `Result`, or the
+        exception that stopped it."""
         self.line = line
         self.capacity = capacity
         self.reconciler = reconciler
@@ -55,7 +55,7 @@ class Dispatcher:
         self._growing = threading.Lock()  # one `grow` at a time
         # whether an item waits for a slot a worker holds: a line that claims its items (a
         # shared ledger's, `claims.ClaimedLine`) claims one for that slot in the same step
-        self._has_next = getattr(line, "prefetch", None) or (lambda: len(self.line) > 0)
+        self._has_next = line.waiting_for_slot
 
     def start(self) -> Dispatcher:
         self._spawn(self.workers)

@@ -32,7 +32,9 @@ log = logging.getLogger(__name__)
 
 class Prioritizer:
     def __init__(self, rules: Rules, source: Source, ledger: Ledger, line) -> None:
-        """`line` is the manager's workqueue (`use_order`, `touch`)."""
+        """`line` is the manager's workqueue (`use_order`, `touch`), or None when the ledger
+        orders the line itself (a fleet's claims: `modes.Fleet`) - priorities are recorded
+        all the same."""
         self.rules = rules
         self.source = source
         self.ledger = ledger
@@ -62,11 +64,13 @@ class Prioritizer:
                 changes[name] = priority
         if changes:
             self.ledger.prioritize(changes)
-            for name in changes:
-                self.line.touch(name)
+            if self.line is not None:
+                for name in changes:
+                    self.line.touch(name)
 
     def _order_the_line(self) -> None:
         if not self.ordered:
-            self.line.use_order(lambda waiting: ByPriority.after(waiting, self.ledger.priority))
+            if self.line is not None:
+                self.line.use_order(lambda waiting: ByPriority.after(waiting, self.ledger.priority))
             self.ordered = True
             log.info("the line is ordered by priority from now on")

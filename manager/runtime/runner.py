@@ -34,27 +34,24 @@ from ..planning.measure import SlidingWindow
 from ..ports import (
     Backend,
     ClaimLost,
-    ClaimsWork,
     Elector,
     Ledger,
     Outcome,
     Source,
     SourceError,
-    State,
 )
 from ..priority_rules import Rules
-from ..workqueue import PrometheusMetricsProvider, RateLimitingQueue
 from .adoption import Adoption
 from .asked import Asked
 from .autoscaler import Autoscaler
 from .cancellation import Cancellations
 from .capacity import Capacity
-from .claims import Heartbeat, OthersFollower, claimed_line, others_running
 from .dispatcher import Dispatcher, dispatcher_for
 from .fault_hold import FaultHold
 from .intake import Intake
 from .leaving import Leaving
 from .manager_options import ManagerOptions
+from .modes import Alone, mode_for
 from .poller import Poller
 from .priorities import Prioritizer
 from .reconciler import Reconciler, Result
@@ -74,37 +71,31 @@ class Manager:
         elector: Elector | None = None,
         on_result: Callable[[str, Result], None] | None = None,
         registry=None,
+        mode: Alone | None = None,
     ) -> None:
+        """`mode`: alone or one of a fleet (`modes.mode_for`, which the assembly calls; by
+        default chosen here from the ledger)."""
         self.source = source
         self.ledger = ledger
         self.backend = backend
         self.options = options
         self.elector = elector
         self.lost_leadership = False
-        self.shared = isinstance(ledger, ClaimsWork)
+        self.mode = mode if mode is not None else mode_for(ledger, backend)
         # Work running outside this manager (a rival's Jobs) counts against the limit too.
         self.capacity = Capacity(
             options.parallelism,
-            others_running(backend, ledger) if self.shared else backend.others_running,
+            self.mode.others_running(),
             lambda: self.paused_since is not None or self.fault is not None,
         )
         self.paused_since: float | None = None  # as last read from the ledger (`Asked`)
         backend.on_change(self.capacity.poke)
         self.registry = registry
         policy = options.retry_policy
-        # A shared ledger's line is its claims (`claims`); otherwise the manager's own queue.
-        if self.shared:
-            self.queue = claimed_line(
-                ledger, policy.rate_limiter(), registry, free_slots=self.capacity.free,
-                on_fault=lambda fault: self.hold.hold_for(fault),
-            )  # fmt: skip
-            ledger.on_claims_lost = self._claims_lost
-        else:
-            self.queue = RateLimitingQueue(
-                "items",
-                rate_limiter=policy.rate_limiter(),
-                metrics_provider=PrometheusMetricsProvider(registry) if registry else None,
-            )
+        # the manager's own queue, or a shared ledger's claims (`modes`)
+        self.queue = self.mode.line(policy.rate_limiter(), registry, self.capacity.free,
+                                    lambda fault: self.hold.hold_for(fault))  # fmt: skip
+        self.mode.when_claims_lost(self._claims_lost)
         self.window = SlidingWindow(options.window, time.time)
         self.asked = Asked(self)
         self.autoscaler = None
@@ -140,8 +131,13 @@ class Manager:
             self.window,
             self.reconciler.needs_work,
             rerun_changed=options.on_change == "rerun",
-            prioritizer=Prioritizer(Rules(options.priorities), source, ledger, self.queue),
-            waiting_is_listed=self.shared,
+            prioritizer=Prioritizer(
+                Rules(options.priorities),
+                source,
+                ledger,
+                self.queue if self.mode.orders_its_line else None,
+            ),
+            waiting_is_listed=self.mode.waiting_is_listed,
         )
         self._durations = None
         if registry is not None:
@@ -165,7 +161,7 @@ class Manager:
             source.keep_data_of(self.reconciler.needs_work)
         self.stop_event = threading.Event()
         # a --once run on a shared ledger: the targets other managers end, noted
-        self.others = OthersFollower(ledger, self.reconciler.needs_work) if self.shared else None
+        self.others = self.mode.follower(self.reconciler.needs_work)
         # nothing new starts while the record cannot be written (`manager.faults`)
         self.hold = FaultHold(
             probe=ledger.probe,
@@ -258,10 +254,8 @@ class Manager:
         """client-go's worker duty for an item taken with get(): RETRY -> add_rate_limited,
         anything else -> forget; always done."""
         try:
-            if result in (Result.GONE, Result.SKIPPED, Result.HELD) and self.shared:
-                # out of every manager's line until a listing says it needs work again (a
-                # claim is read fresh: a skipped one needs none - out of attempts, say)
-                self.queue.park(name)
+            if result in (Result.GONE, Result.SKIPPED, Result.HELD):
+                self.mode.set_aside(self.queue, name)  # needs no work now (`modes`)
             if result == Result.RETRY and not self.stop_event.is_set():
                 self.queue.add_rate_limited(name)
             else:
@@ -377,8 +371,7 @@ class Manager:
             self.capacity.limit, self.options.parallelism, self.options.max_parallelism or 0
         )
         self.adoption.start()
-        if self.shared:
-            Heartbeat(self.ledger, self.queue, self.stop_event, self.hold.hold_for).start()
+        self.mode.start(self.queue, self.stop_event, self.hold.hold_for)
         self._dispatcher = dispatcher_for(
             self.backend, self.queue, self.capacity, self.reconciler, self._settle, workers
         ).start()
@@ -403,7 +396,7 @@ class Manager:
         """Process every item the source lists now; return when each has finished (or stop())."""
         # A fault ends a run, except a shared ledger's outage: its claims would run out and
         # the items whose ends it holds would run again elsewhere - it waits for the database.
-        self.hold.once = not self.shared
+        self.hold.once = not self.mode.waits_out_faults
         names = self.poller.first_listing(self.options.source_timeout)
         if names is None:  # stopped before the source ever answered: nothing ran
             now = time.time()
@@ -424,7 +417,7 @@ class Manager:
         if on_start is not None:
             on_start(report)
         self.start_workers()
-        if self.shared:  # what the other managers finish counts for this run too
+        if self.others is not None:  # what the other managers finish counts for this run too
             threading.Thread(
                 target=self.others.follow, args=(report, self.stop_event), name="others",
                 daemon=True,
@@ -454,9 +447,8 @@ class Manager:
         for name in report.targets:  # adopted work reports when its worker ends
             if name in self.adoption.names or self.reconciler.needs_work(name):
                 continue
-            if self.shared and (self.ledger.state(name) or ("",))[0] == State.RUNNING:
-                continue  # another manager's run: its end is heard from the ledger - or, if
-                #           that manager dies, it is back in the line and may run here
+            if self.mode.someone_else_runs(name):  # heard from the ledger when it ends
+                continue
             report.results[name] = Result.SKIPPED
         self.intake.prioritize([n for n in report.targets if n not in report.results])
 
@@ -469,7 +461,7 @@ class Manager:
                 write()
                 return True
             except StorageFault as fault:
-                if not self.shared:
+                if not self.mode.waits_out_faults:
                     raise
                 self.hold.hold_for(fault)
             if self.stop_event.wait(self.options.probe_interval):
@@ -495,15 +487,7 @@ class Manager:
         self.adoption.join()
         try:
             self._record_kept()  # (a retry it asks for is ignored: the queue is shut down)
-            if self.shared:  # only its own claims: the other managers' items run on
-                # (a cluster's Jobs run on too: the installation's next manager adopts them)
-                self.ledger.release_mine(
-                    keep_running=getattr(self.backend, "work_outlives_manager", False)
-                )
-            else:
-                leftover = [r.name for r in self.ledger.rows(State.RUNNING)]
-                for name in leftover:  # never leave an item marked running
-                    self.ledger.requeue(name)
+            self.mode.let_go()  # what it holds (`modes`)
         except StorageFault as fault:  # left running: the next start puts them back
             self.hold.hold_for(fault)
         if self.started is not None:

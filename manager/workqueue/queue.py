@@ -108,6 +108,13 @@ class Queue:
         """Keys waiting in the line right now (informational: it may change at once)."""
         return len(self._line)
 
+    def has_waiting(self) -> bool:
+        """Whether a key waits in the line (the manager's `Line` protocol asks it so)."""
+        return len(self._line) > 0
+
+    # a worker that holds a slot asks whether a key waits for it: here, the same question
+    waiting_for_slot = has_waiting
+
     def use_order(self, make: Any) -> None:
         """Order the line with `make(waiting)` from now on: `make` is given the current
         strategy (iterable, head first) and returns the new one holding the same keys - for
