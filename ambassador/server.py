@@ -33,6 +33,8 @@ import shutil
 import subprocess
 import tempfile
 
+from safelog.logs import logging_config
+
 from .limits import (
     DEFAULT_HEAD_TIMEOUT,
     DEFAULT_MAX_HEAD,
@@ -41,7 +43,6 @@ from .limits import (
     ENV_MAX_HEAD,
     ENV_MAX_LINE,
 )
-from .logs import logging_config
 from .source_options import add_folder_options, seconds, source_spec
 
 THREADS_PER_WORKER = 1024  # watch streams hold one each for their whole life

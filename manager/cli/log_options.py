@@ -1,14 +1,14 @@
 """`--log-format text|json` and `--log-level` on every long-running command.
 
 The manager (`manager`, `run`) logs through Python's logging; the ambassador's gunicorn is
-configured with the same format and level (`ambassador.logs`). JSON lines carry time, level,
+configured with the same format and level (`safelog.logs`). JSON lines carry time, level,
 logger and message, for log pipelines that parse them; text lines are for people. Like every
 flag, both may come from the environment (WORKQUEUE_LOG_FORMAT, WORKQUEUE_LOG_LEVEL).
 """
 
 from __future__ import annotations
 
-from ambassador.logs import LEVELS, logging_config
+from safelog.logs import LEVELS, logging_config
 
 # command -> its default level: the ambassador is quiet unless something is wrong
 LONG_RUNNING = {"manager": "info", "run": "info", "ambassador": "warning"}

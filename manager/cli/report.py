@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 
-from ambassador.logs import for_terminals
-from ambassador.redaction import redact_text
+from safelog.logs import for_terminals
+from safelog.redaction import redact_text
 
 from ..durations import human
 from ..errors import UserError

@@ -17,7 +17,7 @@ from functools import cache
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-CODE = ("manager", "ambassador")
+CODE = ("manager", "ambassador", "safelog")
 PROJECT = (*CODE, "tests", "bench", "worker-images", "examples", "charts")
 FILE_SUFFIXES = {"json", "lock", "journal", "sock", "err", "yaml", "txt", "log", "sqlite3", "md"}
 NOT_CODE = {

@@ -19,7 +19,9 @@ def mapped(init: Path) -> set[str] | None:
     return named if len(named) >= 3 else None
 
 
-INITS = sorted(p for top in ("manager", "ambassador") for p in (REPO / top).rglob("__init__.py"))
+INITS = sorted(
+    p for top in ("manager", "ambassador", "safelog") for p in (REPO / top).rglob("__init__.py")
+)
 MAPS = [p for p in INITS if mapped(p) is not None]
 
 

@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 
-from ambassador.redaction import redact_text, redact_url
+from safelog.redaction import redact_text, redact_url
 from tests.support.servers import free_port, wait_until
 
 from .conftest import spawn_workqueue, workqueue
