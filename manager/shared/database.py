@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import select
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -256,7 +257,7 @@ class Database:
         return conn
 
     def _connected(self):
-        if self._conn is None or self._conn.closed or self._conn.broken:
+        if self._conn is None or self._conn.closed or self._conn.broken or _ended(self._conn):
             self._drop()
             self._conn = self.connect()
         return self._conn
@@ -335,3 +336,17 @@ class Session:
     def count(self, statement: Statement, sql_format: dict | None = None, **params) -> int:
         self.execute(statement, sql_format, params)
         return self.cursor.rowcount
+
+
+def _ended(conn) -> bool:
+    """Whether the server ended this idle connection while nobody used it (an outage's
+    `pg_terminate_backend`, a restart): its farewell is waiting on the socket. A server says
+    nothing unasked to an idle session that does not LISTEN (the notifier's connection is its
+    own), so data waiting means an ending - found with a syscall, no round trip. Unchecked, the
+    first statement after an outage met the dead connection and failed: a `--once` run whose
+    every item had finished ended "does not answer" (exit 3) releasing its claims."""
+    try:
+        waiting, _, _ = select.select([conn.fileno()], [], [], 0)
+    except (OSError, ValueError):  # no socket any more
+        return True
+    return bool(waiting)

@@ -151,3 +151,21 @@ def test_a_connection_lost_at_any_statement_loses_nothing_and_runs_nothing_twice
     assert b.start("x", "log") == 1
     b.finish("x", True, 0, None)
     assert a.claim(1) == []
+
+
+def test_a_connection_the_server_ended_while_idle_is_replaced_before_its_next_statement(
+    open_ledger,
+):
+    """An outage's `pg_terminate_backend` ends connections nobody is using: the next statement
+    goes out on a new one, instead of failing on the dead one (a finished `--once` run ended
+    "does not answer" releasing its claims)."""
+    from manager.shared.database import _ended
+    from tests.support.servers import wait_until
+
+    a, b = open_ledger("a"), open_ledger("b")
+    a.see(["x"])
+    (pid,) = sql(a, "SELECT pg_backend_pid()")[0]
+    sql(b, "SELECT pg_terminate_backend(%s)", pid)
+    wait_until(lambda: _ended(a.db._conn), timeout=30)  # its farewell is on the socket
+    assert a.see(["y"]) == ["y"]  # no StorageFault: a new connection took it
+    assert sql(a, "SELECT pg_backend_pid()")[0][0] != pid
