@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .ports import FINISHED, State
+from .items import FINISHED, State
 
 STARTABLE = (State.PENDING, State.FAILED)  # (a failed one only while it has attempts left)
 CANCELLABLE = (State.PENDING, State.RUNNING, State.FAILED)

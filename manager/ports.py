@@ -1,4 +1,5 @@
-"""The item model and the ports: what the manager core needs from the world, declared once.
+"""The ports: what the manager core needs from the world, declared once (the item model they
+speak of is `items.py`, re-exported here).
 
 The core (poller, reconciler, runner, autoscaler) is written against these names only. A source
 client, a ledger and a backend are whatever satisfies the `typing.Protocol`s below; the local
@@ -21,114 +22,23 @@ back at another version.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
 from .errors import UserError
-
-
-class State(StrEnum):
-    PENDING = "pending"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELLED = "cancelled"  # it left the source before its work was done (--cancel-removed)
-
-
-# The states an item's work has ended in: what `Ledger.rerun` starts over from.
-FINISHED = (State.SUCCEEDED, State.FAILED, State.CANCELLED)
-
-_PAIRS: dict[tuple[str, int], tuple[str, int]] = {}
-
-
-def pair(state: str, attempts: int) -> tuple[str, int]:
-    """(state, attempts), one shared tuple per value: a ledger keeps one per item in memory,
-    and a million pending items then share one tuple instead of holding 56 bytes each."""
-    return _PAIRS.setdefault((state, attempts), (state, attempts))
-
-
-PENDING_PAIR = pair(State.PENDING.value, 0)
-
-
-@dataclass(frozen=True)
-class Row:
-    """What a ledger knows of one item. Times are wall-clock seconds; `started`/`finished` are
-    those of the latest attempt."""
-
-    name: str
-    state: str
-    attempts: int
-    first_seen: float
-    started: float | None
-    finished: float | None
-    exit_code: int | None
-    log_path: str | None
-    last_error: str | None
-    version: str | None = None  # the item's version its latest attempt ran at
-    priority: int = 0  # higher starts first (`manager.workqueue.ordering`)
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """How one unit of work ended. `interrupted` means the manager ended it (shut-down): the
-    item is not failed and runs again."""
-
-    succeeded: bool
-    exit_code: int | None = None
-    error: str | None = None
-    interrupted: bool = False
-    log_path: str | None = None
-    seconds: float | None = None  # how long it ran (the backend's measure, else the reconciler's)
-    final: bool = False  # a failure no retry fixes: the item stays failed
-    cancelled: bool = False  # ended because the item left the source (`Backend.cancel`)
-    # interrupted here, but the work runs on without this manager (a cluster's Job when its
-    # manager stops): on a shared ledger the claim stays, for the installation's next manager
-    outlives: bool = False
-
-
-class Cancel:
-    """Whether one run was asked to end because its item left the source (`--cancel-removed`).
-    The manager makes one per run when it records the start, and sets it at most once
-    (`manager.runtime.cancellation`); the backend that runs the item only reads it.
-
-    A backend's duty: look at `is_set()` before it starts anything for the item, and end what
-    it started when told (`on_set`); its `run` then returns `Outcome(cancelled=True)`."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._set = False  # Invariant: once True, never False; _callbacks is then empty
-        self._callbacks: list[Callable[[], None]] = []
-
-    def is_set(self) -> bool:
-        return self._set
-
-    def set(self) -> None:
-        """Ask the run to end; every `on_set` callback is called once, in this thread."""
-        with self._lock:
-            if self._set:
-                return
-            self._set = True
-            callbacks, self._callbacks = self._callbacks, []
-        for callback in callbacks:
-            callback()
-
-    def on_set(self, callback: Callable[[], None]) -> Callable[[], None]:
-        """Call `callback()` when the run is asked to end - at once if it was already. Returns
-        a function that forgets the callback (call it when what it would end is over)."""
-        with self._lock:
-            if not self._set:
-                self._callbacks.append(callback)
-                return lambda: self._forget(callback)
-        callback()
-        return lambda: None
-
-    def _forget(self, callback: Callable[[], None]) -> None:
-        with self._lock:
-            if callback in self._callbacks:
-                self._callbacks.remove(callback)
+from .items import (  # noqa: F401  (the item model, re-exported: the ports speak of it)
+    FINISHED,
+    PENDING_PAIR,
+    PRIORITY_LIMIT,
+    Cancel,
+    Outcome,
+    Row,
+    State,
+    keep_priority,
+    pair,
+    valid_priority,
+)
 
 
 class SourceError(Exception):
@@ -179,30 +89,6 @@ class Source(Protocol):
     def listed_work(self, waiting: int) -> None:
         """Told after each listing how many of its items still wait for work: a source may
         ask for data in bulk while listings bring work, and stop when they bring none."""
-
-
-PRIORITY_LIMIT = 2**31 - 1  # priorities are 32-bit integers (Kubernetes' PriorityClass range)
-
-
-def valid_priority(value: object) -> int | None:
-    """A priority a source gave, or None when it is not one (bools, floats with a fraction,
-    strings, numbers out of range)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, int) and abs(value) <= PRIORITY_LIMIT:
-        return value
-    return None
-
-
-def keep_priority(kept: dict[str, int], name: str, priority: int | None) -> None:
-    """Note `name`'s priority in `kept`, a map that holds only priorities other than 0 (the
-    default: a million unranked items cost nothing). None counts as 0."""
-    if priority:
-        kept[name] = priority
-    else:
-        kept.pop(name, None)
 
 
 @runtime_checkable
