@@ -16,8 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..lifecycle import STARTABLE
 from ..ports import Row, State
 from . import schema
+from . import statements as sql
 from .database import Database
 
 BATCH = 5000
@@ -46,40 +48,29 @@ def copy_in(db: Database, rows: list[Row], runs: list[dict], settings: dict) -> 
     ordered = sorted(rows, key=lambda r: (r.first_seen, r.name))
     added: set[str] = set()
     with db.transaction() as session:
-        cur = session.cursor
         for start in range(0, len(ordered), BATCH):
             chunk = ordered[start : start + BATCH]
-            cur.execute(
-                "INSERT INTO items (name, state, attempts, priority, first_seen, started, "
-                "finished, exit_code, log_path, last_error, version, claimable) "
-                "SELECT n, s, a, p, fs, st, fi, ec, lp, le, v, c FROM unnest("
-                "%s::text[], %s::text[], %s::int[], %s::int[], %s::float8[], %s::float8[], "
-                "%s::float8[], %s::int[], %s::text[], %s::text[], %s::text[], %s::bool[]) "
-                "WITH ORDINALITY AS t(n, s, a, p, fs, st, fi, ec, lp, le, v, c, i) "
-                "ORDER BY i ON CONFLICT (name) DO NOTHING RETURNING name",
-                (
-                    [r.name for r in chunk], [r.state for r in chunk],
-                    [r.attempts for r in chunk], [r.priority for r in chunk],
-                    [r.first_seen for r in chunk], [r.started for r in chunk],
-                    [r.finished for r in chunk], [r.exit_code for r in chunk],
-                    [r.log_path for r in chunk], [r.last_error for r in chunk],
-                    [r.version for r in chunk],
-                    [r.state in (State.PENDING, State.FAILED) for r in chunk],
-                ),
+            found = session.run(
+                sql.COPY_IN_ITEMS,
+                names=[r.name for r in chunk], states=[r.state for r in chunk],
+                attempts=[r.attempts for r in chunk], priorities=[r.priority for r in chunk],
+                first_seen=[r.first_seen for r in chunk], started=[r.started for r in chunk],
+                finished=[r.finished for r in chunk], exit_codes=[r.exit_code for r in chunk],
+                log_paths=[r.log_path for r in chunk], errors=[r.last_error for r in chunk],
+                versions=[r.version for r in chunk],
+                claimable=[r.state in STARTABLE for r in chunk],
             )  # fmt: skip
-            added.update(found[0] for found in cur.fetchall())
+            added.update(row[0] for row in found)
         moved_runs = [run for run in runs if run["name"] in added]
         for run in moved_runs:
-            cur.execute(
-                "INSERT INTO runs (name, version, state, attempts, started, finished, "
-                "exit_code, last_error) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-                (run["name"], run.get("version"), run["state"], run["attempts"],
-                 run.get("started"), run.get("finished"), run.get("exit_code"),
-                 run.get("last_error")),
+            session.run(
+                sql.COPY_IN_RUN, name=run["name"], version=run.get("version"),
+                state=run["state"], attempts=run["attempts"], started=run.get("started"),
+                finished=run.get("finished"), exit_code=run.get("exit_code"),
+                last_error=run.get("last_error"),
             )  # fmt: skip
-        if settings.get("paused_since") is not None:
-            cur.execute("UPDATE queue SET paused_since = %s", (settings["paused_since"],))
-        if settings.get("parallelism") is not None:
-            cur.execute("UPDATE queue SET parallelism = %s", (settings["parallelism"],))
-        cur.execute("NOTIFY workqueue_line")
+        for column in ("paused_since", "parallelism"):
+            if settings.get(column) is not None:
+                session.run(sql.SETTING[column], value=settings[column])
+        session.run(sql.NOTIFY_LINE)
     return Moved(len(added), len(rows) - len(added), len(moved_runs))

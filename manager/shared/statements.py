@@ -364,3 +364,28 @@ SETTING = {
 }
 # a mass removal's hold, read once at a manager's start
 HELD_SINCE = Statement("held_since", "SELECT removals_held_since FROM queue")
+
+# -- a local ledger moved in (`workqueue ledger migrate`, `migrate.py`) ---------------------
+
+# One batch of items in arrival order (their order is their `seq`), in one statement; a name the
+# shared ledger knows already keeps what it has. Waiting ones (pending, or failed with attempts
+# left: the claim checks those) are claimable.
+COPY_IN_ITEMS = Statement(
+    "copy_in_items",
+    "INSERT INTO items (name, state, attempts, priority, first_seen, started, "
+    "finished, exit_code, log_path, last_error, version, claimable) "
+    "SELECT n, s, a, p, fs, st, fi, ec, lp, le, v, c FROM unnest("
+    "%(names)s::text[], %(states)s::text[], %(attempts)s::int[], %(priorities)s::int[], "
+    "%(first_seen)s::float8[], %(started)s::float8[], %(finished)s::float8[], "
+    "%(exit_codes)s::int[], %(log_paths)s::text[], %(errors)s::text[], %(versions)s::text[], "
+    "%(claimable)s::bool[]) "
+    "WITH ORDINALITY AS t(n, s, a, p, fs, st, fi, ec, lp, le, v, c, i) "
+    "ORDER BY i ON CONFLICT (name) DO NOTHING RETURNING name",
+)
+# An earlier run of an item moved in (its history).
+COPY_IN_RUN = Statement(
+    "copy_in_run",
+    "INSERT INTO runs (name, version, state, attempts, started, finished, exit_code, "
+    "last_error) VALUES (%(name)s, %(version)s, %(state)s, %(attempts)s, %(started)s, "
+    "%(finished)s, %(exit_code)s, %(last_error)s)",
+)
