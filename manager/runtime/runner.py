@@ -303,7 +303,19 @@ class Manager:
         return self.hold.fault
 
     def final_fault(self) -> StorageFault | None:
-        return self.hold.final()
+        """The fault that ended a `--once` run (its exit 3), or None. A fleet's run that a fault
+        met but did not end - every target settled, every outcome recorded - ended whole: a
+        fault still held at its last moment (met releasing its claims, or just before the other
+        managers finished the last targets) leaves nothing to run again, and its claims run
+        out with its heartbeat."""
+        fault = self.hold.final()
+        report = self._report
+        if (fault is not None and self.mode.waits_out_faults and report is not None
+                and len(report.results) >= len(report.targets)
+                and not self.reconciler.unrecorded):  # fmt: skip
+            log.info("%s at the run's end: every target was settled and recorded", fault.short)
+            return None
+        return fault
 
     @functools.lru_cache(maxsize=8)  # noqa: B019 - three labels, the manager lives long
     def _duration(self, outcome: str):
