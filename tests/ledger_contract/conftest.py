@@ -31,6 +31,18 @@ class Subject:
                     self.ledger.release(other)
         return self.ledger.start(name, f"/logs/{name}.log", version)
 
+    def finish(self, name: str, succeeded: bool, exit_code: int | None, error: str | None):
+        """End `name`'s run as its manager would: on the cluster the settler records the Job's
+        end in the durable record before the run returns, and the ledger is told after."""
+        if self.kind == "cluster":
+            from manager.backends.kubernetes.manifests import objects as ko
+
+            attempts = self.ledger.state(name)[1]
+            state = "succeeded" if succeeded else "failed"
+            self.ledger.record.put(ko.item_hash("q", name), state, attempts,
+                                   version=self.ledger.version_ran(name))  # fmt: skip
+        self.ledger.finish(name, succeeded, exit_code, error)
+
 
 @pytest.fixture(params=KINDS)
 def subject(request, tmp_path):

@@ -69,7 +69,7 @@ def machine_for(subject):
             item = model.items.get(name)
             if item is None or item[0] != State.RUNNING:
                 return
-            ledger.finish(name, succeeded, 0 if succeeded else 1, None if succeeded else "x")
+            subject.finish(name, succeeded, 0 if succeeded else 1, None if succeeded else "x")
             item[0] = State.SUCCEEDED if succeeded else State.FAILED
 
         @rule(letter=st.sampled_from(LETTERS))

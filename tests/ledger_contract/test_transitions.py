@@ -22,14 +22,14 @@ def test_a_start_counts_the_attempt_and_an_end_keeps_it(subject):
     ledger = subject.ledger
     ledger.see(["ok", "bad"])
     assert subject.start("ok") == 1 and ledger.state("ok") == ("running", 1)
-    ledger.finish("ok", True, 0, None)
+    subject.finish("ok", True, 0, None)
     assert ledger.state("ok") == ("succeeded", 1)
     assert subject.start("bad") == 1
-    ledger.finish("bad", False, 3, "exit code 3")
+    subject.finish("bad", False, 3, "exit code 3")
     assert ledger.state("bad") == ("failed", 1)
     assert subject.start("bad") == 2  # a failed item starts again: its second attempt
     assert ledger.state("bad") == ("running", 2)
-    ledger.finish("bad", False, 3, "exit code 3")
+    subject.finish("bad", False, 3, "exit code 3")
     row = ledger.row("bad")
     assert (row.state, row.attempts, row.exit_code, row.last_error) == (
         "failed", 2, 3, "exit code 3")  # fmt: skip
@@ -43,7 +43,7 @@ def test_a_requeue_gives_the_attempt_back(subject):
     ledger.requeue("a")
     assert ledger.state("a") == ("pending", 0)
     assert subject.start("a") == 1  # the same number again: the first never counted
-    ledger.finish("a", False, 1, "exit code 1")
+    subject.finish("a", False, 1, "exit code 1")
     assert subject.start("a") == 2
     ledger.requeue("a")
     assert ledger.state("a") == ("pending", 1)
@@ -56,7 +56,7 @@ def test_an_item_that_has_not_finished_can_be_cancelled(subject, before):
     if before != "pending":
         subject.start("a")
     if before == "failed":
-        ledger.finish("a", False, 1, "exit code 1")
+        subject.finish("a", False, 1, "exit code 1")
     attempts = ledger.state("a")[1]
     assert ledger.cancel("a") is True
     assert ledger.state("a") == ("cancelled", attempts)
@@ -69,7 +69,7 @@ def test_a_finished_or_unknown_item_is_not_cancelled(subject, before):
         ledger.see(["a"])
         subject.start("a")
         if before == "succeeded":
-            ledger.finish("a", True, 0, None)
+            subject.finish("a", True, 0, None)
         else:
             ledger.cancel("a")
     was = ledger.state("a")
@@ -85,7 +85,7 @@ def test_a_finished_item_runs_again_as_new(subject, before):
     if before == "cancelled":
         ledger.cancel("a")
     else:
-        ledger.finish("a", before == "succeeded", 0 if before == "succeeded" else 1, None)
+        subject.finish("a", before == "succeeded", 0 if before == "succeeded" else 1, None)
     assert ledger.rerun("a", "v2") is True
     assert ledger.state("a") == ("pending", 0)
     assert subject.start("a", "v2") == 1  # a new series of attempts
@@ -110,7 +110,7 @@ def test_the_version_an_attempt_ran_at_is_kept(subject):
     assert ledger.version_ran("a") is None
     subject.start("a", "v1")
     assert ledger.version_ran("a") == "v1"
-    ledger.finish("a", True, 0, None)
+    subject.finish("a", True, 0, None)
     assert ledger.version_ran("a") == "v1"
     subject.start("b")
     assert ledger.version_ran("b") is None
@@ -131,8 +131,8 @@ def test_counts_and_rows_say_what_the_states_say(subject):
     ledger.see(["p", "r", "s", "f", "c"])
     for name in "rsfc":
         subject.start(name)
-    ledger.finish("s", True, 0, None)
-    ledger.finish("f", False, 2, "exit code 2")
+    subject.finish("s", True, 0, None)
+    subject.finish("f", False, 2, "exit code 2")
     ledger.cancel("c")
     assert ledger.counts() == {"pending": 1, "running": 1, "succeeded": 1, "failed": 1,
                                "cancelled": 1}  # fmt: skip
@@ -147,5 +147,5 @@ def test_an_ordinary_failure_is_not_given_up(subject):
     ledger = subject.ledger
     ledger.see(["a"])
     subject.start("a")
-    ledger.finish("a", False, 1, "exit code 1")
+    subject.finish("a", False, 1, "exit code 1")
     assert ledger.gave_up("a") is False

@@ -255,21 +255,6 @@ class ClusterLedger:
             self._local[name] = pair(state.value, attempts)
             self._row_data(name).update(finished=time.time(), exit_code=exit_code, last_error=error)
             self._ended(name)
-        self._keep_outcome(name, state.value, attempts)
-
-    def _keep_outcome(self, name: str, state: str, attempts: int) -> None:
-        """An end the durable record does not know yet, written there. The settler records a
-        Job's end before its `run` returns, so this writes only an end no Job's record holds -
-        one whose Job was never made, or a re-run's: otherwise the record's older word (pending,
-        after a re-run) outranked it, and the item read pending again once it had failed (the
-        ledger contract's model found it). A batch's members are its batch record's."""
-        item_hash = self._hash(name)
-        if self.batches is not None and self.batches.lookup(item_hash) is not None:
-            return
-        recorded = self.record.get(item_hash)
-        if recorded is not None and recorded[0] != State.PENDING.value and recorded[1] >= attempts:
-            return
-        self.record.put(item_hash, state, attempts, version=self.version_ran(name))
 
     def requeue(self, name: str) -> None:
         with self._lock:
