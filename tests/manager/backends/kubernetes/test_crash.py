@@ -72,6 +72,7 @@ def test_kills_at_random_moments_lose_nothing_and_start_nothing_twice(
     assert set(marker_worker.ended()) == set(names)
 
 
+@pytest.mark.timeout(300)  # its second run has 180 s (below): pytest's 120 s must not cut it short
 def test_a_crash_between_the_job_and_its_config_map_is_adopted_and_runs_once(
     tmp_path, ambassador_server, marker_worker, cluster
 ):
