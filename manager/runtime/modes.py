@@ -26,8 +26,8 @@ of when it stops. Each answer is now a method of one mode object, chosen once by
 
 Both lines satisfy one protocol, the dispatcher's (`Line`): client-go's duties (`add`,
 `add_rate_limited`, `forget`, `done`, `get`, `shut_down`), `wait_for_key`, and
-`has_waiting()` - a question that may be a round trip to the database, named as one (a
-`len()` hid it).
+`has_waiting()` / `waiting_for_slot()` - questions that may be a round trip to the database,
+named as such (a `len()` and a duck-typed `prefetch` hid them).
 """
 
 from __future__ import annotations
@@ -55,6 +55,10 @@ class Line(Protocol):
 
     def has_waiting(self) -> bool:
         """Whether an item waits: may ask the ledger (a round trip), never counts a line."""
+
+    def waiting_for_slot(self) -> bool:
+        """For a worker that holds a slot: whether an item waits for it (a line that claims
+        its items claims it now, in the same round trip)."""
 
 
 class Alone:
