@@ -7,7 +7,7 @@ Config keys (all optional except a source):
   RECURSIVE        serve files below ROOT too (False)    SETTLE         seconds to hold still (2)
   FORCE_POLLING    poll instead of file events (False)   POLL_INTERVAL  seconds (1)
   SOURCE           a ready Source (tests, other backends); then the keys above are ignored
-  SHARED_SNAPSHOT  a gunicorn worker's: the publisher's folder (shared.py)
+  SHARED_SNAPSHOT  a gunicorn worker's: the publisher's folder (publication.py)
   START_SOURCE     start the source now (True)
 
 One error handler turns every HTTP error, and any unexpected exception, into the Status body
@@ -83,7 +83,7 @@ def _build_source(config: dict) -> Any:
     if kind_of(config) == "filesystem" and not config.get("ROOT"):
         raise ValueError("the ambassador needs ROOT (a folder), a SOURCE_TYPE or SOURCE")
     if config.get("SHARED_SNAPSHOT"):  # a gunicorn worker: the publisher keeps the snapshot
-        from .shared import SharedSnapshot
+        from .publication import SharedSnapshot
 
         return SharedSnapshot(config["SHARED_SNAPSHOT"], config)
     return open_source(config)

@@ -15,7 +15,7 @@ queue (bench/ambassador.py measures it), and no monkey-patching is needed, as a 
 would (the snapshot's follower threads and the file watcher stay plain threads). A listing or
 an item GET holds a thread for milliseconds; keep-alive connections between requests hold
 none. The folder is watched by one process, started first: the snapshot
-publisher of `shared.py`; every worker serves the listing it publishes, so all of them answer
+publisher of `publication.py`; every worker serves the listing it publishes, so all of them answer
 from one snapshot whose version only grows. With more than one worker, metrics
 use prometheus-client's multiprocess mode through a private directory made here, before anything
 imports prometheus-client, and removed at exit.
@@ -199,7 +199,7 @@ def serve(args, user_error: type[Exception]) -> int:
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
     snapshot_dir = tempfile.mkdtemp(prefix="workqueue-ambassador-snapshot-")
     publisher = _start_publisher(config, snapshot_dir, user_error)
-    from .shared import large_blocks_go_back
+    from .publication import large_blocks_go_back
 
     large_blocks_go_back()  # the workers are forks: they keep the setting
     master = os.getpid()
@@ -228,7 +228,7 @@ def serve(args, user_error: type[Exception]) -> int:
 
 
 def _start_publisher(config: dict, folder: str, user_error: type[Exception]):
-    """The one process that keeps the snapshot (`shared.py`), started before gunicorn and
+    """The one process that keeps the snapshot (`publication.py`), started before gunicorn and
     waited for until it has published its first listing. A process of its own (not a fork
     that gunicorn's workers would inherit as a child). Its configuration - a source URL may
     hold a password - goes through a pipe on its stdin, never its arguments (`ps` shows those
@@ -237,10 +237,10 @@ def _start_publisher(config: dict, folder: str, user_error: type[Exception]):
     import sys
     import time
 
-    from .shared import CURRENT
+    from .publication import CURRENT
 
     process = subprocess.Popen(
-        [sys.executable, "-m", "ambassador.shared", folder], stdin=subprocess.PIPE,
+        [sys.executable, "-m", "ambassador.publication", folder], stdin=subprocess.PIPE,
     )  # fmt: skip
     with contextlib.suppress(BrokenPipeError):  # (one that died says why below)
         process.stdin.write(json.dumps(config).encode())

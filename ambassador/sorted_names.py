@@ -1,6 +1,6 @@
 """A sorted list of item names held as one UTF-8 blob and an array of offsets.
 
-A gunicorn worker serves the listing the publisher wrote (shared.py): NUL-separated, sorted
+A gunicorn worker serves the listing the publisher wrote (publication.py): NUL-separated, sorted
 UTF-8. Held as a `list[str]` plus a `frozenset` for lookups, a name cost a worker about 140
 bytes - 140 MB a worker at a million files. Held as the file's own bytes plus one 4-byte offset
 per name (8 past 4 GiB), it costs the name's length plus 5 bytes: about 23 bytes. The listed

@@ -50,9 +50,9 @@ def _writes(url: str) -> int:
 
 def at_rest(managers: int = 4, claimed: int = 10_000, seconds: float = 30.0,
             lease: float = 30.0) -> None:  # fmt: skip
+    from manager.fleet.database import Database
+    from manager.fleet.ledger import PostgresLedger
     from manager.runtime.claims import ClaimedLine, Heartbeat
-    from manager.shared.database import Database
-    from manager.shared.ledger import PostgresLedger
     from manager.workqueue.rate_limiters import ItemExponentialFailureRateLimiter
 
     server = PostgresServer()
@@ -104,8 +104,8 @@ def at_rest(managers: int = 4, claimed: int = 10_000, seconds: float = 30.0,
 
 
 def ceiling(items: int = 3000, rounds: int = 3) -> None:
-    from manager.shared.database import Database
-    from manager.shared.ledger import PostgresLedger
+    from manager.fleet.database import Database
+    from manager.fleet.ledger import PostgresLedger
 
     server = PostgresServer()
     try:

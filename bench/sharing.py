@@ -224,8 +224,8 @@ def session(args, managers: int, *, kill: bool = False) -> None:
 
 def claims_at(finished: int, waiting: int = 1000) -> None:
     """Claim, start and finish `waiting` items one by one beside `finished` finished rows."""
-    from manager.shared.database import Database
-    from manager.shared.ledger import PostgresLedger
+    from manager.fleet.database import Database
+    from manager.fleet.ledger import PostgresLedger
 
     server = PostgresServer()
     try:

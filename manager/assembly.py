@@ -1,6 +1,12 @@
 """Putting a manager together from typed options: the source client, the chosen backend's parts
 (ledger, runner, elector) through the registry, the metrics registry and the stats endpoint.
 
+The assembly chooses the ledger: the backend's own (`setup()`: the state directory's SQLite
+file, the cluster's record), or - when the options name one with `--ledger` - the ledger a
+fleet shares, opened by `manager.fleet.joining` around the backend's runner and its one start
+hook (`fleet_runner()`). The manager's mode follows (`manager.runtime.modes`): alone, or one
+of a fleet.
+
 Shared by `workqueue manager` and `workqueue run`; it knows no argparse - the command line hands
 it `ManagerOptions`, the backend's own options and where to serve stats. Everything the manager
 uses goes into its constructor; `Assembled.close()` stops what was started, in reverse order.
@@ -70,7 +76,13 @@ def assemble(
         registry, options.parallelism, options.max_attempts,
         (options.retry_backoff, options.retry_backoff_cap),
     )  # fmt: skip
-    parts = backends.load(backend_name).setup(backend_options, seeds)
+    package = backends.load(backend_name)
+    if getattr(backend_options, "ledger", None):  # a fleet's ledger, in place of the backend's
+        from .fleet.joining import join
+
+        parts = join(package, backend_name, backend_options, seeds)
+    else:
+        parts = package.setup(backend_options, seeds)
     closers = [parts.close]
     try:
         manager = Manager(

@@ -33,7 +33,7 @@ FULL = "full"
 READ_ONLY = "read-only"
 NOT_WRITABLE = "not-writable"
 IO_ERROR = "io-error"
-# a shared ledger's database (`manager.shared`): it does not answer, takes no writes (read-only:
+# a shared ledger's database (`manager.fleet`): it does not answer, takes no writes (read-only:
 # a standby after a failover, `default_transaction_read_only`), has no room, or refuses us
 UNREACHABLE = "unreachable"
 LEDGER_READ_ONLY = "ledger-read-only"

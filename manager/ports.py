@@ -305,7 +305,7 @@ class ClaimLost(Exception):
 
 @runtime_checkable
 class ClaimsWork(Protocol):
-    """A ledger many managers share (`manager.shared`): a manager takes from the line only
+    """A ledger many managers share (`manager.fleet`): a manager takes from the line only
     what it claimed, never more than its free slots, and a claim lives while its manager's
     heartbeat does - when it stops, the other managers give the claim back to the line. The
     manager then feeds its dispatcher from claims (`manager.runtime.claims.ClaimedLine`)

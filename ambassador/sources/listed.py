@@ -224,7 +224,7 @@ class ListedSource:
         return names, remaining, version
 
     def published(self) -> tuple[int, bytes, bytes]:
-        """The version, and the listing as the publisher writes it (shared.py): the sorted
+        """The version, and the listing as the publisher writes it (publication.py): the sorted
         names and their metas in step, each NUL-separated UTF-8 - the blobs held, not copies."""
         with self._lock:
             listing, version = self._listing, self._version

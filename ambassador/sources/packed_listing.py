@@ -4,7 +4,7 @@ The listed sources (listed.py: a bucket, a Redis set) used to keep a listing as 
 each name a `str` in a set and a sorted list, each meta a `str` in a dict - about 240 bytes an
 item in the process that lists, plus what parsing the store's pages left on the allocator's
 high-water mark among them. Here a listing is what the publisher writes and the workers read
-(ambassador/shared.py): the names sorted, NUL-separated UTF-8 with a 4-byte offset each
+(ambassador/publication.py): the names sorted, NUL-separated UTF-8 with a 4-byte offset each
 (`SortedNames`), and the metas in step, the same way - about the bytes themselves plus 8, and
 no small objects that outlive a listing.
 

@@ -3,7 +3,7 @@
 Burns' ambassador is where reuse happens: the same items API over an NFS folder, an object store
 or Redis, and "only swap which ambassador you deploy". Here each source type is one module that
 only lists and describes items; everything above it - the one published snapshot per ambassador
-(`shared.py`), paging and `continue` tokens, `resourceVersion`, the watch stream, `?view=full`,
+(`publication.py`), paging and `continue` tokens, `resourceVersion`, the watch stream, `?view=full`,
 `/readyz`, OpenAPI, metrics - is the same code for all of them.
 
     folder path, file:///path   filesystem   (`--root DIR` is the same)

@@ -2,9 +2,10 @@
 
 Each backend is a package here with the same face (see `BackendPackage` below): its typed
 options, `setup()` that builds a manager's ledger and runner (and recovers what an earlier
-manager left), `queue_ops()` for the commands that act on a queue's record (`queue_ops.py`:
-the rules every backend shares, the hooks each fills) and `measured_record()` for the planning
-commands' `--from-state`.
+manager left), `fleet_runner()` that builds the runner alone for a ledger the assembly brings
+(`manager.fleet.joining`), `queue_ops()` for the commands that act on a queue's record
+(`queue_ops.py`: the rules every backend shares, the hooks each fills) and `measured_record()`
+for the planning commands' `--from-state`.
 The command line offers `--backend` from `NAMES`, builds its flags from each backend's option
 declarations, and dispatches through `load(name)`. Adding a backend is one package beside
 these two, and one line in `_PACKAGES`.
@@ -40,6 +41,11 @@ class BackendPackage(Protocol):
         """A manager's ledger, backend (and elector), what an earlier manager left recovered;
         the caller's duty: `Parts.close()`. `seeds`: what the backend may read of the manager
         (its metrics registry, parallelism and attempts)."""
+
+    def fleet_runner(self, options: Any, seeds: ManagerSeeds) -> Any:
+        """The runner of a manager on a shared ledger, for `manager.fleet.joining.join`: a
+        `FleetRunner` - the backend, its name in the claims, and the one start hook that
+        settles what that name held. Optional: a backend without it cannot share a ledger."""
 
     def queue_ops(self, queue: Any) -> QueueOps:
         """What `status`, `retry`, `pause` and `resume` do to the queue's record (one shape

@@ -7,7 +7,7 @@
                                                    place; the damaged file is kept aside
     workqueue ledger migrate [--state-dir DIR] --to postgresql://…
                                                    the ledger copied into a shared one, what
-                                                   ran kept as run (`manager.shared.migrate`)
+                                                   ran kept as run (`manager.fleet.migrate`)
 
 A damaged ledger is one line and exit 2 on every command; `restore` recovers it without running
 any succeeded item again (the record of what ran comes back with it).
@@ -48,7 +48,7 @@ def add_parser(subparsers) -> None:
 
 def _shared_url(text: str) -> str:
     from ..errors import UserError
-    from ..shared.database import check_url, has_password
+    from ..fleet.database import check_url, has_password
 
     if has_password(text):
         raise argparse.ArgumentTypeError(

@@ -28,7 +28,7 @@ look and claim), that manager is woken at once (`first_to_answer`), the others
                      client-go's duties: a claim that did not start is let go at `done`,
                      claimable again after the item's backoff when it was to be retried
 
-`Heartbeat` is the manager's liveness in the ledger (`manager.shared.liveness`): on a thread
+`Heartbeat` is the manager's liveness in the ledger (`manager.fleet.liveness`): on a thread
 and a connection of its own it beats every third of the lease, looks at the other managers
 every `tick`, lets go of the items of those found dead, settles writes whose answer was lost,
 and retries releases that failed. Any fault it meets holds dispatch (`on_fault`: the manager's
@@ -54,7 +54,7 @@ from .reconciler import Result
 log = logging.getLogger(__name__)
 POLL_SECONDS = 1.0
 # how long a manager whose turn it is not waits before it looks at new items: a little more
-# than the turn (`manager.shared.claims.TURN_SECONDS`), after which they are anyone's
+# than the turn (`manager.fleet.claims.TURN_SECONDS`), after which they are anyone's
 DEFER_SECONDS = 0.3
 HOLD_SECONDS = 2.0  # a claim made for a slot about to be taken waits this long for it
 MOST_AT_ONCE = 64  # the most items one claim statement takes

@@ -26,7 +26,7 @@ into gauges that could go stale. A figure that is not known is absent, never a 0
                                        by outcome (succeeded, failed, cancelled - cut short,
                                        so not a service time): p95 service time graphs
 
-A manager on a shared ledger (`manager.shared`) adds, labelled with its `manager` id - what
+A manager on a shared ledger (`manager.fleet`) adds, labelled with its `manager` id - what
 buildkite/agent-stack-k8s#953's reporter had to rebuild from logs:
 
     workqueue_claims_total{manager}          items this manager claimed

@@ -11,7 +11,7 @@ arrival is the order they entered the line), and `manager.views.schedule.line_of
 ledger's pending rows by it (their arrival is when the item was first seen) - so `status`
 positions, ETAs, the dashboard and the batches formed from the head of the line all follow one
 order - on one manager. A fleet on a shared ledger takes its items by a claim the database
-orders (priority, then `seq`, the row's arrival: `manager/shared/statements.py`), the same
+orders (priority, then `seq`, the row's arrival: `manager/fleet/statements.py`), the same
 rule written for the index; a re-run item gets a new `seq`, as it gets a new first-seen time.
 Priorities never preempt: they choose what starts next, nothing running is stopped.
 There is no ageing: a low priority waits while higher ones keep coming (an aged order would

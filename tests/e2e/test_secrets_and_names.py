@@ -117,7 +117,7 @@ def test_a_source_password_reaches_no_process_s_arguments(tmp_path):
             wait_until(ready, timeout=60)
             seen = [server.pid, *descendants(server.pid)]
             commands = [read(f"/proc/{pid}/cmdline") for pid in seen]
-            assert any(b"ambassador.shared" in c for c in commands), commands  # the publisher
+            assert any(b"ambassador.publication" in c for c in commands), commands  # the publisher
             for command in commands:
                 assert SECRET.encode() not in command, command
         finally:

@@ -54,8 +54,8 @@ def subject(request, tmp_path):
 
         ledger = SqliteLedger(str(tmp_path / "state")).open()
     elif kind == "postgres":
-        from manager.shared.database import Database
-        from manager.shared.ledger import PostgresLedger
+        from manager.fleet.database import Database
+        from manager.fleet.ledger import PostgresLedger
 
         url = request.getfixturevalue("postgres")
         ledger = PostgresLedger(Database(url), "contract", backoff=lambda attempts: 0.0)

@@ -6,7 +6,7 @@ contracts hold it):
     options.py         the typed options (`KubeOptions`, `KubeQueue`)
     parts.py           the set-up of one manager (`setup`)
     queue_commands.py  `status`, `retry`, `pause`, `resume` on the cluster (`KubeQueueOps`)
-    shared.py          the manager on a shared ledger (`--ledger postgresql://…`): claims in
+    fleet.py           the runner on a shared ledger (`--ledger postgresql://…`): claims in
                        the database, Jobs in the cluster, an owner id kept in a ConfigMap
     dispatch/          running the work: the backend, batches, adoption, orphans, the settler
     steering/          pause, the WorkQueue, leadership, stuck pods
@@ -33,20 +33,24 @@ def setup(options: KubeOptions, seeds: ManagerSeeds) -> Parts:
     the connection pool); their `max_attempts` sets a batch's per-index retries."""
     from . import parts
 
-    if options.ledger:
-        from .shared import setup_shared
-
-        return setup_shared(options, seeds)
     return parts.setup(options, registry=seeds.registry, parallelism=seeds.parallelism,
                        max_attempts=seeds.max_attempts)  # fmt: skip
+
+
+def fleet_runner(options: KubeOptions, seeds: ManagerSeeds):
+    """The runner alone, when the assembly brings a shared ledger (`manager.fleet.joining`):
+    see `fleet.py`."""
+    from .fleet import fleet_runner as runner
+
+    return runner(options, seeds)
 
 
 def queue_ops(queue: KubeQueue):
     """What `status`, `retry`, `pause` and `resume` do to the queue (a context manager)."""
     if queue.ledger:
-        from ..shared_queue import SharedQueueOps
+        from ..fleet_queue import FleetQueueOps
 
-        return SharedQueueOps(queue.ledger)
+        return FleetQueueOps(queue.ledger)
     from .queue_commands import KubeQueueOps
 
     return KubeQueueOps(queue)

@@ -16,7 +16,7 @@ from typing import Any
 from ...declared import option, split_words
 from ...durations import parse_duration
 from ...errors import UserError
-from ...shared.options import lease_option, ledger_option
+from ...fleet.options import lease_option, ledger_option
 from .manifests import objects as ko
 from .manifests import validation as v
 

@@ -17,13 +17,16 @@
     queue_commands.py
                    `status`, `retry`, `pause`, `resume` on the ledger (`LocalQueueOps`)
     care.py        `workqueue ledger check | backup | restore`
-    shared.py      the manager on a shared ledger (`--ledger postgresql://…`, `manager.shared`):
-                   workers that end with their manager, an id that outlives its restarts
+    fleet.py       the runner of a manager on a shared ledger (`--ledger postgresql://…`,
+                   `manager.fleet`): workers that end with their manager, an id that
+                   outlives its restarts
 
 This face is what the registry (`manager.backends`) hands the rest of the manager: the typed
 options (`LocalOptions`, and `LocalQueue` naming a state directory for `status` and `retry`),
-`setup()` to set up a manager's ledger and runner - recovering what a manager that died left
-running - and `queue_ops()` for the commands that read or change the record.
+`setup()` to set up a manager's ledger and runner, `fleet_runner()` for the runner alone when
+the assembly brings a shared ledger - both settle what a manager that died left running with
+one start hook (`settle_at_start`) - and `queue_ops()` for the commands that read or change
+the record.
 """
 
 from __future__ import annotations
@@ -36,8 +39,8 @@ from dataclasses import dataclass
 from ...declared import option, split_words
 from ...durations import parse_duration
 from ...errors import UserError
+from ...fleet.options import lease_option, ledger_option
 from ...ports import ManagerSeeds, Parts, QueueRecord
-from ...shared.options import lease_option, ledger_option
 
 # The ledger, the runner and the queue commands are imported where they are used: every
 # `workqueue` command declares this backend's flags, and only some open a ledger (sqlite3,
@@ -105,29 +108,19 @@ class LocalOptions:
 
 
 def setup(options: LocalOptions, seeds: ManagerSeeds) -> Parts:
-    """The ledger (exclusively: one manager per state directory) and the process runner.
-    What a manager that died left running is taken back first (`recovery.take_back`): workers
-    still running are adopted, ends that came meanwhile recorded, the rest put back in line."""
-    if not options.worker_argv:
-        raise UserError("--worker-cmd is required with --backend local")
-    if options.ledger:
-        from .shared import setup_shared
-
-        return setup_shared(options, seeds)
+    """The state directory's ledger (exclusively: one manager per directory) and the process
+    runner, what a manager that died left settled first (`settle_at_start`)."""
     from .ledger import open_ledger
     from .process import LocalBackend
-    from .recovery import take_back
 
+    _check(options)
     ledger = open_ledger(options.state_dir)
     backend = LocalBackend(options.worker_argv, ledger.state_dir, timeout=options.timeout)
-    ledger.on_recorded = backend.recorded
     try:
-        taken = take_back(ledger, ledger.state_dir)
+        settle_at_start(backend, ledger.state_dir)(ledger)
     except BaseException:
         ledger.close()
         raise
-    taken.say()
-    backend.adopt(taken.adopted, taken.links, taken.orphans)
 
     def close() -> None:
         try:
@@ -138,13 +131,42 @@ def setup(options: LocalOptions, seeds: ManagerSeeds) -> Parts:
     return Parts(ledger=ledger, backend=backend, close=close)
 
 
+def fleet_runner(options: LocalOptions, seeds: ManagerSeeds):
+    """The runner of a manager on a shared ledger (`manager.fleet.joining`): see `fleet.py`."""
+    from .fleet import fleet_runner as runner
+
+    _check(options)
+    return runner(options, settle_at_start)
+
+
+def settle_at_start(backend, state_dir: str):
+    """The start hook, whichever the ledger: what the ledger says ran in `state_dir` when its
+    manager stopped is taken back (`recovery.take_back`) - workers still running adopted, ends
+    that came meanwhile recorded, the rest put back in line - and every later end of `backend`
+    is recorded."""
+    from .recovery import take_back
+
+    def settle(ledger) -> None:
+        ledger.on_recorded = backend.recorded
+        taken = take_back(ledger, state_dir)
+        taken.say()
+        backend.adopt(taken.adopted, taken.links, taken.orphans)
+
+    return settle
+
+
+def _check(options: LocalOptions) -> None:
+    if not options.worker_argv:
+        raise UserError("--worker-cmd is required with --backend local")
+
+
 def queue_ops(queue: LocalQueue):
     """What `status`, `retry`, `pause` and `resume` do to the queue (a context manager:
     `queue_commands.LocalQueueOps`)."""
     if queue.ledger:
-        from ..shared_queue import SharedQueueOps
+        from ..fleet_queue import FleetQueueOps
 
-        return SharedQueueOps(queue.ledger)
+        return FleetQueueOps(queue.ledger)
     from .queue_commands import LocalQueueOps
 
     return LocalQueueOps(queue.state_dir)

@@ -3,7 +3,7 @@
 The checks are the ones every open runs (`integrity.py`); a backup is SQLite's online backup
 (a manager may be running); a restore puts the newest sound backup (or a named file) in place,
 keeping the damaged ledger aside, and is refused while a manager holds the state directory, as
-is a migration into a shared ledger (`manager.shared.migrate`).
+is a migration into a shared ledger (`manager.fleet.migrate`).
 """
 
 from __future__ import annotations
@@ -54,10 +54,10 @@ def restore_ledger(state_dir: str, source: str | None = None) -> str:
 
 def migrate_ledger(state_dir: str, url: str) -> str:
     """Copy the state directory's ledger into the shared ledger at `url` (see
-    `manager.shared.migrate`); refused while a manager holds the directory, or while the
+    `manager.fleet.migrate`); refused while a manager holds the directory, or while the
     ledger says an item runs."""
-    from ...shared.database import Database
-    from ...shared.migrate import copy_in
+    from ...fleet.database import Database
+    from ...fleet.migrate import copy_in
     from .ledger_file import LedgerBusy
     from .state_files import read_parallelism, read_paused
 

@@ -108,7 +108,7 @@ class Keeper:
         self.conn: socket.socket | None = owner
         self.buffer = pending
         self.bye = False
-        # A manager on a shared ledger (`manager.shared`): its workers end with it. Its claims
+        # A manager on a shared ledger (`manager.fleet`): its workers end with it. Its claims
         # then run out and another manager runs the items; a worker left running would run
         # beside that one.
         self.end_with_manager = bool(config.get("end_with_manager"))

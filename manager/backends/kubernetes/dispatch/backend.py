@@ -75,7 +75,7 @@ class KubernetesBackend:
         """`batches`: the record of the queue's batches (always given by `parts.setup`: a
         batch from an earlier run is recorded whatever this manager's `batch_size`); with
         `batch_size` > 1 this backend dispatches batches (`batches.py`).
-        `attempts_from_ledger`: a shared ledger numbers the attempts (`manager.shared`), and
+        `attempts_from_ledger`: a shared ledger numbers the attempts (`manager.fleet`), and
         what this cluster's record holds at that number or later is from before a retry
         there - it goes before the attempt is dispatched."""
         self.api = api

@@ -12,8 +12,8 @@ import psycopg
 import pytest
 
 from manager.faults import StorageFault
-from manager.shared import statements as sql_statements
-from manager.shared.statements import Statement
+from manager.fleet import statements as sql_statements
+from manager.fleet.statements import Statement
 
 from .conftest import sql
 
@@ -159,7 +159,7 @@ def test_a_connection_the_server_ended_while_idle_is_replaced_before_its_next_st
     """An outage's `pg_terminate_backend` ends connections nobody is using: the next statement
     goes out on a new one, instead of failing on the dead one (a finished `--once` run ended
     "does not answer" releasing its claims)."""
-    from manager.shared.database import _ended
+    from manager.fleet.database import _ended
     from tests.support.servers import wait_until
 
     a, b = open_ledger("a"), open_ledger("b")

@@ -8,10 +8,10 @@ import os
 import threading
 
 from manager.backends.local.process import LocalBackend
+from manager.fleet.database import Database
+from manager.fleet.ledger import PostgresLedger
 from manager.runtime.reconciler import Result
 from manager.runtime.runner import Manager, ManagerOptions
-from manager.shared.database import Database
-from manager.shared.ledger import PostgresLedger
 from tests.support.folders import open_folder
 
 

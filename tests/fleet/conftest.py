@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from manager.shared.database import Database
-from manager.shared.ledger import PostgresLedger
+from manager.fleet.database import Database
+from manager.fleet.ledger import PostgresLedger
 
 
 class Ticking:

@@ -13,8 +13,10 @@
     migrate.py    a local queue's SQLite ledger moved into a shared one (`workqueue ledger
                   migrate`)
     options.py    `--ledger` and `--lease`, declared once for every backend
+    joining.py    a manager joins the fleet: the ledger opened around a backend's runner, what
+                  it held settled by the backend's one start hook
 
-The manager feeds its dispatcher from the claims (`manager.runtime.claims`); a backend sets the
-ledger up in place of its own (`manager.backends.local.shared`), and the queue commands read
-and write it directly (`manager.backends.shared_queue`).
+The assembly opens it in place of the backend's own ledger (`joining.py`); the manager feeds
+its dispatcher from the claims (`manager.runtime.claims`), and the queue commands read and
+write it directly (`manager.backends.fleet_queue`).
 """

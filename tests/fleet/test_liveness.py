@@ -15,9 +15,9 @@ import psycopg
 import pytest
 
 from manager.faults import LEDGER_READ_ONLY, UNREACHABLE, StorageFault
+from manager.fleet.database import Database
+from manager.fleet.ledger import PostgresLedger
 from manager.ports import ClaimLost
-from manager.shared.database import Database
-from manager.shared.ledger import PostgresLedger
 from manager.views.queue_view import from_record
 
 from .conftest import Ticking, sql, watch
@@ -180,7 +180,7 @@ def test_a_claim_by_a_manager_declared_dead_takes_nothing(fleet):
 
 
 def test_status_of_a_silent_manager(open_ledger, postgres):
-    from manager.backends.shared_queue import SharedQueueOps
+    from manager.backends.fleet_queue import FleetQueueOps
 
     a = open_ledger("a", lease=LEASE)
     a.see(["x", "y"])
@@ -189,13 +189,13 @@ def test_status_of_a_silent_manager(open_ledger, postgres):
     a.note_manager({"parallelism": 3, "max_attempts": 3, "retry_backoff": 1,
                     "retry_backoff_cap": 10})  # fmt: skip
     sql(a, "UPDATE managers SET said = clock_timestamp() - interval '7 seconds'")
-    with SharedQueueOps(postgres) as ops:
+    with FleetQueueOps(postgres) as ops:
         record = ops.status()
     assert record.facts["parallelism"] == 3  # late, but within its lease: still counted
     assert [m["id"] for m in record.silent_managers] == ["a"]
     assert "held by a silent manager a (not heard from for 7" in record.reasons["x"]
     sql(a, "UPDATE managers SET said = clock_timestamp() - interval '11 seconds'")
-    with SharedQueueOps(postgres) as ops:
+    with FleetQueueOps(postgres) as ops:
         record = ops.status()
     assert record.facts is None  # its lease ran out: its parallelism counts no more
     assert record.silent_managers[0]["heard_seconds"] >= 11
@@ -233,6 +233,6 @@ def test_the_heartbeat_beats_while_the_main_connection_is_held(open_ledger):
 
 
 def _beat_of_a():
-    from manager.shared.statements import Statement
+    from manager.fleet.statements import Statement
 
     return Statement("test", "SELECT beat FROM managers WHERE id = 'a'")

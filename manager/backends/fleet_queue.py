@@ -22,17 +22,17 @@ import time
 
 from ..durations import human
 from ..errors import UserError
+from ..fleet import statements as sql
+from ..fleet.database import Database
+from ..fleet.ledger import PostgresLedger
 from ..log_tails import log_tail
 from ..ports import QueueRecord, State
-from ..shared import statements as sql
-from ..shared.database import Database
-from ..shared.ledger import PostgresLedger
 from .queue_ops import QueueOps
 
 COMMANDS_OWNER = "workqueue-command"  # the commands never claim; an owner no manager has
 
 
-class SharedQueueOps(QueueOps):
+class FleetQueueOps(QueueOps):
     running_work = "running work on every manager"
 
     def __init__(self, url: str) -> None:

@@ -1,6 +1,6 @@
 """A local manager on a shared ledger (`--ledger postgresql://…`): many machines, one queue.
 
-The record of the items is the database's (`manager.shared.ledger.PostgresLedger`); what stays
+The record of the items is the database's (`manager.fleet.ledger.PostgresLedger`); what stays
 in the state directory is this machine's: the workers' logs and item files, the keeper's
 journal, and `manager-id` - the manager's name in the ledger's claims, made once and kept, so
 a manager restarted on the same directory takes back what it held (as `recovery.take_back`
@@ -20,14 +20,12 @@ Two differences from the embedded ledger, both for exactly once across machines:
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import secrets
 import socket
 
-from ...ports import ManagerSeeds, Parts
+from ...fleet.joining import FleetRunner
 
-log = logging.getLogger(__name__)
 ID_FILE = "manager-id"
 
 
@@ -48,47 +46,31 @@ def manager_id(state_dir: str) -> str:
     return made
 
 
-def setup_shared(options, seeds: ManagerSeeds) -> Parts:
-    from ...shared.ledger import open_shared
+def fleet_runner(options, settle_at_start) -> FleetRunner:
+    """The process runner on a shared ledger (`manager.fleet.joining.join` opens the ledger):
+    the state directory locked and made when missing, its manager id, and the start hook
+    `settle_at_start(backend, state_dir)` (the one the SQLite ledger's start uses too)."""
     from .ledger_file import lock_state_dir
     from .process import LocalBackend
-    from .recovery import take_back
 
     state_dir = os.path.abspath(options.state_dir)
     if not os.path.lexists(state_dir):  # the workers' item files and logs: this user's only
         with contextlib.suppress(OSError):  # (what fails is said by the lock below)
             os.makedirs(state_dir, mode=0o700)
     held = lock_state_dir(state_dir)
-    ledger = None
     try:
         owner = manager_id(state_dir)
-        ledger = open_shared(
-            options.ledger, owner, lease=options.lease, max_attempts=seeds.max_attempts,
-            retry_backoff=seeds.retry_backoff,
-        )  # fmt: skip
         backend = LocalBackend(
             options.worker_argv, state_dir, timeout=options.timeout, end_with_manager=True
         )
-        ledger.on_recorded = backend.recorded
-        taken = take_back(ledger, state_dir)
-        taken.say()
-        backend.adopt(taken.adopted, taken.links, taken.orphans)
-        for name, state, _ in ledger.owned():  # claimed, never started: back in line
-            if state != "running":
-                ledger.release(name)
     except BaseException:
-        if ledger is not None:
-            ledger.close()
         held.close()
         raise
-    log.info("shared ledger %s: this manager is %s (its claims outlive its heartbeat by %gs)",
-             ledger.where, owner, options.lease)  # fmt: skip
 
     def close() -> None:
         try:
             backend.close()
         finally:
-            ledger.close()
             held.close()
 
-    return Parts(ledger=ledger, backend=backend, close=close)
+    return FleetRunner(backend, owner, settle_at_start(backend, state_dir), close)

@@ -2,7 +2,7 @@
 the places a queue's work runs, beside other clusters and machines.
 
 What changes is the ledger only: claims, attempts and outcomes are the database's
-(`manager.shared.ledger.PostgresLedger`); everything that runs work is the cluster's as without
+(`manager.fleet.ledger.PostgresLedger`); everything that runs work is the cluster's as without
 it - one Job per item, its outcome in this cluster's record before its finalizer goes
 (`dispatch/`, `records/`), `--leader-elect` for one active manager per installation.
 
@@ -17,8 +17,9 @@ longer than a manager's restart (the chart sets two minutes).
 
 At start, what the installation held is settled first (`take_back`): a running item whose Job
 still runs is adopted; one whose outcome this cluster's record has (its Job finished while no
-manager ran) gets that outcome; one with neither never got its Job, and goes back in line;
-claims that never started are let go. Batches (`--batch-size` > 1) are not shared.
+manager ran) gets that outcome; one with neither never got its Job, and goes back in line.
+Claims that never started are let go by `manager.fleet.joining`, for every backend. Batches
+(`--batch-size` > 1) are not shared.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ import logging
 import secrets
 
 from ...errors import UserError
-from ...ports import ClaimLost, ManagerSeeds, Parts, State
+from ...fleet.joining import FleetRunner
+from ...ports import ClaimLost, ManagerSeeds, State
 from .client.api import KubeError
 from .client.cache import finished
 from .dispatch.adopted import running_items
@@ -58,8 +60,10 @@ def owner_id(api, queue: str) -> str:
     return found["data"]["owner"]
 
 
-def setup_shared(options, seeds: ManagerSeeds) -> Parts:
-    from ...shared.ledger import open_shared
+def fleet_runner(options, seeds: ManagerSeeds) -> FleetRunner:
+    """The cluster's runner on a shared ledger (`manager.fleet.joining.join` opens the
+    ledger): Jobs numbered by the ledger's attempts, the installation's owner id, and the start
+    hook `take_back`."""
     from . import parts as cluster
 
     if options.batch_size > 1:
@@ -69,38 +73,22 @@ def setup_shared(options, seeds: ManagerSeeds) -> Parts:
         max_attempts=seeds.max_attempts, attempts_from_ledger=True,
     )  # fmt: skip
     backend = made.backend
-    ledger = None
     try:
         owner = owner_id(backend.api, backend.queue)
-        ledger = open_shared(
-            options.ledger, owner, lease=options.lease, max_attempts=seeds.max_attempts,
-            retry_backoff=seeds.retry_backoff,
-        )  # fmt: skip
-        take_back(ledger, backend)
     except BaseException:
-        if ledger is not None:
-            ledger.close()
         made.close()
         raise
-    log.info("shared ledger %s: this installation is %s (its claims outlive its heartbeat by %gs)",
-             ledger.where, owner, options.lease)  # fmt: skip
-
-    def close() -> None:
-        try:
-            made.close()
-        finally:
-            ledger.close()
-
-    return Parts(ledger=ledger, backend=backend, close=close, elector=made.elector)
+    return FleetRunner(backend, owner, lambda ledger: take_back(ledger, backend), made.close,
+                       elector=made.elector, owner_is="this installation")  # fmt: skip
 
 
 def take_back(ledger, backend) -> None:
-    """Settle what the installation held when its last manager stopped (module docstring)."""
+    """The start hook: settle what the installation held running when its last manager
+    stopped (module docstring)."""
     running = running_items(backend.cache)
     for name, state, attempts in ledger.owned():
         if state != State.RUNNING:
-            ledger.release(name)
-            continue
+            continue  # claimed, never started: let go by `join`
         try:
             _settle_one(ledger, backend, running, name, attempts)
         except ClaimLost:  # other managers took it while none of the installation's ran

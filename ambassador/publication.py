@@ -420,7 +420,7 @@ class SharedSnapshot:
             self._ranks[version] = {name.encode(): p for name, p in ranked.items()}
 
 
-if __name__ == "__main__":  # the publisher: python -m ambassador.shared FOLDER < CONFIG (JSON)
+if __name__ == "__main__":  # the publisher: python -m ambassador.publication FOLDER < CONFIG (JSON)
     import json
     import signal
     import sys

@@ -9,10 +9,10 @@ import threading
 import psycopg
 import pytest
 
+from manager.fleet import schema
+from manager.fleet.database import Database
+from manager.fleet.ledger import PostgresLedger
 from manager.ports import ClaimLost, ClaimsWork, Ledger
-from manager.shared import schema
-from manager.shared.database import Database
-from manager.shared.ledger import PostgresLedger
 
 from .conftest import Ticking, sql, watch
 
@@ -245,7 +245,7 @@ def test_migrations_run_once_and_a_newer_schema_is_refused(postgres):
 
 
 def _raw(text: str):
-    from manager.shared.statements import Statement
+    from manager.fleet.statements import Statement
 
     return Statement("test", text)
 

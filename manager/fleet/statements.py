@@ -2,7 +2,7 @@
 
 A `Statement` is its name (what logs, the fault-injection tests and the EXPLAIN regression test
 call it by) and its SQL; `hot` marks the ones on a claim's, a renewal's or a change-reader's
-path, whose plans `tests/shared/test_statements.py` checks use their index. The SQL names
+path, whose plans `tests/fleet/test_statements.py` checks use their index. The SQL names
 tables without a schema: every connection's `search_path` is the ledger's own schema
 (`database.Database`), so the same statements serve whichever schema a queue lives in.
 

@@ -1,0 +1,90 @@
+"""A manager joins a fleet: the assembly opens the shared ledger, the backend settles what it held.
+
+Which ledger a manager keeps is the assembly's choice (`manager.assembly`), not the backend's:
+its own - the state directory's SQLite file, the cluster's record - or, with `--ledger
+postgresql://…`, the one a fleet shares. A backend that can work a shared queue gives one
+function, `fleet_runner(options, seeds) -> FleetRunner`: its runner set up as without a
+shared ledger, the name it goes by in the claims, and one start hook.
+
+    owner    the runner's name in the ledger's claims, kept where its next start finds it
+             (the state directory's `manager-id`; a cluster installation's ConfigMap), so a
+             restart takes back what it held instead of waiting for its claims to run out
+    settle   the start hook: what `owner` held running when it last stopped, put right -
+             adopted where its work still runs, its outcome recorded where it ended while no
+             manager ran, back in line where no work was started for it
+    close    stops the runner (the ledger is closed after it, by `join`)
+
+Everything else is written once, here: the ledger opened under that owner, the hook run, the
+claims that never started let go (`let_go_unstarted`), who the manager is said once, and the
+closing order (the runner first, so no end is reported to a closed ledger). A backend without
+`fleet_runner` cannot share a ledger, and says so in one line.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import UserError
+from ..ports import Backend, Elector, ManagerSeeds, Parts, State
+from .ledger import PostgresLedger, open_shared
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class FleetRunner:
+    """What a backend hands `join`: see the module docstring. `owner_is` words whose claims
+    they are in the log line ("this manager", "this installation")."""
+
+    backend: Backend
+    owner: str
+    settle: Callable[[PostgresLedger], None]
+    close: Callable[[], None]
+    elector: Elector | None = None
+    owner_is: str = "this manager"
+
+
+def join(backend_package: Any, backend_name: str, options: Any, seeds: ManagerSeeds) -> Parts:
+    """The parts of a manager of `backend_package` on the shared ledger `options.ledger` (with
+    `options.lease`): its runner from the backend's `fleet_runner`, what it held settled. The
+    caller's duty: `Parts.close()`."""
+    make_runner = getattr(backend_package, "fleet_runner", None)
+    if make_runner is None:
+        raise UserError(f"the {backend_name} backend cannot share a --ledger")
+    runner = make_runner(options, seeds)
+    ledger = None
+    try:
+        ledger = open_shared(
+            options.ledger, runner.owner, lease=options.lease, max_attempts=seeds.max_attempts,
+            retry_backoff=seeds.retry_backoff,
+        )  # fmt: skip
+        runner.settle(ledger)
+        let_go_unstarted(ledger)
+    except BaseException:
+        try:
+            runner.close()
+        finally:
+            if ledger is not None:
+                ledger.close()
+        raise
+    log.info("shared ledger %s: %s is %s (its claims outlive its heartbeat by %gs)",
+             ledger.where, runner.owner_is, runner.owner, options.lease)  # fmt: skip
+
+    def close() -> None:
+        try:
+            runner.close()
+        finally:
+            ledger.close()
+
+    return Parts(ledger=ledger, backend=runner.backend, close=close, elector=runner.elector)
+
+
+def let_go_unstarted(ledger: PostgresLedger) -> None:
+    """Claims the owner took and never started (it stopped between claim and start) go back in
+    line at once: nothing of them ran, and another manager may take them now."""
+    for name, state, _ in ledger.owned():
+        if state != State.RUNNING:
+            ledger.release(name)
