@@ -24,7 +24,9 @@ would be had it always had its new priority. The heap drops the old entry lazily
 the heap is rebuilt when such stale entries outnumber the live ones.
 
 The caller's duty (the queue's): call `push` only for a key not waiting, `touch` only for one
-waiting, and hold the queue's lock around every call - a strategy has no lock of its own.
+waiting, and hold the queue's lock around every call - a strategy has no lock of its own. A
+strategy whose `moves` is False says a touch never moves a key: the queue skips the call, so a
+FIFO pays nothing on a dedup add for the priorities it does not use.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class Fifo(deque):
     __slots__ = ()
     push = deque.append
     pop = deque.popleft  # the head
+    moves = False  # a touched key keeps its place: the queue does not even call `touch`
 
     def touch(self, key: Hashable) -> None:
         """A waiting key added again: its place does not change."""
@@ -64,6 +67,8 @@ class ByPriority:
 
     `priority_of(key)` is asked when a key is pushed and when it is touched; it must be cheap
     (the manager's is a dict lookup in the ledger's mirror)."""
+
+    moves = True  # a touched key may move: the queue calls `touch` on every dedup add
 
     def __init__(self, priority_of: Callable[[Hashable], int]) -> None:
         self.priority_of = priority_of

@@ -26,13 +26,12 @@ is read only when metrics are on.
 from __future__ import annotations
 
 import threading
-from bisect import bisect_left
 from sys import getsizeof
 from typing import Any
 
 from .clock import RealClock
 from .events import Event, Observer
-from .metrics import DURATION_BUCKETS
+from .metrics import FOLD_AT
 from .ordering import Fifo
 
 # A dict that once held many keys keeps its table after they leave; past this many bytes, a
@@ -65,6 +64,7 @@ class Queue:
         # Invariant: every key in _line (the line: an `ordering` strategy) is in _dirty and not
         # in _processing, and appears once.
         self._line = order if order is not None else Fifo()
+        self._touches = getattr(self._line, "moves", True)  # whether touch() may move a key
         # Invariant: the keys that need processing - those in _line plus those held by a worker
         # that were added again since get() (they go back to _line at done()). Each maps to the
         # time it became dirty when metrics are on, else to None: the set and the metric's
@@ -88,7 +88,7 @@ class Queue:
                     self._observer(Event.IGNORED_SHUTTING_DOWN, key, None)
                 return
             if key in self._dirty:
-                if key not in self._processing:
+                if self._touches and key not in self._processing:
                     self._line.touch(key)  # a priority order moves it if its priority changed
                 if self._observer is not None:
                     self._observer(Event.DEDUPLICATED, key, {"held": key in self._processing})
@@ -121,12 +121,13 @@ class Queue:
         instance `lambda w: ByPriority.after(w, priority_of)`."""
         with self._cond:
             self._line = make(self._line)
+            self._touches = getattr(self._line, "moves", True)
 
     def touch(self, key: Any) -> None:
         """`key`'s priority may have changed: a waiting key moves to its new place (a no-op for
         a key not waiting, and in a FIFO)."""
         with self._cond:
-            if key in self._dirty and key not in self._processing:
+            if self._touches and key in self._dirty and key not in self._processing:
                 self._line.touch(key)
 
     def waiting(self) -> list[Any]:
@@ -136,7 +137,7 @@ class Queue:
 
     # -- consumer side -------------------------------------------------------------------------
 
-    def get(self, _bounds=DURATION_BUCKETS, _bisect=bisect_left) -> tuple[Any, bool]:
+    def get(self) -> tuple[Any, bool]:
         """Block until a key is available; return `(key, False)`, or `(None, True)` once the
         queue is shut down and nothing is left. The caller must call `done(key)`."""
         with self._cond:
@@ -154,9 +155,7 @@ class Queue:
                 self._processing[key] = None
             else:  # recording inlined (it runs on every item): see QueueMetrics
                 now = self._processing[key] = metrics.now()
-                waited = now - added
-                metrics.queue_counts[_bisect(_bounds, waited)] += 1
-                metrics.queue_sum += waited
+                metrics.waits.append(now - added)
             return key, False
 
     def wait_for_key(self) -> bool:
@@ -171,14 +170,16 @@ class Queue:
                 self._cond.wait()
             return bool(self._line)
 
-    def done(self, key: Any, _bounds=DURATION_BUCKETS, _bisect=bisect_left) -> None:
+    def done(self, key: Any, _fold_at=FOLD_AT) -> None:
         """Mark `key` as finished. If it was added while held, it goes back in the line once."""
         with self._cond:
             started = self._processing.pop(key, None)
             if started is not None:  # only with metrics on
-                worked = self._metrics.now() - started
-                self._metrics.work_counts[_bisect(_bounds, worked)] += 1
-                self._metrics.work_sum += worked
+                metrics = self._metrics
+                works = metrics.works
+                works.append(metrics.now() - started)
+                if len(works) >= _fold_at:
+                    metrics.fold()
             if key in self._dirty:
                 self._line.push(key)
                 if self._observer is not None:
@@ -221,6 +222,8 @@ class Queue:
             return len(self._dirty)
 
     def _metrics_snapshot(self) -> tuple[int, list[float]]:
-        """For the metrics collector: the depth and the start times of held keys."""
+        """For the metrics collector: the depth and the start times of held keys, the pending
+        durations folded into the histograms first."""
         with self._cond:
+            self._metrics.fold()
             return len(self._dirty), [t for t in self._processing.values() if t is not None]

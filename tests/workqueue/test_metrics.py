@@ -43,6 +43,38 @@ def test_depth_adds_durations_and_retries_follow_the_queue():
     q.shut_down()
 
 
+def test_durations_folded_in_batches_read_as_counted_one_by_one():
+    """Past FOLD_AT items the queue folds its pending durations into the buckets without a
+    scrape; a duration exactly on a bound counts in that bound's bucket (`le`), as before."""
+    from bisect import bisect_left
+
+    from manager.workqueue.metrics import DURATION_BUCKETS, FOLD_AT
+
+    registry = CollectorRegistry()
+    clock = FakeClock()
+    q = Queue("thumbs", clock=clock, metrics_provider=PrometheusMetricsProvider(registry))
+    steps = [DURATION_BUCKETS[i % len(DURATION_BUCKETS)] * (1, 0.5, 3)[i % 3]
+             for i in range(FOLD_AT + 500)]  # fmt: skip
+    expected = [0] * (len(DURATION_BUCKETS) + 1)
+    for i, step in enumerate(steps):
+        q.add(i)
+        key, _ = q.get()
+        started = clock.now()
+        clock.step(step)
+        q.done(key)
+        expected[bisect_left(DURATION_BUCKETS, clock.now() - started)] += 1  # as the clock says
+    assert len(q._metrics.works) < FOLD_AT  # folded along the way, not only when scraped
+    running = 0
+    for bound, count in zip(DURATION_BUCKETS, expected, strict=False):
+        running += count
+        labels = {"name": "thumbs", "le": repr(bound)}
+        assert value(registry, "workqueue_work_duration_seconds_bucket", labels) == running
+    assert value(registry, "workqueue_work_duration_seconds_count") == len(steps)
+    assert value(registry, "workqueue_work_duration_seconds_sum") == pytest.approx(sum(steps))
+    assert value(registry, "workqueue_queue_duration_seconds_count") == len(steps)
+    q.shut_down()
+
+
 def test_every_client_go_name_is_exported_and_labelled_by_queue():
     registry = CollectorRegistry()
     provider = PrometheusMetricsProvider(registry)
