@@ -115,8 +115,12 @@ class PostgresLedger(Claims):
             schema.migrate(db)  # (memory is read at the first `refresh`: a command never needs it)
 
     def join(self) -> None:
-        """This manager is here: its heartbeat's row made (before it claims anything)."""
+        """This manager is here: its heartbeat's row made (before it claims anything), and
+        what the ledger holds read - a ledger answers `state`, `version_ran` and `priority`
+        from the moment it is opened, as the SQLite and cluster ledgers do (the contract suite
+        found it answering nothing until the first listing's `see`)."""
         self.liveness.register()
+        self.refresh(full=True)
 
     # -- memory ----------------------------------------------------------------------------
 

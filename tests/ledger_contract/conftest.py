@@ -17,9 +17,35 @@ KINDS = ["sqlite", "postgres", "cluster"]
 class Subject:
     """One ledger under the contract, and its caller's duties (see the module docstring)."""
 
-    def __init__(self, kind: str, ledger) -> None:
+    def __init__(self, kind: str, ledger, opener) -> None:
         self.kind = kind
         self.ledger = ledger
+        self._open = opener
+
+    @property
+    def keeps_exit_details(self) -> bool:
+        """Whether a finished item's exit code and error outlive its manager: not in the
+        cluster's record, ~30 bytes an item, where they live with the Job until it is cleaned
+        up (the one difference the contract allows: docs/architecture.md, "The ledger
+        contract")."""
+        return self.kind != "cluster"
+
+    @property
+    def keeps_unfinished_items(self) -> bool:
+        """Whether an item that has not finished - waiting, with its priority, or running -
+        outlives the manager in the ledger: not on the cluster, whose record is of what
+        ended; what waits the source lists again (and the priority rules give again), what
+        runs its Job says (docs/architecture.md)."""
+        return self.kind != "cluster"
+
+    def reopen(self) -> None:
+        """The manager stops (its ledger closed, whatever ran left as it was) and the next one
+        opens the same record, as its start does: a ledger that claims work takes what its
+        owner held as its own (`owned`, which `manager.fleet.joining` calls at every start)."""
+        self.ledger.close()
+        self.ledger = self._open()
+        if isinstance(self.ledger, ClaimsWork):
+            self.ledger.owned()
 
     def start(self, name: str, version: str | None = None) -> int:
         """Start `name` as its manager would: claimed first where the ledger claims work."""
@@ -52,14 +78,18 @@ def subject(request, tmp_path):
     if kind == "sqlite":
         from manager.backends.local.ledger import SqliteLedger
 
-        ledger = SqliteLedger(str(tmp_path / "state")).open()
+        def opener():
+            return SqliteLedger(str(tmp_path / "state")).open()
     elif kind == "postgres":
         from manager.fleet.database import Database
         from manager.fleet.ledger import PostgresLedger
 
         url = request.getfixturevalue("postgres")
-        ledger = PostgresLedger(Database(url), "contract", backoff=lambda attempts: 0.0)
-        ledger.join()
+
+        def opener():
+            ledger = PostgresLedger(Database(url), "contract", backoff=lambda attempts: 0.0)
+            ledger.join()
+            return ledger
     else:
         from manager.backends.kubernetes.client.api import KubeApi, load_configuration
         from manager.backends.kubernetes.client.cache import ClusterCache
@@ -69,14 +99,19 @@ def subject(request, tmp_path):
 
         server = request.getfixturevalue("apiserver")
         config = load_configuration(server.write_kubeconfig(tmp_path / "kubeconfig"))
-        api = KubeApi(NS, config, qps=0)
-        cache = ClusterCache(api, ko.queue_selector("q"), index_label=ko.ITEM_HASH_LABEL).start()
-        assert cache.synced.wait(30)
-        record = RecordStore(api, "q")
-        record.load()
-        ledger = ClusterLedger("q", cache, record, namespace=NS)
-        closing += [cache.stop, api.close]
-    yield Subject(kind, ledger)
-    ledger.close()
-    for close in closing:
+
+        def opener():
+            api = KubeApi(NS, config, qps=0)
+            cache = ClusterCache(api, ko.queue_selector("q"), index_label=ko.ITEM_HASH_LABEL)
+            cache.start()
+            assert cache.synced.wait(30)
+            record = RecordStore(api, "q")
+            record.load()
+            closing.extend([cache.stop, api.close])
+            return ClusterLedger("q", cache, record, namespace=NS)
+
+    subject = Subject(kind, opener(), opener)
+    yield subject
+    subject.ledger.close()
+    for close in reversed(closing):
         close()

@@ -149,3 +149,42 @@ def test_an_ordinary_failure_is_not_given_up(subject):
     subject.start("a")
     subject.finish("a", False, 1, "exit code 1")
     assert ledger.gave_up("a") is False
+
+
+def test_what_was_recorded_outlives_its_manager_and_a_run_it_left_is_taken_back(subject):
+    """History and take-back: the next manager's ledger (the same record, reopened) says what
+    each finished item ended as - attempt, exit code, error, the version it ran at, priority -
+    and an item left running can be put back in line with its attempt given back (no work was
+    started for it) or be given the end that came while no manager ran."""
+    ledger = subject.ledger
+    ledger.see(["ok", "bad", "gone", "ended", "later"])
+    ledger.prioritize({"later": 5})
+    subject.start("ok", "v1")
+    subject.finish("ok", True, 0, None)
+    subject.start("bad")
+    subject.finish("bad", False, 3, "exit code 3")
+    subject.start("gone")
+    subject.start("ended")
+    before = {r.name: r for r in ledger.rows()}
+
+    subject.reopen()
+    ledger = subject.ledger
+    kept = ("ok", "bad", "later") if subject.keeps_unfinished_items else ("ok", "bad")
+    for name in kept:
+        row, was = ledger.row(name), before[name]
+        assert (row.state, row.attempts, row.priority) == (
+            was.state, was.attempts, was.priority), name  # fmt: skip
+        if subject.keeps_exit_details:  # the cluster's record does not (docs/architecture.md)
+            assert (row.exit_code, row.last_error) == (was.exit_code, was.last_error), name
+    assert ledger.version_ran("ok") == "v1"
+    if not subject.keeps_unfinished_items:  # the cluster: what ran and ended is never new
+        assert ledger.see(["ok", "bad", "gone", "ended", "later"]) == ["gone", "ended", "later"]
+        return  # what waits the source lists again, what runs its Job says (kubernetes/fleet.py)
+    assert ledger.priority("later") == 5
+    assert ledger.see(["ok", "bad", "gone", "ended", "later"]) == []  # nothing is new again
+
+    ledger.requeue("gone")  # its work never started: back in line, the attempt not counted
+    assert ledger.state("gone") == ("pending", 0)
+    subject.finish("ended", True, 0, None)  # its work ended while no manager ran
+    assert ledger.state("ended") == ("succeeded", 1)
+    assert subject.start("gone") == 1  # and it runs, as its first attempt

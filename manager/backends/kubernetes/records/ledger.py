@@ -180,7 +180,9 @@ class ClusterLedger:
     def see(self, names: Iterable[str]) -> list[str]:
         """Names not seen before, noted with one shared time. A name a recorded batch holds
         as finished (from an earlier run) is known already: its batch speaks for it, and it
-        costs this manager nothing (a million finished items are not a million rows)."""
+        costs this manager nothing (a million finished items are not a million rows). A name
+        the record or a Job knows is noted but not new: a restarted manager's first listing
+        is not a burst of arrivals (the autoscaler counts them; the contract suite found it)."""
         now = time.time()
         new = []
         with self._lock:
@@ -190,10 +192,12 @@ class ClusterLedger:
                 batched = self._batch_state(name)
                 if batched is not None and batched[0] in FINISHED:
                     continue
+            known = self.state(name) is not None  # recorded, or its Job is here: it ran before
             with self._lock:
                 if name not in self._seen:
                     self._seen[name] = now
-                    new.append(name)
+                    if not known:
+                        new.append(name)
         return new
 
     def priority(self, name: str) -> int:
