@@ -153,6 +153,10 @@ class ClusterLedger:
         batched = self._batch_state(name)
         if batched is not None:
             return batched
+        return self._unbatched_state(name)
+
+    def _unbatched_state(self, name: str) -> tuple[str, int] | None:
+        """`state` for a name no batch holds: its Job, this manager's word, the record."""
         recorded = self.record.get(self._hash(name))
         job = self._job(name)
         if job is not None:
@@ -188,11 +192,11 @@ class ClusterLedger:
         with self._lock:
             unseen = [name for name in names if name not in self._seen]
         for name in unseen:
-            if self.batches is not None:
-                batched = self._batch_state(name)
-                if batched is not None and batched[0] in FINISHED:
-                    continue
-            known = self.state(name) is not None  # recorded, or its Job is here: it ran before
+            batched = self._batch_state(name)  # (None without batches)
+            if batched is not None and batched[0] in FINISHED:
+                continue
+            # in a batch, recorded, or its Job is here: it ran before (the batch looked up once)
+            known = batched is not None or self._unbatched_state(name) is not None
             with self._lock:
                 if name not in self._seen:
                     self._seen[name] = now
