@@ -130,14 +130,6 @@ class TimedMinimalQueue(MinimalQueue):
                 self._cond.notify()
 
 
-def best_of(repeats: int, fn) -> float:
-    results = []
-    for _ in range(repeats):
-        gc.collect()
-        results.append(fn())
-    return min(results)
-
-
 def own_copy(fn):
     """`fn` with a code object of its own: CPython specialises a function's bytecode for the
     types it meets, so one measuring loop shared by every variant would be tuned to one and
@@ -273,11 +265,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smaller runs (for a smoke check)")
     args = parser.parse_args()
     scale = 10 if args.quick else 1
-    repeats = 3 if args.quick else 5
     # Many short interleaved runs, each variant's best: on this shared VM forty consecutive runs
     # of the same minimal queue scatter from 1.0x to 2.0x their best (median 1.5x); with runs of
     # ~25 ms the best tenth sits within 1% of the best, with runs of 250 ms it does not.
     rounds = 5 if args.quick else 40
+    growth_rounds = 5 if args.quick else 7  # add_after's runs are long (100,000 items: ~1 s)
 
     provider = PrometheusMetricsProvider(CollectorRegistry())
     variants = {
@@ -333,7 +325,7 @@ def main() -> None:
     )
 
     small, large = 10_000 // scale, 100_000 // scale
-    sizes = interleaved(repeats + 2, {
+    sizes = interleaved(growth_rounds, {
         "small": lambda: add_after_us(small), "large": lambda: add_after_us(large),
     })  # fmt: skip
     us_small, us_large = sizes["small"], sizes["large"]
