@@ -117,6 +117,20 @@ def priority_rule(text: str) -> tuple[str, int]:
     return glob, priority
 
 
+def from_input(parse):
+    """An argparse type from a parser that raises `InputError` (`manager.tenancy.rules`'s):
+    its message becomes argparse's one-line error (exit 2)."""
+
+    def typed(text: str):
+        try:
+            return parse(text)
+        except InputError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    typed.__name__ = parse.__name__
+    return typed
+
+
 def unclosed_bracket(glob: str) -> bool:
     """Whether a shell-style glob opens a [set] it never closes (fnmatch would quietly take
     the [ as itself: a glob that meant a set would match nothing it was meant to)."""

@@ -27,6 +27,7 @@ from .argtypes import (
     add_declared,
     duration,
     fraction_below_one,
+    from_input,
     host,
     positive_int,
     priority_rule,
@@ -72,6 +73,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         help="items whose name matches GLOB start before lower priorities (higher first; "
         "repeatable, the first match wins over the source's priority; default 0)",
     )
+    add_tenancy_options(p)
     p.add_argument(
         "--retry-backoff",
         type=duration,
@@ -185,6 +187,63 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_tenancy_options(p: argparse.ArgumentParser) -> None:
+    """--group, --limit, --rate, --fair, --weight (`manager.tenancy`)."""
+    from ..tenancy import rules
+
+    p.add_argument(
+        "--group",
+        type=from_input(rules.group_pattern),
+        metavar="REGEX",
+        help="an item's group (tenant) is the first capture of REGEX on its name, e.g. "
+        "'^([^/]+)/' (else the source's data.group; else none)",
+    )
+    p.add_argument(
+        "--limit",
+        type=from_input(rules.limit_rule),
+        action="append",
+        default=[],
+        metavar="GLOB=N",
+        dest="limits",
+        help="at most N items of a matching group run at once, across the queue "
+        "(repeatable, first match wins; '*=N' caps each group; 0 holds a group)",
+    )
+    p.add_argument(
+        "--rate",
+        type=from_input(rules.rate_rule),
+        action="append",
+        default=[],
+        metavar="GLOB=N/PERIOD",
+        dest="rates",
+        help="at most N starts of a matching group in any PERIOD, e.g. 'acme=100/1m' "
+        "(repeatable, first match wins)",
+    )
+    p.add_argument(
+        "--fair",
+        action="store_true",
+        help="the next free slot goes to the group furthest below its (weighted) share of "
+        "the running slots; priorities order items within a group",
+    )
+    p.add_argument(
+        "--weight",
+        type=from_input(rules.weight_rule),
+        action="append",
+        default=[],
+        metavar="GLOB=W",
+        dest="weights",
+        help="with --fair: a matching group's share is W (default 1; repeatable)",
+    )
+
+
+def tenancy_options(args):
+    from ..tenancy.rules import TenancyOptions
+
+    if args.weights and not args.fair:
+        raise UserError("--weight divides fair shares: give --fair with it")
+    return TenancyOptions(group=args.group.pattern if args.group else None, limits=args.limits,
+                          rates=args.rates, fair=args.fair, weights=args.weights)  # fmt: skip
+
+
 def manager_options(args, **extra) -> ManagerOptions:
     from ..runtime.runner import ManagerOptions
 
@@ -205,6 +264,7 @@ def manager_options(args, **extra) -> ManagerOptions:
         mass_removal_fraction=args.mass_removal_fraction,
         mass_removal_min=args.mass_removal_min,
         priorities=args.priorities,
+        tenancy=tenancy_options(args),
         **extra,
     )
 

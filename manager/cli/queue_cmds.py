@@ -169,6 +169,7 @@ def print_status(view: QueueView, *, recent: int = 10, waiting: int = 10) -> Non
         elif manager:
             parts.append("no arrival rate yet (what waits is a backlog)")
         print("forecast: " + "; ".join(parts))
+    print_groups(view.extra.get("groups") or {})
     running = view.in_state(State.RUNNING)
     if running:
         print("\nrunning:")
@@ -180,6 +181,8 @@ def print_status(view: QueueView, *, recent: int = 10, waiting: int = 10) -> Non
         for item in line[:waiting]:
             eta = f"starts in {seconds(item.eta_seconds)}" if item.eta_seconds is not None else ""
             ranked = f"priority {item.priority}; " if item.priority else ""
+            if item.group is not None:
+                ranked = f"group {item.group}; {ranked}"
             print(
                 f"  {item.position:>4}. {item.name}  {ranked}{eta}{'; ' if eta else ''}"
                 f"{item.reason}"
@@ -210,6 +213,20 @@ def print_status(view: QueueView, *, recent: int = 10, waiting: int = 10) -> Non
             print(f"  {item.state:9} {item.name}  {item.reason}")
 
 
+def print_groups(groups: dict[str, dict]) -> None:
+    """One line per group: what it runs and what waits, its rules, and what holds it."""
+    if not groups:
+        return
+    print("\ngroups:")
+    for name, group in groups.items():
+        rules = [f"limit {group['limit']}"] if group["limit"] is not None else []
+        rules += [f"rate {group['rate']}"] if group["rate"] else []
+        rules += [f"weight {group['weight']:g}"] if group["weight"] != 1 else []
+        held = f"; held: {group['held']}" if group["held"] else ""
+        print(f"  {name}: {group['running']} running, {group['waiting']} waiting"
+              f"{' (' + ', '.join(rules) + ')' if rules else ''}{held}")  # fmt: skip
+
+
 def print_item(item: ItemView, detail: dict) -> None:
     pairs = [("item", item.name), ("state", item.state), ("reason", item.reason)]
     pairs.append(("attempts", str(item.attempts)))
@@ -217,6 +234,8 @@ def print_item(item: ItemView, detail: dict) -> None:
         pairs.append(("since", moment(item.since, date=True)))
     if item.priority:
         pairs.append(("priority", str(item.priority)))
+    if item.group is not None:
+        pairs.append(("group", item.group))
     if item.position is not None:
         eta = seconds(item.eta_seconds) if item.eta_seconds is not None else "unknown"
         pairs += [("position", str(item.position)), ("expected start", f"in {eta}")]

@@ -38,9 +38,13 @@ class Adoption:
         *,
         retry: Callable[[str], None],
         fault: Callable[[StorageFault], None],
+        tenants=None,
     ) -> None:
         """`retry(name)` puts an item whose adopted attempt failed back in line after its
-        backoff; `fault(f)` holds dispatch for a record that could not be written."""
+        backoff; `fault(f)` holds dispatch for a record that could not be written;
+        `tenants` (`runtime.tenants.Tenants`, or None) counts each adopted run against its
+        group's limit while it runs."""
+        self.tenants = tenants
         self.reconciler = reconciler
         self.capacity = capacity
         self.cancellations = cancellations
@@ -62,6 +66,8 @@ class Adoption:
     def start(self) -> None:
         for name, attempt in self.units:
             self.capacity.occupy()
+            if self.tenants is not None:
+                self.tenants.occupy(name)
             started = Started(name, {}, attempt, self._cancels[name], adopted=True)
             thread = threading.Thread(target=self._wait, args=(started,), daemon=True,
                                       name=f"adopted-{len(self._threads) + 1}")  # fmt: skip
@@ -90,6 +96,8 @@ class Adoption:
             return
         finally:
             self.capacity.release()
+            if self.tenants is not None:
+                self.tenants.vacate(started.name)
         if result == Result.RETRY:
             self.retry(started.name)
 

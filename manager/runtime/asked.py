@@ -228,6 +228,8 @@ class Asked:
             **({"removals_held_names": m.leaving.held_names()} if m.leaving.count() else {}),
             # its --priority rules: `status` in another process orders the line with them
             **({"priorities": [list(r) for r in options.priorities]} if options.priorities else {}),
+            # its groups and their rules in force: `status` says which group holds an item
+            **({"tenancy": m.tenants.options.facts()} if m.tenants is not None else {}),
         }
 
     def view(self, now: float | None = None, rows: list | None = None):
@@ -247,6 +249,7 @@ class Asked:
             held=m.hold.reason(),
             removals_held=m.leaving.reason(),
             withheld=frozenset(m.leaving.held_names()),
+            tenancy=m.tenants.options if m.tenants is not None else None,
         )
         return build(m.ledger.where, m.ledger.rows() if rows is None else rows, context)
 

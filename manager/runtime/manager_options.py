@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..retry import Backoff, RetryPolicy
+from ..tenancy.rules import TenancyOptions
 
 
 @dataclass
@@ -46,6 +47,8 @@ class ManagerOptions:
     probe_interval: float = 2.0  # held by a StorageFault: how often writes are tried again
     # --priority GLOB=N, in order: the first that matches an item's name gives its priority
     priorities: list[tuple[str, int]] = field(default_factory=list)
+    # --group, --limit, --rate, --fair, --weight: the queue's tenants (`manager.tenancy`)
+    tenancy: TenancyOptions = field(default_factory=TenancyOptions)
 
     @property
     def retry_policy(self) -> RetryPolicy:

@@ -75,9 +75,12 @@ class Alone:
     def others_running(self) -> Callable[[], int]:
         return self.backend.others_running
 
-    def line(self, rate_limiter, registry, free_slots, on_fault) -> Line:
+    def line(self, rate_limiter, registry, free_slots, on_fault, order=None) -> Line:
+        """`order`: the line's ordering strategy (a grouped line for a queue with tenants:
+        `manager.workqueue.grouped`), FIFO by default."""
         metrics = PrometheusMetricsProvider(registry) if registry else None
-        return RateLimitingQueue("items", rate_limiter=rate_limiter, metrics_provider=metrics)
+        return RateLimitingQueue("items", rate_limiter=rate_limiter, metrics_provider=metrics,
+                                 order=order)  # fmt: skip
 
     def follower(self, needs_work) -> OthersFollower | None:
         return None
@@ -111,7 +114,8 @@ class Fleet(Alone):
     def others_running(self) -> Callable[[], int]:
         return others_running(self.backend, self.ledger)
 
-    def line(self, rate_limiter, registry, free_slots, on_fault) -> Line:
+    def line(self, rate_limiter, registry, free_slots, on_fault, order=None) -> Line:
+        """(`order` is the ledger's: its claims choose, and count the groups' limits.)"""
         return claimed_line(self.ledger, rate_limiter, registry, free_slots=free_slots,
                             on_fault=on_fault)  # fmt: skip
 

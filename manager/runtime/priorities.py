@@ -31,15 +31,16 @@ log = logging.getLogger(__name__)
 
 
 class Prioritizer:
-    def __init__(self, rules: Rules, source: Source, ledger: Ledger, line) -> None:
+    def __init__(self, rules: Rules, source: Source, ledger: Ledger, line, *,
+                 ordered: bool = False) -> None:  # fmt: skip
         """`line` is the manager's workqueue (`use_order`, `touch`), or None when the ledger
         orders the line itself (a fleet's claims: `modes.Fleet`) - priorities are recorded
-        all the same."""
+        all the same. `ordered`: the line orders by priority already (a grouped line)."""
         self.rules = rules
         self.source = source
         self.ledger = ledger
         self.line = line
-        self.ordered = False  # whether the line is a priority order yet
+        self.ordered = ordered  # whether the line is a priority order yet
 
     def _listed_priorities(self) -> dict[str, int]:
         return self.source.listed_priorities() if isinstance(self.source, RanksItems) else {}

@@ -56,6 +56,7 @@ from .poller import Poller
 from .priorities import Prioritizer
 from .reconciler import Reconciler, Result
 from .run_report import TERMINAL, RunReport
+from .tenants import tenants_for
 
 log = logging.getLogger(__name__)
 
@@ -92,9 +93,17 @@ class Manager:
         backend.on_change(self.capacity.poke)
         self.registry = registry
         policy = options.retry_policy
+        # the queue's tenants (`tenants`: --group, --limit, --rate, --fair), or None
+        self.tenants = tenants_for(options.tenancy, source)
+        order = None
+        if self.tenants is not None and self.mode.orders_its_line:
+            order = self.tenants.order(ledger.priority)
         # the manager's own queue, or a shared ledger's claims (`modes`)
         self.queue = self.mode.line(policy.rate_limiter(), registry, self.capacity.free,
-                                    lambda fault: self.hold.hold_for(fault))  # fmt: skip
+                                    lambda fault: self.hold.hold_for(fault),
+                                    order=order)  # fmt: skip
+        if self.tenants is not None:
+            self.tenants.attach(self.queue)
         self.mode.when_claims_lost(self._claims_lost)
         self.window = SlidingWindow(options.window, time.time)
         self.asked = Asked(self)
@@ -136,6 +145,7 @@ class Manager:
                 source,
                 ledger,
                 self.queue if self.mode.orders_its_line else None,
+                ordered=order is not None,  # a grouped line orders by priority already
             ),
             waiting_is_listed=self.mode.waiting_is_listed,
         )
@@ -199,6 +209,7 @@ class Manager:
             self.cancellations,
             retry=self._retry_adopted,
             fault=self.hold.hold_for,
+            tenants=self.tenants,
         )
         self.on_result = on_result
         self._report: RunReport | None = None  # a --once run's, while it runs

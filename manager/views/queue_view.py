@@ -28,6 +28,8 @@ from ..planning.measure import Measured, measure_rows
 from ..planning.scaling import recommended_parallelism, verdict_for
 from ..ports import QueueRecord, Row, State
 from ..priority_rules import Rules
+from ..tenancy.rules import TenancyOptions
+from .groups_view import group_facts, record_gate
 from .schedule import line_of, schedule
 
 if TYPE_CHECKING:  # retry imports the workqueue and so prometheus-client: not at parse time
@@ -58,6 +60,7 @@ class Context:
     # False when running items are only what a stopped manager left (local processes): they
     # run again when a manager starts; True when they go on without one (a cluster's Jobs).
     work_outlives_manager: bool = True
+    tenancy: TenancyOptions | None = None  # the running manager's groups and their rules
 
 
 def context_from_facts(facts: dict | None, now: float) -> Context:
@@ -83,6 +86,7 @@ def context_from_facts(facts: dict | None, now: float) -> Context:
             withheld=frozenset(
                 n for n in facts.get("removals_held_names") or () if isinstance(n, str)
             ),  # fmt: skip
+            tenancy=TenancyOptions.from_facts(facts["tenancy"]) if facts.get("tenancy") else None,
         )
     except (KeyError, TypeError, ValueError):
         return Context(now=now)  # facts from another version: no schedule rather than a wrong one
@@ -103,6 +107,7 @@ class ItemView:
     first_seen: float | None = None
     ran_seconds: float | None = None  # a finished item's last attempt
     priority: int = 0  # higher starts first (shown when not 0)
+    group: str | None = None  # its tenant (`--group`), when the queue has groups
 
     def as_json(self) -> dict:
         out = {
@@ -114,6 +119,8 @@ class ItemView:
         }
         if self.priority:
             out["priority"] = self.priority
+        if self.group is not None:
+            out["group"] = self.group
         if self.position is not None:
             out["position"] = self.position
             out["eta_seconds"] = _round(self.eta_seconds)
@@ -277,8 +284,11 @@ def build(
     if reasons:  # a running item a backend explains has not started its work yet
         started = {n for n in reasons if n in items and items[n].state == State.RUNNING}
         context = replace(context, not_started=context.not_started | started)
+    group_limit = None
+    if context.tenancy:
+        extra["groups"], group_limit = _tenants(rows, items, context)
     line = [n for n in line_of(rows, items) if n not in context.withheld]  # (a hold's: no turn)
-    drain = schedule(rows, line, items, context, service)
+    drain = schedule(rows, line, items, context, service, group_limit)
     return QueueView(
         where=where,
         now=now,
@@ -290,6 +300,25 @@ def build(
         removals_held=context.removals_held,
         extra=extra,
     )
+
+
+def _tenants(rows: list[Row], items: dict[str, ItemView], context: Context):
+    """Each item's group, a held group's reason on its waiting items (`groups_view`); the
+    per-group facts `status --json` shows as `groups`, and the schedule's `group_limit`
+    (None when no group has a limit)."""
+    gate, groups = record_gate(context.tenancy, rows, context.now)
+    for name, view in items.items():
+        view.group = groups.get(name)
+        if view.group is not None and view.reason == "waiting for a free slot":
+            why = gate.why_held(view.group)
+            if why:
+                view.reason = f"waiting: {why}"
+
+    def group_limit(name: str) -> tuple[str | None, int | None]:
+        group = groups.get(name)
+        return group, gate.rules.of(group)[0]
+
+    return group_facts(gate, groups, rows), group_limit if context.tenancy.limits else None
 
 
 def _item(row: Row, context: Context) -> ItemView:

@@ -29,6 +29,8 @@ free times): O(n log n) for n items, never a simulation.
 from __future__ import annotations
 
 import heapq
+import math
+from collections.abc import Callable
 from typing import Protocol
 
 from ..ports import Row, State
@@ -74,9 +76,13 @@ def schedule(
     items: dict[str, Scheduled],
     context: Moment,
     service: float | None,
+    group_limit: GroupLimit | None = None,
 ) -> float | None:
     """Sets each item of `line`'s `position` always, and its `eta_seconds` when a manager runs
-    and S (`service`) is measured; returns the drain time from now (None: not known)."""
+    and S (`service`) is measured; returns the drain time from now (None: not known).
+    `group_limit(name)`: (the item's group, that group's limit or None) when the queue's
+    groups have limits - a group at its limit starts its next item when one of its own ends,
+    however many slots are free."""
     for position, name in enumerate(line, start=1):
         items[name].position = position
     parallelism = context.parallelism
@@ -98,12 +104,17 @@ def schedule(
         now + service if r.name in waiting_to_start else max(now, (r.started or now) + service)
         for r in running
     ]
+    limits = None
+    if group_limit is not None:
+        limits = _GroupEnds(group_limit)
+        for r, free_at in zip(running, slots, strict=True):
+            limits.ran(r.name, free_at)
     slots += [now] * max(parallelism - len(slots), 0)
     heapq.heapify(slots)
     finish = max(slots) if slots else now
     by_name = {r.name: r for r in rows}
     for position, (name, start) in enumerate(
-        _start_order(line, by_name, items, slots, now, service), start=1
+        _start_order(line, by_name, items, slots, now, service, limits), start=1
     ):
         items[name].position = position
         items[name].eta_seconds = start - now
@@ -118,6 +129,7 @@ def _start_order(
     slots: list[float],
     now: float,
     service: float,
+    limits: _GroupEnds | None = None,
 ) -> list[tuple[str, float]]:
     """(name, predicted start) of each item of `line`, in the order they start: each time a
     slot frees (`slots`, a heap of free times, consumed), the item it takes is the first by
@@ -142,7 +154,66 @@ def _start_order(
         while later and later[-1][0] <= free_at:
             ready_at, name = later.pop()
             heapq.heappush(ready_now, (line_key(rows[name].priority, ready_at), name))
-        _, name = heapq.heappop(ready_now)
+        if limits is None:
+            _, name = heapq.heappop(ready_now)
+        else:
+            name, free_at = limits.first_free(ready_now, free_at, later)
+            if name is None:  # every ready group at its limit until a later backoff
+                heapq.heappush(slots, free_at)
+                continue
+            limits.ran(name, free_at + service)
         order.append((name, free_at))
         heapq.heappush(slots, free_at + service)
     return order
+
+
+GroupLimit = Callable[[str], tuple[str | None, int | None]]
+
+
+class _GroupEnds:
+    """When each limited group's runs end, for the schedule: a group holds its next item
+    until fewer than its limit of its runs are still going."""
+
+    def __init__(self, group_limit: GroupLimit) -> None:
+        self.group_limit = group_limit
+        self.ends: dict[str, list[float]] = {}  # a heap of end times per limited group
+
+    def ran(self, name: str, end: float) -> None:
+        group, limit = self.group_limit(name)
+        if group is not None and limit is not None:
+            heapq.heappush(self.ends.setdefault(group, []), end)
+
+    def _free_from(self, name: str, at: float) -> float:
+        """The earliest moment from `at` that `name`'s group may start it (inf: never)."""
+        group, limit = self.group_limit(name)
+        if group is None or limit is None:
+            return at
+        if limit == 0:
+            return math.inf
+        ends = self.ends.get(group, [])
+        while ends and ends[0] <= at:
+            heapq.heappop(ends)
+        if len(ends) < limit:
+            return at
+        return heapq.nsmallest(len(ends) - limit + 1, ends)[-1]
+
+    def first_free(self, ready: list, at: float, later: list) -> tuple[str | None, float]:
+        """The first ready item (by the line's order) whose group may start it at `at`,
+        taken out of `ready`; else (None, when the slot should look again)."""
+        aside, soonest = [], math.inf
+        found = None
+        while ready:
+            entry = heapq.heappop(ready)
+            free = self._free_from(entry[1], at)
+            if free <= at:
+                found = entry[1]
+                break
+            aside.append(entry)
+            soonest = min(soonest, free)
+        for entry in aside:
+            heapq.heappush(ready, entry)
+        if found is not None:
+            return found, at
+        if later:
+            soonest = min(soonest, later[-1][0])
+        return None, soonest

@@ -65,6 +65,9 @@ class Queue:
         # in _processing, and appears once.
         self._line = order if order is not None else Fifo()
         self._touches = getattr(self._line, "moves", True)  # whether touch() may move a key
+        # a line that may hold its keys (`grouped.Grouped`: a group at its limit): truthy only
+        # while a key may be handed out, told when each ends, and waited on with a timeout
+        self._gated = hasattr(self._line, "ended")
         # Invariant: the keys that need processing - those in _line plus those held by a worker
         # that were added again since get() (they go back to _line at done()). Each maps to the
         # time it became dirty when metrics are on, else to None: the set and the metric's
@@ -109,8 +112,9 @@ class Queue:
         return len(self._line)
 
     def has_waiting(self) -> bool:
-        """Whether a key waits in the line (the manager's `Line` protocol asks it so)."""
-        return len(self._line) > 0
+        """Whether a key waits in the line that may be handed out now (the manager's `Line`
+        protocol asks it so; in a grouped line a key whose group is held does not count)."""
+        return bool(self._line)
 
     # a worker that holds a slot asks whether a key waits for it: here, the same question
     waiting_for_slot = has_waiting
@@ -122,6 +126,12 @@ class Queue:
         with self._cond:
             self._line = make(self._line)
             self._touches = getattr(self._line, "moves", True)
+            self._gated = hasattr(self._line, "ended")
+
+    def poke(self) -> None:
+        """What holds keys changed (a group's limit or rate): waiters look again."""
+        with self._cond:
+            self._cond.notify_all()
 
     def touch(self, key: Any) -> None:
         """`key`'s priority may have changed: a waiting key moves to its new place (a no-op for
@@ -145,7 +155,7 @@ class Queue:
                 # About to sleep: the idle moment, off the hot path, to shed a backlog's table.
                 if getsizeof(self._dirty) > _COMPACT_ABOVE_BYTES:
                     self._dirty = dict(self._dirty)
-                self._cond.wait()
+                self._cond.wait(self._line.ready_in() if self._gated else None)
             if not self._line:
                 return None, True
             key = self._line.pop()
@@ -167,7 +177,7 @@ class Queue:
             while not self._line and not self._shutting_down:
                 if getsizeof(self._dirty) > _COMPACT_ABOVE_BYTES:
                     self._dirty = dict(self._dirty)
-                self._cond.wait()
+                self._cond.wait(self._line.ready_in() if self._gated else None)
             return bool(self._line)
 
     def done(self, key: Any, _fold_at=FOLD_AT) -> None:
@@ -180,6 +190,9 @@ class Queue:
                 works.append(metrics.now() - started)
                 if len(works) >= _fold_at:
                     metrics.fold()
+            if self._gated:  # its group runs one fewer: a held group may start one now
+                self._line.ended(key)
+                self._cond.notify_all()
             if key in self._dirty:
                 self._line.push(key)
                 if self._observer is not None:
