@@ -8,10 +8,12 @@ that may start one (an `ordering` strategy, beside `Fifo` and `ByPriority`).
 A group's rank is the line key of its head (`ordering.line_key`: priority, then arrival), so
 without fair share the line is the priority order it always was, only skipping held groups.
 With fair share (`fair=True`) a group's rank is first its running items over its weight -
-the group furthest below its weighted share of the running slots goes next - and then its
-head's line key: priorities order the items within a group and break ties between groups
-equally served; they never let one tenant take another's share (a tenant that wants its
-urgent items first gives them a priority; one that wants a bigger share gets a weight).
+the group furthest below its weighted share of the running slots goes next - then its head's
+priority, then how long ago the group last started an item (the least recently served first:
+with one slot, or whenever shares tie, the groups take turns), then its head's arrival.
+Priorities order the items within a group and break ties between groups equally served; they
+never let one tenant take another's share (a tenant that wants its urgent items first gives
+them a priority; one that wants a bigger share gets a weight).
 
 Costs: a push or pop is a heap operation on its group's line and one on the heap of group
 ranks (log of the number of groups), whatever the number of groups; held groups are set aside
@@ -64,6 +66,8 @@ class Grouped:
         self._heads: list[tuple] = []
         self._taken: dict[Hashable, str] = {}
         self._running: Counter = Counter()
+        self._served: dict[str, int] = {}  # fair share: each group's last start, a count
+        self._starts = count()
         self._aside: list[str] = []  # the groups the last look found held
 
     # -- the strategy's interface (`ordering`) -----------------------------------------------
@@ -74,7 +78,7 @@ class Grouped:
         self._live[key] = (entry, group)
         heapq.heappush(self._lines.setdefault(group, []), entry)
         ranked = self._rank.get(group)
-        if ranked is None or entry[:2] < ranked[1:3]:
+        if ranked is None or entry[:2] < (ranked[1], ranked[3]):
             self._rerank(group)
 
     def touch(self, key: Hashable) -> None:
@@ -103,6 +107,8 @@ class Grouped:
         del self._live[key]
         self._taken[key] = group
         self._running[group] += 1
+        if self.fair:
+            self._served[group] = next(self._starts)
         self.gate.took(group or None)
         self._rerank(group)
         return key
@@ -138,18 +144,20 @@ class Grouped:
         held meanwhile (for views: `status` positions; not the hot path)."""
         lines = {g: sorted(entry for entry, group in self._live.values() if group == g)
                  for g in {group for _, group in self._live.values()}}  # fmt: skip
-        running = Counter(self._running)
+        running, served = Counter(self._running), dict(self._served)
         order = []
-        heads = [(*self._rank_of(g, lines[g][0], running), g) for g in lines]
+        heads = [(*self._rank_of(g, lines[g][0], running, served), g) for g in lines]
         heapq.heapify(heads)
         at = dict.fromkeys(lines, 0)
+        simulated = count(max(served.values(), default=-1) + 1)  # after every real start
         while heads:
             group = heapq.heappop(heads)[-1]
             order.append(lines[group][at[group]][2])
             at[group] += 1
             running[group] += 1
+            served[group] = next(simulated)
             if at[group] < len(lines[group]):
-                rank = self._rank_of(group, lines[group][at[group]], running)
+                rank = self._rank_of(group, lines[group][at[group]], running, served)
                 heapq.heappush(heads, (*rank, group))
         return iter(order)
 
@@ -159,9 +167,14 @@ class Grouped:
 
     # -- ranks ---------------------------------------------------------------------------
 
-    def _rank_of(self, group: str, head: tuple, running: Counter) -> tuple:
-        share = running[group] / self.gate.weight(group or None) if self.fair else 0.0
-        return (share, head[0], head[1])
+    def _rank_of(self, group: str, head: tuple, running: Counter, served=None) -> tuple:
+        """(share, -priority, when last served, arrival): without fair share the first and
+        third are 0, and the rank is the head's line key."""
+        if not self.fair:
+            return (0.0, head[0], 0, head[1])
+        served = self._served if served is None else served
+        share = running[group] / self.gate.weight(group or None)
+        return (share, head[0], served.get(group, -1), head[1])
 
     def _rerank(self, group: str) -> None:
         """`group`'s rank entry brought up to date with its head (and share)."""

@@ -1,0 +1,120 @@
+"""Tenants end to end on the local backend (`workqueue run`), judged by the workers' own marks:
+a group's limit is never passed and is reached, a rate never has more starts in a period than
+it allows, fair share lets a small tenant in ahead of a big one's backlog, and `status` says
+which group holds a waiting item. (The shared ledger's: tests/fleet/test_fleet_tenants.py;
+Kubernetes': tests/manager/backends/kubernetes/test_tenants.py.)"""
+
+from __future__ import annotations
+
+import json
+
+from tests.e2e.conftest import spawn_workqueue, workqueue
+from tests.support.marks import busiest_window, marking_worker, most_at_once, read_marks
+from tests.support.servers import wait_until
+
+
+STARTUP_SLACK = 0.3  # how much a worker's process start may shift its start mark
+
+
+def folders(tmp_path, **groups: int):
+    source = tmp_path / "in"
+    for group, count in groups.items():
+        (source / group).mkdir(parents=True)
+        for i in range(count):
+            (source / group / f"{i:03d}.txt").write_text(group)
+    return source
+
+
+def group_of(name: str) -> str:
+    return name.split("/")[0]
+
+
+def run(tmp_path, source, *flags, sleep=0.2):
+    worker, marks = marking_worker(tmp_path, sleep)
+    done = workqueue(
+        "run", source, "--suffix", ".txt", "--recursive", "--settle", "0",
+        "--state-dir", tmp_path / "state", "--group", "^([^/]+)/", *flags, "--", worker,
+        timeout=180,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return read_marks(marks)
+
+
+def test_limits_hold_each_group_and_are_reached(tmp_path):
+    source = folders(tmp_path, api=8, db=8, other=3)
+    marks = run(tmp_path, source, "--parallelism", "8", "--limit", "api=2", "--limit", "*=3")
+    most = most_at_once(marks, group_of)
+    assert most["api"] == 2 and most["db"] == 3 and most["other"] == 3, most
+    assert sum(e == "end" for e, _, _ in marks) == 19  # every item ran, once
+
+
+def test_a_rate_never_allows_more_starts_in_a_period(tmp_path):
+    source = folders(tmp_path, acme=7, free=3)
+    marks = run(tmp_path, source, "--parallelism", "4", "--rate", "acme=3/1s", sleep=0.05)
+    acme = [at for event, at, name in marks if event == "start" and group_of(name) == "acme"]
+    assert len(acme) == 7
+    # tokens come back a period after each start; a start is counted when the manager starts
+    # the work, the worker marks it once its process runs: a worker's clock may see a start
+    # up to its start-up time early or late (a cold first batch is the slowest)
+    assert busiest_window(acme, 1.0 - STARTUP_SLACK) == 3
+    assert acme[-1] - acme[0] >= 2.0 - STARTUP_SLACK
+
+
+def test_fair_share_lets_the_small_tenant_in_ahead_of_the_backlog(tmp_path):
+    orders = {}
+    for flags in (["--fair"], []):
+        where = tmp_path / (flags[0][2:] if flags else "fifo")
+        where.mkdir()
+        source = folders(where, big=10, small=2)
+        marks = run(where, source, "--parallelism", "1", *flags, sleep=0.01)
+        orders[bool(flags)] = [group_of(name) for event, _, name in marks if event == "start"]
+    assert orders[True][:4].count("small") == 2, orders[True]
+    assert orders[False][:10] == ["big"] * 10  # without --fair: the backlog first
+
+
+def test_status_names_the_group_that_holds_a_waiting_item(tmp_path):
+    source = folders(tmp_path, api=3)
+    worker, marks = marking_worker(tmp_path, 30)
+    state = tmp_path / "state"
+    manager = spawn_workqueue(
+        "run", source, "--suffix", ".txt", "--recursive", "--settle", "0", "--state-dir", state,
+        "--group", "^([^/]+)/", "--limit", "api=1", "--parallelism", "3", "--", worker,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: len(read_marks(marks)) == 1, timeout=60)
+
+        def view():
+            done = workqueue("status", "--state-dir", state, "--json")
+            return json.loads(done.stdout) if done.returncode == 0 else {}
+
+        wait_until(lambda: view().get("groups"), timeout=60)
+        body = view()
+        assert body["groups"]["api"] == {
+            "waiting": 2, "running": 1, "limit": 1, "rate": None, "weight": 1.0,
+            "held": "group api at its limit 1/1",
+        }  # fmt: skip
+        waiting = [i for i in body["items"] if i["state"] == "pending"]
+        assert {i["group"] for i in waiting} == {"api"}
+        assert all(i["reason"] == "waiting: group api at its limit 1/1" for i in waiting)
+        text = workqueue("status", "--state-dir", state).stdout
+        assert "  api: 1 running, 2 waiting (limit 1); held: group api at its limit 1/1" in text
+        assert len(read_marks(marks)) == 1  # the workers' word: still only the one
+    finally:
+        manager.kill()
+        manager.wait()
+
+
+def test_bad_tenancy_flags_are_one_line_and_exit_2(tmp_path):
+    cases = {
+        ("--group", "(["): "argument --group: not a regular expression",
+        ("--group", "^[a-z]+"): "argument --group: wants a capture group",
+        ("--limit", "acme"): "argument --limit: wants GLOB=N",
+        ("--rate", "acme=5/fortnight"): "argument --rate: not a period",
+        ("--weight", "acme=0"): "argument --weight: wants a number > 0",
+        ("--weight", "acme=2"): "--weight divides fair shares: give --fair with it",
+    }
+    for flags, message in cases.items():
+        done = workqueue("run", tmp_path, *flags, "--", "true")
+        assert done.returncode == 2, (flags, done.stderr)
+        assert message in done.stderr and "Traceback" not in done.stderr
+        assert len(done.stderr.strip().splitlines()) <= 2, done.stderr  # usage + the one line
