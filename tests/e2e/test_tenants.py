@@ -12,7 +12,6 @@ from tests.e2e.conftest import spawn_workqueue, workqueue
 from tests.support.marks import busiest_window, marking_worker, most_at_once, read_marks
 from tests.support.servers import wait_until
 
-
 STARTUP_SLACK = 0.3  # how much a worker's process start may shift its start mark
 
 
