@@ -321,6 +321,10 @@ class ClaimsWork(Protocol):
     def claim(self, limit: int) -> list[str]:
         """Up to `limit` items from the head of the line, now this manager's (one statement)."""
 
+    def use_tenants(self, tenants) -> None:
+        """Claim under the groups' limits, rates and fair share of `tenants` (the manager's
+        `manager.runtime.tenants.Tenants`), counted across every manager."""
+
     def waiting(self) -> bool:
         """Whether any item is free to claim now (one cheap query)."""
 

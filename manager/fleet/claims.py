@@ -15,7 +15,8 @@ while it lives, and lets them go - a part of `ledger.PostgresLedger` (a mixin ov
                  out of the line (the source did not have it) until a listing brings it again
     liveness     a claim lives while its owner's heartbeat does (`liveness.py`): nothing per
                  row is renewed; a dead manager's items are let go by the others
-    a bound      a parallelism asked of the queue bounds every manager's claims together
+    a bound      a parallelism asked of the queue bounds every manager's claims together;
+                 so do the queue's group limits and rates (`group_claims.py`), under one lock
     doubt        a write whose answer was lost (the connection died mid-statement) may or may
                  not have happened: `settle_doubts` lets go of whatever this manager holds
                  without knowing it (a claim back in line, a start undone), and a finish is
@@ -60,16 +61,19 @@ class Claims:
         turn = {"turn": self._turn()}
         with self._writes:
             try:
-                if asked is None:
+                if asked is None and self.tenants is None:
                     found = self.db.run(sql.CLAIM, turn, owner=self.owner, limit=limit)
                 else:
                     with self.db.transaction() as session:
                         session.run(sql.BOUND_LOCK, key=QUEUE_LIMIT_LOCK)
-                        room = asked - session.run(sql.CLAIMED_COUNT)[0][0]
+                        room = limit
+                        if asked is not None:
+                            room = min(limit, asked - session.run(sql.CLAIMED_COUNT)[0][0])
                         found = []
-                        if room > 0:
-                            found = session.run(sql.CLAIM, turn, owner=self.owner,
-                                                limit=min(limit, room))  # fmt: skip
+                        if room > 0 and self.tenants is not None:  # `group_claims`
+                            found = self._claim_grouped(session, turn, room)
+                        elif room > 0:
+                            found = session.run(sql.CLAIM, turn, owner=self.owner, limit=room)
             except StorageFault:
                 self._in_doubt = True  # it may have claimed: `settle_doubts` lets go
                 raise

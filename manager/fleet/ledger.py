@@ -42,6 +42,7 @@ from . import schema
 from . import statements as sql
 from .claims import SETTINGS_SECONDS, Claims
 from .database import Database
+from .group_claims import GroupClaims
 from .liveness import Liveness
 from .notifier import Notifier
 
@@ -54,7 +55,7 @@ TAKEN = (
 )  # how long a manager's start rides out a database that does not answer
 
 
-class PostgresLedger(Claims):
+class PostgresLedger(Claims, GroupClaims):
     arrivals_known = True
     keeps_status = False  # `workqueue status` reads the database itself
 
@@ -193,7 +194,8 @@ class PostgresLedger(Claims):
         if not fresh:
             return []
         with self.db.session() as session:
-            found = session.run(sql.SEE, now=self.clock(), names=fresh)
+            found = session.run(sql.SEE, now=self.clock(), names=fresh,
+                                groups=[self.group_of(n) for n in fresh])  # fmt: skip
             if found:  # the payload names who answers first (`first_to_answer`)
                 session.run(sql.NOTIFY_NEW, payload=str(found[0][1]))
         with self._lock:

@@ -20,9 +20,11 @@ Tables:
                when it was recorded (both the database's clock: whose turn a new item is,
                `claims.TURN_SECONDS`); `changed` is the id of the transaction that last wrote
                it, so a reader reads what committed since its last snapshot, in commit order
+               `grp` is its group (a tenant: `manager.fleet.group_claims`)
     runs       earlier outcomes of items that ran again (`--on-change rerun`, a comeback)
-    queue      one row: pause, the parallelism asked for, removals accepted, and when a hold
-               of a mass removal began
+    queue      one row: pause, the parallelism asked for, removals accepted, when a hold
+               of a mass removal began, and the group limits and rates asked for
+    group_starts  each rated group's recent starts (`group_claims`: the rate across managers)
     managers   one row per live manager: its lease, its heartbeat counter (`beat`: liveness
                is per manager, a claim lives while its owner's row beats), when it last beat
                (the database's clock, for `status`), its facts (what `status` shows)
@@ -117,6 +119,20 @@ MIGRATIONS: list[tuple[int, str]] = [
         # a mass removal held outlives the manager that held it
         3,
         "ALTER TABLE queue ADD COLUMN removals_held_since double precision;",
+    ),
+    (
+        # tenants: each item's group, what each group holds counted through the claims'
+        # index, each rated group's recent starts, and the group rules asked of the queue
+        4,
+        """
+        ALTER TABLE items ADD COLUMN grp text;
+        CREATE TABLE group_starts (
+            grp text NOT NULL,
+            at  timestamptz NOT NULL DEFAULT clock_timestamp()
+        );
+        CREATE INDEX group_starts_at ON group_starts (at);
+        ALTER TABLE queue ADD COLUMN group_rules jsonb;
+        """,
     ),
 ]
 VERSION = MIGRATIONS[-1][0]

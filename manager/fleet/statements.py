@@ -217,9 +217,9 @@ NOTIFY_NEW = Statement("notify_new", "SELECT pg_notify('workqueue_line', %(paylo
 # New names, pending, in the order given (their arrival order); a rival's insert wins quietly.
 SEE = Statement(
     "see",
-    "INSERT INTO items (name, first_seen, listed_at) "
-    "SELECT n, %(now)s, clock_timestamp() FROM unnest(%(names)s::text[]) "
-    "WITH ORDINALITY AS t(n, i) ORDER BY i ON CONFLICT (name) DO NOTHING "
+    "INSERT INTO items (name, first_seen, listed_at, grp) "
+    "SELECT n, %(now)s, clock_timestamp(), g FROM unnest(%(names)s::text[], %(groups)s::text[]) "
+    "WITH ORDINALITY AS t(n, g, i) ORDER BY i ON CONFLICT (name) DO NOTHING "
     "RETURNING name, (hashtext(name) & 2147483647)",
 )
 

@@ -85,6 +85,9 @@ class Alone:
     def follower(self, needs_work) -> OthersFollower | None:
         return None
 
+    def use_tenants(self, tenants) -> None:
+        """The queue's groups and rules: alone, its own line holds them (`tenants.order`)."""
+
     def when_claims_lost(self, told: Callable[[list[str]], None]) -> None:
         pass  # nobody takes its items from it
 
@@ -121,6 +124,10 @@ class Fleet(Alone):
 
     def follower(self, needs_work) -> OthersFollower:
         return OthersFollower(self.ledger, needs_work)
+
+    def use_tenants(self, tenants) -> None:
+        """The ledger's claims hold the groups' rules, for every manager together."""
+        self.ledger.use_tenants(tenants)
 
     def when_claims_lost(self, told: Callable[[list[str]], None]) -> None:
         """`told(names)` when this manager was declared dead while they ran (its claims were

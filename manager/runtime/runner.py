@@ -104,6 +104,7 @@ class Manager:
                                     order=order)  # fmt: skip
         if self.tenants is not None:
             self.tenants.attach(self.queue)
+            self.mode.use_tenants(self.tenants)
         self.mode.when_claims_lost(self._claims_lost)
         self.window = SlidingWindow(options.window, time.time)
         self.asked = Asked(self)

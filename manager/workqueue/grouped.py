@@ -161,6 +161,12 @@ class Grouped:
                 heapq.heappush(heads, (*rank, group))
         return iter(order)
 
+    def seed_running(self, running: dict) -> None:
+        """Items already running per group (None: ungrouped), before any key is pushed:
+        fair share counts them (a fleet's claim, choosing for the whole queue)."""
+        for group, n in running.items():
+            self._running[group or UNGROUPED] += n
+
     def group_waiting(self) -> Counter:
         """How many keys wait per group (for metrics and status)."""
         return Counter(group or None for _, group in self._live.values())

@@ -12,6 +12,7 @@ import psycopg
 import pytest
 
 from manager.faults import StorageFault
+from manager.fleet import group_claims
 from manager.fleet import statements as sql_statements
 from manager.fleet.statements import Statement
 
@@ -25,12 +26,22 @@ INDEXED = {  # hot statement -> the index its plan must use
     "others_running": "items_claims",
     "changes_since": "items_changed",
     "beat": "managers_pkey",
+    "group_claimed": "items_claims",
+    "group_starts": "group_starts_at",
+    "group_heads": "items_line",
+    "claim_named": "items_pkey",
 }
-PARAMS = {"owner": "a", "limit": 8, "key": 1}
+PARAMS = {"owner": "a", "limit": 8, "key": 1, "longest": 60, "each": 4, "held": "{}",
+          "names": "{waiting}"}  # fmt: skip
 
 
 def hot_statements() -> list[Statement]:
-    return [s for s in vars(sql_statements).values() if isinstance(s, Statement) and s.hot]
+    return [
+        s
+        for module in (sql_statements, group_claims)
+        for s in vars(module).values()
+        if isinstance(s, Statement) and s.hot
+    ]
 
 
 def test_every_hot_statement_is_checked():
@@ -42,6 +53,11 @@ def test_every_hot_statement_reads_through_its_index(open_ledger):
     sql(a, "INSERT INTO items (name, first_seen, state, claimable) SELECT 'done-' || i, 0, "
            "'succeeded', false FROM generate_series(1, 50000) i")  # fmt: skip
     sql(a, "INSERT INTO managers (id, lease) SELECT 'm' || i, 30 FROM generate_series(1, 500) i")
+    sql(
+        a,
+        "INSERT INTO group_starts (grp, at) SELECT 'g' || mod(i, 50), now() - interval '1 day' "
+        "FROM generate_series(1, 20000) i",
+    )  # fmt: skip  (a rate's old starts, not yet pruned)
     a.see(["waiting"])
     a.claim(1)
     sql(a, "ANALYZE")

@@ -1,0 +1,93 @@
+"""Group limits, rates and fair share held across every manager of a shared ledger: at the
+ledger (two managers' claims, counted in the database) and end to end (two `workqueue run`s on
+one folder, judged by the workers' own marks)."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+
+from manager.runtime.tenants import Tenants
+from manager.tenancy.rules import TenancyOptions
+from tests.e2e.conftest import spawn_workqueue
+from tests.support.marks import busiest_window, marking_worker, most_at_once, read_marks
+
+from .conftest import sql
+
+
+def tenants(**options) -> Tenants:
+    return Tenants(TenancyOptions(group="^([^/]+)/", **options))
+
+
+def held_by_group(ledger) -> Counter:
+    return Counter(dict(sql(ledger, "SELECT grp, count(*) FROM items WHERE owner IS NOT NULL "
+                                    "GROUP BY grp")))  # fmt: skip
+
+
+def test_two_managers_claims_together_never_pass_a_group_limit(open_ledger):
+    a, b = open_ledger("a"), open_ledger("b")
+    for ledger in (a, b):
+        ledger.use_tenants(tenants(limits=[("small", 1), ("*", 3)]))
+    a.see([f"big/{i}" for i in range(10)] + [f"small/{i}" for i in range(4)] + ["loose"])
+    taken = a.claim(4) + b.claim(4) + a.claim(4) + b.claim(4)
+    assert Counter(name.split("/")[0] for name in taken if "/" in name) == {"big": 3, "small": 1}
+    assert "loose" in taken  # an item in no group is held by no group's limit
+    assert held_by_group(a) == {"big": 3, "small": 1, None: 1}
+    a.release("big/0")  # one of big's claims let go: one more of big may be claimed
+    assert [n for n in b.claim(4) if n.startswith("big/")] == ["big/0"]
+
+
+def test_a_rate_counts_every_managers_claims_in_the_database(open_ledger):
+    a, b = open_ledger("a"), open_ledger("b")
+    for ledger in (a, b):
+        ledger.use_tenants(tenants(rates=[("acme", (3, 3600.0))]))
+    a.see([f"acme/{i}" for i in range(6)] + ["other/0"])
+    first = a.claim(2)
+    second = b.claim(8)
+    assert len([n for n in first + second if n.startswith("acme/")]) == 3
+    assert "other/0" in first + second
+    for name in first + second:  # let go: the tokens stay spent for the period
+        (a if name in first else b).release(name)
+    assert [n for n in a.claim(8) + b.claim(8) if n.startswith("acme/")] == []
+
+
+def test_fair_share_across_managers_counts_what_each_group_holds(open_ledger):
+    a, b = open_ledger("a"), open_ledger("b")
+    for ledger in (a, b):
+        ledger.use_tenants(tenants(fair=True))
+    a.see([f"big/{i}" for i in range(20)])
+    held = a.claim(4)  # big alone: it takes every slot
+    a.see([f"small/{i}" for i in range(3)])
+    taken = b.claim(3)
+    assert taken == ["small/0", "small/1", "small/2"] and len(held) == 4
+
+
+def test_two_managers_on_one_ledger_hold_a_limit_and_a_rate_by_the_workers_marks(
+    tmp_path, postgres
+):
+    source = tmp_path / "in"
+    for group, count in {"api": 9, "db": 9, "other": 6}.items():
+        (source / group).mkdir(parents=True)
+        for i in range(count):
+            (source / group / f"{i:02d}.txt").write_text(group)
+    worker, marks = marking_worker(tmp_path, 0.3)
+    runs = [
+        spawn_workqueue(
+            "run", source, "--suffix", ".txt", "--recursive", "--settle", "0",
+            "--ledger", postgres, "--state-dir", tmp_path / f"state-{i}", "--parallelism", "4",
+            "--group", "^([^/]+)/", "--limit", "*=3", "--rate", "other=2/1s", "--", worker,
+            env=dict(os.environ),
+        )
+        for i in range(2)
+    ]  # fmt: skip
+    for run in runs:
+        _, err = run.communicate(timeout=180)
+        assert run.returncode == 0, err
+    found = read_marks(marks)
+    assert Counter(name for event, _, name in found if event == "end") == Counter(
+        f"{g}/{i:02d}.txt" for g, n in {"api": 9, "db": 9, "other": 6}.items() for i in range(n)
+    )  # every item once
+    most = most_at_once(found, lambda name: name.split("/")[0])
+    assert most["api"] == 3 and most["db"] == 3, most  # reached, never passed, by two managers
+    other = [at for event, at, name in found if event == "start" and name.startswith("other/")]
+    assert busiest_window(other, 1.0 - 0.3) <= 2  # (0.3 s: a worker's start-up, as locally)
