@@ -178,6 +178,16 @@ class Ledger(Protocol):
         """Ask for `parallelism` there (the built-in autoscaler's decisions, so that what the
         queue's object says is what runs)."""
 
+    def wanted_group_rules(self) -> dict | None:
+        """The group limits and rates asked of the queue (`workqueue scale --limit/--rate`;
+        on Kubernetes the WorkQueue's `spec.limits` and `spec.rates`) as
+        `manager.tenancy.rules.asked_rules` reads them, or None. Called about twice a
+        second: cheap."""
+
+    def want_group_rules(self, rules: dict) -> None:
+        """Ask for `rules` (`{"limits": [...], "rates": [...]}`, each as the flags write
+        it; a kind left out keeps what was asked of it)."""
+
     def report(self, status: dict) -> None:
         """The queue as its manager sees it now (`runtime.asked.Asked.status_report`), for
         whoever shows the queue (the WorkQueue's `status`). Called every few seconds; the

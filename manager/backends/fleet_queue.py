@@ -159,6 +159,12 @@ class FleetQueueOps(QueueOps):
     def ask_parallelism(self, parallelism: int) -> None:
         self._writable().want_parallelism(parallelism)
 
+    def asked_group_rules(self) -> dict | None:
+        return self._if_any(lambda ledger: ledger.wanted_group_rules(), None)
+
+    def ask_group_rules(self, rules: dict) -> None:
+        self._writable().want_group_rules(rules)
+
     def autoscaled(self) -> bool:
         facts = self._if_any(lambda ledger: self.live_facts()[0], None)
         return bool(facts and facts.get("autoscale"))

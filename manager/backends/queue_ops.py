@@ -114,6 +114,31 @@ class QueueOps(ABC):
         """True when the queue's running manager has the built-in autoscaler in charge."""
         return False
 
+    def asked_group_rules(self) -> dict | None:
+        """The group limits and rates asked of the queue (`scale --limit/--rate`), or None."""
+        return None
+
+    def ask_group_rules(self, rules: dict) -> None:
+        raise UserError(f"{self.where}: this backend cannot change group limits while it runs")
+
+    def scale_groups(self, *, limits: list | None = None, rates: list | None = None) -> str:
+        """Ask for group `limits` and `rates` (parsed rules; None: that kind unchanged, []:
+        none): the running managers - and any that start later - follow them at once, in
+        place of their --limit and --rate flags."""
+        from ..tenancy.rules import asked_rules, rule_texts
+
+        before = asked_rules(self.asked_group_rules())
+        self.ask_group_rules(rule_texts(limits, rates))
+        said = []
+        for kind, given, was in (("limits", limits, before[0]), ("rates", rates, before[1])):
+            if given is None:
+                continue
+            now_text = ", ".join(rule_texts(**{kind: given})[kind]) or "none"
+            was_text = "none asked before" if was is None else \
+                "was " + (", ".join(rule_texts(**{kind: was})[kind]) or "none")  # fmt: skip
+            said.append(f"group {kind} {now_text} ({was_text})")
+        return f"{self.where}: " + "; ".join(said)
+
     def scale(self, parallelism: int) -> str:
         """Ask for `parallelism` (0: nothing new starts): the running manager - and any that
         starts later - follows it. Refused while the built-in autoscaler is in charge: one

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 from ..durations import moment
 from ..errors import UserError
 from ..ports import FINISHED, State
-from .argtypes import MAX_WORKERS, asked_parallelism, positive_int
+from ..tenancy import rules
+from .argtypes import MAX_WORKERS, asked_parallelism, from_input, positive_int
 from .queues import add_queue_options, queue_of
 from .report import one_line, rows, seconds
 
@@ -78,8 +79,17 @@ def add_parsers(subparsers) -> None:
         "through the WorkQueue's scale subresource, as kubectl scale, an HPA or KEDA would), and "
         "a manager started later starts with it.",
     )
-    p.add_argument("--parallelism", type=asked_parallelism, required=True, metavar="N",
+    p.add_argument("--parallelism", type=asked_parallelism, metavar="N",
                    help=f"0 to {MAX_WORKERS}")  # fmt: skip
+    p.add_argument("--limit", type=from_input(rules.limit_rule), action="append", metavar="GLOB=N",
+                   dest="limits", help="the queue's group limits from now on, in place of its "
+                   "managers' --limit (repeatable, first match wins; 0 holds a group)")  # fmt: skip
+    p.add_argument("--rate", type=from_input(rules.rate_rule), action="append",
+                   metavar="GLOB=N/PERIOD", dest="rates",
+                   help="the queue's group rates from now on, in place of its managers' --rate "
+                   "(repeatable)")  # fmt: skip
+    p.add_argument("--no-limits", action="store_true", help="no group limits from now on")
+    p.add_argument("--no-rates", action="store_true", help="no group rates from now on")
     add_queue_options(p)
     p.set_defaults(func=scale_queue)
 
@@ -292,10 +302,20 @@ def retry_item(args) -> int:
 
 
 def scale_queue(args) -> int:
-    """`workqueue scale --parallelism N`, on any backend, with or without a manager."""
+    """`workqueue scale --parallelism N` and/or `--limit`/`--rate`, on any backend, with or
+    without a manager."""
+    limits = [] if args.no_limits else args.limits
+    rates = [] if args.no_rates else args.rates
+    if args.no_limits and args.limits or args.no_rates and args.rates:
+        raise UserError("give --limit or --no-limits, not both (likewise --rate, --no-rates)")
+    if args.parallelism is None and limits is None and rates is None:
+        raise UserError("scale what? give --parallelism N, --limit GLOB=N or --rate GLOB=N/PERIOD")
     backend, queue = queue_of(args)
     with backend.queue_ops(queue) as ops:
-        print(ops.scale(args.parallelism))
+        if args.parallelism is not None:
+            print(ops.scale(args.parallelism))
+        if limits is not None or rates is not None:
+            print(ops.scale_groups(limits=limits, rates=rates))
     return 0
 
 

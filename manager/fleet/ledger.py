@@ -98,7 +98,7 @@ class PostgresLedger(Claims, GroupClaims):
         self.unregistered = False  # a claim found this manager's row gone
         self._since: str | None = None  # the snapshot of the last refresh (None: never)
         self._reloaded = 0.0
-        self._settings: tuple[float, tuple] = (-1e18, (None, None, None))
+        self._settings: tuple[float, tuple] = (-1e18, (None, None, None, None))
         self._others: tuple[float, int] = (-1e18, 0)  # (when read, others' running items)
         # what this manager's claims met (`workqueue_claims*` metrics; `claim` counts refusals)
         self.counters = {"claims": 0, "refused": 0, "lost": 0, "expired": 0, "done": 0}
@@ -367,9 +367,9 @@ class PostgresLedger(Claims, GroupClaims):
 
     # -- the queue's settings --------------------------------------------------------------
 
-    def _read_settings(self) -> tuple:
+    def _read_settings(self, *, fresh: bool = False) -> tuple:
         at, settings = self._settings
-        if time.monotonic() - at < SETTINGS_SECONDS:
+        if time.monotonic() - at < SETTINGS_SECONDS and not fresh:
             return settings
         settings = self.db.run(sql.SETTINGS)[0]
         self._settings = (time.monotonic(), settings)
@@ -392,13 +392,22 @@ class PostgresLedger(Claims, GroupClaims):
 
     def set_setting(self, column: str, value) -> None:
         """Write one of the queue's settings (`paused_since`, `parallelism`,
-        `removals_accepted`, `removals_held_since`): every manager reads the first three
-        within `SETTINGS_SECONDS`."""
+        `removals_accepted`, `removals_held_since`, `group_rules`): every manager reads all
+        but the fourth within `SETTINGS_SECONDS`."""
         self.db.count(sql.SETTING[column], value=value)
         self._settings = (-1e18, self._settings[1])
 
     def want_parallelism(self, parallelism: int) -> None:
         self.set_setting("parallelism", parallelism)
+
+    def wanted_group_rules(self) -> dict | None:
+        return self._read_settings()[3]
+
+    def want_group_rules(self, rules: dict) -> None:
+        from psycopg.types.json import Jsonb
+
+        self.set_setting("group_rules", Jsonb({**(self._read_settings(fresh=True)[3] or {}),
+                                               **rules}))  # fmt: skip
 
     def report(self, status: dict) -> None:
         pass  # `workqueue status` reads the items table itself

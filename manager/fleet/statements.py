@@ -356,12 +356,16 @@ HISTORY = Statement(
 # -- the queue's settings ------------------------------------------------------------------
 
 SETTINGS = Statement(
-    "settings", "SELECT paused_since, parallelism, removals_accepted FROM queue", hot=True
+    "settings",
+    "SELECT paused_since, parallelism, removals_accepted, group_rules FROM queue",
+    hot=True,
 )
 SETTING = {
     column: Statement(f"set_{column}", f"UPDATE queue SET {column} = %(value)s")
-    for column in ("paused_since", "parallelism", "removals_accepted", "removals_held_since")
-}
+    for column in (
+        "paused_since", "parallelism", "removals_accepted", "removals_held_since", "group_rules"
+    )
+}  # fmt: skip
 # a mass removal's hold, read once at a manager's start
 HELD_SINCE = Statement("held_since", "SELECT removals_held_since FROM queue")
 

@@ -35,6 +35,7 @@ import time
 from ..durations import moment
 from ..faults import StorageFault
 from ..ports import KeepsLiveRows, parallelism_problem
+from ..tenancy.rules import TenancyOptions, asked_rules
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,7 @@ class Asked:
         self.accepted_seen: float | None = None  # the last `resume --accept-removals` seen
         self.refused: object = None  # the last parallelism refused (said once)
         self.refusal: str | None = None  # why, for `status`
+        self.rules_seen: object = None  # the group rules asked, as last read
 
     def at_start(self) -> None:
         """Before any worker may take a slot: a pause in force, and what was asked."""
@@ -57,6 +59,7 @@ class Asked:
         if since is not None:
             self.pause_changed(since)
         self.accepted_seen = m.ledger.removals_accepted()  # only a later one accepts anything
+        self.follow_group_rules()
         wanted = self.bounded(m.ledger.wanted_parallelism())
         if wanted is not None and wanted != m.capacity.limit:
             log.warning(
@@ -101,6 +104,7 @@ class Asked:
                 self.pause_changed(since)
             self.follow_parallelism()
             self.follow_accepts()
+            self.follow_group_rules()
             # the status is a view over every item: with a million known it takes seconds,
             # so it may use at most a tenth of the time between two
             gap = time.monotonic() - reported
@@ -110,6 +114,26 @@ class Asked:
                 self.report()
                 took = time.monotonic() - reported
             m.stop_event.wait(interval)
+
+    def follow_group_rules(self) -> None:
+        """Group limits and rates asked of the queue (`workqueue scale --limit/--rate`, the
+        WorkQueue's `spec.limits`/`spec.rates`) since the last look: in force at once, in
+        place of the flags' (a manager without groups gets them now)."""
+        m = self.manager
+        read = getattr(m.ledger, "wanted_group_rules", None)
+        unread = object()
+        asked = unread if read is None else self._read("the group rules asked of the queue",
+                                                       read, unread)  # fmt: skip
+        if asked is unread or asked == self.rules_seen:
+            return
+        self.rules_seen = asked
+        limits, rates = asked_rules(asked)
+        if limits is None and rates is None:
+            return
+        tenants = m.tenants if m.tenants is not None else m.use_tenants(TenancyOptions())
+        tenants.change(limits=limits, rates=rates)
+        self.answer_due = True
+        self.note_manager()
 
     def follow_accepts(self) -> None:
         """`workqueue resume --accept-removals` since the last look: the held removals go."""

@@ -41,6 +41,7 @@ from ..ports import (
     SourceError,
 )
 from ..priority_rules import Rules
+from ..tenancy.rules import TenancyOptions
 from .adoption import Adoption
 from .asked import Asked
 from .autoscaler import Autoscaler
@@ -56,7 +57,7 @@ from .poller import Poller
 from .priorities import Prioritizer
 from .reconciler import Reconciler, Result
 from .run_report import TERMINAL, RunReport
-from .tenants import tenants_for
+from .tenants import Tenants, tenants_for
 
 log = logging.getLogger(__name__)
 
@@ -218,6 +219,27 @@ class Manager:
         self._stopping = threading.Lock()
         self._stopped = False
         self.started: float | None = None  # when this manager began to work (it leads)
+
+    def use_tenants(self, options: TenancyOptions) -> Tenants:
+        """Groups from now on, for a manager started without them (limits asked of the
+        queue while it runs): its line becomes one line per group, holding what waits; what
+        runs already is not counted against a group's limit."""
+        tenants = Tenants(options, getattr(self.source, "listed_groups", None))
+        if self.mode.orders_its_line:
+            order = tenants.order(self.ledger.priority)
+
+            def refill(waiting):
+                for key in waiting:
+                    order.push(key)
+                return order
+
+            self.queue.use_order(refill)
+            if self.intake.prioritizer is not None:
+                self.intake.prioritizer.ordered = True
+        tenants.attach(self.queue)
+        self.mode.use_tenants(tenants)
+        self.tenants = tenants
+        return tenants
 
     def _dispatched(self, name: str) -> None:
         self.intake.left_line(name)

@@ -211,3 +211,36 @@ class GroupRules:
             )
             self._seen[group] = found
             return found
+
+
+def asked_rules(value: object) -> tuple[list | None, list | None]:
+    """(limits, rates) from what `workqueue scale --limit/--rate` left with the queue - a
+    mapping whose `limits` and `rates` are lists of rules as the flags write them
+    (`["acme=2", "*=5"]`, `["acme=100/1m"]`); either None when not asked. A rule that does
+    not parse (a hand edit) is left out: the others hold."""
+    if not isinstance(value, dict):
+        return None, None
+    found: list[list | None] = []
+    for key, parse in (("limits", limit_rule), ("rates", rate_rule)):
+        rules = value.get(key)
+        if not isinstance(rules, list):
+            found.append(None)
+            continue
+        parsed = []
+        for text in rules:
+            try:
+                parsed.append(parse(text))
+            except (InputError, TypeError, AttributeError):
+                continue
+        found.append(parsed)
+    return found[0], found[1]
+
+
+def rule_texts(limits: list | None = None, rates: list | None = None) -> dict:
+    """The asked form (`asked_rules`) of parsed limits and rates (None: not asked)."""
+    asked: dict = {}
+    if limits is not None:
+        asked["limits"] = [f"{glob}={n}" for glob, n in limits]
+    if rates is not None:
+        asked["rates"] = [f"{glob}={rate_text(rate)}" for glob, rate in rates]
+    return asked

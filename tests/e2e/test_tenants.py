@@ -117,3 +117,37 @@ def test_bad_tenancy_flags_are_one_line_and_exit_2(tmp_path):
         assert done.returncode == 2, (flags, done.stderr)
         assert message in done.stderr and "Traceback" not in done.stderr
         assert len(done.stderr.strip().splitlines()) <= 2, done.stderr  # usage + the one line
+
+
+def test_a_limit_of_zero_holds_a_group_until_scale_frees_it(tmp_path):
+    source = folders(tmp_path, api=6, web=2)
+    worker, marks = marking_worker(tmp_path, 0.3)
+    state = tmp_path / "state"
+    manager = spawn_workqueue(
+        "run", source, "--suffix", ".txt", "--recursive", "--settle", "0", "--state-dir", state,
+        "--group", "^([^/]+)/", "--limit", "api=0", "--parallelism", "4", "--", worker,
+    )  # fmt: skip
+    try:
+
+        def groups():
+            done = workqueue("status", "--state-dir", state, "--json")
+            return json.loads(done.stdout).get("groups", {}) if done.returncode == 0 else {}
+
+        wait_until(
+            lambda: groups().get("api", {}).get("waiting") == 6 and not groups().get("web"),
+            timeout=60,
+        )  # fmt: skip  (web ran, api held)
+        assert groups()["api"]["held"] == "group api is held (its limit is 0)"
+        assert {group_of(n) for _, _, n in read_marks(marks)} == {"web"}
+        done = workqueue("scale", "--state-dir", state, "--limit", "api=2")
+        assert done.returncode == 0, done.stderr
+        assert "group limits api=2 (none asked before)" in done.stdout
+        _, err = manager.communicate(timeout=120)
+        assert manager.returncode == 0, err
+    finally:
+        if manager.poll() is None:
+            manager.kill()
+            manager.wait()
+    found = read_marks(marks)
+    assert most_at_once(found, group_of)["api"] == 2
+    assert sum(e == "end" and group_of(n) == "api" for e, _, n in found) == 6

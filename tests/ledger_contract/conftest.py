@@ -96,6 +96,7 @@ def subject(request, tmp_path):
         from manager.backends.kubernetes.manifests import objects as ko
         from manager.backends.kubernetes.records.ledger import ClusterLedger
         from manager.backends.kubernetes.records.record import RecordStore
+        from manager.backends.kubernetes.steering.control import Control
 
         server = request.getfixturevalue("apiserver")
         config = load_configuration(server.write_kubeconfig(tmp_path / "kubeconfig"))
@@ -107,8 +108,9 @@ def subject(request, tmp_path):
             assert cache.synced.wait(30)
             record = RecordStore(api, "q")
             record.load()
-            closing.extend([cache.stop, api.close])
-            return ClusterLedger("q", cache, record, namespace=NS)
+            control = Control(api, "q").start()  # what is asked of the queue (scale, pause)
+            closing.extend([cache.stop, control.stop, api.close])
+            return ClusterLedger("q", cache, record, namespace=NS, control=control)
 
     subject = Subject(kind, opener(), opener)
     yield subject

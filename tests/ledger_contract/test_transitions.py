@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from manager.ports import State
+from tests.support.servers import wait_until
 
 
 def test_an_unknown_name_has_no_state_and_a_seen_one_waits_with_no_attempts(subject):
@@ -188,3 +189,16 @@ def test_what_was_recorded_outlives_its_manager_and_a_run_it_left_is_taken_back(
     subject.finish("ended", True, 0, None)  # its work ended while no manager ran
     assert ledger.state("ended") == ("succeeded", 1)
     assert subject.start("gone") == 1  # and it runs, as its first attempt
+
+
+def test_group_rules_asked_of_the_queue_are_read_back_and_each_kind_kept(subject):
+    ledger = subject.ledger
+    assert ledger.wanted_group_rules() is None
+    ledger.want_group_rules({"limits": ["acme=2", "*=5"]})
+    wait_until(lambda: ledger.wanted_group_rules() == {"limits": ["acme=2", "*=5"]}, timeout=30)
+    ledger.want_group_rules({"rates": ["acme=100/1m"]})  # the limits asked stay
+    wait_until(lambda: ledger.wanted_group_rules()
+               == {"limits": ["acme=2", "*=5"], "rates": ["acme=100/1m"]}, timeout=30)  # fmt: skip
+    subject.reopen()  # what was asked outlives the manager
+    wait_until(lambda: subject.ledger.wanted_group_rules()
+               == {"limits": ["acme=2", "*=5"], "rates": ["acme=100/1m"]}, timeout=30)  # fmt: skip

@@ -10,6 +10,8 @@ ConfigMap, which every manager of the queue follows (`control.py`).
 
 from __future__ import annotations
 
+import json
+
 from ...errors import UserError
 from ...ports import QueueRecord, Row, State
 from ..queue_ops import QueueOps
@@ -245,6 +247,21 @@ class KubeQueueOps(QueueOps):
             )  # fmt: skip
         else:
             self._control("scale", lambda api, queue: control.scale(api, queue, parallelism))
+
+    def asked_group_rules(self) -> dict | None:
+        if self._resource():
+            return self._control("read", lambda api, queue: queue_resource.group_rules_of(
+                api.find(queue_resource.KIND, queue)))  # fmt: skip
+        return self._control("read", lambda api, queue: control.group_rules_of(
+            api.find("configmaps", control.name_of(queue))))  # fmt: skip
+
+    def ask_group_rules(self, rules: dict) -> None:
+        if self._resource():
+            self._control("scale", lambda api, queue: queue_resource.set_spec(api, queue, rules))
+        else:
+            self._control("scale", lambda api, queue: control.set_key(
+                api, queue, control.GROUP_RULES,
+                json.dumps({**(self.asked_group_rules() or {}), **rules})))  # fmt: skip
 
     def autoscaled(self) -> bool:
         facts = self._control("read", lambda api, queue: ManagerFacts(api, queue).read())

@@ -18,9 +18,11 @@ from ..queue_ops import QueueOps
 from .ledger import SqliteLedger, existing_ledger
 from .ledger_file import LedgerBusy
 from .state_files import (
+    read_group_rules,
     read_parallelism,
     read_paused,
     running_manager,
+    write_group_rules,
     write_parallelism,
     write_paused,
     write_removals_accepted,
@@ -126,6 +128,14 @@ class LocalQueueOps(QueueOps):
     def ask_parallelism(self, parallelism: int) -> None:
         self._opened()
         write_parallelism(self.state_dir, parallelism)
+
+    def asked_group_rules(self) -> dict | None:
+        self._opened()
+        return read_group_rules(self.state_dir)
+
+    def ask_group_rules(self, rules: dict) -> None:
+        self._opened()
+        write_group_rules(self.state_dir, rules)
 
     def autoscaled(self) -> bool:
         facts = running_manager(self.state_dir)

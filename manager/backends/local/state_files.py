@@ -69,6 +69,25 @@ def write_parallelism(state_dir: str, parallelism: int) -> None:
     )
 
 
+GROUP_RULES_FILE = "group-rules"  # {"limits": [...], "rates": [...]}: `workqueue scale --limit`
+
+
+def read_group_rules(state_dir: str) -> dict | None:
+    """The group rules asked for the queue in `state_dir`, or None."""
+    try:
+        with open(os.path.join(state_dir, GROUP_RULES_FILE), encoding="utf-8") as f:
+            found = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def write_group_rules(state_dir: str, rules: dict) -> None:
+    """Merge `rules` into what was asked (a kind left out keeps its rules)."""
+    _replace_json(os.path.join(state_dir, GROUP_RULES_FILE),
+                  {**(read_group_rules(state_dir) or {}), **rules})  # fmt: skip
+
+
 ACCEPT_FILE = "removals-accepted"  # {"at": epoch seconds}: `workqueue resume --accept-removals`
 
 
@@ -200,6 +219,20 @@ class QueueFiles:
     def want_parallelism(self, parallelism: int) -> None:
         write_parallelism(self.state_dir, parallelism)
         self._wanted, self._wanted_read = parallelism, time.monotonic()
+
+    _rules_read = float("-inf")
+    _rules: dict | None = None
+
+    def wanted_group_rules(self) -> dict | None:
+        """From the `group-rules` file (`workqueue scale --limit/--rate`)."""
+        now = time.monotonic()
+        if now - self._rules_read >= 0.5:
+            self._rules, self._rules_read = read_group_rules(self.state_dir), now
+        return self._rules
+
+    def want_group_rules(self, rules: dict) -> None:
+        write_group_rules(self.state_dir, rules)
+        self._rules_read = float("-inf")
 
     def report(self, status: dict) -> None:
         """Nothing to write: `workqueue status` reads the ledger itself."""

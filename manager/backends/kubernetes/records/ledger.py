@@ -314,6 +314,13 @@ class ClusterLedger:
         if self.control is not None:
             self.control.want_parallelism(parallelism)
 
+    def wanted_group_rules(self) -> dict | None:
+        return self.control.wanted_group_rules() if self.control is not None else None
+
+    def want_group_rules(self, rules: dict) -> None:
+        if self.control is not None:
+            self.control.want_group_rules(rules)
+
     @property
     def keeps_status(self) -> bool:
         """Only a WorkQueue keeps the status (without the CRD `status` reads the record)."""

@@ -11,6 +11,7 @@ and a pause made while a manager runs reaches it within a watch event - no polli
 
 from __future__ import annotations
 
+import json
 import time
 
 from ..client.api import KubeApi, KubeError
@@ -84,6 +85,14 @@ class Control:
 
     def want_parallelism(self, parallelism: int) -> None:
         set_key(self.cache.api, self.queue, "parallelism", str(parallelism))
+
+    def wanted_group_rules(self) -> dict | None:
+        return group_rules_of(self.cache.get(name_of(self.queue)))
+
+    def want_group_rules(self, rules: dict) -> None:
+        asked = {**(group_rules_of(self.cache.api.find("configmaps", name_of(self.queue)))
+                    or {}), **rules}  # fmt: skip
+        set_key(self.cache.api, self.queue, GROUP_RULES, json.dumps(asked))
 
     def removals_held_since(self) -> float | None:
         text = ((self.cache.get(name_of(self.queue)) or {}).get("data") or {}).get(HELD)
@@ -171,3 +180,16 @@ def accept_removals(api: KubeApi, queue: str) -> None:
 def scale(api: KubeApi, queue: str, parallelism: int) -> int | None:
     """Ask for `parallelism`; returns what was asked before (None: nothing was)."""
     return parallelism_of(set_key(api, queue, "parallelism", str(parallelism)))
+
+
+GROUP_RULES = "group-rules"  # the key of `workqueue scale --limit/--rate`'s rules (JSON)
+
+
+def group_rules_of(configmap: dict | None) -> dict | None:
+    """The group rules the control ConfigMap asks for, or None."""
+    text = ((configmap or {}).get("data") or {}).get(GROUP_RULES)
+    try:
+        found = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None

@@ -195,6 +195,13 @@ class QueueResource:
     def want_parallelism(self, parallelism: int) -> None:
         self.api.patch_scale(KIND, self.queue, parallelism)
 
+    def wanted_group_rules(self) -> dict | None:
+        """`spec.limits` and `spec.rates` (lists of rules as the flags write them)."""
+        return group_rules_of(self._object())
+
+    def want_group_rules(self, rules: dict) -> None:
+        set_spec(self.api, self.queue, rules)
+
     def removals_held_since(self) -> float | None:
         annotations = ((self._object() or {}).get("metadata") or {}).get("annotations") or {}
         try:
@@ -311,3 +318,10 @@ def _answer(status: dict | None) -> tuple:
         return ()
     paused = [c.get("status") for c in status.get("conditions") or [] if c["type"] == "Paused"]
     return status.get("observedGeneration"), status.get("replicas"), paused
+
+
+def group_rules_of(obj: dict | None) -> dict | None:
+    """The group rules a WorkQueue's spec asks for (`manager.tenancy.rules.asked_rules`)."""
+    spec = (obj or {}).get("spec") or {}
+    rules = {key: spec[key] for key in ("limits", "rates") if isinstance(spec.get(key), list)}
+    return rules or None
