@@ -167,6 +167,9 @@ class Manager:
                 )
             )
             self._durations = item_durations(registry)
+            from ..views.group_metrics import GroupCollector
+
+            registry.register(GroupCollector(lambda: self.tenants.groups() if self.tenants else {}))
         # Keep listed data only of items that will run - unless every item's listed version
         # is compared with the one it ran at (--on-change rerun), which needs them all.
         if options.on_change != "rerun":
@@ -242,6 +245,8 @@ class Manager:
         return tenants
 
     def _dispatched(self, name: str) -> None:
+        if self.tenants is not None:
+            self.tenants.started(name)  # (a manager alone: its grouped line counted it)
         self.intake.left_line(name)
         if self.others is not None and self._report is not None:
             self.others.began.add(name)
@@ -300,6 +305,8 @@ class Manager:
                     self.queue.add(name)
         finally:
             self.queue.done(name)
+            if self.tenants is not None:
+                self.tenants.ended(name)
 
     def _came_back(self, names: list[str]) -> None:
         """Items of a held removal the source lists again: back in line (a --once run's

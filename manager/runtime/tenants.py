@@ -40,6 +40,7 @@ class Tenants:
         self.fair = options.fair
         self._line: Grouped | None = None
         self._poke: Callable[[], None] = lambda: None
+        self._running: set[str] = set()  # a fleet's: what this manager began and holds
 
     @property
     def options(self) -> TenancyOptions:
@@ -60,6 +61,19 @@ class Tenants:
 
     def occupy(self, name: str) -> None:
         self.gate.occupy(self.group_of(name))
+
+    def started(self, name: str) -> None:
+        """A fleet's manager began `name` (its line - the ledger's claims - counted it in the
+        database; this count is the manager's own, for its metrics and log)."""
+        if self._line is None and name not in self._running:
+            self._running.add(name)
+            self.gate.took(self.group_of(name))
+
+    def ended(self, name: str) -> None:
+        """A fleet's manager is done with `name` (begun or not)."""
+        if name in self._running:
+            self._running.discard(name)
+            self.gate.ended(self.group_of(name))
 
     def vacate(self, name: str) -> None:
         self.gate.ended(self.group_of(name))

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 
+import requests
+
 from tests.e2e.conftest import spawn_workqueue, workqueue
 from tests.support.marks import busiest_window, marking_worker, most_at_once, read_marks
-from tests.support.servers import wait_until
+from tests.support.servers import free_port, wait_until
 
 STARTUP_SLACK = 0.3  # how much a worker's process start may shift its start mark
 
@@ -75,9 +77,11 @@ def test_status_names_the_group_that_holds_a_waiting_item(tmp_path):
     source = folders(tmp_path, api=3)
     worker, marks = marking_worker(tmp_path, 30)
     state = tmp_path / "state"
+    port = free_port()
     manager = spawn_workqueue(
         "run", source, "--suffix", ".txt", "--recursive", "--settle", "0", "--state-dir", state,
-        "--group", "^([^/]+)/", "--limit", "api=1", "--parallelism", "3", "--", worker,
+        "--group", "^([^/]+)/", "--limit", "api=1", "--parallelism", "3",
+        "--metrics-port", port, "--", worker,
     )  # fmt: skip
     try:
         wait_until(lambda: len(read_marks(marks)) == 1, timeout=60)
@@ -97,6 +101,13 @@ def test_status_names_the_group_that_holds_a_waiting_item(tmp_path):
         assert all(i["reason"] == "waiting: group api at its limit 1/1" for i in waiting)
         text = workqueue("status", "--state-dir", state).stdout
         assert "  api: 1 running, 2 waiting (limit 1); held: group api at its limit 1/1" in text
+        metrics = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+        for line in ['workqueue_group_running{group="api"} 1.0',
+                     'workqueue_group_waiting{group="api"} 2.0',
+                     'workqueue_group_held{group="api"} 1.0',
+                     'workqueue_group_limit{group="api"} 1.0',
+                     'workqueue_group_started_total{group="api"} 1.0']:  # fmt: skip
+            assert line in metrics.splitlines(), line
         assert len(read_marks(marks)) == 1  # the workers' word: still only the one
     finally:
         manager.kill()
