@@ -172,7 +172,9 @@ class Manager:
             registry.register(GroupCollector(lambda: self.tenants.groups() if self.tenants else {}))
         # Keep listed data only of items that will run - unless every item's listed version
         # is compared with the one it ran at (--on-change rerun), which needs them all.
-        if options.on_change != "rerun":
+        # (and items whose group is their data's - no --group pattern - are listed with it)
+        groups_in_data = self.tenants is not None and not options.tenancy.group
+        if options.on_change != "rerun" and not groups_in_data:
             source.keep_data_of(self.reconciler.needs_work)
         self.stop_event = threading.Event()
         # a --once run on a shared ledger: the targets other managers end, noted

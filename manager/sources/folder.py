@@ -15,6 +15,8 @@ API stays the contract for every other client; `workqueue ambassador` serves it.
                  HTTP listing would carry), so --cancel-removed orders listings the same way
     get_item     the item's data as GET /api/v1/items/<name> gives it (one lstat), or None
     peek         the same, for --on-change rerun
+    listed_groups  each item's `group` data field, read when asked (a tenant: `--group`'s
+                 fallback)
     listed_priorities  the priorities (not 0) of the last listing, where the source ranks its
                  items (a Redis sorted set): what `ItemList.priorities` would carry
     watch        ADDED for every name, then each ADDED/DELETED, as the watch stream does
@@ -75,6 +77,11 @@ class FolderSource:
     def listed_priorities(self) -> dict[str, int]:
         return self._priorities
 
+    def listed_groups(self) -> _DataGroups:
+        """Each item's `group` data field (a Redis hash's JSON), read when asked: a map
+        whose `get(name)` reads the item's data from the snapshot."""
+        return _DataGroups(self.files)
+
     def get_item(self, name: str) -> dict[str, Any] | None:
         return self.files.get(name)
 
@@ -105,6 +112,19 @@ class FolderSource:
                     continue
         finally:
             self.files.unsubscribe(events)
+
+
+class _DataGroups:
+    """name -> the `group` field of its data, read from the source's snapshot when asked."""
+
+    def __init__(self, files) -> None:
+        self.files = files
+
+    def get(self, name: str, default=None):
+        from ..tenancy.rules import valid_group
+
+        data = self.files.get(name) or {}
+        return valid_group(data.get("group")) or default
 
 
 def open_source(config: dict, where: str) -> FolderSource:

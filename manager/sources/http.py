@@ -8,6 +8,9 @@ then - and with `keep_data_of(None)`: `--on-change rerun` compares every listed 
 with the one it ran at - a listing brings every item's data (`view=full`). A source that does
 not serve the full view or pages of it is asked for names, and for each item with its own GET.
 
+Groups (a tenant, `--group`'s fallback): an item's `data.group` in the full view
+(`listed_groups()`).
+
 Priorities (additive to v1): a names listing may carry `priorities`, {name: integer} for the
 page's items whose priority is not 0; in the full view an item's `data.priority`; in the watch
 stream an ADDED event's `priority`. The last complete listing's (and the watch events' since)
@@ -44,6 +47,7 @@ from ..ports import (
     valid_priority,
 )
 from ..retry import SOURCE_CALL, Backoff
+from ..tenancy.rules import valid_group
 from .held_data import DATA_PAGE, HeldData, NoPage, page_items
 
 __all__ = [
@@ -93,6 +97,7 @@ class SourceClient:
         # Invariant: the priorities (not 0) of the last complete listing, and of the watch
         # events since; replaced whole by each listing, changed in place by an event.
         self._priorities: dict[str, int] = {}
+        self._groups: dict[str, str] = {}
         # when a call must have its answer (time.monotonic()), retries included - a first
         # listing's `--source-timeout`; None: each attempt's own timeout, and its retries
         self.answer_by: float | None = None
@@ -121,10 +126,16 @@ class SourceClient:
         """`manager.ports.RanksItems`: see the module docstring."""
         return self._priorities
 
+    def listed_groups(self) -> dict[str, str]:
+        """The groups (`data.group`) of the last full-view listing's items: a manager whose
+        items' groups come from their data keeps the full view (`Manager`)."""
+        return self._groups
+
     def _list(self, *, full: bool) -> tuple[list[str], dict[str, dict], int | None]:
         names: list[str] = []
         data: dict[str, dict] = {}
         priorities: dict[str, int] = {}
+        groups: dict[str, str] = {}
         token = ""
         first_version: int | None = None
         pages = 0
@@ -155,6 +166,9 @@ class SourceClient:
                     priority = valid_priority(item["data"].get("priority"))
                     if priority:
                         priorities[item["name"]] = priority
+                    group = valid_group(item["data"].get("group"))
+                    if group is not None:
+                        groups[item["name"]] = group
                 elif full and isinstance(item, str):
                     raise _NoFullView()  # it ignored view=full: names only
                 else:
@@ -177,6 +191,8 @@ class SourceClient:
             token = metadata.get("continue")
             if not token:
                 self._priorities = priorities
+                if full:
+                    self._groups = groups
                 return names, data, first_version
 
     def keep_data_of(self, wanted: Callable[[str], bool] | None) -> None:

@@ -13,6 +13,7 @@ import requests
 from tests.e2e.conftest import spawn_workqueue, workqueue
 from tests.support.marks import busiest_window, marking_worker, most_at_once, read_marks
 from tests.support.servers import free_port, wait_until
+from tests.support.stores import unique
 
 STARTUP_SLACK = 0.3  # how much a worker's process start may shift its start mark
 
@@ -162,3 +163,31 @@ def test_a_limit_of_zero_holds_a_group_until_scale_frees_it(tmp_path):
     found = read_marks(marks)
     assert most_at_once(found, group_of)["api"] == 2
     assert sum(e == "end" and group_of(n) == "api" for e, _, n in found) == 6
+
+
+def test_groups_from_the_sources_data_a_redis_hash_in_process_and_over_http(
+    tmp_path, redis_store, ambassador_server
+):
+    r, key, data = redis_store.client(), unique("set"), unique("hash")
+    names = [f"job-{i}" for i in range(8)]
+    r.sadd(key, *names)
+    r.hset(data, mapping={n: json.dumps({"group": "acme" if i < 6 else "other"})
+                          for i, n in enumerate(names)})  # fmt: skip
+    url = f"{redis_store.url}?set={key}&data={data}"
+    tenant = {n: "acme" if i < 6 else "other" for i, n in enumerate(names)}
+    # in process (`workqueue run`)
+    worker, marks = marking_worker(tmp_path, 0.3)
+    done = workqueue("run", url, "--state-dir", tmp_path / "state", "--parallelism", "6",
+                     "--limit", "acme=2", "--", worker, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert most_at_once(read_marks(marks), tenant.get) == {"acme": 2, "other": 2}
+    # over HTTP (the ambassador's full view: data.group), by a manager with no --group
+    server = ambassador_server(url)
+    there = tmp_path / "http"
+    there.mkdir()
+    worker, marks = marking_worker(there, 0.3)
+    done = workqueue("manager", "--source", server.url, "--once", "--state-dir",
+                     there / "state", "--parallelism", "6", "--limit", "acme=2",
+                     "--worker-cmd", worker, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert most_at_once(read_marks(marks), tenant.get) == {"acme": 2, "other": 2}
