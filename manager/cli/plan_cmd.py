@@ -15,12 +15,14 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections import Counter
 
 from ..durations import parse_duration
 from ..errors import InputError, UserError
 from ..planning import measure
+from ..tenancy import rules
 from . import report
-from .argtypes import cv, positive_int
+from .argtypes import cv, from_input, positive_int
 from .queues import add_from_state, measured_record
 
 
@@ -46,6 +48,12 @@ def add_parser(subparsers) -> None:
         default=0.95,
         help="how sure the drain meets the deadline (default 0.95)",
     )
+    p.add_argument("--group", type=from_input(rules.group_pattern), metavar="REGEX",
+                   help="an item's group is the first capture of REGEX on its name (with "
+                   "--limit: a capped group drains no faster than its limit allows)")  # fmt: skip
+    p.add_argument("--limit", type=from_input(rules.limit_rule), action="append", default=[],
+                   metavar="GLOB=N", dest="limits",
+                   help="the group limits, as the manager's --limit (repeatable)")  # fmt: skip
     p.add_argument("--max-parallelism", type=positive_int, help="at most this many workers")
     p.add_argument("--cost-per-hour", type=float, help="price of one worker-hour")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -55,7 +63,8 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     from ..planning.deadline import plan
 
-    items = count_items(args)
+    items, names = count_items(args)
+    groups = limited_groups(args, names)
     service = service_times(args)
     if args.cost_per_hour is not None and not 0 <= args.cost_per_hour < float("inf"):
         raise InputError("--cost-per-hour must be a finite number >= 0")
@@ -66,6 +75,7 @@ def run(args) -> int:
         confidence=args.confidence,
         max_parallelism=args.max_parallelism,
         cost_per_hour=args.cost_per_hour,
+        groups=groups,
     )
     if args.json:
         json.dump(result.as_json(), sys.stdout, indent=2)
@@ -75,23 +85,45 @@ def run(args) -> int:
     return 0
 
 
-def count_items(args) -> int:
+def count_items(args) -> tuple[int, list[str] | None]:
+    """How many items, and their names (None with --items N)."""
     given = [x for x in (args.items, args.source, args.dir) if x is not None]
     if len(given) != 1:
         raise InputError("give exactly one of --items N, --source URL or a folder")
     if args.items is not None:
-        return args.items
+        return args.items, None
     if args.source is not None:
         from ..sources.http import SourceClient, SourceError
 
         try:
-            return len(SourceClient(args.source).list_items())
+            names = SourceClient(args.source).list_items()
         except SourceError as exc:
             raise UserError(str(exc)) from None
-    return count_folder(args.dir, args.suffixes or [".mp4"])
+        return len(names), names
+    names = folder_names(args.dir, args.suffixes or [".mp4"])
+    return len(names), names
 
 
-def count_folder(folder: str, suffixes: list[str]) -> int:
+def limited_groups(args, names: list[str] | None) -> dict[str, tuple[int, int]] | None:
+    """{group: (its items, its limit)} of the groups a --limit caps, or None."""
+    if not args.limits:
+        return None
+    if names is None or args.group is None:
+        raise InputError("--limit needs the items' names and --group (give --source URL or a "
+                         "folder, and --group REGEX)")  # fmt: skip
+    from ..tenancy.rules import Grouping, GroupRules, TenancyOptions
+
+    grouping = Grouping(args.group.pattern)
+    limits = GroupRules(TenancyOptions(limits=args.limits))
+    found: dict[str, tuple[int, int]] = {}
+    for group, count in Counter(map(grouping.of, names)).items():
+        limit = limits.of(group)[0]
+        if group is not None and limit is not None:
+            found[group] = (count, limit)
+    return found
+
+
+def folder_names(folder: str, suffixes: list[str]) -> list[str]:
     from ambassador.naming import is_candidate_file_name, normalise_suffixes
 
     if not os.path.isdir(folder):
@@ -99,11 +131,11 @@ def count_folder(folder: str, suffixes: list[str]) -> int:
     try:
         wanted = normalise_suffixes(suffixes)
         with os.scandir(folder) as entries:
-            return sum(
-                1
+            return [
+                e.name
                 for e in entries
                 if e.is_file(follow_symlinks=False) and is_candidate_file_name(e.name, wanted)
-            )
+            ]
     except ValueError as exc:
         raise UserError(str(exc)) from None
     except OSError as exc:
@@ -149,7 +181,17 @@ def render(result) -> str:
         ),
         "",
     ]
-    if chosen is None and result.needed_parallelism is None:
+    if (
+        chosen is None
+        and result.capped_by is not None
+        and result.capped_by[2] > result.deadline_seconds
+    ):
+        group, limit, bound = result.capped_by
+        lines.append(
+            f"no parallelism meets the deadline at {confidence} confidence: group {group}, "
+            f"capped at {limit} at once (--limit), takes up to {report.seconds(bound)} alone"
+        )
+    elif chosen is None and result.needed_parallelism is None:
         lines.append(
             f"no parallelism meets the deadline at {confidence} confidence: even one worker "
             f"per item ({result.items:,}) takes up to {report.seconds(drain_bound_at_most(result))}"
@@ -166,6 +208,10 @@ def render(result) -> str:
             f"{report.seconds(chosen.expected_seconds)} (at most "
             f"{report.seconds(chosen.bound_seconds)} with {confidence} confidence)"
         )
+    if result.capped_by is not None and result.capped_by[2] < float("inf"):
+        group, limit, bound = result.capped_by
+        lines.append(f"group {group} is capped at {limit} at once (--limit): no drain is "
+                     f"shorter than its own, up to {report.seconds(bound)}")  # fmt: skip
     lines.append("")
     header = f"{'P':>6}  {'expected drain':>14}  {'at ' + confidence:>10}  {'worker-hours':>12}"
     if result.cost_per_hour is not None:

@@ -91,6 +91,9 @@ class Plan:
     needed_parallelism: int | None
     drains: list[Drain]  # around the recommendation
     cost_per_hour: float | None
+    # the group whose limit bounds every drain from below, with its limit and the drain its
+    # items alone take at its limit (at the confidence asked): None when no group is limited
+    capped_by: tuple[str, int, float] | None = None
 
     @property
     def chosen(self) -> Drain | None:
@@ -115,7 +118,10 @@ class Plan:
             "worker_hours": chosen.worker_hours if chosen else None,
             "cost": chosen.cost if chosen else None,
             "drains": [d.__dict__ for d in self.drains],
-        }
+            "capped_by": None if self.capped_by is None else dict(
+                zip(("group", "limit", "drain_seconds_at_confidence"), self.capped_by,
+                    strict=True)),
+        }  # fmt: skip
 
 
 def drain_bound(items: int, service: ServiceTimes, parallelism: int, confidence: float) -> float:
@@ -146,7 +152,11 @@ def plan(
     max_parallelism: int | None = None,
     cost_per_hour: float | None = None,
     around: int = 2,
+    groups: dict[str, tuple[int, int]] | None = None,
 ) -> Plan:
+    """`groups`: {group: (its items, its limit)} of the groups with a limit (`--limit`): a
+    group capped at L drains its n items no faster than L workers can, whatever the
+    parallelism - every drain is at least the slowest such group's."""
     if items < 1:
         raise InputError("nothing to plan: no items")
     if items > MAX_ITEMS:
@@ -155,19 +165,31 @@ def plan(
         raise InputError("confidence must be from 0.5 to below 1")
     if deadline <= 0:
         raise InputError("the deadline must be > 0")
-    needed = _smallest_meeting(items, service, deadline, confidence, items)
+    capped_by, floor_expected = None, 0.0
+    for group, (count, limit) in sorted((groups or {}).items()):
+        if count < 1:
+            continue
+        bound = math.inf if limit < 1 else drain_bound(count, service, limit, confidence)
+        if capped_by is None or bound > capped_by[2]:
+            capped_by = (group, limit, bound)
+        if limit >= 1:
+            floor_expected = max(floor_expected, expected_drain(count, service, limit))
+    floor_bound = capped_by[2] if capped_by else 0.0
+    needed = None
+    if floor_bound <= deadline:
+        needed = _smallest_meeting(items, service, deadline, confidence, items)
     ceiling = min(max_parallelism or items, items)
     recommended = needed if needed is not None and needed <= ceiling else None
     centre = recommended or min(needed or ceiling, ceiling)
     drains = []
     for p in range(max(1, centre - around), min(ceiling, centre + around) + 1):
-        expected = expected_drain(items, service, p)
+        expected = max(expected_drain(items, service, p), floor_expected)
         hours = p * expected / 3600.0
         drains.append(
             Drain(
                 parallelism=p,
                 expected_seconds=expected,
-                bound_seconds=drain_bound(items, service, p, confidence),
+                bound_seconds=max(drain_bound(items, service, p, confidence), floor_bound),
                 worker_hours=hours,
                 cost=None if cost_per_hour is None else hours * cost_per_hour,
             )
@@ -181,6 +203,7 @@ def plan(
         needed_parallelism=needed,
         drains=drains,
         cost_per_hour=cost_per_hour,
+        capped_by=capped_by,
     )
 
 

@@ -141,3 +141,24 @@ def test_stability_says_which_model_and_checks_it():
     ).stdout  # fmt: skip
     assert "M/M/c (Erlang C): the CVs were not both measured" in text
     assert "check:" in text and "simulated (20,000 items, seed 1)" in text
+
+
+def test_plan_counts_a_group_limit_as_a_floor_under_every_drain(tmp_path):
+    for i in range(40):
+        (tmp_path / f"acme-{i}.mp4").write_bytes(b"")
+    for i in range(200):
+        (tmp_path / f"other-{i}.mp4").write_bytes(b"")
+    common = (tmp_path, "--service", "30s", "--service-cv", "0", "--group", "^([a-z]+)-",
+              "--json")  # fmt: skip
+    free = json.loads(workqueue("plan", *common, "--deadline", "15m").stdout)
+    assert free["meets_deadline"] and free["capped_by"] is None
+    capped = json.loads(workqueue("plan", *common, "--deadline", "15m", "--limit", "acme=2").stdout)
+    # 40 items of 30 s two at a time: 10 minutes at best, whatever the parallelism
+    assert capped["capped_by"] == {"group": "acme", "limit": 2, "drain_seconds_at_confidence": 600}
+    assert capped["meets_deadline"] and all(d["bound_seconds"] >= 600 for d in capped["drains"])
+    short = workqueue("plan", *common[:-1], "--deadline", "9m", "--limit", "acme=2")
+    assert short.returncode == 0
+    assert "no parallelism meets the deadline at 95% confidence: group acme, capped at 2 at " \
+        "once (--limit), takes up to 10.0 min alone" in short.stdout  # fmt: skip
+    one_line_error(workqueue("plan", "--items", "5", "--service", "30s", "--deadline", "1h",
+                             "--limit", "acme=2"))  # fmt: skip
