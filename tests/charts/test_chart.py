@@ -39,6 +39,11 @@ EVERYTHING = {
         "batchSize": 8,
         "batchWait": "2s",
         "priorities": ["urgent/*=10", "* #odd.mov=-5"],
+        "group": "^([^/]+)/",
+        "limits": ["acme=2", "*=5"],
+        "rates": ["acme=100/1m"],
+        "fair": True,
+        "weights": ["gold-*=3"],
         "resources": {"limits": {"cpu": "500m", "memory": "256Mi"}},
     },
     "worker": {
@@ -135,6 +140,9 @@ def test_the_cli_accepts_the_rendered_arguments(values):
         assert options.pvc == "demo-workqueue-data" and options.volume_writable
         assert (options.batch_size, options.batch_wait) == (8, 2.0)
         assert manager.priorities == [("urgent/*", 10), ("* #odd.mov", -5)]
+        assert manager.group.pattern == "^([^/]+)/" and manager.fair
+        assert manager.limits == [("acme", 2), ("*", 5)]
+        assert manager.rates == [("acme", (100, 60.0))] and manager.weights == [("gold-*", 3.0)]
         assert options.tolerations == [
             {"key": "batch", "effect": "NoSchedule", "operator": "Exists"},
             {"key": "gpu", "effect": "NoExecute", "operator": "Equal", "value": "yes"},
