@@ -109,6 +109,9 @@ def test_status_names_the_group_that_holds_a_waiting_item(tmp_path):
                      'workqueue_group_limit{group="api"} 1.0',
                      'workqueue_group_started_total{group="api"} 1.0']:  # fmt: skip
             assert line in metrics.splitlines(), line
+        page = requests.get(f"http://127.0.0.1:{port}/", timeout=10).text  # the dashboard
+        assert '<section id="groups">' in page and "group api at its limit 1/1" in page
+        assert "<th>group</th>" in page  # the waiting items' group column
         assert len(read_marks(marks)) == 1  # the workers' word: still only the one
     finally:
         manager.kill()

@@ -79,6 +79,7 @@ def board_html(board: Board) -> str:
             _counts(view.counts, view.paused_since, view.held, view.removals_held),
             _stability(board),
             _charts(board.series),
+            _groups(board),
             _running(board),
             _waiting(board),
             _failed(board),
@@ -180,14 +181,40 @@ def _running(board: Board) -> str:
     )
 
 
+def _groups(board: Board) -> str:
+    """The queue's tenants (`--group`): what each runs and waits, its rules, what holds it;
+    nothing when the queue has none."""
+    groups = board.view.extra.get("groups") or {}
+    if not groups:
+        return ""
+    rows = [
+        (
+            name,
+            [
+                esc(name),
+                esc(g["running"]),
+                esc(g["waiting"]),
+                esc("-" if g["limit"] is None else g["limit"]),
+                esc(g["rate"] or "-"),
+                esc(g["held"] or "-"),
+            ],
+        )
+        for name, g in groups.items()
+    ]
+    return _table("groups", f"Groups ({len(groups)})",
+                  ["group", "running", "waiting", "limit", "rate", "held"], rows)  # fmt: skip
+
+
 def _waiting(board: Board) -> str:
     line = board.view.waiting()
+    grouped = bool(board.view.extra.get("groups"))
     rows = [
         (
             i.name,
             [
                 esc(i.position),
                 name_html(i.name),
+                *([esc(i.group or "-")] if grouped else []),
                 esc(i.priority),
                 esc("in " + human(i.eta_seconds) if i.eta_seconds is not None else "unknown"),
                 esc(i.reason),
@@ -199,7 +226,14 @@ def _waiting(board: Board) -> str:
     html_ = _table(
         "waiting",
         f"Waiting ({len(line)})",
-        ["position", "item", "priority", "expected start", "reason"],
+        [
+            "position",
+            "item",
+            *(["group"] if grouped else []),
+            "priority",
+            "expected start",
+            "reason",
+        ],  # fmt: skip
         rows,
     )
     if more > 0:
