@@ -8,6 +8,8 @@
                   for the cheap reads, every write of an item conditional on its claim
     claims.py     its `ClaimsWork` half: claims in batches with `SKIP LOCKED`, turns at new
                   items, writes whose answer was lost settled
+    group_claims.py  claims under the queue's group limits, rates and fair share, counted in
+                  the database for every manager together
     liveness.py   one heartbeat per manager, and when a silent one's claims may be taken
     notifier.py   LISTEN for the line's notifications, on a connection of its own
     migrate.py    a local queue's SQLite ledger moved into a shared one (`workqueue ledger

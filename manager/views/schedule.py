@@ -91,10 +91,23 @@ def schedule(
     now = context.now
     running = [r for r in rows if r.state == State.RUNNING]
     if service is None:
-        # Only the items that a free slot takes now have a known start.
+        # Only the items that a free slot takes now have a known start (and whose group is
+        # not at its limit).
         free = max(parallelism - len(running), 0)
-        for name in line[:free]:
+        limits = None
+        if group_limit is not None:
+            limits = _GroupEnds(group_limit)
+            for r in running:
+                limits.ran(r.name, math.inf)
+        for name in line if limits is not None else line[:free]:
+            if free <= 0:
+                break
             if items[name].ready_at is None or items[name].ready_at <= now:
+                if limits is not None:
+                    if limits.free_from(name, now) > now:
+                        continue  # its group is at its limit: a free slot is not its
+                    limits.ran(name, math.inf)
+                    free -= 1
                 items[name].eta_seconds = 0.0
         return 0.0 if not line and not running else None
     # A running item whose unit of work has not started (a backend said why: a pod waiting for
@@ -183,7 +196,7 @@ class _GroupEnds:
         if group is not None and limit is not None:
             heapq.heappush(self.ends.setdefault(group, []), end)
 
-    def _free_from(self, name: str, at: float) -> float:
+    def free_from(self, name: str, at: float) -> float:
         """The earliest moment from `at` that `name`'s group may start it (inf: never)."""
         group, limit = self.group_limit(name)
         if group is None or limit is None:
@@ -204,7 +217,7 @@ class _GroupEnds:
         found = None
         while ready:
             entry = heapq.heappop(ready)
-            free = self._free_from(entry[1], at)
+            free = self.free_from(entry[1], at)
             if free <= at:
                 found = entry[1]
                 break

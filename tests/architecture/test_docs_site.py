@@ -36,7 +36,7 @@ def site(tmp_path_factory) -> Path:
 
 
 def test_the_site_builds_strictly_with_every_page(site):
-    for page in ("getting-started", "priorities", "sources", "operations", "cluster",
+    for page in ("getting-started", "priorities", "tenants", "sources", "operations", "cluster",
                  "performance", "reference/commands", "reference/status",
                  "reference/items-api"):  # fmt: skip
         assert (site / page / "index.html").is_file(), page

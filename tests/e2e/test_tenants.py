@@ -1,16 +1,20 @@
 """Tenants end to end on the local backend (`workqueue run`), judged by the workers' own marks:
 a group's limit is never passed and is reached, a rate never has more starts in a period than
 it allows, fair share lets a small tenant in ahead of a big one's backlog, and `status` says
-which group holds a waiting item. (The shared ledger's: tests/fleet/test_fleet_tenants.py;
-Kubernetes': tests/manager/backends/kubernetes/test_tenants.py.)"""
+which group holds a waiting item - as docs/tenants.md shows it. (The shared ledger's:
+tests/fleet/test_fleet_tenants.py; Kubernetes': tests/manager/backends/kubernetes/
+test_tenants.py.)"""
 
 from __future__ import annotations
 
 import json
 
+import jsonschema
 import requests
 
 from tests.e2e.conftest import spawn_workqueue, workqueue
+from tests.e2e.test_docs_sessions import shown_session
+from tests.e2e.test_status import SCHEMA
 from tests.support.marks import busiest_window, marking_worker, most_at_once, read_marks
 from tests.support.servers import free_port, wait_until
 from tests.support.stores import unique
@@ -100,8 +104,12 @@ def test_status_names_the_group_that_holds_a_waiting_item(tmp_path):
         waiting = [i for i in body["items"] if i["state"] == "pending"]
         assert {i["group"] for i in waiting} == {"api"}
         assert all(i["reason"] == "waiting: group api at its limit 1/1" for i in waiting)
+        jsonschema.validate(body, SCHEMA)
         text = workqueue("status", "--state-dir", state).stdout
         assert "  api: 1 running, 2 waiting (limit 1); held: group api at its limit 1/1" in text
+        # what docs/tenants.md shows of it
+        (_, grouped), (_, shown_json) = shown_session("tenants.md", "workqueue status")
+        assert grouped in text and json.loads(shown_json) == body["groups"]
         metrics = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
         for line in ['workqueue_group_running{group="api"} 1.0',
                      'workqueue_group_waiting{group="api"} 2.0',
@@ -157,6 +165,8 @@ def test_a_limit_of_zero_holds_a_group_until_scale_frees_it(tmp_path):
         done = workqueue("scale", "--state-dir", state, "--limit", "api=2")
         assert done.returncode == 0, done.stderr
         assert "group limits api=2 (none asked before)" in done.stdout
+        [(_, shown)] = shown_session("tenants.md", "workqueue scale")  # as docs/tenants.md
+        assert done.stdout.replace(str(state), ".workqueue") == shown
         _, err = manager.communicate(timeout=120)
         assert manager.returncode == 0, err
     finally:

@@ -38,3 +38,32 @@ def test_a_group_limit_holds_on_kubernetes(tmp_path, ambassador_server, cluster,
     )
     most = most_at_once(found, lambda name: name.split("/")[0])
     assert most["api"] == 2 and most["db"] >= 2, most
+
+
+def test_fair_share_on_kubernetes_lets_the_small_tenant_past_the_backlog(
+    tmp_path, ambassador_server, cluster
+):
+    source = tmp_path / "in"
+    for group, count in {"big": 6, "small": 2}.items():
+        (source / group).mkdir(parents=True)
+        for i in range(count):
+            (source / group / f"{i:02d}.mp4").write_bytes(b"x")
+    server = ambassador_server(source, "--recursive")
+    worker, marks = marking_worker(tmp_path, 0.05)
+    done = workqueue(*cluster.args(
+        server.url, Worker(worker), "--once", "--parallelism", "1", "--group", "^([^/]+)/",
+        "--fair",
+    ), timeout=180)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    order = [n.split("/")[0] for e, _, n in read_marks(marks) if e == "start"]
+    assert len(order) == 8 and order[:4].count("small") == 2, order
+
+
+def test_scale_sets_the_group_rules_of_a_kubernetes_queue(cluster):
+    first = workqueue("scale", *cluster.queue_args(), "--limit", "api=2", "--rate", "x=5/1m")
+    assert first.returncode == 0, first.stderr
+    assert "group limits api=2 (none asked before); group rates x=5/1m (none asked before)" \
+        in first.stdout  # fmt: skip
+    again = workqueue("scale", *cluster.queue_args(), "--no-limits")
+    assert again.returncode == 0, again.stderr
+    assert "group limits none (was api=2)" in again.stdout
