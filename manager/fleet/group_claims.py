@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..tenancy.gate import GroupGate
+from ..tenancy.gate import GroupGate, returns_after
 from ..workqueue.grouped import Grouped
 from .statements import FREE, Statement
 
@@ -119,8 +119,10 @@ class GroupClaims:
         return None if self.tenants is None else self.tenants.group_of(name)
 
     def _longest_period(self) -> float:
+        """How far back a rate's starts count (`gate.returns_after` of the longest period)."""
         rates = self.tenants.options.rates
-        return max((seconds for _, (_, seconds) in rates), default=0.0)
+        longest = max((seconds for _, (_, seconds) in rates), default=0.0)
+        return returns_after(longest) if longest else 0.0
 
     def _claim_grouped(self, session, turn: dict, room: int) -> list[tuple]:
         """Under the bound's lock, in the claim's transaction: the rows taken (as `CLAIM`

@@ -69,10 +69,12 @@ class Grouped:
         self._served: dict[str, int] = {}  # fair share: each group's last start, a count
         self._starts = count()
         self._aside: list[str] = []  # the groups the last look found held
+        self._found: str | None = None  # the group `__bool__` found, until anything changes
 
     # -- the strategy's interface (`ordering`) -----------------------------------------------
 
     def push(self, key: Hashable) -> None:
+        self._found = None
         group = self.group_of(key) or UNGROUPED
         entry = (-self.priority_of(key), next(self._arrivals), key)
         self._live[key] = (entry, group)
@@ -83,6 +85,7 @@ class Grouped:
 
     def touch(self, key: Hashable) -> None:
         """A waiting key added again: it moves within its group when its priority changed."""
+        self._found = None
         entry, group = self._live[key]
         priority = self.priority_of(key)
         if -entry[0] != priority:
@@ -94,7 +97,9 @@ class Grouped:
     def pop(self) -> Hashable:
         """The head of the best group the gate does not hold (the caller asked `bool` first:
         with none, IndexError)."""
-        group = self._best()
+        group, self._found = self._found, None
+        if group is None or self.gate.held(group or None):  # (rules may change: scale)
+            group = self._best()
         if group is None:
             raise IndexError("no group may start an item now")
         line = self._lines[group]
@@ -117,6 +122,7 @@ class Grouped:
         """The work of `key`, handed out by `pop`, is over: its group runs one fewer."""
         if key not in self._taken:
             return
+        self._found = None
         group = self._taken.pop(key)
         if self._running[group] > 1:
             self._running[group] -= 1
@@ -130,8 +136,11 @@ class Grouped:
         return len(self._live)
 
     def __bool__(self) -> bool:
-        """Whether an item may be handed out now (not merely whether one waits)."""
-        return bool(self._live) and self._best() is not None
+        """Whether an item may be handed out now (not merely whether one waits). The group
+        found is kept for the `pop` that follows under the same lock (any change between
+        forgets it)."""
+        self._found = self._best() if self._live else None
+        return self._found is not None
 
     def ready_in(self) -> float | None:
         """Seconds until a group the last look found held by its rate gets a token back

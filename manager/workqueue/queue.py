@@ -151,13 +151,13 @@ class Queue:
         """Block until a key is available; return `(key, False)`, or `(None, True)` once the
         queue is shut down and nothing is left. The caller must call `done(key)`."""
         with self._cond:
-            while not self._line and not self._shutting_down:
+            while not self._line:  # (one look a turn: a grouped line's look is not free)
+                if self._shutting_down:
+                    return None, True
                 # About to sleep: the idle moment, off the hot path, to shed a backlog's table.
                 if getsizeof(self._dirty) > _COMPACT_ABOVE_BYTES:
                     self._dirty = dict(self._dirty)
                 self._cond.wait(self._line.ready_in() if self._gated else None)
-            if not self._line:
-                return None, True
             key = self._line.pop()
             added = self._dirty.pop(key)
             metrics = self._metrics
