@@ -3,6 +3,7 @@
     runner.py        the Manager: wires the parts below, runs until stopped or `--once`
     intake.py        from a listing to the line (new names, changed versions, returns)
     priorities.py    each waiting item's priority (rules, then the source), recorded and placed
+    tenants.py       the queue's groups (tenants): its line's order and gate, held by the manager
     dispatcher.py    a capacity slot first, then the head of the line: the line's order kept
     batching.py      the same in batches, for a backend that runs many items as one
     modes.py         alone or one of a fleet: the line (`Line`), what counts against the
