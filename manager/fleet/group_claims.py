@@ -2,7 +2,8 @@
 of a shared ledger (a part of `ledger.PostgresLedger`, mixed in with `claims.Claims`).
 
 Each item's group is recorded with it (the `grp` column of the items table, written when a
-listing first records the name: `see`), so every manager counts the same groups whatever it lists. A claim of a manager
+listing first records the name: `see`), so every manager counts the same groups whatever it
+lists. A claim of a manager
 with tenancy rules (`use_tenants`) does, in ONE transaction under the lock every bounded
 claim takes (`claims.QUEUE_LIMIT_LOCK`: the claims of every manager, one at a time):
 
