@@ -7,9 +7,11 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+import yaml
 
-from tests.e2e.conftest import workqueue
+from tests.e2e.conftest import spawn_workqueue, workqueue
 from tests.support.marks import marking_worker, most_at_once, read_marks
+from tests.support.servers import wait_until
 
 
 class Worker:  # what `cluster.args` reads of a worker
@@ -67,3 +69,38 @@ def test_scale_sets_the_group_rules_of_a_kubernetes_queue(cluster):
     again = workqueue("scale", *cluster.queue_args(), "--no-limits")
     assert again.returncode == 0, again.stderr
     assert "group limits none (was api=2)" in again.stdout
+
+
+def test_a_workqueue_spec_limit_holds_a_group_until_patched(tmp_path, ambassador_server, cluster):
+    """The WorkQueue's spec.limits (as `kubectl patch` writes it) replace the manager's --limit
+    while it runs: a group held at 0 starts nothing; patched to 2, it runs two at a time."""
+    from kubernetes import client
+
+    from tests.manager.backends.kubernetes.test_workqueue_resource import CRD, NS, G, P, V, stop
+
+    cluster.server.store.install_crd(yaml.safe_load(CRD.read_text()))
+    source = tmp_path / "in"
+    for group, count in {"api": 5, "web": 2}.items():
+        (source / group).mkdir(parents=True)
+        for i in range(count):
+            (source / group / f"{i:02d}.mp4").write_bytes(b"x")
+    server = ambassador_server(source, "--recursive")
+    worker, marks = marking_worker(tmp_path, 0.3)
+    manager = spawn_workqueue(*cluster.args(
+        server.url, Worker(worker), "--parallelism", "4", "--poll-interval", "0.2",
+        "--group", "^([^/]+)/", "--limit", "api=0", "--grace", "1",
+    ))  # fmt: skip
+    api_client = client.ApiClient(cluster.server.client_configuration())
+    try:
+        ended = lambda group: [n for e, _, n in read_marks(marks)  # noqa: E731
+                               if e == "end" and n.startswith(group)]  # fmt: skip
+        wait_until(lambda: len(ended("web/")) == 2, timeout=60)
+        assert not [n for _, _, n in read_marks(marks) if n.startswith("api/")]  # held at 0
+        client.CustomObjectsApi(api_client).patch_namespaced_custom_object(
+            G, V, NS, P, "thumbs", {"spec": {"limits": ["api=2"]}}
+        )
+        wait_until(lambda: len(ended("api/")) == 5, timeout=120)
+    finally:
+        stop(manager)
+        api_client.close()
+    assert most_at_once(read_marks(marks), lambda n: n.split("/")[0])["api"] == 2
