@@ -15,7 +15,13 @@ import requests
 from tests.e2e.conftest import spawn_workqueue, workqueue
 from tests.e2e.test_docs_sessions import shown_session
 from tests.e2e.test_status import SCHEMA
-from tests.support.marks import busiest_window, marking_worker, most_at_once, read_marks
+from tests.support.marks import (
+    busiest_window,
+    grouped_folder,
+    marking_worker,
+    most_at_once,
+    read_marks,
+)
 from tests.support.servers import free_port, wait_until
 from tests.support.stores import unique
 
@@ -23,12 +29,7 @@ STARTUP_SLACK = 0.3  # how much a worker's process start may shift its start mar
 
 
 def folders(tmp_path, **groups: int):
-    source = tmp_path / "in"
-    for group, count in groups.items():
-        (source / group).mkdir(parents=True)
-        for i in range(count):
-            (source / group / f"{i:03d}.txt").write_text(group)
-    return source
+    return grouped_folder(tmp_path / "in", groups)
 
 
 def group_of(name: str) -> str:

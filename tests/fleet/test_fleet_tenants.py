@@ -10,7 +10,13 @@ from collections import Counter
 from manager.runtime.tenants import Tenants
 from manager.tenancy.rules import TenancyOptions
 from tests.e2e.conftest import spawn_workqueue
-from tests.support.marks import busiest_window, marking_worker, most_at_once, read_marks
+from tests.support.marks import (
+    busiest_window,
+    grouped_folder,
+    marking_worker,
+    most_at_once,
+    read_marks,
+)
 
 from .conftest import sql
 
@@ -65,11 +71,7 @@ def test_fair_share_across_managers_counts_what_each_group_holds(open_ledger):
 def test_two_managers_on_one_ledger_hold_a_limit_and_a_rate_by_the_workers_marks(
     tmp_path, postgres
 ):
-    source = tmp_path / "in"
-    for group, count in {"api": 9, "db": 9, "other": 6}.items():
-        (source / group).mkdir(parents=True)
-        for i in range(count):
-            (source / group / f"{i:02d}.txt").write_text(group)
+    source = grouped_folder(tmp_path / "in", {"api": 9, "db": 9, "other": 6})
     worker, marks = marking_worker(tmp_path, 0.3)
     runs = [
         spawn_workqueue(

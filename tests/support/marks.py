@@ -64,3 +64,13 @@ def busiest_window(times: list[float], period: float) -> int:
             first += 1
         most = max(most, last - first + 1)
     return most
+
+
+def grouped_folder(root: Path, counts: dict[str, int], suffix: str = ".txt") -> Path:
+    """`root` holding one subfolder per group (its items `NN{suffix}`): a tenant per folder,
+    as `--group '^([^/]+)/'` with `--recursive` reads it."""
+    for group, count in counts.items():
+        (root / group).mkdir(parents=True)
+        for i in range(count):
+            (root / group / f"{i:02d}{suffix}").write_text(group)
+    return root

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from tests.e2e.conftest import spawn_workqueue, workqueue
-from tests.support.marks import marking_worker, most_at_once, read_marks
+from tests.support.marks import grouped_folder, marking_worker, most_at_once, read_marks
 from tests.support.servers import wait_until
 
 
@@ -21,12 +21,8 @@ class Worker:  # what `cluster.args` reads of a worker
 
 @pytest.mark.parametrize("batch", [[], ["--batch-size", "4"]], ids=["per-item", "batches"])
 def test_a_group_limit_holds_on_kubernetes(tmp_path, ambassador_server, cluster, batch):
-    source = tmp_path / "in"
     counts = {"api": 6, "db": 4}
-    for group, count in counts.items():
-        (source / group).mkdir(parents=True)
-        for i in range(count):
-            (source / group / f"{i:02d}.mp4").write_bytes(b"x")
+    source = grouped_folder(tmp_path / "in", counts, ".mp4")
     server = ambassador_server(source, "--recursive")
     worker, marks = marking_worker(tmp_path, 0.4)
     done = workqueue(*cluster.args(
@@ -45,11 +41,7 @@ def test_a_group_limit_holds_on_kubernetes(tmp_path, ambassador_server, cluster,
 def test_fair_share_on_kubernetes_lets_the_small_tenant_past_the_backlog(
     tmp_path, ambassador_server, cluster
 ):
-    source = tmp_path / "in"
-    for group, count in {"big": 6, "small": 2}.items():
-        (source / group).mkdir(parents=True)
-        for i in range(count):
-            (source / group / f"{i:02d}.mp4").write_bytes(b"x")
+    source = grouped_folder(tmp_path / "in", {"big": 6, "small": 2}, ".mp4")
     server = ambassador_server(source, "--recursive")
     worker, marks = marking_worker(tmp_path, 0.05)
     done = workqueue(*cluster.args(
@@ -79,11 +71,7 @@ def test_a_workqueue_spec_limit_holds_a_group_until_patched(tmp_path, ambassador
     from tests.manager.backends.kubernetes.test_workqueue_resource import CRD, NS, G, P, V, stop
 
     cluster.server.store.install_crd(yaml.safe_load(CRD.read_text()))
-    source = tmp_path / "in"
-    for group, count in {"api": 5, "web": 2}.items():
-        (source / group).mkdir(parents=True)
-        for i in range(count):
-            (source / group / f"{i:02d}.mp4").write_bytes(b"x")
+    source = grouped_folder(tmp_path / "in", {"api": 5, "web": 2}, ".mp4")
     server = ambassador_server(source, "--recursive")
     worker, marks = marking_worker(tmp_path, 0.3)
     manager = spawn_workqueue(*cluster.args(
