@@ -4,12 +4,13 @@ one folder, judged by the workers' own marks)."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 
 from manager.runtime.tenants import Tenants
 from manager.tenancy.rules import TenancyOptions
-from tests.e2e.conftest import spawn_workqueue
+from tests.e2e.conftest import spawn_workqueue, workqueue
 from tests.support.marks import (
     busiest_window,
     grouped_folder,
@@ -17,6 +18,7 @@ from tests.support.marks import (
     most_at_once,
     read_marks,
 )
+from tests.support.servers import wait_until
 
 from .conftest import sql
 
@@ -93,3 +95,34 @@ def test_two_managers_on_one_ledger_hold_a_limit_and_a_rate_by_the_workers_marks
     assert most["api"] == 3 and most["db"] == 3, most  # reached, never passed, by two managers
     other = [at for event, at, name in found if event == "start" and name.startswith("other/")]
     assert busiest_window(other, 1.0 - 0.3) <= 2  # (0.3 s: a worker's start-up, as locally)
+
+
+def test_on_a_shared_ledger_status_says_what_holds_a_group_and_scale_frees_it(tmp_path, postgres):
+    source = grouped_folder(tmp_path / "in", {"api": 4, "web": 2})
+    worker, marks = marking_worker(tmp_path, 0.3)
+    run = spawn_workqueue(
+        "run", source, "--suffix", ".txt", "--recursive", "--settle", "0", "--ledger", postgres,
+        "--state-dir", tmp_path / "state", "--parallelism", "4", "--group", "^([^/]+)/",
+        "--limit", "api=0", "--", worker,
+    )  # fmt: skip
+    try:
+
+        def groups():
+            done = workqueue("status", "--ledger", postgres, "--json")
+            return json.loads(done.stdout).get("groups", {}) if done.returncode == 0 else {}
+
+        wait_until(
+            lambda: groups().get("api", {}).get("waiting") == 4 and not groups().get("web"),
+            timeout=60,
+        )  # fmt: skip  (web ran, api held)
+        assert groups()["api"]["held"] == "group api is held (its limit is 0)"
+        done = workqueue("scale", "--ledger", postgres, "--limit", "api=2")
+        assert done.returncode == 0 and "group limits api=2" in done.stdout, done.stderr
+        _, err = run.communicate(timeout=120)
+        assert run.returncode == 0, err
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    found = read_marks(marks)
+    assert most_at_once(found, lambda n: n.split("/")[0])["api"] == 2

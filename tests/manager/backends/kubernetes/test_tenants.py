@@ -1,6 +1,8 @@
-"""Group limits on the Kubernetes backend (the API-server stand-in and its kubelet), one Job per
-item and in batches (Indexed Jobs), judged by the workers' own marks: a group's limit is
-reached and never passed, and a batch never holds more of a group than its free limit."""
+"""Group limits, rates and fair share on the Kubernetes backend (the API-server stand-in and its
+kubelet), one Job per item and in batches (Indexed Jobs), judged by the workers' own marks: a
+group's limit is reached and never passed (a batch never holds more of a group than its free
+limit), a rate's period never holds more starts; `scale` and the WorkQueue's spec change the
+limits while the manager runs."""
 
 from __future__ import annotations
 
@@ -10,7 +12,13 @@ import pytest
 import yaml
 
 from tests.e2e.conftest import spawn_workqueue, workqueue
-from tests.support.marks import grouped_folder, marking_worker, most_at_once, read_marks
+from tests.support.marks import (
+    busiest_window,
+    grouped_folder,
+    marking_worker,
+    most_at_once,
+    read_marks,
+)
 from tests.support.servers import wait_until
 
 
@@ -20,14 +28,15 @@ class Worker:  # what `cluster.args` reads of a worker
 
 
 @pytest.mark.parametrize("batch", [[], ["--batch-size", "4"]], ids=["per-item", "batches"])
-def test_a_group_limit_holds_on_kubernetes(tmp_path, ambassador_server, cluster, batch):
+def test_a_group_limit_and_a_rate_hold_on_kubernetes(tmp_path, ambassador_server, cluster,
+                                                     batch):  # fmt: skip
     counts = {"api": 6, "db": 4}
     source = grouped_folder(tmp_path / "in", counts, ".mp4")
     server = ambassador_server(source, "--recursive")
     worker, marks = marking_worker(tmp_path, 0.4)
     done = workqueue(*cluster.args(
         server.url, Worker(worker), "--once", "--parallelism", "5",
-        "--group", "^([^/]+)/", "--limit", "api=2", *batch,
+        "--group", "^([^/]+)/", "--limit", "api=2", "--rate", "db=2/1s", *batch,
     ), timeout=180)  # fmt: skip
     assert done.returncode == 0, done.stderr
     found = read_marks(marks)
@@ -35,7 +44,10 @@ def test_a_group_limit_holds_on_kubernetes(tmp_path, ambassador_server, cluster,
         f"{g}/{i:02d}.mp4" for g, n in counts.items() for i in range(n)
     )
     most = most_at_once(found, lambda name: name.split("/")[0])
-    assert most["api"] == 2 and most["db"] >= 2, most
+    assert most["api"] == 2, most
+    db = [at for e, at, n in found if e == "start" and n.startswith("db/")]
+    assert busiest_window(db, 1.0 - 0.3) <= 2  # (0.3 s: a worker's start-up, as locally)
+    assert db[-1] - db[0] >= 1.0 - 0.3  # four starts at two a second: a period at least
 
 
 def test_fair_share_on_kubernetes_lets_the_small_tenant_past_the_backlog(
