@@ -166,6 +166,8 @@ class Grouping:
                 group = found.group(1)
         if group is None:
             group = valid_group(self._listed().get(name))
+            if group is None:
+                return None  # not remembered: a later listing may carry its data
         if len(self._known) > 1_000_000:  # a name seen once long ago is found again
             self._known.clear()
         self._known[name] = group
