@@ -1,35 +1,32 @@
 """The workers' own word on what ran when: a worker that marks each start and end with the
 time and the item's name, and the two questions the tenancy tests ask of the marks.
 
-The worker is a Python script reading the item from $WORK_ITEM_FILE (as every worker does),
-appending `start|end TIME NAME` lines to a marks file (one `write` of a short line in append
-mode: lines from concurrent workers never interleave), sleeping $SLEEP seconds between.
+The worker is a shell script reading the item's name from $WORK_ITEM_FILE (as every worker
+does; the names the tests use hold no quote or backslash), appending `start|end TIME NAME` lines
+to a marks file (one `write` of a short line in append mode: lines from concurrent workers never
+interleave), sleeping between - a shell, not Python: a suite that starts
+hundreds of workers on two cores pays an interpreter's start-up for each.
 """
 
 from __future__ import annotations
 
-import sys
+import shlex
 from collections import Counter
 from pathlib import Path
 
-WORKER = """#!{python}
-import json, os, time
-name = json.load(open(os.environ["WORK_ITEM_FILE"]))["name"]
-def mark(event):
-    fd = os.open({marks!r}, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    os.write(fd, f"{{event}} {{time.time():.6f}} {{name}}\\n".encode())
-    os.close(fd)
-mark("start")
-time.sleep(float(os.environ.get("SLEEP", {sleep!r})))
-mark("end")
+WORKER = """#!/bin/sh
+name=$(sed -n 's/.*"name": *"\\([^"]*\\)".*/\\1/p' "$WORK_ITEM_FILE")
+echo "start $(date +%s.%N) $name" >> {marks}
+sleep {sleep}
+echo "end $(date +%s.%N) $name" >> {marks}
 """
 
 
 def marking_worker(folder: Path, sleep: float = 0.2) -> tuple[Path, Path]:
     """(the worker script, its marks file)."""
     marks = folder / "marks.txt"
-    script = folder / "marking-worker.py"
-    script.write_text(WORKER.format(python=sys.executable, marks=str(marks), sleep=str(sleep)))
+    script = folder / "marking-worker.sh"
+    script.write_text(WORKER.format(marks=shlex.quote(str(marks)), sleep=sleep))
     script.chmod(0o755)
     return script, marks
 
