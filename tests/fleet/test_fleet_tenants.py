@@ -126,3 +126,22 @@ def test_on_a_shared_ledger_status_says_what_holds_a_group_and_scale_frees_it(tm
             run.wait()
     found = read_marks(marks)
     assert most_at_once(found, lambda n: n.split("/")[0])["api"] == 2
+
+
+def test_two_managers_share_fairly_by_the_workers_marks(tmp_path, postgres):
+    source = grouped_folder(tmp_path / "in", {"big": 12, "small": 2})
+    worker, marks = marking_worker(tmp_path, 0.3)
+    runs = [
+        spawn_workqueue(
+            "run", source, "--suffix", ".txt", "--recursive", "--settle", "0",
+            "--ledger", postgres, "--state-dir", tmp_path / f"state-{i}", "--parallelism", "2",
+            "--group", "^([^/]+)/", "--fair", "--", worker,
+        )
+        for i in range(2)
+    ]  # fmt: skip
+    for run in runs:
+        _, err = run.communicate(timeout=180)
+        assert run.returncode == 0, err
+    starts = [n.split("/")[0] for e, _, n in read_marks(marks) if e == "start"]
+    assert len(starts) == 14
+    assert starts[:4].count("small") == 2, starts  # in the first four slots the fleet filled

@@ -171,3 +171,35 @@ def test_status_orders_listed_items_by_the_rules_the_manager_left_and_ignores_ba
     record = QueueRecord("here", [], facts=facts)
     view = from_record(record, NOW, ["a", "urgent-b", "c"], {"c": 2})
     assert [(i.name, i.priority) for i in view.waiting()] == [("urgent-b", 4), ("c", 2), ("a", 0)]
+
+
+def test_a_capped_group_starts_its_next_item_when_one_of_its_own_ends():
+    # S = 10 s; four slots; api (limit 2) runs two that free at 6 s and 8 s, two slots free
+    from manager.tenancy.rules import TenancyOptions
+
+    rows = [
+        done("d-1", 10.0, NOW - 50),
+        done("d-2", 10.0, NOW - 40),
+        row("api/r1", "running", 1, NOW - 30, NOW - 4),
+        row("api/r2", "running", 1, NOW - 30, NOW - 2),
+        row("api/w1", "pending", first_seen=NOW - 5),
+        row("api/w2", "pending", first_seen=NOW - 4),
+        row("web/w1", "pending", first_seen=NOW - 3),
+    ]
+    tenancy = TenancyOptions(group="^([^/]+)/", limits=[("api", 2)])
+    view = build("here", rows, context(parallelism=4, tenancy=tenancy))
+    etas = {i.name: i.eta_seconds for i in view.waiting()}
+    # without the limit api/w1 and api/w2 would take the two free slots now
+    assert etas == pytest.approx({"web/w1": 0.0, "api/w1": 6.0, "api/w2": 8.0})
+    assert [i.name for i in view.waiting()] == ["web/w1", "api/w1", "api/w2"]
+    reasons = {i.name: i.reason for i in view.waiting()}
+    assert reasons["api/w1"] == "waiting: group api at its limit 2/2"
+    assert reasons["web/w1"] == "waiting for a free slot"
+    assert view.extra["groups"]["api"]["held"] == "group api at its limit 2/2"
+    assert view.forecast.drain_seconds == pytest.approx(18.0)  # api/w2 starts at 8, runs 10
+    # before a service time is measured only what a free slot takes now has a start: not a
+    # capped group's item
+    fresh = [r for r in rows if r.state != "succeeded"]
+    etas = {i.name: i.eta_seconds for i in build("here", fresh, context(
+        parallelism=4, tenancy=tenancy)).waiting()}  # fmt: skip
+    assert etas == {"web/w1": 0.0, "api/w1": None, "api/w2": None}

@@ -6,6 +6,7 @@ limits while the manager runs."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import pytest
@@ -96,6 +97,9 @@ def test_a_workqueue_spec_limit_holds_a_group_until_patched(tmp_path, ambassador
                                if e == "end" and n.startswith(group)]  # fmt: skip
         wait_until(lambda: len(ended("web/")) == 2, timeout=60)
         assert not [n for _, _, n in read_marks(marks) if n.startswith("api/")]  # held at 0
+        shown = workqueue("status", *cluster.queue_args(), "--source", server.url, "--json")
+        assert json.loads(shown.stdout)["groups"]["api"]["held"] == \
+            "group api is held (its limit is 0)"  # fmt: skip
         client.CustomObjectsApi(api_client).patch_namespaced_custom_object(
             G, V, NS, P, "thumbs", {"spec": {"limits": ["api=2"]}}
         )
