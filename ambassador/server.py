@@ -57,7 +57,8 @@ def add_parser(subparsers, user_error: type[Exception], duration=None) -> None:
         "ambassador",
         help="serve the items API for a folder, a bucket or a Redis set",
         description="Serve GET /api/v1/items for the items of --source (a folder path, "
-        "file:///path, s3://bucket/prefix/ or redis://host:port/db?set=KEY or ?zset=KEY) that "
+        "file:///path, s3://bucket/prefix/ or redis://host:port/db?set=KEY, ?zset=KEY or "
+        "?stream=KEY[&name=FIELD]) that "
         "end with --suffix.",
     )
     where = p.add_mutually_exclusive_group(required=True)
@@ -65,7 +66,7 @@ def add_parser(subparsers, user_error: type[Exception], duration=None) -> None:
         "--source",
         metavar="URL",
         help="where the items are: a folder, file:///path, s3://bucket/prefix/, "
-        "redis://host:port/db?set=KEY (or zset=KEY)[&data=HASH]",
+        "redis://host:port/db?set=KEY (or zset=KEY)[&data=HASH] or ?stream=KEY[&name=FIELD]",
     )
     where.add_argument("--root", metavar="DIR", help="a folder whose files are the items")
     add_folder_options(p, duration)

@@ -9,6 +9,9 @@ opens it. The modules:
                       listing held packed as two blobs (packed_listing.py)
   s3.py               an object store's keys, with S3 notifications through SQS (s3_events.py)
   redis_set.py        a Redis set's members, with keyspace notifications
+  redis_client.py     a client of a Redis source's server (password, timeouts)
+  redis_stream.py     a Redis stream's records (XRANGE, XREAD BLOCK), over the log core
+  log_records.py      the log core: records as items, keyed or every one (Kafka's, later)
   items.py            what every source's item data shares (content types, RFC 3339 times)
 """
 

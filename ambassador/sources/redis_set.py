@@ -1,4 +1,5 @@
 """Items are the members of a Redis set or sorted set; their data, optionally, a hash's fields.
+(A Redis stream, `?stream=KEY`, is a log: `redis_stream.py`, through the same type.)
 
     workqueue ambassador --source 'redis://host:6379/0?set=videos&data=video-data'
     workqueue ambassador --source 'redis://host:6379/0?zset=videos'
@@ -36,7 +37,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -45,26 +45,13 @@ from urllib.parse import parse_qs, urlsplit
 from ..naming import SkippedNames, normalise_suffixes
 from .items import content_type
 from .listed import RELIST, Change, ListedSource, SourceUnreachable
+from .redis_client import connect
 from .registry import SourceConfigError, not_for
 
 FOLDER_ONLY = ("SETTLE", "VERSION_BY", "FORCE_POLLING", "RECURSIVE")
 PRIORITY_LIMIT = 2**31 - 1
 SCAN_COUNT = 1000
 BURST_SECONDS = 0.05  # notifications this close together share one re-listing
-
-
-def connect(config: dict, *, timeout: float = 5.0, decode: bool = True):
-    """A client of the source's server; `decode=False`: answers as bytes (members are read
-    so, and decoded one by one: one that is not UTF-8 is skipped, never the listing)."""
-    import redis
-
-    return redis.Redis.from_url(
-        config["REDIS_URL"],
-        password=os.environ.get("REDIS_PASSWORD") or None,  # one in the URL wins
-        socket_connect_timeout=timeout,
-        socket_timeout=timeout,
-        decode_responses=decode,
-    )
 
 
 class RedisLister:
@@ -250,25 +237,33 @@ class RedisType:
     settles = False
 
     def shown(self, config: dict) -> str:
+        if config.get("REDIS_STREAM"):
+            return f"redis stream {config['REDIS_STREAM']!r}"
         kind = "sorted set" if config.get("REDIS_SORTED") else "set"
         return f"redis {kind} {config['REDIS_SET']!r}"  # (never the URL: it may hold a password)
 
     def ranks(self, config: dict) -> bool:
-        return ranks(config)
+        return True if config.get("REDIS_STREAM") else ranks(config)
 
     def priority(self, meta: str) -> int | None:
+        if meta.startswith('{"p":'):  # a stream record's (`log_records.meta_of`)
+            from .log_records import priority_of as record_priority
+
+            return record_priority(meta)
         return priority_of(meta)
 
     def config_from_url(self, url: str, options: dict) -> dict:
         not_for("redis", options, FOLDER_ONLY)
         parts = urlsplit(url)
         query = parse_qs(parts.query, keep_blank_values=True)
-        unknown = sorted(set(query) - {"set", "zset", "data"})
-        keys = [k for k in ("set", "zset") if (query.get(k) or [""])[0]]
+        streamed = bool((query.get("stream") or [""])[0])
+        allowed = {"stream", "name"} if streamed else {"set", "zset", "data"}
+        unknown = sorted(set(query) - allowed)
+        keys = [k for k in ("set", "zset", "stream") if (query.get(k) or [""])[0]]
         if unknown or len(keys) != 1 or not parts.hostname:
             raise SourceConfigError(
                 "a Redis source is redis://host:port/db?set=KEY (or zset=KEY)[&data=HASH], "
-                f"not {url!r}"
+                f"or ?stream=KEY[&name=FIELD], not {url!r}"
             )
         db = parts.path.strip("/") or "0"
         if not db.isdigit():
@@ -283,6 +278,16 @@ class RedisType:
         except ValueError as exc:
             raise SourceConfigError(str(exc)) from None
         base = parts._replace(query="", fragment="", path=f"/{db}").geturl()
+        if streamed:  # a log, read through the log core (`redis_stream.py`)
+            return {
+                "REDIS_URL": base,
+                "REDIS_DB": int(db),
+                "REDIS_STREAM": query["stream"][0],
+                "REDIS_NAME_FIELD": (query.get("name") or [""])[0] or None,
+                "SUFFIXES": [],  # (a record is an item whatever its name ends with)
+                "POLL_INTERVAL": float(options.get("POLL_INTERVAL") or 2.0),
+                "RELIST_INTERVAL": float(options.get("RELIST_INTERVAL") or 300.0),
+            }
         return {
             "REDIS_URL": base,
             "REDIS_DB": int(db),
@@ -297,6 +302,10 @@ class RedisType:
     def check(self, config: dict) -> None:
         import redis
 
+        if config.get("REDIS_STREAM"):
+            from .redis_stream import check
+
+            return check(config)
         lister = RedisLister(config)
         try:
             kind = lister.redis.type(lister.set_key)
@@ -319,8 +328,14 @@ class RedisType:
             raise SourceConfigError(f"{lister.where}: the key holds a {kind}, not {noun}")
 
     def open(self, config: dict) -> ListedSource:
+        if config.get("REDIS_STREAM"):
+            from .redis_stream import StreamLister
+
+            lister = StreamLister(config)
+        else:
+            lister = RedisLister(config)
         return ListedSource(
-            RedisLister(config),
+            lister,
             poll_interval=float(config.get("POLL_INTERVAL") or 2.0),
             relist_interval=float(config.get("RELIST_INTERVAL") or 300.0),
         )
@@ -328,6 +343,10 @@ class RedisType:
     def describe(self, config: dict, name: str, meta: str | None) -> dict | None:
         if not meta:
             return None
+        if config.get("REDIS_STREAM"):
+            from .log_records import describe as describe_record
+
+            return describe_record(name, meta, config["REDIS_STREAM"])
         return describe(name, meta, has_data=bool(config.get("REDIS_DATA")))
 
 

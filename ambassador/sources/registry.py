@@ -9,6 +9,8 @@ only lists and describes items; everything above it - the one published snapshot
     folder path, file:///path   filesystem   (`--root DIR` is the same)
     s3://bucket/prefix/         s3           S3 and S3-compatible stores (MinIO, Ceph, R2)
     redis://host:port/db?set=K  redis        the members of a Redis set (rediss:// with TLS)
+    redis://…/db?stream=K       redis        a Redis stream's records (`redis_stream.py`, over
+                                             the log core `log_records.py`)
 
 A source type (`SourceType`) turns a URL and the common options into an app configuration - a
 flat JSON-able dict, so the snapshot publisher (a process of its own) and every gunicorn worker

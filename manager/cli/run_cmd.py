@@ -2,10 +2,10 @@
 on one machine.
 
 SOURCE is what `workqueue ambassador --source` takes: a folder path, file:///path,
-s3://bucket/prefix/ or redis://host:port/db?set=KEY. It is read through the ambassador's own
-source, in-process (`manager.sources.folder`); files still being copied are waited for, and the
-local manager runs with `--once` on it: every matching item once, a progress bar on a terminal,
-a summary at the end. Exit 0 when
+s3://bucket/prefix/ or redis://host:port/db?set=KEY (or ?stream=KEY). It is read through the
+ambassador's own source, in-process (`manager.sources.folder`); files still being copied are
+waited for, and the local manager runs with `--once` on it: every matching item once, a
+progress bar on a terminal, a summary at the end. Exit 0 when
 every item succeeded (or, with --cancel-removed, was cancelled because its file went), 1 when
 any failed. Everything after `--` is the worker command, word for word.
 """
@@ -33,8 +33,8 @@ def add_parser(subparsers) -> None:
         "run",
         help="one command: run CMD once for every matching item of a folder, bucket or set",
         description="Read SOURCE (a folder, file:///path, s3://bucket/prefix/ or "
-        "redis://host:port/db?set=KEY or ?zset=KEY) through the ambassador's own source, "
-        "in-process (no HTTP), and run a local manager with --once on it.",
+        "redis://host:port/db?set=KEY, ?zset=KEY or ?stream=KEY) through the ambassador's own "
+        "source, in-process (no HTTP), and run a local manager with --once on it.",
     )
     p.add_argument("dir", metavar="SOURCE", help="a folder of items, or a source URL")
     add_folder_options(p, duration_or_zero)

@@ -91,6 +91,15 @@ def test_redis_renders_the_set_with_the_password_from_a_secret():
     assert "pw" not in " ".join(ambassador["args"]) and "--recursive" not in ambassador["args"]
 
 
+def test_redis_renders_a_stream_keyed_by_a_field():
+    redis = {"url": "redis://redis:6379/1", "stream": "renders", "nameField": "file"}
+    values = {"source": {"type": "redis", "redis": redis}}
+    ambassador, _ = ambassador_of(values)
+    spec = resolve(parsed(ambassador).source, options_of(parsed(ambassador)))
+    assert spec.kind == "redis" and spec.config["REDIS_STREAM"] == "renders"
+    assert spec.config["REDIS_NAME_FIELD"] == "file" and spec.config["REDIS_URL"].endswith("/1")
+
+
 @pytest.mark.parametrize(
     "values",
     [

@@ -1,0 +1,133 @@
+"""Items are the records of a Redis stream: every record an item, or keyed by one of its fields.
+
+    workqueue ambassador --source 'redis://host:6379/0?stream=renders'              every record
+    workqueue ambassador --source 'redis://host:6379/0?stream=renders&name=file'    keyed
+
+The shapes, versions, tombstones and data are the log core's (`log_records.py`): with
+`name=FIELD` the newest record of each FIELD value is the item (`XADD renders * file a.mp4
+width 320`; `XADD renders * file a.mp4 deleted true` takes it away); without it, each record
+is an item named by its entry id (`1733250000000-0`). An item's version is its record's id.
+
+Reading: a full listing is `XRANGE` over the retained stream, a thousand records a call;
+changes are `XREAD BLOCK` from the last id read - a push, no polling - applied as they come,
+and a full re-listing still runs every `--relist-interval` (a trim, an `XDEL` or a deleted
+stream are found by it). The ambassador never joins a consumer group and never acknowledges:
+the stream is read, not consumed (what ran is the manager's ledger's), so a restart reads the
+retained stream again and misses nothing still retained.
+
+Trimming (`MAXLEN`, `XTRIM`) takes the records it drops out of the listing: to the manager that
+is an item that left its source - with `--cancel-removed`, a record trimmed before it ran is
+cancelled. Keep the retention longer than the backlog, or do not cancel removals.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from ..naming import SkippedNames
+from .listed import Change, SourceUnreachable
+from .log_records import LogShape, describe, priority_of
+from .redis_client import connect
+
+PAGE = 1000  # records an XRANGE or XREAD call returns at most
+BLOCK_MS = 1000  # how long an XREAD waits for a record before it looks at `stop`
+
+
+class StreamLister:
+    """The `Lister` of listed.py for one stream."""
+
+    def __init__(self, config: dict) -> None:
+        self.config = config
+        self.key = config["REDIS_STREAM"]
+        self.db = int(config.get("REDIS_DB") or 0)
+        self.where = f"redis stream {self.key!r} (db {self.db})"
+        self.skipped = SkippedNames(self.where)
+        self.shape = LogShape(config.get("REDIS_NAME_FIELD") or None, self.skipped.check)
+        self.redis = connect(config)
+        self._read_to = "0-0"  # the last id the first listing read: where the feed begins
+        self._first = True
+
+    def _records(self, client, start: str):
+        """(id, fields) of the records from `start` (exclusive: "(id") on, a page at a time."""
+        while True:
+            page = client.xrange(self.key, min=start, max="+", count=PAGE)
+            yield from page
+            if len(page) < PAGE:
+                return
+            start = "(" + page[-1][0]
+
+    def list_all(self) -> dict[str, str]:
+        import redis
+
+        last = "0-0"
+        records = []
+        try:
+            for position, fields in self._records(self.redis, "-"):
+                records.append((position, fields))
+                last = position
+        except redis.RedisError as exc:
+            raise SourceUnreachable(f"{self.where}: {exc}") from None
+        if self._first:  # the feed goes on from what the first listing read
+            self._read_to, self._first = last, False
+        return self.shape.items(records)
+
+    def describe(self, name: str, meta: str) -> dict[str, Any]:
+        return describe(name, meta, self.key)
+
+    def ranks(self, config: dict) -> bool:
+        return True  # a record may carry an integer `priority` field
+
+    def priority(self, meta: str) -> int | None:
+        return priority_of(meta)
+
+    def changes(self, stop: threading.Event) -> Iterator[list[Change] | object]:
+        """The records added after the first listing, as `XREAD BLOCK` reads them."""
+        client = connect(self.config, timeout=BLOCK_MS / 1000 + 10)
+        return self._follow(client, stop)
+
+    def _follow(self, client, stop: threading.Event) -> Iterator[list[Change] | object]:
+        import redis
+
+        last = self._read_to
+        try:
+            while not stop.is_set():
+                found = client.xread({self.key: last}, count=PAGE, block=BLOCK_MS)
+                if not found:
+                    continue
+                batch = []
+                for position, fields in found[0][1]:
+                    last = position
+                    change = self.shape.change(position, fields)
+                    if change is not None:
+                        batch.append(change)
+                if batch:
+                    yield batch
+        except redis.RedisError as exc:
+            raise SourceUnreachable(f"{self.where}: reading new records: {exc}") from None
+        finally:
+            client.close()
+
+
+def check(config: dict) -> None:
+    """The stream is there (a stream, and not something else), and the server answers."""
+    import redis
+
+    from .registry import SourceConfigError
+
+    lister = StreamLister(config)
+    try:
+        kind = lister.redis.type(lister.key)
+    except redis.AuthenticationError:
+        raise SourceConfigError(f"{lister.where}: the password was refused") from None
+    except redis.ResponseError as exc:
+        raise SourceConfigError(f"{lister.where}: the server refused it: {exc}") from None
+    except redis.RedisError as exc:
+        raise SourceConfigError(f"{lister.where}: cannot reach the server: {exc}") from None
+    if kind == "none":
+        raise SourceConfigError(
+            f"{lister.where}: no such stream (XADD {lister.key} * ... makes it)"
+        )
+    if kind != "stream":
+        raise SourceConfigError(f"{lister.where}: the key holds a {kind}, not a stream")
