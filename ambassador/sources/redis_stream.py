@@ -59,19 +59,24 @@ class StreamLister:
             start = "(" + page[-1][0]
 
     def list_all(self) -> dict[str, str]:
+        """Every item of the retained stream, folded as the records come (a million records
+        are never all held: only the items they leave)."""
         import redis
 
-        last = "0-0"
-        records = []
-        try:
+        last = ["0-0"]
+
+        def records():
             for position, fields in self._records(self.redis, "-"):
-                records.append((position, fields))
-                last = position
+                last[0] = position
+                yield position, fields
+
+        try:
+            items = self.shape.items(records())
         except redis.RedisError as exc:
             raise SourceUnreachable(f"{self.where}: {exc}") from None
         if self._first:  # the feed goes on from what the first listing read
-            self._read_to, self._first = last, False
-        return self.shape.items(records)
+            self._read_to, self._first = last[0], False
+        return items
 
     def describe(self, name: str, meta: str) -> dict[str, Any]:
         return describe(name, meta, self.key)
