@@ -3,7 +3,8 @@ bytes, once what differs from run to run (ports, folders, the listing's version,
 is made alike. So the pages cannot drift from what the commands answer (they had: an item's
 `version` was missing from the ambassador's session, `cancelled` from the ledger's).
 
-  docs/sources.md     the folder ambassador: five `curl`s, the watch included
+  docs/sources.md     the folder ambassador: five `curl`s, the watch included; a Redis stream's
+                      records and what its ambassador answers
   docs/running.md     a ledger emptied by accident: `status` refuses it, `ledger restore`,
                       `ledger check`
   docs/sharing.md     a local ledger moved into a shared one (a real PostgreSQL), and a retry
@@ -149,3 +150,33 @@ def test_the_getting_started_tour_makes_the_broken_video_it_asks_about(tmp_path,
     assert done.returncode == 1 and "1 failed" in done.stdout, done.stdout + done.stderr
     said = workqueue("status", "broken.mp4", "--state-dir", tmp_path / "state")
     assert said.returncode == 0 and "failed" in said.stdout, said.stderr
+
+
+def test_the_sources_page_shows_what_a_stream_ambassador_answers(redis_store, ambassador_server):
+    """The Redis stream session of docs/sources.md, replayed: each XADD for real (the ids it
+    gave made alike in order), then the ambassador's answers."""
+    import redis as redis_client
+
+    session = shown_session("sources.md", "redis-cli XADD renders")
+    client = redis_client.Redis(port=redis_store.port, decode_responses=True)
+    key = f"renders-{time.monotonic_ns()}"
+    ids: dict[str, str] = {}  # the id given -> the id shown
+    rest = []
+    for command, output in session:
+        words = shlex.split(command)
+        if words[0] == "redis-cli":
+            fields = dict(zip(words[4::2], words[5::2], strict=True))
+            ids[client.xadd(key, fields)] = output.strip()
+        else:
+            rest.append((command, output))
+    (serve, said), *asks = rest
+    server = ambassador_server(f"{redis_store.url}?stream={key}&name=file")
+    assert said.strip() == "workqueue ambassador: serving redis stream 'renders' on " \
+        "http://127.0.0.1:8080" and "stream=renders&name=file" in serve  # fmt: skip
+    for command, output in asks:
+        path = re.search(r"localhost:8080(\S*)", command).group(1)
+        answer = get(server.port, path).replace(key, "renders")
+        for given, shown in ids.items():
+            answer = answer.replace(given, shown)
+        assert answer.strip() == output.strip(), command
+    assert len(asks) == 2
