@@ -204,3 +204,17 @@ def test_an_item_can_name_no_local_file_outside_the_input_roots(tmp_path, upper,
     assert not out.exists()  # nothing copied anywhere
     plain = run_with(tmp_path, item, "--output", f"file://{out}/{{stem}}", upper)
     assert plain.returncode == 2 and not out.exists()  # no --input-root: no local file at all
+
+
+def test_a_stream_records_fields_are_a_request(tmp_path, store, upper):
+    """A Redis stream record (`XADD jobs * job j1 input … script … output …`) as the
+    ambassador serves it (`log_records.describe`): its fields are the request."""
+    from ambassador.sources.log_records import LogShape, describe
+
+    base, objects = store
+    fields = {"job": "j1", "input": f"{base}/in/a%20b.txt", "script": upper,
+              "output": f"{base}/out/j1.txt"}  # fmt: skip
+    name, meta = LogShape("job").change("1733250000000-0", fields)
+    r = run(tmp_path, describe(name, meta, "jobs"))
+    assert r.returncode == 0, r.stderr
+    assert objects["/out/j1.txt"] == b"HELLO OBJECT\n"
