@@ -1,11 +1,14 @@
 """The Redis stream source (a log, `ambassador/sources/redis_stream.py` over the log core)
 against a real redis-server: both shapes, versions that are positions, tombstones, records
 pushed as they come, a re-read that is the same version, the bad sources - and end to end, each
-record run once by `workqueue run` and again by nothing after a restart."""
+record run once by `workqueue run` and again by nothing after a restart, and records added
+while the ambassador was killed run once after it restarts."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 
 import pytest
 import requests
@@ -13,9 +16,10 @@ import requests
 from ambassador.sources.log_records import LogShape
 from ambassador.sources.registry import SourceConfigError
 from tests.ambassador.test_redis_source import opened
-from tests.e2e.conftest import workqueue
+from tests.e2e.conftest import spawn_workqueue, workqueue
+from tests.e2e.test_secrets_and_names import descendants
 from tests.support.marks import marking_worker, read_marks
-from tests.support.servers import wait_until
+from tests.support.servers import Server, free_port, wait_until
 from tests.support.stores import unique
 
 
@@ -107,3 +111,42 @@ def test_a_stream_is_served_and_run_once_end_to_end(tmp_path, redis_store, ambas
     assert "0 succeeded, 4 already done" in again.stdout, again.stdout
     starts = [n for e, _, n in read_marks(marks) if e == "start"]
     assert sorted(starts) == [f"clip-{i}.mp4" for i in range(4)]  # each once
+
+
+def test_records_added_while_the_ambassador_was_killed_run_once_after_its_restart(
+    tmp_path, redis_store
+):
+    """`kill -9` of the stream's ambassador mid-stream: the manager keeps polling (an outage),
+    the records added meanwhile are read from the retained stream at the restart, and by the
+    workers' marks each record ran exactly once - none lost, none twice."""
+    r, key = redis_store.client(), unique("stream")
+    url = f"{redis_store.url}?stream={key}&name=file"
+    for i in range(5):
+        r.xadd(key, {"file": f"early-{i}.mp4"})
+    port = free_port()
+    ambassador = Server(url, port, ())
+    ambassador.wait_ready()
+    worker, marks = marking_worker(tmp_path, 0.05)
+    manager = spawn_workqueue(
+        "manager", "--source", f"http://127.0.0.1:{port}", "--poll-interval", "0.2",
+        "--state-dir", tmp_path / "state", "--worker-cmd", worker, "--parallelism", "2",
+    )  # fmt: skip
+    ends = lambda: sorted(n for e, _, n in read_marks(marks) if e == "end")  # noqa: E731
+    try:
+        wait_until(lambda: len(ends()) == 5, timeout=60)
+        for pid in [ambassador.process.pid, *descendants(ambassador.process.pid)]:
+            os.kill(pid, signal.SIGKILL)  # the whole ambassador at once, as a pod's end
+        ambassador.process.wait(10)
+        for i in range(5):
+            r.xadd(key, {"file": f"while-down-{i}.mp4"})
+        r.xadd(key, {"file": "early-0.mp4"})  # a new version of one that ran: not run again
+        ambassador = Server(url, port, ())  # the same address: the manager finds it again
+        ambassador.wait_ready()
+        wait_until(lambda: len(ends()) == 10, timeout=60)
+    finally:
+        manager.send_signal(signal.SIGTERM)
+        manager.wait(30)
+        ambassador.stop()
+    starts = sorted(n for e, _, n in read_marks(marks) if e == "start")
+    assert starts == sorted([f"early-{i}.mp4" for i in range(5)]
+                            + [f"while-down-{i}.mp4" for i in range(5)])  # fmt: skip
