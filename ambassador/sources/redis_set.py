@@ -45,7 +45,7 @@ from urllib.parse import parse_qs, urlsplit
 from ..naming import SkippedNames, normalise_suffixes
 from .items import content_type
 from .listed import RELIST, Change, ListedSource, SourceUnreachable
-from .redis_client import connect
+from .redis_client import connect, key_type
 from .registry import SourceConfigError, not_for
 
 FOLDER_ONLY = ("SETTLE", "VERSION_BY", "FORCE_POLLING", "RECURSIVE")
@@ -300,28 +300,13 @@ class RedisType:
         }
 
     def check(self, config: dict) -> None:
-        import redis
 
         if config.get("REDIS_STREAM"):
             from .redis_stream import check
 
             return check(config)
         lister = RedisLister(config)
-        try:
-            kind = lister.redis.type(lister.set_key)
-        except redis.AuthenticationError:
-            raise SourceConfigError(f"{lister.where}: the password was refused") from None
-        except redis.ResponseError as exc:  # reached, and refused: a wrong database number
-            raise SourceConfigError(f"{lister.where}: the server refused it: {exc}") from None
-        except redis.RedisError as exc:
-            hint = ""
-            if config["REDIS_URL"].lower().startswith("rediss://") and \
-                    isinstance(exc, redis.TimeoutError):  # fmt: skip
-                hint = " (rediss:// - does the server speak TLS? a plain one never answers "\
-                    "a TLS handshake: use redis://)"  # fmt: skip
-            raise SourceConfigError(
-                f"{lister.where}: cannot reach the server: {exc}{hint}"
-            ) from None
+        kind = key_type(lister.redis, config, lister.where)
         wanted = "zset" if lister.sorted else "set"
         if kind not in (wanted, "none"):
             noun = "a sorted set" if lister.sorted else "a set"

@@ -29,7 +29,7 @@ from typing import Any
 from ..naming import SkippedNames
 from .listed import Change, SourceUnreachable
 from .log_records import LogShape, describe, priority_of
-from .redis_client import connect
+from .redis_client import connect, key_type
 
 PAGE = 1000  # records an XRANGE or XREAD call returns at most
 BLOCK_MS = 1000  # how long an XREAD waits for a record before it looks at `stop`
@@ -117,19 +117,10 @@ class StreamLister:
 
 def check(config: dict) -> None:
     """The stream is there (a stream, and not something else), and the server answers."""
-    import redis
-
     from .registry import SourceConfigError
 
     lister = StreamLister(config)
-    try:
-        kind = lister.redis.type(lister.key)
-    except redis.AuthenticationError:
-        raise SourceConfigError(f"{lister.where}: the password was refused") from None
-    except redis.ResponseError as exc:
-        raise SourceConfigError(f"{lister.where}: the server refused it: {exc}") from None
-    except redis.RedisError as exc:
-        raise SourceConfigError(f"{lister.where}: cannot reach the server: {exc}") from None
+    kind = key_type(lister.redis, config, lister.where)
     if kind == "none":
         raise SourceConfigError(
             f"{lister.where}: no such stream (XADD {lister.key} * ... makes it)"
