@@ -120,10 +120,9 @@ class Asked:
         WorkQueue's `spec.limits`/`spec.rates`) since the last look: in force at once, in
         place of the flags' (a manager without groups gets them now)."""
         m = self.manager
-        read = getattr(m.ledger, "wanted_group_rules", None)
         unread = object()
-        asked = unread if read is None else self._read("the group rules asked of the queue",
-                                                       read, unread)  # fmt: skip
+        asked = self._read("the group rules asked of the queue",
+                           lambda: m.ledger.wanted_group_rules(), unread)  # fmt: skip
         if asked is unread or asked == self.rules_seen:
             return
         self.rules_seen = asked

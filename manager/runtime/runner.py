@@ -57,7 +57,7 @@ from .poller import Poller
 from .priorities import Prioritizer
 from .reconciler import Reconciler, Result
 from .run_report import TERMINAL, RunReport
-from .tenants import Tenants, tenants_for
+from .tenants import Tenants, listed_groups_of, tenants_for
 
 log = logging.getLogger(__name__)
 
@@ -229,7 +229,7 @@ class Manager:
         """Groups from now on, for a manager started without them (limits asked of the
         queue while it runs): its line becomes one line per group, holding what waits; what
         runs already is not counted against a group's limit."""
-        tenants = Tenants(options, getattr(self.source, "listed_groups", None))
+        tenants = Tenants(options, listed_groups_of(self.source))
         if self.mode.orders_its_line:
             order = tenants.order(self.ledger.priority)
 

@@ -25,7 +25,7 @@ import logging
 from collections.abc import Callable
 
 from ..tenancy.gate import GroupGate
-from ..tenancy.rules import Grouping, TenancyOptions, rate_text
+from ..tenancy.rules import Grouping, TenancyOptions, rule_texts
 from ..workqueue.grouped import Grouped
 
 log = logging.getLogger(__name__)
@@ -84,8 +84,9 @@ class Tenants:
         before = self.gate.options
         now = self.gate.change(limits=limits, rates=rates)
         if (now.limits, now.rates) != (before.limits, before.rates):
-            log.info("group limits now %s; rates %s", _rules(now.limits),
-                     _rules([(g, f"{n}/{s:g}s") for g, (n, s) in now.rates]))  # fmt: skip
+            said = rule_texts(now.limits, now.rates)
+            log.info("group limits now %s; rates %s", ", ".join(said["limits"]) or "none",
+                     ", ".join(said["rates"]) or "none")  # fmt: skip
         self._poke()
         return now
 
@@ -95,30 +96,25 @@ class Tenants:
     def groups(self) -> dict[str, dict]:
         """Per group seen: waiting (in this manager's line), running, started, limit, rate,
         weight, and why it is held (None when it is not)."""
-        found = self.gate.snapshot()
+        running, started = self.gate.counts()
         waiting = self._line.group_waiting() if self._line is not None else {}
-        for group, count in waiting.items():
-            if group is not None:
-                found.setdefault(group, {"running": 0, "started": 0, **_rules_of(self.gate, group)})
-                found[group]["waiting"] = count
-        for group, facts in found.items():
-            facts.setdefault("waiting", 0)
-            facts["held"] = self.gate.why_held(group) if facts["waiting"] else None
-        return dict(sorted(found.items()))
+        seen = {g for g in (*running, *started, *waiting) if g is not None}
+        return {
+            group: {**self.gate.facts(group, waiting=waiting.get(group, 0),
+                                      running=running.get(group, 0)),
+                    "started": started.get(group, 0)}
+            for group in sorted(seen)
+        }  # fmt: skip
 
 
-def _rules_of(gate: GroupGate, group: str) -> dict:
-    limit, rate, weight = gate.rules.of(group)
-    return {"limit": limit, "rate": rate_text(rate) if rate else None, "weight": weight}
-
-
-def _rules(rules: list) -> str:
-    return ", ".join(f"{glob}={value}" for glob, value in rules) or "none"
+def listed_groups_of(source) -> Callable[[], dict] | None:
+    """The source's `listed_groups` (its items' data groups), where it has them."""
+    listed = getattr(source, "listed_groups", None)
+    return listed if callable(listed) else None
 
 
 def tenants_for(options: TenancyOptions, source) -> Tenants | None:
     """The manager's tenants, or None when no tenancy flag was given."""
     if not options:
         return None
-    listed = getattr(source, "listed_groups", None)
-    return Tenants(options, listed if callable(listed) else None)
+    return Tenants(options, listed_groups_of(source))

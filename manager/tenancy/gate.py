@@ -146,10 +146,6 @@ class GroupGate:
 
     # -- what it says ------------------------------------------------------------------------
 
-    def rate_text(self, group: str | None) -> str | None:
-        rate = self.rules.of(group)[1]
-        return rate_text(rate) if rate else None
-
     def why_held(self, group: str | None) -> str | None:
         """Why `group` waits, as `status` says it; None when it does not."""
         if group is None:
@@ -165,19 +161,20 @@ class GroupGate:
             return f"group {group} rate {rate_text(rate)}: next start in {wait:.0f} s"
         return None
 
-    def snapshot(self) -> dict[str, dict]:
-        """Per group seen: running, started, limit, rate, weight (for metrics and status)."""
+    def counts(self) -> tuple[dict[str, int], dict[str, int]]:
+        """(running, started) per group this gate has counted."""
         with self._lock:
-            groups = set(self.running) | set(self.started)
-            running, started = dict(self.running), dict(self.started)
-        found = {}
-        for group in sorted(groups):
-            limit, rate, weight = self.rules.of(group)
-            found[group] = {
-                "running": running.get(group, 0),
-                "started": started.get(group, 0),
-                "limit": limit,
-                "rate": rate_text(rate) if rate else None,
-                "weight": weight,
-            }
-        return found
+            return dict(self.running), dict(self.started)
+
+    def facts(self, group: str, *, waiting: int, running: int) -> dict:
+        """What `status`, the dashboard and the metrics say of `group`: what waits and runs,
+        its rules in force, and why its waiting items are held (None: they are not)."""
+        limit, rate, weight = self.rules.of(group)
+        return {
+            "waiting": waiting,
+            "running": running,
+            "limit": limit,
+            "rate": rate_text(rate) if rate else None,
+            "weight": weight,
+            "held": self.why_held(group) if waiting else None,
+        }

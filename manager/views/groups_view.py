@@ -48,15 +48,7 @@ def group_facts(gate: GroupGate, groups: dict[str, str | None], rows: list[Row])
     """Per group: waiting, running, limit, rate, and why it is held (None: it is not)."""
     waiting = Counter(groups[r.name] for r in rows if r.state == State.PENDING)
     running = Counter(groups[r.name] for r in rows if r.state == State.RUNNING)
-    found = {}
-    for group in sorted({g for g in waiting | running if g is not None}):
-        limit, rate, weight = gate.rules.of(group)
-        found[group] = {
-            "waiting": waiting[group],
-            "running": running[group],
-            "limit": limit,
-            "rate": gate.rate_text(group),
-            "weight": weight,
-            "held": gate.why_held(group) if waiting[group] else None,
-        }
-    return found
+    return {
+        group: gate.facts(group, waiting=waiting[group], running=running[group])
+        for group in sorted({g for g in waiting | running if g is not None})
+    }

@@ -113,6 +113,12 @@ class FakeLedger:
     def want_parallelism(self, parallelism):
         self.wanted = parallelism
 
+    def wanted_group_rules(self):
+        return getattr(self, "group_rules", None)
+
+    def want_group_rules(self, rules):
+        self.group_rules = {**(self.wanted_group_rules() or {}), **rules}
+
     def report(self, status):
         self.reported = status
 

@@ -10,8 +10,6 @@ ConfigMap, which every manager of the queue follows (`control.py`).
 
 from __future__ import annotations
 
-import json
-
 from ...errors import UserError
 from ...ports import QueueRecord, Row, State
 from ..queue_ops import QueueOps
@@ -259,9 +257,7 @@ class KubeQueueOps(QueueOps):
         if self._resource():
             self._control("scale", lambda api, queue: queue_resource.set_spec(api, queue, rules))
         else:
-            self._control("scale", lambda api, queue: control.set_key(
-                api, queue, control.GROUP_RULES,
-                json.dumps({**(self.asked_group_rules() or {}), **rules})))  # fmt: skip
+            self._control("scale", lambda api, queue: control.ask_group_rules(api, queue, rules))
 
     def autoscaled(self) -> bool:
         facts = self._control("read", lambda api, queue: ManagerFacts(api, queue).read())

@@ -24,6 +24,9 @@ def _manager(paused_from: int, wanted_from: int | None, stop_after: int):
         def wanted_parallelism(self):
             return 4 if wanted_from is not None and self.reads >= wanted_from else None
 
+        def wanted_group_rules(self):
+            return None
+
     manager = SimpleNamespace(
         ledger=Ledger(),
         stop_event=threading.Event(),

@@ -90,9 +90,7 @@ class Control:
         return group_rules_of(self.cache.get(name_of(self.queue)))
 
     def want_group_rules(self, rules: dict) -> None:
-        asked = {**(group_rules_of(self.cache.api.find("configmaps", name_of(self.queue)))
-                    or {}), **rules}  # fmt: skip
-        set_key(self.cache.api, self.queue, GROUP_RULES, json.dumps(asked))
+        ask_group_rules(self.cache.api, self.queue, rules)
 
     def removals_held_since(self) -> float | None:
         text = ((self.cache.get(name_of(self.queue)) or {}).get("data") or {}).get(HELD)
@@ -183,6 +181,13 @@ def scale(api: KubeApi, queue: str, parallelism: int) -> int | None:
 
 
 GROUP_RULES = "group-rules"  # the key of `workqueue scale --limit/--rate`'s rules (JSON)
+
+
+def ask_group_rules(api: KubeApi, queue: str, rules: dict) -> None:
+    """Merge `rules` into what the control ConfigMap asks (a kind left out keeps its rules),
+    as the API server has it now."""
+    asked = {**(group_rules_of(api.find("configmaps", name_of(queue))) or {}), **rules}
+    set_key(api, queue, GROUP_RULES, json.dumps(asked))
 
 
 def group_rules_of(configmap: dict | None) -> dict | None:
