@@ -420,7 +420,9 @@ class SharedSnapshot:
             self._ranks[version] = {name.encode(): p for name, p in ranked.items()}
 
 
-if __name__ == "__main__":  # the publisher: python -m ambassador.publication FOLDER < CONFIG (JSON)
+if (
+    __name__ == "__main__"
+):  # the publisher: python -m kube_workqueue.ambassador.publication FOLDER < CONFIG (JSON)
     import json
     import signal
     import sys

@@ -1,7 +1,7 @@
 """Secrets never printed, where the ambassador once kept it: now `safelog.redaction`, which the
 manager imports too (this name stays for imports written before the move)."""
 
-from safelog.redaction import (  # noqa: F401
+from kube_workqueue.safelog.redaction import (  # noqa: F401
     HIDDEN,
     RedactingFilter,
     redact_text,

@@ -33,7 +33,7 @@ import shutil
 import subprocess
 import tempfile
 
-from safelog.logs import logging_config
+from kube_workqueue.safelog.logs import logging_config
 
 from .limits import (
     DEFAULT_HEAD_TIMEOUT,
@@ -241,7 +241,8 @@ def _start_publisher(config: dict, folder: str, user_error: type[Exception]):
     from .publication import CURRENT
 
     process = subprocess.Popen(
-        [sys.executable, "-m", "ambassador.publication", folder], stdin=subprocess.PIPE,
+        [sys.executable, "-m", "kube_workqueue.ambassador.publication", folder],
+        stdin=subprocess.PIPE,
     )  # fmt: skip
     with contextlib.suppress(BrokenPipeError):  # (one that died says why below)
         process.stdin.write(json.dumps(config).encode())
@@ -316,7 +317,7 @@ def _run_gunicorn(
             for key, value in {
                 "bind": bind,
                 "workers": workers,
-                "worker_class": "ambassador.guarded_worker.GuardedWorker",
+                "worker_class": "kube_workqueue.ambassador.guarded_worker.GuardedWorker",
                 "threads": threads,
                 # a connection whose head is still coming holds no thread: many may wait
                 "worker_connections": max(threads + 256, 16_384),

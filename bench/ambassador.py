@@ -33,7 +33,7 @@ import time
 import requests
 
 FOLDERS: list[str] = []  # made by this run, removed at its end
-AMBASSADOR = [sys.executable, "-m", "manager.cli", "ambassador", "--workers", "2"]
+AMBASSADOR = [sys.executable, "-m", "kube_workqueue.manager.cli", "ambassador", "--workers", "2"]
 
 
 def free_port() -> int:
@@ -117,7 +117,7 @@ def serve_hello(port: int) -> None:
     from flask import Flask
     from gunicorn.app.base import BaseApplication
 
-    from ambassador.server import THREADS_PER_WORKER
+    from kube_workqueue.ambassador.server import THREADS_PER_WORKER
 
     hello = Flask("hello")
 

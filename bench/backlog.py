@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 from bench.kubernetes import WORKQUEUE, ambassador, cpu_seconds, manager_args  # noqa: E402
 from bench.status import recorded_batches  # noqa: E402
-from manager.sources.http import SourceClient  # noqa: E402
+from kube_workqueue.manager.sources.http import SourceClient  # noqa: E402
 from tests.support.apiserver import ApiServer  # noqa: E402
 from tests.support.kubelet import Kubelet  # noqa: E402
 

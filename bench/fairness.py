@@ -68,7 +68,8 @@ def drop(folder: Path, group: str, count: int) -> float:
 
 def manager(work: Path, source: str, script: Path, *flags) -> subprocess.Popen:
     command = [
-        sys.executable, "-m", "manager.cli", "manager", "--source", source, "--watch",
+        sys.executable, "-m", "kube_workqueue.manager.cli",
+            "manager", "--source", source, "--watch",
         "--backend", "local", "--state-dir", str(work / "state"), "--worker-cmd", str(script),
         "--group", "^([^/]+)/", "--log-level", "warning", *flags,
     ]  # fmt: skip
@@ -124,7 +125,8 @@ def fleet_limits() -> Counter:
         url = server.database()
         runs = [
             subprocess.Popen([
-                sys.executable, "-m", "manager.cli", "run", str(folder), "--suffix", ".txt",
+                sys.executable, "-m", "kube_workqueue.manager.cli",
+                "run", str(folder), "--suffix", ".txt",
                 "--recursive", "--settle", "0", "--ledger", url, "--state-dir",
                 str(work / f"state-{i}"), "--parallelism", "4", "--group", "^([^/]+)/",
                 "--limit", "*=3", "--log-level", "warning", "--", str(script),
@@ -159,9 +161,9 @@ def rate(seconds: float = 60.0) -> tuple[int, int, int]:
 
 def line_rounds(rounds: int = 20, items: int = 20_000) -> tuple[float, float]:
     """Seconds per add + get + done, FIFO against 1,000 groups (best of interleaved rounds)."""
-    from manager.runtime.tenants import Tenants
-    from manager.tenancy.rules import TenancyOptions
-    from manager.workqueue import Queue
+    from kube_workqueue.manager.runtime.tenants import Tenants
+    from kube_workqueue.manager.tenancy.rules import TenancyOptions
+    from kube_workqueue.manager.workqueue import Queue
 
     names = [f"g{i % 1000:04d}/item-{i:07d}" for i in range(items)]
 
@@ -200,7 +202,8 @@ def run_rounds(rounds: int = 3, items: int = 2000) -> tuple[float, float]:
         flags = ["--group", "^([^/]+)/", "--limit", "*=4"] if grouped else []
         began = time.perf_counter()
         subprocess.run([
-            sys.executable, "-m", "manager.cli", "run", str(folder), "--suffix", ".txt",
+            sys.executable, "-m", "kube_workqueue.manager.cli",
+            "run", str(folder), "--suffix", ".txt",
             "--recursive", "--settle", "0", "--state-dir", str(work / f"s-{grouped}-{index}"),
             "--parallelism", "8", *flags, "--", "true",
         ], check=True, stdout=subprocess.DEVNULL)  # fmt: skip

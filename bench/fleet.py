@@ -50,10 +50,10 @@ def _writes(url: str) -> int:
 
 def at_rest(managers: int = 4, claimed: int = 10_000, seconds: float = 30.0,
             lease: float = 30.0) -> None:  # fmt: skip
-    from manager.fleet.database import Database
-    from manager.fleet.ledger import PostgresLedger
-    from manager.runtime.claims import ClaimedLine, Heartbeat
-    from manager.workqueue.rate_limiters import ItemExponentialFailureRateLimiter
+    from kube_workqueue.manager.fleet.database import Database
+    from kube_workqueue.manager.fleet.ledger import PostgresLedger
+    from kube_workqueue.manager.runtime.claims import ClaimedLine, Heartbeat
+    from kube_workqueue.manager.workqueue.rate_limiters import ItemExponentialFailureRateLimiter
 
     server = PostgresServer()
     stop = threading.Event()
@@ -104,8 +104,8 @@ def at_rest(managers: int = 4, claimed: int = 10_000, seconds: float = 30.0,
 
 
 def ceiling(items: int = 3000, rounds: int = 3) -> None:
-    from manager.fleet.database import Database
-    from manager.fleet.ledger import PostgresLedger
+    from kube_workqueue.manager.fleet.database import Database
+    from kube_workqueue.manager.fleet.ledger import PostgresLedger
 
     server = PostgresServer()
     try:
@@ -159,7 +159,7 @@ def _fleet_drain(server: PostgresServer, folder: Path, work: Path, managers: int
     env = {**os.environ, "WORKQUEUE_LEDGER": url}
     began = time.monotonic()
     runs = [subprocess.Popen(
-        [sys.executable, "-m", "manager.cli", "run", str(folder), "--suffix", ".txt",
+        [sys.executable, "-m", "kube_workqueue.manager.cli", "run", str(folder), "--suffix", ".txt",
          "--settle", "0", "--parallelism", str(parallelism), "--state-dir",
          str(work / f"state-{managers}-{i}"), "--log-level", "warning", "--", "true"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,

@@ -34,14 +34,14 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
-from manager.backends.kubernetes.client.api import KubeApi, load_configuration  # noqa: E402
-from manager.backends.kubernetes.client.cache import ClusterCache  # noqa: E402
-from manager.backends.kubernetes.manifests import objects as ko  # noqa: E402
+from kube_workqueue.manager.backends.kubernetes.client.api import KubeApi, load_configuration  # noqa: E402
+from kube_workqueue.manager.backends.kubernetes.client.cache import ClusterCache  # noqa: E402
+from kube_workqueue.manager.backends.kubernetes.manifests import objects as ko  # noqa: E402
 from tests.support.apiserver import ApiServer  # noqa: E402
 from tests.support.kubelet import Kubelet  # noqa: E402
 from tests.support.servers import Server, free_port  # noqa: E402
 
-WORKQUEUE = [sys.executable, "-m", "manager.cli"]
+WORKQUEUE = [sys.executable, "-m", "kube_workqueue.manager.cli"]
 NS, QUEUE = "media", "bench"
 WRITES = {"create", "update", "patch", "delete"}
 
@@ -270,8 +270,8 @@ def bench_batches(work: Path, count: int = 100_000, per_item_count: int = 200) -
 
 def bench_memory(work: Path, known: int = 1_000_000, batch: int = 1_000) -> None:
     """A manager over `known` finished items in recorded batches, its source listing them."""
-    from manager.backends.kubernetes.manifests import batch_objects as bo
-    from manager.backends.kubernetes.records.batch_record import Batch, render
+    from kube_workqueue.manager.backends.kubernetes.manifests import batch_objects as bo
+    from kube_workqueue.manager.backends.kubernetes.records.batch_record import Batch, render
 
     server = ApiServer(history=1_000).start()
     names = [f"{i:07d}.x" for i in range(known)]
@@ -323,7 +323,7 @@ def bench_memory(work: Path, known: int = 1_000_000, batch: int = 1_000) -> None
 
 
 def _versions_of(url: str) -> dict[str, str]:
-    from manager.sources.http import SourceClient
+    from kube_workqueue.manager.sources.http import SourceClient
 
     client = SourceClient(url)
     names = client.list_items()

@@ -37,7 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 from tests.support.servers import Server, free_port  # noqa: E402
 
 THUMBNAIL = REPO / "worker-images" / "thumbnailer" / "thumbnail"
-WORKQUEUE = [sys.executable, "-m", "manager.cli"]
+WORKQUEUE = [sys.executable, "-m", "kube_workqueue.manager.cli"]
 
 
 def timed(cmd, **kw) -> float:
@@ -174,7 +174,7 @@ def rss_mb(pid: int) -> float:
 
 
 def bench_big_ledger(work: Path, count: int) -> None:
-    from manager.backends.local.ledger import SqliteLedger
+    from kube_workqueue.manager.backends.local.ledger import SqliteLedger
 
     folder = work / "big"
     folder.mkdir()

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-WORKQUEUE = [sys.executable, "-m", "manager.cli"]
+WORKQUEUE = [sys.executable, "-m", "kube_workqueue.manager.cli"]
 
 from bench.kubernetes import folder_of  # noqa: E402
 

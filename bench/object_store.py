@@ -60,7 +60,7 @@ def start(store: ObjectStore, bucket: str, expected: int, poll: str = "3600"):
     env = {**os.environ, **store.env}
     launched = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "manager.cli", "ambassador", "--source", f"s3://{bucket}/",
+        [sys.executable, "-m", "kube_workqueue.manager.cli", "ambassador", "--source", f"s3://{bucket}/",
          "--suffix", ".mp4", "--port", str(port), "--workers", "2", "--poll-interval", poll],
         env=env, stdout=subprocess.DEVNULL,
     )  # fmt: skip
@@ -72,7 +72,7 @@ def start(store: ObjectStore, bucket: str, expected: int, poll: str = "3600"):
 def quiet_poll(store: ObjectStore, bucket: str) -> tuple[dict[str, int], float, int, int]:
     """The live source in this process: the bytes its first listing keeps (tracemalloc), and
     one re-listing with nothing new - the requests it made by operation."""
-    from ambassador.sources.registry import resolve, source_type
+    from kube_workqueue.ambassador.sources.registry import resolve, source_type
 
     for key, value in store.env.items():
         os.environ[key] = value

@@ -19,11 +19,11 @@ import tempfile
 import time
 import tracemalloc
 
-from manager.backends.local.ledger import open_ledger
-from manager.priority_rules import Rules
-from manager.runtime.priorities import Prioritizer
-from manager.workqueue import Queue
-from manager.workqueue.ordering import ByPriority
+from kube_workqueue.manager.backends.local.ledger import open_ledger
+from kube_workqueue.manager.priority_rules import Rules
+from kube_workqueue.manager.runtime.priorities import Prioritizer
+from kube_workqueue.manager.workqueue import Queue
+from kube_workqueue.manager.workqueue.ordering import ByPriority
 
 
 def names_of(n: int) -> list[str]:

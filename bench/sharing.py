@@ -62,7 +62,8 @@ class Manager:
         self.state = work / f"manager-{index}"
         self.port = free_port()
         command = [
-            sys.executable, "-m", "manager.cli", "manager", "--source", source, "--watch",
+            sys.executable, "-m", "kube_workqueue.manager.cli",
+                "manager", "--source", source, "--watch",
             "--backend", "local", "--ledger", url, "--state-dir", str(self.state),
             "--worker-cmd", str(work / "worker.sh"), "--parallelism", str(args.parallelism),
             "--lease", f"{args.lease}s", "--metrics-port", str(self.port),
@@ -224,8 +225,8 @@ def session(args, managers: int, *, kill: bool = False) -> None:
 
 def claims_at(finished: int, waiting: int = 1000) -> None:
     """Claim, start and finish `waiting` items one by one beside `finished` finished rows."""
-    from manager.fleet.database import Database
-    from manager.fleet.ledger import PostgresLedger
+    from kube_workqueue.manager.fleet.database import Database
+    from kube_workqueue.manager.fleet.ledger import PostgresLedger
 
     server = PostgresServer()
     try:

@@ -18,8 +18,8 @@ import argparse
 import random
 import time
 
-from manager.planning.scaling import analyse
-from manager.planning.simulate import exponential, gaps, lognormal, simulate, with_cv
+from kube_workqueue.manager.planning.scaling import analyse
+from kube_workqueue.manager.planning.simulate import exponential, gaps, lognormal, simulate, with_cv
 
 
 def speed(items: int) -> None:

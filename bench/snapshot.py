@@ -20,7 +20,7 @@ import threading
 import time
 from pathlib import Path
 
-from ambassador.snapshot import Snapshot
+from kube_workqueue.ambassador.snapshot import Snapshot
 
 
 def load_snapshot_class(tree: str):

@@ -22,9 +22,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
-from manager.backends.kubernetes.manifests import batch_objects as bo  # noqa: E402
-from manager.backends.kubernetes.manifests import objects as ko  # noqa: E402
-from manager.backends.kubernetes.records.batch_record import Batch, render  # noqa: E402
+from kube_workqueue.manager.backends.kubernetes.manifests import batch_objects as bo  # noqa: E402
+from kube_workqueue.manager.backends.kubernetes.manifests import objects as ko  # noqa: E402
+from kube_workqueue.manager.backends.kubernetes.records.batch_record import Batch, render  # noqa: E402
 from tests.support.apiserver import ApiServer  # noqa: E402
 
 NS, QUEUE, BATCH = "media", "bench", 1_000
@@ -42,7 +42,8 @@ def recorded_batches(server: ApiServer, items: int) -> None:
 
 
 def timed_status(tree: Path, kubeconfig: str, *extra: str) -> tuple[float, str]:
-    command = [sys.executable, "-m", "manager.cli", "status", "--backend", "kubernetes",
+    command = [sys.executable, "-m", "kube_workqueue.manager.cli",
+               "status", "--backend", "kubernetes",
                "--namespace", NS, "--queue", QUEUE, "--kubeconfig", kubeconfig, *extra]  # fmt: skip
     began = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, cwd=tree,
@@ -55,7 +56,7 @@ def timed_status(tree: Path, kubeconfig: str, *extra: str) -> tuple[float, str]:
 
 FLOOR = """
 import sys
-from manager.backends.kubernetes.client.api import KubeApi, load_configuration
+from kube_workqueue.manager.backends.kubernetes.client.api import KubeApi, load_configuration
 api = KubeApi(sys.argv[1], load_configuration(sys.argv[2]), qps=0)
 items, _ = api.list("configmaps", sys.argv[3])
 print(len(items))

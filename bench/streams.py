@@ -22,7 +22,7 @@ import resource
 import statistics
 import time
 
-from ambassador.sources.registry import resolve, source_type
+from kube_workqueue.ambassador.sources.registry import resolve, source_type
 from tests.support.stores import RedisServer
 
 

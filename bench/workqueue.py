@@ -26,7 +26,12 @@ from collections import deque
 
 from prometheus_client import CollectorRegistry
 
-from manager.workqueue import DelayingQueue, FakeClock, PrometheusMetricsProvider, Queue
+from kube_workqueue.manager.workqueue import (
+    DelayingQueue,
+    FakeClock,
+    PrometheusMetricsProvider,
+    Queue,
+)
 
 
 class WrappedFifo:

@@ -60,7 +60,7 @@ def logging_config(log_format: str = "text", level: str = "info") -> dict:
         "disable_existing_loggers": False,
         "formatters": {"main": formatter},
         # secrets in URLs are hidden in every line, whoever logged it (`redaction.py`)
-        "filters": {"redact": {"()": "safelog.redaction.RedactingFilter"}},
+        "filters": {"redact": {"()": "kube_workqueue.safelog.redaction.RedactingFilter"}},
         "handlers": {
             "stderr": {
                 "class": "logging.StreamHandler",

@@ -37,7 +37,9 @@ from typing import Protocol
 
 from ..snapshot import Snapshot
 
-log = logging.getLogger("ambassador.sources.filesystem")  # the source's: one name to filter
+log = logging.getLogger(
+    "kube_workqueue.ambassador.sources.filesystem"
+)  # the source's: one name to filter
 
 TICK_SECONDS = 0.2  # how late a settled file may be promoted; also the event-batch window
 

@@ -55,7 +55,7 @@ def _flag_row(action: argparse.Action) -> str | None:
 
 
 def commands() -> str:
-    from manager.cli import build_parser
+    from kube_workqueue.manager.cli import build_parser
 
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

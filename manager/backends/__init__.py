@@ -24,8 +24,8 @@ from ..ports import ManagerSeeds, Parts, QueueRecord
 from .queue_ops import QueueOps
 
 _PACKAGES = {
-    "local": "manager.backends.local",
-    "kubernetes": "manager.backends.kubernetes",
+    "local": "kube_workqueue.manager.backends.local",
+    "kubernetes": "kube_workqueue.manager.backends.kubernetes",
 }
 NAMES = tuple(_PACKAGES)
 DEFAULT = "local"

@@ -1,4 +1,4 @@
-"""`python -m manager.cli` is the `workqueue` command."""
+"""`python -m kube_workqueue.manager.cli` is the `workqueue` command."""
 
 from .main import console
 

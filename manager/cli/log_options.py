@@ -8,7 +8,7 @@ flag, both may come from the environment (WORKQUEUE_LOG_FORMAT, WORKQUEUE_LOG_LE
 
 from __future__ import annotations
 
-from safelog.logs import LEVELS, logging_config
+from kube_workqueue.safelog.logs import LEVELS, logging_config
 
 # command -> its default level: the ambassador is quiet unless something is wrong
 LONG_RUNNING = {"manager": "info", "run": "info", "ambassador": "warning"}

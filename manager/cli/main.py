@@ -18,6 +18,7 @@ import sys
 import threading
 from typing import NoReturn
 
+from .. import installed_version
 from ..errors import UserError
 from ..faults import StorageFault
 from . import environment
@@ -26,20 +27,11 @@ from .log_options import LONG_RUNNING, add_log_options, setup_logging
 from .report import ForPeople, one_line
 
 
-def version() -> str:
-    from importlib import metadata
-
-    try:
-        return metadata.version("workqueue")
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
 class VersionAction(argparse.Action):
     """`--version`, looked up only when asked (importlib.metadata costs every command 25 ms)."""
 
     def __call__(self, parser, namespace, values, option_string=None):
-        print(f"workqueue {version()}")
+        print(f"workqueue {installed_version()}")
         parser.exit()
 
 
@@ -73,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(
         dest="subcommand", required=True, metavar="COMMAND", parser_class=OneLineParser
     )
-    from ambassador.server import add_parser as add_ambassador_parser
+    from kube_workqueue.ambassador.server import add_parser as add_ambassador_parser
 
     from . import completion_cmd as completion
     from . import (
@@ -122,8 +114,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def console() -> NoReturn:
-    """The `workqueue` command (pyproject's script and `python -m manager.cli`): `main`, then
-    `leave` with its code."""
+    """The `workqueue` command (pyproject's script and `python -m kube_workqueue.manager.cli`):
+    `main`, then `leave` with its code."""
     leave(main())
 
 

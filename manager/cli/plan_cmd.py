@@ -124,7 +124,7 @@ def limited_groups(args, names: list[str] | None) -> dict[str, tuple[int, int]] 
 
 
 def folder_names(folder: str, suffixes: list[str]) -> list[str]:
-    from ambassador.naming import is_candidate_file_name, normalise_suffixes
+    from kube_workqueue.ambassador.naming import is_candidate_file_name, normalise_suffixes
 
     if not os.path.isdir(folder):
         raise UserError(f"not a folder: {folder}")

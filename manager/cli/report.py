@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 
-from safelog.logs import for_terminals
-from safelog.redaction import redact_text
+from kube_workqueue.safelog.logs import for_terminals
+from kube_workqueue.safelog.redaction import redact_text
 
 from ..durations import human
 from ..errors import UserError

@@ -12,7 +12,7 @@ any failed. Everything after `--` is the worker command, word for word.
 
 from __future__ import annotations
 
-from ambassador.source_options import add_folder_options, source_spec
+from kube_workqueue.ambassador.source_options import add_folder_options, source_spec
 
 from ..backends.local import LocalOptions, worker_argv
 from ..declared import from_words
@@ -55,8 +55,8 @@ def run_folder(args) -> int:
     local = from_words(LocalOptions, vars(args), worker_argv=argv)
     # --cancel-removed: the folder is listed every ~2 s for what left it (in-process: cheap)
     options = manager_options(args, poll_interval=2.0)
-    from ambassador.sources.listed import SourceUnreachable
-    from ambassador.sources.registry import source_type
+    from kube_workqueue.ambassador.sources.listed import SourceUnreachable
+    from kube_workqueue.ambassador.sources.registry import source_type
 
     from ..sources.folder import open_source
 

@@ -66,7 +66,7 @@ class FolderSource:
     # -- manager.ports.Source --------------------------------------------------------------
 
     def list_items(self) -> list[str]:
-        from ambassador.sources.base import Ranks
+        from kube_workqueue.ambassador.sources.base import Ranks
 
         names, _, version = self.files.page(None, None)
         self.listing_version = version
@@ -131,6 +131,6 @@ def open_source(config: dict, where: str) -> FolderSource:
     """The source of an ambassador app configuration (`ambassador.sources.resolve`),
     started: its first listing done (raises what the source's start raises). The caller's
     duty: `stop()`."""
-    from ambassador.sources import open_source as open_ambassador_source
+    from kube_workqueue.ambassador.sources import open_source as open_ambassador_source
 
     return FolderSource(open_ambassador_source(config), where).start()

@@ -47,19 +47,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from importlib import metadata
 
+from .. import installed_version
 from ..planning.measure import Measured
 
 # Batch work runs from seconds to hours: buckets from 100 ms to 4 h.
 DURATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 14400)
-
-
-def version() -> str:
-    try:
-        return metadata.version("workqueue")
-    except metadata.PackageNotFoundError:
-        return "unknown"
 
 
 class ManagerCollector:
@@ -152,7 +145,7 @@ class ManagerCollector:
         info = GaugeMetricFamily(
             "workqueue_build_info", "The workqueue build that runs.", labels=["version"]
         )
-        info.add_metric([version()], 1)
+        info.add_metric([installed_version()], 1)
         yield info
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ambassador import create_app
+from kube_workqueue.ambassador import create_app
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ambassador.api import encode_continue
+from kube_workqueue.ambassador.api import encode_continue
 
 STATUS_KEYS = {"kind", "apiVersion", "status", "code", "reason", "message"}
 
@@ -173,7 +173,7 @@ def test_full_listing_is_cached_per_version(videos, make_client):
 
 
 def test_continue_token_round_trips_any_name():
-    from ambassador.api import decode_continue
+    from kube_workqueue.ambassador.api import decode_continue
 
     for name in ["a.mp4", "ünï cødé/視頻.mp4", "", "x" * 300]:
         token = encode_continue(name)

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from ambassador.sources import FilesystemSource
+from kube_workqueue.ambassador.sources import FilesystemSource
 
 from ..conftest import wait_until
 
@@ -110,7 +110,7 @@ def test_events_mode_is_reported(tmp_path):
 
 
 def test_a_name_that_is_not_utf8_is_skipped_aloud_and_events_go_on(tmp_path, start_source, caplog):
-    caplog.set_level("WARNING", logger="ambassador.sources.filesystem")
+    caplog.set_level("WARNING", logger="kube_workqueue.ambassador.sources.filesystem")
     os.close(os.open(os.fsencode(tmp_path) + b"/at-start\xff.mp4", os.O_CREAT | os.O_WRONLY))
     source = start_source(tmp_path, settle=0)
     os.close(os.open(os.fsencode(tmp_path) + b"/later\xfe.mp4", os.O_CREAT | os.O_WRONLY))

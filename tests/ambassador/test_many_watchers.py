@@ -11,7 +11,7 @@ import selectors
 import socket
 import time
 
-from ambassador import api
+from kube_workqueue.ambassador import api
 
 WATCHERS = 300
 REQUEST = b"GET /api/v1/items?watch=true HTTP/1.1\r\nHost: test\r\n\r\n"
@@ -72,7 +72,7 @@ def test_every_one_of_hundreds_of_watchers_receives_every_event(tmp_path, ambass
 
 
 def test_a_quiet_watch_sends_a_heartbeat(tmp_path, monkeypatch):
-    from ambassador import create_app
+    from kube_workqueue.ambassador import create_app
 
     monkeypatch.setattr(api, "HEARTBEAT_SECONDS", 0.2)
     app = create_app({"ROOT": str(tmp_path), "SUFFIXES": [".mp4"], "SETTLE": 0})

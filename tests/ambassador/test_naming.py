@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ambassador.naming import is_candidate_file_name, normalise_suffixes
+from kube_workqueue.ambassador.naming import is_candidate_file_name, normalise_suffixes
 
 MP4 = (".mp4",)
 

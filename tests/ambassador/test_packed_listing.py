@@ -10,10 +10,10 @@ import tracemalloc
 
 import pytest
 
-import ambassador.sorted_names as sorted_names
-from ambassador.sorted_names import SortedNames
-from ambassador.sources.listed import ListedSource
-from ambassador.sources.packed_listing import _RUN, PackedListing, names_diff
+import kube_workqueue.ambassador.sorted_names as sorted_names
+from kube_workqueue.ambassador.sorted_names import SortedNames
+from kube_workqueue.ambassador.sources.listed import ListedSource
+from kube_workqueue.ambassador.sources.packed_listing import _RUN, PackedListing, names_diff
 
 NAMES = ["a.mp4", "b c.mp4", "z/deep.mp4", "é.mp4", "中.mp4", "😀.mp4"]  # in code point order
 

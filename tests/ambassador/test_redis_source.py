@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ambassador.sources.registry import SourceConfigError, resolve, source_type
+from kube_workqueue.ambassador.sources.registry import SourceConfigError, resolve, source_type
 from tests.support.servers import wait_until
 from tests.support.stores import RedisServer, unique
 
@@ -162,7 +162,7 @@ def skipped_count(reason: str) -> float:
     """`ambassador_names_skipped_total{reason}` in this process."""
     from prometheus_client import CollectorRegistry
 
-    from ambassador.metrics import skipped_names_counter
+    from kube_workqueue.ambassador.metrics import skipped_names_counter
 
     registry = CollectorRegistry()
     registry.register(skipped_names_counter())

@@ -13,8 +13,8 @@ import signal
 import pytest
 import requests
 
-from ambassador.sources.log_records import LogShape
-from ambassador.sources.registry import SourceConfigError
+from kube_workqueue.ambassador.sources.log_records import LogShape
+from kube_workqueue.ambassador.sources.registry import SourceConfigError
 from tests.ambassador.test_redis_source import opened
 from tests.e2e.conftest import spawn_workqueue, workqueue
 from tests.e2e.test_secrets_and_names import descendants

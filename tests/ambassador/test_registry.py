@@ -7,8 +7,8 @@ import importlib.metadata
 
 import pytest
 
-from ambassador.sources import registry
-from ambassador.sources.registry import SourceConfigError, resolve, source_type
+from kube_workqueue.ambassador.sources import registry
+from kube_workqueue.ambassador.sources.registry import SourceConfigError, resolve, source_type
 
 
 def test_a_path_and_a_file_url_are_the_same_folder(tmp_path):
@@ -29,8 +29,8 @@ def test_capabilities_are_declared():
 
 
 def test_each_type_names_its_source_and_its_extra_without_a_secret(tmp_path):
-    from ambassador.server import _shown
-    from ambassador.source_options import _extra_of
+    from kube_workqueue.ambassador.server import _shown
+    from kube_workqueue.ambassador.source_options import _extra_of
 
     assert _shown(resolve(str(tmp_path)).config) == str(tmp_path)
     assert _shown(resolve("s3://bkt/in/").config) == "s3://bkt/in/"
@@ -64,7 +64,7 @@ class Upper:
             raise SourceConfigError("no words")
 
     def open(self, config):
-        from ambassador.sources.listed import ListedSource
+        from kube_workqueue.ambassador.sources.listed import ListedSource
 
         class Lister:
             where = "words"

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from ambassador.sources.registry import SourceConfigError, resolve, source_type
+from kube_workqueue.ambassador.sources.registry import SourceConfigError, resolve, source_type
 from tests.support.servers import wait_until
 
 HOSTILE = ["a b.mp4", "ünïcødé.mp4", "plus+sign.mp4", "100%.mp4", "../up.mp4", "x/../y.mp4"]
@@ -87,7 +87,7 @@ def test_arrivals_and_removals_by_polling(s3):
 
 
 def test_an_outage_keeps_the_items_and_makes_it_unready(s3, monkeypatch):
-    from ambassador.sources.s3 import client
+    from kube_workqueue.ambassador.sources.s3 import client
 
     bucket = s3.bucket("a.mp4")
     spec, source = opened(f"s3://{bucket}/", POLL_INTERVAL=0.1)
@@ -163,7 +163,7 @@ def test_unreachable_sources_are_one_line_at_start(s3, monkeypatch):
 def test_a_notification_during_a_listing_is_not_undone_by_it(s3):
     """The listing began before the notification and saw the store as it was: the item the
     notification added stays, the one it removed stays gone."""
-    from ambassador.sources.listed import ListedSource
+    from kube_workqueue.ambassador.sources.listed import ListedSource
 
     class SlowLister:
         where = "test"

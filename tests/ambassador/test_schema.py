@@ -10,7 +10,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 
-from ambassador import create_app
+from kube_workqueue.ambassador import create_app
 
 _root = Path(tempfile.mkdtemp(prefix="wq-schema-"))
 for _name in ["a.mp4", "b.mp4", "ünï cødé.mp4", "c.MP4"]:
@@ -42,8 +42,8 @@ def test_the_api_keeps_its_documented_contract(case):
 
 
 def test_the_documents_continue_pattern_is_the_one_the_code_checks():
-    from ambassador.api import CONTINUE_PATTERN
-    from ambassador.openapi import openapi_document
+    from kube_workqueue.ambassador.api import CONTINUE_PATTERN
+    from kube_workqueue.ambassador.openapi import openapi_document
 
     params = openapi_document()["paths"]["/api/v1/items"]["get"]["parameters"]
     (token,) = [p for p in params if p["name"] == "continue"]

@@ -109,7 +109,10 @@ def test_metrics_aggregate_across_worker_processes(tmp_path, ambassador_server):
 
 def run_cli(*args):
     return subprocess.run(
-        [sys.executable, "-m", "manager.cli", *args], capture_output=True, text=True, timeout=30
+        [sys.executable, "-m", "kube_workqueue.manager.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
 
 
@@ -148,7 +151,16 @@ def test_a_port_in_use_is_one_line_and_exit_2(tmp_path):
 
 def test_the_server_says_where_it_listens(tmp_path):
     proc = subprocess.Popen(
-        [sys.executable, "-m", "manager.cli", "ambassador", "--root", str(tmp_path), "--port", "0"],
+        [
+            sys.executable,
+            "-m",
+            "kube_workqueue.manager.cli",
+            "ambassador",
+            "--root",
+            str(tmp_path),
+            "--port",
+            "0",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

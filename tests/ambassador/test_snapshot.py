@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ambassador.snapshot import Snapshot
+from kube_workqueue.ambassador.snapshot import Snapshot
 
 
 class Clock:

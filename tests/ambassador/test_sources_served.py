@@ -84,7 +84,8 @@ def test_a_redis_set_is_served_and_readyz_follows_the_server(redis_store, ambass
 )
 def test_bad_sources_are_one_line_and_exit_2(s3, source, said):
     done = subprocess.run(
-        [sys.executable, "-m", "manager.cli", "ambassador", "--source", source, "--port", "0"],
+        [sys.executable, "-m", "kube_workqueue.manager.cli",
+         "ambassador", "--source", source, "--port", "0"],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 2
@@ -93,7 +94,7 @@ def test_bad_sources_are_one_line_and_exit_2(s3, source, said):
 
 
 def test_a_key_with_dot_segments_is_fetched_by_its_name(s3, ambassador_server):
-    from manager.sources.http import SourceClient
+    from kube_workqueue.manager.sources.http import SourceClient
 
     keys = ["in/../up.mp4", "in/x/./y.mp4", "in/ok.mp4"]
     bucket = s3.bucket(*keys)
@@ -112,8 +113,8 @@ def refused(url: str):
 
 
 def test_a_source_that_fails_later_is_an_outage_not_an_empty_listing(ambassador_server):
-    from manager.ports import SourceUnavailable
-    from manager.sources.http import SourceClient
+    from kube_workqueue.manager.ports import SourceUnavailable
+    from kube_workqueue.manager.sources.http import SourceClient
     from tests.support.stores import RedisServer
 
     redis_server = RedisServer()

@@ -43,7 +43,7 @@ def test_the_site_builds_strictly_with_every_page(site):
 
 
 def test_the_command_reference_names_every_command_and_flag(site):
-    from manager.cli import build_parser
+    from kube_workqueue.manager.cli import build_parser
 
     html = (site / "reference" / "commands" / "index.html").read_text()
     parser = build_parser()
@@ -93,7 +93,7 @@ def run_shown(command: str) -> str:
     command, _, pipe = command.partition(" | ")
     words = shlex.split(command)
     done = subprocess.run(
-        [sys.executable, "-m", "manager.cli", *words[1:]],
+        [sys.executable, "-m", "kube_workqueue.manager.cli", *words[1:]],
         capture_output=True, text=True, timeout=120, cwd=REPO,
     )  # fmt: skip
     assert done.returncode in (0, 1), done.stderr

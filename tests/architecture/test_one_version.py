@@ -19,7 +19,7 @@ def test_the_version_is_the_same_everywhere():
     version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
     chart = yaml.safe_load((REPO / "charts/workqueue/Chart.yaml").read_text())
     assert chart["version"] == version and chart["appVersion"] == version
-    shown = subprocess.run([sys.executable, "-m", "manager.cli", "--version"],
+    shown = subprocess.run([sys.executable, "-m", "kube_workqueue.manager.cli", "--version"],
                            capture_output=True, text=True, timeout=60)  # fmt: skip
     assert shown.stdout.strip() == f"workqueue {version}"
     headings = re.findall(r"^## \[([^\]]+)\]", (REPO / "CHANGELOG.md").read_text(), re.M)

@@ -119,7 +119,7 @@ def containers(docs):
 
 @pytest.mark.parametrize("values", [None, EVERYTHING], ids=["defaults", "everything"])
 def test_the_cli_accepts_the_rendered_arguments(values):
-    from manager.cli import build_parser
+    from kube_workqueue.manager.cli import build_parser
 
     parser = build_parser()
     found, _ = containers(render(values))
@@ -130,8 +130,8 @@ def test_the_cli_accepts_the_rendered_arguments(values):
     manager = parser.parse_args(
         [a.replace("$(POD_NAMESPACE)", "media") for a in found["manager"]["args"]]
     )
-    from manager.backends.kubernetes import KubeOptions
-    from manager.declared import from_words
+    from kube_workqueue.manager.backends.kubernetes import KubeOptions
+    from kube_workqueue.manager.declared import from_words
 
     options = from_words(KubeOptions, vars(manager))  # the typed options the manager gets
     assert manager.backend == "kubernetes" and options.leader_elect
@@ -178,7 +178,7 @@ def test_rbac_is_exactly_what_a_recorded_run_calls(
     its item failed, the WorkQueue followed (one made without the label, labelled) and its
     status written - and compare. The paths one run cannot also take are recorded by the
     tests named in OTHER_PATHS."""
-    from manager.backends.kubernetes.manifests import objects as ko
+    from kube_workqueue.manager.backends.kubernetes.manifests import objects as ko
 
     apiserver.store.install_crd(yaml.safe_load((CHART / "crds" / CRD_FILE).read_text()))
     apiserver.store.create("workqueue.dev", "workqueues", "media", {
@@ -248,9 +248,9 @@ def test_the_example_values_file_renders_valid_manifests():
 
 
 def test_values_with_quotes_and_yaml_characters_reach_the_manager_exactly():
-    from manager.backends.kubernetes import KubeOptions
-    from manager.cli import build_parser
-    from manager.declared import from_words
+    from kube_workqueue.manager.backends.kubernetes import KubeOptions
+    from kube_workqueue.manager.cli import build_parser
+    from kube_workqueue.manager.declared import from_words
 
     given = {
         "worker": {
@@ -291,7 +291,7 @@ def test_values_with_quotes_and_yaml_characters_reach_the_manager_exactly():
 
 
 def test_worker_pods_get_the_fsgroup_that_makes_a_new_volume_writable():
-    from manager.backends.kubernetes.manifests import objects as ko
+    from kube_workqueue.manager.backends.kubernetes.manifests import objects as ko
 
     pod = ko.PodOptions(image="w:1", pvc="data", fs_group=10001, run_as_user=10001)
     spec = ko.job("q", "media", "a.mp4", 1, pod)["spec"]["template"]["spec"]
@@ -351,10 +351,10 @@ def test_batches_as_big_as_the_autoscaler_may_go_render():
 
 
 def test_a_shared_ledger_comes_from_a_secret_and_never_reaches_the_arguments(monkeypatch):
-    from manager.backends.kubernetes import KubeOptions
-    from manager.cli import build_parser
-    from manager.cli.environment import variable
-    from manager.declared import from_words
+    from kube_workqueue.manager.backends.kubernetes import KubeOptions
+    from kube_workqueue.manager.cli import build_parser
+    from kube_workqueue.manager.cli.environment import variable
+    from kube_workqueue.manager.declared import from_words
 
     docs = render({"manager": {"sharedLedger": {"secret": "queue-ledger", "lease": "3m"}}})
     for doc in docs:

@@ -99,7 +99,7 @@ def test_the_dashboard_token_comes_from_a_secret():
     found, _ = containers(docs)
     assert "WORKQUEUE_UI_TOKEN" not in {e["name"] for e in found["manager"]["env"]}  # a file
     # the manager accepts it (16+ characters of the allowed kind)
-    from manager.cli.argtypes import token as token_type
+    from kube_workqueue.manager.cli.argtypes import token as token_type
 
     assert token_type(token) == token
     mine = render({"dashboard": {"existingSecret": "my-ui", "secretKey": "t"}})

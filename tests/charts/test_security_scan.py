@@ -78,10 +78,10 @@ def users_choices_only(failed: list[dict]) -> list[str]:
 def manager_creates(values) -> list[dict]:
     """The Job and ConfigMap a manager started with the chart's own arguments creates, and the
     NetworkPolicy deployed with them."""
-    from manager.backends.kubernetes import KubeOptions
-    from manager.backends.kubernetes.manifests import objects as ko
-    from manager.cli import build_parser
-    from manager.declared import from_words
+    from kube_workqueue.manager.backends.kubernetes import KubeOptions
+    from kube_workqueue.manager.backends.kubernetes.manifests import objects as ko
+    from kube_workqueue.manager.cli import build_parser
+    from kube_workqueue.manager.declared import from_words
 
     chart = render(values)
     found, _ = containers(chart)

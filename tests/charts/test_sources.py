@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from helm_python import lint
 
-from ambassador.sources.registry import resolve
+from kube_workqueue.ambassador.sources.registry import resolve
 
 from .test_chart import CHART, VERSIONS, by_kind, containers, render
 
@@ -46,13 +46,13 @@ def ambassador_of(values):
 
 
 def parsed(container):
-    from manager.cli import build_parser
+    from kube_workqueue.manager.cli import build_parser
 
     return build_parser().parse_args(container["args"])
 
 
 def options_of(args):
-    from ambassador.source_options import folder_config
+    from kube_workqueue.ambassador.source_options import folder_config
 
     return folder_config(args)
 

@@ -73,7 +73,7 @@ def test_builtin_is_the_managers_autoscaler_alone():
     assert not by_kind(docs, "ScaledObject") and not by_kind(docs, "HorizontalPodAutoscaler")
     args = manager_args(values)
     assert {"--autoscale", "--min-parallelism=2", "--max-parallelism=8"} <= set(args)
-    from manager.cli import build_parser
+    from kube_workqueue.manager.cli import build_parser
 
     build_parser().parse_args([a.replace("$(POD_NAMESPACE)", "media") for a in args])
 

@@ -17,7 +17,7 @@ MAKE_VIDEOS = REPO / "examples" / "thumbnailer" / "make_videos.py"
 
 def workqueue(*args, env=None, timeout=120, **kw) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "manager.cli", *map(str, args)],
+        [sys.executable, "-m", "kube_workqueue.manager.cli", *map(str, args)],
         capture_output=True,
         text=True,
         env=env,
@@ -28,7 +28,7 @@ def workqueue(*args, env=None, timeout=120, **kw) -> subprocess.CompletedProcess
 
 def spawn_workqueue(*args, env=None, **kw) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "manager.cli", *map(str, args)],
+        [sys.executable, "-m", "kube_workqueue.manager.cli", *map(str, args)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -40,7 +40,8 @@ def resident_bytes(args: list[str], count: int, log: Path, before_stop=lambda: N
     """The manager's resident memory once all `count` items are in its line; then
     `before_stop()`, and the manager stopped."""
     port = free_port()
-    command = [sys.executable, "-m", "manager.cli", *args, "--metrics-port", str(port),
+    command = [sys.executable, "-m", "kube_workqueue.manager.cli",
+               *args, "--metrics-port", str(port),
                "--poll-interval", "3600"]  # fmt: skip
     with open(log, "w") as err:
         proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err)

@@ -209,7 +209,7 @@ def test_an_item_can_name_no_local_file_outside_the_input_roots(tmp_path, upper,
 def test_a_stream_records_fields_are_a_request(tmp_path, store, upper):
     """A Redis stream record (`XADD jobs * job j1 input … script … output …`) as the
     ambassador serves it (`log_records.describe`): its fields are the request."""
-    from ambassador.sources.log_records import LogShape, describe
+    from kube_workqueue.ambassador.sources.log_records import LogShape, describe
 
     base, objects = store
     fields = {"job": "j1", "input": f"{base}/in/a%20b.txt", "script": upper,

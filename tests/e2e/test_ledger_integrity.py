@@ -9,8 +9,8 @@ import sqlite3
 
 import pytest
 
-from manager.backends.local import integrity
-from manager.backends.local.ledger import LedgerBusy, SqliteLedger
+from kube_workqueue.manager.backends.local import integrity
+from kube_workqueue.manager.backends.local.ledger import LedgerBusy, SqliteLedger
 
 from .conftest import workqueue
 from .test_local_backend import make_items, manager_once
@@ -140,7 +140,7 @@ def test_a_ledger_knows_it_is_one_and_is_durable_as_documented(tmp_path):
 
 
 def test_a_ledger_of_an_earlier_version_is_stamped_not_refused(tmp_path):
-    from manager.backends.local.ledger_file import SCHEMA
+    from kube_workqueue.manager.backends.local.ledger_file import SCHEMA
 
     with sqlite3.connect(tmp_path / "ledger.sqlite3") as db:  # made before ledgers were stamped
         db.executescript(SCHEMA)

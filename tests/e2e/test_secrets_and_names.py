@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 
-from safelog.redaction import redact_text, redact_url
+from kube_workqueue.safelog.redaction import redact_text, redact_url
 from tests.support.servers import free_port, wait_until
 
 from .conftest import spawn_workqueue, workqueue
@@ -103,7 +103,7 @@ def test_a_source_password_reaches_no_process_s_arguments(tmp_path):
         url = redis.url.replace("redis://", f"redis://:{SECRET}@") + "?set=jobs"
         port = free_port()
         server = subprocess.Popen(
-            [sys.executable, "-m", "manager.cli", "ambassador", "--port", str(port)],
+            [sys.executable, "-m", "kube_workqueue.manager.cli", "ambassador", "--port", str(port)],
             env=dict(os.environ, WORKQUEUE_SOURCE=url), stderr=subprocess.DEVNULL,
         )  # fmt: skip
         try:
@@ -117,7 +117,9 @@ def test_a_source_password_reaches_no_process_s_arguments(tmp_path):
             wait_until(ready, timeout=60)
             seen = [server.pid, *descendants(server.pid)]
             commands = [read(f"/proc/{pid}/cmdline") for pid in seen]
-            assert any(b"ambassador.publication" in c for c in commands), commands  # the publisher
+            assert any(b"kube_workqueue.ambassador.publication" in c for c in commands), (
+                commands
+            )  # the publisher
             for command in commands:
                 assert SECRET.encode() not in command, command
         finally:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from manager.fleet.database import Database
-from manager.fleet.ledger import PostgresLedger
+from kube_workqueue.manager.fleet.database import Database
+from kube_workqueue.manager.fleet.ledger import PostgresLedger
 
 
 class Ticking:

@@ -8,8 +8,8 @@ import json
 import os
 from collections import Counter
 
-from manager.runtime.tenants import Tenants
-from manager.tenancy.rules import TenancyOptions
+from kube_workqueue.manager.runtime.tenants import Tenants
+from kube_workqueue.manager.tenancy.rules import TenancyOptions
 from tests.e2e.conftest import spawn_workqueue, workqueue
 from tests.support.marks import (
     busiest_window,

@@ -9,10 +9,10 @@ import threading
 import psycopg
 import pytest
 
-from manager.fleet import schema
-from manager.fleet.database import Database
-from manager.fleet.ledger import PostgresLedger
-from manager.ports import ClaimLost, ClaimsWork, Ledger
+from kube_workqueue.manager.fleet import schema
+from kube_workqueue.manager.fleet.database import Database
+from kube_workqueue.manager.fleet.ledger import PostgresLedger
+from kube_workqueue.manager.ports import ClaimLost, ClaimsWork, Ledger
 
 from .conftest import Ticking, sql, watch
 
@@ -245,7 +245,7 @@ def test_migrations_run_once_and_a_newer_schema_is_refused(postgres):
 
 
 def _raw(text: str):
-    from manager.fleet.statements import Statement
+    from kube_workqueue.manager.fleet.statements import Statement
 
     return Statement("test", text)
 

@@ -14,11 +14,11 @@ import jsonschema
 import psycopg
 import pytest
 
-from manager.faults import LEDGER_READ_ONLY, UNREACHABLE, StorageFault
-from manager.fleet.database import Database
-from manager.fleet.ledger import PostgresLedger
-from manager.ports import ClaimLost
-from manager.views.queue_view import from_record
+from kube_workqueue.manager.faults import LEDGER_READ_ONLY, UNREACHABLE, StorageFault
+from kube_workqueue.manager.fleet.database import Database
+from kube_workqueue.manager.fleet.ledger import PostgresLedger
+from kube_workqueue.manager.ports import ClaimLost
+from kube_workqueue.manager.views.queue_view import from_record
 
 from .conftest import Ticking, sql, watch
 
@@ -180,7 +180,7 @@ def test_a_claim_by_a_manager_declared_dead_takes_nothing(fleet):
 
 
 def test_status_of_a_silent_manager(open_ledger, postgres):
-    from manager.backends.fleet_queue import FleetQueueOps
+    from kube_workqueue.manager.backends.fleet_queue import FleetQueueOps
 
     a = open_ledger("a", lease=LEASE)
     a.see(["x", "y"])
@@ -233,6 +233,6 @@ def test_the_heartbeat_beats_while_the_main_connection_is_held(open_ledger):
 
 
 def _beat_of_a():
-    from manager.fleet.statements import Statement
+    from kube_workqueue.manager.fleet.statements import Statement
 
     return Statement("test", "SELECT beat FROM managers WHERE id = 'a'")

@@ -7,11 +7,11 @@ from __future__ import annotations
 import os
 import threading
 
-from manager.backends.local.process import LocalBackend
-from manager.fleet.database import Database
-from manager.fleet.ledger import PostgresLedger
-from manager.runtime.reconciler import Result
-from manager.runtime.runner import Manager, ManagerOptions
+from kube_workqueue.manager.backends.local.process import LocalBackend
+from kube_workqueue.manager.fleet.database import Database
+from kube_workqueue.manager.fleet.ledger import PostgresLedger
+from kube_workqueue.manager.runtime.reconciler import Result
+from kube_workqueue.manager.runtime.runner import Manager, ManagerOptions
 from tests.support.folders import open_folder
 
 

@@ -23,7 +23,8 @@ SECRET = "s3cret-Pw"
 
 def workqueue(*args, env=None):
     return subprocess.run(
-        [sys.executable, "-m", "manager.cli", *map(str, args)], capture_output=True, text=True,
+        [sys.executable, "-m", "kube_workqueue.manager.cli",
+         *map(str, args)], capture_output=True, text=True,
         timeout=60, env={**os.environ, **(env or {})},
     )  # fmt: skip
 
@@ -31,7 +32,7 @@ def workqueue(*args, env=None):
 def in_process(*args):
     """The command in this process (a mistake that needs no environment of its own: the
     same `main` the console script runs, without an interpreter's start-up per case)."""
-    from manager.cli.main import main
+    from kube_workqueue.manager.cli.main import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

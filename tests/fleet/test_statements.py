@@ -11,10 +11,10 @@ import time
 import psycopg
 import pytest
 
-from manager.faults import StorageFault
-from manager.fleet import group_claims
-from manager.fleet import statements as sql_statements
-from manager.fleet.statements import Statement
+from kube_workqueue.manager.faults import StorageFault
+from kube_workqueue.manager.fleet import group_claims
+from kube_workqueue.manager.fleet import statements as sql_statements
+from kube_workqueue.manager.fleet.statements import Statement
 
 from .conftest import sql
 
@@ -175,7 +175,7 @@ def test_a_connection_the_server_ended_while_idle_is_replaced_before_its_next_st
     """An outage's `pg_terminate_backend` ends connections nobody is using: the next statement
     goes out on a new one, instead of failing on the dead one (a finished `--once` run ended
     "does not answer" releasing its claims)."""
-    from manager.fleet.database import _ended
+    from kube_workqueue.manager.fleet.database import _ended
     from tests.support.servers import wait_until
 
     a, b = open_ledger("a"), open_ledger("b")

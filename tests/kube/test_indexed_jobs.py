@@ -10,8 +10,8 @@ import json
 import pytest
 from kubernetes.client.rest import ApiException
 
-from manager.backends.kubernetes.manifests import batch_objects as bo
-from manager.backends.kubernetes.manifests import objects as ko
+from kube_workqueue.manager.backends.kubernetes.manifests import batch_objects as bo
+from kube_workqueue.manager.backends.kubernetes.manifests import objects as ko
 from tests.support.indexed import compress
 from tests.support.kubelet import QUICK_BACKOFF, Kubelet
 from tests.support.servers import wait_until

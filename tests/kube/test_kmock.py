@@ -22,12 +22,12 @@ import kmock
 import pytest
 from kubernetes import client
 
-from manager.backends.kubernetes.client.api import KubeApi
-from manager.backends.kubernetes.dispatch.backend import give_item_data
-from manager.backends.kubernetes.dispatch.batches import create_job
-from manager.backends.kubernetes.manifests import batch_objects as bo
-from manager.backends.kubernetes.manifests import objects as ko
-from manager.backends.kubernetes.parts import own
+from kube_workqueue.manager.backends.kubernetes.client.api import KubeApi
+from kube_workqueue.manager.backends.kubernetes.dispatch.backend import give_item_data
+from kube_workqueue.manager.backends.kubernetes.dispatch.batches import create_job
+from kube_workqueue.manager.backends.kubernetes.manifests import batch_objects as bo
+from kube_workqueue.manager.backends.kubernetes.manifests import objects as ko
+from kube_workqueue.manager.backends.kubernetes.parts import own
 from tests.manager.backends.kubernetes.test_ownership import STANDARD
 
 NS = "media"

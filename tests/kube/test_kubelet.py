@@ -8,7 +8,7 @@ import json
 import pytest
 from kubernetes.client.rest import ApiException
 
-from manager.backends.kubernetes.manifests import objects as ko
+from kube_workqueue.manager.backends.kubernetes.manifests import objects as ko
 from tests.support.kubelet import QUICK_BACKOFF, REAL_BACKOFF, Kubelet, backoff_delay
 from tests.support.servers import wait_until
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from manager.ports import ClaimsWork
+from kube_workqueue.manager.ports import ClaimsWork
 from tests.support.cluster import NS, apiserver  # noqa: F401  (fixture)
 
 KINDS = ["sqlite", "postgres", "cluster"]
@@ -61,7 +61,7 @@ class Subject:
         """End `name`'s run as its manager would: on the cluster the settler records the Job's
         end in the durable record before the run returns, and the ledger is told after."""
         if self.kind == "cluster":
-            from manager.backends.kubernetes.manifests import objects as ko
+            from kube_workqueue.manager.backends.kubernetes.manifests import objects as ko
 
             attempts = self.ledger.state(name)[1]
             state = "succeeded" if succeeded else "failed"
@@ -76,13 +76,13 @@ def subject(request, tmp_path):
     kind = request.param
     closing = []
     if kind == "sqlite":
-        from manager.backends.local.ledger import SqliteLedger
+        from kube_workqueue.manager.backends.local.ledger import SqliteLedger
 
         def opener():
             return SqliteLedger(str(tmp_path / "state")).open()
     elif kind == "postgres":
-        from manager.fleet.database import Database
-        from manager.fleet.ledger import PostgresLedger
+        from kube_workqueue.manager.fleet.database import Database
+        from kube_workqueue.manager.fleet.ledger import PostgresLedger
 
         url = request.getfixturevalue("postgres")
 
@@ -91,12 +91,15 @@ def subject(request, tmp_path):
             ledger.join()
             return ledger
     else:
-        from manager.backends.kubernetes.client.api import KubeApi, load_configuration
-        from manager.backends.kubernetes.client.cache import ClusterCache
-        from manager.backends.kubernetes.manifests import objects as ko
-        from manager.backends.kubernetes.records.ledger import ClusterLedger
-        from manager.backends.kubernetes.records.record import RecordStore
-        from manager.backends.kubernetes.steering.control import Control
+        from kube_workqueue.manager.backends.kubernetes.client.api import (
+            KubeApi,
+            load_configuration,
+        )
+        from kube_workqueue.manager.backends.kubernetes.client.cache import ClusterCache
+        from kube_workqueue.manager.backends.kubernetes.manifests import objects as ko
+        from kube_workqueue.manager.backends.kubernetes.records.ledger import ClusterLedger
+        from kube_workqueue.manager.backends.kubernetes.records.record import RecordStore
+        from kube_workqueue.manager.backends.kubernetes.steering.control import Control
 
         server = request.getfixturevalue("apiserver")
         config = load_configuration(server.write_kubeconfig(tmp_path / "kubeconfig"))

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from manager.ports import FINISHED, State
+from kube_workqueue.manager.ports import FINISHED, State
 
 MAX_ATTEMPTS = 3  # a manager starts a failed item again only while it has attempts left
 LETTERS = "abcd"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from manager.ports import State
+from kube_workqueue.manager.ports import State
 from tests.support.servers import wait_until
 
 

@@ -3,7 +3,7 @@ no subprocess, no SQLite. Each behaves as the port's docstrings say, nothing mor
 
 from __future__ import annotations
 
-from manager.ports import Outcome, Row, State
+from kube_workqueue.manager.ports import Outcome, Row, State
 
 
 class FakeSource:

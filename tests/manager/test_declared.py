@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from manager.declared import dest, flags, from_words, option
-from manager.durations import parse_duration
-from manager.errors import UserError
+from kube_workqueue.manager.declared import dest, flags, from_words, option
+from kube_workqueue.manager.durations import parse_duration
+from kube_workqueue.manager.errors import UserError
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from manager.durations import parse_arrivals, parse_duration
-from manager.errors import InputError, UserError
+from kube_workqueue.manager.durations import parse_arrivals, parse_duration
+from kube_workqueue.manager.errors import InputError, UserError
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import itertools
 
-from manager.ports import State
-from manager.retry import Backoff, RetryPolicy, reconnect
+from kube_workqueue.manager.ports import State
+from kube_workqueue.manager.retry import Backoff, RetryPolicy, reconnect
 
 
 def test_backoff_doubles_from_its_base_up_to_its_cap():

@@ -121,7 +121,8 @@ def drive(
     worker = work / "worker.sh"
     worker.write_text(WORKER.format(log=log))
     worker.chmod(0o755)
-    command = [sys.executable, "-m", "manager.cli", "run", str(folder), "--suffix", ".x",
+    command = [sys.executable, "-m", "kube_workqueue.manager.cli",
+               "run", str(folder), "--suffix", ".x",
                "--parallelism", str(parallelism), "--state-dir", str(state), "--settle", "0",
                "--log-level", "debug", "--", str(worker)]  # fmt: skip
     ends = ["kill"] * kills + ["group"] * group_kills + ["hangup"] * hangups

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from ambassador.sources import FilesystemSource
-from manager.sources.folder import FolderSource
+from kube_workqueue.ambassador.sources import FilesystemSource
+from kube_workqueue.manager.sources.folder import FolderSource
 
 
 def open_folder(root: str, suffixes: list[str], *, recursive: bool = False,

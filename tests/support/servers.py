@@ -55,7 +55,7 @@ class Server:
         args = [
             sys.executable,
             "-m",
-            "manager.cli",
+            "kube_workqueue.manager.cli",
             "ambassador",
             "--source" if "://" in str(root) else "--root",
             str(root),

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from manager.errors import InputError
-from manager.tenancy.gate import GroupGate
-from manager.tenancy.rules import (
+from kube_workqueue.manager.errors import InputError
+from kube_workqueue.manager.tenancy.gate import GroupGate
+from kube_workqueue.manager.tenancy.rules import (
     TenancyOptions,
     group_pattern,
     limit_rule,
@@ -15,8 +15,8 @@ from manager.tenancy.rules import (
     rate_text,
     weight_rule,
 )
-from manager.workqueue import Queue
-from manager.workqueue.grouped import Grouped
+from kube_workqueue.manager.workqueue import Queue
+from kube_workqueue.manager.workqueue.grouped import Grouped
 
 
 class Clock:

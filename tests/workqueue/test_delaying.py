@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from manager.workqueue import DelayingQueue, FakeClock
+from kube_workqueue.manager.workqueue import DelayingQueue, FakeClock
 
 from .helpers import eventually
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from manager.workqueue import Event, Queue
+from kube_workqueue.manager.workqueue import Event, Queue
 
 
 def test_the_redelivery_trio_is_reported():

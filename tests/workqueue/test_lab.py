@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import io
 
-from manager.cli import main
-from manager.views.lab import LabConfig, run_lab
+from kube_workqueue.manager.cli import main
+from kube_workqueue.manager.views.lab import LabConfig, run_lab
 
 
 def test_lab_counters_are_consistent():

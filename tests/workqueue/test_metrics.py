@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from manager.workqueue import FakeClock, PrometheusMetricsProvider, Queue, RateLimitingQueue
+from kube_workqueue.manager.workqueue import (
+    FakeClock,
+    PrometheusMetricsProvider,
+    Queue,
+    RateLimitingQueue,
+)
 
 
 def value(registry, name, labels=None):
@@ -48,7 +53,7 @@ def test_durations_folded_in_batches_read_as_counted_one_by_one():
     scrape; a duration exactly on a bound counts in that bound's bucket (`le`), as before."""
     from bisect import bisect_left
 
-    from manager.workqueue.metrics import DURATION_BUCKETS, FOLD_AT
+    from kube_workqueue.manager.workqueue.metrics import DURATION_BUCKETS, FOLD_AT
 
     registry = CollectorRegistry()
     clock = FakeClock()

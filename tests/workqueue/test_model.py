@@ -6,7 +6,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from manager.workqueue import Queue
+from kube_workqueue.manager.workqueue import Queue
 
 KEYS = st.sampled_from(["a", "b", "c", "d"])
 

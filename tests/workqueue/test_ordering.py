@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import random
 
-from manager.ports import Row
-from manager.views.schedule import line_of
-from manager.workqueue import Queue
-from manager.workqueue.ordering import ByPriority, Fifo, line_key
+from kube_workqueue.manager.ports import Row
+from kube_workqueue.manager.views.schedule import line_of
+from kube_workqueue.manager.workqueue import Queue
+from kube_workqueue.manager.workqueue.ordering import ByPriority, Fifo, line_key
 
 
 def drain(queue: Queue) -> list:

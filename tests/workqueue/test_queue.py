@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from manager.workqueue import Queue
+from kube_workqueue.manager.workqueue import Queue
 
 from .helpers import eventually, in_thread
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from manager.workqueue import (
+from kube_workqueue.manager.workqueue import (
     BucketRateLimiter,
     FakeClock,
     ItemExponentialFailureRateLimiter,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from manager.workqueue import (
+from kube_workqueue.manager.workqueue import (
     Event,
     FakeClock,
     ItemExponentialFailureRateLimiter,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 import threading
 
-from manager.workqueue import Queue
+from kube_workqueue.manager.workqueue import Queue
 
 
 def test_many_producers_many_workers_one_worker_per_key_and_no_add_lost():

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from manager import backends
-from manager.declared import flags
+from kube_workqueue.manager import backends
+from kube_workqueue.manager.declared import flags
 
 FACE = [
     name
@@ -32,7 +32,7 @@ def test_every_backend_has_the_face(name):
 
 
 def test_the_default_is_a_backend_and_every_backend_is_offered_by_every_command():
-    from manager.cli.main import build_parser, subcommand_parser
+    from kube_workqueue.manager.cli.main import build_parser, subcommand_parser
 
     assert backends.DEFAULT in backends.NAMES
     parser = build_parser()

@@ -12,12 +12,12 @@ import sys
 
 import pytest
 
-from manager.cli.environment import variable
+from kube_workqueue.manager.cli.environment import variable
 
 
 def workqueue(*args, env=None, **kw):
     return subprocess.run(
-        [sys.executable, "-m", "manager.cli", *map(str, args)],
+        [sys.executable, "-m", "kube_workqueue.manager.cli", *map(str, args)],
         capture_output=True,
         text=True,
         timeout=60,

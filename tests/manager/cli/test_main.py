@@ -14,7 +14,7 @@ def commands() -> list[str]:
     """Every command the parser offers, read from the parser itself: none can be left out."""
     import argparse
 
-    from manager.cli import build_parser
+    from kube_workqueue.manager.cli import build_parser
 
     parser = build_parser()
     choices = next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))
@@ -31,9 +31,10 @@ def test_the_commands_are_the_documented_ones():
 
 def test_building_the_parser_imports_nothing_heavy():
     code = (
-        "import sys; from manager.cli import build_parser; build_parser(); "
+        "import sys; from kube_workqueue.manager.cli import build_parser; build_parser(); "
         "print(sorted(m for m in ('prometheus_client', 'flask', 'kubernetes', 'waitress', "
-        "'requests', 'manager.runtime.runner', 'manager.workqueue') if m in sys.modules))"
+        "'requests', 'kube_workqueue.manager.runtime.runner', 'kube_workqueue.manager.workqueue') "
+        "if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
@@ -41,7 +42,7 @@ def test_building_the_parser_imports_nothing_heavy():
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_every_command_has_help(command):
-    from manager.cli import main
+    from kube_workqueue.manager.cli import main
 
     with pytest.raises(SystemExit) as done:
         main([command, "--help"])

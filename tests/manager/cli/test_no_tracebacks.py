@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from manager.cli import build_parser, main
+from kube_workqueue.manager.cli import build_parser, main
 
 HOSTILE = [
     "nan", "inf", "-inf", "1e400", "99999999999999999999", "-1", "0", "1", "", " ", "-5s",
@@ -50,10 +50,12 @@ def no_real_work(monkeypatch, tmp_path):
     def reached(*args, **kwargs):
         raise Reached
 
-    monkeypatch.setattr("manager.assembly.assemble", reached)
-    monkeypatch.setattr("manager.sources.folder.open_source", reached)  # `run`, any source
-    monkeypatch.setattr("manager.views.lab.run_lab", reached)
-    monkeypatch.setattr("ambassador.server._listen", reached)
+    monkeypatch.setattr("kube_workqueue.manager.assembly.assemble", reached)
+    monkeypatch.setattr(
+        "kube_workqueue.manager.sources.folder.open_source", reached
+    )  # `run`, any source
+    monkeypatch.setattr("kube_workqueue.manager.views.lab.run_lab", reached)
+    monkeypatch.setattr("kube_workqueue.ambassador.server._listen", reached)
 
 
 def commands() -> dict[str, argparse.ArgumentParser]:

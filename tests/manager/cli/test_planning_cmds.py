@@ -12,7 +12,7 @@ import pytest
 
 def workqueue(*args):
     return subprocess.run(
-        [sys.executable, "-m", "manager.cli", *map(str, args)],
+        [sys.executable, "-m", "kube_workqueue.manager.cli", *map(str, args)],
         capture_output=True,
         text=True,
         timeout=120,

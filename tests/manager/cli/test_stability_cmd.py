@@ -9,12 +9,12 @@ import sys
 
 import pytest
 
-from manager.backends.local.ledger import SqliteLedger
+from kube_workqueue.manager.backends.local.ledger import SqliteLedger
 
 
 def stability(*args):
     return subprocess.run(
-        [sys.executable, "-m", "manager.cli", "stability", *map(str, args)],
+        [sys.executable, "-m", "kube_workqueue.manager.cli", "stability", *map(str, args)],
         capture_output=True,
         text=True,
         timeout=60,

@@ -17,7 +17,7 @@ SOURCE = "http://127.0.0.1:9"  # nothing listens: these must fail before they wo
 
 def workqueue(*args, prefix=()):
     return subprocess.run(
-        [*prefix, sys.executable, "-m", "manager.cli", *map(str, args)],
+        [*prefix, sys.executable, "-m", "kube_workqueue.manager.cli", *map(str, args)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -156,7 +156,7 @@ def test_a_plot_into_a_read_only_folder(tmp_path):
 
 def test_an_endpoint_in_the_environment_is_checked_as_the_flag_is(tmp_path):
     r = subprocess.run(
-        [sys.executable, "-m", "manager.cli", "run", "s3://bucket/", "--", "true"],
+        [sys.executable, "-m", "kube_workqueue.manager.cli", "run", "s3://bucket/", "--", "true"],
         capture_output=True, text=True, timeout=60,
         env=dict(os.environ, AWS_ENDPOINT_URL="notaurl", AWS_ACCESS_KEY_ID="x",
                  AWS_SECRET_ACCESS_KEY="y"),
@@ -182,7 +182,8 @@ def test_https_to_a_plain_http_server_says_so_at_once(tmp_path):
 
 def test_a_ledger_in_the_environment_beside_a_state_directory_is_one_line(tmp_path):
     r = subprocess.run(
-        [sys.executable, "-m", "manager.cli", "status", "--state-dir", str(tmp_path)],
+        [sys.executable, "-m", "kube_workqueue.manager.cli",
+         "status", "--state-dir", str(tmp_path)],
         capture_output=True, text=True, timeout=60,
         env={**os.environ, "WORKQUEUE_LEDGER": "postgresql://h/q"},
     )  # fmt: skip

@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from manager.errors import InputError
-from manager.planning.deadline import ServiceTimes, drain_bound, plan
-from manager.planning.simulate import at_once, simulate
+from kube_workqueue.manager.errors import InputError
+from kube_workqueue.manager.planning.deadline import ServiceTimes, drain_bound, plan
+from kube_workqueue.manager.planning.simulate import at_once, simulate
 
 
 def test_clockwork_service_drains_in_whole_rounds():
@@ -83,7 +83,8 @@ def test_the_plan_command_never_claims_a_parallelism_that_cannot_meet_the_deadli
 
     def plan_cmd(*args):
         return subprocess.run(
-            [sys.executable, "-m", "manager.cli", "plan", "--items", "1000", "--service", "60s",
+            [sys.executable, "-m", "kube_workqueue.manager.cli",
+             "plan", "--items", "1000", "--service", "60s",
              *args], capture_output=True, text=True, timeout=60,
         ).stdout  # fmt: skip
 

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from manager.planning.measure import SlidingWindow, measure, measure_rows
-from manager.ports import Row
+from kube_workqueue.manager.planning.measure import SlidingWindow, measure, measure_rows
+from kube_workqueue.manager.ports import Row
 
 
 def row(name, seen, took):

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from manager.planning.scaling import analyse, erlang_c, recommended_parallelism
+from kube_workqueue.manager.planning.scaling import analyse, erlang_c, recommended_parallelism
 
 
 @pytest.mark.parametrize(

@@ -9,9 +9,9 @@ import random
 
 import pytest
 
-from manager.errors import InputError
-from manager.planning.scaling import analyse
-from manager.planning.simulate import (
+from kube_workqueue.manager.errors import InputError
+from kube_workqueue.manager.planning.scaling import analyse
+from kube_workqueue.manager.planning.simulate import (
     at_once,
     batch_means_ci,
     bursts,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from types import SimpleNamespace
 
-from manager.runtime.asked import Asked
+from kube_workqueue.manager.runtime.asked import Asked
 
 
 def _manager(paused_from: int, wanted_from: int | None, stop_after: int):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 
-from manager.planning.measure import Measured, SlidingWindow
-from manager.runtime.autoscaler import Autoscaler
+from kube_workqueue.manager.planning.measure import Measured, SlidingWindow
+from kube_workqueue.manager.runtime.autoscaler import Autoscaler
 
 
 def figures(interarrival, service):

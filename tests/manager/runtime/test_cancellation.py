@@ -3,8 +3,8 @@ run asked to end (its `Cancel` set) when it runs here, or its work ended elsewhe
 
 from __future__ import annotations
 
-from manager.ports import State
-from manager.runtime.cancellation import Cancellations
+from kube_workqueue.manager.ports import State
+from kube_workqueue.manager.runtime.cancellation import Cancellations
 
 from ..fakes import FakeBackend, FakeLedger
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import threading
 
-from manager.backends.kubernetes.dispatch.backend import KubernetesBackend
-from manager.backends.kubernetes.manifests import objects as ko
-from manager.backends.kubernetes.records.ledger import ClusterLedger
-from manager.backends.local.ledger import SqliteLedger
-from manager.ports import KeepsLiveRows, RunsBatches
-from manager.runtime.batching import BatchDispatcher
-from manager.runtime.dispatcher import Dispatcher, dispatcher_for
+from kube_workqueue.manager.backends.kubernetes.dispatch.backend import KubernetesBackend
+from kube_workqueue.manager.backends.kubernetes.manifests import objects as ko
+from kube_workqueue.manager.backends.kubernetes.records.ledger import ClusterLedger
+from kube_workqueue.manager.backends.local.ledger import SqliteLedger
+from kube_workqueue.manager.ports import KeepsLiveRows, RunsBatches
+from kube_workqueue.manager.runtime.batching import BatchDispatcher
+from kube_workqueue.manager.runtime.dispatcher import Dispatcher, dispatcher_for
 
 
 class Cache:
@@ -57,8 +57,8 @@ class BatchRecorder:
         self.batches: list[list[str]] = []
 
     def begin(self, name):
-        from manager.ports import Cancel
-        from manager.runtime.reconciler import Started
+        from kube_workqueue.manager.ports import Cancel
+        from kube_workqueue.manager.runtime.reconciler import Started
 
         return Started(name, {}, 1, Cancel())
 
@@ -69,9 +69,9 @@ class BatchRecorder:
 
 
 def test_batches_are_formed_from_the_head_of_a_priority_line():
-    from manager.runtime.capacity import Capacity
-    from manager.workqueue import Queue
-    from manager.workqueue.ordering import ByPriority
+    from kube_workqueue.manager.runtime.capacity import Capacity
+    from kube_workqueue.manager.workqueue import Queue
+    from kube_workqueue.manager.workqueue.ordering import ByPriority
 
     priority = {"c": 5, "e": 5, "b": 1}
     line = Queue(order=ByPriority(lambda k: priority.get(k, 0)))

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from manager.runtime.capacity import Capacity
+from kube_workqueue.manager.runtime.capacity import Capacity
 
 
 def test_capacity_blocks_at_the_limit_and_follows_a_new_limit():

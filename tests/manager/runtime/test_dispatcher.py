@@ -7,11 +7,11 @@ from __future__ import annotations
 import threading
 import time
 
-from manager.ports import Outcome
-from manager.runtime.capacity import Capacity
-from manager.runtime.dispatcher import Dispatcher
-from manager.runtime.reconciler import Reconciler
-from manager.workqueue import RateLimitingQueue
+from kube_workqueue.manager.ports import Outcome
+from kube_workqueue.manager.runtime.capacity import Capacity
+from kube_workqueue.manager.runtime.dispatcher import Dispatcher
+from kube_workqueue.manager.runtime.reconciler import Reconciler
+from kube_workqueue.manager.workqueue import RateLimitingQueue
 from tests.support.servers import wait_until
 
 from ..fakes import FakeBackend, FakeLedger, FakeSource

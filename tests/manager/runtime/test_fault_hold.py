@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import threading
 
-from manager.faults import LEDGER_READ_ONLY, UNREACHABLE, StorageFault
-from manager.runtime.fault_hold import FaultHold
+from kube_workqueue.manager.faults import LEDGER_READ_ONLY, UNREACHABLE, StorageFault
+from kube_workqueue.manager.runtime.fault_hold import FaultHold
 from tests.support.servers import wait_until
 
 

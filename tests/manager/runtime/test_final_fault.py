@@ -7,10 +7,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from manager.faults import UNREACHABLE, StorageFault
-from manager.runtime.reconciler import Result
-from manager.runtime.run_report import RunReport
-from manager.runtime.runner import Manager
+from kube_workqueue.manager.faults import UNREACHABLE, StorageFault
+from kube_workqueue.manager.runtime.reconciler import Result
+from kube_workqueue.manager.runtime.run_report import RunReport
+from kube_workqueue.manager.runtime.runner import Manager
 
 
 def manager_with(*, fleet: bool, settled: int, unrecorded: int) -> Manager:

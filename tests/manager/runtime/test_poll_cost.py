@@ -8,12 +8,12 @@ from __future__ import annotations
 import os
 import time
 
-from manager.planning.measure import SlidingWindow
-from manager.ports import State
-from manager.runtime.intake import Intake
-from manager.sources.held_data import DATA_PAGE
-from manager.sources.http import SourceClient
-from manager.workqueue.queue import Queue
+from kube_workqueue.manager.planning.measure import SlidingWindow
+from kube_workqueue.manager.ports import State
+from kube_workqueue.manager.runtime.intake import Intake
+from kube_workqueue.manager.sources.held_data import DATA_PAGE
+from kube_workqueue.manager.sources.http import SourceClient
+from kube_workqueue.manager.workqueue.queue import Queue
 from tests.manager.fakes import FakeLedger, FakeSource
 
 

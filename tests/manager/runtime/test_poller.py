@@ -7,8 +7,8 @@ import logging
 import random
 import threading
 
-from manager.runtime.poller import Poller, jittered
-from manager.sources.http import SourceUnavailable
+from kube_workqueue.manager.runtime.poller import Poller, jittered
+from kube_workqueue.manager.sources.http import SourceUnavailable
 
 
 def test_jitter_stays_within_bounds_and_varies():
@@ -45,7 +45,7 @@ def test_an_outage_is_logged_once_and_nothing_is_lost(caplog):
 
 
 def test_a_source_without_watch_is_polled_instead(caplog):
-    from manager.sources.http import WatchUnsupported
+    from kube_workqueue.manager.sources.http import WatchUnsupported
 
     class NoWatch(FlakyClient):
         def watch(self, timeout_seconds=None, read_timeout=None):

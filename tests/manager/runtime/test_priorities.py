@@ -8,11 +8,11 @@ import sqlite3
 
 import pytest
 
-from manager.backends.local.ledger import open_ledger
-from manager.priority_rules import Rules
-from manager.runtime.priorities import Prioritizer
-from manager.workqueue import Queue
-from manager.workqueue.ordering import ByPriority, Fifo
+from kube_workqueue.manager.backends.local.ledger import open_ledger
+from kube_workqueue.manager.priority_rules import Rules
+from kube_workqueue.manager.runtime.priorities import Prioritizer
+from kube_workqueue.manager.workqueue import Queue
+from kube_workqueue.manager.workqueue.ordering import ByPriority, Fifo
 from tests.e2e.conftest import workqueue
 from tests.manager.fakes import FakeLedger, FakeSource
 

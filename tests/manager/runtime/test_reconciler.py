@@ -3,10 +3,10 @@ the retry policy bounds an item's attempts."""
 
 from __future__ import annotations
 
-from manager.ports import Outcome
-from manager.retry import RetryPolicy
-from manager.runtime.capacity import Capacity
-from manager.runtime.reconciler import Reconciler, Result
+from kube_workqueue.manager.ports import Outcome
+from kube_workqueue.manager.retry import RetryPolicy
+from kube_workqueue.manager.runtime.capacity import Capacity
+from kube_workqueue.manager.runtime.reconciler import Reconciler, Result
 
 from ..fakes import FakeBackend, FakeLedger, FakeSource
 
@@ -89,9 +89,9 @@ def test_capacity_is_taken_before_the_fetch():
 def test_a_final_failure_is_not_retried_and_needs_no_more_work():
     """Outcome.final (an exit code listed as final): failed for good at once, attempts left or
     not; and an item the ledger says gave up needs no work on later polls."""
-    from manager.ports import Outcome
-    from manager.retry import RetryPolicy
-    from manager.runtime.reconciler import Reconciler, Result
+    from kube_workqueue.manager.ports import Outcome
+    from kube_workqueue.manager.retry import RetryPolicy
+    from kube_workqueue.manager.runtime.reconciler import Reconciler, Result
 
     from ..fakes import FakeLedger
 
@@ -108,7 +108,7 @@ def test_a_final_failure_is_not_retried_and_needs_no_more_work():
         def run(self, name, data, attempt, cancel=None):
             return Outcome(False, exit_code=2, error="exit code 2 listed", final=True)
 
-    from manager.runtime.capacity import Capacity
+    from kube_workqueue.manager.runtime.capacity import Capacity
 
     reconciler = Reconciler(
         ledger, Client(), FinalBackend(), Capacity(1), policy=RetryPolicy(max_attempts=3)

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import logging
 
-from manager.runtime.poller import Poller
-from manager.runtime.removal_guard import RemovalGuard
-from manager.runtime.removals import Removals
+from kube_workqueue.manager.runtime.poller import Poller
+from kube_workqueue.manager.runtime.removal_guard import RemovalGuard
+from kube_workqueue.manager.runtime.removals import Removals
 
 
 class Clock:

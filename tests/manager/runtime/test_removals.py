@@ -11,9 +11,9 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from manager.runtime.poller import Poller
-from manager.runtime.removals import Removals
-from manager.sources.http import SourceClient
+from kube_workqueue.manager.runtime.poller import Poller
+from kube_workqueue.manager.runtime.removals import Removals
+from kube_workqueue.manager.sources.http import SourceClient
 
 
 def test_a_newer_complete_listing_proves_removal():

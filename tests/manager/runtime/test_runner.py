@@ -8,10 +8,10 @@ import io
 import os
 from contextlib import contextmanager
 
-from manager.backends.local.ledger import SqliteLedger
-from manager.backends.local.process import LocalBackend
-from manager.cli.once import run_with_progress
-from manager.runtime.runner import Manager, ManagerOptions
+from kube_workqueue.manager.backends.local.ledger import SqliteLedger
+from kube_workqueue.manager.backends.local.process import LocalBackend
+from kube_workqueue.manager.cli.once import run_with_progress
+from kube_workqueue.manager.runtime.runner import Manager, ManagerOptions
 from tests.support.folders import open_folder
 
 
@@ -54,7 +54,7 @@ def test_no_bar_on_a_pipe(tmp_path):
 
 
 def test_a_backend_that_raises_fails_the_item_and_leaves_nothing_running(tmp_path):
-    from manager.runtime.reconciler import Result
+    from kube_workqueue.manager.runtime.reconciler import Result
 
     class Exploding(LocalBackend):
         def run(self, *args, **kwargs):
@@ -68,8 +68,8 @@ def test_a_backend_that_raises_fails_the_item_and_leaves_nothing_running(tmp_pat
 
 
 def test_measured_line_reads_well_for_one_item_and_for_many():
-    from manager.planning.measure import measure_rows
-    from manager.ports import Row
+    from kube_workqueue.manager.planning.measure import measure_rows
+    from kube_workqueue.manager.ports import Row
 
     def row(name, seen, took):
         return Row(name, "succeeded", 1, seen, seen + 1, seen + 1 + took, 0, None, None)

@@ -9,7 +9,7 @@ import queue
 import subprocess
 import sys
 
-from ambassador import create_app
+from kube_workqueue.ambassador import create_app
 from tests.support.folders import open_folder
 
 
@@ -52,7 +52,7 @@ def test_workqueue_run_loads_no_web_stack(tmp_path):
     state = tmp_path / "state"
     probe = (
         "import sys\n"
-        "from manager.cli.main import main\n"
+        "from kube_workqueue.manager.cli.main import main\n"
         f"code = main(['run', {str(tmp_path)!r}, '--suffix', '.x', '--settle', '0', "
         f"'--state-dir', {str(state)!r}, '--', 'true'])\n"
         "web = sorted(m for m in ('flask', 'werkzeug', 'waitress', 'requests', "
@@ -70,8 +70,8 @@ def test_workqueue_run_loads_no_web_stack(tmp_path):
 def test_run_opens_a_folder_with_every_option_it_was_given(tmp_path):
     """`workqueue run DIR --force-polling --poll-interval 5` reaches the folder source (it
     once went through a path that dropped both)."""
-    from ambassador.sources.registry import resolve
-    from manager.sources.folder import open_source
+    from kube_workqueue.ambassador.sources.registry import resolve
+    from kube_workqueue.manager.sources.folder import open_source
 
     (tmp_path / "a.x").write_bytes(b"x")
     spec = resolve(str(tmp_path), {"SUFFIXES": [".x"], "SETTLE": 0, "FORCE_POLLING": True,
@@ -143,7 +143,7 @@ class ProtocolOnly:
 
 
 def test_workqueue_runs_a_source_that_has_the_protocol_and_nothing_else():
-    from manager.sources.folder import FolderSource
+    from kube_workqueue.manager.sources.folder import FolderSource
 
     files = ProtocolOnly()
     source = FolderSource(files, "words").start()

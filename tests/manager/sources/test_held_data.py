@@ -7,7 +7,13 @@ import threading
 
 import pytest
 
-from manager.sources.held_data import DATA_PAGE, HELD_MAX, PAGE_PAUSE, HeldData, NoPage
+from kube_workqueue.manager.sources.held_data import (
+    DATA_PAGE,
+    HELD_MAX,
+    PAGE_PAUSE,
+    HeldData,
+    NoPage,
+)
 
 NAMES = [f"{i:06d}" for i in range(10_000)]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import responses
 
-from manager.sources.http import SourceClient, SourceProtocolError, SourceUnavailable
+from kube_workqueue.manager.sources.http import SourceClient, SourceProtocolError, SourceUnavailable
 
 BASE = "http://source.test"
 
@@ -153,7 +153,7 @@ def test_a_url_without_scheme_is_refused():
 
 @responses.activate
 def test_a_source_without_a_watch_stream_says_so():
-    from manager.sources.http import WatchUnsupported
+    from kube_workqueue.manager.sources.http import WatchUnsupported
 
     responses.get(f"{BASE}/api/v1/items", status=400, json={"kind": "Status"})
     with pytest.raises(WatchUnsupported):

@@ -8,12 +8,12 @@ import json
 import pytest
 import requests
 
-from manager.ports import Row
-from manager.views.dashboard import Dashboard, is_loopback
-from manager.views.dashboard.model import Board, BoardCache, series
-from manager.views.dashboard.page import board_html
-from manager.views.queue_view import Context, build
-from manager.views.stats_server import StatsServer
+from kube_workqueue.manager.ports import Row
+from kube_workqueue.manager.views.dashboard import Dashboard, is_loopback
+from kube_workqueue.manager.views.dashboard.model import Board, BoardCache, series
+from kube_workqueue.manager.views.dashboard.page import board_html
+from kube_workqueue.manager.views.queue_view import Context, build
+from kube_workqueue.manager.views.stats_server import StatsServer
 
 NOW = 1_800_000_000.0
 EVIL = "<img src=x onerror=alert(1)>.mp4"
@@ -194,7 +194,7 @@ def test_cancelled_items_are_counted_and_listed_with_their_reason():
 
 
 def test_a_young_run_charts_its_own_minutes_not_an_empty_hour():
-    from manager.views.dashboard.model import bucket_for
+    from kube_workqueue.manager.views.dashboard.model import bucket_for
 
     board = a_board()
     items = board.view.items
@@ -210,7 +210,7 @@ def test_a_young_run_charts_its_own_minutes_not_an_empty_hour():
 
 
 def test_long_names_wrap_after_their_separators_and_stay_escaped():
-    from manager.views.dashboard.page import name_html
+    from kube_workqueue.manager.views.dashboard.page import name_html
 
     html = name_html("camera-07/2026_12_01/<b>night</b>.mp4")
     assert html.startswith('<span class="name">') and "<b>" not in html

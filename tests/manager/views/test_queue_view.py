@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from manager.ports import QueueRecord, Row
-from manager.retry import Backoff, RetryPolicy
-from manager.views.queue_view import Context, build, context_from_facts, from_record
+from kube_workqueue.manager.ports import QueueRecord, Row
+from kube_workqueue.manager.retry import Backoff, RetryPolicy
+from kube_workqueue.manager.views.queue_view import Context, build, context_from_facts, from_record
 
 NOW = 1_000_000.0
 
@@ -175,7 +175,7 @@ def test_status_orders_listed_items_by_the_rules_the_manager_left_and_ignores_ba
 
 def test_a_capped_group_starts_its_next_item_when_one_of_its_own_ends():
     # S = 10 s; four slots; api (limit 2) runs two that free at 6 s and 8 s, two slots free
-    from manager.tenancy.rules import TenancyOptions
+    from kube_workqueue.manager.tenancy.rules import TenancyOptions
 
     rows = [
         done("d-1", 10.0, NOW - 50),

@@ -6,7 +6,7 @@ import time
 
 import requests
 
-from manager.views.threaded_server import ThreadedServer
+from kube_workqueue.manager.views.threaded_server import ThreadedServer
 
 
 def _hello(environ, start_response):

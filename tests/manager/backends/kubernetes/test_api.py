@@ -7,13 +7,13 @@ import threading
 
 import pytest
 
-from manager.backends.kubernetes.client.api import (
+from kube_workqueue.manager.backends.kubernetes.client.api import (
     KubeApi,
     KubeError,
     KubeUnavailable,
     load_configuration,
 )
-from manager.workqueue import FakeClock
+from kube_workqueue.manager.workqueue import FakeClock
 
 NS = "media"
 
@@ -123,7 +123,7 @@ def test_watch_resumes_from_a_version_and_reports_410(api):
 def test_errors_are_classified_by_reason_then_by_http_code(api, apiserver):
     """As client-go's errors.IsNotFound / IsConflict: a reason Kubernetes defines decides; an
     answer from elsewhere (a proxy's page, an aggregated API's own reason) goes by its code."""
-    from manager.backends.kubernetes.client.api import classify
+    from kube_workqueue.manager.backends.kubernetes.client.api import classify
 
     apiserver.faults.add("foreign", verb="get", resource="configmaps", code=404)
     with pytest.raises(KubeError) as exc:
@@ -150,7 +150,7 @@ def test_errors_are_classified_by_reason_then_by_http_code(api, apiserver):
 def test_a_record_behind_a_proxy_that_answers_404_pages_reads_as_absent(api, apiserver):
     """What the backend does with such an answer: a missing record shard is created, not a
     crash."""
-    from manager.backends.kubernetes.records.record import RecordStore
+    from kube_workqueue.manager.backends.kubernetes.records.record import RecordStore
 
     record = RecordStore(api, "thumbs")
     apiserver.faults.add("foreign", verb="get", resource="configmaps", code=404)

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import threading
 
-from manager.backends.kubernetes.dispatch.backend import KubernetesBackend
-from manager.backends.kubernetes.manifests import objects as ko
-from manager.backends.kubernetes.records.record import Entry
+from kube_workqueue.manager.backends.kubernetes.dispatch.backend import KubernetesBackend
+from kube_workqueue.manager.backends.kubernetes.manifests import objects as ko
+from kube_workqueue.manager.backends.kubernetes.records.record import Entry
 
 Q = "thumbs"
 ITEM = "a.mp4"

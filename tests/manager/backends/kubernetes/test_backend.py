@@ -9,7 +9,7 @@ from collections import Counter
 
 import kubernetes_validate
 
-from manager.backends.kubernetes.manifests import objects as ko
+from kube_workqueue.manager.backends.kubernetes.manifests import objects as ko
 from tests.e2e.conftest import spawn_workqueue, workqueue
 from tests.e2e.test_local_backend import make_items
 from tests.manager.backends.kubernetes.test_rivals import created_jobs
@@ -295,10 +295,10 @@ def test_history_limits_keep_the_newest_and_rerun_nothing(
 
 
 def test_orphaned_config_maps_are_removed(apiserver, tmp_path):
-    from manager.backends.kubernetes.client.api import KubeApi, load_configuration
-    from manager.backends.kubernetes.client.cache import ClusterCache
-    from manager.backends.kubernetes.dispatch.backend import KubernetesBackend
-    from manager.backends.kubernetes.records.record import RecordStore
+    from kube_workqueue.manager.backends.kubernetes.client.api import KubeApi, load_configuration
+    from kube_workqueue.manager.backends.kubernetes.client.cache import ClusterCache
+    from kube_workqueue.manager.backends.kubernetes.dispatch.backend import KubernetesBackend
+    from kube_workqueue.manager.backends.kubernetes.records.record import RecordStore
 
     api = KubeApi(NS, load_configuration(apiserver.write_kubeconfig(tmp_path / "kc")), qps=0)
     try:
@@ -351,6 +351,6 @@ def test_an_api_server_too_old_for_the_promises_is_one_line(tmp_path, cluster, m
 
 
 def test_the_client_keeps_a_connection_per_unit_of_work():
-    from manager.backends.kubernetes.client.api import pool_size
+    from kube_workqueue.manager.backends.kubernetes.client.api import pool_size
 
     assert pool_size(2) == 18 and pool_size(50) == 66  # the client's default: 5 per CPU

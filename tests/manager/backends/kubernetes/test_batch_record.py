@@ -9,12 +9,12 @@ import random
 
 import pytest
 
-from manager.backends.kubernetes.client.api import KubeApi
-from manager.backends.kubernetes.manifests import batch_objects as bo
-from manager.backends.kubernetes.manifests import objects as ko
-from manager.backends.kubernetes.records import hash_index
-from manager.backends.kubernetes.records.batch_record import BatchRecords
-from manager.backends.kubernetes.records.hash_index import HashIndex
+from kube_workqueue.manager.backends.kubernetes.client.api import KubeApi
+from kube_workqueue.manager.backends.kubernetes.manifests import batch_objects as bo
+from kube_workqueue.manager.backends.kubernetes.manifests import objects as ko
+from kube_workqueue.manager.backends.kubernetes.records import hash_index
+from kube_workqueue.manager.backends.kubernetes.records.batch_record import BatchRecords
+from kube_workqueue.manager.backends.kubernetes.records.hash_index import HashIndex
 
 NS, Q = "media", "thumbs"
 

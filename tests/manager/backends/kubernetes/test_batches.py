@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from manager.backends.kubernetes.manifests import batch_objects as bo
-from manager.backends.kubernetes.manifests import objects as ko
+from kube_workqueue.manager.backends.kubernetes.manifests import batch_objects as bo
+from kube_workqueue.manager.backends.kubernetes.manifests import objects as ko
 from tests.e2e.conftest import spawn_workqueue, workqueue
 from tests.e2e.test_local_backend import make_items
 from tests.manager.backends.kubernetes.test_backend import validate_all

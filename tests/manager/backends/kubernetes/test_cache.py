@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from manager.backends.kubernetes.client.api import KubeApi, load_configuration
-from manager.backends.kubernetes.client.cache import ClusterCache, finished
-from manager.backends.kubernetes.manifests import objects as ko
+from kube_workqueue.manager.backends.kubernetes.client.api import KubeApi, load_configuration
+from kube_workqueue.manager.backends.kubernetes.client.cache import ClusterCache, finished
+from kube_workqueue.manager.backends.kubernetes.manifests import objects as ko
 from tests.support.servers import wait_until
 
 NS = "media"

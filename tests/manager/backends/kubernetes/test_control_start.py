@@ -9,9 +9,9 @@ import threading
 
 import pytest
 
-from manager.backends.kubernetes.client.cache import ClusterCache
-from manager.backends.kubernetes.steering import control, queue_resource
-from manager.errors import UserError
+from kube_workqueue.manager.backends.kubernetes.client.cache import ClusterCache
+from kube_workqueue.manager.backends.kubernetes.steering import control, queue_resource
+from kube_workqueue.manager.errors import UserError
 
 
 class SlowCache:

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from manager.backends.kubernetes.client.api import KubeApi, KubeError, load_configuration
-from manager.backends.kubernetes.steering.leader import LeaderElector, parse_time
+from kube_workqueue.manager.backends.kubernetes.client.api import (
+    KubeApi,
+    KubeError,
+    load_configuration,
+)
+from kube_workqueue.manager.backends.kubernetes.steering.leader import LeaderElector, parse_time
 
 NS = "media"
 
@@ -53,7 +57,7 @@ def test_a_stale_read_loses_the_race(api):
     b = LeaderElector(api, "l", "b", clock=clock)
     assert b.try_acquire_or_renew() is True
     stale["spec"]["holderIdentity"] = "c"
-    from manager.backends.kubernetes.client.api import KubeError
+    from kube_workqueue.manager.backends.kubernetes.client.api import KubeError
 
     with pytest.raises(KubeError) as exc:  # c's write names the version it read
         api.replace("leases", "l", stale)

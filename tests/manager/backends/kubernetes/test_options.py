@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from manager.backends.kubernetes.options import KubeOptions, KubeQueue
-from manager.declared import from_words
-from manager.errors import UserError
+from kube_workqueue.manager.backends.kubernetes.options import KubeOptions, KubeQueue
+from kube_workqueue.manager.declared import from_words
+from kube_workqueue.manager.errors import UserError
 
 
 def typed(**words):

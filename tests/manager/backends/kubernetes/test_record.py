@@ -3,9 +3,9 @@ the durable record: which source of truth wins, and how attempts are counted."""
 
 from __future__ import annotations
 
-from manager.backends.kubernetes.manifests import objects as ko
-from manager.backends.kubernetes.records.ledger import ClusterLedger
-from manager.backends.kubernetes.records.record import Entry
+from kube_workqueue.manager.backends.kubernetes.manifests import objects as ko
+from kube_workqueue.manager.backends.kubernetes.records.ledger import ClusterLedger
+from kube_workqueue.manager.backends.kubernetes.records.record import Entry
 
 Q = "thumbs"
 
@@ -161,7 +161,7 @@ def test_rows_of_items_run_here_are_kept_for_the_newest_only(monkeypatch):
     """A million items run here cost no million rows: the record holds every outcome, the
     ledger the newest RECENT_ROWS rows (and as many failures, which a run's summary names);
     older items still answer with their state and first sight."""
-    from manager.backends.kubernetes.records import ledger as module
+    from kube_workqueue.manager.backends.kubernetes.records import ledger as module
 
     monkeypatch.setattr(module, "RECENT_ROWS", 3)
     view, _, record = ledger()

@@ -90,7 +90,7 @@ def test_leader_election_hands_over_when_the_leader_dies(
     first.communicate()
     try:
         wait_until(lambda: lease()["holderIdentity"] != old["holderIdentity"], timeout=30)
-        from manager.backends.kubernetes.steering.leader import parse_time
+        from kube_workqueue.manager.backends.kubernetes.steering.leader import parse_time
 
         new = lease()
         last_renewal = parse_time(

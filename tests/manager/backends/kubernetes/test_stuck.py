@@ -3,8 +3,8 @@ the pod is read afresh before its item is failed, and only reasons no retry fixe
 
 from __future__ import annotations
 
-from manager.backends.kubernetes.steering.leader import micro_time
-from manager.backends.kubernetes.steering.stuck import StuckDetector
+from kube_workqueue.manager.backends.kubernetes.steering.leader import micro_time
+from kube_workqueue.manager.backends.kubernetes.steering.stuck import StuckDetector
 
 NOW = 1_800_000_000.0
 

@@ -12,7 +12,7 @@ import shutil
 
 import requests
 
-from manager.backends.kubernetes.manifests import objects as ko
+from kube_workqueue.manager.backends.kubernetes.manifests import objects as ko
 from tests.e2e.conftest import workqueue
 from tests.support.servers import wait_until
 

@@ -190,8 +190,8 @@ def test_a_manager_that_may_not_read_workqueues_falls_back_to_the_configmap(
 
 
 def test_a_status_that_answers_a_change_of_spec_is_written_at_once(apiserver, tmp_path):
-    from manager.backends.kubernetes.client.api import KubeApi, load_configuration
-    from manager.backends.kubernetes.steering.queue_resource import QueueResource
+    from kube_workqueue.manager.backends.kubernetes.client.api import KubeApi, load_configuration
+    from kube_workqueue.manager.backends.kubernetes.steering.queue_resource import QueueResource
 
     apiserver.store.install_crd(yaml.safe_load(CRD.read_text()))
     api = KubeApi(NS, load_configuration(apiserver.write_kubeconfig(tmp_path / "kc")), qps=0)
@@ -226,8 +226,11 @@ def test_a_field_that_no_longer_applies_leaves_the_status(apiserver, tmp_path):
     """A merge patch that leaves a field out keeps it (RFC 7386): after a queue drained, its
     status said `oldestWaitingSeconds: 93.8` for good. Fields that no longer apply are sent as
     null, nested ones too."""
-    from manager.backends.kubernetes.client.api import KubeApi, load_configuration
-    from manager.backends.kubernetes.steering.queue_resource import QueueResource, clearing
+    from kube_workqueue.manager.backends.kubernetes.client.api import KubeApi, load_configuration
+    from kube_workqueue.manager.backends.kubernetes.steering.queue_resource import (
+        QueueResource,
+        clearing,
+    )
 
     assert clearing({"a": 1, "f": {"x": 1}}, {"a": 2, "b": 3, "f": {"x": 0, "y": 4}}) == {
         "a": 1, "b": None, "f": {"x": 1, "y": None}}  # fmt: skip

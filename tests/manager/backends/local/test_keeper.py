@@ -14,12 +14,12 @@ import sys
 import threading
 from pathlib import Path
 
-from manager.backends.local import shim
-from manager.backends.local.kept import LOST, TAKEN, KeeperLink
-from manager.backends.local.ledger import SqliteLedger
-from manager.backends.local.process import LocalBackend
-from manager.backends.local.recovery import take_back
-from manager.ports import Cancel
+from kube_workqueue.manager.backends.local import shim
+from kube_workqueue.manager.backends.local.kept import LOST, TAKEN, KeeperLink
+from kube_workqueue.manager.backends.local.ledger import SqliteLedger
+from kube_workqueue.manager.backends.local.process import LocalBackend
+from kube_workqueue.manager.backends.local.recovery import take_back
+from kube_workqueue.manager.ports import Cancel
 from tests.support.crash_drive import keepers_of
 from tests.support.servers import wait_until
 
@@ -34,7 +34,14 @@ exit {code}
 
 def status_of(state) -> dict:
     """`workqueue status --json` of the state directory `state` ({} when it cannot say)."""
-    asked = [sys.executable, "-m", "manager.cli", "status", "--state-dir", str(state)]
+    asked = [
+        sys.executable,
+        "-m",
+        "kube_workqueue.manager.cli",
+        "status",
+        "--state-dir",
+        str(state),
+    ]
     done = subprocess.run([*asked, "--json"], capture_output=True, text=True)
     return json.loads(done.stdout) if done.returncode == 0 else {}
 
@@ -62,7 +69,8 @@ def items(tmp_path: Path, names: list[str]) -> Path:
 
 
 def run(folder: Path, state: Path, script: Path, *extra) -> list[str]:
-    return [sys.executable, "-m", "manager.cli", "run", str(folder), "--suffix", ".x",
+    return [sys.executable, "-m", "kube_workqueue.manager.cli",
+            "run", str(folder), "--suffix", ".x",
             "--state-dir", str(state), "--settle", "0", *extra, "--", str(script)]  # fmt: skip
 
 
@@ -286,7 +294,7 @@ def test_a_keeper_killed_as_it_starts_is_started_again_and_costs_the_item_nothin
 
 SHIM_WITHOUT_GO_AHEAD = """
 import os, sys
-from manager.backends.local import shim
+from kube_workqueue.manager.backends.local import shim
 status, marker = sys.argv[1], sys.argv[2]
 wait_fd, go = os.pipe2(os.O_CLOEXEC)
 log_fd = os.open(os.devnull, os.O_WRONLY)
@@ -338,7 +346,7 @@ def test_a_worker_runs_in_the_manager_s_working_directory_by_a_relative_path(tmp
     script.chmod(0o755)
     folder = items(tmp_path, ["a.x"])
     done = subprocess.run(
-        [sys.executable, "-m", "manager.cli", "run", str(folder), "--suffix", ".x",
+        [sys.executable, "-m", "kube_workqueue.manager.cli", "run", str(folder), "--suffix", ".x",
          "--state-dir", str(tmp_path / "state"), "--settle", "0", "--", "./w.sh"],
         cwd=tmp_path / "here", capture_output=True, text=True, timeout=60,
     )  # fmt: skip
@@ -352,7 +360,7 @@ def test_a_keeper_caught_leaving_is_waited_for_and_its_journal_read(tmp_path, mo
     unrecorded ends made the items look never started - they ran again (4 in the drive)."""
     import fcntl
 
-    from manager.backends.local import recovery
+    from kube_workqueue.manager.backends.local import recovery
 
     with SqliteLedger(str(tmp_path)).open() as ledger:
         ledger.see(["a"])
@@ -384,8 +392,8 @@ def test_a_keeper_that_neither_answers_nor_leaves_is_one_line(tmp_path, monkeypa
 
     import pytest
 
-    from manager.backends.local import recovery
-    from manager.errors import UserError
+    from kube_workqueue.manager.backends.local import recovery
+    from kube_workqueue.manager.errors import UserError
 
     monkeypatch.setattr(recovery, "LEAVING_SECONDS", 0.2)
     with SqliteLedger(str(tmp_path)).open() as ledger:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from manager.backends.local.ledger import SqliteLedger
-from manager.backends.local.ledger_file import LedgerBusy
+from kube_workqueue.manager.backends.local.ledger import SqliteLedger
+from kube_workqueue.manager.backends.local.ledger_file import LedgerBusy
 
 
 def test_lifecycle_of_an_item(tmp_path):
@@ -84,8 +84,8 @@ def test_a_schema_1_ledger_is_upgraded_in_place_and_keeps_its_items(tmp_path):
     runs history, and are stamped schema 2; nothing they held is lost."""
     import sqlite3
 
-    from manager.backends.local import integrity
-    from manager.backends.local.ledger import SqliteLedger
+    from kube_workqueue.manager.backends.local import integrity
+    from kube_workqueue.manager.backends.local.ledger import SqliteLedger
 
     state = tmp_path / "state"
     state.mkdir()

@@ -13,8 +13,8 @@ import stat
 import sys
 from pathlib import Path
 
-from manager.backends.local.process import LocalBackend
-from manager.ports import Cancel
+from kube_workqueue.manager.backends.local.process import LocalBackend
+from kube_workqueue.manager.ports import Cancel
 
 WORKER = """#!{python}
 import json, os, sys

@@ -1,0 +1,300 @@
+#!/usr/bin/env python3
+"""fetch-run-put: the generic worker of Burns' work-queue pattern - download an object, run a
+user script on it, upload the result. Either everything comes from the item's data
+($WORK_ITEM_FILE), a request:
+
+    {"input":  "s3://bucket/in/a.mp4", "https://store.example/in/a.mp4" or "file:///in/a.mp4",
+     "script": ["/scripts/transcode", "--fast"]   (an argument list; a string is split like a
+                                                    shell would split it, never run by one),
+     "output": "s3://bucket/out/a.webm", "https://store.example/out/a.webm" or "file:///..."}
+
+or the item is the object itself - what the ambassador's S3 source serves ({"bucket", "key",
+"url": "s3://..."}; a folder's {"path"} too) - and the command line says the rest:
+
+    fetch-run-put [--input-root DIR]... --output 's3://bucket/thumbs/{stem}.png' \
+        /scripts/thumbnail [ARGS...]
+
+`{name}` in --output is the item's name, `{stem}` its last part without the suffix - put into the
+URL as the name it is: percent-encoded in an http(s):// or file:// template (`clip?a`, `x#1`,
+`a%20b` and `a b` are four outputs, never one), as written in an s3:// key. In this mode the
+item is data, not a request: it may name a local file (a folder's `path`, a `file://` url or
+input) only under a folder an `--input-root` names - an item can never have another local
+file (`/etc/shadow`, `/proc/self/environ`) copied to the output; one line, exit 2. s3:// goes
+through boto3 with its standard configuration (credentials chain, AWS_PROFILE, web identity /
+IRSA, AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL for MinIO, Ceph, R2); an object key is a name,
+never a path: a key with `../` is fetched and put as that key (a file:// output refuses it).
+
+The script runs in a private temporary folder with INPUT_FILE (the downloaded object, under its
+own base name made safe - `safe_base_name`: whatever the URL or key says, nothing is written
+outside that folder), OUTPUT_FILE (where it must write the result) and WORK_ITEM_FILE in its
+environment. http(s) objects are fetched with GET and stored with PUT; file:// ones are read and
+written in place (the result renamed into place, so a half-written result is never seen).
+Exit 0 on success; 1 with one line on stderr when a download, the script or the upload fails;
+2 when the item data is not a valid request. The standard library only - and boto3 for s3://.
+"""
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import unicodedata
+import urllib.error
+import urllib.parse
+import urllib.request
+
+TIMEOUT = float(os.environ.get("FETCH_TIMEOUT", "300"))
+
+
+MAX_NAME_BYTES = 200  # a file name may have 255 bytes on every common file system: room to spare
+
+
+def safe_base_name(text: str, fallback: str) -> str:
+    """A file name made from what an item says (a URL's last segment, an object key, an item's
+    name), safe to join to a folder whatever it says: the part after its last / or \\, without
+    NUL or any other control or format character, without leading dots (never . or .., never
+    hidden), at most MAX_NAME_BYTES bytes (its extension kept); `fallback` when nothing is
+    left. Percent-decoding is the caller's, before this. Every worker image has this rule,
+    word for word (tests/worker_images/test_safe_names.py holds them to it)."""
+    name = text.replace("\\", "/").rsplit("/", 1)[-1]
+    name = "".join(ch for ch in name if unicodedata.category(ch)[0] != "C")
+    name = name.strip().lstrip(".")
+    if len(name.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES:
+        stem, ext = os.path.splitext(name)
+        ext = ext if len(ext.encode()) <= 16 else ""
+        room = MAX_NAME_BYTES - len(ext.encode())
+        stem = stem.encode("utf-8", "surrogateescape")[:room].decode("utf-8", "ignore")
+        name = stem + ext
+    return name or fallback
+
+
+def shown(text: str) -> str:
+    """`text` with the secrets of its URLs hidden: userinfo, and a query (a presigned URL's
+    signature, a token) - a log is read by more people than the store's keys are."""
+
+    def one(match):
+        parts = urllib.parse.urlsplit(match.group(0))
+        host = parts.netloc.rsplit("@", 1)[-1]
+        netloc = f"***@{host}" if "@" in parts.netloc else host
+        return urllib.parse.urlunsplit(
+            (parts.scheme, netloc, parts.path, "***" if parts.query else "", "")
+        )
+
+    try:
+        return re.sub(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"]+", one, text)
+    except ValueError:
+        return re.sub(r"://[^/@\s]*@", "://***@", text)
+
+
+def fail(message: str, code: int = 1) -> None:
+    print(f"fetch-run-put: {shown(message)}", file=sys.stderr)
+    sys.exit(code)
+
+
+def read_item() -> dict:
+    item_file = os.environ.get("WORK_ITEM_FILE")
+    if not item_file:
+        fail("WORK_ITEM_FILE is not set", 2)
+    try:
+        with open(item_file, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as exc:
+        fail(f"cannot read the work item {item_file}: {exc}", 2)
+    if not isinstance(data, dict):
+        fail("the work item is not a JSON object", 2)
+    return data
+
+
+USAGE = "usage: fetch-run-put [[--input-root DIR]... --output TEMPLATE SCRIPT [ARGS...]]"
+
+
+def command_line(argv: list[str]) -> tuple[list[str], str, list[str]]:
+    """(the --input-root folders, the --output template, the script) of the command line."""
+    roots = []
+    while len(argv) >= 2 and argv[0] == "--input-root":
+        if not os.path.isdir(argv[1]):
+            fail(f"--input-root {argv[1]} is not a folder", 2)
+        roots.append(os.path.realpath(argv[1]))
+        argv = argv[2:]
+    if len(argv) < 3 or argv[0] != "--output":
+        fail(USAGE, 2)
+    return roots, argv[1], argv[2:]
+
+
+def in_roots(url: str, roots: list[str]) -> None:
+    """A file:// input the item named, allowed only under an --input-root (its real path:
+    no link leads out); one line, exit 2 otherwise."""
+    real = os.path.realpath(file_path(url))
+    if not any(real == root or real.startswith(root.rstrip("/") + "/") for root in roots):
+        where = (
+            "no --input-root is given"
+            if not roots
+            else "it is under no --input-root (" + ", ".join(roots) + ")"
+        )
+        fail(f"the work item names a local file, and {where}: {url}", 2)
+
+
+def in_template(value: str, template: str) -> str:
+    """`value` as it goes into `template`: percent-encoded in an http(s):// or file:// URL
+    (its `/` kept: a recursive name's folders), as written in an s3:// key."""
+    if template.lower().startswith("s3://"):
+        return value
+    return urllib.parse.quote(value, safe="/")
+
+
+def request_of(data: dict, argv: list[str]) -> dict:
+    """input, script and output: from the item (a request), or from the item as the object
+    and the command line (`[--input-root DIR]... --output TEMPLATE SCRIPT ARGS...`)."""
+    if not argv:
+        for key in ("input", "script", "output"):
+            if key not in data:
+                fail(f"the work item has no {key!r} (or give --output and a script)", 2)
+        return data
+    roots, template, script = command_line(argv)
+    if "bucket" in data and "key" in data:
+        source = {
+            "input": f"s3://{data['bucket']}/{data['key']}",
+            "bucket": data["bucket"],
+            "key": data["key"],
+        }
+    elif isinstance(data.get("url"), str) or isinstance(data.get("input"), str):
+        source = {"input": data.get("input") or data["url"]}
+    elif isinstance(data.get("path"), str):
+        source = {"input": "file://" + urllib.parse.quote(os.path.abspath(data["path"]))}
+    else:
+        fail("the work item names no object: no bucket and key, url, input or path", 2)
+    if scheme_of(source["input"]) == "file":
+        in_roots(source["input"], roots)
+    name = data.get("name") if isinstance(data.get("name"), str) else data.get("key", "item")
+    stem = os.path.splitext(name.rsplit("/", 1)[-1])[0] or "item"
+    output = template.replace("{name}", in_template(name, template))
+    output = output.replace("{stem}", in_template(stem, template))
+    return {**source, "script": script, "output": output}
+
+
+def scheme_of(url: str) -> str:
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme not in ("http", "https", "file", "s3"):
+        fail(f"unsupported location {url!r}: use s3://, http(s):// or file://", 2)
+    return scheme
+
+
+def s3_parts(url: str) -> tuple[str, str]:
+    """(bucket, key) of s3://bucket/key - the key as written, nothing decoded or resolved."""
+    bucket, _, key = url[len("s3://") :].partition("/")
+    if not bucket or not key:
+        fail(f"an s3:// location is s3://bucket/key, not {url!r}", 2)
+    return bucket, key
+
+
+def s3_client():
+    try:
+        import boto3
+    except ImportError:
+        fail("s3:// needs boto3 in this Python (pip install boto3)", 2)
+    return boto3.client("s3")
+
+
+def s3_error(exc: Exception) -> str:
+    response = getattr(exc, "response", None) or {}
+    error = response.get("Error") or {}
+    return f"{error.get('Code')} {error.get('Message', '')}".strip() if error else str(exc)
+
+
+def file_path(url: str) -> str:
+    path = urllib.parse.unquote(urllib.parse.urlsplit(url).path)
+    if any(part in (".", "..") for part in path.split("/")):
+        fail(f"a file:// location must not have . or .. segments: {url!r}", 2)
+    return path
+
+
+def fetch(url: str, dest: str) -> None:
+    if scheme_of(url) == "s3":
+        bucket, key = s3_parts(url)
+        try:
+            s3_client().download_file(bucket, key, dest)
+        except Exception as exc:  # botocore's ClientError and connection errors
+            fail(f"download of {url} failed: {s3_error(exc)}")
+        return
+    if scheme_of(url) == "file":
+        try:
+            shutil.copyfile(file_path(url), dest)
+        except OSError as exc:
+            fail(f"cannot read {url}: {exc.strerror}")
+        return
+    try:
+        with urllib.request.urlopen(url, timeout=TIMEOUT) as r, open(dest, "wb") as out:
+            shutil.copyfileobj(r, out)
+    except urllib.error.HTTPError as exc:
+        fail(f"download of {url} failed: HTTP {exc.code}")
+    except (urllib.error.URLError, OSError) as exc:
+        fail(f"download of {url} failed: {getattr(exc, 'reason', exc)}")
+
+
+def put(src: str, url: str) -> None:
+    if scheme_of(url) == "s3":
+        bucket, key = s3_parts(url)
+        try:
+            s3_client().upload_file(src, bucket, key)
+        except Exception as exc:
+            fail(f"upload to {url} failed: {s3_error(exc)}")
+        return
+    if scheme_of(url) == "file":
+        target = file_path(url)
+        os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+        tmp = f"{target}.part-{os.getpid()}"
+        try:
+            shutil.copyfile(src, tmp)
+            os.replace(tmp, target)
+        except OSError as exc:
+            fail(f"cannot write {url}: {exc.strerror}")
+        return
+    with open(src, "rb") as f:
+        body = f.read()
+    request = urllib.request.Request(
+        url, data=body, method="PUT", headers={"Content-Type": "application/octet-stream"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT):
+            pass
+    except urllib.error.HTTPError as exc:
+        fail(f"upload to {url} failed: HTTP {exc.code}")
+    except (urllib.error.URLError, OSError) as exc:
+        fail(f"upload to {url} failed: {getattr(exc, 'reason', exc)}")
+
+
+def main() -> None:
+    data = request_of(read_item(), sys.argv[1:])
+    script = data["script"]
+    argv = shlex.split(script) if isinstance(script, str) else script
+    if not isinstance(argv, list) or not argv or not all(isinstance(w, str) for w in argv):
+        fail("'script' must be a command: a non-empty list of strings, or a string", 2)
+    for key in ("input", "output"):
+        if not isinstance(data[key], str):
+            fail(f"{key!r} must be a URL string", 2)
+        scheme_of(data[key])
+    with tempfile.TemporaryDirectory(prefix="fetch-run-put-") as work:
+        where = data["input"].rstrip("/")  # an s3:// key is a name, taken as written
+        if scheme_of(data["input"]) != "s3":  # decoded first: %2F is a slash like any other
+            where = urllib.parse.unquote(urllib.parse.urlsplit(data["input"]).path)
+        input_file = os.path.join(work, safe_base_name(where, "input"))
+        output_file = os.path.join(work, "output")
+        fetch(data["input"], input_file)
+        env = dict(os.environ, INPUT_FILE=input_file, OUTPUT_FILE=output_file)
+        try:
+            code = subprocess.run(argv, env=env, cwd=work, stdin=subprocess.DEVNULL).returncode
+        except OSError as exc:
+            fail(f"cannot run the script {argv[0]}: {exc.strerror}")
+        if code != 0:
+            fail(f"the script {argv[0]} failed with exit code {code}")
+        if not os.path.isfile(output_file):
+            fail(f"the script {argv[0]} wrote no OUTPUT_FILE")
+        put(output_file, data["output"])
+    print(shown(f"fetch-run-put: {data['input']} -> {data['output']}"))
+
+
+if __name__ == "__main__":
+    main()
