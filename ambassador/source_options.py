@@ -108,7 +108,7 @@ def source_spec(url: str, args, user_error: type[Exception], *, check: bool = Tr
         raise user_error(str(exc)) from None
     except ImportError as exc:
         needs = f"this source needs {exc.name}"
-        raise user_error(f"{needs}: pip install 'workqueue[{_extra_of(url)}]'") from None
+        raise user_error(f"{needs}: pip install 'kube-workqueue[{_extra_of(url)}]'") from None
     return spec
 
 

@@ -1,8 +1,8 @@
 """How the planning commands (`stability`, `simulate`, `plan`) show figures: times in the unit a
 person reads best, aligned two-column tables, and plots saved with a clear error.
 
-A plot needs matplotlib (`pip install 'workqueue[plot]'`); a folder that does not exist or cannot
-be written is a `UserError` naming the file, found before any drawing.
+A plot needs matplotlib (`pip install 'kube-workqueue[plot]'`); a folder that does not exist or
+cannot be written is a `UserError` naming the file, found before any drawing.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def pyplot(path: str):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise UserError("plots need matplotlib: pip install 'workqueue[plot]'") from None
+        raise UserError("plots need matplotlib: pip install 'kube-workqueue[plot]'") from None
     return plt
 
 

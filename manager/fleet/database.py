@@ -161,7 +161,7 @@ def _driver():
         import psycopg
     except ImportError:
         raise UserError(
-            "a shared ledger needs the PostgreSQL driver: pip install 'workqueue[postgresql]'"
+            "a shared ledger needs the PostgreSQL driver: pip install 'kube-workqueue[postgresql]'"
         ) from None
     return psycopg
 
