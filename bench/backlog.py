@@ -13,9 +13,9 @@ stand-in, its source an ambassador over --items files (1,000,000 by default).
      blocked worker: the manager's memory per pending item (against 10,000 waiting), and
      `workqueue status` over its state folder (goal: well under the million's 5 s).
 
-With --peer TREE the same runs use that tree's manager (PYTHONPATH) - e.g. a worktree of the
-commit before - in the same session; --peer-items sizes its runs (a manager that keeps every
-pending item's data needs ~2 KB an item).
+With --peer TREE the same runs use that tree's manager (tests/support/peer_code.py) - e.g. a
+worktree of the commit before - in the same session; --peer-items sizes its runs (a manager
+that keeps every pending item's data needs ~2 KB an item).
 
 Run: .venv/bin/python -m bench.backlog [--items 1000000] [--window 60] [--peer /tmp/oldtree]
 """
@@ -36,6 +36,7 @@ from bench.status import recorded_batches  # noqa: E402
 from kube_workqueue.manager.sources.http import SourceClient  # noqa: E402
 from tests.support.apiserver import ApiServer  # noqa: E402
 from tests.support.kubelet import Kubelet  # noqa: E402
+from tests.support.peer_code import peer_code  # noqa: E402
 
 BATCH = 1_000
 NEW = 1_000
@@ -69,12 +70,14 @@ def memory(pid: int) -> tuple[int, int]:
 def run_manager(tree: Path, url: str, server: ApiServer, work: Path, window: float) -> dict:
     """A manager of `tree` until `window` seconds after its first Job (or its exit)."""
     kubeconfig = server.write_kubeconfig(work / f"kc-{time.monotonic_ns()}")
+    peer = peer_code(tree)  # this checkout's command, or the peer tree's
     args = manager_args(url, kubeconfig, "--batch-size", str(BATCH), "--parallelism", "4000",
                         "--poll-interval", "3600")  # fmt: skip
+    args = [*peer.command, *args[len(WORKQUEUE) :]]
     log = work / f"manager-{time.monotonic_ns()}.log"  # a file: a pipe left unread would fill
     began = time.monotonic()
     with open(log, "w") as err:
-        proc = subprocess.Popen(args, cwd=tree, env=dict(os.environ, PYTHONPATH=str(tree)),
+        proc = subprocess.Popen(args, cwd=peer.cwd, env=peer.env,
                                 stdout=subprocess.DEVNULL, stderr=err)  # fmt: skip
     first = None
     peak = (0, 0)

@@ -26,6 +26,7 @@ from kube_workqueue.manager.backends.kubernetes.manifests import batch_objects a
 from kube_workqueue.manager.backends.kubernetes.manifests import objects as ko  # noqa: E402
 from kube_workqueue.manager.backends.kubernetes.records.batch_record import Batch, render  # noqa: E402
 from tests.support.apiserver import ApiServer  # noqa: E402
+from tests.support.peer_code import peer_code  # noqa: E402
 
 NS, QUEUE, BATCH = "media", "bench", 1_000
 
@@ -42,12 +43,12 @@ def recorded_batches(server: ApiServer, items: int) -> None:
 
 
 def timed_status(tree: Path, kubeconfig: str, *extra: str) -> tuple[float, str]:
-    command = [sys.executable, "-m", "kube_workqueue.manager.cli",
-               "status", "--backend", "kubernetes",
+    peer = peer_code(tree)  # this checkout's command, or the peer tree's
+    command = [*peer.command, "status", "--backend", "kubernetes",
                "--namespace", NS, "--queue", QUEUE, "--kubeconfig", kubeconfig, *extra]  # fmt: skip
     began = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, cwd=tree,
-                          env=dict(os.environ, PYTHONPATH=str(tree)), timeout=900)  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, cwd=peer.cwd, env=peer.env,
+                          timeout=900)  # fmt: skip
     seconds = time.perf_counter() - began
     if done.returncode != 0:
         raise SystemExit(f"status failed in {tree}: {done.stderr.strip()[-500:]}")

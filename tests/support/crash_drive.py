@@ -26,11 +26,12 @@ import random
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.support.peer_code import peer_code
 
 WORKER = """#!/bin/sh
 name=$(sed -n 's/.*"name":"\\([^"]*\\)".*/\\1/p' "$WORK_ITEM_FILE")
@@ -114,15 +115,16 @@ def drive(
     code: Path | None = None,
 ) -> Drive:
     """Run the drive in `work` (made); see the module docstring. `code`: a checkout whose
-    `manager` package runs instead of the installed one (a peer: the code before a change)."""
+    code runs instead of the installed one (a peer: the code before a change; tests/support/
+    peer_code.py says how)."""
     rng = random.Random(seed)
     folder, state, log = work / "items", work / "state", work / "worker.log"
     make_items(folder, items, rng, low, high)
     worker = work / "worker.sh"
     worker.write_text(WORKER.format(log=log))
     worker.chmod(0o755)
-    command = [sys.executable, "-m", "kube_workqueue.manager.cli",
-               "run", str(folder), "--suffix", ".x",
+    peer = peer_code(code)
+    command = [*peer.command, "run", str(folder), "--suffix", ".x",
                "--parallelism", str(parallelism), "--state-dir", str(state), "--settle", "0",
                "--log-level", "debug", "--", str(worker)]  # fmt: skip
     ends = ["kill"] * kills + ["group"] * group_kills + ["hangup"] * hangups
@@ -133,7 +135,7 @@ def drive(
         # each manager's log kept beside the items: what it took back, should a drive fail
         with open(work / f"manager-{len(result.log) + 1}-{how}.log", "w") as said:
             proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=said,
-                                    start_new_session=True, cwd=code)  # fmt: skip
+                                    start_new_session=True, cwd=peer.cwd, env=peer.env)  # fmt: skip
         time.sleep(rng.uniform(*between))
         if proc.poll() is not None:  # it finished everything already
             result.log.append(f"{how}: the run had ended (exit {proc.returncode})")
@@ -156,7 +158,7 @@ def drive(
         proc.wait(timeout=120)
         result.log.append(f"{how}: exit {proc.returncode}")
     final = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           timeout=600, cwd=code)  # fmt: skip
+                           timeout=600, cwd=peer.cwd, env=peer.env)  # fmt: skip
     result.last_exit = final.returncode
     for line in log.read_text().splitlines():
         what, name = line.split(" ", 1)

@@ -46,16 +46,17 @@ class Server:
 
     def __init__(self, root, port: int, extra: tuple[str, ...], *, stderr=None,
                  cwd=None) -> None:  # fmt: skip
-        """`cwd`: a checkout whose `manager` package serves instead (a benchmark's peer)."""
+        """`cwd`: a checkout whose code serves instead (a benchmark's peer: peer_code.py)."""
         import subprocess
-        import sys
+
+        from tests.support.peer_code import peer_code
+
+        peer = peer_code(cwd)
 
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
         args = [
-            sys.executable,
-            "-m",
-            "kube_workqueue.manager.cli",
+            *peer.command,
             "ambassador",
             "--source" if "://" in str(root) else "--root",
             str(root),
@@ -64,7 +65,8 @@ class Server:
         ]
         if "--settle" not in extra and "://" not in str(root):
             args += ["--settle", "0"]
-        self.process = subprocess.Popen([*args, *extra], stderr=stderr, cwd=cwd)
+        self.process = subprocess.Popen([*args, *extra], stderr=stderr, cwd=peer.cwd,
+                                        env=peer.env)  # fmt: skip
 
     def wait_ready(self) -> None:
         import requests

@@ -42,3 +42,31 @@ def test_base_image_is_pinned_and_user_is_not_root(dockerfile):
     assert bases and all(re.search(r":\d[\w.-]*|@sha256:", b) for b in bases), bases
     users = re.findall(r"^USER\s+(\S+)", text, re.MULTILINE)
     assert users and users[-1] not in ("root", "0"), users
+
+
+def _pyproject() -> dict:
+    import tomllib
+
+    return tomllib.loads((ROOT.parent / "pyproject.toml").read_text())["project"]
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.parent.name)
+def test_an_image_installs_the_wheel_of_this_version_and_says_so(dockerfile):
+    """The image is built from the release's wheel (never the checkout's files) of the version
+    pyproject.toml says, labelled with it (OCI annotations), and runs an installed command."""
+    text = dockerfile.read_text()
+    project = _pyproject()
+    assert re.findall(r"^ARG VERSION=(\S+)$", text, re.M) == [project["version"]]
+    labels = dict(re.findall(r'org\.opencontainers\.image\.(\w+)="([^"]*)"', text))
+    assert labels["version"] == "${VERSION}" and labels["licenses"] == project["license"]
+    assert labels["source"] == project["urls"]["Source"]
+    assert labels["title"] and labels["description"]
+    wheel = "dist/kube_workqueue-${VERSION}-py3-none-any.whl"
+    assert re.search(rf"^COPY {re.escape(wheel)} /tmp/$", text, re.M), "the wheel is not copied"
+    assert re.search(r"pip install --no-cache-dir (--no-deps )?\"/tmp/kube_workqueue-", text)
+    entrypoint = re.findall(r'^ENTRYPOINT \["([^"]+)"', text, re.M)
+    scripts = set(project["scripts"])
+    assert entrypoint and (entrypoint[0] in scripts or entrypoint[0].startswith("/opt/"))
+    # nothing of the repository's Python is copied in: only the wheel installs it
+    for source in re.findall(r"^COPY (?:--\S+ )*(.+) \S+$", text, re.M):
+        assert not re.search(r"(^| )(manager|ambassador|safelog|workers)/", source), source

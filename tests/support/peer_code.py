@@ -1,0 +1,59 @@
+"""The `workqueue` command of another checkout - a benchmark's peer, the code before a change -
+run the way that checkout's layout wants.
+
+The installed package is `kube_workqueue` (setup.py maps the checkout's manager/, ambassador/,
+safelog/ and workers/ under it), and this checkout's editable install answers that name from
+anywhere: a peer cannot be chosen by `cwd` or PYTHONPATH alone any more. So:
+
+  * no tree, or this checkout: `python -m kube_workqueue.manager.cli`, nothing else;
+  * a checkout from before the installed parent (no mapping in its setup.py): its top-level
+    `manager` package, `python -m manager.cli` in the tree (the current folder is first on
+    sys.path) with PYTHONPATH at it;
+  * a checkout with the parent: a shim folder whose `kube_workqueue/` (a namespace portion) links
+    to the tree's packages, first on PYTHONPATH - a namespace package's portions are searched in
+    sys.path order, before the editable install's path hook.
+
+The caller runs `command` with `env` in `cwd` (None: its own), and may remove `shim` when done
+(a temporary folder).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+PARTS = ("manager", "ambassador", "safelog", "workers")
+
+
+@dataclass(frozen=True)
+class PeerCode:
+    command: list[str]  # the `workqueue` command: the interpreter and its module
+    env: dict[str, str]
+    cwd: Path | None = None
+    shim: Path | None = None
+
+
+def has_installed_parent(tree: Path) -> bool:
+    setup = tree / "setup.py"
+    return setup.is_file() and "kube_workqueue" in setup.read_text()
+
+
+def peer_code(tree: Path | None) -> PeerCode:
+    env = dict(os.environ)
+    if tree is None or Path(tree).resolve() == REPO:
+        return PeerCode([sys.executable, "-m", "kube_workqueue.manager.cli"], env)
+    tree = Path(tree).resolve()
+    if not has_installed_parent(tree):
+        env["PYTHONPATH"] = str(tree)
+        return PeerCode([sys.executable, "-m", "manager.cli"], env, cwd=tree)
+    shim = Path(tempfile.mkdtemp(prefix="peer-shim-"))
+    (shim / "kube_workqueue").mkdir()
+    for part in PARTS:
+        if (tree / part).is_dir():
+            (shim / "kube_workqueue" / part).symlink_to(tree / part, target_is_directory=True)
+    env["PYTHONPATH"] = str(shim)
+    return PeerCode([sys.executable, "-m", "kube_workqueue.manager.cli"], env, shim=shim)
