@@ -8,6 +8,8 @@ ambassador serves a folder over HTTP to a manager whose workers are the wheel's 
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import shutil
 import textwrap
 
@@ -15,7 +17,7 @@ import requests
 
 from tests.support.servers import free_port, wait_until
 
-from .conftest import VERSION
+from .conftest import REPO, VERSION
 
 
 def test_the_commands_and_only_the_wheels_own_names(installed, outside):
@@ -123,3 +125,24 @@ def test_the_ambassador_serves_a_manager_whose_workers_are_fetch_run_put(install
         "b.up": "CONTENTS OF B.TXT\n",
         "c d.up": "CONTENTS OF C D.TXT\n",
     }
+
+
+def test_the_install_pages_session_is_what_the_wheel_answers(installed, outside):
+    """docs/install.md's console session, replayed with the installed wheel: every command that
+    shows output prints exactly that; the ones that only set up (venv, pip install) install
+    the distribution under its name."""
+    text = (REPO / "docs" / "install.md").read_text()
+    block = re.search(r"```console\n(\$ python3 -m venv.*?)```", text, re.DOTALL)
+    assert block, "docs/install.md no longer shows the session that starts with a venv"
+    parts = re.split(r"^\$ (.*)\n", block.group(1), flags=re.M)[1:]
+    session = list(zip(parts[0::2], parts[1::2], strict=True))
+    assert any(c.startswith("pip install 'kube-workqueue[") for c, _ in session)
+    replayed = 0
+    for command, shown in session:
+        if not shown:
+            continue
+        r = installed.run(*shlex.split(command), cwd=outside)
+        assert r.returncode == 0, (command, r.stderr)
+        assert r.stdout == shown, command
+        replayed += 1
+    assert replayed >= 2
