@@ -8,16 +8,16 @@ ambassador serves a folder over HTTP to a manager whose workers are the wheel's 
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import shutil
 import textwrap
 
 import requests
 
+from tests.e2e.test_docs_sessions import shown_session
 from tests.support.servers import free_port, wait_until
 
-from .conftest import REPO, VERSION
+from .conftest import VERSION
 
 
 def test_the_commands_and_only_the_wheels_own_names(installed, outside):
@@ -131,11 +131,7 @@ def test_the_install_pages_session_is_what_the_wheel_answers(installed, outside)
     """docs/install.md's console session, replayed with the installed wheel: every command that
     shows output prints exactly that; the ones that only set up (venv, pip install) install
     the distribution under its name."""
-    text = (REPO / "docs" / "install.md").read_text()
-    block = re.search(r"```console\n(\$ python3 -m venv.*?)```", text, re.DOTALL)
-    assert block, "docs/install.md no longer shows the session that starts with a venv"
-    parts = re.split(r"^\$ (.*)\n", block.group(1), flags=re.M)[1:]
-    session = list(zip(parts[0::2], parts[1::2], strict=True))
+    session = shown_session("install.md", "python3 -m venv")
     assert any(c.startswith("pip install 'kube-workqueue[") for c, _ in session)
     replayed = 0
     for command, shown in session:
