@@ -144,4 +144,8 @@ def test_two_managers_share_fairly_by_the_workers_marks(tmp_path, postgres):
         assert run.returncode == 0, err
     starts = [n.split("/")[0] for e, _, n in read_marks(marks) if e == "start"]
     assert len(starts) == 14
-    assert starts[:4].count("small") == 2, starts  # in the first four slots the fleet filled
+    # Fair share gives small its two items among the fleet's first slots; the line alone (big/
+    # sorts first) would start them 13th and 14th. The marks are the workers' own starts, whose
+    # order within one wave is the processes' start-up jitter (a loaded machine showed small
+    # 2nd and 5th), so the bound is the first wave and a half, not the first four.
+    assert [i for i, group in enumerate(starts) if group == "small"][-1] < 6, starts

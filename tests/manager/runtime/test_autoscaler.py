@@ -130,6 +130,6 @@ def test_reason_is_logged(caplog):
 
     clock = Clock()
     scaler = Autoscaler(lambda p: None, 3, lambda: figures(10.0, 29.1), clock, minimum=1, maximum=9)
-    with caplog.at_level(logging.INFO, logger="manager"):
+    with caplog.at_level(logging.INFO, logger="kube_workqueue.manager"):
         scaler.step()
     assert "utilization 0.97 > 0.9 at P=3 -> P=4" in caplog.text

@@ -35,7 +35,7 @@ def test_an_outage_is_logged_once_and_nothing_is_lost(caplog):
     got = []
     down = SourceUnavailable("source http://source.test unreachable (timed out)")
     poller = Poller(FlakyClient([["a"], down, down, down, ["a", "b"]]), got.extend)
-    with caplog.at_level(logging.INFO, logger="manager"):
+    with caplog.at_level(logging.INFO, logger="kube_workqueue.manager"):
         for _ in range(5):
             poller.poll_once()
     assert got == ["a", "a", "b"]
@@ -60,7 +60,7 @@ def test_a_source_without_watch_is_polled_instead(caplog):
         stop.set()
 
     poller = Poller(client, enqueue, interval=0.01, stop=stop)
-    with caplog.at_level(logging.WARNING, logger="manager"):
+    with caplog.at_level(logging.WARNING, logger="kube_workqueue.manager"):
         poller.follow_watch()
     assert got == ["a", "b"]
     assert "polling every" in caplog.text

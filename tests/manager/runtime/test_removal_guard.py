@@ -50,7 +50,7 @@ def test_an_ordinary_removal_is_acted_on_at_once():
 def test_a_sudden_emptiness_is_held_said_once_and_acted_on_after_the_hold(caplog):
     removals, clock, told = guarded(hold=300)
     removals.listing(names(40), 1)
-    with caplog.at_level(logging.WARNING, logger="manager"):
+    with caplog.at_level(logging.WARNING, logger="kube_workqueue.manager"):
         assert removals.listing([], 2) == []
         clock.now += 60
         assert removals.listing([], 3) == []  # still held: nothing cancelled or forgotten
