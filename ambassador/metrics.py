@@ -1,4 +1,5 @@
-"""The ambassador's Prometheus metrics: requests by route and code, listing latency, item count.
+"""The ambassador's Prometheus metrics: requests by route and code, listing latency, item count,
+and a log source's backlog (records read and not yet listed, the oldest one's age).
 
 Each app gets its own registry, so several apps (tests) never collide. Under gunicorn with more
 than one worker process the CLI sets PROMETHEUS_MULTIPROC_DIR before anything imports
@@ -86,6 +87,21 @@ def install_metrics(app: Flask, source) -> None:
         multiprocess_mode="max",
     )
 
+    unread = Gauge(
+        "ambassador_log_unread_records",
+        "A log source's records read from its server (or, where it says, still held there "
+        "beyond them) and not yet in the listing.",
+        registry=registry,
+        multiprocess_mode="max",
+    )
+    unread_age = Gauge(
+        "ambassador_log_oldest_unread_age_seconds",
+        "The age of a log source's oldest record read and not yet in the listing (0: none).",
+        registry=registry,
+        multiprocess_mode="max",
+    )
+    backlog = getattr(source, "backlog", None)  # a log source's (`log_records.Backlog`)
+
     @app.before_request
     def _start_timer() -> None:
         g.workqueue_started = time.perf_counter()
@@ -103,6 +119,10 @@ def install_metrics(app: Flask, source) -> None:
     @app.get("/metrics")
     def metrics() -> Response:
         items.set(len(source))
+        figures = backlog() if backlog is not None else None
+        if figures is not None:
+            unread.set(figures[0])
+            unread_age.set(figures[1])
         if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
             merged = CollectorRegistry()
             multiprocess.MultiProcessCollector(merged)

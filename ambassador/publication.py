@@ -51,6 +51,7 @@ log = logging.getLogger(__name__)
 
 CURRENT = "current"
 HEARTBEAT = "heartbeat"
+BACKLOG = "log-backlog"  # a log source's "unread oldest-time", written with each heartbeat
 FOLLOW_SECONDS = 0.05  # how often a worker with watchers looks for a new version
 PUBLISH_SECONDS = 0.02  # how long the publisher gathers changes into one version
 STALE_SECONDS = 10.0  # a publisher silent this long is gone: the worker is not ready
@@ -142,10 +143,22 @@ def _listing_of(source) -> tuple[int, bytes, bytes | None]:
 
 
 def _beat(path: str, source) -> None:
-    """The heartbeat: "ok" while the source can be read, else why not (one line)."""
+    """The heartbeat: "ok" while the source can be read, else why not (one line); and beside
+    it, for a log source, its backlog: the records read and not yet served, and the oldest
+    one's time (seconds since the epoch; 0 for none), which a worker turns into an age."""
     state = "ok" if source.ready() else (source.problem or "the source cannot be read")
+    _write_line(path, state.replace("\n", " "))
+    backlog = getattr(source, "backlog", None)
+    figures = backlog() if backlog is not None else None
+    if figures is not None:
+        unread, age = figures
+        oldest = time.time() - age if age > 0 else 0.0
+        _write_line(os.path.join(os.path.dirname(path), BACKLOG), f"{unread} {oldest:.3f}")
+
+
+def _write_line(path: str, line: str) -> None:
     with open(path + ".part", "w", encoding="utf-8") as f:
-        f.write(state.replace("\n", " "))
+        f.write(line)
     os.replace(path + ".part", path)
 
 
@@ -328,6 +341,17 @@ class SharedSnapshot:
         if time.time() - beat >= STALE_SECONDS:
             return "the snapshot publisher is not answering"
         return None if state == "ok" else state
+
+    def backlog(self) -> tuple[int, float] | None:
+        """A log source's backlog as the publisher last wrote it (`_beat`): (records read and
+        not yet served, the oldest one's age in seconds); None for any other source."""
+        try:
+            with open(os.path.join(self.folder, BACKLOG), encoding="utf-8") as f:
+                unread, oldest = f.read().split()
+        except (FileNotFoundError, ValueError):
+            return None
+        age = max(0.0, time.time() - float(oldest)) if float(oldest) > 0 else 0.0
+        return int(unread), age
 
     def subscribe(self) -> tuple[list[str], queue.SimpleQueue]:
         """Every current name, and a queue of each later event. The caller's duty:

@@ -60,6 +60,16 @@ def redis_store():
 
 
 @pytest.fixture(scope="session")
+def nats_store():
+    """A real nats-server with JetStream on (each test uses streams of its own)."""
+    from .support.stores import NatsServer
+
+    server = NatsServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="session")
 def postgres_server():
     """A real PostgreSQL server (initdb + pg_ctl in a temporary folder, a free port; one per
     test process). Tests that stop it make their own: see `own_postgres`."""

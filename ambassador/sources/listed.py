@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
@@ -113,6 +114,9 @@ class ListedSource:
             for thread in self._threads:
                 if thread is not threading.current_thread():
                     thread.join(timeout=5)
+        close = getattr(self.lister, "stop", None)  # a lister holding a connection
+        if close is not None:
+            close()
 
     # -- refreshing ------------------------------------------------------------------------
 
@@ -124,19 +128,47 @@ class ListedSource:
                 self._failed(exc)
 
     def _follow(self, events: Iterator) -> None:
-        try:
-            for batch in events:
-                if batch is RELIST:
-                    try:
-                        self._relist()
-                    except Exception as exc:  # the feed goes on; so does the poller
-                        self._failed(exc)
-                else:
-                    self.apply(batch)
-        except Exception as exc:  # the feed broke: polling carries on alone
-            self._failed(exc)
-            self.mode = "polling"
-            self._poll(self.poll_interval)
+        """Apply the feed's batches. A feed that breaks hands over to polling - for good, or,
+        where the lister `resumes` (a log: its feed starts again from the newest position
+        read), until a listing works again, then to a new feed."""
+        while True:
+            try:
+                for batch in events:
+                    if batch is RELIST:
+                        try:
+                            self._relist()
+                        except Exception as exc:  # the feed goes on; so does the poller
+                            self._failed(exc)
+                    else:
+                        self.apply(batch)
+                return
+            except Exception as exc:  # the feed broke: polling carries on
+                self._failed(exc)
+                self.mode = "polling"
+            if not getattr(self.lister, "resumes", False):
+                return self._poll(self.poll_interval)
+            events = self._resumed()
+            if events is None:
+                return
+
+    def _resumed(self) -> Iterator | None:
+        """Poll until a listing works, then a new feed (None: stopped)."""
+        while not self._stop.wait(self.poll_interval):
+            try:
+                self._relist()
+                events = self.lister.changes(self._stop)
+            except Exception as exc:
+                self._failed(exc)
+                continue
+            self.mode = "events"
+            return events
+        return None
+
+    def backlog(self) -> tuple[int, float] | None:
+        """(records read from a log and not yet served, the oldest one's age in seconds), for
+        a log's lister (`log_records.Backlog`); None for any other source."""
+        backlog = getattr(self.lister, "backlog", None)
+        return None if backlog is None else backlog.figures(time.time())
 
     def _failed(self, exc: Exception) -> None:
         """A listing (or the feed) failed: the items stay as last listed, /readyz says why, and

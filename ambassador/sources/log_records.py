@@ -1,5 +1,6 @@
-"""A log's records as items: the core every log source shares (Redis Streams today; NATS
-JetStream and Kafka are a client each over it: docs/architecture.md).
+"""A log's records as items: the core every log source shares (Redis Streams and NATS
+JetStream are a client each over it, `redis_stream.py` and `nats_stream.py`; Kafka would be
+one more: docs/architecture.md).
 
 A log is an ordered sequence of records, each at a *position* (a Redis entry id `1733-0`, a
 JetStream sequence, a Kafka `partition:offset`) with *fields* (strings). Two shapes map a log
@@ -43,11 +44,15 @@ RESERVED = ("name", "version")  # the items API's own keys
 class LogShape:
     """How records become items (see the module docstring): keyed by `name_field`, or (None)
     every record an item. `check_name(name)` says whether a key can be an item's name (the
-    source's `SkippedNames.check`: said once and counted when it cannot)."""
+    source's `SkippedNames.check`: said once and counted when it cannot). `key_of(fields)`,
+    where a client's key is not a field as it stands (a NATS subject less the stream's
+    filter), finds the key instead of `fields[name_field]`."""
 
-    def __init__(self, name_field: str | None, check_name=lambda name: True) -> None:
+    def __init__(self, name_field: str | None, check_name=lambda name: True,
+                 key_of=None) -> None:  # fmt: skip
         self.name_field = name_field
         self.check_name = check_name
+        self.key_of = key_of or (lambda fields: fields.get(name_field))
 
     @property
     def keyed(self) -> bool:
@@ -59,27 +64,71 @@ class LogShape:
         be a name)."""
         if not self.keyed:
             return position, meta_of(position, fields)
-        name = fields.get(self.name_field)
+        name = self.key_of(fields)
         if not name or not self.check_name(name):
             return None
         if fields.get(TOMBSTONE_FIELD, "").lower() in TOMBSTONE_VALUES:
             return name, None
         return name, meta_of(position, fields)
 
+    def fold(self, found: dict[str, str], position: str, fields: dict[str, str]) -> None:
+        """Apply one record (the next in log order) to `found`, name -> meta."""
+        change = self.change(position, fields)
+        if change is None:
+            return
+        name, meta = change
+        if meta is None:
+            found.pop(name, None)
+        else:
+            found[name] = meta
+
     def items(self, records: Iterable[tuple[str, dict[str, str]]]) -> dict[str, str]:
         """name -> meta of every item `records` (in log order) leave: the newest record of a
         key wins, a tombstone takes its key away."""
         found: dict[str, str] = {}
         for position, fields in records:
-            change = self.change(position, fields)
-            if change is None:
-                continue
-            name, meta = change
-            if meta is None:
-                found.pop(name, None)
-            else:
-                found[name] = meta
+            self.fold(found, position, fields)
         return found
+
+
+class Backlog:
+    """What a log source has read from its server but not yet served - the records a change
+    feed took and the listing does not carry yet - and, where the server says it, how many
+    more the log holds beyond them (a JetStream consumer's `num_pending`): the
+    `ambassador_log_unread_records` and `ambassador_log_oldest_unread_age_seconds` metrics.
+
+    Invariant: `_times` holds the record time (seconds since the epoch) of each record read
+    and not yet served, oldest first; the feed's thread writes (`read`, `served`), the
+    publisher reads (`figures`), under `_lock`."""
+
+    def __init__(self) -> None:
+        import threading
+        from collections import deque
+
+        self._lock = threading.Lock()
+        self._times: deque[float] = deque()
+        self._beyond = 0  # records the server holds after the newest one read
+
+    def read(self, times: list[float], beyond: int = 0) -> None:
+        """Records were taken from the server (their times, in log order); `beyond`: how many
+        the server still holds after them, where it says."""
+        with self._lock:
+            self._times.extend(times)
+            self._beyond = max(0, int(beyond))
+
+    def served(self, count: int) -> None:
+        """The oldest `count` records read are in the listing now."""
+        with self._lock:
+            for _ in range(min(count, len(self._times))):
+                self._times.popleft()
+
+    def figures(self, now: float) -> tuple[int, float]:
+        """(records unread - read and not served, and beyond - , the oldest one's age in
+        seconds: 0 when none)."""
+        with self._lock:
+            unread = len(self._times) + self._beyond
+            age = max(0.0, now - self._times[0]) if self._times else 0.0
+        return unread, age
 
 
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode

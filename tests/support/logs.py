@@ -1,0 +1,59 @@
+"""The two log sources' servers behind one face, for the contract suite every log source
+passes (tests/ambassador/test_log_sources.py): append a record for a key, a tombstone, trim,
+and the source's URL in either shape. A Kafka client would add one class here."""
+
+from __future__ import annotations
+
+from .stores import NatsServer, RedisServer, unique
+
+
+class RedisLog:
+    """A Redis stream: a record is `XADD key * file NAME ...`, a tombstone `deleted true`."""
+
+    kind = "redis"
+
+    def __init__(self, server: RedisServer) -> None:
+        self.server, self.key = server, unique("stream")
+        self.client = server.client()
+
+    def url(self, keyed: bool) -> str:
+        return f"{self.server.url}?stream={self.key}" + ("&name=file" if keyed else "")
+
+    def append(self, key: str, **fields: str) -> str:
+        """A record for `key`; its position."""
+        return self.client.xadd(self.key, {"file": key, **fields})
+
+    def tombstone(self, name: str) -> str:
+        return self.client.xadd(self.key, {"file": name, "deleted": "true"})
+
+    def trim(self, keep: int) -> None:
+        self.client.xtrim(self.key, maxlen=keep, approximate=False)
+
+
+class NatsLog:
+    """A JetStream stream on subjects `<prefix>.>`: a record is a JSON message on
+    `<prefix>.NAME`, a tombstone a key-value delete marker (`KV-Operation: DEL`)."""
+
+    kind = "nats"
+
+    def __init__(self, server: NatsServer) -> None:
+        self.server = server
+        self.stream = unique("S").replace("-", "_").upper()
+        self.prefix = self.stream.lower()
+        server.add_stream(self.stream, [f"{self.prefix}.>"])
+
+    def url(self, keyed: bool) -> str:
+        if keyed:
+            return f"{self.server.url}/{self.stream}?subject={self.prefix}.>&name=subject"
+        return f"{self.server.url}/{self.stream}"
+
+    def append(self, key: str, **fields: str) -> str:
+        sequence = self.server.publish(f"{self.prefix}.{key}", dict(fields))
+        return f"{sequence:012d}"
+
+    def tombstone(self, name: str) -> str:
+        sequence = self.server.publish(f"{self.prefix}.{name}", b"", {"KV-Operation": "DEL"})
+        return f"{sequence:012d}"
+
+    def trim(self, keep: int) -> None:
+        self.server.run(lambda js: js.purge_stream(self.stream, keep=keep))
