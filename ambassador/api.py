@@ -165,13 +165,23 @@ def list_items() -> Response:
         return _full_listing_response()
     else:
         names, remaining, version = _source().page(after, limit)
-    metadata: dict = {"resourceVersion": str(version)}
+    metadata = _metadata(version)
     if remaining and names:
         metadata["continue"] = encode_continue(names[-1])
         metadata["remainingItemCount"] = remaining
     if full:
         return _json_response(_item_list(_with_data(names), metadata))
     return _json_response(_item_list(names, metadata, _priorities(_source(), names)))
+
+
+def _metadata(version: int) -> dict:
+    """A listing's metadata: its version, and `removals: retention` where items leave the
+    source only by its retention (a log's every-record shape: `log_records.removals`) - so a
+    manager never takes a removal for a cancellation."""
+    metadata: dict = {"resourceVersion": str(version)}
+    if current_app.config.get("REMOVALS") == "retention":
+        metadata["removals"] = "retention"
+    return metadata
 
 
 def _priorities(source, names: list[str] | None) -> dict[str, int]:
@@ -234,13 +244,13 @@ def _rebuild(cache: dict, source) -> None:
     ranked = isinstance(source, Ranks) and source.ranks
     if isinstance(source, ServesPrebuilt) and not ranked:
         array, version = source.json_names()
-        metadata = json.dumps({"resourceVersion": str(version)}, separators=(",", ":"))
+        metadata = json.dumps(_metadata(version), separators=(",", ":"))
         head = b'{"kind":"ItemList","apiVersion":"v1","items":'
         body = b"".join((head, array, b',"metadata":', metadata.encode(), b"}"))
     else:
         names, _, version = source.page(None, None)
         priorities = _priorities(source, None) if ranked else None  # every item's, in one pass
-        body = _item_list(names, {"resourceVersion": str(version)}, priorities).encode()
+        body = _item_list(names, _metadata(version), priorities).encode()
     kept: Any = body
     if os.path.isdir("/proc/self/fd"):
         kept = tempfile.TemporaryFile()  # noqa: SIM115 - kept open for later requests

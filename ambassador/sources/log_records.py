@@ -134,6 +134,13 @@ class Backlog:
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
+def removals(name_field: str | None) -> str | None:
+    """How items leave a log source, for its listing's metadata: "retention" in the
+    every-record shape (no record is ever deleted: the log trims its oldest, which is never a
+    cancellation), None in the keyed shape (a tombstone deletes: that is a removal)."""
+    return "retention" if name_field is None else None
+
+
 def meta_of(position: str, fields: dict[str, str]) -> str:
     """`{"p": position, "f": fields}`, written as one string (a position is digits and
     punctuation a JSON string holds as it is: the listing's hot path encodes the fields only)."""

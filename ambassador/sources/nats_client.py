@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from .listed import SourceUnreachable
+from .log_records import removals
 
 CONNECT_SECONDS = 5.0
 
@@ -142,6 +143,7 @@ def config_from_url(url: str, options: dict) -> dict:
         "NATS_STREAM": stream,
         "NATS_SUBJECT": subject_filter or None,
         "NATS_NAME": (query.get("name") or [""])[0] or None,
+        "REMOVALS": removals((query.get("name") or [""])[0] or None),
         "SUFFIXES": [],  # (a message is an item whatever its name ends with)
         "POLL_INTERVAL": float(options.get("POLL_INTERVAL") or 2.0),
         "RELIST_INTERVAL": float(options.get("RELIST_INTERVAL") or 300.0),

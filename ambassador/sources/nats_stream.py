@@ -179,7 +179,7 @@ class JetStreamLister:
         last = 0
         try:
             info = await sub.consumer_info()
-            if info.num_pending == 0 and not info.delivered.stream_seq:
+            if info.num_pending == 0 and not info.delivered.consumer_seq:
                 return found  # an empty stream, or a filter nothing matches yet
             while True:
                 msg = await sub.next_msg(timeout=IDLE_SECONDS)

@@ -45,6 +45,7 @@ from urllib.parse import parse_qs, urlsplit
 from ..naming import SkippedNames, normalise_suffixes
 from .items import content_type
 from .listed import RELIST, Change, ListedSource, SourceUnreachable
+from .log_records import removals
 from .redis_client import connect, key_type
 from .registry import SourceConfigError, not_for
 
@@ -284,6 +285,7 @@ class RedisType:
                 "REDIS_DB": int(db),
                 "REDIS_STREAM": query["stream"][0],
                 "REDIS_NAME_FIELD": (query.get("name") or [""])[0] or None,
+                "REMOVALS": removals((query.get("name") or [""])[0] or None),
                 "SUFFIXES": [],  # (a record is an item whatever its name ends with)
                 "POLL_INTERVAL": float(options.get("POLL_INTERVAL") or 2.0),
                 "RELIST_INTERVAL": float(options.get("RELIST_INTERVAL") or 300.0),

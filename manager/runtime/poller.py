@@ -15,8 +15,11 @@ keeps trying at its period and loses nothing (the ledger and the source still ho
 
 With `on_removed` (`--cancel-removed`) every complete listing, and every DELETED event of the
 watch stream, also goes to a `manager.runtime.removals.Removals`, and the names it proves gone are
-handed to `on_removed`. A watch stream says nothing of what left while it was broken, so in
-watch mode a complete listing is taken each time the stream is (re)opened as well.
+handed to `on_removed` - unless the source's listing says its items leave only by retention
+(`metadata.removals: retention`: a log whose every record is an item, trimmed oldest first),
+when a removal is a trim, never a cancellation. A watch stream says nothing of what left while
+it was broken, so in watch mode a complete listing is taken each time the stream is (re)opened
+as well.
 """
 
 from __future__ import annotations
@@ -74,6 +77,7 @@ class Poller:
         self.last_error: Exception | None = None  # why the last listing failed
         self.on_removed = on_removed
         self.removals = Removals(guard, baseline) if on_removed is not None else None
+        self.trimmed = 0  # items that left by the source's retention: never cancelled
 
     def poll_once(self) -> list[str] | None:
         """List the source and enqueue what needs work. None when the source is unreachable."""
@@ -98,7 +102,15 @@ class Poller:
         if self.source_down:
             log.info("source %s is back", self.source.base_url)
         self.source_down = False
-        if self.removals is not None:
+        if self.removals is not None and getattr(self.source, "retention_only", False):
+            # its items leave only by retention (a log trimming its oldest records:
+            # `metadata.removals`): never a cancellation - said, and nothing is cancelled
+            trimmed = self.removals.trimmed(names, self.source.listing_version)
+            if trimmed:
+                self.trimmed += len(trimmed)
+                log.info("%d item(s) left %s by its retention (trimmed from the log): not "
+                         "cancelled", len(trimmed), self.source.base_url)  # fmt: skip
+        elif self.removals is not None:
             gone = self.removals.listing(names, self.source.listing_version)
             if gone:
                 self.on_removed(gone)

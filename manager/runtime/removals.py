@@ -17,6 +17,8 @@ them). Nothing else counts:
     (`removal_guard.py`) until it persists or someone accepts it;
   * a DELETED event of the watch stream is proved by a listing taken at once (so a mass
     removal, which a stream sends one event at a time, reaches the guard whole);
+  * a listing from a source whose items leave only by retention (`metadata.removals:
+    retention`: a log whose every record is an item) proves nothing removed (`trimmed`);
   * a manager's first listing has no listing of its own before it: it is compared with what
     the ledger says still needs work (`baseline`) - what left the source while no manager ran,
     or while a hold stood, is removed then (and the guard holds it when it is most of it).
@@ -86,6 +88,16 @@ class Removals:
         gone = sorted(previous - current)
         if self.guard is not None:
             return self.guard.consider(gone, len(previous), current)
+        return gone
+
+    def trimmed(self, names: Iterable[str], version: int | None) -> list[str]:
+        """A complete listing of a source whose items leave only by its retention (a log
+        trimming its oldest records: `metadata.removals`): it is the new baseline and proves
+        nothing removed - a trim is never a cancellation. The names it took away, sorted (to
+        be said)."""
+        current = set(names)
+        gone = sorted(self._listed - current) if self._version is not None else []
+        self._listed, self._version, self.baseline = current, version, None
         return gone
 
     def _held_due(self, listed: set[str]) -> list[str]:

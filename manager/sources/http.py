@@ -94,6 +94,10 @@ class SourceClient:
         # The resourceVersion of the last complete listing: its first page's (the oldest: a
         # later page can only be newer), None when a page gave none (`manager.runtime.removals`).
         self.listing_version: int | None = None
+        # Whether the last complete listing said its items leave only by the source's retention
+        # (`metadata.removals: retention`, a log's every-record shape): then a removal is never
+        # a cancellation (`manager.runtime.poller`).
+        self.retention_only = False
         # Invariant: the priorities (not 0) of the last complete listing, and of the watch
         # events since; replaced whole by each listing, changed in place by an event.
         self._priorities: dict[str, int] = {}
@@ -190,6 +194,7 @@ class SourceClient:
             pages += 1
             token = metadata.get("continue")
             if not token:
+                self.retention_only = metadata.get("removals") == "retention"
                 self._priorities = priorities
                 if full:
                     self._groups = groups

@@ -6,8 +6,11 @@ each record run once by `workqueue run`, and once only across a `kill -9` of the
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import sys
 
 import pytest
 import requests
@@ -139,6 +142,7 @@ def test_a_log_is_served_and_run_once_end_to_end(tmp_path, log, ambassador_serve
     server = ambassador_server(url)
     full = requests.get(f"{server.url}/api/v1/items", params={"view": "full"}, timeout=10).json()
     assert [i["name"] for i in full["items"]] == [f"clip-{i}.mp4" for i in range(4)]
+    assert "removals" not in full["metadata"]  # keyed: a tombstone's removal is a removal
     worker, marks = marking_worker(tmp_path, 0.0)
     command = ("run", url, "--state-dir", tmp_path / "state", "--", worker)
     done = workqueue(*command, timeout=120)
@@ -184,3 +188,54 @@ def test_records_added_while_the_ambassador_was_killed_run_once_after_its_restar
     starts = sorted(n for e, _, n in read_marks(marks) if e == "start")
     assert starts == sorted([f"early-{i}.mp4" for i in range(5)]
                             + [f"while-down-{i}.mp4" for i in range(5)])  # fmt: skip
+
+
+GATED_WORKER = """#!{python}
+import json, os, sys, time
+data = json.load(open(os.environ["WORK_ITEM_FILE"]))
+with open({started!r}, "a") as f:
+    f.write(data["name"] + " " + data.get("n", "?") + "\\n")
+while not os.path.exists({gate!r}):
+    time.sleep(0.05)
+"""
+
+
+def test_records_trimmed_by_retention_are_never_cancelled(tmp_path, log):
+    """Every record an item, `--cancel-removed`: the log trims records that wait (and the one
+    that runs) - the listing says its items leave by retention only, so nothing is cancelled:
+    the running one finishes, and the waiting ones run from the data the manager holds."""
+    positions = [log.append(f"clip-{i}.mp4", n=str(i)) for i in range(4)]
+    started, gate = tmp_path / "started.txt", tmp_path / "gate.open"
+    worker = tmp_path / "worker.py"
+    worker.write_text(GATED_WORKER.format(python=sys.executable, started=str(started),
+                                          gate=str(gate)))  # fmt: skip
+    worker.chmod(0o755)
+    port = free_port()
+    ambassador = Server(log.url(keyed=False), port, ("--relist-interval", "0.5"))
+    ambassador.wait_ready()
+    listing = requests.get(f"{ambassador.url}/api/v1/items", timeout=10).json()
+    assert listing["items"] == positions and listing["metadata"]["removals"] == "retention"
+    manager_log = tmp_path / "manager.log"
+    with open(manager_log, "w") as err:
+        manager = subprocess.Popen(
+            [sys.executable, "-m", "kube_workqueue.manager.cli", "manager", "--source",
+             ambassador.url, "--poll-interval", "0.2", "--cancel-removed",
+             "--state-dir", str(tmp_path / "state"), "--worker-cmd", str(worker),
+             "--parallelism", "1"],
+            stdout=subprocess.DEVNULL, stderr=err,
+        )  # fmt: skip
+    try:
+        wait_until(lambda: started.exists() and started.read_text().strip(), timeout=60)
+        log.trim(keep=0)  # every record, the running one's too
+        wait_until(lambda: "by its retention" in manager_log.read_text(), timeout=60)
+        gate.touch()
+        wait_until(lambda: len(started.read_text().split("\n")) > 4, timeout=60)
+    finally:
+        gate.touch()
+        manager.send_signal(signal.SIGTERM)
+        manager.wait(30)
+        ambassador.stop()
+    ran = sorted(started.read_text().split("\n")[:-1])
+    assert ran == sorted(f"{p} {i}" for i, p in enumerate(positions))  # each ran, its data whole
+    said = workqueue("status", "--state-dir", tmp_path / "state", "--json").stdout
+    assert json.loads(said)["counts"]["cancelled"] == 0
