@@ -1,4 +1,4 @@
-"""The chart per source type: `source.type: filesystem | s3 | redis` renders an ambassador the
+"""The chart per source type: `source.type: filesystem | s3 | redis | nats` renders an ambassador the
 CLI accepts and resolves to that source, with credentials only from Secrets or the service
 account (IRSA) - never in clear - and values the schema refuses."""
 
@@ -100,6 +100,22 @@ def test_redis_renders_a_stream_keyed_by_a_field():
     assert spec.config["REDIS_NAME_FIELD"] == "file" and spec.config["REDIS_URL"].endswith("/1")
 
 
+def test_nats_renders_a_jetstream_source_with_credentials_from_a_secret():
+    nats = {"url": "nats://nats.messaging:4222", "stream": "RENDERS", "subject": "renders.>",
+            "name": "subject", "credentialsSecret": "nats-auth"}  # fmt: skip
+    values = {"source": {"type": "nats", "nats": nats}, "ambassador": {"recursive": True}}
+    ambassador, _ = ambassador_of(values)
+    spec = resolve(parsed(ambassador).source, options_of(parsed(ambassador)))
+    assert spec.kind == "nats" and spec.config["NATS_STREAM"] == "RENDERS"
+    assert (spec.config["NATS_SUBJECT"], spec.config["NATS_NAME"]) == ("renders.>", "subject")
+    assert spec.config["NATS_URL"] == "nats://nats.messaging:4222"
+    assert ambassador["envFrom"] == [{"secretRef": {"name": "nats-auth"}}]
+    assert "--recursive" not in ambassador["args"]  # (a folder's and a bucket's only)
+    every, _ = ambassador_of({"source": {"type": "nats", "nats": {"stream": "RENDERS"}}})
+    plain = resolve(parsed(every).source, options_of(parsed(every)))
+    assert plain.config["NATS_NAME"] is None and plain.config["REMOVALS"] == "retention"
+
+
 @pytest.mark.parametrize(
     "values",
     [
@@ -108,8 +124,11 @@ def test_redis_renders_a_stream_keyed_by_a_field():
         {"source": {"type": "s3", "s3": {"bucket": "ok-bucket", "accessKey": "AKIA..."}}},
         {"source": {"type": "redis", "redis": {"url": "redis://:secret@redis:6379/0", "set": "k"}}},
         {"source": {"type": "redis", "redis": {"url": "redis://redis:6379/0", "set": ""}}},
+        {"source": {"type": "nats", "nats": {"stream": ""}}},
+        {"source": {"type": "nats", "nats": {"url": "nats://me:pw@nats:4222", "stream": "S"}}},
     ],
-    ids=["unknown-type", "no-bucket", "keys-in-values", "password-in-url", "no-set"],
+    ids=["unknown-type", "no-bucket", "keys-in-values", "password-in-url", "no-set",
+         "no-stream", "nats-password-in-url"],  # fmt: skip
 )
 def test_the_schema_refuses_bad_sources_and_credentials_in_clear(values):
     result = lint(str(CHART), values, strict=True)
