@@ -11,7 +11,10 @@ opens it. The modules:
   redis_set.py        a Redis set's members, with keyspace notifications
   redis_client.py     a client of a Redis source's server (password, timeouts)
   redis_stream.py     a Redis stream's records (XRANGE, XREAD BLOCK), over the log core
-  log_records.py      the log core: records as items, keyed or every one (Kafka's, later)
+  nats_stream.py      a NATS JetStream stream's messages (ordered consumers), over the log core
+  nats_client.py      a client of a NATS source's server; the URL, the start-up check
+  log_records.py      the log core: records as items, keyed or every one, and the backlog
+                      (Kafka's, later)
   items.py            what every source's item data shares (content types, RFC 3339 times)
 """
 

@@ -1,6 +1,6 @@
-"""The chart per source type: `source.type: filesystem | s3 | redis | nats` renders an ambassador the
-CLI accepts and resolves to that source, with credentials only from Secrets or the service
-account (IRSA) - never in clear - and values the schema refuses."""
+"""The chart per source type: `source.type: filesystem | s3 | redis | nats` renders an
+ambassador the CLI accepts and resolves to that source, with credentials only from Secrets or
+the service account (IRSA) - never in clear - and values the schema refuses."""
 
 from __future__ import annotations
 
@@ -127,8 +127,15 @@ def test_nats_renders_a_jetstream_source_with_credentials_from_a_secret():
         {"source": {"type": "nats", "nats": {"stream": ""}}},
         {"source": {"type": "nats", "nats": {"url": "nats://me:pw@nats:4222", "stream": "S"}}},
     ],
-    ids=["unknown-type", "no-bucket", "keys-in-values", "password-in-url", "no-set",
-         "no-stream", "nats-password-in-url"],  # fmt: skip
+    ids=[
+        "unknown-type",
+        "no-bucket",
+        "keys-in-values",
+        "password-in-url",
+        "no-set",
+        "no-stream",
+        "nats-password-in-url",
+    ],  # fmt: skip
 )
 def test_the_schema_refuses_bad_sources_and_credentials_in_clear(values):
     result = lint(str(CHART), values, strict=True)

@@ -180,3 +180,40 @@ def test_the_sources_page_shows_what_a_stream_ambassador_answers(redis_store, am
             answer = answer.replace(given, shown)
         assert answer.strip() == output.strip(), command
     assert len(asks) == 2
+
+
+def test_the_sources_page_shows_what_a_jetstream_ambassador_answers(nats_store, ambassador_server):
+    """The NATS JetStream session of docs/sources.md, replayed: the stream made and each `nats
+    pub` sent for real (a stream and subjects of this test's own, named back as shown), then
+    the ambassador's answers."""
+    session = shown_session("sources.md", "nats stream add RENDERS")
+    own = f"R{time.monotonic_ns()}"
+    stream, prefix = own, own.lower()
+    rest = []
+    for command, output in session:
+        words = shlex.split(command)
+        if words[:3] == ["nats", "stream", "add"]:
+            assert words[3:] == ["RENDERS", "--subjects", "renders.>", "--defaults"], words
+            nats_store.add_stream(stream, [f"{prefix}.>"])
+        elif words[:2] == ["nats", "pub"]:
+            headers = dict(w.split(":", 1) for w in words[words.index("-H") + 1 :][:1]) \
+                if "-H" in words else None  # fmt: skip
+            subject = words[2].replace("renders", prefix, 1)
+            nats_store.publish(subject, words[3].encode(), headers)
+        else:
+            rest.append((command, output))
+            continue
+        assert output.strip() == "", command  # (the nats CLI's own lines are left out)
+    (serve, said), *asks = rest
+    assert said.strip() == "workqueue ambassador: serving nats stream 'RENDERS' on " \
+        "http://127.0.0.1:8080" and "/RENDERS?subject=renders.>&name=subject" in serve  # fmt: skip
+    server = ambassador_server(f"{nats_store.url}/{stream}?subject={prefix}.>&name=subject")
+    for command, output in asks:
+        path = re.search(r"localhost:8080(\S*)", command).group(1)
+        answer = get(server.port, path).replace(f'"{stream}"', '"RENDERS"')
+        answer = answer.replace(f'"{prefix}.', '"renders.')
+        if "| grep" in command:  # the lines the grep keeps
+            answer = "\n".join(line for line in answer.splitlines()
+                               if line.startswith("ambassador_log_"))  # fmt: skip
+        assert answer.strip() == output.strip(), command
+    assert len(asks) == 3
