@@ -1,46 +1,46 @@
-"""A Redis stream as a source, measured against a real redis-server (`python -m bench.streams`).
+"""The log sources measured against real servers: a Redis stream (redis-server) and a NATS
+JetStream stream (nats-server) - `python -m bench.streams [--only redis|nats]`.
 
     cold start   --records retained records (default 1,000,000, every record an item, two
                  short fields each): the ambassador's source started - a full listing, packed -
-                 against redis-py reading the same records the same way (XRANGE, a thousand a
-                 call) and doing nothing with them: the floor. Goal <= 1.5x. And the bytes an
-                 item costs: the packed listing's (names and metas) per item, and the
-                 process's resident growth per item (goal <= 300 B)
-    delay        --rate records a second (default 1,000) for --seconds (default 60), keyed: from
-                 each record's XADD (its id's millisecond) to its ADDED event at a watcher of
-                 the source (the listing that carries it): p50 and p99 (goal: p99 <= 1 s), on
-                 a new stream and on the cold start's million-record one
+                 against the server's own Python client reading the same records the same way
+                 (redis-py: XRANGE, a thousand a call; nats-py: an ordered consumer) and doing
+                 nothing with them: the floor. Goal <= 1.5x. And the bytes an item costs: the
+                 packed listing's (names and metas) per item, and the process's resident
+                 growth per item (goal <= 300 B)
+    delay        --rate records a second (default 1,000) for --seconds (default 60), keyed by a
+                 field: from each record's append (its time, carried in its name) to its ADDED
+                 event at a watcher of the source: p50 and p99 (goal: p99 <= 1 s), on a new
+                 stream and on the cold start's million-record one
+    kill -9      --crash-records records appended at 200 a second through an ambassador process
+                 that is killed (`kill -9`, the whole process tree) halfway and started again,
+                 a manager running each with a worker that marks its starts: records lost (never
+                 started) and run twice, from the marks
 
-The stream's ids are the server's clock and the watcher reads this machine's: one machine, one
-clock.
+One machine, one clock: the records' times and the watcher's are this machine's.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import queue
 import resource
+import signal
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 from kube_workqueue.ambassador.sources.registry import resolve, source_type
-from tests.support.stores import RedisServer
+from tests.support.stores import NatsServer, RedisServer
 
 
 def rss_bytes() -> int:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * resource.getpagesize()
-
-
-def fill(server: RedisServer, key: str, records: int) -> None:
-    import redis
-
-    client = redis.Redis(port=server.port)
-    pipe = client.pipeline(transaction=False)
-    for i in range(records):
-        pipe.xadd(key, {"file": f"clip-{i:07d}.mp4", "width": "320"})
-        if i % 10_000 == 9_999:
-            pipe.execute()
-    pipe.execute()
 
 
 def opened(url: str):
@@ -52,44 +52,13 @@ def opened(url: str):
     return source
 
 
-def floor(server: RedisServer, key: str) -> float:
-    import redis
+class RedisBench:
+    """A Redis stream per log name: filled by pipelined XADDs, read by XRANGE pages."""
 
-    client = redis.Redis(port=server.port, decode_responses=True)
-    began = time.perf_counter()
-    start = "-"
-    while True:
-        page = client.xrange(key, min=start, max="+", count=1000)
-        if len(page) < 1000:
-            break
-        start = "(" + page[-1][0]
-    return time.perf_counter() - began
-
-
-def cold_start(server: RedisServer, records: int) -> None:
-    key = "cold"
-    fill(server, key, records)
-    floors = [floor(server, key) for _ in range(2)]
-    before = rss_bytes()
-    began = time.perf_counter()
-    source = opened(f"{server.url}?stream={key}")
-    took = time.perf_counter() - began
-    grown = rss_bytes() - before
-    listing = source._listing
-    packed = len(listing.names.blob) + len(listing.metas.blob)
-    count = len(listing)
-    source.stop()
-    best = min(floors)
-    print(f"cold start: {count:,} records listed in {took:.2f} s; redis-py reading them "
-          f"{best:.2f} s ({took / best:.2f}x; goal <= 1.5x)")  # fmt: skip
-    print(f"  bytes an item: packed listing {packed / count:.0f} B, resident growth "
-          f"{grown / count:.0f} B (goal <= 300 B)")  # fmt: skip
-
-
-WRITER = """
+    kind, client_name = "redis", "redis-py"
+    WRITER = """
 import sys, time, redis
-port, rate, seconds = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
-key = sys.argv[4]
+port, rate, seconds, key = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 client = redis.Redis(port=port)
 began = time.monotonic()
 for i in range(int(rate * seconds)):
@@ -99,23 +68,162 @@ for i in range(int(rate * seconds)):
         time.sleep(ahead)
 """
 
+    def __init__(self) -> None:
+        import redis
 
-def delay(server: RedisServer, rate: int, seconds: float, key: str = "live",
-          field: str = "file") -> None:  # fmt: skip
-    """A writer process XADDs at `rate` (each record's name carries its time); this process
-    serves the stream `key` (keyed by `field`) and watches it: each ADDED's delay from that
-    time."""
-    import queue
-    import subprocess
-    import sys
+        self.server = RedisServer()
+        self.client = redis.Redis(port=self.server.port, decode_responses=True)
 
-    import redis
+    def url(self, log: str, keyed: bool) -> str:
+        return f"{self.server.url}?stream={log}" + ("&name=file" if keyed else "")
 
-    redis.Redis(port=server.port).xadd(key, {"file": "first.mp4"})
-    source = opened(f"{server.url}?stream={key}&name={field}")
+    def fill(self, log: str, records: int, prefix: str = "clip") -> None:
+        pipe = self.client.pipeline(transaction=False)
+        for i in range(records):
+            pipe.xadd(log, {"file": f"{prefix}-{i:07d}.mp4", "width": "320"})
+            if i % 10_000 == 9_999:
+                pipe.execute()
+        pipe.execute()
+
+    def append(self, log: str, name: str) -> None:
+        self.client.xadd(log, {"file": name})
+
+    def floor(self, log: str) -> float:
+        began, start = time.perf_counter(), "-"
+        while True:
+            page = self.client.xrange(log, min=start, max="+", count=1000)
+            if len(page) < 1000:
+                return time.perf_counter() - began
+            start = "(" + page[-1][0]
+
+    def writer(self, log: str, rate: int, seconds: float) -> list[str]:
+        return [sys.executable, "-c", self.WRITER, str(self.server.port), str(rate),
+                str(seconds), log]  # fmt: skip
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+class NatsBench:
+    """A JetStream stream per log name (subjects `<log>.>`): filled by core publishes the
+    stream captures, read by an ordered consumer."""
+
+    kind, client_name = "nats", "nats-py"
+    WRITER = """
+import asyncio, json, sys, time, nats
+url, rate, seconds, log = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+async def main():
+    client = await nats.connect(url)
+    js = client.jetstream()
+    began = time.monotonic()
+    for i in range(int(rate * seconds)):
+        body = json.dumps({"file": f"live-{i:07d}-{time.time():.4f}"}).encode()
+        await js.publish(f"{log}.x", body)
+        ahead = began + (i + 1) / rate - time.monotonic()
+        if ahead > 0:
+            await asyncio.sleep(ahead)
+    await client.close()
+asyncio.run(main())
+"""
+
+    def __init__(self) -> None:
+        self.server = NatsServer()
+        self.streams: set[str] = set()
+
+    def _stream(self, log: str) -> str:
+        name = log.upper()
+        if name not in self.streams:
+            self.server.add_stream(name, [f"{log}.>"])
+            self.streams.add(name)
+        return name
+
+    def url(self, log: str, keyed: bool) -> str:
+        return f"{self.server.url}/{self._stream(log)}" + ("?name=file" if keyed else "")
+
+    def fill(self, log: str, records: int, prefix: str = "clip") -> None:
+        import asyncio
+        import json
+
+        import nats
+
+        self._stream(log)
+
+        async def work() -> None:  # acknowledged publishes, a thousand in flight at a time
+            client = await nats.connect(self.server.url)
+            js = client.jetstream()
+            for start in range(0, records, 1000):
+                bodies = [json.dumps({"file": f"{prefix}-{i:07d}.mp4", "width": "320"})
+                          for i in range(start, min(start + 1000, records))]  # fmt: skip
+                await asyncio.gather(*(js.publish(f"{log}.x", b.encode()) for b in bodies))
+            await client.close()
+
+        asyncio.run(work())
+        stream = self._stream(log)
+        count = self.server.run(lambda js: js.stream_info(stream)).state.messages
+        assert count >= records, f"the stream holds {count} of {records} records"
+
+    def append(self, log: str, name: str) -> None:
+        self._stream(log)
+        self.server.publish(f"{log}.x", {"file": name})
+
+    def floor(self, log: str) -> float:
+        import asyncio
+
+        import nats
+        from nats.js.api import DeliverPolicy
+
+        stream = self._stream(log)
+
+        async def work() -> float:
+            client = await nats.connect(self.server.url)
+            began = time.perf_counter()
+            sub = await client.jetstream().subscribe("", stream=stream, ordered_consumer=True,
+                                                     deliver_policy=DeliverPolicy.ALL)  # fmt: skip
+            while (await sub.next_msg(timeout=30)).metadata.num_pending:
+                pass
+            took = time.perf_counter() - began
+            await sub.unsubscribe()
+            await client.close()
+            return took
+
+        return asyncio.run(work())
+
+    def writer(self, log: str, rate: int, seconds: float) -> list[str]:
+        self._stream(log)
+        return [sys.executable, "-c", self.WRITER, self.server.url, str(rate), str(seconds), log]
+
+    def stop(self) -> None:
+        self.server.close()
+
+
+def cold_start(bench, records: int) -> None:
+    bench.fill("cold", records)
+    floors = [bench.floor("cold") for _ in range(2)]
+    before = rss_bytes()
+    began = time.perf_counter()
+    source = opened(bench.url("cold", keyed=False))
+    took = time.perf_counter() - began
+    grown = rss_bytes() - before
+    listing = source._listing
+    packed = len(listing.names.blob) + len(listing.metas.blob)
+    count = len(listing)
+    source.stop()
+    best = min(floors)
+    print(
+        f"[{bench.kind}] cold start: {count:,} records listed in {took:.2f} s; "
+        f"{bench.client_name} reading them {best:.2f} s ({took / best:.2f}x; goal <= 1.5x)"
+    )
+    print(f"[{bench.kind}]   bytes an item: packed listing {packed / count:.0f} B, resident "
+          f"growth {grown / count:.0f} B (goal <= 300 B)")  # fmt: skip
+
+
+def delay(bench, rate: int, seconds: float, log: str = "live") -> None:
+    """A writer process appends at `rate` (each record's name carries its time); this process
+    serves the log (keyed by `file`) and watches it: each ADDED's delay from that time."""
+    bench.append(log, "first.mp4")
+    source = opened(bench.url(log, keyed=True))
     _, events = source.subscribe()
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(server.port), str(rate),
-                               str(seconds), key])  # fmt: skip
+    writer = subprocess.Popen(bench.writer(log, rate, seconds))
     delays: list[float] = []
     while True:
         try:
@@ -127,14 +235,64 @@ def delay(server: RedisServer, rate: int, seconds: float, key: str = "live",
         if event["type"] == "ADDED" and event["item"].startswith("live-"):
             delays.append(time.time() - float(event["item"].rsplit("-", 1)[1]))
     source.unsubscribe(events)
+    retained = len(source._listing)
     source.stop()
     delays.sort()
     p99 = delays[int(0.99 * (len(delays) - 1))]
-    retained = f"; beside {len(source._listing):,} retained items" if key != "live" else ""
-    print(f"delay{retained}: {rate:,} records a second for {seconds:.0f} s "
-          f"({len(delays):,} seen): "
-          f"p50 {statistics.median(delays) * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms "
-          "(goal: p99 <= 1 s)")  # fmt: skip
+    beside = f"; beside {retained:,} retained items" if log != "live" else ""
+    print(f"[{bench.kind}] delay{beside}: {rate:,} records a second for {seconds:.0f} s "
+          f"({len(delays):,} seen): p50 {statistics.median(delays) * 1000:.0f} ms, "
+          f"p99 {p99 * 1000:.0f} ms (goal: p99 <= 1 s)")  # fmt: skip
+
+
+def crash(bench, records: int) -> None:
+    """`kill -9` of the ambassador halfway through `records` appended at 200 a second."""
+    from tests.e2e.test_secrets_and_names import descendants
+    from tests.support.marks import marking_worker, read_marks
+    from tests.support.servers import Server, free_port, wait_until
+
+    folder = Path(tempfile.mkdtemp(prefix="bench-streams-"))
+    bench.append("crash", "first.mp4")  # (a stream that is not there is refused at start)
+    records += 1
+    url, port = bench.url("crash", keyed=True), free_port()
+    ambassador = Server(url, port, ())
+    ambassador.wait_ready()
+    worker, marks = marking_worker(folder, 0.0)
+    manager = subprocess.Popen(
+        [sys.executable, "-m", "kube_workqueue.manager.cli", "manager", "--source",
+         f"http://127.0.0.1:{port}", "--poll-interval", "0.2", "--state-dir",
+         str(folder / "state"), "--worker-cmd", str(worker), "--parallelism", "4"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    down = 0.0
+    try:
+        appended = records - 1
+        kill_at, restart_at = appended // 2, min(appended // 2 + 400, appended - 1)
+        for i in range(appended):
+            bench.append("crash", f"rec-{i:06d}.mp4")
+            if i == kill_at:
+                began = time.monotonic()
+                for pid in [ambassador.process.pid, *descendants(ambassador.process.pid)]:
+                    os.kill(pid, signal.SIGKILL)
+                ambassador.process.wait(10)
+            if i == restart_at:  # up to two seconds of records later, it starts again
+                ambassador = Server(url, port, ())
+                ambassador.wait_ready()
+                down = time.monotonic() - began
+            time.sleep(1 / 200)
+        starts = lambda: [n for e, _, n in read_marks(marks) if e == "start"]  # noqa: E731
+        wait_until(lambda: len(set(starts())) >= records, timeout=300)
+    finally:
+        manager.send_signal(signal.SIGTERM)
+        manager.wait(30)
+        ambassador.stop()
+    started = starts()
+    lost = records - len(set(started))
+    twice = len(started) - len(set(started))
+    print(
+        f"[{bench.kind}] kill -9 of the ambassador halfway ({down:.1f} s down) through "
+        f"{records:,} records: {lost} lost, {twice} run twice (from the workers' marks)"
+    )
 
 
 def main() -> None:
@@ -142,14 +300,26 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--rate", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--crash-records", type=int, default=2000)
+    parser.add_argument("--only", choices=("redis", "nats"))
+    parser.add_argument("--skip", action="append", default=[],
+                        choices=("cold", "delay", "crash"))  # fmt: skip
     args = parser.parse_args()
-    server = RedisServer()
-    try:
-        cold_start(server, args.records)
-        delay(server, args.rate, args.seconds)
-        delay(server, args.rate, args.seconds, key="cold")  # a million retained: the same
-    finally:
-        server.stop()
+    for make in (RedisBench, NatsBench):
+        if args.only and make.kind != args.only:
+            continue
+        bench = make()
+        try:
+            if "cold" not in args.skip:
+                cold_start(bench, args.records)
+            if "delay" not in args.skip:
+                delay(bench, args.rate, args.seconds)
+                if "cold" not in args.skip:
+                    delay(bench, args.rate, args.seconds, log="cold")  # a million retained
+            if "crash" not in args.skip:
+                crash(bench, args.crash_records)
+        finally:
+            bench.stop()
 
 
 if __name__ == "__main__":
