@@ -9,7 +9,8 @@ user script on it, upload the result. Either everything comes from the item's da
      "output": "s3://bucket/out/a.webm", "https://store.example/out/a.webm" or "file:///..."}
 
 or the item is the object itself - what the ambassador's S3 source serves ({"bucket", "key",
-"url": "s3://..."}; a folder's {"path"} too) - and the command line says the rest:
+"url": "s3://..."}; a folder's {"path"} too; a log's record, whose payload - `body`, or its
+fields as JSON - is the input itself) - and the command line says the rest:
 
     fetch-run-put [--input-root DIR]... --output 's3://bucket/thumbs/{stem}.png' \
         /scripts/thumbnail [ARGS...]
@@ -33,6 +34,7 @@ Exit 0 on success; 1 with one line on stderr when a download, the script or the 
 2 when the item data is not a valid request. The standard library only - and boto3 for s3://.
 """
 
+import base64
 import json
 import os
 import re
@@ -164,15 +166,34 @@ def request_of(data: dict, argv: list[str]) -> dict:
         source = {"input": data.get("input") or data["url"]}
     elif isinstance(data.get("path"), str):
         source = {"input": "file://" + urllib.parse.quote(os.path.abspath(data["path"]))}
+    elif "position" in data and "log" in data:  # a log's record: its data is the input
+        source = {
+            "input": f"record {data['log']} {data['position']}",
+            "inline": record_of(data),
+            "name": data.get("name"),
+        }
     else:
         fail("the work item names no object: no bucket and key, url, input or path", 2)
-    if scheme_of(source["input"]) == "file":
+    if "inline" not in source and scheme_of(source["input"]) == "file":
         in_roots(source["input"], roots)
     name = data.get("name") if isinstance(data.get("name"), str) else data.get("key", "item")
     stem = os.path.splitext(name.rsplit("/", 1)[-1])[0] or "item"
     output = template.replace("{name}", in_template(name, template))
     output = output.replace("{stem}", in_template(stem, template))
     return {**source, "script": script, "output": output}
+
+
+def record_of(data: dict) -> bytes:
+    """A log record's bytes, as INPUT_FILE: a message's payload as sent (`body`, or
+    `body.base64` decoded), else the item's data as JSON (its fields, position, log)."""
+    if isinstance(data.get("body.base64"), str):
+        try:
+            return base64.b64decode(data["body.base64"], validate=True)
+        except ValueError:
+            fail("the record's body.base64 is not base64", 2)
+    if isinstance(data.get("body"), str):
+        return data["body"].encode("utf-8")
+    return json.dumps(data, ensure_ascii=False, indent=1).encode("utf-8") + b"\n"
 
 
 def scheme_of(url: str) -> str:
@@ -272,17 +293,25 @@ def main() -> None:
     argv = shlex.split(script) if isinstance(script, str) else script
     if not isinstance(argv, list) or not argv or not all(isinstance(w, str) for w in argv):
         fail("'script' must be a command: a non-empty list of strings, or a string", 2)
+    inline = data.get("inline")  # a log record's bytes (`request_of`): nothing to fetch
     for key in ("input", "output"):
         if not isinstance(data[key], str):
             fail(f"{key!r} must be a URL string", 2)
-        scheme_of(data[key])
+        if key == "output" or inline is None:
+            scheme_of(data[key])
     with tempfile.TemporaryDirectory(prefix="fetch-run-put-") as work:
         where = data["input"].rstrip("/")  # an s3:// key is a name, taken as written
-        if scheme_of(data["input"]) != "s3":  # decoded first: %2F is a slash like any other
+        if inline is not None:
+            where = str(data.get("name") or "record")
+        elif scheme_of(data["input"]) != "s3":  # decoded first: %2F is a slash like any other
             where = urllib.parse.unquote(urllib.parse.urlsplit(data["input"]).path)
         input_file = os.path.join(work, safe_base_name(where, "input"))
         output_file = os.path.join(work, "output")
-        fetch(data["input"], input_file)
+        if inline is not None:
+            with open(input_file, "wb") as f:
+                f.write(inline)
+        else:
+            fetch(data["input"], input_file)
         env = dict(os.environ, INPUT_FILE=input_file, OUTPUT_FILE=output_file)
         try:
             code = subprocess.run(argv, env=env, cwd=work, stdin=subprocess.DEVNULL).returncode

@@ -86,8 +86,16 @@ class LogShape:
         """name -> meta of every item `records` (in log order) leave: the newest record of a
         key wins, a tombstone takes its key away."""
         found: dict[str, str] = {}
-        for position, fields in records:
-            self.fold(found, position, fields)
+        change_of = self.change
+        for position, fields in records:  # (`fold`, inlined: a million records' hot path)
+            change = change_of(position, fields)
+            if change is None:
+                continue
+            name, meta = change
+            if meta is None:
+                found.pop(name, None)
+            else:
+                found[name] = meta
         return found
 
 

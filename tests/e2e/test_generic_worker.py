@@ -218,3 +218,24 @@ def test_a_stream_records_fields_are_a_request(tmp_path, store, upper):
     r = run(tmp_path, describe(name, meta, "jobs"))
     assert r.returncode == 0, r.stderr
     assert objects["/out/j1.txt"] == b"HELLO OBJECT\n"
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [({"body": "render me"}, b"RENDER ME"), ({"body.base64": "aGk="}, b"HI"),
+     ({"width": "320"}, b'"WIDTH": "320"')],
+    ids=["text", "bytes", "fields"],
+)  # fmt: skip
+def test_a_log_record_that_names_no_object_is_its_own_input(tmp_path, upper, fields, expected):
+    """A record (a NATS message, a Redis stream entry) served by the log core: its payload -
+    the body as sent, else its fields as JSON - is INPUT_FILE, named after the item."""
+    from kube_workqueue.ambassador.sources.log_records import LogShape, describe
+
+    name, meta = LogShape(None).change("000000000007", fields)
+    out = tmp_path / "out"
+    r = run_with(tmp_path, describe(name, meta, "RENDERS"), "--output", f"file://{out}/{{name}}",
+                 upper)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert expected in (out / "000000000007").read_bytes()
+    assert "input is 000000000007" in r.stderr
+    assert "record RENDERS 000000000007 ->" in r.stdout
