@@ -145,12 +145,7 @@ class RedisServer:
         return redis.Redis(port=self.port, decode_responses=True, password=self.password)
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(5)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        end(self.process)
 
 
 class NatsServer:
@@ -221,16 +216,21 @@ class NatsServer:
         return self.run(work)
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(5)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        end(self.process)
 
     def close(self) -> None:
         self.stop()
         shutil.rmtree(self.store, ignore_errors=True)
+
+
+def end(process: subprocess.Popen) -> None:
+    """Stop a server process: SIGTERM, then SIGKILL when it does not end within 5 s."""
+    process.terminate()
+    try:
+        process.wait(5)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def unique(prefix: str) -> str:
