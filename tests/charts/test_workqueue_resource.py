@@ -28,7 +28,11 @@ def test_the_crd_is_valid_with_scale_status_and_columns():
     doc = crd()
     for version in VERSIONS:
         kubernetes_validate.validate(doc, version, strict=True)
-    (served,) = doc["spec"]["versions"]
+    served, old = doc["spec"]["versions"]
+    assert (served["name"], served["storage"], old["name"], old["storage"]) == (
+        "v1beta1", True, "v1alpha1", False)  # fmt: skip
+    assert old["served"] and old["deprecated"] and old["schema"] == served["schema"]
+    assert doc["spec"]["conversion"] == {"strategy": "None"}
     assert served["subresources"]["scale"] == {
         "specReplicasPath": ".spec.parallelism",
         "statusReplicasPath": ".status.replicas",
@@ -36,7 +40,7 @@ def test_the_crd_is_valid_with_scale_status_and_columns():
     }
     assert "status" in served["subresources"]
     columns = [c["name"] for c in served["additionalPrinterColumns"]]
-    assert columns == ["Parallelism", "Pending", "Running", "Succeeded", "Failed", "Verdict", "Age"]
+    assert columns == ["Ready", "Parallelism", "Pending", "Running", "Succeeded", "Failed", "Verdict", "Age"]
     spec = served["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
     assert spec["parallelism"]["minimum"] == 0 and spec["parallelism"]["default"] == 1
 
@@ -49,9 +53,10 @@ def test_the_example_workqueue_meets_the_crds_schema():
     assert example["apiVersion"] == definition.api_version and example["kind"] == "WorkQueue"
     body = {k: v for k, v in example.items() if k != "metadata"}
     jsonschema.validate(body, definition.schema)  # the structural schema as JSON Schema
-    assert definition.admit(example)["spec"] == {"parallelism": 4, "paused": False}
+    assert definition.admit(example)["spec"] == {"parallelism": 4, "paused": False,
+                                                  "deletionPolicy": "Retain"}
     assert apply_defaults(definition.schema, {"spec": {}})["spec"] == {
-        "parallelism": 1, "paused": False}  # fmt: skip
+        "parallelism": 1, "paused": False, "deletionPolicy": "Retain"}  # fmt: skip
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"spec": {"parallelism": -1}}, definition.schema)
 

@@ -388,5 +388,5 @@ def test_requests_are_recorded_for_rbac(kube, apiserver):
 
 def test_unknown_resources_are_404_status(kube):
     with pytest.raises(ApiException) as exc:
-        kube.core.list_namespaced_secret(NS)
+        kube.core.list_namespaced_persistent_volume_claim(NS)
     assert exc.value.status == 404 and json.loads(exc.value.body)["kind"] == "Status"

@@ -51,7 +51,7 @@ def test_defaults_and_validation_on_every_write(apiserver, custom):
     installed(apiserver)
     api, _ = custom
     made = api.create_namespaced_custom_object(G, V, NS, P, queue())
-    assert made["spec"] == {"parallelism": 1, "paused": False}
+    assert made["spec"] == {"parallelism": 1, "paused": False, "deletionPolicy": "Retain"}
     with pytest.raises(ApiException) as bad:
         api.create_namespaced_custom_object(G, V, NS, P, queue("other", parallelism=-1))
     assert bad.value.status == 422 and "greater than or equal to 0" in bad.value.body

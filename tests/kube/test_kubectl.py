@@ -32,6 +32,8 @@ def test_kubectl_gets_and_scales_a_workqueue(apiserver, tmp_path):
         "replicas": 2,
         "counts": {"pending": 5, "running": 2, "succeeded": 1, "failed": 0},
         "forecast": {"verdict": "stable"},
+        "conditions": [{"type": "Ready", "status": "True",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z"}],
     }
     apiserver.store.patch(
         "workqueues", "media", "thumbs", {"status": status}, "merge-patch", status_only=True
@@ -40,9 +42,9 @@ def test_kubectl_gets_and_scales_a_workqueue(apiserver, tmp_path):
     listed = kubectl(config, "get", "workqueues")
     assert listed.returncode == 0, listed.stderr
     header, row = listed.stdout.splitlines()
-    assert header.split() == ["NAME", "PARALLELISM", "PENDING", "RUNNING", "SUCCEEDED",
+    assert header.split() == ["NAME", "READY", "PARALLELISM", "PENDING", "RUNNING", "SUCCEEDED",
                               "FAILED", "VERDICT", "AGE"]  # fmt: skip
-    assert row.split()[:7] == ["thumbs", "2", "5", "2", "1", "0", "stable"]
+    assert row.split()[:8] == ["thumbs", "True", "2", "5", "2", "1", "0", "stable"]
     scaled = kubectl(config, "scale", "workqueue/thumbs", "--replicas", "0")
     assert scaled.returncode == 0, scaled.stderr
     assert scaled.stdout.strip() == "workqueue.workqueue.dev/thumbs scaled"

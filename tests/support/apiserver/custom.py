@@ -4,8 +4,12 @@
 
   * the resource at /apis/GROUP/VERSION/namespaces/NS/PLURAL[/NAME], and discovery of the group
     version at /apis/GROUP/VERSION (an APIResourceList naming the resource and subresources);
+  * several versions: each served one at /apis/GROUP/VERSION (a version not served is 404),
+    objects stored at the storage version and answered at the version asked for, conversion
+    strategy None (only apiVersion changes, which is all the chart's CRD asks for);
   * the structural schema: `default`s applied on every write (create, update, patch), and an
-    object that breaks the schema refused with 422 Invalid;
+    object that breaks the schema - its types, ranges, patterns, sizes, or a CEL rule
+    (`x-kubernetes-validations`, `cel.py`) - refused with 422 Invalid;
   * the status subresource: the main resource ignores `status` (it is kept as it was; dropped on
     create), /status changes nothing but `status`; `metadata.generation` moves only when
     `spec` changes;
@@ -18,7 +22,9 @@
 from __future__ import annotations
 
 import copy
+import re
 
+from .cel import broken_rules
 from .errors import ApiError
 
 
@@ -26,11 +32,22 @@ def _path(json_path: str) -> list[str]:
     return [p for p in json_path.lstrip(".").split(".") if p]
 
 
+_FILTER = re.compile(r'^(?P<field>[^\[]+)\[\?\(@\.(?P<key>\w+)=="(?P<value>[^"]*)"\)\]$')
+
+
 def _read(obj: dict, json_path: str):
-    for part in _path(json_path):
+    """The value at a printer column's JSONPath: fields, and a list filtered by one field
+    (`.status.conditions[?(@.type=="Ready")].status`, as kubectl's columns use)."""
+    for part in _path(re.sub(r"\[\?\(@\.", "[?(@~", json_path)):
+        found = _FILTER.match(part.replace("@~", "@."))
         if not isinstance(obj, dict):
             return None
-        obj = obj.get(part)
+        if found:
+            entries = obj.get(found["field"]) or []
+            obj = next((e for e in entries if isinstance(e, dict)
+                        and e.get(found["key"]) == found["value"]), None)  # fmt: skip
+        else:
+            obj = obj.get(part)
     return obj
 
 
@@ -62,6 +79,8 @@ def validate(schema: dict, value, where: str = "") -> list[str]:
         "integer": int, "number": (int, float),
     }  # fmt: skip
     expected = checks.get(kind)
+    if schema.get("x-kubernetes-int-or-string"):
+        expected = (int, str)
     if expected is not None and (
         not isinstance(value, expected)
         or (kind in ("integer", "number") and value is True)
@@ -70,6 +89,15 @@ def validate(schema: dict, value, where: str = "") -> list[str]:
         return [f"{where or '<root>'}: must be of type {kind}"]
     if "enum" in schema and value not in schema["enum"]:
         problems.append(f"{where}: Unsupported value: {value!r}")
+    if isinstance(value, str):
+        if "pattern" in schema and not re.search(schema["pattern"], value):
+            problems.append(f"{where}: Invalid value: {value!r}: should match {schema['pattern']!r}")
+        if "maxLength" in schema and len(value) > schema["maxLength"]:
+            problems.append(f"{where}: Too long: may not be longer than {schema['maxLength']}")
+        if "minLength" in schema and len(value) < schema["minLength"]:
+            problems.append(f"{where}: Invalid value: should be at least {schema['minLength']} chars")
+    if isinstance(value, list) and "maxItems" in schema and len(value) > schema["maxItems"]:
+        problems.append(f"{where}: Too many: {len(value)}: must have at most {schema['maxItems']} items")
     if isinstance(value, int | float) and not isinstance(value, bool):
         if "minimum" in schema and value < schema["minimum"]:
             problems.append(f"{where}: should be greater than or equal to {schema['minimum']}")
@@ -82,9 +110,15 @@ def validate(schema: dict, value, where: str = "") -> list[str]:
         for name, sub in (schema.get("properties") or {}).items():
             if name in value:
                 problems += validate(sub, value[name], f"{where}.{name}".lstrip("."))
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, dict):
+            for name, sub_value in value.items():
+                problems += validate(extra, sub_value, f"{where}.{name}".lstrip("."))
     if isinstance(value, list) and "items" in schema:
         for i, item in enumerate(value):
             problems += validate(schema["items"], item, f"{where}[{i}]")
+    if not problems:  # as the API server: rules are evaluated on a value of the right shape
+        problems += broken_rules(schema, value, where)
     return problems
 
 
@@ -106,14 +140,19 @@ def _cell(column: dict, value):
 
 
 class Definition:
-    """One served version of a CustomResourceDefinition."""
+    """A CustomResourceDefinition: its served versions, the storage one's schema and
+    subresources (the chart's versions share them)."""
 
     def __init__(self, crd: dict) -> None:
         spec = crd["spec"]
-        version = next(v for v in spec["versions"] if v.get("served"))
+        strategy = (spec.get("conversion") or {}).get("strategy", "None")
+        if strategy != "None":
+            raise ValueError(f"conversion strategy {strategy} is not supported by the stand-in")
+        version = next(v for v in spec["versions"] if v.get("storage"))
         self.group, self.version = spec["group"], version["name"]
+        self.served = [v["name"] for v in spec["versions"] if v.get("served")]
         self.plural, self.kind = spec["names"]["plural"], spec["names"]["kind"]
-        self.api_version = f"{self.group}/{self.version}"
+        self.api_version = f"{self.group}/{self.version}"  # the storage version's
         self.schema = version["schema"]["openAPIV3Schema"]
         subresources = version.get("subresources") or {}
         self.has_status = "status" in subresources
@@ -173,7 +212,7 @@ class Definition:
         return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {},
                 "columnDefinitions": columns, "rows": rows}  # fmt: skip
 
-    def discovery(self) -> dict:
+    def discovery(self, version: str | None = None) -> dict:
         subresources = [self.plural]
         if self.has_status:
             subresources.append(f"{self.plural}/status")
@@ -182,7 +221,7 @@ class Definition:
         return {
             "kind": "APIResourceList",
             "apiVersion": "v1",
-            "groupVersion": self.api_version,
+            "groupVersion": f"{self.group}/{version or self.version}",
             "resources": [
                 {
                     "name": name,

@@ -19,7 +19,8 @@ def _resources(group_version: str, names: dict[str, tuple[str, bool]]) -> dict:
 
 
 CORE = _resources("v1", {"configmaps": ("ConfigMap", True), "events": ("Event", True),
-                         "pods": ("Pod", True)})  # fmt: skip
+                         "pods": ("Pod", True), "services": ("Service", True),
+                         "secrets": ("Secret", True)})  # fmt: skip
 BUILT_IN_GROUPS = {
     ("batch", "v1"): _resources("batch/v1", {"jobs": ("Job", True)}),
     ("apps", "v1"): _resources("apps/v1", {"deployments": ("Deployment", True)}),
@@ -29,9 +30,10 @@ BUILT_IN_GROUPS = {
 }
 
 
-def _group(name: str, version: str) -> dict:
-    gv = {"groupVersion": f"{name}/{version}", "version": version}
-    return {"name": name, "versions": [gv], "preferredVersion": gv}
+def _group(name: str, version: str, served: list[str] | None = None) -> dict:
+    versions = [{"groupVersion": f"{name}/{v}", "version": v} for v in served or [version]]
+    preferred = {"groupVersion": f"{name}/{version}", "version": version}
+    return {"name": name, "versions": versions, "preferredVersion": preferred}
 
 
 def root_discovery(store, path: str) -> dict:
@@ -41,5 +43,5 @@ def root_discovery(store, path: str) -> dict:
     if path == "/api/v1":
         return CORE
     groups = [_group(g, v) for g, v in BUILT_IN_GROUPS]
-    groups += [_group(d.group, d.version) for d in list(store.definitions.values())]
+    groups += [_group(d.group, d.version, d.served) for d in list(store.definitions.values())]
     return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}

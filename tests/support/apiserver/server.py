@@ -17,8 +17,13 @@ from .selectors import selector_matches
 from .store import Store
 
 _PATH = re.compile(
-    r"^/(?:api/v1|apis/(?P<group>[^/]+)/(?P<version>v[0-9a-z]+))/namespaces/(?P<ns>[^/]+)/"
+    r"^/(?:api/v1|apis/(?P<group>[^/]+)/(?P<version>v[0-9a-z]+))(?:/namespaces/(?P<ns>[^/]+))?/"
     r"(?P<resource>[^/]+)(?:/(?P<name>[^/]+)(?:/(?P<sub>status|scale))?)?$"
+)
+# the API server's proxy to a Service (what `kubectl proxy` users reach a Service by)
+_PROXY = re.compile(
+    r"^/api/v1/namespaces/(?P<ns>[^/]+)/services/(?:https?:)?(?P<name>[^/:]+)(?::[^/]*)?/proxy"
+    r"(?P<rest>/.*)?$"
 )
 _DISCOVERY = re.compile(r"^/apis/(?P<group>[^/]+)/(?P<version>[^/]+)/?$")
 
@@ -59,6 +64,9 @@ class ApiServer:
         self.answers: list[tuple[str, str, int, float]] = []
         self._requests_lock = threading.Lock()
         self.closing = threading.Event()
+        # (namespace, Service name) -> the base URL its proxy forwards to: a test's stand-in
+        # for the Service's endpoints (`tests.support.deployments` registers them)
+        self.endpoints: dict[tuple[str, str], str] = {}
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -156,6 +164,9 @@ class ApiServer:
             })  # fmt: skip
         if method == "GET" and url.path.rstrip("/") in ("/api", "/apis", "/api/v1"):
             return self._send(h, 200, root_discovery(self.store, url.path.rstrip("/")))
+        proxied = _PROXY.match(url.path)
+        if proxied:
+            return self._proxy(h, method, proxied, url.query, raw)
         found = _DISCOVERY.match(url.path)
         if found and method == "GET":
             return self._discovery(h, found.group("group"), found.group("version"))
@@ -167,7 +178,21 @@ class ApiServer:
             )
         group, ns = m.group("group") or "", m.group("ns")
         resource, name, sub = m.group("resource"), m.group("name"), m.group("sub") or ""
+        definition = self.store.definitions.get(resource)
+        if definition is not None and m.group("version") not in definition.served:
+            return self._send(
+                h,
+                404,
+                status_body(404, "NotFound", "the server could not find the requested resource"),
+            )
+        h.answer_version = (
+            f"{group}/{m.group('version')}" if definition is not None else None
+        )  # objects are answered at the version asked for (conversion strategy None)
         watch = query.get("watch") in ("true", "1")
+        if ns is None and (name or method != "GET"):  # only lists and watches span namespaces
+            return self._send(
+                h, 404, status_body(404, "NotFound", "the server could not find the requested resource")
+            )
         verb = {
             "GET": "watch" if watch else ("get" if name else "list"),
             "POST": "create",
@@ -217,12 +242,14 @@ class ApiServer:
                 limit = int(query["limit"]) if query.get("limit", "").isdigit() else None
                 data = store.list_json(group, resource, ns, query.get("labelSelector"),
                                        limit, query.get("continue"))  # fmt: skip
+                if h.answer_version is not None:
+                    data = json.dumps(self._at_version(h, json.loads(data))).encode()
                 return self._send(h, 200, None, raw=data)
             elif verb == "get":
                 result = store.get(resource, ns, name)
             elif verb == "create":
                 result = store.create(group, resource, ns, body)
-                return self._send(h, 201, result)
+                return self._send(h, 201, self._at_version(h, result))
             elif verb == "update":
                 result = store.replace(resource, ns, name, body, status_only=bool(sub))
             elif verb == "patch":
@@ -236,11 +263,45 @@ class ApiServer:
                 )
             else:
                 result = store.delete(resource, ns, name, body)
-            self._send(h, 200, result)
+            self._send(h, 200, self._at_version(h, result))
         except ApiError as exc:
             self._send(h, exc.code, status_body(exc.code, exc.reason, exc.message), exc.headers)
         except (ValueError, KeyError, TypeError, IndexError) as exc:
             self._send(h, 400, status_body(400, "BadRequest", f"bad request: {exc}"))
+
+    @staticmethod
+    def _at_version(h, obj: dict) -> dict:
+        """A custom object (or list, or watch event's object) at the version the request
+        named: conversion strategy None changes nothing but apiVersion."""
+        version = getattr(h, "answer_version", None)
+        if version is None or not isinstance(obj, dict):
+            return obj
+        if obj.get("kind", "").endswith("List"):
+            for item in obj.get("items") or []:
+                item["apiVersion"] = version
+        obj["apiVersion"] = version
+        return obj
+
+    def _proxy(self, h, method: str, m, query: str, raw: bytes) -> None:
+        """GET .../services/NAME[:PORT]/proxy/PATH: forwarded to the Service's endpoint (as
+        the real server proxies to a Service's pods); 503 while it has none."""
+        import requests
+
+        target = self.endpoints.get((m.group("ns"), m.group("name")))
+        if target is None or method != "GET":
+            return self._send(h, 503, status_body(
+                503, "ServiceUnavailable", f'no endpoints available for service "{m.group("name")}"'
+            ))  # fmt: skip
+        url = target + (m.group("rest") or "/") + (f"?{query}" if query else "")
+        try:
+            answer = requests.get(url, timeout=30)
+        except requests.RequestException as exc:
+            return self._send(h, 503, status_body(503, "ServiceUnavailable", f"error trying to reach service: {exc}"))
+        h.send_response(answer.status_code)
+        h.send_header("Content-Type", answer.headers.get("Content-Type", "application/json"))
+        h.send_header("Content-Length", str(len(answer.content)))
+        h.end_headers()
+        h.wfile.write(answer.content)
 
     def _discovery(self, h, group: str, version: str) -> None:
         if (group, version) in BUILT_IN_GROUPS:
@@ -248,8 +309,8 @@ class ApiServer:
         """GET /apis/GROUP/VERSION: the resources of an installed CRD, else 404 (so a client
         can tell whether the CRD is installed, as it does with a real cluster)."""
         for definition in list(self.store.definitions.values()):
-            if (definition.group, definition.version) == (group, version):
-                return self._send(h, 200, definition.discovery())
+            if definition.group == group and version in definition.served:
+                return self._send(h, 200, definition.discovery(version))
         return self._send(
             h, 404, status_body(404, "NotFound", "the server could not find the requested resource")
         )
@@ -293,7 +354,7 @@ class ApiServer:
                 backlog: list = []
                 if start in ("", "0"):
                     items, last = store.list(resource, ns, selector)
-                    backlog = [{"type": "ADDED", "object": o} for o in items]
+                    backlog = [{"type": "ADDED", "object": self._at_version(h, o)} for o in items]
                 else:
                     last = int(start)
                     if last < store.oldest_rv() - 1:
@@ -321,7 +382,7 @@ class ApiServer:
                     for rv, r, n, t, o, before in reversed(store.log):  # newest first
                         if rv <= last:
                             break
-                        if r == resource and n == ns:
+                        if r == resource and (ns is None or n == ns):
                             fresh.append((rv, t, o, before))
                     fresh.reverse()
                     if not fresh:
@@ -334,7 +395,7 @@ class ApiServer:
                     last = rv
                     kind = seen_as(kind, selector, before, obj["metadata"].get("labels") or {})
                     if kind is not None:
-                        emit({"type": kind, "object": obj})
+                        emit({"type": kind, "object": self._at_version(h, obj)})
                         sent += 1
                         if cut_after is not None and sent >= cut_after:
                             break

@@ -24,6 +24,8 @@ RESOURCES = {
     ("", "configmaps"): ("v1", "ConfigMap"),
     ("", "events"): ("v1", "Event"),
     ("", "pods"): ("v1", "Pod"),
+    ("", "services"): ("v1", "Service"),
+    ("", "secrets"): ("v1", "Secret"),
     ("batch", "jobs"): ("batch/v1", "Job"),
     ("apps", "deployments"): ("apps/v1", "Deployment"),
     ("coordination.k8s.io", "leases"): ("coordination.k8s.io/v1", "Lease"),
@@ -121,7 +123,7 @@ class Store:
             o
             for (r, n, _), o in sorted(self.objects.items())
             if r == resource
-            and n == ns
+            and (ns is None or n == ns)  # None: every namespace (a cluster-wide list)
             and selector_matches(selector, o["metadata"].get("labels") or {})
         )
 
@@ -148,9 +150,9 @@ class Store:
                     after, metadata["resourceVersion"] = place["after"], place["rv"]
                 except (ValueError, KeyError, TypeError):
                     raise ApiError(400, "BadRequest", "continue: invalid token") from None
-                items = [o for o in items if o["metadata"]["name"] > after]
+                items = [o for o in items if _place(o) > after]
             if limit and len(items) > limit:
-                last = items[limit - 1]["metadata"]["name"]
+                last = _place(items[limit - 1])
                 metadata["continue"] = base64.urlsafe_b64encode(
                     json.dumps({"after": last, "rv": metadata["resourceVersion"]}).encode()
                 ).decode()  # fmt: skip
@@ -312,3 +314,8 @@ class Store:
             "status": "Success",
             "details": {"name": name, "kind": resource, "uid": uid},
         }
+
+
+def _place(obj: dict) -> str:
+    """Where an object sits in a list's order (namespace, then name), for `continue`."""
+    return f"{obj['metadata'].get('namespace', '')}/{obj['metadata']['name']}"

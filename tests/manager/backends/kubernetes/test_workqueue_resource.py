@@ -64,7 +64,7 @@ def test_the_manager_follows_its_workqueue(tmp_path, ambassador_server, marker_w
     custom = client.CustomObjectsApi(api_client)
     try:
         made = wait_until(lambda: workqueue_object(cluster), timeout=30)
-        assert made["spec"] == {"parallelism": 1, "paused": False}  # seeded by --parallelism
+        assert made["spec"] == {"parallelism": 1, "paused": False, "deletionPolicy": "Retain"}  # seeded by --parallelism
         wait_until(lambda: running_jobs(cluster) == 1, timeout=30)
 
         said = workqueue("scale", "--parallelism", "3", *cluster.queue_args())
