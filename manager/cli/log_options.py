@@ -11,7 +11,7 @@ from __future__ import annotations
 from kube_workqueue.safelog.logs import LEVELS, logging_config
 
 # command -> its default level: the ambassador is quiet unless something is wrong
-LONG_RUNNING = {"manager": "info", "run": "info", "ambassador": "warning"}
+LONG_RUNNING = {"manager": "info", "run": "info", "ambassador": "warning", "operator": "info"}
 
 
 def add_log_options(p, *, default: str) -> None:

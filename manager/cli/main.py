@@ -72,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
         lab_cmd,
         ledger_cmd,
         manager_cmd,
+        operator_cmd,
         plan_cmd,
         queue_cmds,
         run_cmd,
@@ -86,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_ambassador_parser(subparsers, UserError, duration_or_zero)
     manager_cmd.add_parser(subparsers)
     run_cmd.add_parser(subparsers)
+    operator_cmd.add_parser(subparsers)
     queue_cmds.add_parsers(subparsers)
     ledger_cmd.add_parser(subparsers)
     stability_cmd.add_parser(subparsers)

@@ -40,7 +40,8 @@ def test_the_crd_is_valid_with_scale_status_and_columns():
     }
     assert "status" in served["subresources"]
     columns = [c["name"] for c in served["additionalPrinterColumns"]]
-    assert columns == ["Ready", "Parallelism", "Pending", "Running", "Succeeded", "Failed", "Verdict", "Age"]
+    assert columns == ["Ready", "Parallelism", "Pending", "Running", "Succeeded", "Failed",
+                       "Verdict", "Age"]  # fmt: skip
     spec = served["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
     assert spec["parallelism"]["minimum"] == 0 and spec["parallelism"]["default"] == 1
 

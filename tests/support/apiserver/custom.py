@@ -91,13 +91,19 @@ def validate(schema: dict, value, where: str = "") -> list[str]:
         problems.append(f"{where}: Unsupported value: {value!r}")
     if isinstance(value, str):
         if "pattern" in schema and not re.search(schema["pattern"], value):
-            problems.append(f"{where}: Invalid value: {value!r}: should match {schema['pattern']!r}")
+            problems.append(
+                f"{where}: Invalid value: {value!r}: should match {schema['pattern']!r}"
+            )
         if "maxLength" in schema and len(value) > schema["maxLength"]:
             problems.append(f"{where}: Too long: may not be longer than {schema['maxLength']}")
         if "minLength" in schema and len(value) < schema["minLength"]:
-            problems.append(f"{where}: Invalid value: should be at least {schema['minLength']} chars")
+            problems.append(
+                f"{where}: Invalid value: should be at least {schema['minLength']} chars"
+            )
     if isinstance(value, list) and "maxItems" in schema and len(value) > schema["maxItems"]:
-        problems.append(f"{where}: Too many: {len(value)}: must have at most {schema['maxItems']} items")
+        problems.append(
+            f"{where}: Too many: {len(value)}: must have at most {schema['maxItems']} items"
+        )
     if isinstance(value, int | float) and not isinstance(value, bool):
         if "minimum" in schema and value < schema["minimum"]:
             problems.append(f"{where}: should be greater than or equal to {schema['minimum']}")

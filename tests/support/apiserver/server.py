@@ -191,7 +191,9 @@ class ApiServer:
         watch = query.get("watch") in ("true", "1")
         if ns is None and (name or method != "GET"):  # only lists and watches span namespaces
             return self._send(
-                h, 404, status_body(404, "NotFound", "the server could not find the requested resource")
+                h,
+                404,
+                status_body(404, "NotFound", "the server could not find the requested resource"),
             )
         verb = {
             "GET": "watch" if watch else ("get" if name else "list"),
@@ -296,7 +298,11 @@ class ApiServer:
         try:
             answer = requests.get(url, timeout=30)
         except requests.RequestException as exc:
-            return self._send(h, 503, status_body(503, "ServiceUnavailable", f"error trying to reach service: {exc}"))
+            return self._send(
+                h,
+                503,
+                status_body(503, "ServiceUnavailable", f"error trying to reach service: {exc}"),
+            )
         h.send_response(answer.status_code)
         h.send_header("Content-Type", answer.headers.get("Content-Type", "application/json"))
         h.send_header("Content-Length", str(len(answer.content)))

@@ -37,8 +37,12 @@ log = logging.getLogger(__name__)
 
 RETRY_STATUSES = {429, 500, 502, 503, 504}
 
-# custom kinds -> (group, version, plural)
-CUSTOM = {"workqueues": ("workqueue.dev", "v1alpha1", "workqueues")}
+# custom kinds -> (group, version, plural). A queue's own manager reads v1alpha1, which every
+# installed CRD serves (Helm never upgrades a CRD); the operator reads the whole queue at v1beta1
+CUSTOM = {
+    "workqueues": ("workqueue.dev", "v1alpha1", "workqueues"),
+    "workqueues.v1beta1": ("workqueue.dev", "v1beta1", "workqueues"),
+}
 
 # kind -> the API group and version it is served under
 _KINDS = {
@@ -48,6 +52,8 @@ _KINDS = {
     "pods": "/api/v1",
     "leases": "/apis/coordination.k8s.io/v1",
     "deployments": "/apis/apps/v1",
+    "services": "/api/v1",
+    "secrets": "/api/v1",
 }
 # the Content-Type of a patch: a list is a JSON patch; an object is a strategic merge for a
 # built-in kind (as the official client sends it) and a merge patch for a custom one, which
@@ -167,11 +173,13 @@ class KubeApi:
     # -- plumbing --------------------------------------------------------------------------
 
     def _path(self, verb: str, kind: str, name: str | None) -> str:
+        # namespace None: every namespace (a cluster-wide list or watch)
+        where = "" if self.namespace is None else f"/namespaces/{quote(self.namespace)}"
         if kind in CUSTOM:
             group, version, plural = CUSTOM[kind]
-            base = f"/apis/{group}/{version}/namespaces/{quote(self.namespace)}/{plural}"
+            base = f"/apis/{group}/{version}{where}/{plural}"
         else:
-            base = f"{_KINDS[kind]}/namespaces/{quote(self.namespace)}/{kind}"
+            base = f"{_KINDS[kind]}{where}/{kind}"
         _, named, sub = _VERBS[verb]
         return base + (f"/{quote(name, safe='')}{sub}" if named else "")
 

@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 
 _META_KEYS = (
     "name",
+    "namespace",
     "uid",
     "resourceVersion",
     "labels",
@@ -50,6 +51,10 @@ def slim(obj: dict, keep: tuple[str, ...] = ("data",)) -> dict:
     return out
 
 
+def _name(obj: dict) -> str:
+    return obj["metadata"]["name"]
+
+
 def finished(job: dict) -> str | None:
     """'Complete' or 'Failed' once the Job has that condition True, else None."""
     for condition in (job.get("status") or {}).get("conditions") or []:
@@ -71,12 +76,16 @@ class ClusterCache:
         resync_period: float | None = None,
         index_label: str | None = None,
         keep: tuple[str, ...] = ("data",),
+        key: Callable[[dict], str] | None = None,
     ) -> None:
         """`resync_period`: every so often, replay every cached object to `on_change` as
         "SYNC" (an informer's resync), so a handler that missed a change gets it again.
         `index_label`: keep the objects findable by that label's value (`indexed`), as an
         informer's indexer does - one item's Jobs of every version, by its item-hash label.
-        `keep`: the fields kept besides metadata and status (`slim`)."""
+        `keep`: the fields kept besides metadata and status (`slim`).
+        `key`: what names an object in the cache (default its name; "namespace/name" for a
+        cache that spans namespaces)."""
+        self.key = key or _name
         self.api = api
         self.keep = keep
         self.kind = kind
@@ -183,7 +192,7 @@ class ClusterCache:
     # -- the thread ------------------------------------------------------------------------
 
     def _apply(self, kind: str, job: dict) -> None:
-        name = job["metadata"]["name"]
+        name = self.key(job)
         with self.changed:
             if kind == "DELETED":
                 self._indexing(name, self._jobs.pop(name, None), None)
@@ -200,7 +209,7 @@ class ClusterCache:
 
     def _list(self) -> None:
         items, rv = self.api.list(self.kind, self.selector)
-        fresh = {j["metadata"]["name"]: slim(j, self.keep) for j in items}
+        fresh = {self.key(j): slim(j, self.keep) for j in items}
         with self.changed:
             gone = [j for n, j in self._jobs.items() if n not in fresh]
             self._jobs, self._rv = fresh, rv

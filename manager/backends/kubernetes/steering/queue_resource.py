@@ -45,6 +45,8 @@ KIND = "workqueues"
 API_VERSION = "workqueue.dev/v1alpha1"
 MIN_WRITE_SECONDS = 5.0
 CONDITIONS = ("Paused", "Stuck", "StorageFault", "SourceUnavailable")
+# the summary every queue's status carries (`kubectl wait --for=condition=Ready`), over those
+SUMMARY = ("Ready", "Progressing", "Degraded")
 
 
 def rfc3339(epoch: float) -> str:
@@ -308,7 +310,40 @@ class QueueResource:
             if on:
                 condition.update(reason=reason, message=message[:1000])
             out.append(condition)
-        return out
+        return _summary(out, facts, before, now) + out
+
+
+def _summary(detailed: list[dict], facts: dict, before: dict, now: str) -> list[dict]:
+    """Ready (a manager of the queue leads and writes this), Progressing (items wait or run)
+    and Degraded (any of Stuck, StorageFault, SourceUnavailable), from the detailed ones."""
+    counts = facts.get("counts") or {}
+    busy = int(counts.get("pending", 0)) + int(counts.get("running", 0))
+    troubles = [c for c in detailed if c["type"] != "Paused" and c["status"] == "True"]
+    paused = any(c["type"] == "Paused" and c["status"] == "True" for c in detailed)
+    states = {
+        "Ready": (True, "Running", "the queue's manager leads and dispatches"),
+        "Progressing": (
+            busy > 0 and not paused,
+            "ItemsInFlight" if busy and not paused else ("Paused" if paused else "Idle"),
+            f"{counts.get('pending', 0)} waiting, {counts.get('running', 0)} running",
+        ),
+        "Degraded": (
+            bool(troubles),
+            troubles[0]["reason"] if troubles else "AsExpected",
+            "; ".join(c.get("message", "") for c in troubles),
+        ),
+    }
+    out = []
+    for kind in SUMMARY:
+        on, reason, message = states[kind]
+        status = "True" if on else "False"
+        earlier = before.get(kind)
+        since = now
+        if earlier is not None and earlier.get("status") == status:
+            since = earlier.get("lastTransitionTime") or now
+        out.append({"type": kind, "status": status, "lastTransitionTime": since,
+                    "reason": reason, "message": message[:1000]})  # fmt: skip
+    return out
 
 
 def _answer(status: dict | None) -> tuple:

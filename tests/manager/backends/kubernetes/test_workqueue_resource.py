@@ -64,7 +64,8 @@ def test_the_manager_follows_its_workqueue(tmp_path, ambassador_server, marker_w
     custom = client.CustomObjectsApi(api_client)
     try:
         made = wait_until(lambda: workqueue_object(cluster), timeout=30)
-        assert made["spec"] == {"parallelism": 1, "paused": False, "deletionPolicy": "Retain"}  # seeded by --parallelism
+        # seeded by --parallelism
+        assert made["spec"] == {"parallelism": 1, "paused": False, "deletionPolicy": "Retain"}
         wait_until(lambda: running_jobs(cluster) == 1, timeout=30)
 
         said = workqueue("scale", "--parallelism", "3", *cluster.queue_args())
@@ -78,7 +79,11 @@ def test_the_manager_follows_its_workqueue(tmp_path, ambassador_server, marker_w
         assert status["selector"] == "workqueue.dev/queue=thumbs"
         assert status["scaledBy"] == "external" and status["counts"]["running"] >= 1
         assert {c["type"] for c in status["conditions"]} == {
+            "Ready", "Progressing", "Degraded",
             "Paused", "Stuck", "StorageFault", "SourceUnavailable"}  # fmt: skip
+        said = {c["type"]: c for c in status["conditions"]}
+        assert said["Ready"]["status"] == "True" and said["Degraded"]["status"] == "False"
+        assert said["Progressing"]["status"] == "True"  # an item runs
 
         custom.patch_namespaced_custom_object_scale(
             G, V, NS, P, "thumbs", {"spec": {"replicas": 0}}

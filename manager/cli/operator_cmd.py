@@ -1,0 +1,136 @@
+"""`workqueue operator`: one process that runs every WorkQueue (workqueue.dev/v1beta1) of the
+namespaces it watches (`manager.operator`).
+
+    workqueue operator --namespace media [--namespace batch]… | --all-namespaces
+                       [--image IMG] [--kubeconfig FILE] [--ambassador-url TEMPLATE]
+
+It runs until SIGTERM or SIGINT; then every queue's manager stops (their running Jobs run on:
+the next operator adopts them) and it exits 0. No kubeconfig, an API that cannot be reached,
+or a WorkQueue CRD not installed: one line, exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import threading
+
+from ..errors import UserError
+from .interrupts import STOP_SIGNALS
+
+log = logging.getLogger(__name__)
+
+
+def namespace_name(text: str) -> str:
+    from ..backends.kubernetes.manifests.validation import dns_label
+
+    try:
+        return dns_label(text)
+    except Exception:
+        raise argparse.ArgumentTypeError(f"not a namespace name: {text!r}") from None
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "operator",
+        help="run every WorkQueue of some namespaces (or all) from one process",
+        description="Watch WorkQueues (workqueue.dev/v1beta1) and run each: its ambassador "
+        "(a Deployment + Service, for a bucket, a Redis key, a stream or a folder on a "
+        "PersistentVolumeClaim) and its manager (in this process: one Job per item).",
+    )
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument(
+        "--namespace",
+        action="append",
+        type=namespace_name,
+        dest="namespaces",
+        metavar="NS",
+        help="watch WorkQueues in this namespace (repeatable)",
+    )
+    where.add_argument(
+        "--all-namespaces", action="store_true", help="watch WorkQueues in every namespace"
+    )
+    p.add_argument(
+        "--kubeconfig", help="a kubeconfig file (default: in-cluster, else KUBECONFIG/~/.kube)"
+    )
+    p.add_argument(
+        "--image",
+        default=os.environ.get("WORKQUEUE_IMAGE", "ghcr.io/kube-workqueue/workqueue:latest"),
+        help="the image of the queues' ambassadors (default: WORKQUEUE_IMAGE, the chart sets "
+        "it to the operator's own)",
+    )
+    p.add_argument(
+        "--ambassador-url",
+        default="http://{service}.{namespace}.svc:{port}",
+        metavar="TEMPLATE",
+        help="how the operator reaches a queue's ambassador (default "
+        "http://{service}.{namespace}.svc:{port}; outside the cluster, through `kubectl proxy`: "
+        "http://127.0.0.1:8001/api/v1/namespaces/{namespace}/services/{service}:{port}/proxy)",
+    )
+    p.add_argument(
+        "--kube-api-qps",
+        type=float,
+        default=20.0,
+        help="API calls/s of each queue's manager (default 20; 0: no limit)",
+    )
+    p.add_argument(
+        "--workers", type=int, default=4, help="WorkQueues reconciled at once (default 4)"
+    )
+    p.set_defaults(func=run_operator)
+
+
+def _check_template(template: str) -> None:
+    try:
+        template.format(service="s", namespace="n", port=1)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise UserError(f"--ambassador-url: {template!r} is not a template of "
+                        f"{{service}}, {{namespace}}, {{port}} ({exc})") from None  # fmt: skip
+
+
+def run_operator(args) -> int:
+    from ..backends.kubernetes.client.api import KubeApi, KubeError
+    from ..backends.kubernetes.parts import configuration, one_line_of
+    from ..operator.queue_spec import Settings
+    from ..operator.reconciler import Operator
+
+    _check_template(args.ambassador_url)
+    settings = Settings(
+        kubeconfig=args.kubeconfig,
+        image=args.image,
+        ambassador_url=args.ambassador_url,
+        kube_api_qps=args.kube_api_qps,
+    )
+    config = configuration(args.kubeconfig)
+    namespaces = None if args.all_namespaces else list(dict.fromkeys(args.namespaces))
+    probe = KubeApi(namespaces[0] if namespaces else None, config, retries=1)
+    try:
+        if not probe.served("workqueues.v1beta1"):
+            raise UserError("the WorkQueue CRD (workqueue.dev/v1beta1) is not installed: "
+                            "kubectl apply -f charts/workqueue/crds/")  # fmt: skip
+    except KubeError as exc:
+        raise UserError(f"cannot reach the Kubernetes API: {one_line_of(exc)}") from None
+    finally:
+        probe.close()
+    operator = Operator(namespaces, settings, config, workers=max(1, args.workers))
+    stopping = threading.Event()
+    got: dict[str, int] = {}
+
+    def handler(signum, _frame):
+        got["signal"] = signum
+        stopping.set()
+
+    if threading.current_thread() is threading.main_thread():
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, handler)
+    operator.start()
+    log.info("operator: watching WorkQueues in %s",
+             ", ".join(namespaces) if namespaces else "every namespace")  # fmt: skip
+    try:
+        while not stopping.wait(0.5):
+            pass
+    finally:
+        log.info("operator: stopping (%s)", signal.Signals(got.get("signal", 15)).name)
+        operator.stop()
+    return 0

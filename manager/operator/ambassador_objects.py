@@ -1,0 +1,156 @@
+"""A queue's own ambassador: the Deployment and Service the operator makes for a WorkQueue whose
+source the ambassador serves (a bucket, a Redis key, a JetStream stream, a folder on a
+PersistentVolumeClaim), both owned by the WorkQueue as their controller - deleting the queue
+deletes them through the garbage collector.
+
+Why a pod per queue and not a source in the operator's process: the source's credentials
+(`source.credentialsSecret`, as the pod's environment) and the volume's mount stay in that pod;
+the operator reads neither, and one source's trouble (a slow bucket listing, a million-record
+stream in memory) is that pod's, not every queue's. The pod is the chart's ambassador
+container: the same image, arguments, probes and security context, one worker process.
+
+`ensure(api, queue_object, plan, settings)` creates both, or replaces the Deployment's pod
+template when the plan changed it (a Deployment rolls its pods on that); an object of the same
+name that the WorkQueue does not control is left alone and reported (`Conflict`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from ..backends.kubernetes.client.api import KubeApi, KubeError
+from ..backends.kubernetes.manifests import objects as ko
+from .queue_spec import AmbassadorPlan, Settings, SpecProblem, ambassador_name
+
+TEMPLATE_HASH = "workqueue.dev/ambassador-template"
+# not the queue label: what selects a queue's Jobs and worker pods must not find this pod
+AMBASSADOR_OF = "workqueue.dev/ambassador-of"
+
+
+def controller_reference(obj: dict) -> dict:
+    meta = obj["metadata"]
+    return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": meta["name"],
+            "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}  # fmt: skip
+
+
+def labels(queue: str) -> dict[str, str]:
+    return {**ko.standard_labels(queue, component="ambassador"), AMBASSADOR_OF: queue}
+
+
+def deployment(queue: str, plan: AmbassadorPlan, settings: Settings, owner: dict) -> dict:
+    container: dict[str, Any] = {
+        "name": "ambassador",
+        "image": settings.image,
+        "args": [
+            "ambassador",
+            *plan.args,
+            "--host=0.0.0.0",
+            f"--port={settings.ambassador_port}",
+            "--workers=1",
+        ],  # fmt: skip
+        "ports": [{"name": "items", "containerPort": settings.ambassador_port}],
+        "readinessProbe": {"httpGet": {"path": "/readyz", "port": "items"}, "periodSeconds": 10},
+        "livenessProbe": {"httpGet": {"path": "/healthz", "port": "items"}, "periodSeconds": 20},
+        "securityContext": {
+            "runAsNonRoot": True,
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "resources": {
+            "requests": {"cpu": "50m", "memory": "96Mi"},
+            "limits": {"memory": "512Mi"},
+        },  # fmt: skip
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+    }
+    if plan.env:
+        container["env"] = [{"name": k, "value": v} for k, v in sorted(plan.env.items())]
+    if plan.credentials_secret:
+        container["envFrom"] = [{"secretRef": {"name": plan.credentials_secret}}]
+    volumes: list[dict] = [{"name": "tmp", "emptyDir": {}}]
+    if plan.claim:
+        claim = {"claimName": plan.claim, "readOnly": True}
+        volumes.append({"name": "shared", "persistentVolumeClaim": claim})
+        container["volumeMounts"].append(
+            {"name": "shared", "mountPath": plan.mount_path, "readOnly": True}
+        )
+    template = {
+        "metadata": {"labels": labels(queue)},
+        "spec": {
+            "automountServiceAccountToken": False,
+            "securityContext": ko.pod_security(None),
+            "containers": [container],
+            "volumes": volumes,
+        },
+    }
+    digest = hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:16]
+    name = ambassador_name(queue)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": name,
+            "labels": labels(queue),
+            "annotations": {TEMPLATE_HASH: digest},
+            "ownerReferences": [owner],
+        },  # fmt: skip
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {AMBASSADOR_OF: queue}},
+            "template": template,
+        },
+    }
+
+
+def service(queue: str, settings: Settings, owner: dict) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": ambassador_name(queue),
+            "labels": labels(queue),
+            "ownerReferences": [owner],
+        },  # fmt: skip
+        "spec": {
+            "selector": {AMBASSADOR_OF: queue},
+            "ports": [
+                {"name": "items", "port": settings.ambassador_port, "targetPort": "items"}
+            ],  # fmt: skip
+        },
+    }
+
+
+def _controlled_by(obj: dict, owner: dict) -> bool:
+    refs = obj["metadata"].get("ownerReferences") or []
+    return any(r.get("uid") == owner["uid"] and r.get("controller") for r in refs)
+
+
+def ensure(api: KubeApi, queue_object: dict, plan: AmbassadorPlan, settings: Settings) -> None:
+    """The queue's ambassador Deployment and Service, as `plan` says (see the module)."""
+    queue = queue_object["metadata"]["name"]
+    owner = controller_reference(queue_object)
+    wanted = {"deployments": deployment(queue, plan, settings, owner),
+              "services": service(queue, settings, owner)}  # fmt: skip
+    for kind, body in wanted.items():
+        name = body["metadata"]["name"]
+        current = api.find(kind, name)
+        if current is None:
+            try:
+                api.create(kind, body)
+            except KubeError as exc:
+                if exc.reason != "AlreadyExists":
+                    raise
+            continue
+        if not _controlled_by(current, owner):
+            raise SpecProblem(
+                "Conflict", f"{kind[:-1]} {name} exists and this WorkQueue does not own it"
+            )
+        annotations = current["metadata"].get("annotations") or {}
+        if (
+            kind == "deployments"
+            and annotations.get(TEMPLATE_HASH) != (body["metadata"]["annotations"][TEMPLATE_HASH])
+        ):
+            api.patch(kind, name, {"metadata": {"annotations": body["metadata"]["annotations"]},
+                                   "spec": {"template": body["spec"]["template"]}})  # fmt: skip

@@ -1,0 +1,129 @@
+"""One WorkQueue's manager, run in the operator's process and kept alive there.
+
+`QueueRun` is the chart's per-queue manager container turned into threads: the same
+`assemble(...)` of the Kubernetes backend (its own API client, Job cache, record and Lease -
+`leader_elect` is always on, so two operator replicas, or an old and a new one during a rolling
+update, never both dispatch a queue), `lead()`, then `run_forever()`.
+
+Isolation: everything one queue does happens in its threads. An exception anywhere in it -
+a setup the cluster refuses, a manager that dies, a lost lease - ends that run only: it is
+logged, reported (`on_state`: the operator turns it into the queue's conditions and an
+Event), and the run starts again after a back-off (1 s, doubling, at most 5 min) while the
+other queues go on. What a restart costs is what a manager pod's restart costs: nothing runs
+twice (Jobs are named after their items, the record says what finished, running Jobs are
+adopted).
+
+Caller duties: `start()` once; `stop()` before dropping it (running Jobs run on: whoever runs
+the queue next records them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from collections.abc import Callable
+
+from ..errors import UserError
+from .queue_spec import Plan
+
+log = logging.getLogger(__name__)
+
+BACKOFF_FIRST, BACKOFF_CAP = 1.0, 300.0
+
+
+class QueueRun:
+    def __init__(
+        self,
+        plan: Plan,
+        on_state: Callable[[str, str, str], None],
+        ledger_url: str | None = None,
+    ) -> None:
+        """`on_state(state, reason, message)`: "Starting", "Running" (leading and
+        dispatching), "Standby" (another holds the queue's Lease) or "Failed" (it will start
+        again); called from this run's thread."""
+        self.plan = plan
+        self.on_state = on_state
+        self.ledger_url = ledger_url
+        self.failures = 0  # in a row; reset once a run leads
+        self._stopping = threading.Event()
+        self._manager = None
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(
+            target=self._loop, name=f"queue {plan.namespace}/{plan.name}", daemon=True
+        )
+
+    def start(self) -> QueueRun:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Stop the queue's manager (its own grace for work in hand) and wait for it."""
+        self._stopping.set()
+        with self._lock:
+            manager = self._manager
+        if manager is not None:
+            manager.stop()
+        self._thread.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def _loop(self) -> None:
+        delay = BACKOFF_FIRST
+        while not self._stopping.is_set():
+            try:
+                led = self._run_once()
+                if self._stopping.is_set():
+                    return
+                if led:  # it led, then lost the lease (or its manager stopped): stand by again
+                    delay = BACKOFF_FIRST
+                    continue
+            except UserError as exc:
+                self.failures += 1
+                self._report("Failed", "ManagerFailed", str(exc))
+            except Exception as exc:  # one queue's surprise is never the operator's end
+                self.failures += 1
+                log.exception("queue %s/%s: its manager failed", self.plan.namespace,
+                              self.plan.name)  # fmt: skip
+                self._report("Failed", "ManagerFailed", f"{type(exc).__name__}: {exc}")
+            if self._stopping.wait(delay):
+                return
+            delay = min(delay * 2, BACKOFF_CAP)
+
+    def _run_once(self) -> bool:
+        """One manager's life: assembled, leading, dispatching until stopped. Whether it led."""
+        from ..assembly import assemble
+
+        self._report("Starting", "Starting", "the queue's manager is starting")
+        kube = self.plan.kube
+        if self.ledger_url:
+            kube = dataclasses.replace(kube, ledger=self.ledger_url)
+        built = assemble(self.plan.source_url, "kubernetes", kube, self.plan.manager)
+        try:
+            manager = built.manager
+            with self._lock:
+                self._manager = manager
+            if self._stopping.is_set():
+                return False
+            if manager.elector is not None:
+                self._report("Standby", "WaitingForLease",
+                             f"waiting for the Lease {manager.elector.lease_name}")  # fmt: skip
+            if not manager.lead():
+                return False
+            self.failures = 0
+            self._report("Running", "Running", "the queue's manager leads and dispatches")
+            manager.run_forever()
+            return True
+        finally:
+            with self._lock:
+                self._manager = None
+            built.close()
+
+    def _report(self, state: str, reason: str, message: str) -> None:
+        try:
+            self.on_state(state, reason, message)
+        except Exception:
+            log.exception("queue %s/%s: reporting %s failed", self.plan.namespace,
+                          self.plan.name, state)  # fmt: skip

@@ -1,0 +1,257 @@
+"""A WorkQueue's spec (workqueue.dev/v1beta1) as the typed options one queue runs with - or the
+one reason it cannot run.
+
+`plan(obj, settings)` reads the spec the API server admitted (the CRD's schema and CEL rules
+have checked types, ranges and the cross-field rules already) and builds what the chart's
+per-queue manager gets from flags: `KubeOptions` (the worker pod, the Jobs, the Lease) and
+`ManagerOptions` (parallelism, retries, tenancy, removals). What only the operator can judge -
+a source URL of no known kind, a regular expression that does not compile - is a
+`SpecProblem(reason, message)`: the queue's `Ready=False` condition and an Event, never an
+exception that stops other queues.
+
+Three kinds of source:
+  * an items-API URL (http, https): the manager reads it as it is;
+  * a source the ambassador serves (s3://, redis://, nats://): the queue gets its own
+    ambassador Deployment + Service (`ambassador_objects`), whose pod alone holds the source's
+    credentials (`source.credentialsSecret` as its environment);
+  * a folder on a PersistentVolumeClaim (`source.volume`): the same, with the claim mounted
+    read-only in the ambassador and (read-only unless `writable`) in every worker.
+
+`Plan.fingerprint` digests everything but the fields a running manager follows by itself
+(parallelism, paused, limits, rates - read from the WorkQueue within a watch event): when it
+changes, the queue's manager is restarted with the new options (running Jobs run on and are
+adopted; the next items get the new image).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..backends.kubernetes.options import KubeOptions
+from ..durations import parse_duration
+from ..errors import InputError
+from ..runtime.manager_options import ManagerOptions
+from ..tenancy import rules
+
+LIVE_FIELDS = ("parallelism", "paused", "limits", "rates")  # a running manager follows these
+DIRECT_SCHEMES = ("http", "https")  # an items API the manager reads itself
+DEFAULT_MOUNT = "/data"
+
+
+class SpecProblem(Exception):
+    """A spec the operator cannot run: `reason` (CamelCase, the condition's) and a message."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The operator's own settings every queue shares."""
+
+    kubeconfig: str | None = None
+    image: str = "ghcr.io/kube-workqueue/workqueue:latest"  # the ambassador's image
+    ambassador_url: str = "http://{service}.{namespace}.svc:{port}"
+    ambassador_port: int = 8080
+    kube_api_qps: float = 20.0
+
+
+@dataclass(frozen=True)
+class AmbassadorPlan:
+    """What the queue's ambassador pod runs: its arguments, environment and mount."""
+
+    args: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    credentials_secret: str | None = None
+    claim: str | None = None
+    mount_path: str = DEFAULT_MOUNT
+
+
+@dataclass(frozen=True)
+class Plan:
+    namespace: str
+    name: str
+    source_url: str  # what the manager reads: the given items API, or the queue's ambassador
+    ambassador: AmbassadorPlan | None
+    kube: KubeOptions
+    manager: ManagerOptions
+    secrets: tuple[str, ...]  # Secrets the queue needs (checked before anything starts)
+    ledger_secret: tuple[str, str] | None
+    fingerprint: str
+
+
+def ambassador_name(queue: str) -> str:
+    """The queue's ambassador Deployment and Service (a DNS label: the queue name is one of
+    at most 63 characters, the suffix is cut from it when needed)."""
+    return f"{queue[:52].rstrip('-')}-ambassador"
+
+
+def fingerprint(spec: dict) -> str:
+    steady = {k: v for k, v in spec.items() if k not in LIVE_FIELDS}
+    return hashlib.sha256(json.dumps(steady, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _duration(spec: dict, key: str, default: float | None) -> float | None:
+    text = spec.get(key)
+    if text is None:
+        return default
+    try:
+        return parse_duration(str(text), allow_zero=True)
+    except InputError as exc:
+        raise SpecProblem("InvalidSpec", f"spec.{key}: {exc}") from None
+
+
+def _rules(spec: dict, key: str, parse) -> list:
+    try:
+        return [parse(text) for text in spec.get(key) or ()]
+    except InputError as exc:
+        raise SpecProblem("InvalidSpec", f"spec.{key}: {exc}") from None
+
+
+def _priority(text: str) -> tuple[str, int]:
+    glob, _, number = text.rpartition("=")
+    return glob, int(number)
+
+
+def _source(spec: dict, name: str, namespace: str, settings: Settings):
+    """(the URL the manager reads, the ambassador's plan or None, the Secrets it needs)."""
+    source = spec.get("source") or {}
+    url, volume = source.get("url"), source.get("volume")
+    if not url and not volume:
+        raise SpecProblem("InvalidSpec", "spec.source: give url or volume")
+    secret = source.get("credentialsSecret")
+    common: list[str] = []
+    for suffix in source.get("suffixes") or ():
+        common.append(f"--suffix={suffix}")
+    if source.get("recursive"):
+        common.append("--recursive")
+    served = settings.ambassador_url.format(
+        service=ambassador_name(name), namespace=namespace, port=settings.ambassador_port
+    )
+    if volume:
+        mount = volume.get("mountPath") or DEFAULT_MOUNT
+        root = "/".join(p for p in (mount.rstrip("/"), (volume.get("path") or "").strip("/")) if p)
+        if ".." in (volume.get("path") or "").split("/"):
+            raise SpecProblem("InvalidSpec", "spec.source.volume.path may not leave the volume")
+        args = [f"--root={root or '/'}", *common]
+        if source.get("settleSeconds") is not None:
+            args.append(f"--settle={source['settleSeconds']}")
+        plan = AmbassadorPlan(args, claim=volume["claimName"], mount_path=mount,
+                              credentials_secret=secret)  # fmt: skip
+        return served, plan, (secret,) if secret else ()
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme in DIRECT_SCHEMES:
+        return url.rstrip("/"), None, ()
+    from kube_workqueue.ambassador.sources.registry import SourceConfigError, resolve
+
+    try:
+        resolve(url, {"S3_ENDPOINT_URL": source.get("endpointUrl")})
+    except SourceConfigError as exc:
+        raise SpecProblem("UnknownSource", f"spec.source.url: {exc}") from None
+    except ImportError:  # the ambassador's image has the client; this one need not
+        pass
+    args = [f"--source={url}", *common]
+    if source.get("endpointUrl"):
+        args.append(f"--endpoint-url={source['endpointUrl']}")
+    env = {"AWS_REGION": source["region"]} if source.get("region") else {}
+    plan = AmbassadorPlan(args, env=env, credentials_secret=secret)
+    return served, plan, (secret,) if secret else ()
+
+
+def _worker_patch(worker: dict) -> dict | None:
+    """The parts of `spec.worker` the pod options have no field for, as a partial pod spec:
+    env entries with valueFrom, envFrom, resources - over the given podTemplate."""
+    container: dict[str, Any] = {"name": "worker"}
+    from_refs = [e for e in worker.get("env") or () if "valueFrom" in e]
+    if from_refs:
+        container["env"] = from_refs
+    for key in ("envFrom", "resources"):
+        if worker.get(key):
+            container[key] = worker[key]
+    template = dict(worker.get("podTemplate") or {})
+    if len(container) > 1:
+        from ..backends.kubernetes.manifests.objects import merge
+
+        template = merge(template, {"containers": [container]})
+    return template or None
+
+
+def plan(obj: dict, settings: Settings) -> Plan:
+    """The options `obj` (a WorkQueue) runs with; `SpecProblem` when it cannot run."""
+    meta, spec = obj["metadata"], obj.get("spec") or {}
+    name, namespace = meta["name"], meta["namespace"]
+    worker = spec.get("worker") or {}
+    if not worker.get("image"):
+        raise SpecProblem("InvalidSpec", "spec.worker.image is required")
+    source_url, ambassador, secrets = _source(spec, name, namespace, settings)
+    volume = (spec.get("source") or {}).get("volume") or {}
+    ledger = spec.get("ledgerSecret")
+    ledger_secret = (ledger["name"], ledger.get("key") or "url") if ledger else None
+    group = spec.get("group")
+    try:
+        pattern = rules.group_pattern(group).pattern if group else None
+    except InputError as exc:
+        raise SpecProblem("InvalidSpec", f"spec.group: {exc}") from None
+    tenancy = rules.TenancyOptions(
+        group=pattern,
+        limits=_rules(spec, "limits", rules.limit_rule),
+        rates=_rules(spec, "rates", rules.rate_rule),
+        fair=bool(spec.get("fair")),
+        weights=_rules(spec, "weights", rules.weight_rule),
+    )
+    autoscale = spec.get("autoscale")
+    parallelism = int(spec.get("parallelism", 1))
+    timeout = _duration(spec, "timeout", None)
+    ttl = _duration(spec, "ttlAfterFinished", None)
+    env = {e["name"]: e.get("value", "") for e in worker.get("env") or () if "valueFrom" not in e}
+    kube = KubeOptions(
+        namespace=namespace,
+        queue=name,
+        kubeconfig=settings.kubeconfig,
+        image=worker["image"],
+        command=list(worker.get("command") or []) or None,
+        args=list(worker.get("args") or []) or None,
+        env=env,
+        leader_elect=True,
+        kube_api_qps=settings.kube_api_qps,
+        batch_size=int(spec.get("batchSize") or 1),
+        keep_succeeded=spec.get("keepSucceeded"),
+        keep_failed=spec.get("keepFailed"),
+        pvc=volume.get("claimName"),
+        mount_path=volume.get("mountPath") or (DEFAULT_MOUNT if volume else None),
+        volume_writable=bool(volume.get("writable")),
+        service_account=worker.get("serviceAccountName"),
+        node_selector=dict(worker.get("nodeSelector") or {}),
+        tolerations=list(worker.get("tolerations") or []),
+        active_deadline=None if timeout is None else max(1, int(timeout)),
+        ttl_after_finished=None if ttl is None else int(ttl),
+        run_as_user=worker.get("runAsUser"),
+        fs_group=worker.get("fsGroup"),
+        pod_spec=_worker_patch(worker),
+        stuck_timeout=_duration(spec, "stuckTimeout", 600.0),
+        fail_fast_exit_codes=tuple(spec.get("failFastExitCodes") or ()),
+        kueue_queue=spec.get("kueueQueue"),
+        instance=name,
+    )
+    manager = ManagerOptions(
+        parallelism=parallelism,
+        max_parallelism=max(parallelism, (autoscale or {}).get("maxParallelism", 0)),
+        max_attempts=int(spec.get("maxAttempts") or 3),
+        poll_interval=_duration(spec, "pollInterval", 10.0) or 10.0,
+        retry_backoff=_duration(spec, "retryBackoff", 1.0) or 1.0,
+        autoscale=autoscale is not None,
+        min_parallelism=int((autoscale or {}).get("minParallelism", 1)),
+        on_change=spec.get("onChange") or "ignore",
+        cancel_removed=bool(spec.get("cancelRemoved")),
+        priorities=[_priority(text) for text in spec.get("priorities") or ()],
+        tenancy=tenancy,
+    )
+    if ledger_secret:
+        secrets = (*secrets, ledger_secret[0])
+    return Plan(namespace, name, source_url, ambassador, kube, manager, tuple(secrets),
+                ledger_secret, fingerprint(spec))  # fmt: skip
