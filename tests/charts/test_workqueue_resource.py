@@ -54,8 +54,11 @@ def test_the_example_workqueue_meets_the_crds_schema():
     assert example["apiVersion"] == definition.api_version and example["kind"] == "WorkQueue"
     body = {k: v for k, v in example.items() if k != "metadata"}
     jsonschema.validate(body, definition.schema)  # the structural schema as JSON Schema
-    assert definition.admit(example)["spec"] == {"parallelism": 4, "paused": False,
-                                                  "deletionPolicy": "Retain"}
+    assert definition.admit(example)["spec"] == {
+        "parallelism": 4,
+        "paused": False,
+        "deletionPolicy": "Retain",
+    }
     assert apply_defaults(definition.schema, {"spec": {}})["spec"] == {
         "parallelism": 1, "paused": False, "deletionPolicy": "Retain"}  # fmt: skip
     with pytest.raises(jsonschema.ValidationError):

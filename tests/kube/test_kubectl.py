@@ -32,8 +32,9 @@ def test_kubectl_gets_and_scales_a_workqueue(apiserver, tmp_path):
         "replicas": 2,
         "counts": {"pending": 5, "running": 2, "succeeded": 1, "failed": 0},
         "forecast": {"verdict": "stable"},
-        "conditions": [{"type": "Ready", "status": "True",
-                        "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+        "conditions": [
+            {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+        ],
     }
     apiserver.store.patch(
         "workqueues", "media", "thumbs", {"status": status}, "merge-patch", status_only=True
