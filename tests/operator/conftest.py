@@ -59,13 +59,17 @@ class Operated:
 
     def start_operator(self, *extra: str) -> subprocess.Popen:
         proxy = self.server.url + "/api/v1/namespaces/{namespace}/services/{service}:{port}/proxy"
-        self.operator = subprocess.Popen(
+        with open(self.log, "ab") as log:  # the child holds its own descriptor
+            self.operator = self._popen(proxy, extra, log)
+        return self.operator
+
+    def _popen(self, proxy: str, extra: tuple[str, ...], log) -> subprocess.Popen:
+        return subprocess.Popen(
             [sys.executable, "-m", "kube_workqueue.manager.cli", "operator", "--namespace", NS,
              "--kubeconfig", self.kubeconfig, "--ambassador-url", proxy, "--kube-api-qps", "0",
              *extra],
-            stdout=subprocess.DEVNULL, stderr=open(self.log, "ab"),
+            stdout=subprocess.DEVNULL, stderr=log,
         )  # fmt: skip
-        return self.operator
 
     def stop_operator(self) -> int:
         assert self.operator is not None

@@ -122,9 +122,8 @@ def test_three_workqueues_run_once_each_through_patch_bad_spec_delete_and_restar
     operated.kubectl("delete", "workqueue", "reports", "-n", NS, "--wait=false")
     wait_until(lambda: operated.queue("reports") is None and not operated.owned_by(reports_uid),
                timeout=60)  # fmt: skip
-    left = [(r, n) for (r, ns, n), o in list(operated.server.store.objects.items())
-            if ns == NS and (o["metadata"].get("labels") or {}).get("workqueue.dev/queue")
-            == "reports"]  # fmt: skip
+    left = [(r, n) for (r, _, n), o in list(operated.server.store.objects.items())
+            if _labelled(o, "reports")]  # fmt: skip
     assert left == []  # deletionPolicy Delete: its record went too
     wait_until(lambda: (NS, "reports-ambassador") not in operated.deployments.running, timeout=30)
     (media / "clip-3.mp4").write_bytes(b"video")
@@ -144,9 +143,14 @@ def test_three_workqueues_run_once_each_through_patch_bad_spec_delete_and_restar
     # deletionPolicy Retain (the default): the record outlives the WorkQueue, unowned
     operated.kubectl("delete", "workqueue", "thumbs", "-n", NS, "--wait=false")
     wait_until(lambda: operated.queue("thumbs") is None, timeout=60)
-    records = [o for (r, ns, n), o in list(operated.server.store.objects.items())
-               if r == "configmaps" and (o["metadata"].get("labels") or {}).get(
-                   "workqueue.dev/queue") == "thumbs"
-               and (o["metadata"].get("labels") or {}).get("workqueue.dev/role") == "record"]  # fmt: skip
+    records = [o for (r, _, _), o in list(operated.server.store.objects.items())
+               if r == "configmaps" and _labelled(o, "thumbs", "record")]  # fmt: skip
     assert records and all(not o["metadata"].get("ownerReferences") for o in records)
     assert operated.condition("renders", "Ready")["status"] == "True"
+
+
+def _labelled(obj: dict, queue: str, role: str | None = None) -> bool:
+    labels = obj["metadata"].get("labels") or {}
+    return labels.get("workqueue.dev/queue") == queue and (
+        role is None or labels.get("workqueue.dev/role") == role
+    )

@@ -1,0 +1,68 @@
+"""One queue's failure is its own: beside a queue whose manager cannot start (its shared
+ledger does not answer) and one whose source is down, a healthy queue runs every item once; the
+failing one says so (Ready=False, Degraded=True, an Event) and is tried again with a back-off,
+the operator never exits, and fixing the spec makes it run."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections import Counter
+
+import yaml
+
+from tests.support.servers import free_port, wait_until
+
+from .conftest import NS, marks
+
+
+def items_queue(name: str, url: str, operated, tmp_path, **spec) -> dict:
+    worker = {"image": "w:1", "command": [str(operated.worker)],
+              "env": [{"name": "MARKERS", "value": str(tmp_path / f"{name}.marks")}]}  # fmt: skip
+    return {"apiVersion": "workqueue.dev/v1beta1", "kind": "WorkQueue",
+            "metadata": {"name": name},
+            "spec": {"source": {"url": url}, "worker": worker, "pollInterval": "1s",
+                     "parallelism": 2, **spec}}  # fmt: skip
+
+
+def test_a_failing_queue_is_a_condition_and_the_others_run(operated, tmp_path,
+                                                           ambassador_server):  # fmt: skip
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i in range(4):
+        (folder / f"v{i}.mp4").write_bytes(b"video")
+    served = ambassador_server(folder)
+    ledger = base64.b64encode(b"postgresql://workqueue@127.0.0.1:1/none").decode()
+    operated.server.store.create("", "secrets", NS, {"metadata": {"name": "ledger"},
+                                                      "data": {"url": ledger}})  # fmt: skip
+    queues = [
+        items_queue("good", served.url, operated, tmp_path),
+        items_queue("lost", f"http://127.0.0.1:{free_port()}", operated, tmp_path),
+        items_queue("failing", served.url, operated, tmp_path, ledgerSecret={"name": "ledger"}),
+    ]
+    operated.start_operator()
+    operated.kubectl("apply", "--validate=false", "-n", NS, "-f", "-",
+                     stdin=yaml.safe_dump_all(queues))  # fmt: skip
+    wait_until(lambda: len(marks(tmp_path / "good.marks")) >= 4, timeout=120)
+    wait_until(lambda: operated.condition("failing", "Degraded").get("status") == "True",
+               timeout=120)  # fmt: skip
+    failing = operated.condition("failing", "Ready")
+    assert failing["status"] == "False" and failing["reason"] == "ManagerFailed"
+    wait_until(lambda: operated.condition("lost", "Degraded").get("reason")
+               == "SourceUnavailable", timeout=120)  # fmt: skip
+    assert operated.condition("lost", "Ready")["status"] == "True"  # it runs, it cannot list
+    events = json.loads(operated.kubectl("get", "events", "-n", NS, "-o", "json").stdout)
+    assert ("failing", "ManagerFailed") in {
+        (e["involvedObject"]["name"], e["reason"]) for e in events["items"]}  # fmt: skip
+    assert operated.operator.poll() is None
+    assert not (tmp_path / "failing.marks").exists()
+
+    # the spec fixed: the queue runs, and what the healthy one ran is not run again
+    operated.kubectl("patch", "workqueue", "failing", "-n", NS, "--type", "json", "-p",
+                     '[{"op": "remove", "path": "/spec/ledgerSecret"}]')  # fmt: skip
+    wait_until(lambda: len(marks(tmp_path / "failing.marks")) >= 4, timeout=120)
+    wait_until(lambda: operated.condition("failing", "Ready").get("status") == "True",
+               timeout=60)  # fmt: skip
+    for name in ("good", "failing"):
+        seen = Counter(marks(tmp_path / f"{name}.marks"))
+        assert len(seen) == 4 and set(seen.values()) == {1}, (name, seen)

@@ -1,0 +1,83 @@
+"""A WorkQueue's spec as the options its manager runs with (`manager.operator.queue_spec`),
+and the reasons a spec cannot run."""
+
+from __future__ import annotations
+
+import pytest
+
+from kube_workqueue.manager.operator.queue_spec import Settings, SpecProblem, plan
+
+SETTINGS = Settings(image="registry.example/workqueue:1")
+
+
+def queue(**spec) -> dict:
+    base = {"source": {"url": "https://items.example/"}, "worker": {"image": "w:1"}}
+    return {"metadata": {"name": "q", "namespace": "media", "generation": 1},
+            "spec": {**base, **spec}}  # fmt: skip
+
+
+def test_an_items_api_is_read_as_it_is_and_needs_no_ambassador():
+    made = plan(queue(), SETTINGS)
+    assert made.source_url == "https://items.example" and made.ambassador is None
+    assert made.kube.queue == "q" and made.kube.namespace == "media" and made.kube.leader_elect
+    assert made.manager.parallelism == 1 and made.manager.max_attempts == 3
+
+
+def test_a_served_source_gets_an_ambassador_reached_by_the_url_template():
+    made = plan(queue(source={"url": "redis://r:6379/0?zset=jobs", "credentialsSecret": "rc"}),
+                SETTINGS)  # fmt: skip
+    assert made.source_url == "http://q-ambassador.media.svc:8080"
+    assert made.ambassador.args == ["--source=redis://r:6379/0?zset=jobs"]
+    assert made.ambassador.credentials_secret == "rc" and made.secrets == ("rc",)
+
+
+def test_a_folder_on_a_claim_is_mounted_in_the_ambassador_and_the_workers():
+    made = plan(queue(source={"volume": {"claimName": "media", "path": "in/", "writable": True},
+                              "suffixes": [".mov"]}), SETTINGS)  # fmt: skip
+    assert made.ambassador.args == ["--root=/data/in", "--suffix=.mov"]
+    assert made.ambassador.claim == "media"
+    assert (made.kube.pvc, made.kube.mount_path, made.kube.volume_writable) == (
+        "media", "/data", True)  # fmt: skip
+    with pytest.raises(SpecProblem, match="may not leave the volume"):
+        plan(queue(source={"volume": {"claimName": "m", "path": "../etc"}}), SETTINGS)
+
+
+def test_the_worker_fields_reach_the_pod():
+    secret_ref = {"secretKeyRef": {"name": "s", "key": "k"}}
+    made = plan(queue(worker={
+        "image": "w:2", "command": ["run"], "args": ["--fast"],
+        "env": [{"name": "A", "value": "1"}, {"name": "B", "valueFrom": secret_ref}],
+        "envFrom": [{"secretRef": {"name": "all"}}],
+        "resources": {"requests": {"cpu": "1"}}, "serviceAccountName": "worker",
+        "podTemplate": {"priorityClassName": "batch"},
+    }, timeout="30m", retryBackoff="10s", maxAttempts=5), SETTINGS)  # fmt: skip
+    pod = made.kube.pod()
+    assert (pod.image, pod.command, pod.args, pod.env) == ("w:2", ["run"], ["--fast"], {"A": "1"})
+    assert pod.service_account == "worker" and pod.active_deadline_seconds == 1800
+    (container,) = pod.pod_spec_patch["containers"]
+    assert container["env"] == [{"name": "B", "valueFrom": secret_ref}]
+    assert container["envFrom"] == [{"secretRef": {"name": "all"}}]
+    assert pod.pod_spec_patch["priorityClassName"] == "batch"
+    assert (made.manager.retry_backoff, made.manager.max_attempts) == (10.0, 5)
+
+
+def test_what_a_running_manager_follows_does_not_restart_it():
+    first = plan(queue(parallelism=2), SETTINGS).fingerprint
+    assert plan(queue(parallelism=9, paused=True, limits=["a=1"]), SETTINGS).fingerprint == first
+    assert plan(queue(worker={"image": "w:2"}), SETTINGS).fingerprint != first
+
+
+@pytest.mark.parametrize(
+    ("spec", "reason", "words"),
+    [
+        ({"source": {"url": "ftp://x/in/"}}, "UnknownSource", "ftp"),
+        ({"worker": {}}, "InvalidSpec", "image"),
+        ({"group": "no-capture"}, "InvalidSpec", "capture group"),
+        ({"timeout": "soon"}, "InvalidSpec", "spec.timeout"),
+        ({"source": {}}, "InvalidSpec", "url or volume"),
+    ],
+)
+def test_a_spec_that_cannot_run_says_why(spec, reason, words):
+    with pytest.raises(SpecProblem) as problem:
+        plan(queue(**spec), SETTINGS)
+    assert problem.value.reason == reason and words in problem.value.message
