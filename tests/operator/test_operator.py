@@ -12,6 +12,7 @@ from pathlib import Path
 
 import yaml
 
+from tests.charts.test_chart import by_kind, render
 from tests.support.servers import wait_until
 
 from .conftest import NS, ROOT, marks
@@ -129,13 +130,34 @@ def test_three_workqueues_run_once_each_through_patch_bad_spec_delete_and_restar
     (media / "clip-3.mp4").write_bytes(b"video")
     wait_until(lambda: len(ran("thumbs")) >= 4, timeout=60)
 
+    # a new image (and a new ambassador setting): the next items run with it, nothing again
+    operated.kubectl(
+        "patch",
+        "workqueue",
+        "thumbs",
+        "-n",
+        NS,
+        "--type",
+        "merge",
+        "-p",
+        '{"spec":{"worker":{"image":"thumbnailer:2"},"source":{"settleSeconds":0}}}',
+    )
+    wait_until(lambda: operated.deployments.started.get((NS, "thumbs-ambassador")) == 2,
+               timeout=60)  # fmt: skip
+    (media / "clip-5.mp4").write_bytes(b"video")
+    wait_until(lambda: len(ran("thumbs")) >= 5, timeout=60)
+    images = {o["spec"]["template"]["spec"]["containers"][0]["image"]
+              for (r, _, _), o in list(operated.server.store.objects.items())
+              if r == "jobs" and _labelled(o, "thumbs")}  # fmt: skip
+    assert "thumbnailer:2" in images
+
     # a restart of the operator runs nothing twice; what came meanwhile runs once
     assert operated.stop_operator() == 0
     (media / "clip-4.mp4").write_bytes(b"video")
     redis.zadd(zset, {"beta/e": 2})
     operated.start_operator()
-    expected.update(thumbs=5, renders=5)
-    wait_until(lambda: len(ran("thumbs")) >= 5 and len(ran("renders")) >= 5, timeout=120)
+    expected.update(thumbs=6, renders=5)
+    wait_until(lambda: len(ran("thumbs")) >= 6 and len(ran("renders")) >= 5, timeout=120)
     for name, count in expected.items():
         seen = Counter(ran(name))
         assert len(seen) == count and set(seen.values()) == {1}, (name, seen)
@@ -148,9 +170,22 @@ def test_three_workqueues_run_once_each_through_patch_bad_spec_delete_and_restar
     assert records and all(not o["metadata"].get("ownerReferences") for o in records)
     assert operated.condition("renders", "Ready")["status"] == "True"
 
+    # the operator's rules are what it called: everything it called is granted, and what is
+    # granted beyond this run's calls is a queue manager's own (the per-queue Role's paths)
+    called = {(resource.split("/")[-1] + (f"/{sub}" if sub else ""), verb)
+              for verb, resource, sub in operated.server.verbs_seen(but_agent="kubectl")}  # fmt: skip
+    granted = _granted(by_kind(render({"mode": "operator"}), "ClusterRole")[0])
+    assert called <= granted, called - granted
+    assert granted - called <= _granted(by_kind(render(), "Role")[0]), granted - called
+
 
 def _labelled(obj: dict, queue: str, role: str | None = None) -> bool:
     labels = obj["metadata"].get("labels") or {}
     return labels.get("workqueue.dev/queue") == queue and (
         role is None or labels.get("workqueue.dev/role") == role
     )
+
+
+def _granted(role: dict) -> set[tuple[str, str]]:
+    return {(res, verb) for rule in role["rules"] for res in rule["resources"]
+            for verb in rule["verbs"]}  # fmt: skip

@@ -60,6 +60,7 @@ class ApiServer:
         self.version = version  # (major, minor) at /version, as the real server reports it
         self.faults = Faults()
         self.requests: list[tuple[str, str, str, str]] = []
+        self.agents: list[str] = []  # the User-Agent of each of `requests`
         # (verb, resource, HTTP code, monotonic time) of every answer
         self.answers: list[tuple[str, str, int, float]] = []
         self._requests_lock = threading.Lock()
@@ -141,10 +142,15 @@ class ApiServer:
             yaml.safe_dump(doc, f)
         return str(path)
 
-    def verbs_seen(self) -> set[tuple[str, str, str]]:
-        """(verb, group/resource, subresource) of every request so far."""
+    def verbs_seen(self, but_agent: str | None = None) -> set[tuple[str, str, str]]:
+        """(verb, group/resource, subresource) of every request so far (but those whose
+        User-Agent starts with `but_agent`: a test's own kubectl)."""
         with self._requests_lock:
-            return {(v, f"{g}/{r}" if g else r, s) for v, g, r, s in self.requests}
+            return {
+                (v, f"{g}/{r}" if g else r, s)
+                for (v, g, r, s), agent in zip(self.requests, self.agents, strict=True)
+                if but_agent is None or not agent.startswith(but_agent)
+            }
 
     # -- dispatch ------------------------------------------------------------------------
 
@@ -204,6 +210,7 @@ class ApiServer:
         }[method]
         with self._requests_lock:
             self.requests.append((verb, group, resource, sub))
+            self.agents.append(h.headers.get("User-Agent", ""))
         h.workqueue_call = (verb, resource)
         fault = self.faults.take(verb, resource, _json_or_none(raw))
         if fault is not None and fault["kind"] in ("429", "500"):

@@ -1,0 +1,63 @@
+"""The chart's `mode: operator`: the WorkQueue operator installed once - valid manifests, the
+rules cluster-wide or in the listed namespaces only, the per-queue objects absent, the
+operator's arguments accepted by the real CLI, and its pod locked down. (That its rules are
+exactly the calls it makes is checked in tests/operator/test_operator.py, against the calls
+the API-server stand-in recorded.)"""
+
+from __future__ import annotations
+
+import kubernetes_validate
+import pytest
+from helm_python import lint
+
+from .test_chart import CHART, VERSIONS, by_kind, render
+
+CLUSTER = {"mode": "operator"}
+LISTED = {"mode": "operator", "operator": {"namespaces": ["media", "batch"], "workers": 8}}
+
+
+@pytest.mark.parametrize("values", [CLUSTER, LISTED], ids=["cluster", "namespaces"])
+def test_the_operator_mode_renders_valid_manifests_and_nothing_per_queue(values):
+    assert lint(str(CHART), values, strict=True)["errors"] == []
+    docs = render(values)
+    for doc in docs:
+        for version in VERSIONS:
+            kubernetes_validate.validate(doc, version, strict=True)
+    (deployment,) = by_kind(docs, "Deployment")
+    assert deployment["metadata"]["name"] == "demo-workqueue-operator"
+    assert not by_kind(docs, "PersistentVolumeClaim") and not by_kind(docs, "Service")
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+
+
+def test_every_namespace_is_a_cluster_role_and_listed_ones_are_roles_there():
+    cluster = render(CLUSTER)
+    assert [d["metadata"]["name"] for d in by_kind(cluster, "ClusterRole")] == [
+        "demo-workqueue-operator"
+    ]
+    assert not by_kind(cluster, "Role")
+    listed = render(LISTED)
+    assert not by_kind(listed, "ClusterRole") and not by_kind(listed, "ClusterRoleBinding")
+    assert sorted(r["metadata"]["namespace"] for r in by_kind(listed, "Role")) == [
+        "batch", "media"]  # fmt: skip
+    for binding in by_kind(listed, "RoleBinding"):
+        (subject,) = binding["subjects"]
+        assert subject["namespace"] == "media" and subject["kind"] == "ServiceAccount"
+
+
+@pytest.mark.parametrize("values", [CLUSTER, LISTED], ids=["cluster", "namespaces"])
+def test_the_cli_accepts_the_operators_arguments(values):
+    from kube_workqueue.manager.cli import build_parser
+
+    (deployment,) = by_kind(render(values), "Deployment")
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    parsed = build_parser().parse_args(args)
+    assert (
+        parsed.subcommand == "operator" and parsed.image == "ghcr.io/kube-workqueue/workqueue:0.1.0"
+    )
+    if values is LISTED:
+        assert parsed.namespaces == ["media", "batch"] and parsed.workers == 8
+    else:
+        assert parsed.all_namespaces and parsed.namespaces is None
