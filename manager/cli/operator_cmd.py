@@ -78,7 +78,32 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--workers", type=int, default=4, help="WorkQueues reconciled at once (default 4)"
     )
+    p.add_argument(
+        "--lease",
+        metavar="NAMESPACE/NAME",
+        default=_default_lease(),
+        help="the Lease the operator holds while it runs queues: a second operator stands by "
+        "(default POD_NAMESPACE/workqueue-operator in a pod; none elsewhere)",
+    )
+    p.add_argument("--no-lease", action="store_const", const="", dest="lease",
+                   help="run without a Lease (one operator only)")  # fmt: skip
     p.set_defaults(func=run_operator)
+
+
+def _default_lease() -> str:
+    namespace = os.environ.get("POD_NAMESPACE")
+    return f"{namespace}/workqueue-operator" if namespace else ""
+
+
+def _lease(text: str) -> tuple[str, str] | None:
+    if not text:
+        return None
+    namespace, _, name = text.partition("/")
+    try:
+        namespace_name(namespace), namespace_name(name)
+    except argparse.ArgumentTypeError:
+        raise UserError(f"--lease wants NAMESPACE/NAME (DNS labels): {text!r}") from None
+    return namespace, name
 
 
 def _check_template(template: str) -> None:
@@ -96,6 +121,7 @@ def run_operator(args) -> int:
     from ..operator.reconciler import Operator
 
     _check_template(args.ambassador_url)
+    lease = _lease(args.lease)
     settings = Settings(
         kubeconfig=args.kubeconfig,
         image=args.image,
@@ -113,7 +139,8 @@ def run_operator(args) -> int:
         raise UserError(f"cannot reach the Kubernetes API: {one_line_of(exc)}") from None
     finally:
         probe.close()
-    operator = Operator(namespaces, settings, config, workers=max(1, args.workers))
+    config.connection_pool_maxsize = 32  # the reconcilers, the caches, the Lease
+    operator = Operator(namespaces, settings, config, workers=max(1, args.workers), lease=lease)
     stopping = threading.Event()
     got: dict[str, int] = {}
 
@@ -124,13 +151,17 @@ def run_operator(args) -> int:
     if threading.current_thread() is threading.main_thread():
         for sig in STOP_SIGNALS:
             signal.signal(sig, handler)
-    operator.start()
-    log.info("operator: watching WorkQueues in %s",
-             ", ".join(namespaces) if namespaces else "every namespace")  # fmt: skip
     try:
-        while not stopping.wait(0.5):
-            pass
+        if operator.lead(stopping):
+            operator.start()
+            log.info("operator: watching WorkQueues in %s",
+                     ", ".join(namespaces) if namespaces else "every namespace")  # fmt: skip
+            while not stopping.wait(0.5) and not operator.lost.is_set():
+                pass
     finally:
-        log.info("operator: stopping (%s)", signal.Signals(got.get("signal", 15)).name)
         operator.stop()
+    if operator.lost.is_set():
+        log.error("operator: lost its Lease; exiting so a new candidate can lead")
+        return 1
+    log.info("operator: stopped (%s)", signal.Signals(got.get("signal", 15)).name)
     return 0

@@ -217,7 +217,7 @@ def plan(obj: dict, settings: Settings) -> Plan:
         command=list(worker.get("command") or []) or None,
         args=list(worker.get("args") or []) or None,
         env=env,
-        leader_elect=True,
+        leader_elect=False,  # the operator leads, once for all its queues (reconciler)
         kube_api_qps=settings.kube_api_qps,
         batch_size=int(spec.get("batchSize") or 1),
         keep_succeeded=spec.get("keepSucceeded"),
@@ -250,6 +250,7 @@ def plan(obj: dict, settings: Settings) -> Plan:
         cancel_removed=bool(spec.get("cancelRemoved")),
         priorities=[_priority(text) for text in spec.get("priorities") or ()],
         tenancy=tenancy,
+        follow_interval=1.0,
     )
     if ledger_secret:
         secrets = (*secrets, ledger_secret[0])

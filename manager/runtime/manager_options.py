@@ -44,6 +44,8 @@ class ManagerOptions:
     mass_removal_fraction: float = 0.5
     mass_removal_min: int = 10
     source_timeout: float | None = None  # --once: give up on an unreachable source after this
+    # how often what is asked of the queue (its WorkQueue's spec, a pause) is looked at
+    follow_interval: float = 0.5
     probe_interval: float = 2.0  # held by a StorageFault: how often writes are tried again
     # --priority GLOB=N, in order: the first that matches an item's name gives its priority
     priorities: list[tuple[str, int]] = field(default_factory=list)

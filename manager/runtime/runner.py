@@ -420,7 +420,8 @@ class Manager:
         autoscaler when there is one."""
         self.started = time.time()
         self.asked.at_start()  # before any worker may take a slot
-        threading.Thread(target=self.watch_pause, name="pause", daemon=True).start()
+        threading.Thread(target=self.watch_pause, args=(self.options.follow_interval,),
+                         name="pause", daemon=True).start()  # fmt: skip
         self.asked.note_manager()
         workers = max(
             self.capacity.limit, self.options.parallelism, self.options.max_parallelism or 0
@@ -443,7 +444,10 @@ class Manager:
         feeder.start()
         # A short timeout, not a bare wait: stop() is called from a signal handler, and a
         # handler that runs inside this very wait must not be the only thing that wakes it.
-        while not self.stop_event.wait(0.5):
+        # Off the main thread (a queue of `workqueue operator`) no handler runs here: one
+        # wait, no wake-ups twice a second per queue.
+        main = threading.current_thread() is threading.main_thread()
+        while not self.stop_event.wait(0.5 if main else None):
             pass
         self._drain()
 

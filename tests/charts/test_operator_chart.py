@@ -40,8 +40,12 @@ def test_every_namespace_is_a_cluster_role_and_listed_ones_are_roles_there():
     assert not by_kind(cluster, "Role")
     listed = render(LISTED)
     assert not by_kind(listed, "ClusterRole") and not by_kind(listed, "ClusterRoleBinding")
-    assert sorted(r["metadata"]["namespace"] for r in by_kind(listed, "Role")) == [
-        "batch", "media"]  # fmt: skip
+    queues = [r for r in by_kind(listed, "Role") if not r["metadata"]["name"].endswith("-lease")]
+    assert sorted(r["metadata"]["namespace"] for r in queues) == ["batch", "media"]
+    (lease,) = [r for r in by_kind(listed, "Role") if r["metadata"]["name"].endswith("-lease")]
+    assert "namespace" not in lease["metadata"]  # the release's own
+    assert lease["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                               "verbs": ["create", "get", "update"]}]  # fmt: skip
     for binding in by_kind(listed, "RoleBinding"):
         (subject,) = binding["subjects"]
         assert subject["namespace"] == "media" and subject["kind"] == "ServiceAccount"
@@ -53,7 +57,8 @@ def test_the_cli_accepts_the_operators_arguments(values):
 
     (deployment,) = by_kind(render(values), "Deployment")
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
-    parsed = build_parser().parse_args(args)
+    parsed = build_parser().parse_args([a.replace("$(POD_NAMESPACE)", "media") for a in args])
+    assert parsed.lease == "media/demo-workqueue-operator"
     assert (
         parsed.subcommand == "operator" and parsed.image == "ghcr.io/kube-workqueue/workqueue:0.1.0"
     )

@@ -67,6 +67,7 @@ class Operated:
         return subprocess.Popen(
             [sys.executable, "-m", "kube_workqueue.manager.cli", "operator", "--namespace", NS,
              "--kubeconfig", self.kubeconfig, "--ambassador-url", proxy, "--kube-api-qps", "0",
+             "--lease", f"{NS}/workqueue-operator",
              *extra],
             stdout=subprocess.DEVNULL, stderr=log,
         )  # fmt: skip

@@ -19,7 +19,8 @@ def queue(**spec) -> dict:
 def test_an_items_api_is_read_as_it_is_and_needs_no_ambassador():
     made = plan(queue(), SETTINGS)
     assert made.source_url == "https://items.example" and made.ambassador is None
-    assert made.kube.queue == "q" and made.kube.namespace == "media" and made.kube.leader_elect
+    assert made.kube.queue == "q" and made.kube.namespace == "media"
+    assert not made.kube.leader_elect  # the operator holds one Lease for all its queues
     assert made.manager.parallelism == 1 and made.manager.max_attempts == 3
 
 
