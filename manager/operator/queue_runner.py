@@ -59,11 +59,18 @@ class QueueRun:
 
     def stop(self, timeout: float = 60.0) -> None:
         """Stop the queue's manager (its own grace for work in hand) and wait for it."""
+        self.ask_to_stop()
+        self._thread.join(timeout)
+
+    def ask_to_stop(self) -> None:
+        """Stop without waiting (`Operator.stop` asks every queue first, then waits once)."""
         self._stopping.set()
         with self._lock:
             manager = self._manager
         if manager is not None:
             manager.stop()
+
+    def join(self, timeout: float) -> None:
         self._thread.join(timeout)
 
     @property

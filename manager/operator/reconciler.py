@@ -54,6 +54,7 @@ log = logging.getLogger(__name__)
 
 FINALIZER = "workqueue.dev/operator"
 RESYNC_SECONDS = 300.0
+STOP_SECONDS = 60.0  # how long stopping waits for every queue's manager together
 
 
 def key_of(obj: dict) -> str:
@@ -145,8 +146,12 @@ class Operator:
         self.queue.shut_down()
         for thread in self._threads:
             thread.join(30)
-        for running in list(self.runs.values()):
-            running.run.stop()
+        runs = [running.run for running in self.runs.values()]
+        for run in runs:  # all at once: a stop waits on its API calls, which may be failing
+            run.ask_to_stop()
+        deadline = time.monotonic() + STOP_SECONDS
+        for run in runs:
+            run.join(max(0.0, deadline - time.monotonic()))
         self.runs.clear()
         if self.elector is not None:
             self.elector.stop()
