@@ -250,7 +250,11 @@ def plan(obj: dict, settings: Settings) -> Plan:
         cancel_removed=bool(spec.get("cancelRemoved")),
         priorities=[_priority(text) for text in spec.get("priorities") or ()],
         tenancy=tenancy,
-        follow_interval=1.0,
+        # a queue of many at rest: its spec looked at when its WorkQueue changes (a patch is
+        # in force within a watch event), its status built every 15 s (an answer to a change
+        # of spec: at once)
+        follow_on_change=True,
+        status_interval=15.0,
     )
     if ledger_secret:
         secrets = (*secrets, ledger_secret[0])

@@ -46,6 +46,11 @@ class ManagerOptions:
     source_timeout: float | None = None  # --once: give up on an unreachable source after this
     # how often what is asked of the queue (its WorkQueue's spec, a pause) is looked at
     follow_interval: float = 0.5
+    # look at what is asked when the ledger says it changed (`asked_changed`), not every
+    # follow_interval (`workqueue operator`'s queues: many, mostly at rest)
+    follow_on_change: bool = False
+    # how often the status is built and handed to the ledger (None: asked.STATUS_SECONDS)
+    status_interval: float | None = None
     probe_interval: float = 2.0  # held by a StorageFault: how often writes are tried again
     # --priority GLOB=N, in order: the first that matches an item's name gives its priority
     priorities: list[tuple[str, int]] = field(default_factory=list)

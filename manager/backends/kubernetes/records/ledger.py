@@ -106,6 +106,8 @@ class ClusterLedger:
         # what is asked of the queue - pause, parallelism - and where its status goes: its
         # WorkQueue (queue_resource.QueueResource) or, without the CRD, its control ConfigMap
         self.control = control
+        # set on every change of the queue's WorkQueue, where one is followed (`Asked.follow`)
+        self.asked_changed = getattr(control, "changed", None)
         self.batches = batches  # the record of batches: it speaks first for their members
 
     def _batch_state(self, name: str) -> tuple[str, int] | None:

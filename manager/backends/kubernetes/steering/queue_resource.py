@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 from datetime import UTC, datetime
 
@@ -154,7 +155,9 @@ class QueueResource:
         self.stuck = stuck
         self.queue = queue
         self.seed = seed_parallelism
-        self.cache = ClusterCache(api, f"{ko.QUEUE_LABEL}={queue}", kind=KIND, keep=("spec",))
+        self.changed = threading.Event()  # set on every change of the WorkQueue (its watch)
+        self.cache = ClusterCache(api, f"{ko.QUEUE_LABEL}={queue}", kind=KIND, keep=("spec",),
+                                  on_change=lambda _kind, _obj: self.changed.set())  # fmt: skip
         self._paused_seen: float | None = None  # when this manager first saw spec.paused
         self._written: dict | None = None  # the status last written
         self._written_at = float("-inf")

@@ -1,0 +1,83 @@
+"""A queue's ambassador Deployment and Service (`manager.operator.ambassador_objects`): valid
+Kubernetes objects (kubernetes-validate, strict), locked down, controlled by the WorkQueue; a
+changed plan rolls the pod template; an object of the name the WorkQueue does not own is a
+`Conflict`, left alone."""
+
+from __future__ import annotations
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from kube_workqueue.manager.backends.kubernetes.client.api import KubeApi
+from kube_workqueue.manager.operator import ambassador_objects
+from kube_workqueue.manager.operator.queue_spec import Settings, SpecProblem, plan
+from tests.charts.test_chart import VERSIONS
+from tests.support.apiserver import ApiServer
+
+from .conftest import CRD, NS
+
+SETTINGS = Settings(image="registry.example/workqueue:1")
+
+
+@pytest.fixture
+def api():
+    server = ApiServer().start()
+    server.store.install_crd(yaml.safe_load(CRD.read_text()))
+    kube = KubeApi(NS, server.client_configuration(), qps=0)
+    yield server, kube
+    kube.close()
+    server.stop()
+
+
+def made(server, spec: dict) -> dict:
+    body = {"metadata": {"name": "thumbs"}, "spec": {"worker": {"image": "w"}, **spec}}
+    obj = server.store.create("workqueue.dev", "workqueues", NS, body)
+    return obj
+
+
+def test_a_folder_queue_gets_a_valid_locked_down_ambassador(api):
+    server, kube = api
+    obj = made(server, {"source": {"volume": {"claimName": "media"}, "credentialsSecret": "c"}})
+    queue_plan = plan(obj, SETTINGS)
+    ambassador_objects.ensure(kube, obj, queue_plan.ambassador, SETTINGS)
+    deployment = server.store.get("deployments", NS, "thumbs-ambassador")
+    service = server.store.get("services", NS, "thumbs-ambassador")
+    for doc in (deployment, service):
+        clean = {k: v for k, v in doc.items() if k != "status"}
+        clean["metadata"] = {k: v for k, v in doc["metadata"].items()
+                             if k in ("name", "namespace", "labels", "annotations",
+                                      "ownerReferences")}  # fmt: skip
+        for version in VERSIONS:
+            kubernetes_validate.validate(clean, version, strict=True)
+        (owner,) = doc["metadata"]["ownerReferences"]
+        assert owner["uid"] == obj["metadata"]["uid"] and owner["controller"] is True
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["args"][:2] == ["ambassador", "--root=/data"]
+    assert container["envFrom"] == [{"secretRef": {"name": "c"}}]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert pod["automountServiceAccountToken"] is False and pod["securityContext"]["runAsNonRoot"]
+    (shared,) = [v for v in pod["volumes"] if v["name"] == "shared"]
+    assert shared["persistentVolumeClaim"] == {"claimName": "media", "readOnly": True}
+    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+
+
+def test_a_changed_plan_rolls_the_template_and_a_foreign_object_is_a_conflict(api):
+    server, kube = api
+    obj = made(server, {"source": {"url": "redis://r:6379/0?set=jobs"}})
+    ambassador_objects.ensure(kube, obj, plan(obj, SETTINGS).ambassador, SETTINGS)
+    before = server.store.get("deployments", NS, "thumbs-ambassador")
+    obj["spec"]["source"]["suffixes"] = [".json"]
+    ambassador_objects.ensure(kube, obj, plan(obj, SETTINGS).ambassador, SETTINGS)
+    after = server.store.get("deployments", NS, "thumbs-ambassador")
+    assert after["metadata"]["uid"] == before["metadata"]["uid"]
+    assert "--suffix=.json" in after["spec"]["template"]["spec"]["containers"][0]["args"]
+    server.store.delete("services", NS, "thumbs-ambassador", {})
+    server.store.create("", "services", NS, {"metadata": {"name": "thumbs-ambassador"},
+                                             "spec": {"ports": [{"port": 80}]}})  # fmt: skip
+    with pytest.raises(SpecProblem) as problem:
+        ambassador_objects.ensure(kube, obj, plan(obj, SETTINGS).ambassador, SETTINGS)
+    assert problem.value.reason == "Conflict"
+    assert "ownerReferences" not in server.store.get("services", NS, "thumbs-ambassador")[
+        "metadata"]  # fmt: skip
