@@ -92,15 +92,18 @@ class Asked:
 
     def follow(self, interval: float = 0.5) -> None:
         """Until the manager stops: each change said once and in force at once, and the
-        status handed to the ledger every STATUS_SECONDS (`options.status_interval` when
+        status handed to the ledger every STATUS_SECONDS (`ManagerOptions.status_interval` when
         set; an answer to a change of spec at once)."""
         m = self.manager
         reported = float("-inf")
         took = 0.0  # how long the last status took to build
         # a ledger that can say when what is asked may have changed (a WorkQueue's watch):
         # looked at on each change, not `interval` - a queue of many at rest wakes only to
-        # report its status (`options.follow_on_change`)
-        changed = getattr(m.ledger, "asked_changed", None) if m.options.follow_on_change else None
+        # report its status (`ManagerOptions.follow_on_change`)
+        options = getattr(m, "options", None)
+        every = getattr(options, "status_interval", None) or STATUS_SECONDS
+        on_change = getattr(options, "follow_on_change", False)
+        changed = getattr(m.ledger, "asked_changed", None) if on_change else None
         while not m.stop_event.is_set():
             if changed is not None:
                 changed.clear()  # before reading: a change from now on wakes the next wait
@@ -115,14 +118,12 @@ class Asked:
             # the status is a view over every item: with a million known it takes seconds,
             # so it may use at most a tenth of the time between two
             gap = time.monotonic() - reported
-            every = m.options.status_interval or STATUS_SECONDS
             if gap >= 10 * took and (self.answer_due or gap >= every):
                 self.answer_due = False
                 reported = time.monotonic()
                 self.report()
                 took = time.monotonic() - reported
             if changed is not None:
-                every = m.options.status_interval or STATUS_SECONDS
                 changed.wait(max(interval, every - (time.monotonic() - reported)))
             else:
                 m.stop_event.wait(interval)
