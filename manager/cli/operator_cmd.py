@@ -85,6 +85,18 @@ def add_parser(subparsers) -> None:
         help="the Lease the operator holds while it runs queues: a second operator stands by "
         "(default POD_NAMESPACE/workqueue-operator in a pod; none elsewhere)",
     )
+    p.add_argument(
+        "--health-port",
+        type=int,
+        metavar="PORT",
+        help="serve /healthz (its watches and reconcilers run) and /readyz (it leads, or "
+        "stands by) on this port (a pod's probes)",
+    )
+    p.add_argument(
+        "--health-host",
+        default="127.0.0.1",
+        help="the address --health-port binds (default 127.0.0.1; 0.0.0.0 in a pod)",
+    )
     p.add_argument("--no-lease", action="store_const", const="", dest="lease",
                    help="run without a Lease (one operator only)")  # fmt: skip
     p.set_defaults(func=run_operator)
@@ -104,6 +116,38 @@ def _lease(text: str) -> tuple[str, str] | None:
     except argparse.ArgumentTypeError:
         raise UserError(f"--lease wants NAMESPACE/NAME (DNS labels): {text!r}") from None
     return namespace, name
+
+
+def _serve_health(host: str, port: int, operator):
+    """/healthz and /readyz for a pod's probes, in a thread (`Operator.healthy`)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Probes(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            if self.path == "/healthz":
+                ok = operator.healthy()
+            elif self.path == "/readyz":
+                ok = True  # leading or standing by: either way where it should be
+            else:
+                self.send_error(404)
+                return
+            body = b"ok\n" if ok else b"unhealthy\n"
+            self.send_response(200 if ok else 503)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    try:
+        server = ThreadingHTTPServer((host, port), Probes)
+    except OSError as exc:
+        raise UserError(f"--health-port {host}:{port}: {exc.strerror}") from None
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="health", daemon=True).start()
+    return server
 
 
 def _check_template(template: str) -> None:
@@ -151,6 +195,9 @@ def run_operator(args) -> int:
     if threading.current_thread() is threading.main_thread():
         for sig in STOP_SIGNALS:
             signal.signal(sig, handler)
+    health = None
+    if args.health_port is not None:
+        health = _serve_health(args.health_host, args.health_port, operator)
     try:
         if operator.lead(stopping):
             operator.start()
@@ -160,6 +207,8 @@ def run_operator(args) -> int:
                 pass
     finally:
         operator.stop()
+        if health is not None:
+            health.shutdown()
     if operator.lost.is_set():
         log.error("operator: lost its Lease; exiting so a new candidate can lead")
         return 1

@@ -9,7 +9,11 @@ the operator reads neither, and one source's trouble (a slow bucket listing, a m
 stream in memory) is that pod's, not every queue's. The pod is the chart's ambassador
 container: the same image, arguments, probes and security context, one worker process.
 
-`ensure(api, queue_object, plan, settings)` creates both, or replaces the Deployment's pod
+A NetworkPolicy beside them lets only the operator's pods (`app.kubernetes.io/component:
+operator`, in any namespace) reach the ambassador's port; what the ambassador itself reaches (a
+bucket, a Redis) is not restricted.
+
+`ensure(api, queue_object, plan, settings)` creates the three, or replaces the Deployment's pod
 template when the plan changed it (a Deployment rolls its pods on that); an object of the same
 name that the WorkQueue does not control is left alone and reported (`Conflict`).
 """
@@ -27,6 +31,7 @@ from .queue_spec import AmbassadorPlan, Settings, SpecProblem, ambassador_name
 TEMPLATE_HASH = "workqueue.dev/ambassador-template"
 # not the queue label: what selects a queue's Jobs and worker pods must not find this pod
 AMBASSADOR_OF = "workqueue.dev/ambassador-of"
+IMAGE_USER = 10001  # the workqueue image's own user (worker-images/workqueue/Dockerfile)
 
 
 def controller_reference(obj: dict) -> dict:
@@ -61,7 +66,7 @@ def deployment(queue: str, plan: AmbassadorPlan, settings: Settings, owner: dict
         },
         "resources": {
             "requests": {"cpu": "50m", "memory": "96Mi"},
-            "limits": {"memory": "512Mi"},
+            "limits": {"cpu": "1", "memory": "512Mi"},
         },  # fmt: skip
         "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
     }
@@ -80,7 +85,10 @@ def deployment(queue: str, plan: AmbassadorPlan, settings: Settings, owner: dict
         "metadata": {"labels": labels(queue)},
         "spec": {
             "automountServiceAccountToken": False,
-            "securityContext": ko.pod_security(None),
+            "securityContext": {
+                **ko.pod_security(None, run_as_user=IMAGE_USER),
+                "runAsGroup": IMAGE_USER,
+            },  # fmt: skip
             "containers": [container],
             "volumes": volumes,
         },
@@ -122,6 +130,25 @@ def service(queue: str, settings: Settings, owner: dict) -> dict:
     }
 
 
+def network_policy(queue: str, settings: Settings, owner: dict) -> dict:
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": ambassador_name(queue), "labels": labels(queue),
+                     "ownerReferences": [owner]},  # fmt: skip
+        "spec": {
+            "podSelector": {"matchLabels": {AMBASSADOR_OF: queue}},
+            "policyTypes": ["Ingress"],
+            "ingress": [{
+                "from": [{"namespaceSelector": {},
+                          "podSelector": {"matchLabels": {
+                              "app.kubernetes.io/component": "operator"}}}],
+                "ports": [{"protocol": "TCP", "port": settings.ambassador_port}],
+            }],
+        },
+    }  # fmt: skip
+
+
 def _controlled_by(obj: dict, owner: dict) -> bool:
     refs = obj["metadata"].get("ownerReferences") or []
     return any(r.get("uid") == owner["uid"] and r.get("controller") for r in refs)
@@ -132,7 +159,8 @@ def ensure(api: KubeApi, queue_object: dict, plan: AmbassadorPlan, settings: Set
     queue = queue_object["metadata"]["name"]
     owner = controller_reference(queue_object)
     wanted = {"deployments": deployment(queue, plan, settings, owner),
-              "services": service(queue, settings, owner)}  # fmt: skip
+              "services": service(queue, settings, owner),
+              "networkpolicies": network_policy(queue, settings, owner)}  # fmt: skip
     for kind, body in wanted.items():
         name = body["metadata"]["name"]
         current = api.find(kind, name)

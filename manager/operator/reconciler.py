@@ -158,6 +158,14 @@ class Operator:
         for api in self._apis.values():
             api.close()
 
+    def healthy(self) -> bool:
+        """Alive as a liveness probe means it: not started yet (standing by), or every
+        reconciler and watch thread still running."""
+        if not self._threads:
+            return True
+        caches = all(cache.alive for cache in self._caches)
+        return caches and all(thread.is_alive() for thread in self._threads)
+
     def _work(self) -> None:
         while True:
             key, shutdown = self.queue.get()

@@ -9,6 +9,7 @@ import base64
 import json
 from collections import Counter
 
+import requests
 import yaml
 
 from tests.support.servers import free_port, wait_until
@@ -40,7 +41,8 @@ def test_a_failing_queue_is_a_condition_and_the_others_run(operated, tmp_path,
         items_queue("lost", f"http://127.0.0.1:{free_port()}", operated, tmp_path),
         items_queue("failing", served.url, operated, tmp_path, ledgerSecret={"name": "ledger"}),
     ]
-    operated.start_operator()
+    health = free_port()
+    operated.start_operator("--health-port", str(health))
     operated.kubectl("apply", "--validate=false", "-n", NS, "-f", "-",
                      stdin=yaml.safe_dump_all(queues))  # fmt: skip
     wait_until(lambda: len(marks(tmp_path / "good.marks")) >= 4, timeout=120)
@@ -56,6 +58,10 @@ def test_a_failing_queue_is_a_condition_and_the_others_run(operated, tmp_path,
         (e["involvedObject"]["name"], e["reason"]) for e in events["items"]}  # fmt: skip
     assert operated.operator.poll() is None
     assert not (tmp_path / "failing.marks").exists()
+    # a failing queue is the queue's trouble, not the operator's: its probes stay green
+    for probe in ("/healthz", "/readyz"):
+        answer = requests.get(f"http://127.0.0.1:{health}{probe}", timeout=10)
+        assert answer.status_code == 200 and answer.text == "ok\n"
 
     # the spec fixed: the queue runs, and what the healthy one ran is not run again
     operated.kubectl("patch", "workqueue", "failing", "-n", NS, "--type", "json", "-p",

@@ -4,7 +4,8 @@ relies on it.
 
 What it implements (namespaced resources only):
   batch/v1 jobs (+ /status), v1 configmaps, pods, events, coordination.k8s.io/v1 leases,
-  apps/v1 deployments; /version
+  apps/v1 deployments, v1 services and secrets, networking.k8s.io/v1 networkpolicies;
+  /version; the proxy to a Service (`endpoints`); lists and watches across namespaces
   create (generateName; 409 AlreadyExists; names, labels and Job/ConfigMap rules checked as
   the real server does, 422 Invalid), get, list (equality- and set-based label selectors;
   paging with limit/continue), update (409 Conflict on a stale resourceVersion), patch (merge,

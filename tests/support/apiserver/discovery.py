@@ -24,6 +24,9 @@ CORE = _resources("v1", {"configmaps": ("ConfigMap", True), "events": ("Event", 
 BUILT_IN_GROUPS = {
     ("batch", "v1"): _resources("batch/v1", {"jobs": ("Job", True)}),
     ("apps", "v1"): _resources("apps/v1", {"deployments": ("Deployment", True)}),
+    ("networking.k8s.io", "v1"): _resources(
+        "networking.k8s.io/v1", {"networkpolicies": ("NetworkPolicy", True)}
+    ),
     ("coordination.k8s.io", "v1"): _resources(
         "coordination.k8s.io/v1", {"leases": ("Lease", True)}
     ),

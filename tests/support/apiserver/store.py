@@ -28,6 +28,7 @@ RESOURCES = {
     ("", "secrets"): ("v1", "Secret"),
     ("batch", "jobs"): ("batch/v1", "Job"),
     ("apps", "deployments"): ("apps/v1", "Deployment"),
+    ("networking.k8s.io", "networkpolicies"): ("networking.k8s.io/v1", "NetworkPolicy"),
     ("coordination.k8s.io", "leases"): ("coordination.k8s.io/v1", "Lease"),
 }
 

@@ -54,6 +54,7 @@ _KINDS = {
     "deployments": "/apis/apps/v1",
     "services": "/api/v1",
     "secrets": "/api/v1",
+    "networkpolicies": "/apis/networking.k8s.io/v1",
 }
 # the Content-Type of a patch: a list is a JSON patch; an object is a strategic merge for a
 # built-in kind (as the official client sends it) and a merge patch for a custom one, which

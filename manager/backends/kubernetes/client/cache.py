@@ -127,6 +127,11 @@ class ClusterCache:
             raise UserError(problem)
         return self
 
+    @property
+    def alive(self) -> bool:
+        """Whether its list-and-watch thread runs (a liveness probe's question)."""
+        return self._thread.is_alive()
+
     def _resync_loop(self) -> None:
         while not self._stop.wait(self.resync_period):
             if not self.synced.is_set():
