@@ -18,7 +18,7 @@ import logging
 import time
 
 from ..backends.kubernetes.client.api import KubeApi, KubeError
-from ..backends.kubernetes.steering.queue_resource import rfc3339
+from ..backends.kubernetes.steering.queue_resource import rfc3339, summary_conditions
 
 log = logging.getLogger(__name__)
 
@@ -37,16 +37,7 @@ def conditions(obj: dict, ready: tuple[bool, str, str], degraded: tuple[bool, st
         "Progressing": (False, "NotRunning", "no manager of this queue is dispatching"),
         "Degraded": degraded,
     }
-    out = []
-    for kind, (on, reason, message) in states.items():
-        status = "True" if on else "False"
-        earlier = before.get(kind)
-        since = now
-        if earlier is not None and earlier.get("status") == status:
-            since = earlier.get("lastTransitionTime") or now
-        out.append({"type": kind, "status": status, "lastTransitionTime": since,
-                    "reason": reason, "message": message[:1000]})  # fmt: skip
-    return out
+    return summary_conditions(states, before, now)
 
 
 def write(api: KubeApi, obj: dict, ready: tuple[bool, str, str],

@@ -46,8 +46,8 @@ KIND = "workqueues"
 API_VERSION = "workqueue.dev/v1alpha1"
 MIN_WRITE_SECONDS = 5.0
 CONDITIONS = ("Paused", "Stuck", "StorageFault", "SourceUnavailable")
-# the summary every queue's status carries (`kubectl wait --for=condition=Ready`), over those
-SUMMARY = ("Ready", "Progressing", "Degraded")
+# and before them the summary every queue's status carries (`_summary`: Ready, Progressing,
+# Degraded - what `kubectl wait --for=condition=Ready` waits for)
 
 
 def rfc3339(epoch: float) -> str:
@@ -336,9 +336,15 @@ def _summary(detailed: list[dict], facts: dict, before: dict, now: str) -> list[
             "; ".join(c.get("message", "") for c in troubles),
         ),
     }
+    return summary_conditions(states, before, now)
+
+
+def summary_conditions(states: dict, before: dict, now: str) -> list[dict]:
+    """Conditions from {type: (on, reason, message)}, each keeping its lastTransitionTime from
+    `before` (by type) while its status stays. Shared with the operator, which writes the same
+    three while no manager of the queue does (`manager.operator.conditions`)."""
     out = []
-    for kind in SUMMARY:
-        on, reason, message = states[kind]
+    for kind, (on, reason, message) in states.items():
         status = "True" if on else "False"
         earlier = before.get(kind)
         since = now
