@@ -13,6 +13,47 @@ import fnmatch
 import re
 from collections.abc import Iterable
 
+from .errors import InputError
+from .items import PRIORITY_LIMIT
+
+
+def parse_rule(text: str) -> tuple[str, int]:
+    """`GLOB=N` (`--priority`, a WorkQueue's `spec.priorities`) as (glob, N); `InputError`
+    with one line when it is not one."""
+    glob, sep, number = text.rpartition("=")
+    if not sep or not glob:
+        raise InputError(f"wants GLOB=N (for example 'urgent/*=10'): {text!r}")
+    try:
+        priority = int(number.strip())
+    except ValueError:
+        raise InputError(f"not an integer priority: {number.strip()!r}") from None
+    if abs(priority) > PRIORITY_LIMIT:
+        raise InputError(f"a priority is within ±{PRIORITY_LIMIT}: {text!r}")
+    if unclosed_bracket(glob):
+        raise InputError(
+            f"the glob has a [ that nothing closes (for a [ itself write [[]): {text!r}"
+        )
+    return glob, priority
+
+
+def unclosed_bracket(glob: str) -> bool:
+    """Whether a shell-style glob opens a [set] it never closes (fnmatch would quietly take
+    the [ as itself: a glob that meant a set would match nothing it was meant to)."""
+    i = 0
+    while i < len(glob):
+        if glob[i] == "[":
+            j = i + 1
+            if j < len(glob) and glob[j] in "!^":
+                j += 1
+            if j < len(glob) and glob[j] == "]":
+                j += 1
+            close = glob.find("]", j)
+            if close == -1:
+                return True
+            i = close
+        i += 1
+    return False
+
 
 class Rules:
     """The manager's `--priority` rules as one regular expression: the first alternative that

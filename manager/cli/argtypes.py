@@ -16,7 +16,8 @@ import argparse
 from ..declared import dest, flags
 from ..durations import parse_duration
 from ..errors import InputError
-from ..ports import MAX_PARALLELISM, PRIORITY_LIMIT, parallelism_problem
+from ..ports import MAX_PARALLELISM, parallelism_problem
+from ..priority_rules import parse_rule
 
 
 def _number(text: str, kind: type, noun: str):
@@ -102,21 +103,6 @@ def at_most(limit: int, why: str):
     return parse
 
 
-def priority_rule(text: str) -> tuple[str, int]:
-    """`GLOB=N` (`--priority`) as (glob, N)."""
-    glob, sep, number = text.rpartition("=")
-    if not sep or not glob:
-        raise argparse.ArgumentTypeError(f"wants GLOB=N (for example 'urgent/*=10'): {text!r}")
-    priority = _number(number.strip(), int, "an integer priority")
-    if abs(priority) > PRIORITY_LIMIT:
-        raise argparse.ArgumentTypeError(f"a priority is within ±{PRIORITY_LIMIT}: {text!r}")
-    if unclosed_bracket(glob):
-        raise argparse.ArgumentTypeError(
-            f"the glob has a [ that nothing closes (for a [ itself write [[]): {text!r}"
-        )
-    return glob, priority
-
-
 def from_input(parse):
     """An argparse type from a parser that raises `InputError` (`manager.tenancy.rules`'s):
     its message becomes argparse's one-line error (exit 2)."""
@@ -131,23 +117,8 @@ def from_input(parse):
     return typed
 
 
-def unclosed_bracket(glob: str) -> bool:
-    """Whether a shell-style glob opens a [set] it never closes (fnmatch would quietly take
-    the [ as itself: a glob that meant a set would match nothing it was meant to)."""
-    i = 0
-    while i < len(glob):
-        if glob[i] == "[":
-            j = i + 1
-            if j < len(glob) and glob[j] in "!^":
-                j += 1
-            if j < len(glob) and glob[j] == "]":
-                j += 1
-            close = glob.find("]", j)
-            if close == -1:
-                return True
-            i = close
-        i += 1
-    return False
+# `--priority GLOB=N`: the policy layer's parser (the operator's spec.priorities use it too)
+priority_rule = from_input(parse_rule)
 
 
 def positive_float(text: str) -> float:

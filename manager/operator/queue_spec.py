@@ -33,6 +33,7 @@ from typing import Any
 from ..backends.kubernetes.options import KubeOptions
 from ..durations import parse_duration
 from ..errors import InputError
+from ..priority_rules import parse_rule
 from ..runtime.manager_options import ManagerOptions
 from ..tenancy import rules
 
@@ -111,11 +112,6 @@ def _rules(spec: dict, key: str, parse) -> list:
         return [parse(text) for text in spec.get(key) or ()]
     except InputError as exc:
         raise SpecProblem("InvalidSpec", f"spec.{key}: {exc}") from None
-
-
-def _priority(text: str) -> tuple[str, int]:
-    glob, _, number = text.rpartition("=")
-    return glob, int(number)
 
 
 def _source(spec: dict, name: str, namespace: str, settings: Settings):
@@ -248,7 +244,7 @@ def plan(obj: dict, settings: Settings) -> Plan:
         min_parallelism=int((autoscale or {}).get("minParallelism", 1)),
         on_change=spec.get("onChange") or "ignore",
         cancel_removed=bool(spec.get("cancelRemoved")),
-        priorities=[_priority(text) for text in spec.get("priorities") or ()],
+        priorities=_rules(spec, "priorities", parse_rule),
         tenancy=tenancy,
         # a queue of many at rest: its spec looked at when its WorkQueue changes (a patch is
         # in force within a watch event), its status built every 15 s (an answer to a change

@@ -75,6 +75,7 @@ def test_what_a_running_manager_follows_does_not_restart_it():
         ({"worker": {}}, "InvalidSpec", "image"),
         ({"group": "no-capture"}, "InvalidSpec", "capture group"),
         ({"timeout": "soon"}, "InvalidSpec", "spec.timeout"),
+        ({"priorities": ["urgent/[ab=3"]}, "InvalidSpec", "nothing closes"),
         ({"source": {}}, "InvalidSpec", "url or volume"),
     ],
 )
