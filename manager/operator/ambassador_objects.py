@@ -26,6 +26,7 @@ from typing import Any
 
 from ..backends.kubernetes.client.api import KubeApi, KubeError
 from ..backends.kubernetes.manifests import objects as ko
+from ..backends.kubernetes.parts import reference
 from .queue_spec import AmbassadorPlan, Settings, SpecProblem, ambassador_name
 
 TEMPLATE_HASH = "workqueue.dev/ambassador-template"
@@ -35,9 +36,8 @@ IMAGE_USER = 10001  # the workqueue image's own user (worker-images/workqueue/Do
 
 
 def controller_reference(obj: dict) -> dict:
-    meta = obj["metadata"]
-    return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": meta["name"],
-            "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}  # fmt: skip
+    """`parts.reference` to `obj`, as its controller (the garbage collector waits on it)."""
+    return {**reference(obj), "controller": True, "blockOwnerDeletion": True}
 
 
 def labels(queue: str) -> dict[str, str]:
