@@ -18,6 +18,7 @@ import logging
 import time
 
 from ..backends.kubernetes.client.api import KubeApi, KubeError
+from ..backends.kubernetes.manifests import objects as ko
 from ..backends.kubernetes.steering.queue_resource import rfc3339, summary_conditions
 
 log = logging.getLogger(__name__)
@@ -61,27 +62,10 @@ class EventPoster:
         if self._last.get(key) == (kind, reason, message):
             return
         self._last[key] = (kind, reason, message)
-        stamp = rfc3339(time.time())
-        event = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
-            "involvedObject": {
-                "apiVersion": API_VERSION,
-                "kind": "WorkQueue",
-                "name": meta["name"],
-                "namespace": meta["namespace"],
-                "uid": meta.get("uid"),
-            },  # fmt: skip
-            "reason": reason,
-            "message": message[:1000],
-            "type": kind,
-            "firstTimestamp": stamp,
-            "lastTimestamp": stamp,
-            "count": 1,
-            "source": {"component": COMPONENT},
-            "reportingComponent": COMPONENT,
-        }
+        involved = {"apiVersion": API_VERSION, "kind": "WorkQueue", "name": meta["name"],
+                    "uid": meta.get("uid")}  # fmt: skip
+        event = ko.event(involved, meta["namespace"], reason, message[:1000], kind=kind,
+                         component=COMPONENT)  # fmt: skip
         try:
             api.create("events", event)
         except KubeError as exc:  # an event is a courtesy

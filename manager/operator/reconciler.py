@@ -303,16 +303,15 @@ class Operator:
         self._stop_run(key)
         jobs, _ = api.list("jobs", ko.queue_selector(name))
         for job in jobs:
-            remove_finalizer(api, "jobs", job, ko.RECORD_FINALIZER)
+            if ko.RECORD_FINALIZER in (job["metadata"].get("finalizers") or []):
+                api.remove_finalizer("jobs", job["metadata"]["name"], ko.RECORD_FINALIZER)
         if (obj.get("spec") or {}).get("deletionPolicy", "Retain") == "Retain":
             kept, _ = api.list("configmaps", f"{ko.QUEUE_LABEL}={name},{ROLE_LABEL}")
             for record in kept:
                 if record["metadata"].get("ownerReferences"):
                     api.patch("configmaps", record["metadata"]["name"],
                               [{"op": "remove", "path": "/metadata/ownerReferences"}])  # fmt: skip
-        fresh = api.find(conditions.KIND, name)
-        if fresh is not None:
-            remove_finalizer(api, conditions.KIND, fresh, FINALIZER)
+        api.remove_finalizer(conditions.KIND, name, FINALIZER)
         self.events.forget(key)
         log.info("workqueue %s: deleted (record %s)", key,
                  (obj.get("spec") or {}).get("deletionPolicy", "Retain"))  # fmt: skip
@@ -321,27 +320,3 @@ class Operator:
 def _with_kind(obj: dict) -> dict:
     """A cached (slim) WorkQueue with the apiVersion and kind an ownerReference names."""
     return {**obj, "apiVersion": conditions.API_VERSION, "kind": "WorkQueue"}
-
-
-def remove_finalizer(api: KubeApi, kind: str, obj: dict, finalizer: str) -> None:
-    """`finalizer` off `obj`, guarded by its resourceVersion (a JSON patch's test)."""
-    for _ in range(10):
-        finalizers = obj["metadata"].get("finalizers") or []
-        if finalizer not in finalizers:
-            return
-        patch = [
-            {"op": "test", "path": "/metadata/resourceVersion",
-             "value": obj["metadata"]["resourceVersion"]},
-            {"op": "remove", "path": f"/metadata/finalizers/{finalizers.index(finalizer)}"},
-        ]  # fmt: skip
-        try:
-            api.patch(kind, obj["metadata"]["name"], patch)
-            return
-        except KubeError as exc:
-            if exc.status not in (409, 422):
-                raise
-        fresh = api.find(kind, obj["metadata"]["name"])
-        if fresh is None:
-            return
-        obj = fresh
-    raise KubeError(409, "Conflict", f"{obj['metadata']['name']}: its finalizers kept changing")

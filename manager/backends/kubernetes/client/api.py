@@ -281,6 +281,30 @@ class KubeApi:
                 raise
             return False
 
+    def remove_finalizer(self, kind: str, name: str, finalizer: str) -> None:
+        """`finalizer` off the object as it is now, guarded by its resourceVersion (a JSON
+        patch's `test`): a write that raced it is read again and tried again, ten times at
+        most. Nothing to do when the object or the finalizer is gone."""
+        for _ in range(10):
+            fresh = self.find(kind, name)
+            finalizers = (fresh or {"metadata": {}})["metadata"].get("finalizers") or []
+            if finalizer not in finalizers:
+                return
+            patch = [
+                {"op": "test", "path": "/metadata/resourceVersion",
+                 "value": fresh["metadata"]["resourceVersion"]},
+                {"op": "remove", "path": f"/metadata/finalizers/{finalizers.index(finalizer)}"},
+            ]  # fmt: skip
+            try:
+                self.patch(kind, name, patch)
+                return
+            except KubeError as exc:
+                if exc.status not in (409, 422):
+                    raise
+        raise KubeError(
+            409, "Conflict", f"{name}: the finalizer {finalizer} kept changing under us"
+        )
+
     def list(self, kind: str, label_selector: str | None = None) -> tuple[list[dict], str]:
         body = self.call("list", kind, label_selector=label_selector or None)
         return body.get("items") or [], body.get("metadata", {}).get("resourceVersion", "")

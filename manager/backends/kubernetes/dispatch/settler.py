@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 
 from ....workqueue import RateLimitingQueue
@@ -262,30 +261,7 @@ class CompletionController:
     # -- API steps -------------------------------------------------------------------------
 
     def remove_finalizer(self, job_name: str) -> None:
-        for _ in range(10):
-            fresh = self.api.find("jobs", job_name)
-            finalizers = (fresh or {"metadata": {}})["metadata"].get("finalizers") or []
-            if ko.RECORD_FINALIZER not in finalizers:
-                return
-            index = finalizers.index(ko.RECORD_FINALIZER)
-            try:
-                self.api.patch(
-                    "jobs",
-                    job_name,
-                    [
-                        {
-                            "op": "test",
-                            "path": "/metadata/resourceVersion",
-                            "value": fresh["metadata"]["resourceVersion"],
-                        },
-                        {"op": "remove", "path": f"/metadata/finalizers/{index}"},
-                    ],
-                )
-                return
-            except KubeError as exc:
-                if exc.status not in (409, 422):
-                    raise
-        raise KubeError(409, "Conflict", f"{job_name}: the finalizer kept changing under us")
+        self.api.remove_finalizer("jobs", job_name, ko.RECORD_FINALIZER)
 
     def release_and_delete(self, job_name: str) -> None:
         """Delete a finished Job: recorded first if it was not yet; never one that runs."""
@@ -327,27 +303,9 @@ class CompletionController:
     def post_event(self, job: dict, reason: str, message: str) -> None:
         """A Warning Event on the Job (Events are for what a person acts on: failures)."""
         meta = job["metadata"]
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        event = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{meta['name']}.", "namespace": self.api.namespace},
-            "involvedObject": {
-                "apiVersion": "batch/v1",
-                "kind": "Job",
-                "name": meta["name"],
-                "namespace": self.api.namespace,
-                "uid": meta.get("uid"),
-            },
-            "reason": reason,
-            "message": message,
-            "type": "Warning",
-            "firstTimestamp": stamp,
-            "lastTimestamp": stamp,
-            "count": 1,
-            "source": {"component": "workqueue-manager"},
-            "reportingComponent": "workqueue-manager",
-        }
+        involved = {"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"],
+                    "uid": meta.get("uid")}  # fmt: skip
+        event = ko.event(involved, self.api.namespace, reason, message)
         try:
             self.api.create("events", event)
         except KubeError as exc:  # an event is a courtesy: never fail the item for it

@@ -28,6 +28,7 @@ import copy
 import hashlib
 import json
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -330,6 +331,29 @@ def job(
             "finalizers": [RECORD_FINALIZER],
         },
         "spec": job_spec,
+    }
+
+
+def event(
+    involved: dict[str, Any], namespace: str, reason: str, message: str, *,
+    kind: str = "Warning", component: str = "workqueue-manager",
+) -> dict[str, Any]:  # fmt: skip
+    """A core/v1 Event about `involved` ({apiVersion, kind, name, uid}) in `namespace`, as
+    `kubectl describe` shows it (the legacy fields every kubectl version reads)."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{involved['name']}.", "namespace": namespace},
+        "involvedObject": {**involved, "namespace": namespace},
+        "reason": reason,
+        "message": message,
+        "type": kind,
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+        "source": {"component": component},
+        "reportingComponent": component,
     }
 
 
