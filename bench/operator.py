@@ -26,7 +26,6 @@ process over the folder is measured too.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
@@ -36,6 +35,8 @@ from pathlib import Path
 
 import yaml
 
+from bench.kubernetes import cpu_seconds
+from bench.local import rss_mb
 from tests.support.apiserver import ApiServer
 from tests.support.kubelet import Kubelet
 from tests.support.servers import Server, free_port, wait_until
@@ -43,19 +44,6 @@ from tests.support.servers import Server, free_port, wait_until
 ROOT = Path(__file__).resolve().parents[1]
 CRD = ROOT / "charts/workqueue/crds/workqueues.workqueue.dev.yaml"
 NS = "media"
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
-
-
-def rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        line = next(ln for ln in f if ln.startswith("VmRSS:"))
-    return int(line.split()[1]) / 1024
 
 
 def at_rest(pid: int, seconds: float) -> tuple[float, float]:
