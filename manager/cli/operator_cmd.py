@@ -119,35 +119,25 @@ def _lease(text: str) -> tuple[str, str] | None:
 
 
 def _serve_health(host: str, port: int, operator):
-    """/healthz and /readyz for a pod's probes, in a thread (`Operator.healthy`)."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    """/healthz and /readyz for a pod's probes, served from threads as the manager's stats
+    endpoint is (`views.threaded_server`); `Operator.healthy` answers /healthz."""
+    from ..views.threaded_server import ThreadedServer
 
-    class Probes(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def do_GET(self):
-            if self.path == "/healthz":
-                ok = operator.healthy()
-            elif self.path == "/readyz":
-                ok = True  # leading or standing by: either way where it should be
-            else:
-                self.send_error(404)
-                return
-            body = b"ok\n" if ok else b"unhealthy\n"
-            self.send_response(200 if ok else 503)
-            self.send_header("Content-Type", "text/plain")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def probes(environ, start_response):
+        path = environ.get("PATH_INFO")
+        if path not in ("/healthz", "/readyz"):
+            start_response("404 Not Found", [("Content-Type", "text/plain")])
+            return [b"not found\n"]
+        # /readyz: leading or standing by, either way where it should be
+        ok = operator.healthy() if path == "/healthz" else True
+        start_response("200 OK" if ok else "503 Service Unavailable",
+                       [("Content-Type", "text/plain")])  # fmt: skip
+        return [b"ok\n" if ok else b"unhealthy\n"]
 
     try:
-        server = ThreadingHTTPServer((host, port), Probes)
+        return ThreadedServer.serve(probes, host, port, threads=2, name="operator-health")
     except OSError as exc:
         raise UserError(f"--health-port {host}:{port}: {exc.strerror}") from None
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, name="health", daemon=True).start()
-    return server
 
 
 def _check_template(template: str) -> None:
@@ -208,7 +198,7 @@ def run_operator(args) -> int:
     finally:
         operator.stop()
         if health is not None:
-            health.shutdown()
+            health.stop()
     if operator.lost.is_set():
         log.error("operator: lost its Lease; exiting so a new candidate can lead")
         return 1
