@@ -24,10 +24,16 @@ dies of an answer:
     anything else it can return      `StorageFault(LEDGER_ERROR)`, logged once in full
 The manager holds dispatch and probes for every fault (`manager.runtime.fault_hold`).
 
+Every fault is a hold that ends by itself: a session that answered read-only, or with any
+error that says the session is no use (`session_unusable`), is closed, and the next try opens a
+new one - a session keeps `default_transaction_read_only` from its start, so one kept across a
+read-only spell would refuse writes after the spell ended, for good.
+
 Invariant: `Database._conn` is None or an open connection in autocommit mode whose
-search_path is the ledger's schema; it is used under `_lock` only, one statement (or one
-`transaction()`) at a time. Each `Database` is one connection: a part that must not wait for
-another (the heartbeat) has a `sibling()` of its own.
+search_path is the ledger's schema, never one that answered as `session_unusable` says; it is
+used under `_lock` only, one statement (or one `transaction()`) at a time. Each `Database` is
+one connection: a part that must not wait for another (the heartbeat) has a `sibling()` of its
+own.
 """
 
 from __future__ import annotations
@@ -188,6 +194,22 @@ def mistake_of(exc: BaseException) -> str | None:
     return None
 
 
+# SQLSTATE classes and codes after which a session is no use for the next try, though its
+# connection is open: read-only (a standby, or `default_transaction_read_only` - a setting a
+# session keeps from its start, so one opened during a read-only spell refuses writes for
+# good even after the database is made writable again: only a new session sees the change),
+# an operator's intervention (57: shut down, terminated, cannot connect now, idle session
+# timeout), an idle transaction timed out, a transaction left failed.
+_UNUSABLE_CLASSES = ("08", "57")
+_UNUSABLE_CODES = ("25006", "25P02", "25P03")
+
+
+def session_unusable(exc: BaseException) -> bool:
+    """Whether the session that raised `exc` must be closed before the next try (see above)."""
+    state = getattr(exc, "sqlstate", None) or ""
+    return state[:2] in _UNUSABLE_CLASSES or state in _UNUSABLE_CODES
+
+
 def fault_of(exc: BaseException, where: str) -> StorageFault:
     """The fault a database error is (see the module docstring)."""
     from psycopg import errors
@@ -272,8 +294,10 @@ class Database:
                 with conn.cursor() as cur:
                     yield Session(cur, self)
             except self.psycopg.Error as exc:
-                if self._conn is not None and (self._conn.closed or self._conn.broken):
-                    self._drop()
+                if self._conn is not None and (
+                    self._conn.closed or self._conn.broken or session_unusable(exc)
+                ):
+                    self._drop()  # the next try opens a new session
                 fault = fault_of(exc, self.where)
                 if fault.kind == LEDGER_ERROR and not self._said_unexpected:
                     self._said_unexpected = True  # a bug or a changed schema: said in full once

@@ -420,8 +420,10 @@ class PostgresLedger(Claims, GroupClaims):
                       facts=None if facts is None else Jsonb(facts))  # fmt: skip
 
     def probe(self) -> None:
-        """The fault hold's probe: a write (a read-only or full database refuses it)."""
-        self.db.count(sql.PROBE, owner=self.owner)
+        """The fault hold's probe: a write (a read-only or full database refuses it), on a
+        session of its own, opened for it - never one a fault may have left unusable."""
+        with self.db.sibling("workqueue probe") as db:
+            db.count(sql.PROBE, owner=self.owner)
 
     def close(self) -> None:
         if self._notifier is not None:

@@ -456,6 +456,7 @@ class Manager:
         # A fault ends a run, except a shared ledger's outage: its claims would run out and
         # the items whose ends it holds would run again elsewhere - it waits for the database.
         self.hold.once = not self.mode.waits_out_faults
+        self.hold.shared = self.mode.waits_out_faults
         names = self.poller.first_listing(self.options.source_timeout)
         if names is None:  # stopped before the source ever answered: nothing ran
             now = time.time()

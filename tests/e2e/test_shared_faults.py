@@ -170,6 +170,65 @@ def test_a_read_only_spell_holds_and_passes(tmp_path, fleet_db, marker_worker):
         assert err.count("takes no writes") <= 2, err
 
 
+def test_a_read_only_spell_ended_by_a_setting_alone_ends_by_itself(
+    tmp_path, fleet_db, marker_worker
+):
+    """As a cloud database whose disk filled is made writable again: the setting is reset and
+    nobody ends the sessions opened during the spell. A session that answered read-only is
+    closed before the next try, so every manager writes again within a lease - none keeps a
+    read-only session for good, nothing runs twice."""
+    server, url, role = fleet_db
+    database = url.rsplit("/", 1)[1]
+    items, names = folder(tmp_path, 16)
+    runs = start_fleet(tmp_path, url, marker_worker, items)
+    running_soon(marker_worker, url=url)
+    with admin(server) as conn:
+        conn.execute(f'ALTER DATABASE "{database}" SET default_transaction_read_only = on')
+        cut_off(conn, role)  # the managers reconnect during the spell: read-only sessions
+        time.sleep(FAULT_SECONDS)
+        conn.execute(f'ALTER DATABASE "{database}" RESET default_transaction_read_only')
+        resumed = time.monotonic()
+    # within a lease of the reset, every manager's heartbeat counts on again
+    with psycopg.connect(url, autocommit=True) as conn:
+        def beats() -> dict[str, int]:
+            return dict(conn.execute("SELECT id, beat FROM workqueue.managers").fetchall())
+
+        before = beats()
+        assert len(before) == 2
+        wait_until(lambda: all(beats()[who] > beat for who, beat in before.items()), timeout=60)
+    assert time.monotonic() - resumed < float(LEASE.rstrip("s")) * 4
+    outs = finish(runs)
+    once_each(marker_worker, names)
+    assert any("read-only" in err for _, err in outs), "\n".join(e for _, e in outs)
+
+
+def test_a_manager_stopped_during_a_read_only_spell_runs_nothing_twice(
+    tmp_path, fleet_db, marker_worker
+):
+    """A manager stopped (SIGTERM) while its ends cannot be written: it tries them once more as
+    it leaves, and what it still could not write waits in its keeper's journal, settled by its
+    next start - every item once, by the workers' marks."""
+    server, url, role = fleet_db
+    database = url.rsplit("/", 1)[1]
+    items, names = folder(tmp_path, 10)
+    (run,) = start_fleet(tmp_path, url, marker_worker, items, managers=1, sleep=0.4)
+    running_soon(marker_worker, url=url, managers=1)
+    with admin(server) as conn:
+        conn.execute(f'ALTER DATABASE "{database}" SET default_transaction_read_only = on')
+        cut_off(conn, role)
+        held = len(marker_worker.ended())
+        wait_until(lambda: len(marker_worker.ended()) >= held + 2, timeout=60)  # ends unwritten
+        run.send_signal(signal.SIGTERM)
+        _, err = run.communicate(timeout=120)
+        assert "Traceback" not in err, err
+        assert "read-only" in err, err
+        assert "next start records it without running it again" in err, err
+        conn.execute(f'ALTER DATABASE "{database}" RESET default_transaction_read_only')
+    (again,) = start_fleet(tmp_path, url, marker_worker, items, managers=1, sleep=0.4)
+    finish([again])
+    once_each(marker_worker, names)
+
+
 def test_a_full_disk_holds_and_passes(tmp_path, postgres_server, marker_worker):
     """The ledger's tables on a tablespace whose file system fills up for longer than the
     lease."""
