@@ -92,6 +92,15 @@ class Source(Protocol):
 
 
 @runtime_checkable
+class SettlesItems(Protocol):
+    """A source that holds what it listed until told an item is settled (a log whose records
+    leave by retention: `manager.sources.promised_data`)."""
+
+    def settled(self, name: str) -> None:
+        """`name`'s end is recorded for good: what is held for it may go."""
+
+
+@runtime_checkable
 class RanksItems(Protocol):
     """A source whose listings may carry items' priorities (`ItemList.priorities`)."""
 

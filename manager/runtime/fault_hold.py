@@ -93,9 +93,11 @@ class FaultHold:
         left = self.kept()
         lost = "nothing was lost"
         if left and self.shared:  # its ends wait where the work ran: a journal, the Jobs
-            lost += (f"; {left} item(s) ended whose end could not be recorded: this manager's "
-                     "next start records it without running it again (if it comes within its "
-                     "lease; after that another manager runs it)")
+            lost += (
+                f"; {left} item(s) ended whose end could not be recorded: this manager's "
+                "next start records it without running it again (if it comes within its "
+                "lease; after that another manager runs it)"
+            )
         elif left:  # a record on the faulty disk: its work's journal may be lost with it
             lost += f"; {left} item(s) whose end could not be recorded run again at the next start"
         return StorageFault(fault.kind, fault.where, fault.detail, lost=lost)

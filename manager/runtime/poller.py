@@ -32,7 +32,7 @@ from collections.abc import Callable
 
 from ..durations import human
 from ..errors import UserError
-from ..ports import Source, SourceError, SourceProtocolError, WatchUnsupported
+from ..ports import SettlesItems, Source, SourceError, SourceProtocolError, WatchUnsupported
 from ..retry import reconnect
 from .removal_guard import RemovalGuard
 from .removals import Removals
@@ -173,6 +173,8 @@ class Poller:
         A source without a watch stream is polled instead."""
         delays = reconnect(self.interval)
         failures = 0
+        if self.removals is None and isinstance(self.source, SettlesItems):
+            self.poll_once_listing()  # says how its items leave (by retention: data with events)
         while not self.stop.is_set():
             # Each stream lasts one resync period, then starts over with a full re-list (as
             # informers resync): a stream that silently stops delivering - it has been seen

@@ -37,6 +37,7 @@ from ..ports import (
     Elector,
     Ledger,
     Outcome,
+    SettlesItems,
     Source,
     SourceError,
 )
@@ -78,6 +79,7 @@ class Manager:
         """`mode`: alone or one of a fleet (`modes.mode_for`, which the assembly calls; by
         default chosen here from the ledger)."""
         self.source = source
+        self._settles = source if isinstance(source, SettlesItems) else None
         self.ledger = ledger
         self.backend = backend
         self.options = options
@@ -376,6 +378,8 @@ class Manager:
                 self.window.served(outcome.seconds)
         if result in TERMINAL:
             self.intake.left_line(name)
+            if self._settles is not None:
+                self._settles.settled(name)
         if self.on_result is not None and result in TERMINAL | {Result.RETRY}:
             self.on_result(name, result)
         report = self._report

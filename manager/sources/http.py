@@ -49,6 +49,7 @@ from ..ports import (
 from ..retry import SOURCE_CALL, Backoff
 from ..tenancy.rules import valid_group
 from .held_data import DATA_PAGE, HeldData, NoPage, page_items
+from .promised_data import PromisedData
 
 __all__ = [
     "SourceClient",
@@ -90,6 +91,8 @@ class SourceClient:
         # every listing brings all data (see the module docstring).
         self.keep: Callable[[str], bool] | None = None
         self.held = HeldData(self._data_page)
+        # a source whose items leave by retention: every listed item's data, until settled
+        self.promised = PromisedData(self._full_tail, self._one_item)
         self.requests = {"list": 0, "item": 0}  # GETs made, by kind (pages: `held.pages`)
         # The resourceVersion of the last complete listing: its first page's (the oldest: a
         # later page can only be newer), None when a page gave none (`manager.runtime.removals`).
@@ -124,7 +127,13 @@ class SourceClient:
                 return names
         names, _, version = self._list(full=False)
         self.listing_version = version
+        if self.retention_only and self.keep is not None:
+            return self.promised.keep(names, self.keep)  # (`promised_data.py`)
         return names
+
+    def settled(self, name: str) -> None:
+        """`manager.ports.SettlesItems`: `name`'s end is recorded for good."""
+        self.promised.settled(name)
 
     def listed_priorities(self) -> dict[str, int]:
         """`manager.ports.RanksItems`: see the module docstring."""
@@ -215,13 +224,13 @@ class SourceClient:
     def peek(self, name: str) -> dict[str, Any] | None:
         """The data held for `name` (a listing's or a page's), without using it up; None when
         none is held."""
-        return self.held.peek(name)
+        return self.promised.peek(name) or self.held.peek(name)
 
     def get_item(self, name: str) -> dict[str, Any] | None:
         """The item's `data`, or None when the source says it does not exist. Data held (from
         a listing or a page) is used once, without a request; a miss brings a page of data
         while pages are worth it (`held_data.py`), else it is one GET."""
-        held = self.held.take(name)
+        held = self.promised.take(name) or self.held.take(name)
         if held is not None:
             return held
         if self.keep is not None and self.full_view is not False:
@@ -229,6 +238,9 @@ class SourceClient:
                 return self.held.from_page(name, self.keep)
             except NoPage:
                 pass
+        return self._one_item(name)
+
+    def _one_item(self, name: str) -> dict[str, Any] | None:
         self.requests["item"] += 1
         body = self._get_json(item_path(name), None, expect_kind="Item", allow_404=True)
         if body is None:
@@ -242,6 +254,34 @@ class SourceClient:
         params = {"view": "full", "startAt": start, "limit": str(DATA_PAGE)}
         body = self._get_json("/api/v1/items", params, expect_kind="ItemList", refused_ok=True)
         return page_items(body, start)
+
+    def _full_tail(self, start: str) -> Iterator[tuple[str, dict]] | None:
+        """(name, data) of every listed item from `start` on, page by page; None when the
+        source does not serve the full view."""
+        if self.full_view is False:
+            return None
+        params = {"view": "full", "startAt": start, "limit": str(PAGE_SIZE)}
+        body = self._get_json("/api/v1/items", params, expect_kind="ItemList", refused_ok=True)
+        if body is None:
+            self.full_view = False
+            return None
+
+        def pages(body):
+            while True:
+                items = body.get("items")
+                if not isinstance(items, list):
+                    raise SourceProtocolError(f"{self.base_url}: ItemList.items is not a list")
+                for item in items:
+                    if (isinstance(item, dict) and isinstance(item.get("name"), str)
+                            and isinstance(item.get("data"), dict)):  # fmt: skip
+                        yield item["name"], item["data"]
+                token = (body.get("metadata") or {}).get("continue")
+                if not token:
+                    return
+                params = {"view": "full", "limit": str(PAGE_SIZE), "continue": token}
+                body = self._get_json("/api/v1/items", params, expect_kind="ItemList")
+
+        return pages(body)
 
     def watch(
         self, timeout_seconds: int | None = None, read_timeout: float | None = None
@@ -272,6 +312,13 @@ class SourceClient:
                         raise SourceProtocolError(f"{url}: watch stream is not JSON") from None
                     if isinstance(event, dict) and isinstance(event.get("item"), str):
                         self._note_priority(event)
+                        if (
+                            self.retention_only
+                            and self.keep is not None
+                            and event.get("type") == "ADDED"
+                            and not self.promised.keep([event["item"]], self.keep)
+                        ):
+                            continue  # trimmed before this manager heard of it
                         yield event
         except requests.RequestException as exc:
             raise SourceUnavailable(f"watch stream of {url} broke: {_short(exc)}") from None

@@ -16,6 +16,7 @@ import pytest
 import requests
 
 from kube_workqueue.ambassador.sources.log_records import Backlog
+from kube_workqueue.manager.sources.held_data import DATA_PAGE
 from tests.ambassador.test_redis_source import opened
 from tests.e2e.conftest import spawn_workqueue, workqueue
 from tests.e2e.test_secrets_and_names import descendants
@@ -239,3 +240,55 @@ def test_records_trimmed_by_retention_are_never_cancelled(tmp_path, log):
     assert ran == sorted(f"{p} {i}" for i, p in enumerate(positions))  # each ran, its data whole
     said = workqueue("status", "--state-dir", tmp_path / "state", "--json").stdout
     assert json.loads(said)["counts"]["cancelled"] == 0
+
+
+GATED_SHELL_WORKER = """#!/bin/sh
+while [ ! -e {gate} ]; do sleep 0.05; done
+position=$(sed -n 's/.*"position": *"\\([^"]*\\)".*/\\1/p' "$WORK_ITEM_FILE")
+echo "$position" >> {ran}
+"""
+
+
+def test_records_trimmed_mid_burst_run_from_the_data_the_manager_listed(tmp_path, log):
+    """A burst of more records than a page of data, every one listed by the manager, then
+    trimmed by retention before most of them ran (the ambassador relists every 0.5 s): a listed
+    record is a promise - each runs once from the data the manager took with its listing."""
+    count = DATA_PAGE + 100
+    log.append_many([f"clip-{i}.mp4" for i in range(count)])
+    ran, gate = tmp_path / "ran.txt", tmp_path / "gate.open"
+    worker = tmp_path / "worker.sh"
+    worker.write_text(GATED_SHELL_WORKER.format(gate=gate, ran=ran))
+    worker.chmod(0o755)
+    ambassador = Server(log.url(keyed=False), free_port(), ("--relist-interval", "0.5"))
+    ambassador.wait_ready()
+    positions = requests.get(f"{ambassador.url}/api/v1/items", params={"limit": count + 1},
+                             timeout=10).json()["items"]  # fmt: skip
+    assert len(positions) == count
+    state, manager_log = tmp_path / "state", tmp_path / "manager.log"
+    with open(manager_log, "w") as err:
+        manager = subprocess.Popen(
+            [sys.executable, "-m", "kube_workqueue.manager.cli", "manager", "--source",
+             ambassador.url, "--poll-interval", "0.2", "--state-dir", str(state),
+             "--worker-cmd", str(worker), "--parallelism", "2"],
+            stdout=subprocess.DEVNULL, stderr=err,
+        )  # fmt: skip
+    try:
+
+        def listed() -> int:
+            said = workqueue("status", "--state-dir", state, "--json")
+            return said.returncode == 0 and sum(json.loads(said.stdout)["counts"].values())
+
+        wait_until(lambda: listed() == count, timeout=60)
+        log.trim(keep=0)
+        wait_until(lambda: not requests.get(f"{ambassador.url}/api/v1/items", timeout=10)
+                   .json()["items"], timeout=60)  # relisted: trimmed there too  # fmt: skip
+        gate.touch()
+        wait_until(lambda: ran.exists() and len(ran.read_text().split()) >= count, timeout=120)
+        wait_until(lambda: json.loads(workqueue("status", "--state-dir", state, "--json").stdout)
+                   ["counts"].get("pending", 0) == 0, timeout=60)  # fmt: skip
+    finally:
+        gate.touch()
+        manager.send_signal(signal.SIGTERM)
+        manager.wait(30)
+        ambassador.stop()
+    assert sorted(ran.read_text().split()) == sorted(positions)  # each once, none gone

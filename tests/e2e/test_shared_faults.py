@@ -190,6 +190,7 @@ def test_a_read_only_spell_ended_by_a_setting_alone_ends_by_itself(
         resumed = time.monotonic()
     # within a lease of the reset, every manager's heartbeat counts on again
     with psycopg.connect(url, autocommit=True) as conn:
+
         def beats() -> dict[str, int]:
             return dict(conn.execute("SELECT id, beat FROM workqueue.managers").fetchall())
 

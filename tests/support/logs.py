@@ -23,6 +23,13 @@ class RedisLog:
         """A record for `key`; its position."""
         return self.client.xadd(self.key, {"file": key, **fields})
 
+    def append_many(self, keys: list[str]) -> None:
+        """A record for each of `keys`, in order, in one round trip."""
+        pipe = self.client.pipeline(transaction=False)
+        for key in keys:
+            pipe.xadd(self.key, {"file": key})
+        pipe.execute()
+
     def tombstone(self, name: str) -> str:
         return self.client.xadd(self.key, {"file": name, "deleted": "true"})
 
@@ -50,6 +57,10 @@ class NatsLog:
     def append(self, key: str, **fields: str) -> str:
         sequence = self.server.publish(f"{self.prefix}.{key}", dict(fields))
         return f"{sequence:012d}"
+
+    def append_many(self, keys: list[str]) -> None:
+        """A record for each of `keys`, in order, on one connection."""
+        self.server.publish_many([(f"{self.prefix}.{key}", {}, None) for key in keys])
 
     def tombstone(self, name: str) -> str:
         sequence = self.server.publish(f"{self.prefix}.{name}", b"", {"KV-Operation": "DEL"})
