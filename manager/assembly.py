@@ -44,6 +44,8 @@ class Assembled:
     manager: Manager
     ledger: Ledger
     _closers: list[Callable[[], None]] = field(default_factory=list)
+    # `Parts.fence`: nothing of this manager writes where other managers read, from now on
+    fence: Callable[[float], bool] = lambda timeout: True
 
     def close(self) -> None:
         while self._closers:
@@ -112,7 +114,7 @@ def assemble(
         for close in reversed(closers):
             close()
         raise
-    return Assembled(manager, parts.ledger, closers)
+    return Assembled(manager, parts.ledger, closers, fence=parts.fence)
 
 
 def _url_host(host: str) -> str:

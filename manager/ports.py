@@ -425,6 +425,9 @@ class Parts:
     backend: Backend
     close: Callable[[], None]
     elector: Elector | None = None
+    # `fence(timeout)`: from now on nothing of these parts writes to what other managers read
+    # (the API, a shared ledger), writes in flight waited for; whether they all ended in time
+    fence: Callable[[float], bool] = lambda timeout: True
 
 
 @dataclass

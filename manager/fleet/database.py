@@ -229,7 +229,10 @@ class Database:
     `statement_hook(name, phase, cursor)` - phase "before" or "after" - is called around
     every statement: the tests' seam for losing the connection at any statement."""
 
-    def __init__(self, url: str | Address, *, purpose: str = "workqueue") -> None:
+    def __init__(
+        self, url: str | Address, *, purpose: str = "workqueue",
+        fenced: threading.Event | None = None,
+    ) -> None:  # fmt: skip
         self.address = url if isinstance(url, Address) else address(url)
         self.url = self.address.url
         self.where = self.address.where
@@ -241,10 +244,11 @@ class Database:
         self.connected_once = False  # after a first connection, mistakes are faults
         self.statement_hook: Callable[[str, str, object], None] | None = None
         self._said_unexpected = False
+        self._fenced = fenced or threading.Event()  # shared with every sibling (`fence`)
 
     def sibling(self, purpose: str) -> Database:
         """Another connection to the same ledger (a part that must not wait for this one)."""
-        other = Database(self.address, purpose=purpose)
+        other = Database(self.address, purpose=purpose, fenced=self._fenced)
         other.connected_once = self.connected_once
         other.statement_hook = self.statement_hook
         return other
@@ -252,6 +256,9 @@ class Database:
     def connect(self, *, autocommit: bool = True):
         """A new connection, its search_path the ledger's schema. Raises `UserError` for the
         user's mistake before any connection ever succeeded, else `StorageFault`."""
+        if self._fenced.is_set():
+            raise StorageFault(UNREACHABLE, self.where, "this manager was replaced by another "
+                               "run of its queue: it opens no session")  # fmt: skip
         try:
             conn = self.psycopg.connect(
                 self.address.conninfo, autocommit=autocommit, connect_timeout=CONNECT_SECONDS,
@@ -279,6 +286,8 @@ class Database:
         return conn
 
     def _connected(self):
+        if self._fenced.is_set():
+            self._drop()  # (connect refuses: a fenced manager writes nothing more)
         if self._conn is None or self._conn.closed or self._conn.broken or _ended(self._conn):
             self._drop()
             self._conn = self.connect()
@@ -319,6 +328,19 @@ class Database:
         """One statement on its own; how many rows it changed."""
         with self.session() as session:
             return session.count(statement, sql_format, **params)
+
+    def fence(self, timeout: float) -> bool:
+        """No session of this connection or its siblings opens from now on; this one is
+        closed once its statement in flight (if any) has ended - False if that took longer
+        than `timeout` (a statement ends within `STATEMENT_SECONDS` at most)."""
+        self._fenced.set()
+        if not self._lock.acquire(timeout=timeout):
+            return False
+        try:
+            self._drop()
+        finally:
+            self._lock.release()
+        return True
 
     def _drop(self) -> None:
         conn, self._conn = self._conn, None

@@ -45,6 +45,7 @@ class FleetRunner:
     close: Callable[[], None]
     elector: Elector | None = None
     owner_is: str = "this manager"
+    fence: Callable[[float], bool] = lambda timeout: True  # `Parts.fence`, the runner's part
 
 
 def join(backend_package: Any, backend_name: str, options: Any, seeds: ManagerSeeds) -> Parts:
@@ -79,7 +80,11 @@ def join(backend_package: Any, backend_name: str, options: Any, seeds: ManagerSe
         finally:
             ledger.close()
 
-    return Parts(ledger=ledger, backend=runner.backend, close=close, elector=runner.elector)
+    def fence(timeout: float) -> bool:
+        return runner.fence(timeout) & ledger.db.fence(timeout)
+
+    return Parts(ledger=ledger, backend=runner.backend, close=close, elector=runner.elector,
+                 fence=fence)  # fmt: skip
 
 
 def let_go_unstarted(ledger: PostgresLedger) -> None:

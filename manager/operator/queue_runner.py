@@ -1,9 +1,17 @@
 """One WorkQueue's manager, run in the operator's process and kept alive there.
 
 `QueueRun` is the chart's per-queue manager container turned into threads: the same
-`assemble(...)` of the Kubernetes backend (its own API client, Job cache, record and Lease -
-`leader_elect` is always on, so two operator replicas, or an old and a new one during a rolling
-update, never both dispatch a queue), `lead()`, then `run_forever()`.
+`assemble(...)` of the Kubernetes backend (its own API client, Job cache and record), then
+`run_forever()`. The queue has no Lease of its own (`queue_spec` turns `leader_elect` off): the
+operator holds one Lease for all its queues, so two operator replicas, or an old and a new one
+during a rolling update, never both dispatch a queue.
+
+Never two runs of one queue in one process (as kopf never runs two daemons of one object):
+`stop()` asks the manager to stop and waits its grace; a run that has not ended by then is
+*fenced* before it is abandoned - its API client refuses every write from then on and its
+shared ledger's connections close and open no more (`Assembled.fence`), the writes in flight
+waited for - so whatever its threads still do, they change nothing another run reads. Only
+then does `stop()` return, and the reconciler start the queue's next run.
 
 Isolation: everything one queue does happens in its threads. An exception anywhere in it -
 a setup the cluster refuses, a manager that dies, a lost lease - ends that run only: it is
@@ -48,6 +56,9 @@ class QueueRun:
         self.failures = 0  # in a row; reset once a run leads
         self._stopping = threading.Event()
         self._manager = None
+        self._built = None  # the assembled manager while it lives (under `_lock`)
+        self._fenced = False  # set (under `_lock`) once abandoned: nothing of it writes
+        self.abandoned = False
         self._lock = threading.Lock()
         self._thread = threading.Thread(
             target=self._loop, name=f"queue {plan.namespace}/{plan.name}", daemon=True
@@ -58,9 +69,25 @@ class QueueRun:
         return self
 
     def stop(self, timeout: float = 60.0) -> None:
-        """Stop the queue's manager (its own grace for work in hand) and wait for it."""
+        """Stop the queue's manager (its own grace for work in hand) and wait for it; if it
+        has not ended after `timeout`, fence it (see the module docstring). On return the run
+        has ended or can write nothing more."""
         self.ask_to_stop()
         self._thread.join(timeout)
+        if self._thread.is_alive():
+            self.fence(timeout)
+
+    def fence(self, timeout: float) -> None:
+        """Make this run's manager unable to write (now, or as soon as it is assembled)."""
+        with self._lock:
+            self._fenced = True
+            built = self._built
+        self.abandoned = True
+        done = built.fence(timeout) if built is not None else True
+        log.warning("queue %s/%s: its manager did not stop in time; its writes are fenced "
+                    "(API writes refused, ledger sessions closed%s) and it is abandoned",
+                    self.plan.namespace, self.plan.name,
+                    "" if done else "; a write still in flight was not waited for")  # fmt: skip
 
     def ask_to_stop(self) -> None:
         """Stop without waiting (`Operator.stop` asks every queue first, then waits once)."""
@@ -111,7 +138,11 @@ class QueueRun:
         try:
             manager = built.manager
             with self._lock:
-                self._manager = manager
+                self._manager, self._built = manager, built
+                fenced = self._fenced
+            if fenced:  # abandoned while it was being assembled: it writes nothing
+                built.fence(0)
+                return False
             if self._stopping.is_set():
                 return False
             if manager.elector is not None:
@@ -125,7 +156,7 @@ class QueueRun:
             return True
         finally:
             with self._lock:
-                self._manager = None
+                self._manager = self._built = None
             built.close()
 
     def _report(self, state: str, reason: str, message: str) -> None:

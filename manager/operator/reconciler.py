@@ -55,6 +55,7 @@ log = logging.getLogger(__name__)
 FINALIZER = "workqueue.dev/operator"
 RESYNC_SECONDS = 300.0
 STOP_SECONDS = 60.0  # how long stopping waits for every queue's manager together
+FENCE_SECONDS = 10.0  # a write in flight when a run that did not stop is fenced
 
 
 def key_of(obj: dict) -> str:
@@ -152,6 +153,9 @@ class Operator:
         deadline = time.monotonic() + STOP_SECONDS
         for run in runs:
             run.join(max(0.0, deadline - time.monotonic()))
+        for run in runs:  # before the Lease goes to another operator: nothing writes twice
+            if run.alive:
+                run.fence(FENCE_SECONDS)
         self.runs.clear()
         if self.elector is not None:
             self.elector.stop()

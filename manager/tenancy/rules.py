@@ -20,24 +20,22 @@ name: the command line puts it in front, and makes it its exit 2).
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..durations import RATE_UNITS, parse_duration
 from ..errors import InputError
+from ..patterns import Pattern, compile_regex
 from ..priority_rules import Rules
 
 MOST_GROUP_CHARS = 253  # a group is a label on metrics and a column: as long as a DNS name
 LIMIT_CEILING = 4096  # a group's limit never needs to exceed a manager's most workers
 
 
-def group_pattern(text: str) -> re.Pattern:
-    """`--group REGEX`: a regular expression with at least one capture group."""
-    try:
-        pattern = re.compile(text)
-    except re.error as exc:
-        raise InputError(f"not a regular expression ({exc}): {text!r}") from None
+def group_pattern(text: str) -> Pattern:
+    """`--group REGEX`: a regular expression with at least one capture group, matched in
+    linear time (`manager.patterns`: a tenant's pattern runs on every item's name)."""
+    pattern = compile_regex(text)
     if pattern.groups < 1:
         raise InputError(f"wants a capture group, the group's name (e.g. '^([^/]+)/'): {text!r}")
     return pattern

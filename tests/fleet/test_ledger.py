@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from kube_workqueue.manager.fleet import schema
+from kube_workqueue.manager.fleet import statements as sql_statements
 from kube_workqueue.manager.fleet.database import Database
 from kube_workqueue.manager.fleet.ledger import PostgresLedger
 from kube_workqueue.manager.ports import ClaimLost, ClaimsWork, Ledger
@@ -340,3 +341,19 @@ def test_a_version_1_ledger_in_public_is_moved_into_its_schema_and_kept(postgres
     assert a.claim(5) == ["waiting"]  # the backoff (until 2096) kept, on the database's clock
     with psycopg.connect(postgres) as conn:
         assert conn.execute("SELECT to_regclass('public.items')").fetchone()[0] is None
+
+
+def test_a_fenced_ledger_opens_no_session_on_any_of_its_connections(open_ledger):
+    """What `QueueRun.fence` does to an abandoned manager's shared ledger: its connection and
+    every sibling (heartbeat, probe) refuse from then on - a fault, never a write."""
+    from kube_workqueue.manager.faults import StorageFault
+
+    ledger = open_ledger("m1")
+    ledger.see(["a"])
+    heartbeat = ledger.db.sibling("heartbeat")
+    assert ledger.db.fence(10) is True
+    for db in (ledger.db, heartbeat, ledger.db.sibling("later")):
+        with pytest.raises(StorageFault, match="replaced"):
+            db.run(sql_statements.PROBE, owner="m1")
+    with pytest.raises(StorageFault):
+        ledger.probe()

@@ -72,3 +72,48 @@ def test_a_failing_queue_is_a_condition_and_the_others_run(operated, tmp_path,
     for name in ("good", "failing"):
         seen = Counter(marks(tmp_path / f"{name}.marks"))
         assert len(seen) == 4 and set(seen.values()) == {1}, (name, seen)
+
+
+def test_a_tenants_pattern_cannot_freeze_the_operator(operated, tmp_path, ambassador_server):
+    """The attacker's `spec.group: '^(a+)+$'` over items named `aaaa…!` - minutes of
+    backtracking per name in Python's `re` - beside a healthy queue: groups are matched by RE2,
+    in linear time, so the operator's probes answer throughout and both queues run every item."""
+    attacked, healthy = tmp_path / "attacked", tmp_path / "healthy"
+    for folder, names in ((attacked, [f"{'a' * (28 + i)}!.mp4" for i in range(4)]),
+                          (healthy, [f"v{i}.mp4" for i in range(4)])):  # fmt: skip
+        folder.mkdir()
+        for name in names:
+            (folder / name).write_bytes(b"video")
+    queues = [
+        items_queue(
+            "attacked",
+            ambassador_server(attacked).url,
+            operated,
+            tmp_path,
+            group="^(a+)+$",
+            limits=["*=1"],
+        ),  # fmt: skip
+        items_queue("healthy", ambassador_server(healthy).url, operated, tmp_path),
+    ]
+    health = free_port()
+    operated.start_operator("--health-port", str(health))
+    wait_until(lambda: _answers(f"http://127.0.0.1:{health}/healthz"), timeout=60)
+    operated.kubectl("apply", "--validate=false", "-n", NS, "-f", "-",
+                     stdin=yaml.safe_dump_all(queues))  # fmt: skip
+
+    def healthy_and_done() -> bool:
+        answer = requests.get(f"http://127.0.0.1:{health}/healthz", timeout=10)
+        assert answer.status_code == 200  # every look: never starved
+        return all(len(marks(tmp_path / f"{n}.marks")) >= 4 for n in ("attacked", "healthy"))
+
+    wait_until(healthy_and_done, timeout=120)
+    for name in ("attacked", "healthy"):
+        seen = Counter(marks(tmp_path / f"{name}.marks"))
+        assert len(seen) == 4 and set(seen.values()) == {1}, (name, seen)
+
+
+def _answers(url: str) -> bool:
+    try:
+        return requests.get(url, timeout=10).status_code == 200
+    except requests.ConnectionError:
+        return False

@@ -79,7 +79,8 @@ def fleet_runner(options, seeds: ManagerSeeds) -> FleetRunner:
         made.close()
         raise
     return FleetRunner(backend, owner, lambda ledger: take_back(ledger, backend), made.close,
-                       elector=made.elector, owner_is="this installation")  # fmt: skip
+                       elector=made.elector, owner_is="this installation",
+                       fence=made.fence)  # fmt: skip
 
 
 def take_back(ledger, backend) -> None:

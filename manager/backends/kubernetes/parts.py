@@ -260,7 +260,7 @@ def setup(
             stop()
         api.close()
 
-    return Parts(ledger=ledger, backend=backend, close=close, elector=elector)
+    return Parts(ledger=ledger, backend=backend, close=close, elector=elector, fence=api.fence)
 
 
 def _control(api, queue: str, parallelism: int, detector=None):

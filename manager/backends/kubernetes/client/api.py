@@ -74,6 +74,8 @@ _VERBS = {
     "patch_scale": ("PATCH", True, "/scale"),
     "delete": ("DELETE", True, ""),
 }
+# the verbs that change something: refused once the client is fenced (`KubeApi.fence`)
+WRITES = frozenset({"create", "replace", "patch", "patch_status", "patch_scale", "delete"})
 # keyword -> the query parameter it is
 _QUERY = {
     "label_selector": "labelSelector",
@@ -147,6 +149,20 @@ class KubeApi:
         # Invariant: set (to when it began) while calls keep failing, None once one is answered.
         self._outage_since: float | None = None
         self._outage_lock = threading.Lock()
+        # Invariant (under `_writes_done`): `_writes` counts write calls in flight; once
+        # `_fenced`, no write call begins.
+        self._fenced = False
+        self._writes = 0
+        self._writes_done = threading.Condition()
+
+    def fence(self, timeout: float) -> bool:
+        """From now on every write (`WRITES`) is refused - `KubeUnavailable` reason Fenced -
+        and this returns once the writes in flight have ended (False if some still had not
+        after `timeout`): a manager replaced by another run of its queue can change nothing
+        more, whatever its threads are doing (`manager.operator.queue_runner`)."""
+        with self._writes_done:
+            self._fenced = True
+            return self._writes_done.wait_for(lambda: self._writes == 0, timeout)
 
     def close(self) -> None:
         self.api_client.close()
@@ -216,6 +232,25 @@ class KubeApi:
         """One API call with throttling and retries: `verb` of `kind` (`name`d for a verb on
         one object), `query` its parameters by keyword (`label_selector`, `watch`, ...); a
         dict, or the raw response if `stream`."""
+        if verb not in WRITES:
+            return self._call(verb, kind, name, body, stream, timeout, query)
+        with self._writes_done:
+            if self._fenced:
+                raise KubeUnavailable(
+                    503,
+                    "Fenced",
+                    f"{verb} {kind}: this manager was "
+                    "replaced by another run of its queue; it writes nothing",
+                )
+            self._writes += 1
+        try:
+            return self._call(verb, kind, name, body, stream, timeout, query)
+        finally:
+            with self._writes_done:
+                self._writes -= 1
+                self._writes_done.notify_all()
+
+    def _call(self, verb, kind, name, body, stream, timeout, query):
         last = "no answer"
         for attempt in range(self.retries + 1):
             self._throttle()

@@ -200,3 +200,37 @@ def test_an_unreachable_server_gets_no_urllib3_warning_per_retry(tmp_path, caplo
     assert "Connection refused" in str(exc.value)
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 1 and "is not answering" in lines[0], lines
+
+
+def test_a_fenced_client_writes_nothing_and_waits_for_the_write_in_flight(api, monkeypatch):
+    """A queue's run abandoned by the operator (`QueueRun.fence`): every write refused from
+    then on, reads still answered, and `fence` returns only once a write in flight has ended."""
+    api.create("configmaps", cm("before"))
+    entered, release = threading.Event(), threading.Event()
+    send = api._send
+
+    def slow_send(verb, kind, name, body, timeout, query):
+        if verb == "create" and body["metadata"]["name"] == "in-flight":
+            entered.set()
+            release.wait(30)
+        return send(verb, kind, name, body, timeout, query)
+
+    monkeypatch.setattr(api, "_send", slow_send)
+    writer = threading.Thread(target=api.create, args=("configmaps", cm("in-flight")))
+    writer.start()
+    assert entered.wait(30)
+    assert api.fence(0.2) is False  # the write in flight has not ended
+    fenced = threading.Thread(target=lambda: results.append(api.fence(30)))
+    results: list[bool] = []
+    fenced.start()
+    release.set()
+    fenced.join(30)
+    writer.join(30)
+    assert results == [True]
+    with pytest.raises(KubeUnavailable) as refused:
+        api.create("configmaps", cm("after"))
+    assert refused.value.reason == "Fenced"
+    with pytest.raises(KubeUnavailable):
+        api.delete("configmaps", "before")
+    assert api.find("configmaps", "in-flight") is not None  # reads go on
+    assert api.find("configmaps", "after") is None
