@@ -180,6 +180,13 @@ def app_config(args, user_error: type[Exception] = ValueError) -> dict:
     url = args.source if getattr(args, "source", None) else args.root
     if url is None:
         raise user_error("give --source URL (or --root DIR)")
+    from .sources.registry import typed_secret
+
+    refused = None
+    if "source" not in (getattr(args, "environment_sources", None) or {}):
+        refused = typed_secret(url, instead="WORKQUEUE_SOURCE")
+    if refused:
+        raise user_error(f"--source: {refused}")
     return source_spec(url, args, user_error).config
 
 

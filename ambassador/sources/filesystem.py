@@ -328,6 +328,7 @@ class FilesystemType:
 
     kind = "filesystem"
     extra = ""  # nothing beyond the base install
+    secret_variables = ""  # (a folder has no password)
     events = True  # inotify through watchfiles; polling where events are not seen (NFS)
     content_versions = False  # a digest of size and mtime, unless --version-by content
     settles = True

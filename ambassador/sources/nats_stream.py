@@ -266,6 +266,7 @@ class NatsType:
 
     kind = "nats"
     extra = "nats"
+    secret_variables = "NATS_USER and NATS_PASSWORD, or NATS_TOKEN"
     events = True  # the change feed: an ordered consumer's pushes
     content_versions = True  # a new message is a new version
     settles = False

@@ -233,6 +233,7 @@ class RedisType:
 
     kind = "redis"
     extra = "redis"
+    secret_variables = "REDIS_PASSWORD"
     events = True  # keyspace notifications, where the server has them on
     content_versions = True  # with a data hash
     settles = False

@@ -49,6 +49,7 @@ class SourceConfigError(ValueError):
 class SourceType(Protocol):
     kind: str  # the SOURCE_TYPE of an app configuration: "filesystem", "s3", "redis"
     extra: str  # the distribution's extra that installs its libraries ("" for none)
+    secret_variables: str  # where its password comes from instead of the URL ("" for none)
     events: bool
     content_versions: bool
     settles: bool
@@ -108,6 +109,37 @@ def resolve(url: str, options: Mapping[str, Any] | None = None) -> SourceSpec:
     config = kind.config_from_url(url, dict(options or {}))
     config["SOURCE_TYPE"] = kind.kind
     return SourceSpec(kind.kind, config)
+
+
+def typed_secret(url: str, *, instead: str = "") -> str | None:
+    """Why `url`, typed on a command line, must not be taken - it holds a password or a token
+    (`user:PASSWORD@`, a lone `TOKEN@` for NATS, `?password=`), which every user of the
+    machine sees in `ps` for the process's whole life - or None. `instead`: where else the
+    whole URL may be given (`WORKQUEUE_SOURCE`)."""
+    from urllib.parse import parse_qsl
+
+    scheme = scheme_of(url)
+    if scheme == "file":
+        return None
+    try:
+        parts = urlsplit(url.strip())
+        query = {k.lower() for k, _ in parse_qsl(parts.query, keep_blank_values=True)}
+        secret = parts.password is not None or bool(query & {"password", "token"})
+        if scheme == "nats" and parts.username and parts.password is None:
+            secret = True  # nats://TOKEN@host: a token
+    except ValueError:
+        return None  # not a URL: the source's own parser says so
+    if not secret:
+        return None
+    try:
+        variables = source_type(scheme).secret_variables
+    except (SourceConfigError, ImportError):
+        variables = ""
+    where = f"give it in {variables}" if variables else "leave it out"
+    if instead:
+        where += f", or the whole URL in {instead}"
+    return ("a password in the source URL is visible to every user of this machine (ps) and "
+            f"kept in shell history: {where}")  # fmt: skip
 
 
 def kind_of(config: Mapping[str, Any]) -> str:

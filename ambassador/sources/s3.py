@@ -209,6 +209,7 @@ class S3Type:
 
     kind = "s3"
     extra = "s3"
+    secret_variables = "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or a profile, web identity)"
     events = True  # with --sqs-queue-url; polling otherwise
     content_versions = True
     settles = False

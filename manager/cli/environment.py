@@ -9,6 +9,11 @@ The name is the long flag in capitals with dashes as underscores. A value from t
 becomes the flag's default, so a flag on the command line always wins; it is checked by the
 flag's own parser, and a bad one is one line naming the variable. Options of the command that
 runs are read; `--help` and `--version` are not settable.
+
+Where a value came from matters for secrets: a password may come from the environment, never
+from the command line (`ps` shows it). `environment_sources` names only the flags whose value
+*is* the variable's: a flag typed on the command line as well is the command line's, and is
+checked as typed - a variable set in the environment never lets a secret in on the command line.
 """
 
 from __future__ import annotations
@@ -61,7 +66,24 @@ def apply(parser: argparse.ArgumentParser, environ: Mapping[str, str] = os.envir
             if action in group._group_actions:
                 group.required = False
         sources[action.dest] = name
+        _told_when_typed(action)
     parser.set_defaults(environment_sources=sources)
+
+
+def _told_when_typed(action: argparse.Action) -> None:
+    """`action`, when argparse takes it from the command line (it calls an action only for
+    what is typed), drops its destination from the namespace's `environment_sources`."""
+    base = type(action)
+
+    class Typed(base):
+        def __call__(self, parser, namespace, values, option_string=None):
+            sources = dict(getattr(namespace, "environment_sources", None) or {})
+            sources.pop(self.dest, None)
+            namespace.environment_sources = sources
+            super().__call__(parser, namespace, values, option_string)
+
+    Typed.__name__ = Typed.__qualname__ = base.__name__
+    action.__class__ = Typed
 
 
 def _value(action: argparse.Action, text: str):

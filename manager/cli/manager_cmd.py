@@ -397,7 +397,9 @@ def run_once(manager: Manager, ledger, got: dict) -> int:
 
 def run_manager(args) -> int:
     from ..assembly import assemble
+    from .typed_secrets import no_password_in_source
 
+    no_password_in_source(args)
     check_parallelism_bounds(args)
     backend_options = from_words(backends.load(args.backend).Options, vars(args))
     options = manager_options(

@@ -87,6 +87,9 @@ def run(args) -> int:
 
 def count_items(args) -> tuple[int, list[str] | None]:
     """How many items, and their names (None with --items N)."""
+    from .typed_secrets import no_password_in_source
+
+    no_password_in_source(args)
     given = [x for x in (args.items, args.source, args.dir) if x is not None]
     if len(given) != 1:
         raise InputError("give exactly one of --items N, --source URL or a folder")

@@ -26,6 +26,7 @@ from ..tenancy import rules
 from .argtypes import MAX_WORKERS, asked_parallelism, from_input, positive_int
 from .queues import add_queue_options, queue_of
 from .report import one_line, rows, seconds
+from .typed_secrets import no_password_in_source
 
 if TYPE_CHECKING:
     from ..views.queue_view import ItemView, QueueView
@@ -122,6 +123,7 @@ def show_status(args) -> int:
     from ..views.queue_view import from_record
 
     backend, queue = queue_of(args)
+    no_password_in_source(args)
     listed, priorities = _listed(args.source)
     with backend.queue_ops(queue) as ops:  # one ledger, or one API client, for both reads
         record = ops.status(listed)
@@ -287,6 +289,7 @@ def retry_item(args) -> int:
     several = args.failed or args.matching is not None
     if (args.name is None) == (not several):
         raise UserError("give the item's NAME, or --failed, or --matching GLOB")
+    no_password_in_source(args)
     listed = _listed(args.source)[0] if args.name is None else None
     with backend.queue_ops(queue) as ops:
         if args.name is not None:

@@ -50,6 +50,11 @@ def run_folder(args) -> int:
     if not args.command:
         raise UserError("give the worker command after --, e.g. workqueue run DIR -- CMD ARGS")
     argv = worker_argv(args.command)
+    from kube_workqueue.ambassador.sources.registry import typed_secret
+
+    refused = typed_secret(args.dir)
+    if refused:
+        raise UserError(refused)
     spec = source_spec(args.dir, args, UserError)  # a bad source: one line, exit 2
     check_parallelism_bounds(args)
     local = from_words(LocalOptions, vars(args), worker_argv=argv)

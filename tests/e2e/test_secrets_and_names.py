@@ -37,15 +37,30 @@ def test_a_password_in_the_source_url_is_never_printed(tmp_path, ambassador_serv
     with_password = server.url.replace("http://", f"http://admin:{SECRET}@")
     state = tmp_path / "state"
     closed = f"http://admin:{SECRET}@127.0.0.1:{free_port()}"
-    once = workqueue("manager", "--source", closed, "--worker-cmd", "true", "--once",
-                     "--source-timeout", "1s", "--state-dir", state)  # fmt: skip
+    typed = workqueue("manager", "--source", closed, "--worker-cmd", "true", "--once",
+                      "--state-dir", state)  # fmt: skip
+    assert typed.returncode == 2 and "WORKQUEUE_SOURCE" in typed.stderr, typed.stderr
+    once = workqueue(
+        "manager",
+        "--worker-cmd",
+        "true",
+        "--once",
+        "--source-timeout",
+        "1s",
+        "--state-dir",
+        state,
+        env=dict(os.environ, WORKQUEUE_SOURCE=closed),
+    )
     assert once.returncode == 2 and "admin:***@" in once.stderr, once.stderr
-    status = workqueue("status", "--state-dir", state, "--source", closed)
+    status = workqueue(
+        "status", "--state-dir", state, env=dict(os.environ, WORKQUEUE_SOURCE=closed)
+    )
     assert "admin:***@" in status.stderr
     redis = workqueue("run", f"redis://:{SECRET}@127.0.0.1:{free_port()}/0?set=s", "--", "true")
-    assert redis.returncode == 2
-    live = spawn_workqueue("manager", "--source", with_password, "--worker-cmd", "true",
-                           "--state-dir", state, "--poll-interval", "0.5s")  # fmt: skip
+    assert redis.returncode == 2 and "REDIS_PASSWORD" in redis.stderr
+    live = spawn_workqueue("manager", "--worker-cmd", "true", "--state-dir", state,
+                           "--poll-interval", "0.5s",
+                           env=dict(os.environ, WORKQUEUE_SOURCE=with_password))  # fmt: skip
     try:
         wait_until(lambda: '"succeeded": 1' in workqueue("status", "--state-dir", state,
                                                           "--json").stdout, 30)  # fmt: skip
@@ -55,7 +70,8 @@ def test_a_password_in_the_source_url_is_never_printed(tmp_path, ambassador_serv
         if live.poll() is None:
             live.kill()
     assert f"manager: source {server.url.replace('http://', 'http://admin:***@')}" in err, err
-    for said in (once.stdout, once.stderr, status.stdout, status.stderr, redis.stderr, err):
+    for said in (typed.stderr, once.stdout, once.stderr, status.stdout, status.stderr,
+                 redis.stderr, err):  # fmt: skip
         assert SECRET not in said
 
 
@@ -147,3 +163,69 @@ def descendants(pid: int) -> list[int]:
             found += map(int, children)
             todo += map(int, children)
     return found
+
+
+def test_no_worker_gets_the_managers_secrets(tmp_path, postgres):
+    """On a shared ledger every worker's environment lacks the ledger's URL, libpq's
+    credentials and the dashboard's token (an item's worker could write the ledger); without
+    one, a user's own PG* settings stay the worker's."""
+    folder = tmp_path / "items"
+    folder.mkdir()
+    for i in range(3):
+        (folder / f"i{i}.txt").write_text("x")
+    dump = tmp_path / "dump.sh"
+    dump.write_text('#!/bin/sh\nenv > "$ENV_DIR/$$.env"\n')
+    dump.chmod(0o755)
+    secrets = {"WORKQUEUE_LEDGER": postgres, "PGPASSWORD": SECRET, "PGUSER": "postgres",
+               "WORKQUEUE_UI_TOKEN": "a-long-dashboard-token-1234567890"}  # fmt: skip
+    for shared in (True, False):
+        envs = tmp_path / f"env-{shared}"
+        envs.mkdir()
+        env = dict(os.environ, ENV_DIR=str(envs), **secrets)
+        if not shared:
+            del env["WORKQUEUE_LEDGER"]
+        ran = workqueue(
+            "run",
+            folder,
+            "--suffix",
+            ".txt",
+            "--settle",
+            "0",
+            "--metrics-port",
+            "0",
+            "--state-dir",
+            tmp_path / f"state-{shared}",
+            "--",
+            dump,
+            env=env,
+        )
+        assert ran.returncode == 0, ran.stderr
+        seen = [p.read_text() for p in envs.iterdir()]
+        assert len(seen) == 3
+        for text in seen:
+            names = {line.split("=", 1)[0] for line in text.splitlines() if "=" in line}
+            assert not names & {"WORKQUEUE_LEDGER", "WORKQUEUE_UI_TOKEN"}, names
+            assert ("PGPASSWORD" in names) is not shared and ("PGUSER" in names) is not shared
+            assert "ENV_DIR" in names and "WORK_ITEM_FILE" in names
+
+
+def test_a_variable_in_the_environment_lets_no_secret_in_on_the_command_line(postgres):
+    """`WORKQUEUE_LEDGER` set, and a password typed in `--ledger` as well: refused, as it is
+    without the variable; the same for `--ui-token` beside `WORKQUEUE_UI_TOKEN`."""
+    typed = postgres.replace("postgresql://postgres@", f"postgresql://postgres:{SECRET}@")
+    said = workqueue("status", "--ledger", typed, env=dict(os.environ, WORKQUEUE_LEDGER=postgres))
+    assert said.returncode == 2 and "visible to every user" in said.stderr, said.stderr
+    assert SECRET not in said.stderr
+    token = "typed-token-nobody-should-see-123456"
+    run = workqueue(
+        "run",
+        ".",
+        "--metrics-port",
+        "0",
+        "--ui-token",
+        token,
+        "--",
+        "true",
+        env=dict(os.environ, WORKQUEUE_UI_TOKEN="another-long-token-1234567890"),
+    )
+    assert run.returncode == 2 and "WORKQUEUE_UI_TOKEN" in run.stderr and token not in run.stderr

@@ -171,7 +171,7 @@ class KeeperLink:
                 (os.POSIX_SPAWN_DUP2, theirs.fileno(), 3),
             ]
             argv = [sys.executable, "-S", "-E", "-s", "-B", KEEPER_SCRIPT]  # (stdlib only)
-            pid = os.posix_spawn(sys.executable, argv, dict(os.environ), file_actions=actions,
+            pid = os.posix_spawn(sys.executable, argv, spawner.base_env, file_actions=actions,
                                  setsid=True)  # fmt: skip
         finally:
             os.close(err_fd)

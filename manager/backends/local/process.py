@@ -227,7 +227,8 @@ class LocalBackend:
             if self._link is not None and self._link.alive:
                 return self._link
             if self._spawner is None:
-                self._spawner = Spawner(self.argv, self.env)
+                # (a manager whose workers end with it is one of a fleet: a shared ledger)
+                self._spawner = Spawner(self.argv, self.env, shared_ledger=self.end_with_manager)
             for tries_left in range(KEEPER_TRIES - 1, -1, -1):
                 try:
                     self._link = KeeperLink.start(
