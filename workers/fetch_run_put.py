@@ -12,15 +12,19 @@ or the item is the object itself - what the ambassador's S3 source serves ({"buc
 "url": "s3://..."}; a folder's {"path"} too; a log's record, whose payload - `body`, or its
 fields as JSON - is the input itself) - and the command line says the rest:
 
-    fetch-run-put [--input-root DIR]... --output 's3://bucket/thumbs/{stem}.png' \
-        /scripts/thumbnail [ARGS...]
+    fetch-run-put [--input-root DIR]... [--input-url PREFIX]... \
+        --output 's3://bucket/thumbs/{stem}.png' /scripts/thumbnail [ARGS...]
 
 `{name}` in --output is the item's name, `{stem}` its last part without the suffix - put into the
 URL as the name it is: percent-encoded in an http(s):// or file:// template (`clip?a`, `x#1`,
-`a%20b` and `a b` are four outputs, never one), as written in an s3:// key. In this mode the
-item is data, not a request: it may name a local file (a folder's `path`, a `file://` url or
-input) only under a folder an `--input-root` names - an item can never have another local
-file (`/etc/shadow`, `/proc/self/environ`) copied to the output; one line, exit 2. s3:// goes
+`a%20b` and `a b` are four outputs, never one), as written in an s3:// key; any other `{...}`
+is refused at once. In this mode the item is data, not a request: it may name a local file (a
+folder's `path`, a `file://` url or input) only under a folder an `--input-root` names, and an
+http(s) object only under a prefix an `--input-url` names - an item can never have another
+local file (`/etc/shadow`, `/proc/self/environ`) or an internal service's answer copied to the
+output; one line, exit 2 (`input_rules.py`). In either mode no link-local address (instance
+metadata) is fetched from or put to, redirects included; a request item is held to the roots
+and prefixes too when they are given. Options come in any order, before the script. s3:// goes
 through boto3 with its standard configuration (credentials chain, AWS_PROFILE, web identity /
 IRSA, AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL for MinIO, Ceph, R2); an object key is a name,
 never a path: a key with `../` is fetched and put as that key (a file:// output refuses it).
@@ -28,12 +32,15 @@ never a path: a key with `../` is fetched and put as that key (a file:// output 
 The script runs in a private temporary folder with INPUT_FILE (the downloaded object, under its
 own base name made safe - `safe_base_name`: whatever the URL or key says, nothing is written
 outside that folder), OUTPUT_FILE (where it must write the result) and WORK_ITEM_FILE in its
-environment. http(s) objects are fetched with GET and stored with PUT; file:// ones are read and
-written in place (the result renamed into place, so a half-written result is never seen).
+environment; a script named by a relative path (`scripts/x`) is found from where
+fetch-run-put was started. http(s) objects are fetched with GET and stored with PUT; file:// ones
+are read and written in place (the result renamed into place, so a half-written result is never
+seen).
 Exit 0 on success; 1 with one line on stderr when a download, the script or the upload fails;
 2 when the item data is not a valid request. The standard library only - and boto3 for s3://.
 """
 
+import argparse
 import base64
 import json
 import os
@@ -47,6 +54,11 @@ import unicodedata
 import urllib.error
 import urllib.parse
 import urllib.request
+
+try:
+    from . import input_rules
+except ImportError:  # run as a script: the sibling module
+    import input_rules  # type: ignore[no-redef]
 
 TIMEOUT = float(os.environ.get("FETCH_TIMEOUT", "300"))
 
@@ -110,33 +122,92 @@ def read_item() -> dict:
     return data
 
 
-USAGE = "usage: fetch-run-put [[--input-root DIR]... --output TEMPLATE SCRIPT [ARGS...]]"
+PLACEHOLDERS = ("{name}", "{stem}")
 
 
-def command_line(argv: list[str]) -> tuple[list[str], str, list[str]]:
-    """(the --input-root folders, the --output template, the script) of the command line."""
+class Usage(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2 (argparse prints two)
+        fail(f"{message} (see fetch-run-put --help)", 2)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = Usage(
+        prog="fetch-run-put",
+        usage="fetch-run-put [--input-root DIR]... [--input-url PREFIX]... "
+        "[--output TEMPLATE SCRIPT [ARGS...]]",
+        description="The generic worker: fetch the item's object, run SCRIPT on it (INPUT_FILE "
+        "and OUTPUT_FILE in its environment, no shell), put the result. Without --output the "
+        "item is a request: {input, script, output} in $WORK_ITEM_FILE. With it, the item is "
+        "the object, and may name only what --input-root and --input-url allow.",
+    )
+    p.add_argument(
+        "--input-root",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a folder whose files an item may name (repeatable)",
+    )
+    p.add_argument(
+        "--input-url",
+        action="append",
+        default=[],
+        metavar="PREFIX",
+        help="an http(s) URL prefix whose objects an item may name (repeatable)",
+    )
+    p.add_argument(
+        "--output",
+        metavar="TEMPLATE",
+        help="where the result goes: s3://, http(s):// or file:// with {name} or "
+        "{stem} (the item's name, its last part without the suffix)",
+    )
+    p.add_argument(
+        "script",
+        nargs=argparse.REMAINDER,
+        metavar="SCRIPT [ARGS...]",
+        help="the program to run on the fetched object",
+    )
+    return p
+
+
+def command_line(argv: list[str]) -> argparse.Namespace:
+    """The checked command line: roots as real paths, prefixes checked, the template's
+    placeholders known, a script given with --output (and none without)."""
+    args = parser().parse_args(argv)
     roots = []
-    while len(argv) >= 2 and argv[0] == "--input-root":
-        if not os.path.isdir(argv[1]):
-            fail(f"--input-root {argv[1]} is not a folder", 2)
-        roots.append(os.path.realpath(argv[1]))
-        argv = argv[2:]
-    if len(argv) < 3 or argv[0] != "--output":
-        fail(USAGE, 2)
-    return roots, argv[1], argv[2:]
+    for root in args.input_root:
+        if not os.path.isdir(root):
+            fail(f"--input-root {root} is not a folder", 2)
+        roots.append(os.path.realpath(root))
+    args.input_root = roots
+    try:
+        args.input_url = [input_rules.prefix(text) for text in args.input_url]
+    except ValueError as exc:
+        fail(str(exc), 2)
+    if args.output is None and args.script:
+        fail("a script on the command line goes with --output TEMPLATE (see --help)", 2)
+    if args.output is not None:
+        if not args.script:
+            fail("--output goes with the script to run (see --help)", 2)
+        unknown = [p for p in re.findall(r"\{[^{}]*\}", args.output) if p not in PLACEHOLDERS]
+        if unknown:
+            fail(f"--output {args.output}: {unknown[0]} is no placeholder (use {{name}} or "
+                 "{stem})", 2)  # fmt: skip
+    return args
 
 
-def in_roots(url: str, roots: list[str]) -> None:
-    """A file:// input the item named, allowed only under an --input-root (its real path:
-    no link leads out); one line, exit 2 otherwise."""
-    real = os.path.realpath(file_path(url))
-    if not any(real == root or real.startswith(root.rstrip("/") + "/") for root in roots):
-        where = (
-            "no --input-root is given"
-            if not roots
-            else "it is under no --input-root (" + ", ".join(roots) + ")"
-        )
-        fail(f"the work item names a local file, and {where}: {url}", 2)
+def allowed_input(url: str, args: argparse.Namespace, *, as_object: bool) -> None:
+    """One line and exit 2 unless the item may make this worker read `url` (`input_rules`):
+    as the object (command-line mode), or as a request held to the roots and prefixes given."""
+    scheme = scheme_of(url)
+    restricted = as_object or args.input_root or args.input_url
+    if scheme == "file" and restricted:
+        refused = input_rules.under_roots(url, args.input_root)
+        if refused:
+            fail(refused, 2)
+    if scheme in ("http", "https") and restricted:
+        refused = input_rules.under_prefixes(url, args.input_url)
+        if refused:
+            fail(refused, 2)
 
 
 def in_template(value: str, template: str) -> str:
@@ -147,15 +218,17 @@ def in_template(value: str, template: str) -> str:
     return urllib.parse.quote(value, safe="/")
 
 
-def request_of(data: dict, argv: list[str]) -> dict:
+def request_of(data: dict, args: argparse.Namespace) -> dict:
     """input, script and output: from the item (a request), or from the item as the object
-    and the command line (`[--input-root DIR]... --output TEMPLATE SCRIPT ARGS...`)."""
-    if not argv:
+    and the command line (`--output TEMPLATE SCRIPT ARGS...`); what it names checked."""
+    if args.output is None:
         for key in ("input", "script", "output"):
             if key not in data:
                 fail(f"the work item has no {key!r} (or give --output and a script)", 2)
+        if isinstance(data["input"], str):
+            allowed_input(data["input"], args, as_object=False)
         return data
-    roots, template, script = command_line(argv)
+    template, script = args.output, args.script
     if "bucket" in data and "key" in data:
         source = {
             "input": f"s3://{data['bucket']}/{data['key']}",
@@ -174,8 +247,8 @@ def request_of(data: dict, argv: list[str]) -> dict:
         }
     else:
         fail("the work item names no object: no bucket and key, url, input or path", 2)
-    if "inline" not in source and scheme_of(source["input"]) == "file":
-        in_roots(source["input"], roots)
+    if "inline" not in source:
+        allowed_input(source["input"], args, as_object=True)
     name = data.get("name") if isinstance(data.get("name"), str) else data.get("key", "item")
     stem = os.path.splitext(name.rsplit("/", 1)[-1])[0] or "item"
     output = template.replace("{name}", in_template(name, template))
@@ -226,13 +299,26 @@ def s3_error(exc: Exception) -> str:
 
 
 def file_path(url: str) -> str:
-    path = urllib.parse.unquote(urllib.parse.urlsplit(url).path)
-    if any(part in (".", "..") for part in path.split("/")):
-        fail(f"a file:// location must not have . or .. segments: {url!r}", 2)
+    path, refused = input_rules.file_path(url)
+    if refused:
+        fail(refused, 2)
     return path
 
 
-def fetch(url: str, dest: str) -> None:
+def reachable(url: str) -> None:
+    """One line and exit 2 for an http(s) URL on a link-local address (`input_rules`)."""
+    refused = input_rules.link_local(url)
+    if refused:
+        fail(refused, 2)
+
+
+def opener(allowed):
+    """urllib's opener whose redirects go only where `allowed(url)` (None) lets them."""
+    return urllib.request.build_opener(input_rules.HeldRedirects(allowed))
+
+
+def fetch(url: str, dest: str, allowed=input_rules.link_local) -> None:
+    """`url` into `dest`; `allowed(url)`: why a redirect may not go to a URL, or None."""
     if scheme_of(url) == "s3":
         bucket, key = s3_parts(url)
         try:
@@ -246,13 +332,24 @@ def fetch(url: str, dest: str) -> None:
         except OSError as exc:
             fail(f"cannot read {url}: {exc.strerror}")
         return
+    reachable(url)
     try:
-        with urllib.request.urlopen(url, timeout=TIMEOUT) as r, open(dest, "wb") as out:
+        with opener(allowed).open(url, timeout=TIMEOUT) as r, open(dest, "wb") as out:
             shutil.copyfileobj(r, out)
     except urllib.error.HTTPError as exc:
         fail(f"download of {url} failed: HTTP {exc.code}")
     except (urllib.error.URLError, OSError) as exc:
         fail(f"download of {url} failed: {getattr(exc, 'reason', exc)}")
+
+
+def redirect_refused(url: str, args: argparse.Namespace, as_object: bool) -> str | None:
+    """Why a download may not follow a redirect to `url` (the rules of its first URL)."""
+    refused = input_rules.link_local(url)
+    if refused or not (as_object or args.input_root or args.input_url):
+        return refused
+    if url.lower().startswith(("http://", "https://")):
+        return input_rules.under_prefixes(url, args.input_url)
+    return f"a redirect to {url}"
 
 
 def put(src: str, url: str) -> None:
@@ -278,8 +375,9 @@ def put(src: str, url: str) -> None:
     request = urllib.request.Request(
         url, data=body, method="PUT", headers={"Content-Type": "application/octet-stream"}
     )
+    reachable(url)
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT):
+        with opener(input_rules.link_local).open(request, timeout=TIMEOUT):
             pass
     except urllib.error.HTTPError as exc:
         fail(f"upload to {url} failed: HTTP {exc.code}")
@@ -288,11 +386,14 @@ def put(src: str, url: str) -> None:
 
 
 def main() -> None:
-    data = request_of(read_item(), sys.argv[1:])
+    args = command_line(sys.argv[1:])
+    data = request_of(read_item(), args)
     script = data["script"]
     argv = shlex.split(script) if isinstance(script, str) else script
     if not isinstance(argv, list) or not argv or not all(isinstance(w, str) for w in argv):
         fail("'script' must be a command: a non-empty list of strings, or a string", 2)
+    if os.sep in argv[0] and not os.path.isabs(argv[0]):  # found from here, not from the
+        argv = [os.path.abspath(argv[0]), *argv[1:]]  # temporary folder it runs in
     inline = data.get("inline")  # a log record's bytes (`request_of`): nothing to fetch
     for key in ("input", "output"):
         if not isinstance(data[key], str):
@@ -311,7 +412,9 @@ def main() -> None:
             with open(input_file, "wb") as f:
                 f.write(inline)
         else:
-            fetch(data["input"], input_file)
+            as_object = args.output is not None
+            fetch(data["input"], input_file,
+                  lambda url: redirect_refused(url, args, as_object))  # fmt: skip
         env = dict(os.environ, INPUT_FILE=input_file, OUTPUT_FILE=output_file)
         try:
             code = subprocess.run(argv, env=env, cwd=work, stdin=subprocess.DEVNULL).returncode

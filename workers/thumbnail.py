@@ -35,7 +35,14 @@ def fail(message: str, code: int = 1) -> None:
 def ffmpeg() -> str:
     """The ffmpeg to run: $FFMPEG, else the one on PATH, else the binary the imageio-ffmpeg
     wheel ships (when this Python has it); else one line saying how to get one, exit 127."""
-    found = os.environ.get("FFMPEG") or shutil.which("ffmpeg")
+    named = os.environ.get("FFMPEG")
+    if named:
+        found = shutil.which(named)  # a path, or a name on PATH
+        if found is None:
+            fail(f"FFMPEG={named} is not an executable file (unset it to use the one on PATH)",
+                 127)  # fmt: skip
+        return found
+    found = shutil.which("ffmpeg")
     if found:
         return found
     try:
@@ -49,6 +56,26 @@ def ffmpeg() -> str:
             "or set FFMPEG to its path",
             127,
         )
+
+
+USAGE = """usage: workqueue-thumbnail   (no arguments: the item comes from $WORK_ITEM_FILE)
+
+The video-thumbnailer worker: a PNG of a representative frame of the video the item names.
+  WORK_ITEM_FILE   the item's data (JSON) with its "path" (the video)
+  OUTPUT_DIR       where <stem>.png goes (the item's sub-folders kept)
+  INPUT_FILE, OUTPUT_FILE   instead of both, when fetch-run-put runs it
+  FFMPEG           the ffmpeg to run (else PATH's, else imageio-ffmpeg's)
+  THUMB_WIDTH      the thumbnail's width in pixels (default 320, 16 to 7680)
+  THUMB_FRAMES     frames to choose the most typical among (default 50, 1 to 1000)
+Exit 0 on success; 1 with one line when the video is unusable; 2 when it is misconfigured."""
+
+
+def setting(name: str, default: int, least: int, most: int) -> int:
+    """A whole-number setting from the environment; one line and exit 2 when it is not one."""
+    text = os.environ.get(name, "").strip() or str(default)
+    if not text.isdigit() or not least <= int(text) <= most:
+        fail(f"{name}={text!r}: give a whole number from {least} to {most}", 2)
+    return int(text)
 
 
 def read_item() -> dict:
@@ -65,14 +92,17 @@ def read_item() -> dict:
     return data
 
 
+def run_ffmpeg(argv: list[str]) -> subprocess.CompletedProcess:
+    """ffmpeg run to its end; one line (exit 127) when it cannot be started at all."""
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, errors="replace")
+    except OSError as exc:
+        fail(f"cannot run ffmpeg {argv[0]}: {exc.strerror or exc}", 127)
+
+
 def duration_seconds(path: str) -> float | None:
     """The container's duration from ffmpeg's own report; None when it does not say."""
-    probe = subprocess.run(
-        [ffmpeg(), "-hide_banner", "-nostdin", "-i", path],
-        capture_output=True,
-        text=True,
-        errors="replace",
-    )
+    probe = run_ffmpeg([ffmpeg(), "-hide_banner", "-nostdin", "-i", path])
     if "Video:" not in probe.stderr:
         last = [ln for ln in probe.stderr.strip().splitlines() if ln.strip()]
         fail(f"not a readable video: {path}: {last[-1].strip() if last else 'no video stream'}")
@@ -120,6 +150,14 @@ def output_path(data: dict, out_dir: str) -> str:
 
 
 def main() -> None:
+    if sys.argv[1:] in (["--help"], ["-h"]):
+        print(USAGE)
+        return
+    if sys.argv[1:]:
+        fail(f"takes no arguments (got {' '.join(sys.argv[1:])!r}): see --help", 2)
+    width = setting("THUMB_WIDTH", 320, 16, 7680)
+    frames = setting("THUMB_FRAMES", 50, 1, 1000)
+    ffmpeg()  # a misconfigured one is said before anything else
     fetched, wanted = os.environ.get("INPUT_FILE"), os.environ.get("OUTPUT_FILE")
     if fetched and wanted:  # run by fetch-run-put: the video was fetched, the PNG is put back
         video, target = fetched, wanted
@@ -131,8 +169,6 @@ def main() -> None:
         video, target = data["path"], output_path(data, out_dir)
     if not os.path.isfile(video):
         fail(f"video not found: {video}")
-    width = int(os.environ.get("THUMB_WIDTH", "320"))
-    frames = int(os.environ.get("THUMB_FRAMES", "50"))
     duration = duration_seconds(video)
     os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".thumb-", suffix=".png", dir=os.path.dirname(target) or ".")
@@ -157,7 +193,7 @@ def main() -> None:
         tmp,
     ]
     try:
-        run = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
+        run = run_ffmpeg(cmd)
         if run.returncode != 0 or os.path.getsize(tmp) == 0:
             last = [ln for ln in run.stderr.strip().splitlines() if ln.strip()]
             fail(

@@ -8,6 +8,7 @@ import os
 import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
@@ -21,6 +22,11 @@ class Store(BaseHTTPRequestHandler):
     objects: dict[str, bytes] = {}
 
     def do_GET(self):
+        if self.path.startswith("/redirect/"):  # /redirect/PATH -> PATH on this server
+            self.send_response(302)
+            self.send_header("Location", self.path[len("/redirect") :])
+            self.end_headers()
+            return
         body = self.objects.get(unquote(self.path))
         if body is None:
             self.send_response(404)
@@ -48,7 +54,7 @@ class Store(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def store():
-    Store.objects = {"/in/a b.txt": b"hello object\n"}
+    Store.objects = {"/in/a b.txt": b"hello object\n", "/internal/secret": b"the secret\n"}
     server = ThreadingHTTPServer(("127.0.0.1", 0), Store)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -239,3 +245,84 @@ def test_a_log_record_that_names_no_object_is_its_own_input(tmp_path, upper, fie
     assert expected in (out / "000000000007").read_bytes()
     assert "input is 000000000007" in r.stderr
     assert "record RENDERS 000000000007 ->" in r.stdout
+
+
+def test_an_item_can_name_no_http_object_outside_the_input_urls(tmp_path, store, upper):
+    """The network twin of the input roots: in command-line mode an http(s) input must lie
+    under an --input-url prefix (scheme, host, port, and a path cut at a /), a redirect is
+    held to the same rule, and nothing is copied out of an internal service."""
+    base, objects = store
+    out = tmp_path / "out"
+    template = f"file://{out}/{{stem}}.txt"
+    allowed = ("--input-url", f"{base}/in/")
+    ok = run_with(tmp_path, {"name": "a.txt", "url": f"{base}/in/a%20b.txt"}, *allowed,
+                  "--output", template, upper)  # fmt: skip
+    assert ok.returncode == 0, ok.stderr
+    assert (out / "a.txt").read_text() == "HELLO OBJECT\n"
+    refused = {
+        "none given": ({"url": f"{base}/internal/secret"}, ()),
+        "outside": ({"url": f"{base}/internal/secret"}, allowed),
+        "a dot segment": ({"url": f"{base}/in/../internal/secret"}, allowed),
+        "an encoded one": ({"url": f"{base}/in/%2e%2e/internal/secret"}, allowed),
+        "another host": ({"url": base.replace("127.0.0.1", "localhost") + "/in/x"}, allowed),
+        "a longer path": ({"input": f"{base}/inbox/x"}, ("--input-url", f"{base}/in")),
+        "redirected out": ({"url": f"{base}/in/../redirect/internal/secret"}, allowed),
+    }
+    for why, (item, options) in refused.items():
+        r = run_with(tmp_path, {"name": "s.txt", **item}, *options, "--output", template, upper)
+        assert r.returncode == 2, (why, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1, (why, r.stderr)
+    assert not (out / "s.txt").exists()
+    # a redirect from an allowed prefix to one that is not: the download is refused
+    objects_before = dict(objects)
+    moved = run_with(tmp_path, {"name": "m.txt", "url": f"{base}/redirect/internal/secret"},
+                     "--input-url", f"{base}/redirect/", "--output", template, upper)  # fmt: skip
+    assert moved.returncode != 0 and "redirected where it may not go" in moved.stderr
+    assert not (out / "m.txt").exists() and objects == objects_before
+
+
+def test_link_local_addresses_are_never_fetched_from(tmp_path, upper):
+    """Instance metadata lives at 169.254.169.254 (and fe80::): never fetched from, whatever
+    the mode and the prefixes given."""
+    metadata = "http://169.254.169.254/latest/meta-data/iam/security-credentials/"
+    request = run(tmp_path, {"input": metadata, "script": [upper],
+                             "output": f"file://{tmp_path}/o"})  # fmt: skip
+    assert request.returncode == 2 and "link-local" in request.stderr, request.stderr
+    as_object = run_with(tmp_path, {"name": "x", "url": metadata},
+                         "--input-url", "http://169.254.169.254/", "--output",
+                         f"file://{tmp_path}/{{stem}}", upper)  # fmt: skip
+    assert as_object.returncode == 2 and "link-local" in as_object.stderr
+
+
+def test_the_command_line_is_checked_whole_and_said_in_one_line(tmp_path, store, upper):
+    base, _ = store
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    (videos / "a.txt").write_text("abc")
+    item = {"name": "a.txt", "path": str(videos / "a.txt")}
+    shown = run_with(tmp_path, item, "--help")
+    assert shown.returncode == 0 and shown.stdout.startswith("usage: fetch-run-put")
+    for argv, words in [
+        (("--output", f"file://{tmp_path}/{{nope}}", upper), "{nope} is no placeholder"),
+        (("--output", f"file://{tmp_path}/x"), "goes with the script"),
+        ((upper,), "goes with --output"),
+        (("--input-url", "ftp://x/", "--output", "file:///x", upper), "http(s)://"),
+        (("--bogus",), "unrecognized arguments"),
+    ]:
+        r = run_with(tmp_path, item, *argv)
+        assert r.returncode == 2, (argv, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and words in lines[0], (argv, r.stderr)
+    # the options in any order; a script named from here runs from its temporary folder
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    (scripts / "up").write_text(Path(upper).read_text())
+    (scripts / "up").chmod(0o755)
+    out = tmp_path / "out"
+    r = subprocess.run(
+        [str(WORKER), "--output", f"file://{out}/{{stem}}.up", "--input-root", str(videos),
+         "scripts/up"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        env=dict(os.environ, WORK_ITEM_FILE=str(tmp_path / "item.json")),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert (out / "a.up").read_text() == "ABC"

@@ -92,6 +92,19 @@ def test_the_worker_contract_errors_are_one_line(tmp_path, ffmpeg_env):
     r = run_thumbnail({"path": "x"}, no_out, tmp_path)
     assert r.returncode == 2 and "OUTPUT_DIR is not set" in r.stderr
     assert all("Traceback" not in x for x in (r.stdout, r.stderr))
+    item = {"path": str(tmp_path / "missing.mp4")}
+    for setting, value, code, words in [
+        ("FFMPEG", "/nonexistent", 127, "FFMPEG=/nonexistent is not an executable file"),
+        ("THUMB_WIDTH", "abc", 2, "THUMB_WIDTH='abc': give a whole number"),
+        ("THUMB_FRAMES", "0", 2, "THUMB_FRAMES='0'"),
+    ]:
+        r = run_thumbnail(item, dict(env, **{setting: value}), tmp_path)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == code and len(lines) == 1 and words in lines[0], r.stderr
+    shown = subprocess.run([str(THUMBNAIL), "--help"], capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0 and shown.stdout.startswith("usage: workqueue-thumbnail")
+    extra = subprocess.run([str(THUMBNAIL), "a.mp4"], capture_output=True, text=True, timeout=60)
+    assert extra.returncode == 2 and "takes no arguments" in extra.stderr
 
 
 def test_sample_maker_makes_real_videos(tmp_path, ffmpeg_env):
