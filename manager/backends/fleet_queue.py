@@ -49,9 +49,16 @@ class FleetQueueOps(QueueOps):
 
     def _writable(self) -> PostgresLedger:
         """The ledger, made first when the database has none yet (a pause before any
-        manager started)."""
+        manager started) - and then said (`made`): a mistyped database or schema would
+        otherwise get a queue without a word."""
         if self._ledger is None:
+            from ..fleet import schema
+
+            new = schema.version_of(self.db) == 0
             self._ledger = PostgresLedger(self.db, COMMANDS_OWNER)
+            if new:
+                self.made = (f"(no queue was there: made one in {self.where}, schema "
+                             f"{self.db.schema} - its managers will find it so)")  # fmt: skip
         return self._ledger
 
     def _if_any(self, read, otherwise):

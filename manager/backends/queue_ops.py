@@ -24,6 +24,7 @@ from ..ports import QueueRecord
 class QueueOps(ABC):
     where: str  # the queue for people: "/srv/.workqueue", "queue thumbs of media"
     running_work = "running work"  # what finishes when the queue is paused
+    made: str | None = None  # said when a command made the queue's record (none was there)
 
     def __enter__(self) -> QueueOps:
         return self

@@ -319,6 +319,8 @@ def scale_queue(args) -> int:
             print(ops.scale(args.parallelism))
         if limits is not None or rates is not None:
             print(ops.scale_groups(limits=limits, rates=rates))
+        if ops.made:
+            print(ops.made)
     return 0
 
 
@@ -330,4 +332,6 @@ def hold_or_release(args) -> int:
             print(ops.pause())
         else:
             print(ops.resume(accept_removals=args.accept_removals))
+        if ops.made:
+            print(ops.made)
     return 0

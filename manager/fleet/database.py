@@ -45,7 +45,7 @@ import select
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from ..errors import InputError, UserError
 from ..faults import LEDGER_ERROR, LEDGER_FULL, LEDGER_READ_ONLY, UNREACHABLE, StorageFault
@@ -123,7 +123,15 @@ def address(text: str) -> Address:
             f"schema={schema!r}: a schema name is lower-case letters, digits and _ "
             "(up to 63), not starting with a digit"
         )
-    conninfo = urlunsplit(parts._replace(query=urlencode(rest)))
+    if schema.startswith("pg_") or schema == "information_schema":
+        raise InputError(
+            f"schema={schema}: that is PostgreSQL's own (the pg_ names and "
+            "information_schema): name a schema of the ledger's own, or leave it out"
+        )
+    # (built by hand: urlunsplit writes `postgresql:///db` - the local socket - as
+    # `postgresql:/db`, which libpq reads otherwise)
+    query_text = urlencode(rest, quote_via=quote)  # (a space is %20: libpq reads + as +)
+    conninfo = f"{parts.scheme}://{parts.netloc}{parts.path}" + (f"?{query_text}" if rest else "")
     from psycopg.conninfo import conninfo_to_dict
 
     try:
@@ -159,7 +167,10 @@ def shown(url: str) -> str:
         if ":" in userinfo:
             netloc = f"{userinfo.split(':', 1)[0]}:***@{hostport}"
     query = re.sub(r"(^|&)password=[^&]*", r"\1password=***", parts.query)
-    return urlunsplit(parts._replace(netloc=netloc, query=query))
+    shown_url = urlunsplit(parts._replace(netloc=netloc, query=query))
+    if not netloc and url.startswith(f"{parts.scheme}://"):  # (`postgresql:///db`: kept so)
+        shown_url = shown_url.replace(f"{parts.scheme}:", f"{parts.scheme}://", 1)
+    return shown_url
 
 
 def _driver():
@@ -184,6 +195,15 @@ def _first_line(exc: BaseException) -> str:
     return text
 
 
+def not_allowed(exc: BaseException, where: str, schema: str) -> str:
+    """What to tell a user whose role may not do what the ledger needs (at its set-up)."""
+    return (
+        f"the shared ledger {where}: {_first_line(exc)} - grant the role USAGE and CREATE on "
+        f"schema {schema} and all rights on its tables (or make it their owner), or name a "
+        "schema it may use with ?schema=NAME"
+    )
+
+
 def mistake_of(exc: BaseException) -> str | None:
     """What the user must fix, when a failed connection says it was their settings."""
     text = str(exc)
@@ -193,6 +213,8 @@ def mistake_of(exc: BaseException) -> str | None:
             return say.format(*found.groups())
     return None
 
+
+_SAID_IN_FULL: set[str] = set()  # ledgers whose unexpected refusal was logged with its trace
 
 # SQLSTATE classes and codes after which a session is no use for the next try, though its
 # connection is open: read-only (a standby, or `default_transaction_read_only` - a setting a
@@ -231,7 +253,7 @@ class Database:
 
     def __init__(
         self, url: str | Address, *, purpose: str = "workqueue",
-        fenced: threading.Event | None = None,
+        fenced: threading.Event | None = None, set_up: threading.Event | None = None,
     ) -> None:  # fmt: skip
         self.address = url if isinstance(url, Address) else address(url)
         self.url = self.address.url
@@ -242,13 +264,17 @@ class Database:
         self._lock = threading.RLock()
         self._conn = None
         self.connected_once = False  # after a first connection, mistakes are faults
+        # set once the ledger is set up (its schema made or checked, the manager joined):
+        # until then a statement refused for want of a privilege is the user's to fix, not a
+        # fault to wait out; shared with every sibling
+        self._set_up = set_up or threading.Event()
         self.statement_hook: Callable[[str, str, object], None] | None = None
-        self._said_unexpected = False
         self._fenced = fenced or threading.Event()  # shared with every sibling (`fence`)
 
     def sibling(self, purpose: str) -> Database:
         """Another connection to the same ledger (a part that must not wait for this one)."""
-        other = Database(self.address, purpose=purpose, fenced=self._fenced)
+        other = Database(self.address, purpose=purpose, fenced=self._fenced,
+                         set_up=self._set_up)  # fmt: skip
         other.connected_once = self.connected_once
         other.statement_hook = self.statement_hook
         return other
@@ -281,6 +307,12 @@ class Database:
         except self.psycopg.Error as exc:
             with contextlib.suppress(Exception):
                 conn.close()
+            if isinstance(exc, self.psycopg.errors.QueryCanceled) and not self.connected_once:
+                raise UserError(
+                    f"the shared ledger {self.where}: the server cancelled the ledger's first "
+                    f"statement ({_first_line(exc)}) - is a statement_timeout in the URL's "
+                    "options? the ledger sets its own, and its statements must be able to run"
+                ) from None
             raise fault_of(exc, self.where) from None
         self.connected_once = True
         return conn
@@ -303,13 +335,17 @@ class Database:
                 with conn.cursor() as cur:
                     yield Session(cur, self)
             except self.psycopg.Error as exc:
+                if not self._set_up.is_set() and isinstance(
+                    exc, self.psycopg.errors.InsufficientPrivilege
+                ):
+                    raise UserError(not_allowed(exc, self.where, self.schema)) from None
                 if self._conn is not None and (
                     self._conn.closed or self._conn.broken or session_unusable(exc)
                 ):
                     self._drop()  # the next try opens a new session
                 fault = fault_of(exc, self.where)
-                if fault.kind == LEDGER_ERROR and not self._said_unexpected:
-                    self._said_unexpected = True  # a bug or a changed schema: said in full once
+                if fault.kind == LEDGER_ERROR and self.where not in _SAID_IN_FULL:
+                    _SAID_IN_FULL.add(self.where)  # a bug or a changed schema: said in full once
                     log.error("the shared ledger %s: %s", self.where, fault.detail, exc_info=exc)
                 raise fault from None
 
@@ -328,6 +364,11 @@ class Database:
         """One statement on its own; how many rows it changed."""
         with self.session() as session:
             return session.count(statement, sql_format, **params)
+
+    def is_set_up(self) -> None:
+        """The ledger is set up: a privilege refused from now on is a fault (a GRANT revoked
+        under a running manager), held like any other."""
+        self._set_up.set()
 
     def fence(self, timeout: float) -> bool:
         """No session of this connection or its siblings opens from now on; this one is

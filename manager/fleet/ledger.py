@@ -35,7 +35,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from ..faults import StorageFault
+from ..faults import LEDGER_ERROR, StorageFault
 from ..lifecycle import keep_version, may_rerun
 from ..ports import PENDING_PAIR, ClaimLost, Row, State, keep_priority, pair
 from . import schema
@@ -122,6 +122,7 @@ class PostgresLedger(Claims, GroupClaims):
         found it answering nothing until the first listing's `see`)."""
         self.liveness.register()
         self.refresh(full=True)
+        self.db.is_set_up()
 
     # -- memory ----------------------------------------------------------------------------
 
@@ -458,8 +459,8 @@ def open_shared(
             if ledger is not None:
                 ledger.close()
             db.close()
-            if time.monotonic() > deadline:
-                raise
+            if time.monotonic() > deadline or fault.kind == LEDGER_ERROR:
+                raise  # (a refusal no wait mends: a bug, a changed schema - said in full)
             log.warning("%s; trying again", fault.short)
             time.sleep(1.0)
         except BaseException:

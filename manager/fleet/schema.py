@@ -150,6 +150,10 @@ def migrate(db) -> int:
             cur.execute(f'CREATE SCHEMA "{db.schema}"')
             if db.schema == "workqueue":
                 _adopt_public_v1(cur, db.schema)
+        _may(cur, db, "USAGE")
+        cur.execute("SELECT to_regclass('schema_version') IS NOT NULL")
+        if not cur.fetchone()[0]:
+            _may(cur, db, "CREATE")
         cur.execute("CREATE TABLE IF NOT EXISTS schema_version (version integer NOT NULL)")
         cur.execute("SELECT max(version) FROM schema_version")
         found = cur.fetchone()[0] or 0
@@ -190,11 +194,26 @@ def version_of(db) -> int:
         cur = session.cursor
         if not _schema_exists(cur, db.schema):
             return 0
+        _may(cur, db, "USAGE")
         cur.execute("SELECT to_regclass('schema_version') IS NOT NULL")
         if not cur.fetchone()[0]:
             return 0
         cur.execute("SELECT coalesce(max(version), 0) FROM schema_version")
         return cur.fetchone()[0]
+
+
+def _may(cur, db, privilege: str) -> None:
+    """A `UserError` naming what to grant unless this role has `privilege` on the ledger's
+    schema (without USAGE PostgreSQL skips the schema as if it were not there, and says
+    "no schema has been selected" - a cause no user would guess)."""
+    cur.execute("SELECT has_schema_privilege(%s, %s), current_user", (db.schema, privilege))
+    allowed, role = cur.fetchone()
+    if not allowed:
+        raise UserError(
+            f"the shared ledger {db.where}: role {role} may not use schema {db.schema} "
+            f"({privilege} is not granted): GRANT USAGE, CREATE ON SCHEMA {db.schema} TO {role}, "
+            "or name a schema it may use with ?schema=NAME"
+        )
 
 
 def _refuse_newer(found: int, where: str) -> None:

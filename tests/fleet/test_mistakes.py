@@ -101,6 +101,11 @@ def test_the_right_password_from_the_environment_works(pw_user, tmp_path):
         ("postgresql://postgres@127.0.0.1:{port}/postgres?schema=Not-A-Name", "schema="),
         ("postgresql://postgres@[::1:{port}/postgres", "not a URL"),
         ("postgresql://postgres@127.0.0.1:port/postgres", "the port is not a number"),
+        ("postgresql://postgres@127.0.0.1:{port}/postgres?schema=pg_catalog", "PostgreSQL's own"),
+        (
+            "postgresql://postgres@127.0.0.1:{port}/postgres?schema=information_schema",
+            "PostgreSQL's own",
+        ),
     ],
 )
 def test_each_url_mistake_is_one_line_naming_its_cause(postgres_server, ledger, says):
@@ -178,3 +183,65 @@ def test_status_reads_a_read_only_database(postgres, tmp_path):
     r = workqueue("resume", "--ledger", postgres)  # a write: refused, one line
     assert r.returncode == 3 and "read-only" in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_a_role_without_rights_on_the_ledger_is_told_what_to_grant(postgres_server, tmp_path):
+    """A role that may connect but not make or use the ledger's schema: one line naming the
+    GRANT, at once (no retries, no traceback) - for a manager and for `status`; given USAGE
+    but no rights on the tables, still one line."""
+    admin = postgres_server.database()
+    database = admin.rsplit("/", 1)[1]
+    role = f"norights_{uuid.uuid4().hex[:6]}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE ROLE "{role}" LOGIN')
+        conn.execute(f'REVOKE CREATE ON DATABASE "{database}" FROM PUBLIC')
+        conn.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")
+    url = admin.replace("postgresql://postgres@", f"postgresql://{role}@")
+    folder = tmp_path / "items"
+    folder.mkdir()
+    (folder / "a.txt").write_text("a")
+    run = ("run", folder, "--suffix", ".txt", "--ledger", url, "--state-dir", tmp_path / "s",
+           "--", "true")  # fmt: skip
+    one_line_exit_2(workqueue(*run), "permission denied")
+    first = workqueue("run", folder, "--suffix", ".txt", "--ledger", admin,
+                      "--state-dir", tmp_path / "admin", "--", "true")  # fmt: skip
+    assert first.returncode == 0, first.stderr  # the ledger made by its owner
+    for command in (run, ("status", "--ledger", url)):
+        one_line_exit_2(workqueue(*command), f"GRANT USAGE, CREATE ON SCHEMA workqueue TO {role}")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'GRANT USAGE ON SCHEMA workqueue TO "{role}"')
+    one_line_exit_2(workqueue("status", "--ledger", url), "permission denied for table")
+
+
+def test_a_local_socket_url_is_kept_as_written(postgres_server):
+    """`postgresql:///db` (the local socket, host and user from PGHOST, PGUSER) is what libpq
+    reads - not rewritten to `postgresql:/db` - and shown as written."""
+    database = postgres_server.database().rsplit("/", 1)[1]
+    env = {"PGHOST": postgres_server.folder, "PGPORT": str(postgres_server.port),
+           "PGUSER": "postgres"}  # fmt: skip
+    r = workqueue("pause", "--ledger", f"postgresql:///{database}", env=env)
+    assert r.returncode == 0, r.stderr
+    r = workqueue("status", "--ledger", f"postgresql:///{database}", env=env)
+    assert r.returncode == 0 and f"postgresql:///{database}" in r.stdout, r.stdout + r.stderr
+
+
+def test_a_statement_timeout_in_the_urls_options_is_never_called_an_outage(postgres_server):
+    """`?options=-c statement_timeout=1` (1 ms, valid for psql): the ledger's first statement
+    sets its own timeout - if the server cancels even that one, one line says why at once;
+    else the ledger's own timeout holds and the command works. Never "does not answer"."""
+    url = postgres_server.database() + "?options=-c%20statement_timeout%3D1"
+    for _ in range(5):
+        r = in_process("pause", "--ledger", url)
+        if r.returncode == 0:
+            continue
+        one_line_exit_2(r, "cancelled the ledger's first statement", "statement_timeout")
+
+
+def test_a_write_that_makes_the_queue_says_so(postgres):
+    """`pause` or `scale` on a database (or schema) without a queue makes one - a pause before
+    any manager starts is a use - and says so, so a mistyped name is seen; only the first."""
+    url = postgres + "?schema=typo_queue"
+    first = workqueue("scale", "--limit", "a=1", "--ledger", url)
+    assert first.returncode == 0 and "no queue was there: made one" in first.stdout, first
+    again = workqueue("pause", "--ledger", url)
+    assert again.returncode == 0 and "no queue was there" not in again.stdout
