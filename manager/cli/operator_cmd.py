@@ -32,6 +32,73 @@ def namespace_name(text: str) -> str:
         raise argparse.ArgumentTypeError(f"not a namespace name: {text!r}") from None
 
 
+def _checked(parse, what: str):
+    """An argparse type from a check that raises `UserError` or `ValueError` (its message:
+    argparse names the flag); `what` names the type in argparse's own messages."""
+
+    def typed(text: str):
+        try:
+            return parse(text)
+        except (UserError, ValueError) as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    typed.__name__ = what
+    return typed
+
+
+def _image(text: str) -> str:
+    from ..backends.kubernetes.manifests.validation import image
+
+    return image(text)
+
+
+def _whole(least: int, most: int):
+    def parse(text: str) -> int:
+        if not text.strip().isdigit() or not least <= int(text) <= most:
+            raise ValueError(f"give a whole number from {least} to {most}, not {text!r}")
+        return int(text)
+
+    return parse
+
+
+def _qps(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"not a number: {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise ValueError(f"calls a second are a finite number >= 0 (0: no limit), not {text!r}")
+    return value
+
+
+def _ambassador_url(template: str) -> str:
+    from urllib.parse import urlsplit
+
+    try:
+        url = template.format(service="s", namespace="n", port=1)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ValueError(f"{template!r} is not a template of {{service}}, {{namespace}}, "
+                         f"{{port}} ({exc})") from None  # fmt: skip
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - a port that is not a number raises here
+    except ValueError as exc:
+        raise ValueError(f"{template!r} does not make a URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{template!r} does not make an http(s):// URL with a host")
+    return template
+
+
+def _health_host(text: str) -> str:
+    import socket
+
+    try:
+        socket.getaddrinfo(text, None, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (OSError, UnicodeError) as exc:
+        raise ValueError(f"not an address this machine can bind: {text!r} ({exc})") from None
+    return text
+
+
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "operator",
@@ -57,12 +124,14 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument(
         "--image",
+        type=_checked(_image, "--image"),
         default=os.environ.get("WORKQUEUE_IMAGE", "ghcr.io/kube-workqueue/workqueue:latest"),
         help="the image of the queues' ambassadors (default: WORKQUEUE_IMAGE, the chart sets "
         "it to the operator's own)",
     )
     p.add_argument(
         "--ambassador-url",
+        type=_checked(_ambassador_url, "--ambassador-url"),
         default="http://{service}.{namespace}.svc:{port}",
         metavar="TEMPLATE",
         help="how the operator reaches a queue's ambassador (default "
@@ -71,14 +140,16 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument(
         "--kube-api-qps",
-        type=float,
+        type=_checked(_qps, "--kube-api-qps"),
         default=20.0,
         help="API calls/s of each queue's manager (default 20; 0: no limit)",
     )
     p.add_argument(
-        "--workers", type=int, default=4, help="WorkQueues reconciled at once (default 4)"
+        "--workers", type=_checked(_whole(1, 64), "--workers"), default=4,
+        help="WorkQueues reconciled at once (default 4)",
     )
-    p.add_argument(
+    lease = p.add_mutually_exclusive_group()
+    lease.add_argument(
         "--lease",
         metavar="NAMESPACE/NAME",
         default=_default_lease(),
@@ -87,17 +158,18 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument(
         "--health-port",
-        type=int,
+        type=_checked(_whole(1, 65535), "--health-port"),
         metavar="PORT",
         help="serve /healthz (its watches and reconcilers run) and /readyz (it leads, or "
         "stands by) on this port (a pod's probes)",
     )
     p.add_argument(
         "--health-host",
+        type=_checked(_health_host, "--health-host"),
         default="127.0.0.1",
         help="the address --health-port binds (default 127.0.0.1; 0.0.0.0 in a pod)",
     )
-    p.add_argument("--no-lease", action="store_const", const="", dest="lease",
+    lease.add_argument("--no-lease", action="store_true",
                    help="run without a Lease (one operator only)")  # fmt: skip
     p.set_defaults(func=run_operator)
 
@@ -107,8 +179,9 @@ def _default_lease() -> str:
     return f"{namespace}/workqueue-operator" if namespace else ""
 
 
-def _lease(text: str) -> tuple[str, str] | None:
-    if not text:
+def _lease(args) -> tuple[str, str] | None:
+    text = args.lease
+    if args.no_lease or not text:
         return None
     namespace, _, name = text.partition("/")
     try:
@@ -140,22 +213,13 @@ def _serve_health(host: str, port: int, operator):
         raise UserError(f"--health-port {host}:{port}: {exc.strerror}") from None
 
 
-def _check_template(template: str) -> None:
-    try:
-        template.format(service="s", namespace="n", port=1)
-    except (KeyError, IndexError, ValueError) as exc:
-        raise UserError(f"--ambassador-url: {template!r} is not a template of "
-                        f"{{service}}, {{namespace}}, {{port}} ({exc})") from None  # fmt: skip
-
-
 def run_operator(args) -> int:
     from ..backends.kubernetes.client.api import KubeApi, KubeError
     from ..backends.kubernetes.parts import configuration, one_line_of
     from ..operator.queue_spec import Settings
     from ..operator.reconciler import Operator
 
-    _check_template(args.ambassador_url)
-    lease = _lease(args.lease)
+    lease = _lease(args)
     settings = Settings(
         kubeconfig=args.kubeconfig,
         image=args.image,

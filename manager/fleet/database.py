@@ -132,8 +132,7 @@ def address(text: str) -> Address:
     # `postgresql:/db`, which libpq reads otherwise)
     query_text = urlencode(rest, quote_via=quote)  # (a space is %20: libpq reads + as +)
     conninfo = f"{parts.scheme}://{parts.netloc}{parts.path}" + (f"?{query_text}" if rest else "")
-    from psycopg.conninfo import conninfo_to_dict
-
+    conninfo_to_dict = _driver().conninfo.conninfo_to_dict
     try:
         conninfo_to_dict(conninfo)
     except Exception as exc:  # psycopg.ProgrammingError: an option libpq does not know
@@ -176,6 +175,7 @@ def shown(url: str) -> str:
 def _driver():
     try:
         import psycopg
+        import psycopg.conninfo  # noqa: F401 - (address() checks URLs with it)
     except ImportError:
         raise UserError(
             "a shared ledger needs the PostgreSQL driver: pip install 'kube-workqueue[postgresql]'"

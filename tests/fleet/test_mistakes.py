@@ -245,3 +245,19 @@ def test_a_write_that_makes_the_queue_says_so(postgres):
     assert first.returncode == 0 and "no queue was there: made one" in first.stdout, first
     again = workqueue("pause", "--ledger", url)
     assert again.returncode == 0 and "no queue was there" not in again.stdout
+
+
+def test_without_the_postgresql_extra_a_ledger_is_one_line():
+    """The wheel without its `postgresql` extra: psycopg is missing - one line naming the
+    extra, for a command, a run and a migration."""
+    script = (
+        "import sys; sys.modules['psycopg'] = None\n"
+        "from kube_workqueue.manager.cli.main import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    for argv in (["status", "--ledger", "postgresql://u@h/db"],
+                 ["run", ".", "--ledger", "postgresql://u@h/db", "--", "true"],
+                 ["ledger", "migrate", "--to", "postgresql://u@h/db"]):  # fmt: skip
+        r = subprocess.run([sys.executable, "-c", script, *argv], capture_output=True,
+                           text=True, timeout=60)  # fmt: skip
+        one_line_exit_2(r, "pip install 'kube-workqueue[postgresql]'")

@@ -111,7 +111,23 @@ def absolute_path(text: str) -> str:
     return text
 
 
+# An image reference as the container runtimes read it (the distribution project's grammar):
+# [domain[:port]/]path[:tag][@digest], the path's components lower-case - a kubelet refuses
+# anything else only when a pod starts (InvalidImageName), long after the flag was taken.
+_ALNUM = r"[a-z0-9]+"
+_COMPONENT = rf"{_ALNUM}(?:(?:[._]|__|-+){_ALNUM})*"
+_LABEL = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
+_DOMAIN = rf"{_LABEL}(?:\.{_LABEL})*(?::[0-9]+)?"
+_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
+_IMAGE = re.compile(
+    rf"(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*(?::[\w][\w.-]{{0,127}})?(?:@{_DIGEST})?"
+)
+
+
 def image(text: str) -> str:
-    if not text.strip() or any(c.isspace() for c in text) or text != text.strip():
-        raise UserError(f"not an image reference (no spaces; e.g. registry/name:tag): {text!r}")
+    if len(text) > 4096 or not _IMAGE.fullmatch(text):
+        raise UserError(
+            "not an image reference ([registry/]name[:tag][@digest], the name lower-case, "
+            f"no spaces): {text!r}"
+        )
     return text
