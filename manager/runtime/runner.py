@@ -222,6 +222,7 @@ class Manager:
         )
         self.on_result = on_result
         self._report: RunReport | None = None  # a --once run's, while it runs
+        self._held_said: tuple | None = None  # what `_say_when_held` said last
         self._dispatcher: Dispatcher | None = None
         self._stopping = threading.Lock()
         self._stopped = False
@@ -497,12 +498,40 @@ class Manager:
         for name in report.targets:
             if name not in report.results and name not in self.adoption.names:
                 self.intake.wait(name, now)
-        report.wait_for_all(self.stop_event.is_set)
+        report.wait_for_all(lambda: self.stop_event.is_set() or self._say_when_held(report))
         report.interrupted = self.stop_event.is_set()
         report.finished = time.time()
         self.stop_event.set()
         self._drain()
         return report
+
+    def _say_when_held(self, report: RunReport) -> bool:
+        """Say once (again after it changed) when the run waits only on groups held by a limit
+        of 0 (`--limit GLOB=0`, a per-tenant pause): nothing runs and every target left is in
+        such a group, so only `workqueue scale --limit` (or Ctrl-C) moves it on - rather than
+        wait in silence. Always False: it is `wait_for_all`'s look, never its end."""
+        tenants = self.tenants
+        if tenants is None or self.capacity.in_use or self.adoption.names:
+            self._held_said = None
+            return False
+        groups: set[str] = set()
+        left = 0
+        for name in report.targets:  # (the first one not held ends the look)
+            if name in report.results:
+                continue
+            group = tenants.group_of(name)
+            if group is None or tenants.gate.rules.of(group)[0] != 0:
+                self._held_said = None
+                return False
+            groups.add(group)
+            left += 1
+        said = (left, tuple(sorted(groups)))
+        if left and said != self._held_said:
+            self._held_said = said
+            log.warning("waiting: the %d item(s) left are in group(s) held by a limit of 0 (%s): "
+                        "`workqueue scale --limit GROUP=N` releases them; Ctrl-C ends the run",
+                        left, ", ".join(said[1]))  # fmt: skip
+        return False
 
     def _take_targets(self, report: RunReport) -> None:
         """A `--once` run's targets recorded, those that need no work noted SKIPPED."""

@@ -170,6 +170,8 @@ def test_a_limit_of_zero_holds_a_group_until_scale_frees_it(tmp_path):
         assert done.stdout.replace(str(state), ".workqueue") == shown
         _, err = manager.communicate(timeout=120)
         assert manager.returncode == 0, err
+        # while only the held group was left, the run said why it waited (once), not nothing
+        assert err.count("held by a limit of 0 (api)") == 1, err
     finally:
         if manager.poll() is None:
             manager.kill()
