@@ -55,6 +55,21 @@ class RunReport:
                 if len(self.results) >= len(self.targets):
                     self.changed.notify_all()
 
+    def again(self, names: list[str]) -> list[str]:
+        """`names` run again in this run (`workqueue retry` while it runs): their results
+        forgotten, and each a target; the names that were not settled yet are left out of
+        the answer (they run anyway)."""
+        with self.changed:
+            again = []
+            known = set(self.targets)
+            for name in names:
+                if name not in known:
+                    self.targets.append(name)
+                if self.results.pop(name, None) is not None or name not in known:
+                    self.outcomes.pop(name, None)
+                    again.append(name)
+            return again
+
     def wait_for_all(self, stopped: Callable[[], bool], poll: float = 0.5) -> None:
         """Until every target has its result or `stopped()` (looked at every `poll` seconds,
         and at once after `wake`)."""

@@ -491,6 +491,8 @@ class Manager:
             threading.Thread(
                 target=self.poller.watch_removals, name="removals", daemon=True
             ).start()
+        threading.Thread(target=self._follow_retries, args=(report,), name="retries",
+                         daemon=True).start()  # fmt: skip
         # Every target not settled above goes on the queue as it is: the reconciler decides
         # again, and its every answer is reported. (Filtering again here could drop an item a
         # rival manager began meanwhile: neither queued nor reported, the run would never end.)
@@ -504,6 +506,22 @@ class Manager:
         self.stop_event.set()
         self._drain()
         return report
+
+    def _follow_retries(self, report: RunReport) -> None:
+        """`workqueue retry` while a `--once` run runs: what it asks runs again in this run
+        (a long-running manager takes the requests with each listing; a run lists once)."""
+        while not self.stop_event.wait(self.options.follow_interval):
+            try:
+                names = self.ledger.take_retry_requests()
+            except StorageFault as fault:
+                self.hold.hold_for(fault)
+                continue
+            if not names:
+                continue
+            now = time.time()
+            for name in report.again(names):
+                self.intake.wait(name, now)
+            log.info("retry asked while the run runs: %s", ", ".join(names))
 
     def _say_when_held(self, report: RunReport) -> bool:
         """Say once (again after it changed) when the run waits only on groups held by a limit

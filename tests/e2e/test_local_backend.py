@@ -372,3 +372,45 @@ def test_what_a_worker_leaves_running_is_ended_when_it_exits(tmp_path):
             return True
 
     wait_until(ended, timeout=10)
+
+
+RETRIED_WORKER = """#!/bin/sh
+name=$(sed -n 's/.*"name": *"\\([^"]*\\)".*/\\1/p' "$WORK_ITEM_FILE")
+echo "$name" >> {ran}
+case "$name" in
+  slow.txt) while [ ! -e {gate} ]; do sleep 0.05; done ;;
+  bad.txt) [ -e {fixed} ] || exit 3 ;;
+esac
+"""
+
+
+def test_retry_while_a_run_runs_is_run_by_that_run(tmp_path):
+    """`workqueue retry NAME` while `workqueue run` is still running: the run takes the
+    request and runs the item again before it ends (as it says), not the next run."""
+    items = tmp_path / "items"
+    items.mkdir()
+    for name in ("bad.txt", "slow.txt"):
+        (items / name).write_text(name)
+    ran, gate, fixed = tmp_path / "ran", tmp_path / "gate", tmp_path / "fixed"
+    worker = tmp_path / "worker.sh"
+    worker.write_text(RETRIED_WORKER.format(ran=ran, gate=gate, fixed=fixed))
+    worker.chmod(0o755)
+    state = tmp_path / "state"
+    run = spawn_workqueue("run", items, "--suffix", ".txt", "--settle", "0", "--max-attempts",
+                          "1", "--parallelism", "2", "--state-dir", state, "--", worker)
+    try:
+        wait_until(lambda: '"failed": 1' in workqueue("status", "--state-dir", state,
+                                                      "--json").stdout, timeout=60)  # fmt: skip
+        fixed.touch()
+        asked = workqueue("retry", "bad.txt", "--state-dir", state)
+        assert asked.returncode == 0 and "the running manager will run it again" in asked.stdout
+        wait_until(lambda: ran.read_text().split().count("bad.txt") == 2, timeout=60)
+        gate.touch()
+        out, err = run.communicate(timeout=60)
+    finally:
+        gate.touch()
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 0, out + err
+    assert "2 items: 2 succeeded, 0 failed" in out, out
