@@ -50,6 +50,9 @@ class Leaving:
         self.note = note
         self.fault = fault
         self.guard: RemovalGuard | None = None
+        # a complete listing taken now, its removals judged (`Poller.relist_now`); set once
+        # the poller exists
+        self.relist: Callable[[], None] | None = None
         if options.cancel_removed and options.removal_hold is not None:
             self.guard = RemovalGuard(
                 fraction=options.mass_removal_fraction,
@@ -92,6 +95,24 @@ class Leaving:
             self.fault(fault)
             return set()
         return names
+
+    def missing(self, name: str) -> Result | None:
+        """The source gave no data for `name` as it was about to start (it emptied under the
+        manager, between listings): with the guard, a listing now says what that is - HELD
+        when it left with most of the others, CANCELLED when it was proved removed alone;
+        None (GONE) when there is no guard, or the listing still names it."""
+        if self.guard is None or self.relist is None:
+            return None
+        self.relist()
+        if self.withholds(name):
+            return Result.HELD
+        try:
+            current = self.ledger.state(name)
+        except StorageFault:
+            current = None
+        if current is not None and current[0] == State.CANCELLED:
+            return Result.CANCELLED
+        return None
 
     def withholds(self, name: str) -> bool:
         """Whether `name` is in a held removal: not started, not cancelled, for now."""

@@ -78,6 +78,8 @@ class Poller:
         self.on_removed = on_removed
         self.removals = Removals(guard, baseline) if on_removed is not None else None
         self.trimmed = 0  # items that left by the source's retention: never cancelled
+        self._listing = threading.Lock()  # one listing at a time (the removals compare them)
+        self._listed_at = 0.0  # when the last listing ended (time.monotonic())
 
     def poll_once(self) -> list[str] | None:
         """List the source and enqueue what needs work. None when the source is unreachable."""
@@ -86,9 +88,20 @@ class Poller:
             self.enqueue(names)
         return names
 
+    def relist_now(self, fresh: float = 0.5) -> None:
+        """A complete listing now, its removals judged - unless one ended within `fresh`
+        seconds (items that found the source empty together ask once)."""
+        with self._listing:
+            if time.monotonic() - self._listed_at > fresh:
+                self._poll_once_listing(quiet=False)
+
     def poll_once_listing(self, *, quiet: bool = False) -> list[str] | None:
         """List the source (logging outages once); None when it is unreachable. `quiet`: an
         outage is not said (a `--once` run's first listing says it once, when it gives up)."""
+        with self._listing:
+            return self._poll_once_listing(quiet=quiet)
+
+    def _poll_once_listing(self, *, quiet: bool) -> list[str] | None:
         try:
             names = self.source.list_items()
         except SourceProtocolError:
@@ -114,6 +127,7 @@ class Poller:
             gone = self.removals.listing(names, self.source.listing_version)
             if gone:
                 self.on_removed(gone)
+        self._listed_at = time.monotonic()
         return names
 
     def first_listing(self, timeout: float | None = None) -> list[str] | None:

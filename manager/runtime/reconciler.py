@@ -81,6 +81,7 @@ class Reconciler:
         on_outcome: Callable[[str, Result, Outcome | None], None] | None = None,
         on_dispatch: Callable[[str], None] | None = None,
         withheld: Callable[[str], bool] | None = None,
+        missing: Callable[[str], Result | None] | None = None,
     ) -> None:
         self.ledger = ledger
         self.source = source
@@ -92,6 +93,9 @@ class Reconciler:
         self.on_dispatch = on_dispatch  # told when an item stops waiting and starts
         # whether an item is in a held removal (`leaving.Leaving.withholds`): not started
         self.withheld = withheld or (lambda name: False)
+        # what an item the source gives no data for is, when the removal guard is to judge
+        # it (`leaving.Leaving.missing`: held or cancelled); None - or no judge - is GONE
+        self.missing = missing or (lambda name: None)
         # name -> (attempt, outcome) of runs that ended while the ledger could not be written
         # (a `StorageFault`): still running in the ledger, recorded by `record_unrecorded`.
         # Changed under the cancellations' gate.
@@ -136,8 +140,8 @@ class Reconciler:
         if self.withheld(name):  # it left the source: started only if it comes back
             return Result.HELD
         data = self.source.get_item(name)
-        if data is None:
-            return Result.GONE
+        if data is None:  # gone - unless it left with many others: the guard's to judge
+            return self.missing(name) or Result.GONE
         with self.cancellations.gate:
             self.ledger.see([name])
             if not self.needs_work(name):  # cancelled (or done elsewhere) meanwhile

@@ -136,6 +136,7 @@ class Manager:
             on_outcome=self._note,
             on_dispatch=self._dispatched,
             withheld=lambda name: self.leaving.withholds(name),
+            missing=lambda name: self.leaving.missing(name),
         )
         self.intake = Intake(
             ledger,
@@ -210,6 +211,8 @@ class Manager:
             guard=self.leaving.guard,
             baseline=self.leaving.baseline,
         )
+        if options.cancel_removed:
+            self.leaving.relist = self.poller.relist_now
         # what a manager that died left running, waited for (`adoption`)
         self.adoption = Adoption(
             backend,

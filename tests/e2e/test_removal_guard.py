@@ -215,3 +215,35 @@ def test_what_left_while_no_manager_ran_is_a_removal_at_start_and_a_hold_ends_on
     assert len(lines(started)) == 2  # the two adopted; nothing else ever started
     # ... and the hold, acted on before their worker was followed, ended them (the run waited)
     assert sorted(lines(ended)) == sorted(lines(started))
+
+
+def test_a_flush_between_listings_is_held_not_gone_under_a_run(tmp_path):
+    """Workers that keep taking items while Redis is flushed: the ones taken next find no
+    data before any listing saw the flush - they are the guard's to judge (held with the
+    rest), never "gone from the source" one by one (the run said "16 gone" and exit 0)."""
+    redis = RedisServer()
+    try:
+        r, key = redis.client(), unique("set")
+        r.sadd(key, *[f"job-{i:02d}" for i in range(20)])
+        started = tmp_path / "started"
+        script = tmp_path / "worker.sh"
+        script.write_text(f"#!/bin/sh\necho x >> {started}\nsleep 0.3\n")
+        script.chmod(0o755)
+        state, port = tmp_path / "state", free_port()
+        run = start(f"{redis.url}?set={key}", state, script, port, "--removal-hold", "1h")
+        try:
+            wait_until(lambda: len(lines(started)) >= 2, timeout=30)
+            r.flushdb()
+            wait_until(lambda: status(state).get("removals_held"), timeout=30)
+            assert "of 20 items at once" in status(state)["removals_held"]
+            said = workqueue("resume", "--accept-removals", "--state-dir", state)
+            assert said.returncode == 0, said.stderr
+            out, err = run.communicate(timeout=60)
+        finally:
+            if run.poll() is None:
+                run.kill()
+                run.wait()
+        assert "gone from the source" not in out, out
+        assert "cancelled (left the source)" in out, out
+    finally:
+        redis.stop()
