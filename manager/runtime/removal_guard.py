@@ -154,11 +154,15 @@ class RemovalGuard:
         since = self.since
         if since is None:
             return None
-        return (
-            f"held: the source lost {self.lost} of {self.known} items at once; nothing is "
-            f"cancelled until that has lasted {human(self.hold)} (until "
+        until = (
+            f"nothing is cancelled until that has lasted {human(self.hold)} (until "
             f"{moment(since + self.hold)}) or `workqueue resume --accept-removals`"
         )
+        if not self.lost:  # restored, before its first listing said how big it is
+            held = f" ({len(self.held)} items)" if self.held else ""
+            return (f"held: a removal held since {moment(since)}{held} by an earlier run of "
+                    f"this queue; {until}")  # fmt: skip
+        return f"held: the source lost {self.lost} of {self.known} items at once; {until}"
 
     def count(self) -> int:
         """How many removals are held now (the metric)."""

@@ -121,3 +121,13 @@ def test_a_source_that_stays_empty_at_one_version_still_ends_the_hold():
     assert removals.listing([], 2) == []
     clock.now += 61
     assert removals.listing([], 2) == names(12)  # the same version: no new removal, but due
+
+
+def test_a_restored_hold_says_what_it_is_before_its_first_listing():
+    """A manager that starts under a hold an earlier one recorded: status reads its reason
+    before any listing - never "the source lost 0 of 0 items"."""
+    guard = RemovalGuard(hold=300.0, clock=lambda: 1000.0, restored=900.0)
+    said = guard.reason()
+    assert "lost 0 of 0" not in said and "held since" in said and "earlier run" in said
+    guard.consider(["a", "b"], 0, [])  # the first listing: what left is held on
+    assert "lost 2 of 2 items" in guard.reason()
