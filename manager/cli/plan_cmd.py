@@ -190,10 +190,17 @@ def render(result) -> str:
         and result.capped_by[2] > result.deadline_seconds
     ):
         group, limit, bound = result.capped_by
-        lines.append(
-            f"no parallelism meets the deadline at {confidence} confidence: group {group}, "
-            f"capped at {limit} at once (--limit), takes up to {report.seconds(bound)} alone"
-        )
+        if limit < 1:
+            lines.append(
+                f"no parallelism meets the deadline: group {group} is held (--limit with 0): "
+                "its items never start until it is given a limit (workqueue scale --limit)"
+            )
+        else:
+            lines.append(
+                f"no parallelism meets the deadline at {confidence} confidence: group {group}, "
+                f"capped at {limit} at once (--limit), takes up to {report.seconds(bound)} "
+                "alone"
+            )
     elif chosen is None and result.needed_parallelism is None:
         lines.append(
             f"no parallelism meets the deadline at {confidence} confidence: even one worker "
@@ -224,7 +231,8 @@ def render(result) -> str:
         mark = " meets" if d.bound_seconds <= result.deadline_seconds else ""
         line = (
             f"{d.parallelism:>6}  {report.seconds(d.expected_seconds):>14}  "
-            f"{report.seconds(d.bound_seconds):>10}  {d.worker_hours:>12,.1f}"
+            f"{report.seconds(d.bound_seconds):>10}  "
+            + (f"{d.worker_hours:>12,.1f}" if d.worker_hours != float("inf") else f"{'-':>12}")
         )
         if d.cost is not None:
             line += f"  {d.cost:>10,.2f}"

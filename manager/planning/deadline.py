@@ -117,11 +117,16 @@ class Plan:
             "drain_seconds_at_confidence": chosen.bound_seconds if chosen else None,
             "worker_hours": chosen.worker_hours if chosen else None,
             "cost": chosen.cost if chosen else None,
-            "drains": [d.__dict__ for d in self.drains],
+            "drains": [{k: _finite(v) for k, v in d.__dict__.items()} for d in self.drains],
             "capped_by": None if self.capped_by is None else dict(
-                zip(("group", "limit", "drain_seconds_at_confidence"), self.capped_by,
-                    strict=True)),
+                zip(("group", "limit", "drain_seconds_at_confidence"),
+                    (*self.capped_by[:2], _finite(self.capped_by[2])), strict=True)),
         }  # fmt: skip
+
+
+def _finite(value):
+    """`value`, or None (JSON's null: "never") where it is infinite - JSON has no Infinity."""
+    return None if isinstance(value, float) and math.isinf(value) else value
 
 
 def drain_bound(items: int, service: ServiceTimes, parallelism: int, confidence: float) -> float:
@@ -174,6 +179,8 @@ def plan(
             capped_by = (group, limit, bound)
         if limit >= 1:
             floor_expected = max(floor_expected, expected_drain(count, service, limit))
+        else:  # a group held by a limit of 0 never drains: nothing is expected of it either
+            floor_expected = math.inf
     floor_bound = capped_by[2] if capped_by else 0.0
     needed = None
     if floor_bound <= deadline:
@@ -184,7 +191,7 @@ def plan(
     drains = []
     for p in range(max(1, centre - around), min(ceiling, centre + around) + 1):
         expected = max(expected_drain(items, service, p), floor_expected)
-        hours = p * expected / 3600.0
+        hours = p * expected / 3600.0 if math.isfinite(expected) else math.inf
         drains.append(
             Drain(
                 parallelism=p,

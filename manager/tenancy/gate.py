@@ -161,6 +161,18 @@ class GroupGate:
             return f"group {group} rate {rate_text(rate)}: next start in {wait:.0f} s"
         return None
 
+    def token_returns(self, group: str | None) -> list[float]:
+        """When each token `group` spent of its rate comes back (the clock's times); [] with
+        no rate (the schedule's `group_rate`)."""
+        if group is None:
+            return []
+        rate = self.rules.of(group)[1]
+        if rate is None:
+            return []
+        self._spent(group, rate)  # (the ones back already dropped)
+        with self._lock:
+            return [at + returns_after(rate[1]) for at in self._starts.get(group, ())]
+
     def counts(self) -> tuple[dict[str, int], dict[str, int]]:
         """(running, started) per group this gate has counted."""
         with self._lock:

@@ -284,11 +284,11 @@ def build(
     if reasons:  # a running item a backend explains has not started its work yet
         started = {n for n in reasons if n in items and items[n].state == State.RUNNING}
         context = replace(context, not_started=context.not_started | started)
-    group_limit = None
+    group_limit = group_rate = None
     if context.tenancy:
-        extra["groups"], group_limit = _tenants(rows, items, context)
+        extra["groups"], group_limit, group_rate = _tenants(rows, items, context)
     line = [n for n in line_of(rows, items) if n not in context.withheld]  # (a hold's: no turn)
-    drain = schedule(rows, line, items, context, service, group_limit)
+    drain = schedule(rows, line, items, context, service, group_limit, group_rate)
     return QueueView(
         where=where,
         now=now,
@@ -304,8 +304,8 @@ def build(
 
 def _tenants(rows: list[Row], items: dict[str, ItemView], context: Context):
     """Each item's group, a held group's reason on its waiting items (`groups_view`); the
-    per-group facts `status --json` shows as `groups`, and the schedule's `group_limit`
-    (None when no group has a limit)."""
+    per-group facts `status --json` shows as `groups`, and the schedule's `group_limit` and
+    `group_rate` (None when no group has a limit, a rate)."""
     gate, groups = record_gate(context.tenancy, rows, context.now)
     for name, view in items.items():
         view.group = groups.get(name)
@@ -318,7 +318,15 @@ def _tenants(rows: list[Row], items: dict[str, ItemView], context: Context):
         group = groups.get(name)
         return group, gate.rules.of(group)[0]
 
-    return group_facts(gate, groups, rows), group_limit if context.tenancy.limits else None
+    def group_rate(name: str):
+        group = groups.get(name)
+        return group, gate.rules.of(group)[1], gate.token_returns(group)
+
+    return (
+        group_facts(gate, groups, rows),
+        group_limit if context.tenancy.limits else None,
+        group_rate if context.tenancy.rates else None,
+    )
 
 
 def _item(row: Row, context: Context) -> ItemView:

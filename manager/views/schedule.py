@@ -34,6 +34,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from ..ports import Row, State
+from ..tenancy.gate import returns_after
 from ..workqueue.ordering import line_key
 
 
@@ -77,12 +78,15 @@ def schedule(
     context: Moment,
     service: float | None,
     group_limit: GroupLimit | None = None,
+    group_rate: GroupRate | None = None,
 ) -> float | None:
     """Sets each item of `line`'s `position` always, and its `eta_seconds` when a manager runs
     and S (`service`) is measured; returns the drain time from now (None: not known).
     `group_limit(name)`: (the item's group, that group's limit or None) when the queue's
     groups have limits - a group at its limit starts its next item when one of its own ends,
-    however many slots are free."""
+    however many slots are free. `group_rate(name)`: (the item's group, its rate (N, seconds)
+    or None, when each token it spent comes back) when groups have rates - a group whose N
+    tokens are spent starts its next item when the first comes back."""
     for position, name in enumerate(line, start=1):
         items[name].position = position
     parallelism = context.parallelism
@@ -95,8 +99,8 @@ def schedule(
         # not at its limit).
         free = max(parallelism - len(running), 0)
         limits = None
-        if group_limit is not None:
-            limits = _GroupEnds(group_limit)
+        if group_limit is not None or group_rate is not None:
+            limits = _GroupEnds(group_limit, group_rate)
             for r in running:
                 limits.ran(r.name, math.inf)
         for name in line if limits is not None else line[:free]:
@@ -106,7 +110,7 @@ def schedule(
                 if limits is not None:
                     if limits.free_from(name, now) > now:
                         continue  # its group is at its limit: a free slot is not its
-                    limits.ran(name, math.inf)
+                    limits.ran(name, math.inf, start=now)
                     free -= 1
                 items[name].eta_seconds = 0.0
         return 0.0 if not line and not running else None
@@ -118,8 +122,8 @@ def schedule(
         for r in running
     ]
     limits = None
-    if group_limit is not None:
-        limits = _GroupEnds(group_limit)
+    if group_limit is not None or group_rate is not None:
+        limits = _GroupEnds(group_limit, group_rate)
         for r, free_at in zip(running, slots, strict=True):
             limits.ran(r.name, free_at)
     slots += [now] * max(parallelism - len(slots), 0)
@@ -174,41 +178,66 @@ def _start_order(
             if name is None:  # every ready group at its limit until a later backoff
                 heapq.heappush(slots, free_at)
                 continue
-            limits.ran(name, free_at + service)
+            limits.ran(name, free_at + service, start=free_at)
         order.append((name, free_at))
         heapq.heappush(slots, free_at + service)
     return order
 
 
 GroupLimit = Callable[[str], tuple[str | None, int | None]]
+GroupRate = Callable[[str], tuple[str | None, tuple[int, float] | None, list[float]]]
 
 
 class _GroupEnds:
-    """When each limited group's runs end, for the schedule: a group holds its next item
-    until fewer than its limit of its runs are still going."""
+    """When each limited group's runs end, and when each rated group's spent tokens come
+    back, for the schedule: a group holds its next item until fewer than its limit of its
+    runs are still going, and until one of its rate's tokens is back."""
 
-    def __init__(self, group_limit: GroupLimit) -> None:
-        self.group_limit = group_limit
+    def __init__(self, group_limit: GroupLimit | None, group_rate: GroupRate | None = None):
+        self.group_limit = group_limit or (lambda name: (None, None))
+        self.group_rate = group_rate
         self.ends: dict[str, list[float]] = {}  # a heap of end times per limited group
+        self.returns: dict[str, list[float]] = {}  # a heap of token returns per rated group
+        self.periods: dict[str, float] = {}
 
-    def ran(self, name: str, end: float) -> None:
+    def ran(self, name: str, end: float, *, start: float | None = None) -> None:
+        """`name` runs until `end`; started at `start` (None: before now - its token is in
+        what `group_rate` said)."""
         group, limit = self.group_limit(name)
         if group is not None and limit is not None:
             heapq.heappush(self.ends.setdefault(group, []), end)
+        if start is not None and self.group_rate is not None:
+            group, rate, _ = self._rate(name)
+            if group is not None and rate is not None:
+                heapq.heappush(self.returns[group], start + returns_after(rate[1]))
+
+    def _rate(self, name: str):
+        group, rate, spent = self.group_rate(name)
+        if group is not None and rate is not None and group not in self.returns:
+            self.returns[group] = sorted(spent)
+        return group, rate, spent
 
     def free_from(self, name: str, at: float) -> float:
         """The earliest moment from `at` that `name`'s group may start it (inf: never)."""
+        free = at
         group, limit = self.group_limit(name)
-        if group is None or limit is None:
-            return at
-        if limit == 0:
-            return math.inf
-        ends = self.ends.get(group, [])
-        while ends and ends[0] <= at:
-            heapq.heappop(ends)
-        if len(ends) < limit:
-            return at
-        return heapq.nsmallest(len(ends) - limit + 1, ends)[-1]
+        if group is not None and limit is not None:
+            if limit == 0:
+                return math.inf
+            ends = self.ends.get(group, [])
+            while ends and ends[0] <= at:
+                heapq.heappop(ends)
+            if len(ends) >= limit:
+                free = heapq.nsmallest(len(ends) - limit + 1, ends)[-1]
+        if self.group_rate is not None:
+            group, rate, _ = self._rate(name)
+            if group is not None and rate is not None:
+                returns = self.returns[group]
+                while returns and returns[0] <= at:
+                    heapq.heappop(returns)
+                if len(returns) >= rate[0]:
+                    free = max(free, heapq.nsmallest(len(returns) - rate[0] + 1, returns)[-1])
+        return free
 
     def first_free(self, ready: list, at: float, later: list) -> tuple[str | None, float]:
         """The first ready item (by the line's order) whose group may start it at `at`,

@@ -93,3 +93,17 @@ def test_the_plan_command_never_claims_a_parallelism_that_cannot_meet_the_deadli
     assert "one worker per item (1,000)" in out
     out = plan_cmd("--deadline", "2h", "--max-parallelism", "5")
     assert "cannot meet the deadline with at most 5 workers at 95% confidence: it needs 10" in out
+
+
+def test_a_group_held_by_a_limit_of_zero_never_drains_and_its_json_is_json():
+    """A group whose limit is 0 never starts: every drain - expected and bound - is "never"
+    (not 1.9 s beside never), and `--json` says null, since JSON has no Infinity."""
+    import json
+
+    result = plan(4, ServiceTimes(1.0, 1.0), 60, groups={"s": (3, 0), "t": (1, 2)})
+    assert result.capped_by[:2] == ("s", 0) and result.chosen is None
+    assert all(math.isinf(d.expected_seconds) and math.isinf(d.bound_seconds)
+               for d in result.drains)  # fmt: skip
+    body = json.loads(json.dumps(result.as_json(), allow_nan=False))
+    assert body["capped_by"]["drain_seconds_at_confidence"] is None
+    assert all(d["expected_seconds"] is None for d in body["drains"])

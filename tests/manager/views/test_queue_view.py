@@ -203,3 +203,32 @@ def test_a_capped_group_starts_its_next_item_when_one_of_its_own_ends():
     etas = {i.name: i.eta_seconds for i in build("here", fresh, context(
         parallelism=4, tenancy=tenancy)).waiting()}  # fmt: skip
     assert etas == {"web/w1": 0.0, "api/w1": None, "api/w2": None}
+
+
+def test_a_rated_group_starts_its_next_item_when_a_token_comes_back():
+    # S = 10 s; four slots free; api's rate 1/1m spent 20 s ago: its next start is in about
+    # 40 s (a period and a margin after the start), then a minute later - never "in 0 ms"
+    from kube_workqueue.manager.tenancy.gate import returns_after
+    from kube_workqueue.manager.tenancy.rules import TenancyOptions
+
+    rows = [
+        done("d-1", 10.0, NOW - 50),
+        row("api/r0", "succeeded", 1, NOW - 60, NOW - 20, NOW - 10),
+        row("api/w1", "pending", first_seen=NOW - 5),
+        row("api/w2", "pending", first_seen=NOW - 4),
+        row("web/w1", "pending", first_seen=NOW - 3),
+    ]
+    tenancy = TenancyOptions(group="^([^/]+)/", rates=[("api", (1, 60.0))])
+    view = build("here", rows, context(parallelism=4, tenancy=tenancy))
+    etas = {i.name: i.eta_seconds for i in view.waiting()}
+    first = returns_after(60.0) - 20.0
+    assert etas == pytest.approx({"web/w1": 0.0, "api/w1": first,
+                                  "api/w2": first + returns_after(60.0)})  # fmt: skip
+    assert view.forecast.drain_seconds == pytest.approx(first + returns_after(60.0) + 10.0)
+    # before a service time is measured: what a free slot takes now starts now - not an item
+    # of a group whose rate is spent (its token spent by a run still going)
+    fresh = [r for r in rows if r.state != "succeeded"] + [row("api/r0", "running", 1,
+                                                               NOW - 60, NOW - 20)]  # fmt: skip
+    etas = {i.name: i.eta_seconds for i in build("here", fresh, context(
+        parallelism=4, tenancy=tenancy)).waiting()}  # fmt: skip
+    assert etas == {"web/w1": 0.0, "api/w1": None, "api/w2": None}
