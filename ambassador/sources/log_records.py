@@ -142,6 +142,21 @@ class Backlog:
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
+def name_field(query: dict[str, list[str]]) -> str | None:
+    """The shape a log source's URL asks for: `?name=FIELD` keyed by FIELD, no `name` every
+    record an item; `ValueError` for an empty `name=` (one of the two was meant, and
+    guessing either runs the wrong items)."""
+    given = query.get("name")
+    if given is None:
+        return None
+    if not given[0].strip():
+        raise ValueError(
+            "name= is empty: give the field whose value names an item (&name=FIELD), or leave "
+            "it out for every record an item"
+        )
+    return given[0]
+
+
 def removals(name_field: str | None) -> str | None:
     """How items leave a log source, for its listing's metadata: "retention" in the
     every-record shape (no record is ever deleted: the log trims its oldest, which is never a

@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from .listed import SourceUnreachable
-from .log_records import removals
+from .log_records import name_field, removals
 
 CONNECT_SECONDS = 5.0
 
@@ -135,6 +135,10 @@ def config_from_url(url: str, options: dict) -> dict:
         raise SourceConfigError(f"not a port number in {url!r}") from None
     if any(c in stream for c in " .*>\t"):
         raise SourceConfigError(f"{stream!r} cannot be a stream's name (no spaces, ., * or >)")
+    try:
+        keyed_by = name_field(query)
+    except ValueError as exc:
+        raise SourceConfigError(f"{exc}: {url!r}") from None
     subject_filter = (query.get("subject") or [""])[0]
     if subject_filter and not valid_subject(subject_filter):
         raise SourceConfigError(f"{subject_filter!r} is not a subject filter")
@@ -142,8 +146,8 @@ def config_from_url(url: str, options: dict) -> dict:
         "NATS_URL": parts._replace(path="", query="", fragment="").geturl(),
         "NATS_STREAM": stream,
         "NATS_SUBJECT": subject_filter or None,
-        "NATS_NAME": (query.get("name") or [""])[0] or None,
-        "REMOVALS": removals((query.get("name") or [""])[0] or None),
+        "NATS_NAME": keyed_by,
+        "REMOVALS": removals(keyed_by),
         "SUFFIXES": [],  # (a message is an item whatever its name ends with)
         "POLL_INTERVAL": float(options.get("POLL_INTERVAL") or 2.0),
         "RELIST_INTERVAL": float(options.get("RELIST_INTERVAL") or 300.0),

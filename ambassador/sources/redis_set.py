@@ -281,12 +281,18 @@ class RedisType:
             raise SourceConfigError(str(exc)) from None
         base = parts._replace(query="", fragment="", path=f"/{db}").geturl()
         if streamed:  # a log, read through the log core (`redis_stream.py`)
+            from .log_records import name_field
+
+            try:
+                keyed_by = name_field(query)
+            except ValueError as exc:
+                raise SourceConfigError(f"{exc}: {url!r}") from None
             return {
                 "REDIS_URL": base,
                 "REDIS_DB": int(db),
                 "REDIS_STREAM": query["stream"][0],
-                "REDIS_NAME_FIELD": (query.get("name") or [""])[0] or None,
-                "REMOVALS": removals((query.get("name") or [""])[0] or None),
+                "REDIS_NAME_FIELD": keyed_by,
+                "REMOVALS": removals(keyed_by),
                 "SUFFIXES": [],  # (a record is an item whatever its name ends with)
                 "POLL_INTERVAL": float(options.get("POLL_INTERVAL") or 2.0),
                 "RELIST_INTERVAL": float(options.get("RELIST_INTERVAL") or 300.0),

@@ -32,7 +32,7 @@ def add_parser(subparsers) -> None:
         a = actions.add_parser(name, help=text, description=text)
         a.add_argument(
             "--state-dir",
-            default=DEFAULT_STATE_DIR,
+            default=None,
             help=f"ledger and logs (default {DEFAULT_STATE_DIR})",
         )
         if name == "restore":
@@ -62,7 +62,19 @@ def _shared_url(text: str) -> str:
 
 
 def run(args) -> int:
+    import os
+
     from ..backends.local import care as local
+    from ..errors import UserError
+
+    if args.state_dir is None:
+        if os.environ.get("WORKQUEUE_LEDGER") and args.action != "migrate":
+            raise UserError(
+                f"`workqueue ledger {args.action}` cares for a local ledger (a state "
+                "directory), and WORKQUEUE_LEDGER names a shared one: PostgreSQL's own tools "
+                "back that up (pg_dump); give --state-dir to mean a local one"
+            )
+        args.state_dir = DEFAULT_STATE_DIR
 
     if args.action == "check":
         print(local.check_ledger(args.state_dir))

@@ -60,6 +60,7 @@ def run_folder(args) -> int:
     local = from_words(LocalOptions, vars(args), worker_argv=argv)
     # --cancel-removed: the folder is listed every ~2 s for what left it (in-process: cheap)
     options = manager_options(args, poll_interval=2.0)
+    ungrouped(options.tenancy, spec.kind)
     from kube_workqueue.ambassador.sources.listed import SourceUnreachable
     from kube_workqueue.ambassador.sources.registry import source_type
 
@@ -76,10 +77,59 @@ def run_folder(args) -> int:
         source.wait_settled()
         if not args.cancel_removed:  # the run's items are the ones there now: nothing to follow
             source.stop_following()
+        hint = suffix_hint(spec.config) if not source.list_items() else None
         built = assemble(source, "local", local, options, stats=stats_endpoint(args))
         try:
-            return run_once(built.manager, built.ledger, install_signal_handlers(built.manager))
+            code = run_once(built.manager, built.ledger, install_signal_handlers(built.manager))
         finally:
             built.close()
+        if hint:
+            print(hint)
+        return code
     finally:
         source.stop()
+
+
+def suffix_hint(config: dict, most: int = 10_000) -> str | None:
+    """Why a folder gave no items when it holds files: none ends with a suffix asked for
+    (`.mp4` by default) - said with the suffix most of them have; None otherwise (not a
+    folder, an empty one). At most `most` files are looked at."""
+    import collections
+    import os
+
+    root, suffixes = config.get("ROOT"), config.get("SUFFIXES") or []
+    if not root or not suffixes or not os.path.isdir(root):
+        return None
+    found: collections.Counter[str] = collections.Counter()
+    seen = 0
+    for _, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".")] if config.get("RECURSIVE") else []
+        for name in files:
+            if not name.startswith("."):
+                found[os.path.splitext(name)[1] or "(no suffix)"] += 1
+                seen += 1
+        if seen >= most:
+            break
+    if not seen:
+        return None
+    common = found.most_common(1)[0][0]
+    asked = ", ".join(suffixes)
+    return (f"hint: {root} has {seen:,}{'+' if seen >= most else ''} file(s), none ending with "
+            f"{asked}; most end with {common}: give --suffix {common}")  # fmt: skip
+
+
+def ungrouped(tenancy, kind: str) -> None:
+    """A `UserError` for group rules without `--group` over a source whose items carry no
+    group of their own (a folder's files, a bucket's objects): every rule would hold nothing.
+    (A Redis hash's JSON or a log record's fields may give each item its `group`.)"""
+    if tenancy.group or kind not in ("filesystem", "s3"):
+        return
+    given = [flag for flag, value in (("--limit", tenancy.limits), ("--rate", tenancy.rates),
+                                      ("--fair", tenancy.fair), ("--weight", tenancy.weights))
+             if value]  # fmt: skip
+    if given:
+        raise UserError(
+            f"{given[0]} applies to groups, and this source's items have none of their own: "
+            "give --group REGEX, whose first capture on an item's name is its group "
+            "(e.g. --group '^([^/]+)/' for the first folder)"
+        )

@@ -110,6 +110,13 @@ def without_root_powers():
         (["run", ".", "--priority", "sample-00[=1", "--", "true"], "a [ that nothing closes"),
         (["run", "--bogus", ".", "--", "true"], "workqueue run: error: unrecognized arguments"),
         (["status", "--nope"], "(see workqueue status --help)"),
+        # found by the next round, as an attacker and a new user would
+        (["ambassador", "--source", "redis://127.0.0.1:9/0?stream=k&name="], "name= is empty"),
+        (["ambassador", "--source", "nats://127.0.0.1:9/S?name="], "name= is empty"),
+        (["run", ".", "--limit", "a=1", "--", "true"], "--limit applies to groups"),
+        (["run", ".", "--fair", "--", "true"], "--fair applies to groups"),
+        (["run", ".", "--group", "^(a)+$", "--limit", "a=1", "--group", "(?=x)(.)", "--",
+          "true"], "lookaround"),
     ],
 )  # fmt: skip
 def test_mistakes_are_one_line_and_exit_2(tmp_path, args, says):
@@ -215,3 +222,31 @@ def test_a_backlog_s_stability_claims_no_utilization_verdict_or_recommendation(t
     assert table["utilization"].startswith("-") and table["verdict"].startswith("-")
     assert table["recommended P"].startswith("-")
     assert "for 5 items" in table["drain backlog"]
+
+
+def test_ledger_care_beside_a_shared_ledger_in_the_environment_is_one_line(tmp_path):
+    """`ledger check` or `backup` with WORKQUEUE_LEDGER set: the shared ledger is not the
+    state directory it would look at - said, instead of checking .workqueue."""
+    env = dict(os.environ, WORKQUEUE_LEDGER="postgresql://u@127.0.0.1:9/q")
+    for action in ("check", "backup"):
+        r = subprocess.run(
+            [sys.executable, "-m", "kube_workqueue.manager.cli", "ledger", action],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+            cwd=tmp_path,
+        )
+        one_line_exit_2(r, "WORKQUEUE_LEDGER names a shared one", "pg_dump")
+
+
+def test_a_folder_with_items_of_another_suffix_gets_a_hint(tmp_path):
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for name in ("a.txt", "b.txt", "c.md"):
+        (folder / name).write_text(name)
+    r = workqueue("run", folder, "--state-dir", tmp_path / "state", "--", "true")
+    assert r.returncode == 0, r.stderr
+    hint = (f"hint: {folder} has 3 file(s), none ending with .mp4; most end with .txt: give "
+            "--suffix .txt")  # fmt: skip
+    assert hint in r.stdout, r.stdout
