@@ -392,6 +392,7 @@ def main() -> None:
     argv = shlex.split(script) if isinstance(script, str) else script
     if not isinstance(argv, list) or not argv or not all(isinstance(w, str) for w in argv):
         fail("'script' must be a command: a non-empty list of strings, or a string", 2)
+    program = argv[0]  # as typed: what the messages name
     if os.sep in argv[0] and not os.path.isabs(argv[0]):  # found from here, not from the
         argv = [os.path.abspath(argv[0]), *argv[1:]]  # temporary folder it runs in
     inline = data.get("inline")  # a log record's bytes (`request_of`): nothing to fetch
@@ -419,11 +420,11 @@ def main() -> None:
         try:
             code = subprocess.run(argv, env=env, cwd=work, stdin=subprocess.DEVNULL).returncode
         except OSError as exc:
-            fail(f"cannot run the script {argv[0]}: {exc.strerror}")
+            fail(f"cannot run the script {program}: {exc.strerror}")
         if code != 0:
-            fail(f"the script {argv[0]} failed with exit code {code}")
+            fail(f"the script {program} failed with exit code {code}")
         if not os.path.isfile(output_file):
-            fail(f"the script {argv[0]} wrote no OUTPUT_FILE")
+            fail(f"the script {program} wrote no OUTPUT_FILE")
         put(output_file, data["output"])
     print(shown(f"fetch-run-put: {data['input']} -> {data['output']}"))
 

@@ -2,6 +2,7 @@
 
     http.py       the client of an ambassador's items API (`/api/v1/items`): `workqueue manager`
     held_data.py  the data it holds for the items about to run, fetched a page at a time
+    promised_data.py  a log's listed items' data, taken with the listing, held until settled
     folder.py     the ambassador's own folder source, in-process: `workqueue run DIR`
 
 Only the edge (`manager.assembly`, `manager.cli`) picks one; the core sees the port.
