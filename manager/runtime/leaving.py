@@ -19,6 +19,7 @@ The caller's duties: hand `removed` to the poller as its `on_removed`, `guard` a
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from ..faults import StorageFault
@@ -50,9 +51,9 @@ class Leaving:
         self.note = note
         self.fault = fault
         self.guard: RemovalGuard | None = None
-        # a complete listing taken now, its removals judged (`Poller.relist_now`); set once
-        # the poller exists
-        self.relist: Callable[[], None] | None = None
+        # `relist(asked)`: a complete listing begun after `asked`, its removals judged
+        # (`Poller.relist_now`); set once the poller exists
+        self.relist: Callable[[float], None] | None = None
         if options.cancel_removed and options.removal_hold is not None:
             self.guard = RemovalGuard(
                 fraction=options.mass_removal_fraction,
@@ -103,7 +104,7 @@ class Leaving:
         None (GONE) when there is no guard, or the listing still names it."""
         if self.guard is None or self.relist is None:
             return None
-        self.relist()
+        self.relist(time.monotonic())
         if self.withholds(name):
             return Result.HELD
         try:

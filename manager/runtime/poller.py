@@ -79,7 +79,7 @@ class Poller:
         self.removals = Removals(guard, baseline) if on_removed is not None else None
         self.trimmed = 0  # items that left by the source's retention: never cancelled
         self._listing = threading.Lock()  # one listing at a time (the removals compare them)
-        self._listed_at = 0.0  # when the last listing ended (time.monotonic())
+        self._listed_from = 0.0  # when the last complete listing began (time.monotonic())
 
     def poll_once(self) -> list[str] | None:
         """List the source and enqueue what needs work. None when the source is unreachable."""
@@ -88,11 +88,12 @@ class Poller:
             self.enqueue(names)
         return names
 
-    def relist_now(self, fresh: float = 0.5) -> None:
-        """A complete listing now, its removals judged - unless one ended within `fresh`
-        seconds (items that found the source empty together ask once)."""
+    def relist_now(self, asked: float) -> None:
+        """A complete listing begun after `asked` (time.monotonic()), its removals judged: one
+        is taken now unless another began since (items that found the source empty together
+        share one)."""
         with self._listing:
-            if time.monotonic() - self._listed_at > fresh:
+            if self._listed_from <= asked:
                 self._poll_once_listing(quiet=False)
 
     def poll_once_listing(self, *, quiet: bool = False) -> list[str] | None:
@@ -102,6 +103,7 @@ class Poller:
             return self._poll_once_listing(quiet=quiet)
 
     def _poll_once_listing(self, *, quiet: bool) -> list[str] | None:
+        began = time.monotonic()
         try:
             names = self.source.list_items()
         except SourceProtocolError:
@@ -127,7 +129,7 @@ class Poller:
             gone = self.removals.listing(names, self.source.listing_version)
             if gone:
                 self.on_removed(gone)
-        self._listed_at = time.monotonic()
+        self._listed_from = began
         return names
 
     def first_listing(self, timeout: float | None = None) -> list[str] | None:

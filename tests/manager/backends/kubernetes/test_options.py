@@ -90,7 +90,7 @@ def test_quantities_the_api_server_accepts_are_accepted(amount):
 
 def test_names_the_api_server_accepts_are_accepted():
     options = typed(
-        image="registry.example:5000/team/thumb@sha256:abc",
+        image="registry.example:5000/team/thumb@sha256:" + "ab" * 32,
         namespace="media-1",
         pvc="videos.shared",
         service_account="thumbnailer",
