@@ -14,13 +14,14 @@ reach it. It is small on purpose (the standard library and `shim` only, run as a
 and does four things (five for a manager on a shared ledger, whose workers end with it when it
 dies: another manager runs their items once its claims run out):
 
-  * starts each worker the manager asks for through a shim of its own (`shim.py`: forked, in
-    a new session, the worker's parent, which writes the worker's end beside it so that it
-    outlives this keeper too), stdin /dev/null, stdout and stderr appended to the item's log
-    (after the attempt's header line), WORK_ITEM_FILE in its environment;
-  * reaps the shim (which exits as its worker did), then ends what the worker left in its
-    process group (SIGTERM, SIGKILL five seconds later for what is still there), and only then
-    reports the end;
+  * starts each worker the manager asks for through its slot's shim (`shim.py`: forked once a
+    slot, in a session of its own, each worker's parent - it writes the worker's end beside it
+    so that it outlives this keeper too, and ends what the worker left), stdin /dev/null,
+    stdout and stderr appended to the item's log (after the attempt's header line - the log's
+    descriptor goes to the shim with the command), WORK_ITEM_FILE in its environment;
+  * hears each end from the shim, and reports it; a shim that dies with a worker running has
+    that worker's group ended here (SIGTERM, SIGKILL five seconds later for what is still
+    there) before its end - the shim's - is reported;
   * watches the shims a keeper that died left (`watch`, through a pidfd), and reports their
     workers' ends as its own;
   * writes every start and end to its journal (`<id>.journal`, a JSON line each) before it
@@ -42,8 +43,10 @@ early - its workers' shims live on, and the manager (or the next one) has them w
 another keeper, or reads how each ended from its shim's file (`shim.py`, `recovery.py`).
 
 Protocol, JSON lines over a stream socket (fd 3 from the manager that started it; the
-listening socket for one that adopts): manager -> keeper `config` (first, once), `spawn`,
-`watch`, `signal`, `ack`, `adopt`, `bye`; keeper -> manager `ready` (once, after `config`:
+listening socket for one that adopts); to a shim, a JSON message over a sequenced-packet
+socket pair with the log's descriptor beside it, and back the end's one line (`shim.py`).
+Manager -> keeper: `config` (first, once), `spawn`, `watch`, `signal`, `ack`, `adopt`,
+`bye`; keeper -> manager `ready` (once, after `config`:
 it holds its lock), `ended` (a worker's end, or why it could not start) and `children` (the
 answer to `adopt`). Workers are named by the manager's id for the spawn, never by pid.
 """
@@ -69,12 +72,23 @@ COMPACT_BYTES = 1 << 20  # the journal is rewritten with only what still matters
 _encode = json.JSONEncoder(separators=(",", ":")).encode  # one encoder, not one per line
 
 
+class SlotShim:
+    """A slot's shim (`shim.py`): its process, its end of their socket pair, its status file,
+    and the id of the worker it runs now (None: idle)."""
+
+    def __init__(self, slot: int, pid: int, ticks: str, sock: socket.socket, status: str):
+        self.slot, self.pid, self.ticks, self.sock, self.status = slot, pid, ticks, sock, status
+        self.current: int | None = None
+
+
 class Keeper:
-    """The keeper's state. Invariants: every id in `children` names a worker started and not
-    reaped - through a shim of this keeper (`pids` maps the shim's pid back) or watched (a
-    dead keeper's shim: `watched` maps its pidfd back); every end in `unacked` is in the
-    journal; an id is in at most one of `children`, `leftovers` (reaped, its group being ended)
-    and `unacked`."""
+    """The keeper's state. Invariants: every id in `children` names a worker started whose end
+    is not yet journaled - run by a shim of this keeper (`slot_of` maps it to its slot, whose
+    shim's `current` it is) or watched (a dead keeper's shim: `watched` maps its pidfd back);
+    every end in `unacked` is in the journal; an id is in at most one of `children`,
+    `leftovers` (its shim died, its group being ended) and `unacked`. A slot's shim is in
+    `shims` while it lives (`by_pid`, `by_fd` map back to it); an idle one's slot is in
+    `free_slots`."""
 
     def __init__(self, owner: socket.socket, config: dict, pending: bytes = b"") -> None:
         """`pending`: what the manager sent after the config, read with it."""
@@ -95,12 +109,15 @@ class Keeper:
         self.keepers_dir = config["dir"]
         os.makedirs(os.path.join(self.keepers_dir, shim.ENDS_DIR), mode=0o700, exist_ok=True)
         self.children: dict[int, dict] = {}  # id -> the worker's start record
-        # Status slots (`shim.py`): a slot is taken at a spawn and free again once that
-        # worker's end is journaled; its file is created once and written over ever after.
-        self.slot_fds: dict[int, int] = {}  # slot -> its file, open for the pending mark
+        # Slots (`shim.py`): a slot is taken at a spawn and free again once that worker's end
+        # is journaled; its shim is forked at its first use and kept; its file is created
+        # once and written over ever after.
+        self.shims: dict[int, SlotShim] = {}  # slot -> its live shim
+        self.by_pid: dict[int, SlotShim] = {}
+        self.by_fd: dict[int, SlotShim] = {}
+        self.slots = 0  # slots made so far (the next one's number)
         self.free_slots: list[int] = []
         self.slot_of: dict[int, int] = {}  # id of a worker of ours -> its slot
-        self.pids: dict[int, int] = {}  # a shim's pid -> id, for reaping
         self.watched: dict[int, int] = {}  # a watched shim's pidfd -> id
         self.poller = select.epoll()
         self.leftovers: dict[int, tuple[float, dict]] = {}  # pid -> (SIGKILL at, end record)
@@ -235,64 +252,89 @@ class Keeper:
             self._acked(message["ack"])
         ident, name, attempt = message["id"], message["name"], message["attempt"]
         part = "log"  # what refused: the state directory's disk (the log), or the program
-        slot = None
         try:
             log_fd = os.open(message["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
                              0o644)  # fmt: skip
             try:
                 os.write(log_fd, message["header"].encode("utf-8", "replace"))
-                slot = self._take_slot()
-                status = shim.status_path(self.keepers_dir, self.id, slot)
                 part = "program"
-                pid, go = self._start(status, log_fd, message["env"])
+                runner = self._idle_shim()
+                record = {"id": ident, "name": name, "attempt": attempt, "pid": runner.pid,
+                          "ticks": runner.ticks, "boot": shim.boot_seconds(),
+                          "began": time.time(), "status": runner.status,
+                          "token": str(ident)}  # fmt: skip
+                self.children[ident] = record
+                self.slot_of[ident] = runner.slot
+                runner.current = ident
+                self._write({"start": record})  # journaled: now the shim may start it
+                command = _encode({"t": record["token"], "env": message["env"]}).encode()
+                try:
+                    socket.send_fds(runner.sock, [command], [log_fd])
+                except OSError:  # the shim is gone: it never had it - reaped, then said
+                    pass
             finally:
                 os.close(log_fd)
         except OSError as exc:
-            if slot is not None:
-                self.free_slots.append(slot)
             why = f"cannot start worker: {exc.strerror}: {exc.filename or self.argv[0]}"
             self._send({"op": "ended", "end": {"id": ident, "code": None, "error": why,
                                                "errno": exc.errno, "refused": part}})  # fmt: skip
-            return
-        record = {"id": ident, "name": name, "attempt": attempt, "pid": pid,
-                  "ticks": shim.ticks_now(), "began": time.time(), "status": status}  # fmt: skip
-        self.children[ident] = record
-        self.pids[pid] = ident
-        self.slot_of[ident] = slot
-        self._write({"start": record})
-        shim.release(go)  # journaled: now the shim may start the worker
 
-    def _take_slot(self) -> int:
-        """A free status slot, its file marked pending (created at its first use)."""
-        if self.free_slots:
-            slot = self.free_slots.pop()
-        else:
-            slot = len(self.slot_fds)
-            path = shim.status_path(self.keepers_dir, self.id, slot)
-            self.slot_fds[slot] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            shim.mark_pending(self.slot_fds[slot])
-        except OSError:
-            self.free_slots.append(slot)
-            raise
-        return slot
+    def _idle_shim(self) -> SlotShim:
+        """An idle slot's shim - forked for a new slot when none is idle."""
+        while self.free_slots:
+            runner = self.shims.get(self.free_slots.pop())
+            if runner is not None:
+                return runner
+        slot = self.slots
+        self.slots += 1
+        return self._start(slot)
 
-    def _start(self, status: str, log_fd: int, extra_env: dict) -> tuple[int, int]:
-        """The worker's shim, forked (`shim.run` never returns in the child): its pid, which
-        is also the worker's session and group, and the pipe that lets it start the worker
-        (`shim.release`, once the start is journaled)."""
-        env = {**self.env, **extra_env}
-        wait_fd, go = os.pipe2(os.O_CLOEXEC)
+    def _start(self, slot: int) -> SlotShim:
+        """The slot's shim, forked (`shim.serve` never returns in the child)."""
+        status = shim.status_path(self.keepers_dir, self.id, slot)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             pid = os.fork()
         except OSError:
-            os.close(wait_fd)
-            os.close(go)
+            ours.close()
+            theirs.close()
             raise
         if pid == 0:
-            shim.run(status, self.program, self.argv, env, log_fd, self.manager, wait_fd)
-        os.close(wait_fd)
-        return pid, go
+            ours.close()
+            shim.serve(theirs, status, self.program, self.argv, self.env, self.manager)
+        theirs.close()
+        runner = SlotShim(slot, pid, shim.ticks_now(), ours, status)
+        self.shims[slot] = runner
+        self.by_pid[pid] = runner
+        self.by_fd[ours.fileno()] = runner
+        self.poller.register(ours.fileno(), select.EPOLLIN)
+        return runner
+
+    def _heard(self, runner: SlotShim) -> None:
+        """The shim's word on its worker: its end (`shim._say`)."""
+        try:
+            data = runner.sock.recv(4096)
+        except OSError:
+            data = b""
+        if not data:  # it is ending: reaped, then said (`_shim_died`)
+            self._forget_fd(runner)
+            return
+        token, _, word = data.decode("utf-8", "replace").partition(" ")
+        ident = runner.current
+        if ident is None or self.children[ident].get("token") != token:
+            return  # (a word on a worker this keeper has settled already)
+        runner.current = None
+        child = self.children.pop(ident)
+        end = shim.end_of(child, shim.parse_word(word), None, time.time())
+        self._ended(end)
+
+    def _forget_fd(self, runner: SlotShim) -> None:
+        fd = runner.sock.fileno()
+        if self.by_fd.pop(fd, None) is not None:
+            try:
+                self.poller.unregister(fd)
+            except (OSError, ValueError):
+                pass
 
     def _watch(self, message: dict) -> None:
         """A shim a keeper that died left: watched through a pidfd, its worker's end reported
@@ -300,7 +342,8 @@ class Keeper:
         ident = message["id"]
         record = {"id": ident, "name": message["name"], "attempt": message["attempt"],
                   "pid": message["pid"], "ticks": message["ticks"],
-                  "began": message.get("began"), "status": message["status"]}  # fmt: skip
+                  "boot": message.get("boot"), "began": message.get("began"),
+                  "status": message["status"], "token": message.get("token")}  # fmt: skip
         self.children[ident] = record
         self._write({"start": record})
         fd = shim.open_pidfd(record["pid"], record["ticks"])
@@ -312,11 +355,16 @@ class Keeper:
 
     def _signal(self, ident: int, sig: int) -> None:
         """The worker's whole group (its shim's: the shim outlives what it ignores), only while
-        the worker is not reaped - and a watched one only while its shim is that process."""
+        the shim runs this worker - and a watched one only while its shim is that process."""
         child = self.children.get(ident)
-        # (a worker of ours has a slot until its end is journaled; a watched one has none)
-        if child is None or (ident not in self.slot_of
-                             and not shim.same_process(child["pid"], child["ticks"])):  # fmt: skip
+        if child is None:
+            return
+        slot = self.slot_of.get(ident)
+        if slot is not None:
+            runner = self.shims.get(slot)
+            if runner is None or runner.current != ident:
+                return
+        elif not shim.same_process(child["pid"], child["ticks"]):
             return
         try:
             os.killpg(child["pid"], sig)
@@ -338,19 +386,40 @@ class Keeper:
                 return
             if pid == 0:
                 return
-            ident = self.pids.pop(pid, None)
-            if ident is not None:
-                self._shim_ended(ident, os.waitstatus_to_exitcode(status))
+            runner = self.by_pid.pop(pid, None)
+            if runner is not None:
+                self._shim_died(runner, os.waitstatus_to_exitcode(status))
+
+    def _shim_died(self, runner: SlotShim, code: int) -> None:
+        """A slot's shim ended (killed, or with its manager): what it still said is heard; a
+        worker it ran is settled by its file, ended with its group (`_shim_ended`); the slot's
+        next worker gets a new shim."""
+        if runner.sock.fileno() in self.by_fd:
+            runner.sock.setblocking(False)
+            try:
+                while runner.current is not None and runner.sock.fileno() in self.by_fd:
+                    self._heard(runner)
+            except BlockingIOError:
+                pass
+            self._forget_fd(runner)
+        runner.sock.close()
+        if self.shims.get(runner.slot) is runner:
+            del self.shims[runner.slot]  # (an idle slot's next worker gets a new shim)
+        if runner.current is not None:
+            ident, runner.current = runner.current, None
+            self._shim_ended(ident, code)
 
     def _shim_ended(self, ident: int, code: int | None) -> None:
-        """A shim ended (`code`: its exit, as its worker's; None: a watched one, not ours to
-        reap): the worker's end as the shim wrote it, after its leftovers."""
+        """A shim ended with `ident` its worker (`code`: its exit; None: a watched one, not
+        ours to reap): the worker's end as the shim wrote it, after its leftovers."""
         child = self.children.pop(ident)
-        written = shim.read_status(child["status"], child["pid"])
+        written = shim.read_status(child["status"], shim.token_of(child))
         end = shim.end_of(child, written, code, time.time())
         if written is None and code is None:  # a watched shim that left no word: killed with
             end["interrupted"] = True  # its worker - not the item's doing: it runs again,
             end["error"] = "its worker's shim ended without a word (killed with it)"  # uncounted
+        elif written is None and code == 0:  # it left without taking this worker: never run
+            end["interrupted"] = True
         pid = child["pid"]
         try:  # what it left in its group: ended before the end is reported
             os.killpg(pid, signal.SIGTERM)
@@ -379,7 +448,7 @@ class Keeper:
         slot = self.slot_of.pop(end["id"], None)
         if slot is not None:
             self.free_slots.append(slot)
-        elif end.get("status"):
+        elif end.get("status") and end.get("status") not in self._slot_files():
             shim.forget_status(end["status"])
         self.unacked[end["id"]] = end
         self._send_line(f'{{"op":"ended","end":{body}}}\n'.encode())
@@ -411,6 +480,8 @@ class Keeper:
                     self._drop_conn()  # one manager at a time: the newest
                     self.conn = conn
                     self.poller.register(conn.fileno(), select.EPOLLIN)
+                elif fd in self.by_fd:  # a slot's shim: a worker's end
+                    self._heard(self.by_fd[fd])
                 elif fd in self.watched:  # a watched shim ended
                     self.poller.unregister(fd)
                     os.close(fd)
@@ -440,8 +511,18 @@ class Keeper:
                 os.unlink(self.id + suffix, dir_fd=self.dir_fd)
             except OSError:  # gone, or a disk that refuses: the next manager tidies up
                 pass
-        for slot in self.free_slots:  # (a slot still taken: its shim writes there yet)
+        for runner in self.shims.values():  # idle: its socket's end lets it go
+            runner.sock.close()
+        for runner in self.shims.values():  # and it is reaped here (its time is the keeper's)
+            try:
+                os.waitpid(runner.pid, 0)
+            except (ChildProcessError, InterruptedError):
+                pass
+        for slot in set(self.free_slots):  # (a slot still taken: its shim writes there yet)
             shim.forget_status(shim.status_path(self.keepers_dir, self.id, slot))
+
+    def _slot_files(self) -> set[str]:
+        return {runner.status for runner in self.shims.values()}
 
 
 def main() -> None:

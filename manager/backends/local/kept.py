@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable
 
 from . import spawn
-from .shim import start_ticks
+from .shim import start_ticks, token_of
 
 log = logging.getLogger(__name__)
 
@@ -282,8 +282,9 @@ class KeeperLink:
             alive = self.alive
         request = {"op": "watch", "id": ident, "name": record["name"],
                    "attempt": record["attempt"], "pid": record["pid"],
-                   "ticks": record.get("ticks"), "began": record.get("began"),
-                   "status": record["status"]}  # fmt: skip
+                   "ticks": record.get("ticks"), "boot": record.get("boot"),
+                   "began": record.get("began"), "status": record["status"],
+                   "token": token_of(record)}  # fmt: skip
         if not alive or not self._send(request):
             with self._lock:
                 self._children.pop(ident, None)
@@ -375,7 +376,7 @@ class KeeperLink:
         orphans, lost = [], 0
         for ident, child in left.items():
             record = starts.get(ident)
-            if record is None:  # never journaled, so never started (`shim.release`)
+            if record is None:  # never journaled, so never sent to a shim: never started
                 child._end(UNSTARTED)
                 continue
             if record.get("status") and self.on_orphans is not None:

@@ -81,8 +81,9 @@ class Survey:
         and all). An attempt put back in line uncounted is started again under the same
         number: a word on its earlier start (an interrupted end, say) must not outrank the
         worker running now - taken for it, the item ran twice (4 of 200 in the drive). Starts
-        are ordered by the shim's start in clock ticks since boot (a clock that never steps),
-        then by wall-clock time within one tick."""
+        are ordered by the moment of the start on the clock since boot (a clock that never
+        steps: `boot`; a keeper of the release before gave its shim's start in clock ticks),
+        then by wall-clock time."""
         key = (record["name"], record["attempt"])
         known = self.words.get(key)
         if known is None or _order(known.kind, known.record) <= _order(kind, record):
@@ -91,11 +92,13 @@ class Survey:
 
 def _order(kind: str, record: dict) -> tuple:
     """Where a word stands among those on one attempt (`Survey.hear`): newest start first."""
-    try:
-        ticks = int(record.get("ticks") or 0)
-    except ValueError:
-        ticks = 0
-    return ticks, record.get("began") or 0, RANK[kind]
+    at = record.get("boot")
+    if not isinstance(at, int | float):  # (a shim per worker: its start, in clock ticks)
+        try:
+            at = int(record.get("ticks") or 0) / shim.CLOCK_TICKS
+        except ValueError:
+            at = 0.0
+    return at, record.get("began") or 0, RANK[kind]
 
 
 def survey(keepers_dir: str) -> Survey:
@@ -154,10 +157,10 @@ def _hear_orphan(found: Survey, start: dict) -> None:
     if not start.get("status"):  # an older keeper's worker: no shim
         found.hear("orphaned", start)
         return
-    written = shim.read_status(start["status"], start["pid"])
+    written = shim.read_status(start["status"], shim.token_of(start))
     if written is None:
         alive = shim.same_process(start["pid"], start.get("ticks"))
-        written = shim.read_status(start["status"], start["pid"])  # (it may have ended meanwhile)
+        written = shim.read_status(start["status"], shim.token_of(start))  # (it may have ended)
         if written is None:
             found.hear("shim" if alive else "vanished", start)
             return

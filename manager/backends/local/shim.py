@@ -1,54 +1,61 @@
-"""A shim per worker: the one process that knows how its worker ended, and writes it beside it.
+"""A shim per slot: the one process that knows how each of its workers ended, and writes it
+beside them.
 
 Only a process's parent learns its exit status. The keeper (`keeper.py`) made its workers
 outlive the manager; but a keeper killed with -9 - alone, or with its manager - left its
 workers to init, which threw their ends away: a worker that had finished was recorded failed
-and ran again (13 and 14 of 200 items completed twice in a drive of random kills), and one
-still running was ended and counted failed for a death that was not its own. As containerd runs
-a shim per container, the keeper now forks a shim per worker, in a session of its own:
+and ran again (13 and 14 of 200 items completed twice in a drive of random kills). As containerd
+runs a shim per container, the keeper runs its workers through shims - one per slot (a unit of
+work at once), forked once and kept for the slot's life, in a session of its own:
 
-    keeper ──fork──► shim (leads the worker's session and group; ignores the signals its group
-                      │    is sent, so it outlives them and reports the worker's end)
-                      └──posix_spawn──► worker (stdin /dev/null, stdout/stderr the item's log)
+    keeper ──fork, once a slot──► shim (leads its session and group, which its workers join;
+      │  one command a worker       │   ignores the signals its group is sent; a subreaper:
+      │  (the log's descriptor      │   what a worker leaves running comes back to it)
+      │  passed with it)            └──posix_spawn, a worker at a time──► worker (stdin
+      └◄── the worker's end ────────                        /dev/null, stdout/stderr its log)
 
-The shim waits for its worker, writes the worker's exit status to its slot's file,
-`ends/<keeper>.<slot>` (one small write at the file's start: a torn line is no status), and
-exits the way the worker did (the same code, or
-killed by the same signal), so the keeper, its parent, reaps the worker's own status. When the
-keeper dies, the shims live on: each writes its worker's end when it comes, and the next keeper
-watches them through a pidfd (`watch`), or the next manager reads the file (`recovery.py`).
-So a worker's end is known whoever dies - the manager, the keeper, or both - and a worker runs
-again only when it never finished: its shim was killed too (a machine restart, a hand).
+Per worker the shim spawns it (one `posix_spawn`: a worker costs no fork of a Python process),
+waits for it, ends what it left (its group, and every descendant - `SIGTERM`, `SIGKILL` five
+seconds later for what is still there), writes its end to its slot's file, `ends/<keeper>.<slot>`
+(one small write at the file's start, under the spawn's token: a torn line is no status), tells
+the keeper on their socket, and takes the next. When the keeper dies, the shims live on: each
+finishes its worker, writes its end, and exits on its socket's end - the next keeper watches
+them through a pidfd (`watch`), or the next manager reads the file (`recovery.py`). So a
+worker's end is known whoever dies - the manager, the keeper, or both - and a worker runs again
+only when it never finished: its shim was killed too (a machine restart, a hand).
 
-On a shared ledger (`end_with_manager`), a worker must not outlive its manager - another
-manager runs its item once the dead one's claims go back. The keeper ends its workers when the
-manager's connection drops; a keeper that died with its manager cannot, so the shim also
-watches the manager's process (pid and start time, through a pidfd) and ends its worker's group
-itself, writing `interrupted` (the attempt does not count).
+A shim's own death while its worker runs: its group - the worker and what it started - is ended
+by the keeper (`SIGTERM`, then `SIGKILL`), and the end is the shim's (killed: a failed attempt,
+retried), as a worker killed under it would be; a shim killed between two workers costs
+nothing (the keeper forks another for the slot when it is next needed).
 
-A worker starts only once the keeper's journal has its start: the forked shim waits for the
-keeper's go-ahead on a pipe (`release`, written after the journal line). A keeper killed
-between its fork and its journal line closes the pipe by dying, and its shim then writes
-`interrupted` and starts nothing - so a start the journal does not name never ran (a worker
-no journal named would be known to nobody: its item recorded lost and run again while it
-ran). And the manager's side can say of a spawn its dead keeper never journaled: not started,
-not counted (`kept.KeeperLink._lost`).
+On a shared ledger (`end_with_manager`), a worker must not outlive its manager - another manager
+runs its item once the dead one's claims go back. The keeper ends its workers when the manager's
+connection drops; a keeper that died with its manager cannot, so the shim also watches the
+manager's process (pid and start time, through a pidfd) and ends its worker's group itself,
+writing `interrupted` (the attempt does not count).
 
-The status file's first line is the shim's pid and its word: the exit code (negative: the
-signal), `interrupted`, or `refused ERRNO MESSAGE` when the worker could not be started at
-all. A slot's file is written over, never created and removed per worker: a create and an
-unlink per item made ext4's inode allocator the dispatch's bottleneck (`recently_deleted`
-scanned on every create: 2,000 `true` items took 1.8x as long as without the shims). So the
-keeper marks a slot pending (a line no shim writes) before each fork, a slot is used again
-only once its worker's end is in the keeper's journal, and a reader takes a line only from
-the pid it expects - whatever an earlier occupant left is no status.
+A worker starts only once the keeper's journal has its start: the keeper sends the command after
+the journal line. A keeper killed between the two never sends it, and its shim starts nothing
+(it sees its socket end and exits) - so a start the journal does not name never ran. And the
+manager's side can say of a spawn its dead keeper never journaled: not started, not counted
+(`kept.KeeperLink._lost`).
+
+The status file's first line is the spawn's token (the keeper's id for it) and its word: the
+exit code (negative: the signal), `interrupted`, or `refused ERRNO MESSAGE` when the worker could
+not be started at all. A slot's file is written over, never created and removed per worker (a
+create and an unlink per item made ext4's inode allocator the dispatch's bottleneck), and a
+reader takes a line only under the token it expects: an earlier occupant's is no status.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import signal
+import socket
+import sys
 import time
 
 ENDS_DIR = "ends"
@@ -57,8 +64,8 @@ IGNORED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.
 RESTORED = (*IGNORED, signal.SIGXFSZ, signal.SIGCHLD)
 
 
-LINE_WIDTH = 64  # every line is padded to at least this: it covers the pending mark whole
-PENDING = b"0 -".ljust(LINE_WIDTH - 1) + b"\n"  # no shim's pid is 0
+LINE_WIDTH = 64  # every line is padded to at least this: a shorter one leaves no tail of a longer
+LEFTOVER_GRACE_SECONDS = 5.0  # what a worker left running gets after SIGTERM
 
 
 def status_path(keepers_dir: str, keeper_id: str, slot: int) -> str:
@@ -66,15 +73,11 @@ def status_path(keepers_dir: str, keeper_id: str, slot: int) -> str:
     return os.path.join(keepers_dir, ENDS_DIR, f"{keeper_id}.{slot}")
 
 
-def mark_pending(fd: int) -> None:
-    """A slot's file (open for writing) made to say nothing, before its next shim is forked."""
-    os.pwrite(fd, PENDING, 0)
-
-
-def read_status(path: str, pid: int) -> dict | None:
-    """What the shim `pid` wrote: {"code": n} (negative: a signal), {"interrupted": True}, or
-    {"refused": errno, "error": why}; None when it wrote nothing (yet), the line is torn, or
-    it is another shim's (an earlier occupant of the slot)."""
+def read_status(path: str, token: str | int) -> dict | None:
+    """What a shim wrote of the spawn `token` (a journal's start record's `token`; a keeper of
+    the release before wrote its shim's pid): {"code": n} (negative: a signal),
+    {"interrupted": True}, or {"refused": errno, "error": why}; None when it wrote nothing of
+    that spawn (yet), or the line is torn."""
     try:
         with open(path, "rb") as f:
             text = f.read(4096).decode("utf-8", "replace")
@@ -82,18 +85,9 @@ def read_status(path: str, pid: int) -> dict | None:
         return None
     line, newline, _ = text.partition("\n")
     writer, _, said = line.strip().partition(" ")
-    if not newline or writer != str(pid):
+    if not newline or writer != str(token):
         return None
-    word, _, rest = said.partition(" ")
-    if word == "interrupted":
-        return {"interrupted": True}
-    if word == "refused":
-        number, _, why = rest.partition(" ")
-        return {"refused": int(number) if number.lstrip("-").isdigit() else None, "error": why}
-    try:
-        return {"code": int(word)}
-    except ValueError:
-        return None
+    return parse_word(said)
 
 
 def end_of(start: dict, written: dict | None, code: int | None = None,
@@ -129,6 +123,27 @@ def start_ticks(pid: int) -> str | None:
     except OSError:
         return None
     return stat.rsplit(")", 1)[1].split()[19]
+
+
+def boot_seconds() -> float:
+    """Now on the clock that never steps (seconds since boot, suspend included): what orders
+    the starts of one attempt (`recovery.Survey.hear`)."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def parse_word(word: str) -> dict | None:
+    """What a shim's word says (`read_status`'s shapes); None when it is none of them."""
+    word = word.strip()
+    head, _, rest = word.partition(" ")
+    if head == "interrupted":
+        return {"interrupted": True}
+    if head == "refused":
+        number, _, why = rest.partition(" ")
+        return {"refused": int(number) if number.lstrip("-").isdigit() else None, "error": why}
+    try:
+        return {"code": int(head)}
+    except ValueError:
+        return None
 
 
 def ticks_now() -> str:
@@ -168,60 +183,95 @@ def open_pidfd(pid: int, ticks: str | None) -> int | None:
     return fd
 
 
-def release(go: int) -> None:
-    """The keeper's side of the go-ahead: its shim may start the worker (the start is in the
-    journal). The pipe is closed either way; a keeper that dies before this closes it too."""
-    try:
-        os.write(go, b"g")
-    except OSError:  # the shim is gone already: the keeper reaps it and reads its word
-        pass
-    finally:
-        os.close(go)
+def token_of(start: dict) -> str:
+    """Under what a start record's worker's end is written: its `token`, or (a keeper of the
+    release before, a shim per worker) its shim's pid."""
+    return str(start.get("token") or start["pid"])
 
 
-def run(status: str, program: str, argv: list[str], env: dict, log_fd: int,
-        manager: tuple[int, str] | None, wait_fd: int) -> None:  # fmt: skip
+def serve(sock: socket.socket, status: str, program: str, argv: list[str], env: dict,
+          manager: tuple[int, str] | None) -> None:  # fmt: skip
     """The shim's life, in the keeper's forked child: never returns (see the module
-    docstring). `manager` (pid, start ticks): end the worker if that process dies first.
-    `wait_fd`: the pipe the keeper's go-ahead comes through (`release`)."""
+    docstring). `sock`: its end of the keeper's socket (a command a message, the log's
+    descriptor passed with it); `status`: its slot's file; `manager` (pid, start ticks): end
+    the worker if that process dies first."""
     try:
-        # None of the keeper's descriptors: its lock held by a shim would make a dead keeper
-        # look alive, its listening socket would take a later manager's connection
-        low, high = sorted((log_fd, wait_fd))
-        os.closerange(3, low)
-        os.closerange(low + 1, high)
-        os.closerange(high + 1, 1 << 20)
+        keep = sock.fileno()
+        os.closerange(3, keep)  # none of the keeper's descriptors: its lock held by a shim
+        os.closerange(keep + 1, 1 << 20)  # would make a dead keeper look alive
         signal.set_wakeup_fd(-1)  # the keeper's wake-up pipe is not the shim's
         for sig in IGNORED:
             signal.signal(sig, signal.SIG_IGN)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         os.setsid()
-        if os.read(wait_fd, 1) != b"g":  # the keeper died before its journal had this start:
-            _write(status, "interrupted")  # nobody would know of the worker - none starts
-            os._exit(128 + signal.SIGKILL)
-        os.close(wait_fd)
-        actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                   (os.POSIX_SPAWN_DUP2, log_fd, 1), (os.POSIX_SPAWN_DUP2, log_fd, 2)]  # fmt: skip
-        try:
-            worker = os.posix_spawn(program, argv, env, file_actions=actions, setsigdef=RESTORED)
-        except OSError as exc:
-            _write(status, f"refused {exc.errno} {exc.strerror}: {exc.filename or program}")
-            os._exit(127)
-        os.close(log_fd)
+        _become_subreaper()
+        out = os.open(status, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
         watched = open_pidfd(*manager) if manager is not None else None
         if manager is not None and watched is None:  # its manager is gone already
-            _end_group()
-            _reap(worker)
-            _write(status, "interrupted")
-            os._exit(128 + signal.SIGKILL)
-        code = _wait(worker, watched)
-        if code is None:  # the manager died first: the worker goes with it
-            _write(status, "interrupted")
-            os._exit(128 + signal.SIGKILL)
-        _write(status, str(code))
-        _exit_as(code)
+            os._exit(0)
+        while True:
+            try:
+                data, fds = _receive(sock)
+            except InterruptedError:
+                continue
+            except OSError:
+                data, fds = b"", []
+            if not data:  # the keeper is gone (or let the slot go): nothing of ours runs
+                os._exit(0)
+            _one(sock, out, fds[0] if fds else -1, json.loads(data), program, argv, env,
+                 watched)  # fmt: skip
     except BaseException:  # never back into the keeper's loop, whatever happened
         os._exit(126)
+
+
+def _receive(sock) -> tuple[bytes, list[int]]:
+    """A command and the descriptor beside it, close-on-exec (a worker gets 0, 1 and 2 only;
+    `socket.recv_fds` drops its flags before Python 3.12, so `recvmsg` is asked directly)."""
+    data, ancillary, _, _ = sock.recvmsg(1 << 20, socket.CMSG_LEN(4), socket.MSG_CMSG_CLOEXEC)
+    fds: list[int] = []
+    for level, kind, body in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds += [int.from_bytes(body[i : i + 4], sys.byteorder, signed=True)
+                    for i in range(0, len(body) - len(body) % 4, 4)]  # fmt: skip
+    return data, fds
+
+
+def _one(sock, out: int, log_fd: int, command: dict, program: str, argv: list[str], env: dict,
+         manager_fd: int | None) -> None:  # fmt: skip
+    """One worker: started, waited for, what it left ended, its end written and told."""
+    token = str(command["t"])
+    actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+               (os.POSIX_SPAWN_DUP2, log_fd, 1), (os.POSIX_SPAWN_DUP2, log_fd, 2)]  # fmt: skip
+    try:
+        worker = os.posix_spawn(program, argv, {**env, **command["env"]},
+                                file_actions=actions, setsigdef=RESTORED)  # fmt: skip
+    except OSError as exc:
+        _say(sock, out, token, f"refused {exc.errno} {exc.strerror}: {exc.filename or program}")
+        return
+    finally:
+        if log_fd >= 0:
+            os.close(log_fd)
+    code = _wait(worker, manager_fd)
+    if code is None:  # the manager died first: the worker went with it, and so does the shim
+        _say(sock, out, token, "interrupted")
+        os._exit(0)
+    _end_leftovers()
+    _say(sock, out, token, str(code))
+
+
+_SUBREAPER = False  # set once the shim is one: then a leftover is always its child
+
+
+def _become_subreaper() -> None:
+    """What a worker leaves running, orphaned, comes back to the shim (Linux's
+    PR_SET_CHILD_SUBREAPER): after each worker one `waitpid` says whether anything is left."""
+    global _SUBREAPER
+    try:
+        import ctypes
+
+        _SUBREAPER = ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):  # not Linux: the group is looked at instead
+        _SUBREAPER = False
 
 
 def _wait(worker: int, manager_fd: int | None) -> int | None:
@@ -230,14 +280,16 @@ def _wait(worker: int, manager_fd: int | None) -> int | None:
     if manager_fd is None:
         return _reap(worker)
     worker_fd = os.pidfd_open(worker)
-    while True:
-        ready, _, _ = select.select([worker_fd, manager_fd], [], [])
-        if worker_fd in ready:
-            return _reap(worker)
-        if manager_fd in ready:
-            _end_group()
-            _reap(worker)
-            return None
+    try:
+        while True:
+            ready, _, _ = select.select([worker_fd, manager_fd], [], [])
+            if worker_fd in ready:
+                return _reap(worker)
+            if manager_fd in ready:
+                _end_group(grace=1.0)  # (the worker reaped with the rest)
+                return None
+    finally:
+        os.close(worker_fd)
 
 
 def _reap(worker: int) -> int:
@@ -249,20 +301,58 @@ def _reap(worker: int) -> int:
             continue
 
 
-def _end_group() -> None:
-    """The worker's whole group ended (the shim leads it: it ignores SIGTERM, not SIGKILL -
-    so TERM first, then KILL to the others once they had their moment)."""
+def _end_leftovers() -> None:
+    """What the worker left running (its group's other members; as a subreaper, every
+    descendant, which comes back here when its parent ends) - SIGTERM, SIGKILL after the
+    grace - all reaped. Nothing left: one `waitpid` and no more."""
+    if not _children() and (_SUBREAPER or not _group_members()):
+        return
+    _end_group(grace=LEFTOVER_GRACE_SECONDS)
+
+
+def _children() -> bool:
+    """Whether any child is left (reaping those that ended)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return False
+        except InterruptedError:
+            continue
+        if pid == 0:
+            return True
+
+
+def _end_group(grace: float) -> None:
+    """The worker's group and the shim's children ended (the shim ignores SIGTERM, not
+    SIGKILL - so TERM to the group first, then KILL to each other member and child once they
+    had `grace`), all reaped."""
     os.killpg(0, signal.SIGTERM)
-    time.sleep(1.0)
-    for pid in _group_members():
+    deadline = time.monotonic() + grace
+    while (_children() or (not _SUBREAPER and _group_members())) and \
+            time.monotonic() < deadline:  # fmt: skip
+        time.sleep(0.02)
+    for pid in set(_group_members() if not _SUBREAPER else ()) | set(_child_pids()):
         try:
             os.kill(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+    while _children():
+        time.sleep(0.01)
+
+
+def _child_pids() -> list[int]:
+    """The shim's children (what its workers left, reparented here)."""
+    try:
+        with open(f"/proc/self/task/{os.getpid()}/children") as f:
+            return [int(p) for p in f.read().split()]
+    except OSError:
+        return []
 
 
 def _group_members() -> list[int]:
-    """The other processes of the shim's own group."""
+    """The other processes of the shim's own group (a worker's leftovers that were never its
+    children: none, as a subreaper - asked only where one cannot be)."""
     me, found = os.getpid(), []
     for entry in os.listdir("/proc"):
         if entry.isdigit() and int(entry) != me:
@@ -271,30 +361,18 @@ def _group_members() -> list[int]:
                     fields = f.read().rsplit(b")", 1)[1].split()
             except OSError:
                 continue
-            if int(fields[2]) == me:  # pgrp
+            if int(fields[2]) == me and fields[0] not in (b"Z", b"X"):  # pgrp, not a zombie
                 found.append(int(entry))
     return found
 
 
-def _write(path: str, line: str) -> None:
-    """One write of one line, this shim's pid first, over the slot's pending mark (a shim
-    killed mid-write leaves no whole line of its own: no status)."""
-    body = f"{os.getpid()} {line.replace(chr(10), ' ')}".encode("utf-8", "replace")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+def _say(sock, out: int, token: str, word: str) -> None:
+    """The end written - one write of one line, the token first, over the slot's last (a shim
+    killed mid-write leaves no whole line of this token: no status) - then told the keeper
+    (gone: the file says it to the next one)."""
+    line = f"{token} {word.replace(chr(10), ' ')}".encode("utf-8", "replace")
+    os.pwrite(out, line.ljust(LINE_WIDTH - 1) + b"\n", 0)
     try:
-        os.pwrite(fd, body.ljust(LINE_WIDTH - 1) + b"\n", 0)
-    finally:
-        os.close(fd)
-
-
-def _exit_as(code: int) -> None:
-    """Exit the way the worker did: its code, or killed by its signal."""
-    if code < 0:
-        try:
-            signal.signal(-code, signal.SIG_DFL)
-            os.kill(os.getpid(), -code)
-            time.sleep(1.0)  # (the signal is delivered meanwhile)
-        except (OSError, ValueError):
-            pass
-        os._exit(128 - code)
-    os._exit(code)
+        sock.send(line)
+    except OSError:
+        pass

@@ -292,30 +292,32 @@ def test_a_keeper_killed_as_it_starts_is_started_again_and_costs_the_item_nothin
         backend.close()
 
 
-SHIM_WITHOUT_GO_AHEAD = """
-import os, sys
+SHIM_WITHOUT_A_COMMAND = """
+import os, socket, sys
 from kube_workqueue.manager.backends.local import shim
 status, marker = sys.argv[1], sys.argv[2]
-wait_fd, go = os.pipe2(os.O_CLOEXEC)
-log_fd = os.open(os.devnull, os.O_WRONLY)
+ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
 pid = os.fork()
 if pid == 0:
-    shim.run(status, "/bin/touch", ["touch", marker], dict(os.environ), log_fd, None, wait_fd)
-os.close(go)  # the keeper died between its fork and its journal line
+    ours.close()
+    shim.serve(theirs, status, "/bin/touch", ["touch", marker], dict(os.environ), None)
+theirs.close()
+ours.close()  # the keeper died between its journal line and its command to the shim
 print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), pid)
 """
 
 
-def test_a_shim_whose_keeper_died_before_journaling_it_starts_nothing(tmp_path):
-    """The other half of that window: forked, but its start not in the journal - the shim
-    gets no go-ahead, starts no worker, and says `interrupted`."""
+def test_a_shim_whose_keeper_died_before_its_command_starts_nothing(tmp_path):
+    """The other half of that window: a slot's shim, its worker's start journaled, the keeper
+    killed before it sent the command - the shim starts no worker and leaves, its file saying
+    nothing of that start (so the start is interrupted: run again, uncounted)."""
     status, marker = tmp_path / "status", tmp_path / "ran"
-    done = subprocess.run([sys.executable, "-c", SHIM_WITHOUT_GO_AHEAD, str(status), str(marker)],
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", SHIM_WITHOUT_A_COMMAND, str(status),
+                           str(marker)], capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode == 0, done.stderr
-    code, pid = map(int, done.stdout.split())
-    assert code == 128 + signal.SIGKILL and not marker.exists()
-    assert shim.read_status(str(status), pid) == {"interrupted": True}
+    code, _ = map(int, done.stdout.split())
+    assert code == 0 and not marker.exists()
+    assert shim.read_status(str(status), "1") is None
 
 
 def test_a_later_manager_adopts_a_live_keeper_and_hears_the_end_once(tmp_path):
@@ -548,3 +550,65 @@ def _parent(pid: int) -> int | None:
         return int(Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[1])
     except (OSError, IndexError, ValueError):
         return None
+
+
+def shims_of(keeper: int) -> list[int]:
+    """The keeper's children: its slots' shims."""
+    with open(f"/proc/{keeper}/task/{keeper}/children") as f:
+        return [int(pid) for pid in f.read().split()]
+
+
+def test_a_shim_killed_under_its_worker_ends_that_worker_alone_and_the_slot_goes_on(tmp_path):
+    """A slot's shim killed with -9 while its worker runs: the worker's end is unknown, so its
+    group is ended and the attempt is the shim's death (a failed attempt, retried, as a worker
+    killed under it); the slot's next worker gets a new shim. A shim killed between workers
+    costs nothing."""
+    script, log, gate = worker(tmp_path)
+    backend = LocalBackend([str(script)], str(tmp_path / "state"))
+    try:
+        results = []
+        thread = threading.Thread(
+            target=lambda: results.append(backend.run("a", {"name": "a"}, 1, Cancel()))
+        )
+        thread.start()
+        wait_until(lambda: lines(log) == ["start a"], timeout=30)
+        keeper = backend._link.process
+        (shim_pid,) = shims_of(keeper)
+        os.kill(shim_pid, signal.SIGKILL)
+        thread.join(30)
+        assert not results[0].succeeded and results[0].exit_code == -signal.SIGKILL, results[0]
+        gate.touch()
+        assert lines(log) == ["start a"]  # its worker was ended with it, never finished
+        assert backend.run("b", {"name": "b"}, 1, Cancel()).succeeded  # a new shim runs it
+        (idle,) = shims_of(keeper)
+        assert idle != shim_pid
+        os.kill(idle, signal.SIGKILL)  # between two workers: nothing is lost
+        wait_until(lambda: idle not in shims_of(keeper), timeout=30)
+        assert backend.run("c", {"name": "c"}, 1, Cancel()).succeeded
+        assert lines(log) == ["start a", "start b", "done b", "start c", "done c"]
+    finally:
+        gate.touch()
+        backend.shutdown(1)
+        backend.close()
+
+
+def test_what_a_worker_leaves_running_is_ended_before_the_slot_s_next_worker(tmp_path):
+    """A worker that leaves a child running (in its group, or double-forked out of it: the
+    shim is a subreaper, so both come back to it) has it ended before its end is reported -
+    the slot's next worker never shares its shim with an earlier one's leftovers."""
+    marks = tmp_path / "left"
+    script = tmp_path / "leaver.sh"
+    script.write_text(f"#!/bin/sh\n(sleep 300; echo late >> {marks}) &\n"
+                      f"setsid sh -c 'sleep 300; echo late >> {marks}' &\nexit 0\n")  # fmt: skip
+    script.chmod(0o755)
+    backend = LocalBackend([str(script)], str(tmp_path / "state"))
+    try:
+        assert backend.run("a", {"name": "a"}, 1, Cancel()).succeeded
+        keeper = backend._link.process
+        (shim_pid,) = shims_of(keeper)
+        assert shims_of(shim_pid) == []  # nothing of its worker is left under the shim
+        assert backend.run("b", {"name": "b"}, 1, Cancel()).succeeded
+        assert shims_of(shim_pid) == [] and not marks.exists()
+    finally:
+        backend.shutdown(1)
+        backend.close()
