@@ -47,7 +47,9 @@ def add_parsers(subparsers) -> None:
         "--recent", type=positive_int, default=10, help="finished items to show (default 10)"
     )
     p.add_argument(
-        "--waiting", type=positive_int, default=10, help="waiting items to show (default 10)"
+        "--waiting", type=positive_int, default=None,
+        help="waiting items to show (default 10; with --json every item unless given: the "
+        "first N in line, the rest counted in items_left_out)",
     )
     p.add_argument(
         "--source",
@@ -130,9 +132,10 @@ def show_status(args) -> int:
         view = from_record(record, time.time(), listed, priorities)
         if args.name is None:
             if args.json:
-                print(json.dumps(view.as_json(), indent=2))
+                print(json.dumps(view.as_json(waiting=args.waiting), indent=2))
             else:
-                print_status(view, recent=args.recent, waiting=args.waiting)
+                waiting = args.waiting if args.waiting is not None else 10
+                print_status(view, recent=args.recent, waiting=waiting)
             return 0
         item = next((i for i in view.items if i.name == args.name), None)
         if item is None:

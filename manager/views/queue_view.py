@@ -175,12 +175,23 @@ class QueueView:
         """Items in line, by position."""
         return sorted((i for i in self.items if i.position is not None), key=lambda i: i.position)
 
-    def as_json(self) -> dict:
+    def as_json(self, waiting: int | None = None) -> dict:
+        """The view as `status --json` prints it; with `waiting`, only the first `waiting`
+        items in line among the items (the others counted in `items_left_out`)."""
+        items = self.items
+        left_out = {}
+        if waiting is not None:
+            line = [i for i in items if i.position is not None]
+            if len(line) > waiting:
+                kept = {id(i) for i in sorted(line, key=lambda i: i.position)[:waiting]}
+                items = [i for i in items if i.position is None or id(i) in kept]
+                left_out = {"items_left_out": len(line) - waiting}
         return {
             "where": self.where,
             "generated": _iso(self.now),
             "counts": dict(self.counts),
-            "items": [i.as_json() for i in self.items],
+            "items": [i.as_json() for i in items],
+            **left_out,
             "forecast": self.forecast.as_json(),
             "paused_since": _iso(self.paused_since),
             "held": self.held,

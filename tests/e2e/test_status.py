@@ -173,3 +173,24 @@ def test_the_dashboard_and_status_give_one_forecast_at_one_moment(tmp_path, amba
         gate.touch()
         run.send_signal(signal.SIGTERM)
         run.communicate(timeout=60)
+
+
+def test_json_with_waiting_prints_the_head_of_the_line_and_counts_the_rest(tmp_path):
+    """`status --json --waiting N`: every item not in line, the first N in line (their
+    positions 1..N), and how many more wait - checked against the schema; without --waiting,
+    every item, as before."""
+    from kube_workqueue.manager.backends.local.ledger import SqliteLedger
+
+    state = tmp_path / "state"
+    with SqliteLedger(str(state)).open() as ledger:
+        ledger.see([f"item-{i:03d}.x" for i in range(50)])
+        ledger.start("item-000.x", "/log")
+        ledger.finish("item-000.x", True, 0, None)
+    head = status(state, "--waiting", "3")
+    jsonschema.validate(head, SCHEMA)
+    waiting = [i for i in head["items"] if i["state"] == "pending"]
+    assert [i["position"] for i in waiting] == [1, 2, 3] and head["items_left_out"] == 46
+    assert any(i["state"] == "succeeded" for i in head["items"])
+    whole = status(state)
+    jsonschema.validate(whole, SCHEMA)
+    assert len(whole["items"]) == 50 and "items_left_out" not in whole

@@ -61,10 +61,14 @@ class SqliteLedger(LedgerFile, QueueFiles):
     arrivals_known = True  # first_seen is when the manager first saw the item listed
     keeps_status = False  # `workqueue status` reads the ledger itself (`state_files.report`)
 
-    def __init__(self, state_dir: str, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, state_dir: str, *, clock: Callable[[], float] = time.time,
+                 mirrored: bool = True) -> None:  # fmt: skip
+        """`mirrored=False`: nothing is read into memory at open - for `status`, which reads
+        rows and asks no item's state (100,000 items: 0.13 s saved)."""
         super().__init__(state_dir)
         self.where = self.state_dir
         self.clock = clock
+        self.mirrored = mirrored
         self._state: dict[str, tuple[str, int]] = {}
         self._versions: dict[str, str] = {}  # name -> the version its latest attempt ran at
         # name -> priority, for the items whose priority is not 0 (the `priority` column's
@@ -82,6 +86,8 @@ class SqliteLedger(LedgerFile, QueueFiles):
         self._priorities = {}
         known = {row[1] for row in db.execute("PRAGMA table_info(items)")}
         self._columns = COLUMNS + (PRIORITY if "priority" in known else NO_PRIORITY)
+        if not self.mirrored:
+            return
         if "priority" in known:
             for name, priority in db.execute("SELECT name, priority FROM items WHERE priority"):
                 self._priorities[name] = priority
@@ -349,18 +355,20 @@ class SqliteLedger(LedgerFile, QueueFiles):
 
 
 def open_ledger(
-    state_dir: str, *, exclusive: bool = True, backups: bool | None = None
+    state_dir: str, *, exclusive: bool = True, backups: bool | None = None, mirrored: bool = True
 ) -> SqliteLedger:
     """The ledger of `state_dir`, opened; a held or unusable directory is a `UserError`."""
     try:
-        return SqliteLedger(state_dir).open(exclusive=exclusive, backups=backups)
+        return SqliteLedger(state_dir, mirrored=mirrored).open(exclusive=exclusive,
+                                                              backups=backups)  # fmt: skip
     except OSError as exc:
         raise UserError(f"cannot use state directory {state_dir}: {exc.strerror}") from None
 
 
-def existing_ledger(state_dir: str, *, exclusive: bool = False) -> SqliteLedger:
+def existing_ledger(state_dir: str, *, exclusive: bool = False,
+                    mirrored: bool = True) -> SqliteLedger:  # fmt: skip
     """For commands that read or change what a manager left (never backed up by them): a
-    clear error when nothing is there."""
+    clear error when nothing is there. `mirrored=False`: rows only (`SqliteLedger`)."""
     if not os.path.exists(os.path.join(state_dir, LEDGER_FILE)):
         raise UserError(f"no ledger in {state_dir} (has a manager run there?)")
-    return open_ledger(state_dir, exclusive=exclusive, backups=False)
+    return open_ledger(state_dir, exclusive=exclusive, backups=False, mirrored=mirrored)

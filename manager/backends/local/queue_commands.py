@@ -48,7 +48,7 @@ class LocalQueueOps(QueueOps):
     def _reading(self) -> SqliteLedger:
         """The ledger opened shared (a running manager keeps its hold), once."""
         if self._reader is None:
-            self._reader = existing_ledger(self.state_dir)
+            self._reader = existing_ledger(self.state_dir, mirrored=False)  # rows are read
         return self._reader
 
     def _opened(self) -> SqliteLedger:
