@@ -326,19 +326,22 @@ def _children() -> bool:
 def _end_group(grace: float) -> None:
     """The worker's group and the shim's children ended (the shim ignores SIGTERM, not
     SIGKILL - so TERM to the group first, then KILL to each other member and child once they
-    had `grace`), all reaped."""
+    had `grace`), all reaped. A leftover's own children come back to the shim when it ends
+    (a subreaper), after any list of them was taken: so each one that appears is sent TERM
+    (within the grace) or KILL (after it) until none is left."""
     os.killpg(0, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while (_children() or (not _SUBREAPER and _group_members())) and \
-            time.monotonic() < deadline:  # fmt: skip
-        time.sleep(0.02)
-    for pid in set(_group_members() if not _SUBREAPER else ()) | set(_child_pids()):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    while _children():
-        time.sleep(0.01)
+    told: set[int] = set()
+    while _children() or (not _SUBREAPER and _group_members()):
+        late = time.monotonic() >= deadline
+        for pid in set(_child_pids()) | set(_group_members() if not _SUBREAPER else ()):
+            if late or pid not in told:
+                told.add(pid)
+                try:
+                    os.kill(pid, signal.SIGKILL if late else signal.SIGTERM)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        time.sleep(0.01 if late else 0.02)
 
 
 def _child_pids() -> list[int]:

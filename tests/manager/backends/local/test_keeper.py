@@ -598,8 +598,13 @@ def test_what_a_worker_leaves_running_is_ended_before_the_slot_s_next_worker(tmp
     the slot's next worker never shares its shim with an earlier one's leftovers."""
     marks = tmp_path / "left"
     script = tmp_path / "leaver.sh"
+    # the session's shell has its own child when the worker ends: the shell killed, that
+    # child comes back to the shim after the shim's list of leftovers was taken
     script.write_text(f"#!/bin/sh\n(sleep 300; echo late >> {marks}) &\n"
-                      f"setsid sh -c 'sleep 300; echo late >> {marks}' &\nexit 0\n")  # fmt: skip
+                      f"ready={tmp_path}/ready.$$\n"
+                      f"setsid sh -c \"sleep 300 & echo up > $ready; wait\n"
+                      f"echo late >> {marks}\" &\n"
+                      "while [ ! -e $ready ]; do sleep 0.01; done\nexit 0\n")  # fmt: skip
     script.chmod(0o755)
     backend = LocalBackend([str(script)], str(tmp_path / "state"))
     try:
