@@ -141,16 +141,6 @@ def peers_python() -> str:
     return str(python)
 
 
-def _peer(python: str, script: str, url: str, jobs: int, concurrency: int) -> float:
-    done = subprocess.run(
-        [python, str(ROOT / "bench" / "peers" / script), url, str(jobs), "--concurrency",
-         str(concurrency)], capture_output=True, text=True, check=True, cwd=tempfile.gettempdir(),
-    )  # fmt: skip
-    figures = json.loads(done.stdout.strip().splitlines()[-1])
-    assert figures["jobs"] == jobs, figures
-    return jobs / figures["seconds"]
-
-
 def _fleet_drain(server: PostgresServer, folder: Path, work: Path, managers: int,
                  parallelism: int) -> tuple[float, list[float]]:  # fmt: skip
     """`managers` runs of `workqueue run --ledger` over `folder`: items/s from launch to the
@@ -178,27 +168,80 @@ def _fleet_drain(server: PostgresServer, folder: Path, work: Path, managers: int
     return count / took, [at - last for at in exits]
 
 
-def drains(items: int = 5000, parallelism: int = 4, fleets=(1, 2, 4)) -> None:
+def _peer_fleet(python: str, script: str, url: str, jobs: int, workers: int,
+                concurrency: int) -> float:  # fmt: skip
+    """A peer's fleet: `jobs` jobs enqueued, then `workers` worker processes launched together,
+    each at `concurrency`, each job a process it starts (`--spawn`): jobs a second from launch
+    to the last exit - measured as ours is, start-up included."""
+    script_path = str(ROOT / "bench" / "peers" / script)
+    subprocess.run([python, script_path, url, str(jobs), "--phase", "enqueue"],
+                   capture_output=True, check=True, cwd=tempfile.gettempdir())  # fmt: skip
+    began = time.monotonic()
+    runs = [subprocess.Popen(
+        [python, script_path, url, str(jobs), "--phase", "drain", "--spawn", "--concurrency",
+         str(concurrency)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=tempfile.gettempdir(),
+    ) for _ in range(workers)]  # fmt: skip
+    ran = 0
+    for run in runs:
+        out, err = run.communicate(timeout=600)
+        assert run.returncode == 0, err
+        ran += json.loads(out.strip().splitlines()[-1])["jobs"]
+    took = time.monotonic() - began
+    assert ran == jobs, (ran, jobs)  # every job once: a drain that ran one twice is no figure
+    return jobs / took
+
+
+def _spread(values: list[float]) -> str:
+    ordered = sorted(values)
+    return (f"{ordered[0]:,.0f} / {ordered[len(ordered) // 2]:,.0f} / {ordered[-1]:,.0f}")
+
+
+def drains(items: int = 5000, parallelism: int = 4, fleets=(1, 2, 4), rounds: int = 3) -> None:
+    """The fleet against itself and its peers, in rounds (each round: ours with 1, 2 and 4
+    managers, then each peer with 1, 2 and 4 worker processes - interleaved, so a busy spell
+    of the machine falls on all of them): items a second, min / median / max over the rounds,
+    and each peer's per-round ratio to ours at the same count."""
     work = Path(tempfile.mkdtemp(prefix="wq-drains-"))
     folder = work / "items"
     folder.mkdir()
     for i in range(items):
         (folder / f"item-{i:05}.txt").touch()
     server = PostgresServer()
+    peers = (("pgqueuer_drain.py", "PgQueuer"), ("procrastinate_drain.py", "procrastinate"))
+    ours: dict[int, list[float]] = {n: [] for n in fleets}
+    theirs: dict[tuple[str, int], list[float]] = {(p, n): [] for _, p in peers for n in fleets}
+    lags: list[float] = []
     try:
         python = peers_python()
-        print(f"\ndrains of {items:,} items, parallelism {parallelism} (one server, one run):")
+        print(f"\ndrains of {items:,} items, parallelism {parallelism} a manager or worker "
+              f"process, each item a process (`true`), {rounds} rounds on one server, "
+              f"load {os.getloadavg()[0]:.2f} at the start:")  # fmt: skip
+        for _ in range(rounds):
+            for managers in fleets:
+                rate, exits = _fleet_drain(server, folder, work, managers, parallelism)
+                ours[managers].append(rate)
+                lags += exits
+            for script, name in peers:
+                for workers in fleets:
+                    theirs[(name, workers)].append(_peer_fleet(
+                        python, script, server.database(), items, workers, parallelism))
         for managers in fleets:
-            rate, lags = _fleet_drain(server, folder, work, managers, parallelism)
-            print(f"  workqueue run --ledger, {managers} manager(s): {rate:,.0f} items/s end to "
-                  f"end (a process per item); exits after the last item: "
-                  + ", ".join(f"{lag:.2f}s" for lag in lags) + " (goal <= 1 s)")  # fmt: skip
-        for script, name, default in (("pgqueuer_drain.py", "PgQueuer", 0),
-                                      ("procrastinate_drain.py", "procrastinate", 1)):  # fmt: skip
-            mine = _peer(python, script, server.database(), items, parallelism)
-            theirs = _peer(python, script, server.database(), items, default)
-            print(f"  {name}: {mine:,.0f} jobs/s at concurrency {parallelism}, {theirs:,.0f} "
-                  f"at its default (a coroutine per job)")  # fmt: skip
+            print(f"  workqueue run --ledger, {managers} manager(s): "
+                  f"{_spread(ours[managers])} items/s")  # fmt: skip
+        for _, name in peers:
+            for workers in fleets:
+                rates = theirs[(name, workers)]
+                ratios = sorted(o / t for o, t in zip(ours[workers], rates, strict=True))
+                print(f"  {name}, {workers} worker process(es) spawning `true` per job: "
+                      f"{_spread(rates)} jobs/s; ours / theirs per round {ratios[0]:.2f} / "
+                      f"{ratios[len(ratios) // 2]:.2f} / {ratios[-1]:.2f}")  # fmt: skip
+        most, one = ours[fleets[-1]], ours[fleets[0]]
+        print(f"  {fleets[-1]} managers / {fleets[0]}, per round: "
+              + ", ".join(f"{f / o:.2f}" for f, o in zip(most, one, strict=True))
+              + " (goal >= 1)")  # fmt: skip
+        print(f"  a manager's exit after the ledger's last finish: max {max(lags):.2f} s "
+              f"(goal <= 1 s)")  # fmt: skip
         for label, extra in (("a bare thread pool", []),
                              ("a keeper, a journal, SQLite: the durable least",
                               ["--durable", str(work / "floor"), "--kept"])):  # fmt: skip
@@ -213,3 +256,13 @@ def drains(items: int = 5000, parallelism: int = 4, fleets=(1, 2, 4)) -> None:
     finally:
         server.close()
         subprocess.run(["rm", "-rf", str(work)], check=False)
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description="the fleet's drains against its peers")
+    parser.add_argument("--items", type=int, default=5000)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    drains(items=args.items, rounds=args.rounds)

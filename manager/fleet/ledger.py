@@ -49,6 +49,7 @@ from .notifier import Notifier
 log = logging.getLogger(__name__)
 RELOAD_SECONDS = 600.0  # the safety net's full read (changes are read in commit order)
 STARTUP_SECONDS = 10.0
+ANALYZE_AFTER = 1000  # new names in one listing that bring the line's statistics up to date
 TAKEN = (
     "its claim was taken (this manager was declared dead while it ran): this run's end is "
     "not recorded"
@@ -202,6 +203,11 @@ class PostgresLedger(Claims, GroupClaims):
         with self._lock:
             for name in fresh:  # a rival's insert of the same name counts as seen too
                 self._state.setdefault(name, PENDING_PAIR)
+        if len(found) >= ANALYZE_AFTER:  # (`statements.ANALYZE_LINE` says why)
+            try:
+                self.db.run(sql.ANALYZE_LINE)
+            except StorageFault as fault:  # a speed-up only: the names are recorded
+                log.debug("the line's statistics were not brought up to date: %s", fault)
         return [row[0] for row in found]
 
     def prioritize(self, changes: dict[str, int]) -> None:

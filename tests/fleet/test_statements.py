@@ -185,3 +185,20 @@ def test_a_connection_the_server_ended_while_idle_is_replaced_before_its_next_st
     wait_until(lambda: _ended(a.db._conn), timeout=30)  # its farewell is on the socket
     assert a.see(["y"]) == ["y"]  # no StorageFault: a new connection took it
     assert sql(a, "SELECT pg_backend_pid()")[0][0] != pid
+
+
+def test_a_big_listing_into_a_line_last_analyzed_empty_still_claims_through_the_index(
+    open_ledger,
+):
+    """Statistics that saw the line empty made PostgreSQL scan and sort every waiting row for
+    each claim under four managers' turns (1.3 ms a claim at 5,000 waiting, against 0.06 ms):
+    a listing of many new names brings them up to date, and the claim walks the line's index
+    in order (no sort) and stops at its first free row."""
+    a = open_ledger("a")
+    sql(a, "ANALYZE")  # what the statistics know: an empty line
+    a.see([f"item-{i:05}" for i in range(5000)])
+    turn = ("(listed_at < clock_timestamp() - interval '0.25 seconds' "
+            "OR mod(hashtext(name) & 2147483647, 4) = 0)")  # four live managers, the first's
+    text = _inline(sql_statements.CLAIM.sql.format(turn=turn))
+    plan = "\n".join(row[0] for row in sql(a, "EXPLAIN " + text))
+    assert "Index Scan using items_line" in plan and "Sort" not in plan, plan
