@@ -8,7 +8,9 @@ shell, find, xargs and every `true`). Medians, and the ratios of the medians (go
 xargs', wall <= 1.3x). The floors beside them: bench/local_floor.py --durable, the least Python
 that does workqueue's durable steps per item (three SQLite transactions, an item file, a log, a
 spawn), and the same with --kept, its workers started by a keeper process that journals each
-start and end (what lets workqueue's workers outlive a killed manager), measured the same way.
+start and end (what lets workqueue's workers outlive a killed manager), and the same with --shim,
+each worker started by its slot's shim as workqueue's are (what keeps a worker's end when the
+keeper dies), measured the same way.
 
 Run: .venv/bin/python -m bench.local_cpu [--items 10000] [--runs 5]
 """
@@ -53,7 +55,7 @@ def main() -> None:
     folder = folder_of(args.items, work)
     p = str(args.parallelism)
     runs: dict[str, list[tuple[float, float]]] = {
-        "workqueue run": [], "xargs": [], "floor": [], "floor, kept": []
+        "workqueue run": [], "xargs": [], "floor": [], "floor, kept": [], "floor, shim": []
     }  # fmt: skip
     for i in range(args.runs):
         state = work / f"state-{i}"
@@ -68,6 +70,9 @@ def main() -> None:
         runs["floor, kept"].append(measured([sys.executable, "-m", "bench.local_floor", folder,
                                              "--parallelism", p, "--durable",
                                              work / f"kept-{i}", "--kept"]))  # fmt: skip
+        runs["floor, shim"].append(measured([sys.executable, "-m", "bench.local_floor", folder,
+                                             "--parallelism", p, "--durable",
+                                             work / f"shim-{i}", "--kept", "--shim"]))  # fmt: skip
     median = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v))
               for k, v in runs.items()}  # fmt: skip
     xw, xc = median["xargs"]

@@ -19,8 +19,14 @@ journal and sends the end back, and the acknowledgement that the ledger has it r
 next start (journaled too). The least Python that does the durable steps *and* keeps that
 promise; `workqueue run` does these and its queue, retries, recovery and reporting.
 
+With `--shim` as well, the keeper starts each worker through its slot's shim, as workqueue's
+keeper does (`manager/backends/local/shim.py`): a process forked once a slot, handed each
+worker's start with the log's descriptor after the journal line, which posix_spawns it, waits,
+writes its end to the slot's file and tells the keeper - so a worker's end is known even when
+the keeper dies. The floor of the promise as workqueue keeps it.
+
 Run: .venv/bin/python -m bench.local_floor FOLDER [--suffix .x] [--parallelism 2]
-     [--durable STATE_DIR [--kept]] [CMD ...]
+     [--durable STATE_DIR [--kept [--shim]]] [CMD ...]
 """
 
 from __future__ import annotations
@@ -46,10 +52,11 @@ def main() -> None:
     parser.add_argument("--parallelism", type=int, default=2)
     parser.add_argument("--durable", metavar="STATE_DIR")
     parser.add_argument("--kept", action="store_true")
+    parser.add_argument("--shim", action="store_true", help="with --kept: a shim per slot")
     parser.add_argument("cmd", nargs="*", default=["true"])
     args = parser.parse_args()
     files = sorted(e.path for e in os.scandir(args.folder) if e.name.endswith(args.suffix))
-    keeper = Keeper(args.durable, args.cmd) if args.kept else None
+    keeper = Keeper(args.durable, args.cmd, shim=args.shim) if args.kept else None
     one = durable(args.durable, args.cmd, keeper) if args.durable else plain(args.cmd)
 
     with ThreadPoolExecutor(args.parallelism) as pool:
@@ -115,13 +122,14 @@ def durable(state: str, cmd: list[str], keeper: Keeper | None = None):
 class Keeper:
     """The manager's side: a forked keeper process (`keep`) and a reader of its ends."""
 
-    def __init__(self, state: str, cmd: list[str]) -> None:
+    def __init__(self, state: str, cmd: list[str], shim: bool = False) -> None:
         os.makedirs(state, exist_ok=True)
         ours, theirs = socket.socketpair()
         self.pid = os.fork()
         if self.pid == 0:  # before any thread: the keeper is this process, forked
             ours.close()
-            keep(theirs, os.path.join(state, "journal"), shutil.which(cmd[0]) or cmd[0], cmd)
+            keep(theirs, os.path.join(state, "journal"), shutil.which(cmd[0]) or cmd[0], cmd,
+                 os.path.join(state, "ends") if shim else None)  # fmt: skip
             os._exit(0)
         theirs.close()
         self.sock, self.lock, self.acks = ours, threading.Lock(), []
@@ -131,7 +139,8 @@ class Keeper:
     def run(self, name: str, log: str, item_file: str) -> int:
         done, box = self.ends[name] = (threading.Event(), [])
         with self.lock:
-            request = {"name": name, "log": log, "file": item_file, "ack": self.acks}
+            request = {"name": name, "log": log, "file": item_file, "ack": self.acks,
+                       "slot": threading.get_ident()}  # fmt: skip
             self.acks = []
             self.sock.sendall(json.dumps(request).encode() + b"\n")
         done.wait()
@@ -155,8 +164,10 @@ class Keeper:
             done.set()
 
 
-def keep(sock: socket.socket, journal_path: str, program: str, cmd: list[str]) -> None:
-    """The keeper: start each worker asked for, journal its start and end, report the end."""
+def keep(sock: socket.socket, journal_path: str, program: str, cmd: list[str],
+         ends: str | None = None) -> None:  # fmt: skip
+    """The keeper: start each worker asked for (itself, or through its slot's shim when `ends`
+    names the shims' folder), journal its start and end, report the end."""
     journal = os.open(journal_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
     wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(wake_w)
@@ -165,21 +176,36 @@ def keep(sock: socket.socket, journal_path: str, program: str, cmd: list[str]) -
     poller.register(sock.fileno(), select.EPOLLIN)
     poller.register(wake_r, select.EPOLLIN)
     pending, running, base = b"", {}, dict(os.environ)
+    shims: dict[int, socket.socket] = {}  # slot -> its shim's socket
+    by_fd: dict[int, tuple[socket.socket, list[str]]] = {}  # shim socket fd -> (it, its name)
+    if ends is not None:
+        os.makedirs(ends, exist_ok=True)
+
+    def ended(name: str, code: int) -> None:
+        end = {"name": name, "code": code}
+        os.write(journal, json.dumps({"end": end, "at": time.time()}).encode() + b"\n")
+        sock.sendall(json.dumps(end).encode() + b"\n")
+
     while True:
         for fd, _ in poller.poll():
+            if fd in by_fd:
+                shim_sock, slot_name = by_fd[fd]
+                ended(slot_name.pop(), int(shim_sock.recv(64)))
+                continue
             if fd == wake_r:
                 os.read(wake_r, 4096)
                 while running:
                     pid, status = os.waitpid(-1, os.WNOHANG)
                     if pid == 0:
                         break
-                    end = {"name": running.pop(pid), "code": os.waitstatus_to_exitcode(status)}
-                    line = json.dumps({"end": end, "at": time.time()}).encode() + b"\n"
-                    os.write(journal, line)
-                    sock.sendall(json.dumps(end).encode() + b"\n")
+                    ended(running.pop(pid), os.waitstatus_to_exitcode(status))
                 continue
             data = sock.recv(65536)
-            if not data:
+            if not data:  # the shims end too, waited for: their CPU counts in the tree's
+                for shim_sock, _ in by_fd.values():
+                    shim_sock.close()
+                for _ in by_fd:
+                    os.wait()
                 return
             *lines, pending = (pending + data).split(b"\n")
             for line in lines:
@@ -187,14 +213,55 @@ def keep(sock: socket.socket, journal_path: str, program: str, cmd: list[str]) -
                 log = os.open(ask["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
                               0o644)  # fmt: skip
                 os.write(log, f"=== {ask['name']} at {time.time()} ===\n".encode())
-                pid = os.posix_spawn(
-                    program, cmd, {**base, "WORK_ITEM_FILE": ask["file"]}, setsid=True,
-                    file_actions=[(os.POSIX_SPAWN_DUP2, log, 1), (os.POSIX_SPAWN_DUP2, log, 2)],
-                )  # fmt: skip
+                env = {**base, "WORK_ITEM_FILE": ask["file"]}
+                if ends is None:
+                    pid = os.posix_spawn(
+                        program, cmd, env, setsid=True,
+                        file_actions=[(os.POSIX_SPAWN_DUP2, log, 1),
+                                      (os.POSIX_SPAWN_DUP2, log, 2)],
+                    )  # fmt: skip
+                    os.close(log)
+                    running[pid] = ask["name"]
+                    start = {"start": {"name": ask["name"], "pid": pid}, "ack": ask["ack"]}
+                    os.write(journal, json.dumps(start).encode() + b"\n")
+                    continue
+                if ask["slot"] not in shims:
+                    shim_sock = shims[ask["slot"]] = _fork_shim(
+                        os.path.join(ends, str(len(shims))), program, cmd)
+                    by_fd[shim_sock.fileno()] = (shim_sock, [])
+                    poller.register(shim_sock.fileno(), select.EPOLLIN)
+                shim_sock = shims[ask["slot"]]
+                start = {"start": {"name": ask["name"], "slot": ask["slot"]}, "ack": ask["ack"]}
+                os.write(journal, json.dumps(start).encode() + b"\n")  # then the go-ahead
+                by_fd[shim_sock.fileno()][1].append(ask["name"])
+                socket.send_fds(shim_sock, [json.dumps(env).encode()], [log])
                 os.close(log)
-                running[pid] = ask["name"]
-                start = {"start": {"name": ask["name"], "pid": pid}, "ack": ask["ack"]}
-                os.write(journal, json.dumps(start).encode() + b"\n")
+
+
+def _fork_shim(ends_file: str, program: str, cmd: list[str]) -> socket.socket:
+    """A slot's shim, forked once: each message is a worker's environment with its log's
+    descriptor; it spawns the worker, waits, writes the end to its file, sends it back."""
+    ours, theirs = socket.socketpair()
+    if os.fork() != 0:
+        theirs.close()
+        return ours
+    ours.close()
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    os.setsid()
+    out = os.open(ends_file, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    while True:
+        data, fds, _, _ = socket.recv_fds(theirs, 1 << 20, 1)
+        if not data:
+            os._exit(0)
+        pid = os.posix_spawn(
+            program, cmd, json.loads(data),
+            file_actions=[(os.POSIX_SPAWN_DUP2, fds[0], 1), (os.POSIX_SPAWN_DUP2, fds[0], 2)],
+        )  # fmt: skip
+        os.close(fds[0])
+        code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        os.pwrite(out, f"{pid} {code}".encode().ljust(63) + b"\n", 0)
+        theirs.send(str(code).encode())
 
 
 if __name__ == "__main__":
