@@ -247,17 +247,19 @@ def _few_arenas() -> None:
     default, 58-64 KB with two arenas (measured with 16 KB pages). The threads mostly wait on
     sockets, holding the GIL when they allocate: they gain nothing from more arenas. (The
     same as MALLOC_ARENA_MAX=2, without asking the user to set it.)"""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        libc.mallopt(M_ARENA_MAX, MALLOC_ARENAS)
-    except (OSError, AttributeError):  # not glibc
-        pass
+    mallopt = _glibc("mallopt")
+    if mallopt is not None:
+        mallopt(M_ARENA_MAX, MALLOC_ARENAS)
 
 
 def _malloc_trim():
+    return _glibc("malloc_trim")
+
+
+def _glibc(function: str):
+    """glibc's `function`, or None where the C library is not glibc."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return libc.malloc_trim
+        return getattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), function)
     except (OSError, AttributeError):  # not glibc
         return None
 

@@ -192,9 +192,10 @@ def _peer_fleet(python: str, script: str, url: str, jobs: int, workers: int,
     return jobs / took
 
 
-def _spread(values: list[float]) -> str:
+def _spread(values: list[float], form: str = ",.0f") -> str:
+    """min / median / max of `values`, each written as `form` says."""
     ordered = sorted(values)
-    return (f"{ordered[0]:,.0f} / {ordered[len(ordered) // 2]:,.0f} / {ordered[-1]:,.0f}")
+    return " / ".join(f"{v:{form}}" for v in (ordered[0], ordered[len(ordered) // 2], ordered[-1]))
 
 
 def drains(items: int = 5000, parallelism: int = 4, fleets=(1, 2, 4), rounds: int = 3) -> None:
@@ -232,10 +233,10 @@ def drains(items: int = 5000, parallelism: int = 4, fleets=(1, 2, 4), rounds: in
         for _, name in peers:
             for workers in fleets:
                 rates = theirs[(name, workers)]
-                ratios = sorted(o / t for o, t in zip(ours[workers], rates, strict=True))
+                ratios = [o / t for o, t in zip(ours[workers], rates, strict=True)]
                 print(f"  {name}, {workers} worker process(es) spawning `true` per job: "
-                      f"{_spread(rates)} jobs/s; ours / theirs per round {ratios[0]:.2f} / "
-                      f"{ratios[len(ratios) // 2]:.2f} / {ratios[-1]:.2f}")  # fmt: skip
+                      f"{_spread(rates)} jobs/s; ours / theirs per round "
+                      f"{_spread(ratios, '.2f')}")  # fmt: skip
         most, one = ours[fleets[-1]], ours[fleets[0]]
         print(f"  {fleets[-1]} managers / {fleets[0]}, per round: "
               + ", ".join(f"{f / o:.2f}" for f, o in zip(most, one, strict=True))

@@ -177,7 +177,8 @@ def keep(sock: socket.socket, journal_path: str, program: str, cmd: list[str],
     poller.register(wake_r, select.EPOLLIN)
     pending, running, base = b"", {}, dict(os.environ)
     shims: dict[int, socket.socket] = {}  # slot -> its shim's socket
-    by_fd: dict[int, tuple[socket.socket, list[str]]] = {}  # shim socket fd -> (it, its name)
+    by_fd: dict[int, socket.socket] = {}  # a shim's socket by its descriptor
+    running_on: dict[int, str] = {}  # a shim's descriptor -> the item its worker runs
     if ends is not None:
         os.makedirs(ends, exist_ok=True)
 
@@ -189,8 +190,7 @@ def keep(sock: socket.socket, journal_path: str, program: str, cmd: list[str],
     while True:
         for fd, _ in poller.poll():
             if fd in by_fd:
-                shim_sock, slot_name = by_fd[fd]
-                ended(slot_name.pop(), int(shim_sock.recv(64)))
+                ended(running_on.pop(fd), int(by_fd[fd].recv(64)))
                 continue
             if fd == wake_r:
                 os.read(wake_r, 4096)
@@ -202,7 +202,7 @@ def keep(sock: socket.socket, journal_path: str, program: str, cmd: list[str],
                 continue
             data = sock.recv(65536)
             if not data:  # the shims end too, waited for: their CPU counts in the tree's
-                for shim_sock, _ in by_fd.values():
+                for shim_sock in by_fd.values():
                     shim_sock.close()
                 for _ in by_fd:
                     os.wait()
@@ -228,12 +228,12 @@ def keep(sock: socket.socket, journal_path: str, program: str, cmd: list[str],
                 if ask["slot"] not in shims:
                     shim_sock = shims[ask["slot"]] = _fork_shim(
                         os.path.join(ends, str(len(shims))), program, cmd)
-                    by_fd[shim_sock.fileno()] = (shim_sock, [])
+                    by_fd[shim_sock.fileno()] = shim_sock
                     poller.register(shim_sock.fileno(), select.EPOLLIN)
                 shim_sock = shims[ask["slot"]]
                 start = {"start": {"name": ask["name"], "slot": ask["slot"]}, "ack": ask["ack"]}
                 os.write(journal, json.dumps(start).encode() + b"\n")  # then the go-ahead
-                by_fd[shim_sock.fileno()][1].append(ask["name"])
+                running_on[shim_sock.fileno()] = ask["name"]
                 socket.send_fds(shim_sock, [json.dumps(env).encode()], [log])
                 os.close(log)
 

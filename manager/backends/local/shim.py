@@ -332,9 +332,12 @@ def _end_group(grace: float) -> None:
     os.killpg(0, signal.SIGTERM)
     deadline = time.monotonic() + grace
     told: set[int] = set()
-    while _children() or (not _SUBREAPER and _group_members()):
+    while True:
+        members = [] if _SUBREAPER else _group_members()  # (a look through /proc: once a round)
+        if not _children() and not members:
+            return
         late = time.monotonic() >= deadline
-        for pid in set(_child_pids()) | set(_group_members() if not _SUBREAPER else ()):
+        for pid in set(_child_pids()) | set(members):
             if late or pid not in told:
                 told.add(pid)
                 try:
