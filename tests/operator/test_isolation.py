@@ -115,5 +115,5 @@ def test_a_tenants_pattern_cannot_freeze_the_operator(operated, tmp_path, ambass
 def _answers(url: str) -> bool:
     try:
         return requests.get(url, timeout=10).status_code == 200
-    except requests.ConnectionError:
+    except requests.RequestException:  # refused, or slow under load: not yet
         return False

@@ -93,8 +93,8 @@ class DeploymentRunner:
             try:
                 if requests.get(url + "/readyz", timeout=2).ok:
                     break
-            except requests.ConnectionError:
-                pass
+            except requests.RequestException:  # refused, or slow to answer under load: probe again,
+                pass  # as the kubelet does after a failed readiness probe
             time.sleep(0.05)
         if process.poll() is None:
             self.apiserver.endpoints[key] = url

@@ -38,7 +38,7 @@ def start_charted_ambassador(log, port: int) -> subprocess.Popen:
         assert process.poll() is None, f"the ambassador exited with {process.returncode}"
         try:
             return requests.get(f"http://127.0.0.1:{port}/readyz", timeout=2).ok
-        except requests.ConnectionError:
+        except requests.RequestException:  # refused, or slow under load: not yet
             return False
 
     wait_until(ready, timeout=30)
