@@ -64,6 +64,10 @@ class SortedNames:
             found = self._found = starts_of(self.blob)
         return found
 
+    def prepare(self) -> None:
+        """Find where each name begins now (a thread that can wait pays for a first lookup)."""
+        self._starts  # noqa: B018
+
     def __len__(self) -> int:
         return self._count
 

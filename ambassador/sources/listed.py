@@ -16,8 +16,11 @@ Finding changes:
 State, written by the refresher thread (or `start`) one writer at a time (`_writing`), read by
 requests:
   _listing   the names, sorted, and each one's meta (packed_listing.py: two blobs, about the
-             bytes themselves and 8 more an item) - replaced whole by each change, never
-             changed in place, so a reader takes the current one and needs no lock;
+             bytes themselves and 8 more an item, and a small delta of recent changes over
+             them) - replaced whole by each change, never changed in place, so a reader takes
+             the current one and needs no lock; a thread of its own (`_tidy`, one at a time)
+             folds a grown delta into new blobs and swaps in the same items over them, under
+             the same version;
   version    grows by one with every listing that differs (a name came or went, a meta
              changed): an object overwritten in place is a new version;
   watchers   queues told each name ADDED or DELETED, under `_lock`, at the swap (an item whose
@@ -83,6 +86,7 @@ class ListedSource:
         # Invariant (under _writing): while a full listing runs, the names `apply` changed
         # since it began (an ordered set); None between listings. One listing at a time.
         self._touched: dict[str, None] | None = None
+        self._tidying = False  # (under _writing) a thread merges or prepares the listing
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.problem: str | None = None  # why the last listing failed; None when it worked
@@ -204,6 +208,8 @@ class ListedSource:
                 fresh = fresh.with_changes({name: current.meta(name) for name in touched})[0]
             self._install(fresh)
             self.listings += 1
+            if self._listing is fresh:  # a new base: its offsets found off the change path
+                self._tidy(fresh)
         if self.problem is not None:
             log.warning("%s can be listed again", self.lister.where)
         self.problem = None
@@ -221,6 +227,35 @@ class ListedSource:
                 self._touched.update(dict.fromkeys(changes))
             fresh, added, removed = self._listing.with_changes(changes)
             self._install(fresh, (added, removed), list(changes))
+            if fresh.wants_merge():
+                self._tidy(fresh)
+
+    def _tidy(self, listing: PackedListing) -> None:
+        """Fold `listing`'s delta into a new base - or, for a new base, find where its names
+        begin - in a thread of its own, so a batch of changes never waits for a copy of the
+        whole listing (packed_listing.py). One at a time; the caller holds `_writing`."""
+        if self._tidying:
+            return
+        self._tidying = True
+        threading.Thread(target=self._tidied, args=(listing,), name="ambassador-tidy",
+                         daemon=True).start()  # fmt: skip
+
+    def _tidied(self, listing: PackedListing) -> None:
+        try:
+            merged = listing.merged().prepared()  # the copy and the offsets, outside the lock
+            if merged is listing:  # a base alone: its offsets were all it needed
+                return
+            with self._writing:
+                current = self._listing
+                if current.shares_base(listing):  # else a full listing replaced it meanwhile
+                    rebased = current.rebased(listing, merged)
+                    with self._lock:  # the same items under the same version
+                        self._listing = rebased
+        finally:
+            with self._writing:
+                self._tidying = False
+                if self._listing.wants_merge():  # changes that came during this one
+                    self._tidy(self._listing)
 
     def _install(self, fresh: PackedListing, came_went: tuple[list, list] | None = None,
                  changed: list[str] | None = None) -> None:  # fmt: skip

@@ -15,11 +15,18 @@ lock, and every structure here is built in a few passes in C (joins, splits, sli
   * `build(pairs)` takes (name, meta) pairs as a store lists them - S3 lists keys in UTF-8
     binary order, which is this order, so the blobs are written as the pages come; pairs out of
     order (a Redis set's scan) are sorted once at the end;
-  * `with_changes(changes)` applies a few changes (notifications) in O(k log n) lookups and one
-    copy of the spans between them, and says which names came and went; where each name begins
-    is found again only when the new listing is first read by name (the publisher only writes
-    it out: 10 changes among a million objects cost a copy, 65 ms, where finding the offsets
-    again too took 330 ms);
+  * a listing is a *base* (the two blobs) and a small *delta* over it: each name whose meta
+    changed, came or went since the base was made. `with_changes(changes)` costs a lookup a
+    change and a copy of the delta - the base is shared, never copied - and says which names
+    came and went. A change feed beside a million items used to copy both blobs at every
+    batch (65-75 ms) and find where each name begins in the copy at its first lookup
+    (200-330 ms): a log's records waited 0.4-0.6 s for it at 1,000 a second;
+  * `merged()` folds the delta into a new base (the base's spans between changed names, one
+    join); the source does it in a thread of its own once the delta outgrows MERGE_AT names
+    and 1/MERGE_SHARE of the base, finds the new base's offsets there too (`prepared`), and
+    swaps in `rebased` - the changes made meanwhile, over the new base. A page reads the base
+    and the sorted delta side by side; a whole listing (the publisher's blobs, a watch's first
+    names) is the merge, kept with the listing;
   * `names_diff(older, newer)` finds the names added and removed, comparing runs of
     `_RUN` names as one bytes comparison, so a re-listing with nothing new is n / _RUN
     comparisons in C, and each change costs at most one run stepped through name by name.
@@ -27,20 +34,31 @@ lock, and every structure here is built in a few passes in C (joins, splits, sli
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping
+from itertools import accumulate
 
 from ..sorted_names import SortedNames
 
 _RUN = 256  # names compared at once by names_diff
+MERGE_AT = 1024  # a delta of more names than this and MERGE_SHARE of the base is merged
+MERGE_SHARE = 64
 
 
 class PackedListing:
-    __slots__ = ("names", "metas")
+    __slots__ = ("_names", "_metas", "_delta", "_count", "_order", "_merged")
 
     def __init__(self, names: SortedNames | None = None, metas: SortedNames | None = None):
-        # Invariant: `names` sorted, no name twice; metas[i] is the meta of names[i].
-        self.names = names or SortedNames()
-        self.metas = metas or SortedNames()
+        # The base: `_names` sorted, no name twice; _metas[i] is the meta of _names[i].
+        self._names = names or SortedNames()
+        self._metas = metas or SortedNames()
+        # Invariant: `_delta` holds each name whose standing differs from the base's - name ->
+        # (its meta now, or None: not listed; whether the base lists it) - so a name with None
+        # is always one the base lists; `_count` is how many names are listed in all.
+        self._delta: dict[str, tuple[str | None, bool]] = {}
+        self._count = len(self._names)
+        self._order: tuple[list[str], list[int]] | None = None  # (module docstring)
+        self._merged: PackedListing | None = None
 
     @classmethod
     def build(cls, pairs: Iterable[tuple[str, str]]) -> PackedListing:
@@ -74,21 +92,81 @@ class PackedListing:
     # -- reading ---------------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return len(self.names)
+        return self._count
 
     def __contains__(self, name: object) -> bool:
-        return name in self.names
+        return isinstance(name, str) and self.meta(name) is not None
 
     def meta(self, name: str) -> str | None:
         """The meta of `name`, or None when it is not listed."""
-        i = self.names.index(name)
-        return None if i is None else self.metas[i]
+        changed = self._delta.get(name)
+        if changed is not None:
+            return changed[0]
+        return self._base_meta(name)
+
+    def _base_meta(self, name: str) -> str | None:
+        i = self._names.index(name)
+        return None if i is None else self._metas[i]
 
     def page(self, after: str | None, limit: int | None) -> tuple[list[str], int]:
         """Names strictly after `after` (all when None), at most `limit`, and how many remain."""
-        return self.names.page(after, limit)
+        if not self._delta:
+            return self._names.page(after, limit)
+        if limit is None:  # every name: the merged blobs, sliced in C
+            return self.merged().page(after, None)
+        names, effects = self._sorted_delta()
+        first = 0 if after is None else bisect_right(names, after)
+        base_first = 0 if after is None else self._names.bisect_right(after)
+        listed_after = (len(self._names) - base_first) + (effects[-1] - effects[first])
+        out: list[str] = []
+        base_at, delta_at, base_end = base_first, first, len(self._names)
+        while len(out) < limit:  # the base's names a chunk at a time, the delta's among them
+            chunk = self._names.slice(base_at, min(base_end, base_at + limit - len(out) + 16))
+            base_at += len(chunk)
+            for name in chunk:
+                while delta_at < len(names) and names[delta_at] < name:
+                    delta_at = self._take_delta(names[delta_at], delta_at, out)
+                if name in self._delta:  # changed or gone: the delta's entry says which
+                    if delta_at < len(names) and names[delta_at] == name:
+                        delta_at = self._take_delta(name, delta_at, out)
+                    continue
+                out.append(name)
+            if base_at >= base_end:  # the base is read out: the delta's last new names
+                while delta_at < len(names):
+                    delta_at = self._take_delta(names[delta_at], delta_at, out)
+                break
+        del out[limit:]
+        return out, listed_after - len(out)
+
+    def _take_delta(self, name: str, at: int, out: list[str]) -> int:
+        if self._delta[name][0] is not None:
+            out.append(name)
+        return at + 1
+
+    def _sorted_delta(self) -> tuple[list[str], list[int]]:
+        """The changed names sorted, and how many names each prefix of them adds to the
+        base's count (effects[k]: the first k; a new name +1, a gone one -1, a changed one 0)."""
+        order = self._order
+        if order is None:
+            names = sorted(self._delta)
+            steps = (_effect(*self._delta[name]) for name in names)
+            order = self._order = (names, [0, *accumulate(steps)])
+        return order
+
+    @property
+    def names(self) -> SortedNames:
+        """Every listed name, as one blob (merging a delta first: a copy of the listing)."""
+        return self.merged()._names
+
+    @property
+    def metas(self) -> SortedNames:
+        return self.merged()._metas
 
     def same_as(self, other: PackedListing) -> bool:
+        if self is other:
+            return True
+        if self._names is other._names:  # one base: the deltas say it all (the invariant)
+            return self._delta == other._delta
         return self.names.blob == other.names.blob and self.metas.blob == other.metas.blob
 
     # -- changing (a new listing each time) ------------------------------------------------
@@ -97,37 +175,106 @@ class PackedListing:
         self, changes: Mapping[str, str | None]
     ) -> tuple[PackedListing, list[str], list[str]]:
         """This listing with each change applied (name -> its meta now, or None when gone), and
-        the names that came and went (sorted). The caller's duty: few changes - each is a
-        lookup in this listing, and the new one is a copy of it (one join, in C)."""
-        names, metas = self.names, self.metas
-        name_parts: list[bytes] = []
-        meta_parts: list[bytes] = []
+        the names that came and went (sorted). Costs a lookup a change and a copy of the
+        delta: the base is shared, never copied here (`merged` folds the delta in). This
+        listing itself when no change changes anything."""
+        delta = None
         added: list[str] = []
         removed: list[str] = []
+        for name, meta in changes.items():
+            now = self.meta(name)
+            if meta == now:
+                continue
+            if delta is None:
+                delta = dict(self._delta)
+            entry = delta.get(name)
+            in_base = entry[1] if entry is not None else now is not None
+            base_meta = self._base_meta(name) if in_base else None
+            if meta == base_meta:
+                del delta[name]
+            else:
+                delta[name] = (meta, in_base)
+            if now is None:
+                added.append(name)
+            elif meta is None:
+                removed.append(name)
+        if delta is None:
+            return self, [], []
+        fresh = PackedListing(self._names, self._metas)
+        fresh._delta = delta
+        fresh._count = self._count + len(added) - len(removed)
+        added.sort()
+        removed.sort()
+        return fresh, added, removed
+
+    def wants_merge(self) -> bool:
+        """Whether the delta has grown enough that lookups and pages should see it folded into
+        the base (`merged`, then `rebased`): beyond MERGE_SHARE of the base, and MERGE_AT."""
+        return len(self._delta) > max(MERGE_AT, len(self._names) // MERGE_SHARE)
+
+    def merged(self) -> PackedListing:
+        """The same listing as a base alone: the base's spans between changed names copied in
+        one join (in C) - its offsets found when first read by name (`prepared`)."""
+        if not self._delta:
+            return self
+        found = self._merged
+        if found is not None:
+            return found
+        names, metas = self._names, self._metas
+        name_parts: list[bytes] = []
+        meta_parts: list[bytes] = []
         done = 0  # names[:done] are accounted for
-        for key, name, meta in sorted((n.encode("utf-8", "surrogateescape"), n, m)
-                                      for n, m in changes.items()):  # fmt: skip
+        for key, (meta, in_base) in sorted(
+            (n.encode("utf-8", "surrogateescape"), entry) for n, entry in self._delta.items()
+        ):
             i = names.bisect_left(key)
             if i > done:  # the names between two changes, copied as one span
                 name_parts.append(names.span(done, i))
                 meta_parts.append(metas.span(done, i))
-            present = i < len(names) and names.raw(i) == key
-            done = i + 1 if present else i
+            done = i + 1 if in_base else i
             if meta is not None:
                 name_parts.append(key)
                 meta_parts.append(meta.encode("utf-8", "surrogateescape"))
-                if not present:
-                    added.append(name)
-            elif present:
-                removed.append(name)
         if done < len(names):
             name_parts.append(names.span(done, len(names)))
             meta_parts.append(metas.span(done, len(names)))
-        if not name_parts:
-            return PackedListing(), added, removed
-        fresh = PackedListing(SortedNames(b"\0".join(name_parts)),
+        found = PackedListing(SortedNames(b"\0".join(name_parts)),
                               SortedNames(b"\0".join(meta_parts)))  # fmt: skip
-        return fresh, added, removed
+        if not name_parts:
+            found = PackedListing()
+        self._merged = found  # (two threads may both merge: either one stands)
+        return found
+
+    def prepared(self) -> PackedListing:
+        """This listing with where every base name and meta begins found - what a first
+        lookup would otherwise find (200 ms at a million) - so a thread that can wait pays it."""
+        self._names.prepare()
+        self._metas.prepare()
+        return self
+
+    def shares_base(self, other: PackedListing) -> bool:
+        return self._names is other._names
+
+    def rebased(self, older: PackedListing, merged: PackedListing) -> PackedListing:
+        """This listing over `merged` - `older` folded into a base, where `older` is an
+        earlier listing over this one's base: what changed since `older` is this one's delta
+        over the new base. The caller's duty: `older` shares this listing's base."""
+        assert self.shares_base(older)
+        delta: dict[str, tuple[str | None, bool]] = {}
+        for name, entry in self._delta.items():
+            was = older._delta.get(name)
+            if was is None or was[0] != entry[0]:  # changed since `older`
+                delta[name] = (entry[0], was[0] is not None if was else entry[1])
+        for name in older._delta.keys() - self._delta.keys():  # back to the old base's meta
+            delta[name] = (self._base_meta(name), older._delta[name][0] is not None)
+        fresh = PackedListing(merged._names, merged._metas)
+        fresh._delta = delta
+        fresh._count = self._count
+        return fresh
+
+
+def _effect(meta: str | None, in_base: bool) -> int:
+    return -1 if meta is None else (0 if in_base else 1)
 
 
 def names_diff(older: SortedNames, newer: SortedNames) -> tuple[list[str], list[str]]:

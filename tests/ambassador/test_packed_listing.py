@@ -79,8 +79,49 @@ def test_changes_apply_as_a_dict_update_would():
                 model[name] = meta
         assert model_of(listing) == dict(sorted(model.items()))
         assert added == sorted(set(model) - before) and removed == sorted(before - set(model))
+        assert len(listing) == len(model)
+        pages_read_as_the_model(listing, sorted(model), rng)
+        assert model_of(listing.merged()) == dict(sorted(model.items()))
     emptied, added, removed = listing.with_changes(dict.fromkeys(model))
     assert len(emptied) == 0 and added == [] and removed == sorted(model)  # every name gone
+
+
+def pages_read_as_the_model(listing: PackedListing, names: list[str], rng) -> None:
+    """Pages of `listing` - after no name, a listed one, an unlisted one, past the end; of
+    sizes 0 to past the end - against `names`, the model's sorted names."""
+    for _ in range(8):
+        after = rng.choice([None, "", "zzz", *rng.sample(names, min(3, len(names))),
+                            f"item-{rng.randrange(3100):05d}.mp4x"])  # fmt: skip
+        limit = rng.choice([0, 1, 7, 100, len(names) + 5])
+        rest = [n for n in names if after is None or n > after]
+        assert listing.page(after, limit) == (rest[:limit], max(0, len(rest) - limit)), after
+    assert listing.page(None, None) == (names, 0)
+
+
+def test_a_delta_folded_into_a_new_base_keeps_what_changed_since():
+    """The background merge's three steps (listed.py `_tidied`): an older listing is merged
+    while changes go on over the old base; the newer one, rebased on the merge, reads as the
+    model - names changed again, back to the old base's meta, removed and re-added."""
+    rng = random.Random(3)
+    model = {f"item-{i:05d}.mp4": f"meta-{i}" for i in range(0, 2000, 2)}
+    listing = PackedListing.build(sorted(model.items()))
+    for rounds in range(30):
+        older = listing
+        for _ in range(rng.randint(1, 4)):
+            changes: dict[str, str | None] = {}
+            for _ in range(rng.randint(1, 40)):
+                i = rng.randrange(2100)
+                name = f"item-{i:05d}.mp4"
+                changes[name] = rng.choice([None, f"meta-{i}", f"new-{rounds}"])
+            listing = listing.with_changes(changes)[0]
+            model.update(changes)
+            model = {k: v for k, v in model.items() if v is not None}
+        merged = older.merged().prepared()
+        assert merged.same_as(older) and not merged._delta
+        listing = listing.rebased(older, merged)
+        assert listing.shares_base(merged) and len(listing) == len(model)
+        assert model_of(listing) == dict(sorted(model.items()))
+        pages_read_as_the_model(listing, sorted(model), rng)
 
 
 @pytest.mark.parametrize("changed", [0, 1, 5, 200])
@@ -164,3 +205,26 @@ def test_a_listing_costs_its_bytes_and_a_few_more_an_item():
     tracemalloc.stop()
     assert len(listing) == count
     assert kept / count < 70, kept / count
+
+
+def test_a_source_folds_its_delta_in_the_background_under_the_same_version(monkeypatch):
+    import kube_workqueue.ambassador.sources.packed_listing as packed
+
+    from tests.support.servers import wait_until
+
+    monkeypatch.setattr(packed, "MERGE_AT", 8)
+    source = ListedSource(Lister({f"a{i:03d}.mp4": "1" for i in range(100)}), poll_interval=3600)
+    source.start()
+    try:
+        _, events = source.subscribe()
+        for i in range(30):
+            source.apply([(f"b{i:03d}.mp4", "1"), (f"a{i:03d}.mp4", None)])
+        version = source.version
+        wait_until(lambda: len(source._listing._delta) <= 8)  # merged, rebased, swapped in
+        assert source.version == version and source._listing.page("a099.mp4", 2) == (
+            ["b000.mp4", "b001.mp4"], 28)
+        assert [events.get_nowait()["type"] for _ in range(60)].count("ADDED") == 30
+        assert events.empty()  # the merge told the watchers nothing: nothing came or went
+        source.unsubscribe(events)
+    finally:
+        source.stop()
