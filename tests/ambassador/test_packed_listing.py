@@ -11,9 +11,11 @@ import tracemalloc
 import pytest
 
 import kube_workqueue.ambassador.sorted_names as sorted_names
+import kube_workqueue.ambassador.sources.packed_listing as packed
 from kube_workqueue.ambassador.sorted_names import SortedNames
 from kube_workqueue.ambassador.sources.listed import ListedSource
 from kube_workqueue.ambassador.sources.packed_listing import _RUN, PackedListing, names_diff
+from tests.support.servers import wait_until
 
 NAMES = ["a.mp4", "b c.mp4", "z/deep.mp4", "é.mp4", "中.mp4", "😀.mp4"]  # in code point order
 
@@ -208,10 +210,6 @@ def test_a_listing_costs_its_bytes_and_a_few_more_an_item():
 
 
 def test_a_source_folds_its_delta_in_the_background_under_the_same_version(monkeypatch):
-    import kube_workqueue.ambassador.sources.packed_listing as packed
-
-    from tests.support.servers import wait_until
-
     monkeypatch.setattr(packed, "MERGE_AT", 8)
     source = ListedSource(Lister({f"a{i:03d}.mp4": "1" for i in range(100)}), poll_interval=3600)
     source.start()
