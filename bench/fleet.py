@@ -225,8 +225,9 @@ def drains(items: int = 5000, parallelism: int = 4, fleets=(1, 2, 4), rounds: in
                 lags += exits
             for script, name in peers:
                 for workers in fleets:
-                    theirs[(name, workers)].append(_peer_fleet(
-                        python, script, server.database(), items, workers, parallelism))
+                    theirs[(name, workers)].append(
+                        _peer_fleet(python, script, server.database(), items, workers, parallelism)
+                    )
         for managers in fleets:
             print(f"  workqueue run --ledger, {managers} manager(s): "
                   f"{_spread(ours[managers])} items/s")  # fmt: skip

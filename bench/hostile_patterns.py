@@ -71,11 +71,22 @@ def one_name(limit: float) -> None:
 
 
 def queue(name: str, url: str, worker: Path, markers: Path, **spec) -> dict:
-    return {"apiVersion": "workqueue.dev/v1beta1", "kind": "WorkQueue",
-            "metadata": {"name": name},
-            "spec": {"source": {"url": url}, "pollInterval": "1s", "parallelism": 2,
-                     "worker": {"image": "w:1", "command": [str(worker)],
-                                "env": [{"name": "MARKERS", "value": str(markers)}]}, **spec}}
+    return {
+        "apiVersion": "workqueue.dev/v1beta1",
+        "kind": "WorkQueue",
+        "metadata": {"name": name},
+        "spec": {
+            "source": {"url": url},
+            "pollInterval": "1s",
+            "parallelism": 2,
+            "worker": {
+                "image": "w:1",
+                "command": [str(worker)],
+                "env": [{"name": "MARKERS", "value": str(markers)}],
+            },
+            **spec,
+        },
+    }
 
 
 def the_operator(work: Path, seconds: float) -> None:

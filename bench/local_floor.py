@@ -227,7 +227,8 @@ def keep(sock: socket.socket, journal_path: str, program: str, cmd: list[str],
                     continue
                 if ask["slot"] not in shims:
                     shim_sock = shims[ask["slot"]] = _fork_shim(
-                        os.path.join(ends, str(len(shims))), program, cmd)
+                        os.path.join(ends, str(len(shims))), program, cmd
+                    )
                     by_fd[shim_sock.fileno()] = shim_sock
                     poller.register(shim_sock.fileno(), select.EPOLLIN)
                 shim_sock = shims[ask["slot"]]

@@ -145,7 +145,9 @@ def add_parser(subparsers) -> None:
         help="API calls/s of each queue's manager (default 20; 0: no limit)",
     )
     p.add_argument(
-        "--workers", type=_checked(_whole(1, 64), "--workers"), default=4,
+        "--workers",
+        type=_checked(_whole(1, 64), "--workers"),
+        default=4,
         help="WorkQueues reconciled at once (default 4)",
     )
     lease = p.add_mutually_exclusive_group()

@@ -47,7 +47,9 @@ def add_parsers(subparsers) -> None:
         "--recent", type=positive_int, default=10, help="finished items to show (default 10)"
     )
     p.add_argument(
-        "--waiting", type=positive_int, default=None,
+        "--waiting",
+        type=positive_int,
+        default=None,
         help="waiting items to show (default 10; with --json every item unless given: the "
         "first N in line, the rest counted in items_left_out)",
     )

@@ -220,7 +220,9 @@ def test_a_source_folds_its_delta_in_the_background_under_the_same_version(monke
         version = source.version
         wait_until(lambda: len(source._listing._delta) <= 8)  # merged, rebased, swapped in
         assert source.version == version and source._listing.page("a099.mp4", 2) == (
-            ["b000.mp4", "b001.mp4"], 28)
+            ["b000.mp4", "b001.mp4"],
+            28,
+        )
         assert [events.get_nowait()["type"] for _ in range(60)].count("ADDED") == 30
         assert events.empty()  # the merge told the watchers nothing: nothing came or went
         source.unsubscribe(events)

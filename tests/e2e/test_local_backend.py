@@ -396,8 +396,22 @@ def test_retry_while_a_run_runs_is_run_by_that_run(tmp_path):
     worker.write_text(RETRIED_WORKER.format(ran=ran, gate=gate, fixed=fixed))
     worker.chmod(0o755)
     state = tmp_path / "state"
-    run = spawn_workqueue("run", items, "--suffix", ".txt", "--settle", "0", "--max-attempts",
-                          "1", "--parallelism", "2", "--state-dir", state, "--", worker)
+    run = spawn_workqueue(
+        "run",
+        items,
+        "--suffix",
+        ".txt",
+        "--settle",
+        "0",
+        "--max-attempts",
+        "1",
+        "--parallelism",
+        "2",
+        "--state-dir",
+        state,
+        "--",
+        worker,
+    )
     try:
         wait_until(lambda: '"failed": 1' in workqueue("status", "--state-dir", state,
                                                       "--json").stdout, timeout=60)  # fmt: skip

@@ -197,8 +197,10 @@ def test_a_big_listing_into_a_line_last_analyzed_empty_still_claims_through_the_
     a = open_ledger("a")
     sql(a, "ANALYZE")  # what the statistics know: an empty line
     a.see([f"item-{i:05}" for i in range(5000)])
-    turn = ("(listed_at < clock_timestamp() - interval '0.25 seconds' "
-            "OR mod(hashtext(name) & 2147483647, 4) = 0)")  # four live managers, the first's
+    turn = (
+        "(listed_at < clock_timestamp() - interval '0.25 seconds' "
+        "OR mod(hashtext(name) & 2147483647, 4) = 0)"
+    )  # four live managers, the first's
     text = _inline(sql_statements.CLAIM.sql.format(turn=turn))
     plan = "\n".join(row[0] for row in sql(a, "EXPLAIN " + text))
     assert "Index Scan using items_line" in plan and "Sort" not in plan, plan
