@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from .ports import State
 from .workqueue import ItemExponentialFailureRateLimiter
 
+_NEEDS_NO_WORK = frozenset({State.SUCCEEDED, State.RUNNING, State.CANCELLED})  # (a lookup a name)
+
 
 @dataclass(frozen=True)
 class Backoff:
@@ -76,6 +78,6 @@ class RetryPolicy:
 
     def needs_work(self, state: str, attempts: int) -> bool:
         """Whether an item in `state` after `attempts` attempts is (still) to be run."""
-        if state in (State.SUCCEEDED, State.RUNNING, State.CANCELLED):
+        if state in _NEEDS_NO_WORK:
             return False
         return not (state == State.FAILED and self.gave_up(attempts))

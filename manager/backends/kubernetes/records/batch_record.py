@@ -176,6 +176,8 @@ class BatchRecords:
         return held
 
     def lookup(self, item_hash: str) -> Found | None:
+        if not self._batches:  # none recorded (a first run): no hash to parse, no lock
+            return None
         with self._lock:
             where = self._where.get(int(item_hash, 16))
             if where is None:

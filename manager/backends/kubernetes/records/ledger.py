@@ -36,6 +36,7 @@ FAIL_FAST = "PodFailurePolicy"  # the Failed condition's reason when a FailJob r
 RECENT_ROWS = 10_000
 _ROW_FIELDS = ("first_seen", "started", "finished", "exit_code", "log_path", "last_error")
 _EXIT_CODE, _LAST_ERROR = _ROW_FIELDS.index("exit_code"), _ROW_FIELDS.index("last_error")
+_NEVER_STARTED = pair(State.PENDING.value, 0)  # (one shared pair: a million pending share it)
 
 
 def _row_of(kept: tuple) -> dict:
@@ -110,11 +111,11 @@ class ClusterLedger:
         self.asked_changed = getattr(control, "changed", None)
         self.batches = batches  # the record of batches: it speaks first for their members
 
-    def _batch_state(self, name: str) -> tuple[str, int] | None:
+    def _batch_state(self, name: str, key: str) -> tuple[str, int] | None:
         """What the newest batch holding `name` says (None: no batch holds it). A member
         whose batch is not recorded yet: what this manager saw it end as, else what the
         batch's Job says of its index, else running."""
-        found = self.batches.lookup(self._hash(name)) if self.batches is not None else None
+        found = self.batches.lookup(key) if self.batches is not None else None
         if found is None:
             return None
         if found.state != State.RUNNING.value:
@@ -133,13 +134,16 @@ class ClusterLedger:
         return State.RUNNING.value, found.attempts
 
     def _hash(self, name: str) -> str:
+        """The item's key in the record, the batches and its Jobs' label (a SHA-256: found
+        once a public call and handed to the helpers - a million new names are looked up in
+        `see` and again in `state`, and each hash costs a microsecond)."""
         return ko.item_hash(self.queue, name)
 
-    def _job(self, name: str) -> dict | None:
+    def _job(self, name: str, key: str) -> dict | None:
         """The item's current Job in the cache (see the module docstring), or None."""
         jobs = [
             j
-            for j in self.cache.indexed(self._hash(name))
+            for j in self.cache.indexed(key)
             if not j["metadata"].get("deletionTimestamp")
         ]
         if not jobs:
@@ -147,20 +151,21 @@ class ClusterLedger:
         with self._lock:
             wanted = self._versions.get(name)
         if wanted is None:
-            wanted = self.record.version(self._hash(name))
+            wanted = self.record.version(key)
         return ko.current_job(jobs, wanted)
 
     def state(self, name: str) -> tuple[str, int] | None:
         """See the module docstring for which source of truth answers."""
-        batched = self._batch_state(name)
+        key = self._hash(name)
+        batched = self._batch_state(name, key)
         if batched is not None:
             return batched
-        return self._unbatched_state(name)
+        return self._unbatched_state(name, key)
 
-    def _unbatched_state(self, name: str) -> tuple[str, int] | None:
+    def _unbatched_state(self, name: str, key: str) -> tuple[str, int] | None:
         """`state` for a name no batch holds: its Job, this manager's word, the record."""
-        recorded = self.record.get(self._hash(name))
-        job = self._job(name)
+        recorded = self.record.get(key)
+        job = self._job(name, key)
         if job is not None:
             current = job_state(job)
             if current[0] == State.RUNNING.value or recorded is None:
@@ -180,7 +185,7 @@ class ClusterLedger:
         if recorded is not None:
             return recorded
         if local is None and name in self._seen:  # seen, never started: pending
-            return State.PENDING.value, 0
+            return _NEVER_STARTED
         return local
 
     def see(self, names: Iterable[str]) -> list[str]:
@@ -194,11 +199,12 @@ class ClusterLedger:
         with self._lock:
             unseen = [name for name in names if name not in self._seen]
         for name in unseen:
-            batched = self._batch_state(name)  # (None without batches)
+            key = self._hash(name)
+            batched = self._batch_state(name, key)  # (None without batches)
             if batched is not None and batched[0] in FINISHED:
                 continue
             # in a batch, recorded, or its Job is here: it ran before (the batch looked up once)
-            known = batched is not None or self._unbatched_state(name) is not None
+            known = batched is not None or self._unbatched_state(name, key) is not None
             with self._lock:
                 if name not in self._seen:
                     self._seen[name] = now
@@ -338,13 +344,14 @@ class ClusterLedger:
         with self._lock:
             if name in self._versions:
                 return self._versions[name]
-        found = self.batches.lookup(self._hash(name)) if self.batches is not None else None
+        key = self._hash(name)
+        found = self.batches.lookup(key) if self.batches is not None else None
         if found is not None:
             return found.version
-        job = self._job(name)
+        job = self._job(name, key)
         if job is not None and ko.job_version(job) is not None:
             return ko.job_version(job)
-        return self.record.version(self._hash(name))
+        return self.record.version(key)
 
     def rerun(self, name: str, version: str | None = None) -> bool:
         """A finished item runs again at `version` (a changed file, or a cancelled one that
@@ -364,13 +371,14 @@ class ClusterLedger:
     def gave_up(self, name: str) -> bool:
         """A failure no retry fixes: its Job failed fast, or the record says so - or it failed
         in a batch, whose Job ran every attempt it had."""
-        batched = self._batch_state(name)
+        key = self._hash(name)
+        batched = self._batch_state(name, key)
         if batched is not None:
             return batched[0] == State.FAILED.value
-        job = self._job(name)
+        job = self._job(name, key)
         if job is not None and failed_fast(job):
             return True
-        return self.record.final(self._hash(name))
+        return self.record.final(key)
 
     def note_manager(self, facts: dict | None) -> None:
         """Kept in the queue's `<queue>-manager` ConfigMap (see `ManagerFacts`)."""
