@@ -112,14 +112,20 @@ class BatchRunner:
             for run in live:
                 report(run, Outcome(False, error=f"cannot claim a batch: {exc}", log_path=where))
             return
+        del members  # (written into the batch's ConfigMap: not held while it runs)
+        for run in live:
+            run.shed()
         by_name = {r.name: r for r in live}
         for m in taken:
             log.info("%s: in a rival manager's batch already; it runs there", m.name)
+        mine = [by_name[m.name] for m in claimed]
+        theirs = [by_name[m.name] for m in taken]
+        del claimed, taken, by_name  # (what waits for the record holds only what it reports)
         try:
             if seq is not None:
-                self._run_claimed(seq, [by_name[m.name] for m in claimed], report)
+                self._run_claimed(seq, mine, report)
         finally:
-            self._await_theirs([by_name[m.name] for m in taken], report)
+            self._await_theirs(theirs, report)
 
     def _run_claimed(self, seq: int, mine: list, report) -> None:
         job_name = bo.batch_name(self.queue, seq)
