@@ -95,3 +95,44 @@ def test_batches_are_formed_from_the_head_of_a_priority_line():
     former.join()
     assert [n for batch in recorder.batches for n in batch] == ["c", "e", "b", "a", "d", "f"]
     assert all(len(batch) <= 2 for batch in recorder.batches)
+
+
+class LaggingRecord(BatchRecorder):
+    """Each batch's members are reported at once (their slots free), but its thread waits for
+    its record until the test lets it go - as batches wait for records behind the limiter."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.recorded = threading.Semaphore(0)
+
+    def finish_batch(self, batch, done) -> None:
+        self.batches.append([s.name for s in batch])
+        for started in batch:
+            done(started, None, None)
+        self.recorded.acquire()
+
+
+def test_batches_waiting_for_their_record_hold_the_line_back_not_memory():
+    from kube_workqueue.manager.runtime import batching
+    from kube_workqueue.manager.runtime.capacity import Capacity
+    from kube_workqueue.manager.workqueue import Queue
+    from tests.support.servers import wait_until
+
+    line = Queue()
+    for i in range(40):
+        line.add(f"item-{i:02d}")
+    capacity, recorder = Capacity(4), LaggingRecord()
+    former = BatchDispatcher(line, capacity, recorder, lambda n, r, e: line.done(n),
+                             batch_size=2, item_bytes=lambda *a: 1, room=100,
+                             wait=0.01).start()  # fmt: skip
+    most = batching.MOST_BATCHES_PER_SLOTS * 2  # the parallelism fills two batches of two
+    wait_until(lambda: len(recorder.batches) == most)
+    assert capacity.in_use == 0 and former._unended == most  # every slot free, and yet:
+    assert len(line) == 40 - 2 * most  # the rest waits in line while no batch has ended
+    for _ in range(40):
+        recorder.recorded.release()  # the records come: the line flows again
+    wait_until(lambda: len(line) == 0 and former._unended == 0)
+    assert sum(len(b) for b in recorder.batches) == 40
+    line.shut_down()
+    capacity.close()
+    former.join()
