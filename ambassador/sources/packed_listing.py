@@ -165,7 +165,7 @@ class PackedListing:
     def same_as(self, other: PackedListing) -> bool:
         if self is other:
             return True
-        if self._names is other._names:  # one base: the deltas say it all (the invariant)
+        if self.shares_base(other):  # one base: the deltas say it all (the invariant)
             return self._delta == other._delta
         return self.names.blob == other.names.blob and self.metas.blob == other.metas.blob
 
@@ -188,8 +188,11 @@ class PackedListing:
             if delta is None:
                 delta = dict(self._delta)
             entry = delta.get(name)
-            in_base = entry[1] if entry is not None else now is not None
-            base_meta = self._base_meta(name) if in_base else None
+            if entry is None:  # unchanged so far: `now` is the base's word
+                in_base, base_meta = now is not None, now
+            else:
+                in_base = entry[1]
+                base_meta = self._base_meta(name) if in_base else None
             if meta == base_meta:
                 del delta[name]
             else:
@@ -238,10 +241,11 @@ class PackedListing:
         if done < len(names):
             name_parts.append(names.span(done, len(names)))
             meta_parts.append(metas.span(done, len(names)))
-        found = PackedListing(SortedNames(b"\0".join(name_parts)),
-                              SortedNames(b"\0".join(meta_parts)))  # fmt: skip
-        if not name_parts:
+        if not name_parts:  # every name gone
             found = PackedListing()
+        else:
+            found = PackedListing(SortedNames(b"\0".join(name_parts)),
+                                  SortedNames(b"\0".join(meta_parts)))  # fmt: skip
         self._merged = found  # (two threads may both merge: either one stands)
         return found
 

@@ -141,11 +141,7 @@ class ClusterLedger:
 
     def _job(self, name: str, key: str) -> dict | None:
         """The item's current Job in the cache (see the module docstring), or None."""
-        jobs = [
-            j
-            for j in self.cache.indexed(key)
-            if not j["metadata"].get("deletionTimestamp")
-        ]
+        jobs = [j for j in self.cache.indexed(key) if not j["metadata"].get("deletionTimestamp")]
         if not jobs:
             return None
         with self._lock:
