@@ -44,18 +44,15 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import queue
 import re
-import tempfile
-import threading
 import time
-from typing import Any
 
 from flask import Blueprint, Response, current_app, request
 from werkzeug.exceptions import BadRequest, NotFound, ServiceUnavailable, TooManyRequests
 from werkzeug.wsgi import wrap_file
 
+from .full_listing import item_list, list_metadata, priorities_of
 from .sources.base import Ranks, ServesPrebuilt
 from .watch_slots import RETRY_AFTER_SECONDS
 
@@ -175,25 +172,12 @@ def list_items() -> Response:
         metadata["continue"] = encode_continue(names[-1])
         metadata["remainingItemCount"] = remaining
     if full:
-        return _json_response(_item_list(_with_data(names), metadata))
-    return _json_response(_item_list(names, metadata, _priorities(_source(), names)))
+        return _json_response(item_list(_with_data(names), metadata))
+    return _json_response(item_list(names, metadata, priorities_of(_source(), names)))
 
 
 def _metadata(version: int) -> dict:
-    """A listing's metadata: its version, and `removals: retention` where items leave the
-    source only by its retention (a log's every-record shape: `log_records.removals`) - so a
-    manager never takes a removal for a cancellation."""
-    metadata: dict = {"resourceVersion": str(version)}
-    if current_app.config.get("REMOVALS") == "retention":
-        metadata["removals"] = "retention"
-    return metadata
-
-
-def _priorities(source, names: list[str] | None) -> dict[str, int]:
-    """The priorities (not 0) of `names` (None: every item), where the source ranks items."""
-    if isinstance(source, Ranks) and source.ranks:
-        return source.priorities(names)
-    return {}
+    return list_metadata(version, current_app.config.get("REMOVALS") == "retention")
 
 
 def _page_at(start: str, limit: int | None) -> tuple[list[str], int, int]:
@@ -218,57 +202,11 @@ def _with_data(names: list[str]) -> list[dict]:
     return out
 
 
-def _item_list(items: list, metadata: dict, priorities: dict | None = None) -> str:
-    body = {"kind": "ItemList", "apiVersion": "v1", "items": items, "metadata": metadata}
-    if priorities:
-        body["priorities"] = priorities
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
-
-
-def _full_listing() -> tuple[Any, int]:
-    """The whole listing, serialised once per snapshot version (listing 100,000 names is then
-    a file read, not 100,000 string encodings per request), kept in an anonymous temporary
-    file: the kernel's page cache holds it, not the worker, and gunicorn sends it with
-    sendfile. Returns what to send - a reader of its own (its own offset), or the bytes where
-    /proc cannot reopen the file - and its size. A source that keeps its names as JSON
-    already (`json_names`: a worker's shared snapshot) gives the array itself."""
-    cache = current_app.extensions["workqueue.listing_cache"]
-    source = _source()
-    with cache.setdefault("lock", threading.Lock()):
-        if "body" not in cache or cache.get("version") != source.version:
-            _rebuild(cache, source)
-        kept = cache["body"]
-        if isinstance(kept, bytes):
-            return kept, len(kept)
-        # reopened under the lock: a newer version may close this file, never before
-        return open(f"/proc/self/fd/{kept.fileno()}", "rb"), cache["size"]  # noqa: SIM115
-
-
-def _rebuild(cache: dict, source) -> None:
-    """The listing of the source's current version into `cache` (the caller holds its lock)."""
-    ranked = isinstance(source, Ranks) and source.ranks
-    if isinstance(source, ServesPrebuilt) and not ranked:
-        array, version = source.json_names()
-        metadata = json.dumps(_metadata(version), separators=(",", ":"))
-        head = b'{"kind":"ItemList","apiVersion":"v1","items":'
-        body = b"".join((head, array, b',"metadata":', metadata.encode(), b"}"))
-    else:
-        names, _, version = source.page(None, None)
-        priorities = _priorities(source, None) if ranked else None  # every item's, in one pass
-        body = _item_list(names, _metadata(version), priorities).encode()
-    kept: Any = body
-    if os.path.isdir("/proc/self/fd"):
-        kept = tempfile.TemporaryFile()  # noqa: SIM115 - kept open for later requests
-        kept.write(body)
-        kept.flush()
-    old = cache.get("body")
-    cache["version"], cache["body"], cache["size"] = version, kept, len(body)
-    if old is not None and not isinstance(old, bytes):
-        old.close()  # requests still sending it hold descriptors of their own
-
-
 def _full_listing_response() -> Response:
-    body, size = _full_listing()
+    """The whole listing through Flask (a HEAD, or a test's client past the shortcut): the
+    same `ListingFile` the shortcut sends (`full_listing.py`)."""
+    listing = current_app.extensions["workqueue.listing_file"]
+    body, size = listing.current(_source())
     if isinstance(body, bytes):
         return _json_response(body)
     response = Response(

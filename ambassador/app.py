@@ -26,6 +26,7 @@ from werkzeug.exceptions import HTTPException, InternalServerError
 
 from .api import bp as items_bp
 from .api import unreadable
+from .full_listing import ListingFile, shortcut
 from .metrics import install_metrics
 from .openapi import openapi_document
 from .sources.registry import kind_of, open_source
@@ -99,13 +100,15 @@ def create_app(config: dict | None = None) -> Flask:
     if app.config.get("START_SOURCE", True):
         source.start()
     app.extensions["workqueue.source"] = source
-    app.extensions["workqueue.listing_cache"] = {}
+    app.extensions["workqueue.listing_file"] = ListingFile(
+        app.config.get("REMOVALS") == "retention"
+    )
     app.extensions["workqueue.watch_slots"] = WatchSlots(
         int(app.config.get("MAX_WATCHES") or DEFAULT_MAX_WATCHES),
         int(app.config.get("MAX_WATCHES_PER_CLIENT") or DEFAULT_MAX_WATCHES),
     )
     app.register_blueprint(items_bp)
-    install_metrics(app, source)
+    shortcut(app, app.extensions["workqueue.listing_file"], install_metrics(app, source))
 
     @app.before_request
     def _uri_length() -> Response | None:

@@ -146,6 +146,8 @@ class GuardedWorker(ThreadWorker):
         self.poller.register(conn.sock, selectors.EVENT_READ, partial(self._on_head_readable, conn))
         if already:
             self._check(conn)
+        else:  # read at once: a client's request mostly comes with its connection
+            self._on_head_readable(conn, None)
 
     def enqueue_req(self, conn):
         """A thread for a connection: at once for a head read here (`_dispatch`); for a

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import psycopg
 
+from bench import spread
 from tests.support.postgres import PostgresServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -192,12 +193,6 @@ def _peer_fleet(python: str, script: str, url: str, jobs: int, workers: int,
     return jobs / took
 
 
-def _spread(values: list[float], form: str = ",.0f") -> str:
-    """min / median / max of `values`, each written as `form` says."""
-    ordered = sorted(values)
-    return " / ".join(f"{v:{form}}" for v in (ordered[0], ordered[len(ordered) // 2], ordered[-1]))
-
-
 def drains(items: int = 5000, parallelism: int = 4, fleets=(1, 2, 4), rounds: int = 3) -> None:
     """The fleet against itself and its peers, in rounds (each round: ours with 1, 2 and 4
     managers, then each peer with 1, 2 and 4 worker processes - interleaved, so a busy spell
@@ -230,14 +225,14 @@ def drains(items: int = 5000, parallelism: int = 4, fleets=(1, 2, 4), rounds: in
                     )
         for managers in fleets:
             print(f"  workqueue run --ledger, {managers} manager(s): "
-                  f"{_spread(ours[managers])} items/s")  # fmt: skip
+                  f"{spread(ours[managers])} items/s")  # fmt: skip
         for _, name in peers:
             for workers in fleets:
                 rates = theirs[(name, workers)]
                 ratios = [o / t for o, t in zip(ours[workers], rates, strict=True)]
                 print(f"  {name}, {workers} worker process(es) spawning `true` per job: "
-                      f"{_spread(rates)} jobs/s; ours / theirs per round "
-                      f"{_spread(ratios, '.2f')}")  # fmt: skip
+                      f"{spread(rates)} jobs/s; ours / theirs per round "
+                      f"{spread(ratios, '.2f')}")  # fmt: skip
         most, one = ours[fleets[-1]], ours[fleets[0]]
         print(f"  {fleets[-1]} managers / {fleets[0]}, per round: "
               + ", ".join(f"{f / o:.2f}" for f, o in zip(most, one, strict=True))

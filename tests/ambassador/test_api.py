@@ -172,6 +172,43 @@ def test_full_listing_is_cached_per_version(videos, make_client):
     assert b"a.mp4" in first and second["items"] == ["a.mp4", "b.mp4"]
 
 
+def test_the_whole_listing_is_answered_before_flask_as_flask_would(videos, make_client):
+    """`full_listing.shortcut`: the bare GET never reaches the Flask view (here made to fail),
+    answers what a page of everything answers, and is counted as the route would count it;
+    anything else - a query string, HEAD - is Flask's."""
+    for name in ["b.mp4", "a.mp4"]:
+        (videos / name).write_bytes(b"x")
+    client = make_client(videos)
+    through_flask = client.get("/api/v1/items?limit=100000")
+    app = client.application
+
+    def view_not_reached():
+        raise AssertionError("the Flask view was asked")
+
+    app.view_functions["items.list_items"] = view_not_reached
+    whole = client.get("/api/v1/items")
+    assert whole.status_code == 200 and whole.mimetype == "application/json"
+    assert whole.get_data() == through_flask.get_data()
+    assert whole.headers["Content-Length"] == str(len(whole.get_data()))
+    assert client.get("/api/v1/items?limit=5").status_code == 500  # Flask's: the view
+    assert client.head("/api/v1/items").status_code == 500
+    text = client.get("/metrics").get_data(as_text=True)
+    assert 'ambassador_requests_total{code="200",method="GET",route="/api/v1/items"} 2.0' in text
+    assert "ambassador_listing_duration_seconds_count 4.0" in text  # the 500s were lists too
+
+
+def test_the_whole_listing_says_503_while_the_source_cannot_be_read(tmp_path, make_client):
+    root = tmp_path / "gone"
+    root.mkdir()
+    (root / "a.mp4").write_bytes(b"x")
+    client = make_client(root)
+    assert client.get("/api/v1/items").status_code == 200
+    (root / "a.mp4").unlink()
+    root.rmdir()
+    body = assert_status(client.get("/api/v1/items"), 503, "ServiceUnavailable")
+    assert body["message"].startswith("the source is unavailable")
+
+
 def test_continue_token_round_trips_any_name():
     from kube_workqueue.ambassador.api import decode_continue
 
