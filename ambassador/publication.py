@@ -35,6 +35,7 @@ ADDED again (its event then carries the new priority).
 from __future__ import annotations
 
 import ctypes
+import json
 import logging
 import os
 import queue
@@ -45,6 +46,7 @@ from typing import Any
 from .sorted_names import SortedNames
 from .sources.base import HoldsPacked, RanksMetas
 from .sources.listed import reranked
+from .sources.packed_listing import PackedListing
 from .sources.registry import kind_of, open_source, source_type
 
 log = logging.getLogger(__name__)
@@ -57,6 +59,7 @@ PUBLISH_SECONDS = 0.02  # how long the publisher gathers changes into one versio
 STALE_SECONDS = 10.0  # a publisher silent this long is gone: the worker is not ready
 READY_SECONDS = 0.5  # how stale a worker's view of the heartbeat may be
 KEEP_FILES = 4
+KEEP_DELTAS = 16  # deltas are small and come fast: a worker reading one has time to finish
 _M_MMAP_THRESHOLD = -3  # mallopt's parameter (glibc's malloc.h)
 
 
@@ -78,21 +81,37 @@ def large_blocks_go_back() -> None:
 # -- the publisher -------------------------------------------------------------------------
 
 
-def publish(folder: str, version: int, names: bytes, metas: bytes | None = None) -> None:
-    """Write version `version` of the listing - its sorted names and, for a source that has
-    them, their metas in step, each NUL-separated UTF-8 - then point `current` at it."""
-    file_name = f"names-{version:012d}"
-    if metas is not None:
-        _write(folder, f"meta-{version:012d}", metas)
-    _write(folder, file_name, names)
+def publish(
+    folder: str,
+    version: int,
+    names: bytes = b"",
+    metas: bytes | None = None,
+    delta: bytes = b"",
+    base: str | None = None,
+) -> str:
+    """Write version `version` of the listing, then point `current` at it: a new base - its
+    sorted names and, for a source that has them, their metas in step, each NUL-separated
+    UTF-8 - or, with `base` (a base written before), none; and `delta`, the changes over the
+    base (`PackedListing.delta_blob`), when there are any. Returns the base's file name."""
+    if base is None:
+        base = f"names-{version:012d}"
+        if metas is not None:
+            _write(folder, f"meta-{version:012d}", metas)
+        _write(folder, base, names)
+    line = f"{version} {base}"
+    if delta:
+        _write(folder, f"delta-{version:012d}", delta)
+        line += f" delta-{version:012d}"
     pointer = os.path.join(folder, CURRENT + ".part")
     with open(pointer, "w", encoding="ascii") as f:
-        f.write(f"{version} {file_name}\n")
+        f.write(line + "\n")
     os.replace(pointer, os.path.join(folder, CURRENT))
-    for kind in ("names-", "meta-"):
+    for kind, keep in (("names-", KEEP_FILES), ("meta-", KEEP_FILES), ("delta-", KEEP_DELTAS),
+                       ("events-", KEEP_DELTAS)):  # fmt: skip
         published = sorted(n for n in os.listdir(folder) if n.startswith(kind) and "." not in n)
-        for old in published[:-KEEP_FILES]:  # a worker still reading one keeps its open file
+        for old in published[:-keep]:  # a worker still reading one keeps its open file
             os.unlink(os.path.join(folder, old))
+    return base
 
 
 def _write(folder: str, file_name: str, body: bytes) -> None:
@@ -100,6 +119,39 @@ def _write(folder: str, file_name: str, body: bytes) -> None:
     with open(partial, "wb") as f:
         f.write(body)
     os.replace(partial, os.path.join(folder, file_name))
+
+
+class Publisher:
+    """Writes each version of a listing into `folder`: a listed source's base once - and again
+    only when the source folds its delta into a new one, or lists afresh - and each version's
+    delta over it, so a version beside a million items costs its changes, not a copy of the
+    million (written here, read by every worker); a folder's names whole each version."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+        # the listing whose base is written, and the file it is in (None before the first)
+        self._based: tuple[PackedListing, str] | None = None
+        self._last: int | None = None  # the version written last
+
+    def write(
+        self, version: int, listing: PackedListing | bytes, told: list[dict] | None = None
+    ) -> None:
+        """Publish `listing` as `version` (above every version written before), and `told`:
+        the events that take a watcher from the version written before to this one (None:
+        not known - a worker then compares the two listings)."""
+        if told is not None and self._last is not None:
+            lines = [json.dumps(e, ensure_ascii=False, separators=(",", ":")) for e in told]
+            body = "\n".join([str(self._last), *lines]).encode("utf-8", "surrogateescape")
+            _write(self.folder, f"events-{version:012d}", body)
+        self._last = version
+        if isinstance(listing, bytes):  # a folder's names, whole
+            publish(self.folder, version, listing)
+        elif self._based is not None and listing.shares_base(self._based[0]):
+            publish(self.folder, version, delta=listing.delta_blob(), base=self._based[1])
+        else:
+            names, metas = listing.base_blobs()
+            written = publish(self.folder, version, names, metas, listing.delta_blob())
+            self._based = (listing, written)
 
 
 def run_publisher(config: dict, folder: str, stop: threading.Event | None = None) -> None:
@@ -110,34 +162,43 @@ def run_publisher(config: dict, folder: str, stop: threading.Event | None = None
     parent = os.getppid()  # the server that started us: if it dies, so do we
     source = open_source(config)
     source.start()
-    changes = source.subscribe()[1]  # only to be woken: the names are not kept (a million)
+    # a listed source's events are what its versions' watchers are told (`Publisher.write`);
+    # a folder's only wake us
+    changes = source.subscribe_events()
     seen: int | None = None  # the snapshot version last published
+    publisher = Publisher(folder)
     beat = 0.0
+    woken: list[dict] = []  # the event that woke us, taken from `changes`
     try:
         while not stop.is_set() and os.getppid() == parent:
-            current, names, metas = _listing_of(source)
+            current, listing, events = _listing_of(source, changes)
             if current != seen:  # the snapshot's versions only grow; + 1 keeps ours above 0
-                publish(folder, current + 1, names, metas)
+                told = None if events is None or seen is None else woken + events
+                publisher.write(current + 1, listing, told)
                 seen = current
+            woken = []
             if time.monotonic() - beat >= 1.0:
                 _beat(os.path.join(folder, HEARTBEAT), source)
                 beat = time.monotonic()
             try:
-                changes.get(timeout=0.5)
+                woken.append(changes.get(timeout=0.5))
             except queue.Empty:
                 continue
             time.sleep(PUBLISH_SECONDS)  # gather a burst into one version
-            _drain(changes)
+            if events is None:
+                _drain(changes)
     finally:
         source.unsubscribe(changes)
         source.stop()
 
 
-def _listing_of(source) -> tuple[int, bytes, bytes | None]:
-    """(version, names, metas or None) as `publish` writes them: a listed source holds them
-    packed already (sources/listed.py); a folder's names are joined here (it has no metas)."""
+def _listing_of(source, changes: queue.SimpleQueue) -> tuple[int, PackedListing | bytes,
+                                                             list[dict] | None]:  # fmt: skip
+    """(version, its listing, the events up to it from `changes`): a listed source's listing
+    as it holds it, packed as a base and a delta (sources/listed.py); a folder's names joined
+    here (it has no metas), written whole, and no events (a diff tells its watchers)."""
     if isinstance(source, HoldsPacked):
-        return source.published()
+        return source.published(changes)
     names, _, version = source.page(None, None)
     return version, "\0".join(names).encode("utf-8"), None
 
@@ -186,20 +247,18 @@ class SharedSnapshot:
         self.config = config
         self.kind = source_type(kind_of(config))
         self._lock = threading.Lock()
-        # Invariant (under _lock): _names holds the names of _version, sorted, compactly
-        # (sorted_names.py), and _metas their metas in the same order (empty for a source
-        # that publishes none); _stamp identifies the `current` file they were read from.
-        self._names = SortedNames()
-        self._metas = SortedNames()
+        # Invariant (under _lock): _listing is version _version - the base read from
+        # _base_file (its names sorted, its metas in step, none for a source that publishes
+        # none) with that version's delta over it; every version read over one base shares
+        # it (`PackedListing.shares_base`); _stamp identifies the `current` file read.
+        self._listing = PackedListing()
+        self._base_file: str | None = None
         self._version = 0
         self._stamp: tuple[int, int, int] | None = None
         self._watchers: dict[queue.SimpleQueue, int] = {}  # queue -> version it has seen
-        # Invariant: holds the names (as UTF-8 sets) of every version some watcher is at;
-        # built only while there are watchers.
-        self._sets: dict[int, frozenset[bytes]] = {}
-        # Invariant: for a source that ranks its items, the priorities (not 0, by UTF-8 name)
-        # of every version in `_sets`: an item whose priority changed is ADDED again.
-        self._ranks: dict[int, dict[bytes, int]] = {}
+        # Invariant: holds the listing of every version some watcher is at (listings over one
+        # base share it: a version costs its delta); built only while there are watchers.
+        self._seen: dict[int, PackedListing] = {}
         self._added: tuple[int, bytes] | None = None  # (version, its ADDED lines) for watches
         self._follower: threading.Thread | None = None
         self._stop = threading.Event()
@@ -218,7 +277,8 @@ class SharedSnapshot:
     # -- reading the newest version --------------------------------------------------------
 
     def _refresh(self) -> None:
-        """Move to the newest published version, if `current` changed since the last look."""
+        """Move to the newest published version, if `current` changed since the last look:
+        its delta alone when its base is the one held, else its base and its delta."""
         pointer = os.path.join(self.folder, CURRENT)
         try:
             st = os.stat(pointer)
@@ -231,43 +291,52 @@ class SharedSnapshot:
             if stamp == self._stamp:
                 return
             with open(pointer, encoding="ascii") as f:
-                version_text, file_name = f.read().split()
+                version_text, base_file, *delta_file = f.read().split()
             version = int(version_text)
             if version <= self._version:
                 self._stamp = stamp
                 return
             try:
-                with open(os.path.join(self.folder, file_name), "rb") as f:
-                    raw = f.read()
+                base = self._listing if base_file == self._base_file else self._base(base_file)
+                delta = b""
+                if delta_file:
+                    with open(os.path.join(self.folder, delta_file[0]), "rb") as f:
+                        delta = f.read()
             except FileNotFoundError:
                 return  # superseded while we looked: the next look finds the newer one
-            raw.decode("utf-8")  # the publisher writes UTF-8: anything else is a torn file
-            metas = b""
-            meta_file = os.path.join(self.folder, "meta-" + file_name.removeprefix("names-"))
-            try:
-                with open(meta_file, "rb") as f:
-                    metas = f.read()
-            except FileNotFoundError:
-                pass  # a source whose items are described afresh (a folder)
-            self._names, self._version = SortedNames(raw), version
-            self._metas = SortedNames(metas)  # not sorted: read by index only
-            self._stamp = stamp
+            self._listing, self._base_file = base.over(delta), base_file
+            self._version, self._stamp = version, stamp
+
+    def _base(self, file_name: str) -> PackedListing:
+        """The base published in `file_name` (and its metas, where the source has them)."""
+        with open(os.path.join(self.folder, file_name), "rb") as f:
+            raw = f.read()
+        raw.decode("utf-8")  # the publisher writes UTF-8: anything else is a torn file
+        metas = b""
+        try:
+            with open(os.path.join(self.folder, "meta-" + file_name.removeprefix("names-")),
+                      "rb") as f:  # fmt: skip
+                metas = f.read()
+        except FileNotFoundError:
+            pass  # a source whose items are described afresh (a folder)
+        return PackedListing(SortedNames(raw), SortedNames(metas))  # metas: read by index only
+
+    def _current(self) -> tuple[PackedListing, int]:
+        self._refresh()
+        with self._lock:
+            return self._listing, self._version  # (a version's listing never changes)
 
     # -- the Source interface --------------------------------------------------------------
 
     def page(self, after: str | None, limit: int | None) -> tuple[list[str], int, int]:
-        self._refresh()
-        with self._lock:
-            names, version = self._names, self._version  # (a version's names never change)
-        page, remaining = names.page(after, limit)
+        listing, version = self._current()
+        page, remaining = listing.page(after, limit)
         return page, remaining, version
 
     def json_names(self) -> tuple[bytes, int]:
         """Every name as a JSON array (built once a version), and the version."""
-        self._refresh()
-        with self._lock:
-            names, version = self._names, self._version
-        return names.json_array(), version
+        listing, version = self._current()
+        return listing.names.json_array(), version
 
     @property
     def ranks(self) -> bool:
@@ -277,40 +346,36 @@ class SharedSnapshot:
     def priorities(self, names: list[str] | None) -> dict[str, int]:
         if not self.ranks:
             return {}
-        self._refresh()
-        with self._lock:
-            return self._ranked_now(names)
+        return self._ranked(self._current()[0], names)
 
-    def _ranked_now(self, names: list[str] | None) -> dict[str, int]:
-        """`priorities` of the current version (the caller holds `_lock`)."""
-        all_names, metas = self._names, self._metas
+    def _ranked(self, listing: PackedListing, names: list[str] | None) -> dict[str, int]:
+        """The priorities (not 0) of `names` in `listing` (None: every item's)."""
         priority = self.kind.priority
         out = {}
         if names is None:
+            merged = listing.merged()
+            all_names, metas = merged.names, merged.metas
             for index in range(len(metas)):
                 found = priority(metas[index])
                 if found:
                     out[all_names[index]] = found
             return out
         for name in names:
-            index = all_names.index(name)
-            found = None if index is None or not len(metas) else priority(metas[index])
+            meta = listing.meta(name)
+            found = None if not meta else priority(meta)
             if found:
                 out[name] = found
         return out
 
     def get(self, name: str) -> dict[str, Any] | None:
-        self._refresh()
-        with self._lock:
-            names, metas = self._names, self._metas
-        index = names.index(name)
-        if index is None:
+        listing, _ = self._current()
+        meta = listing.meta(name)
+        if meta is None:
             return None
-        meta = metas[index] if len(metas) else None
-        return self.kind.describe(self.config, name, meta)
+        return self.kind.describe(self.config, name, meta or None)
 
     def __len__(self) -> int:
-        return len(self._names)
+        return len(self._listing)
 
     @property
     def version(self) -> int:
@@ -360,7 +425,7 @@ class SharedSnapshot:
         q: queue.SimpleQueue = queue.SimpleQueue()
         with self._lock:
             self._watch_from_now(q)
-            names = self._names.slice(0, len(self._names))
+            names = self._listing.page(None, None)[0]
         return names, q
 
     def subscribe_events(self) -> queue.SimpleQueue:
@@ -382,17 +447,15 @@ class SharedSnapshot:
         with self._lock:
             self._watch_from_now(q)
             if self._added is None or self._added[0] != self._version:
-                self._added = (self._version, self._names.added_lines())
+                self._added = (self._version, self._listing.names.added_lines())
             lines = self._added[1]
         return lines, q
 
     def _watch_from_now(self, q: queue.SimpleQueue) -> None:
-        """`q` gets every change after the current version (kept as a set to diff against),
-        told by the follower thread, started with the first watch. The caller holds `_lock`."""
+        """`q` gets every change after the current version, told by the follower thread,
+        started with the first watch. The caller holds `_lock`."""
         self._watchers[q] = self._version
-        if self._version not in self._sets:
-            self._sets[self._version] = self._names.as_set()
-            self._note_ranks(self._version)
+        self._seen.setdefault(self._version, self._listing)
         if self._follower is None:
             self._follower = threading.Thread(
                 target=self._follow, name="ambassador-follow", daemon=True
@@ -405,49 +468,64 @@ class SharedSnapshot:
 
     def _follow(self) -> None:
         """Turn each new version into events for the watchers, each against the version it
-        last saw (see the module docstring)."""
+        last saw (see the module docstring): over one base from the two deltas, across a new
+        base by comparing the merged names a run at a time."""
         while not self._stop.wait(FOLLOW_SECONDS):
             self._refresh()
             with self._lock:
-                current = self._version
-                behind = {v for v in self._watchers.values() if v < current}
-                if behind:  # the names as a set only when some watcher needs a diff
-                    names = self._sets.get(current) or self._names.as_set()
-                    if current not in self._sets:
-                        self._sets[current] = names
-                        self._note_ranks(current)
-                    for since in behind:
-                        before = self._sets[since]
-                        events = [_event("DELETED", n) for n in sorted(before - names)]
-                        came = names - before
-                        if self._ranks:  # a new priority: the item is ADDED again
-                            came |= {
-                                n for n in reranked(self._ranks[since], self._ranks[current])
-                                if n in names and n in before
-                            }  # fmt: skip
-                        events += [_event("ADDED", n) for n in sorted(came)]
-                        for q, seen in list(self._watchers.items()):
-                            if seen == since:
-                                for event in events:
-                                    q.put(event)
-                                self._watchers[q] = current
-                    self._sets[current] = names
+                current, listing = self._version, self._listing
+                for since in {v for v in self._watchers.values() if v < current}:
+                    events = self._told(since, current)
+                    if events is None:  # not written (a folder), or no longer kept
+                        events = self._events(self._seen[since], listing)
+                    for q, seen in list(self._watchers.items()):
+                        if seen == since:
+                            for event in events:
+                                q.put(event)
+                            self._watchers[q] = current
+                self._seen[current] = listing
                 wanted = set(self._watchers.values())
-                self._sets = {v: s for v, s in self._sets.items() if v in wanted}
-                self._ranks = {v: r for v, r in self._ranks.items() if v in wanted}
+                self._seen = {v: seen for v, seen in self._seen.items() if v in wanted}
 
-    def _note_ranks(self, version: int) -> None:
-        """The priorities of `version` (the current one), kept beside its set of names while
-        watchers need it - for a source that ranks its items only. The caller holds `_lock`."""
-        if self.ranks:
-            ranked = self._ranked_now(None)
-            self._ranks[version] = {name.encode(): p for name, p in ranked.items()}
+    def _told(self, since: int, current: int) -> list[dict] | None:
+        """The events the publisher wrote from version `since` to `current` (each file says
+        the version before it: a chain back to `since`), or None where a link is not there."""
+        chunks: list[list[str]] = []
+        version = current
+        while version > since:
+            try:
+                with open(os.path.join(self.folder, f"events-{version:012d}"), "rb") as f:
+                    before, *lines = f.read().decode("utf-8", "surrogateescape").split("\n")
+            except FileNotFoundError:
+                return None
+            chunks.append(lines)
+            version = int(before)
+        if version != since:
+            return None
+        return [json.loads(line) for lines in reversed(chunks) for line in lines]
+
+    def _events(self, older: PackedListing, newer: PackedListing) -> list[dict]:
+        """The events from `older` to `newer`: DELETED for the names gone, ADDED for those
+        that came - and, for a source that ranks its items, for those whose priority moved."""
+        added, removed, described = newer.changes_since(older)
+        if self.ranks:  # a new priority: the item is ADDED again
+            if described is None:  # across bases: every priority, both sides
+                moved = reranked(self._ranked(older, None), self._ranked(newer, None))
+                described = [n for n in moved if n in newer and n in older]
+            else:
+                rank = self.kind.priority
+                described = [
+                    n for n in described
+                    if rank(older.meta(n) or "") != rank(newer.meta(n) or "")
+                ]  # fmt: skip
+            added = sorted({*added, *described})
+        return [*({"type": "DELETED", "item": n} for n in removed),
+                *({"type": "ADDED", "item": n} for n in added)]  # fmt: skip
 
 
 if (
     __name__ == "__main__"
 ):  # the publisher: python -m kube_workqueue.ambassador.publication FOLDER < CONFIG (JSON)
-    import json
     import signal
     import sys
 

@@ -12,6 +12,9 @@ JetStream stream (nats-server) - `python -m bench.streams [--only redis|nats]`.
                  field: from each record's append (its time, carried in its name) to its ADDED
                  event at a watcher of the source: p50 and p99 (goal: p99 <= 1 s), on a new
                  stream and on the cold start's million-record one
+    over HTTP    the same delay through `workqueue ambassador` (a publisher, two gunicorn
+                 workers) and a watch stream read over HTTP, the way a manager reads it: on a
+                 new stream and beside the cold start's million records (goal p99 <= 200 ms)
     kill -9      --crash-records records appended at 200 a second through an ambassador process
                  that is killed (`kill -9`, the whole process tree) halfway and started again,
                  a manager running each with a worker that marks its starts: records lost (never
@@ -245,6 +248,59 @@ def delay(bench, rate: int, seconds: float, log: str = "live") -> None:
           f"p99 {p99 * 1000:.0f} ms (goal: p99 <= 1 s)")  # fmt: skip
 
 
+def http_delay(bench, rate: int, seconds: float, log: str = "live") -> None:
+    """As `delay`, through `workqueue ambassador` (its publisher and two gunicorn workers) and a
+    watch stream over HTTP - the path a manager takes: each ADDED's delay from the record's
+    time, after the stream's first listing (every retained name) has been read."""
+    import json
+
+    import requests
+
+    from tests.support.servers import Server, free_port
+
+    bench.append(log, "first.mp4")
+    ambassador = Server(bench.url(log, keyed=True), free_port(), ())
+    writer = None
+    try:
+        ambassador.wait_ready()
+        stream = requests.get(ambassador.url + "/api/v1/items?watch=true", stream=True,
+                              timeout=(5, 30))  # fmt: skip
+        lines = stream.iter_lines(chunk_size=1 << 16)
+        first = 0
+        for line in lines:  # the first listing: every retained name, then the probe
+            if not line:
+                continue
+            first += 1
+            if json.loads(line)["item"] == "first.mp4":
+                break
+        began = time.time()  # (an earlier run's live- records are older: not counted)
+        writer = subprocess.Popen(bench.writer(log, rate, seconds))
+        delays: list[float] = []
+        expected = int(rate * seconds)
+        for line in lines:
+            if not line:
+                continue
+            event = json.loads(line)
+            if event["type"] == "ADDED" and event["item"].startswith("live-"):
+                written = float(event["item"].rsplit("-", 1)[1].removesuffix(".mp4"))
+                if written >= began:
+                    delays.append(time.time() - written)
+                if len(delays) >= expected:
+                    break
+        stream.close()
+    finally:
+        if writer is not None:
+            writer.wait(60)
+        ambassador.stop()
+    delays.sort()
+    p99 = delays[int(0.99 * (len(delays) - 1))]
+    beside = f"; beside {first - 1:,} retained items" if log != "live" else ""
+    print(f"[{bench.kind}] delay over HTTP (an ambassador, a watch stream){beside}: {rate:,} "
+          f"records a second for {seconds:.0f} s ({len(delays):,} seen): p50 "
+          f"{statistics.median(delays) * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms "
+          "(goal: p99 <= 200 ms)")  # fmt: skip
+
+
 def crash(bench, records: int) -> None:
     """`kill -9` of the ambassador halfway through `records` appended at 200 a second."""
     from tests.e2e.test_secrets_and_names import descendants
@@ -303,7 +359,7 @@ def main() -> None:
     parser.add_argument("--crash-records", type=int, default=2000)
     parser.add_argument("--only", choices=("redis", "nats"))
     parser.add_argument("--skip", action="append", default=[],
-                        choices=("cold", "delay", "crash"))  # fmt: skip
+                        choices=("cold", "delay", "http", "crash"))  # fmt: skip
     args = parser.parse_args()
     for make in (RedisBench, NatsBench):
         if args.only and make.kind != args.only:
@@ -316,6 +372,10 @@ def main() -> None:
                 delay(bench, args.rate, args.seconds)
                 if "cold" not in args.skip:
                     delay(bench, args.rate, args.seconds, log="cold")  # a million retained
+            if "http" not in args.skip:
+                http_delay(bench, args.rate, args.seconds)
+                if "cold" not in args.skip:
+                    http_delay(bench, args.rate, args.seconds, log="cold")
             if "crash" not in args.skip:
                 crash(bench, args.crash_records)
         finally:

@@ -69,8 +69,9 @@ class ServesPrebuilt(Protocol):
 class HoldsPacked(Protocol):
     """A source that holds its listing as the publisher writes it (`listed.ListedSource`)."""
 
-    def published(self) -> tuple[int, bytes, bytes]:
-        """The version, the sorted names and their metas in step, each NUL-separated UTF-8."""
+    def published(self, told: queue.SimpleQueue) -> tuple[int, Any, list[dict]]:
+        """The version, its listing (a `packed_listing.PackedListing`: a base and a delta),
+        and the events `told` (a subscription of the caller's) got up to that version."""
 
 
 @runtime_checkable

@@ -294,12 +294,16 @@ class ListedSource:
         names, remaining = listing.page(after, limit)
         return names, remaining, version
 
-    def published(self) -> tuple[int, bytes, bytes]:
-        """The version, and the listing as the publisher writes it (publication.py): the sorted
-        names and their metas in step, each NUL-separated UTF-8 - the blobs held, not copies."""
+    def published(self, told: queue.SimpleQueue) -> tuple[int, PackedListing, list[dict]]:
+        """The version and its listing, as the publisher writes it (publication.py): a base,
+        written once, and a small delta over it, written each version - and every event `told`
+        (a queue of ours, `subscribe_events`) holds, which are those up to this version and no
+        later: watchers are told at the swap, under the same lock."""
         with self._lock:
-            listing, version = self._listing, self._version
-        return version, listing.names.blob, listing.metas.blob
+            events = []
+            while not told.empty():
+                events.append(told.get_nowait())
+            return self._version, self._listing, events
 
     def get(self, name: str) -> dict[str, Any] | None:
         meta = self._listing.meta(name)

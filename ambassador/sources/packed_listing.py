@@ -106,7 +106,9 @@ class PackedListing:
 
     def _base_meta(self, name: str) -> str | None:
         i = self._names.index(name)
-        return None if i is None else self._metas[i]
+        if i is None:
+            return None
+        return self._metas[i] if len(self._metas) else ""  # (names published without metas)
 
     def page(self, after: str | None, limit: int | None) -> tuple[list[str], int]:
         """Names strictly after `after` (all when None), at most `limit`, and how many remain."""
@@ -258,6 +260,67 @@ class PackedListing:
 
     def shares_base(self, other: PackedListing) -> bool:
         return self._names is other._names
+
+    # -- as the publisher writes it, and a worker reads it ---------------------------------
+
+    def base_blobs(self) -> tuple[bytes, bytes]:
+        """The base's names and metas as the publisher writes them (the blobs held)."""
+        return self._names.blob, self._metas.blob
+
+    def delta_blob(self) -> bytes:
+        """The delta as the publisher writes it: for each changed name, in order, the name,
+        `+` (new), `~` (another meta) or `-` (gone), and its meta (empty when gone) - all
+        NUL-separated UTF-8 (no name or meta holds a NUL)."""
+        parts: list[str] = []
+        for name in self._sorted_delta()[0]:
+            meta, in_base = self._delta[name]
+            parts += (name, "-" if meta is None else ("~" if in_base else "+"), meta or "")
+        return "\0".join(parts).encode("utf-8", "surrogateescape")
+
+    def over(self, delta: bytes) -> PackedListing:
+        """This listing's base with the delta `delta_blob` wrote (a worker's next version over
+        the base it holds). Raises ValueError on a delta that is not one (a torn file)."""
+        fresh = PackedListing(self._names, self._metas)
+        if not delta:
+            return fresh
+        fields = delta.decode("utf-8", "surrogateescape").split("\0")
+        if len(fields) % 3:
+            raise ValueError("a delta is triples of name, change and meta")
+        entries: dict[str, tuple[str | None, bool]] = {}
+        count = len(self._names)
+        for k in range(0, len(fields), 3):
+            name, change, meta = fields[k], fields[k + 1], fields[k + 2]
+            if change == "-":
+                entries[name], count = (None, True), count - 1
+            elif change == "~":
+                entries[name] = (meta, True)
+            elif change == "+":
+                entries[name], count = (meta, False), count + 1
+            else:
+                raise ValueError(f"not a change: {change!r}")
+        fresh._delta, fresh._count = entries, count
+        return fresh
+
+    def changes_since(self, older: PackedListing) -> tuple[list[str], list[str], list[str] | None]:
+        """(added, removed, re-described): the names listed here and not in `older`, those
+        gone, and those listed in both with another meta - each sorted. Over one base the
+        deltas say it all (a lookup a changed name); over two, the merged names are compared a
+        run at a time (`names_diff`) and the metas are not: re-described is then None."""
+        if not self.shares_base(older):
+            added, removed = names_diff(older.names, self.names)
+            return added, removed, None
+        added, removed, described = [], [], []
+        for name in sorted(self._delta.keys() | older._delta.keys()):
+            was, now = older.meta(name), self.meta(name)
+            if was == now:
+                continue
+            if was is None:
+                added.append(name)
+            elif now is None:
+                removed.append(name)
+            else:
+                described.append(name)
+        return added, removed, described
 
     def rebased(self, older: PackedListing, merged: PackedListing) -> PackedListing:
         """This listing over `merged` - `older` folded into a base, where `older` is an

@@ -185,7 +185,9 @@ def test_watchers_hear_each_name_once_and_versions_grow_only_with_change():
             {"type": "ADDED", "item": "d.mp4"},
         ]
         assert events.empty() and source.version == version + 2
-        assert source.published() == (version + 2, b"b.mp4\0d.mp4", b"2\x001")
+        published_version, listing, told = source.published(events)
+        assert published_version == version + 2 and told == []  # (all taken above)
+        assert (listing.names.blob, listing.metas.blob) == (b"b.mp4\0d.mp4", b"2\x001")
         source.unsubscribe(events)
     finally:
         source.stop()

@@ -1,0 +1,140 @@
+"""What the publisher writes and a gunicorn worker reads (`ambassador/publication.py`): a listed
+source's base once, each version's delta over it, and a worker's listing, lookups and watch
+events the same as the source's own - over one base, and across a new one."""
+
+from __future__ import annotations
+
+import os
+import queue
+import random
+
+import pytest
+
+from kube_workqueue.ambassador.publication import Publisher, SharedSnapshot
+from kube_workqueue.ambassador.sources.packed_listing import PackedListing
+from tests.support.servers import wait_until
+
+SORTED_SET = {"SOURCE_TYPE": "redis", "REDIS_URL": "redis://127.0.0.1:1/0", "REDIS_KEY": "k",
+              "REDIS_SORTED": True}  # fmt: skip
+
+
+def meta(priority: int, data: str = "-") -> str:
+    return f"p{priority}:{data}"  # a sorted set member's: its score, its data's meta
+
+
+def events_until(worker: SharedSnapshot, q: queue.SimpleQueue, version: int) -> list[dict]:
+    """The events `q` got up to `version`: the follower puts a version's events and then
+    notes the watcher at it, under one lock, so once it is noted they are all there."""
+    wait_until(lambda: worker._watchers.get(q) == version, timeout=30)
+    out = []
+    while not q.empty():
+        out.append(q.get_nowait())
+    return out
+
+
+@pytest.fixture
+def published(tmp_path):
+    publisher = Publisher(str(tmp_path))
+    worker = SharedSnapshot(str(tmp_path), dict(SORTED_SET))
+    yield publisher, worker, tmp_path
+    worker.stop()
+
+
+def test_a_version_over_the_same_base_is_written_as_its_delta(published):
+    publisher, worker, folder = published
+    listing = PackedListing.build((f"clip-{i:04d}.mp4", meta(0)) for i in range(1000))
+    publisher.write(1, listing)
+    listing, _, _ = listing.with_changes({"clip-0001.mp4": None, "new.mp4": meta(7),
+                                          "clip-0002.mp4": meta(3)})  # fmt: skip
+    publisher.write(2, listing)
+    files = sorted(os.listdir(folder))
+    assert files == ["current", "delta-000000000002", "meta-000000000001", "names-000000000001"]
+    assert (folder / "current").read_text() == "2 names-000000000001 delta-000000000002\n"
+    assert worker.version == 2 and len(worker) == 1000
+    assert worker.page(None, 3)[0] == ["clip-0000.mp4", "clip-0002.mp4", "clip-0003.mp4"]
+    assert worker.page("clip-0998.mp4", None)[0] == ["clip-0999.mp4", "new.mp4"]
+    assert worker.get("clip-0001.mp4") is None
+    assert worker.get("new.mp4")["priority"] == 7
+    assert worker.priorities(["clip-0002.mp4", "clip-0003.mp4"]) == {"clip-0002.mp4": 3}
+    assert worker.json_names()[0].startswith(b'["clip-0000.mp4","clip-0002.mp4",')
+
+
+def test_watchers_hear_what_changed_over_one_base_and_across_a_new_one(published):
+    """A model of the items beside the published versions: at each step, the worker's listing
+    is the model's, and a watcher's events take it from the last version to this one - with a
+    priority that moved heard as ADDED again; every few steps the delta is folded into a new
+    base (as the source's own thread does) and the worker reads that base whole."""
+    publisher, worker, _ = published
+    rng = random.Random(7)
+    model = {f"n{i:04d}.mp4": meta(rng.randrange(3)) for i in range(600)}
+    listing = PackedListing.build(sorted(model.items()))
+    publisher.write(1, listing)
+    names, watch = worker.subscribe()
+    assert names == sorted(model)
+    for version in range(2, 14):
+        changes: dict[str, str | None] = {}
+        for _ in range(rng.randrange(1, 40)):
+            name = f"n{rng.randrange(700):04d}.mp4"
+            changes[name] = None if rng.random() < 0.4 else meta(rng.randrange(3))
+        before = dict(model)
+        for name, now in changes.items():
+            if now is None:
+                model.pop(name, None)
+            else:
+                model[name] = now
+        listing, _, _ = listing.with_changes(changes)
+        if version % 4 == 0:  # folded into a new base, as ListedSource._tidy does
+            listing = listing.merged().prepared()
+        publisher.write(version, listing)
+        assert worker.version == version
+        assert worker.page(None, None)[0] == sorted(model)
+        removed = sorted(before.keys() - model.keys())
+        moved = {n for n in model.keys() & before.keys() if model[n] != before[n]}  # priority
+        added = sorted((model.keys() - before.keys()) | moved)
+        expected = [{"type": "DELETED", "item": n} for n in removed]
+        expected += [{"type": "ADDED", "item": n} for n in added]
+        assert events_until(worker, watch, version) == expected, version
+    worker.unsubscribe(watch)
+
+
+def test_a_folder_is_written_whole_and_diffed_by_names(tmp_path):
+    publisher = Publisher(str(tmp_path))
+    worker = SharedSnapshot(str(tmp_path), {"ROOT": str(tmp_path)})
+    try:
+        publisher.write(1, b"a.mp4\0b.mp4")
+        names, watch = worker.subscribe()
+        assert names == ["a.mp4", "b.mp4"]
+        publisher.write(2, b"b.mp4\0c.mp4")
+        assert events_until(worker, watch, 2) == [{"type": "DELETED", "item": "a.mp4"},
+                                    {"type": "ADDED", "item": "c.mp4"}]  # fmt: skip
+        assert (tmp_path / "current").read_text() == "2 names-000000000002\n"
+        worker.unsubscribe(watch)
+    finally:
+        worker.stop()
+
+
+def test_a_listed_source_tells_its_watchers_what_the_source_told_and_a_gap_is_diffed(published):
+    """With each version the publisher writes the events the source told its own watchers (a
+    worker's watchers get those, in order, across any number of versions); a version whose
+    events are not written - one no longer kept - is found by comparing listings."""
+    publisher, worker, folder = published
+    listing = PackedListing.build([("a.mp4", meta(0)), ("b.mp4", meta(0))])
+    publisher.write(1, listing)
+    watch = worker.subscribe_events()
+    listing, _, _ = listing.with_changes({"c.mp4": meta(0)})
+    came_went_came = [
+        {"type": "ADDED", "item": "c.mp4"},
+        {"type": "DELETED", "item": "c.mp4"},
+        {"type": "ADDED", "item": "c.mp4"},
+    ]  # (what no diff of listings says)
+    publisher.write(2, listing, came_went_came)
+    listing, _, _ = listing.with_changes({"c.mp4": None, "d.mp4": meta(0)})
+    told = [{"type": "DELETED", "item": "c.mp4"}, {"type": "ADDED", "item": "d.mp4"}]
+    publisher.write(3, listing, told)  # (the follower may see 2 and 3 together, or in turn)
+    assert events_until(worker, watch, 3) == [*came_went_came, *told]
+    listing, _, _ = listing.with_changes({"a.mp4": None, "e.mp4": meta(0)})
+    publisher.write(4, listing)  # no events written: the listings compared
+    assert not (folder / "events-000000000004").exists()
+    assert events_until(worker, watch, 4) == [{"type": "DELETED", "item": "a.mp4"},
+                                              {"type": "ADDED", "item": "e.mp4"}]  # fmt: skip
+    worker.unsubscribe(watch)
