@@ -280,7 +280,10 @@ def bench_watchers(count: int, procs: list) -> None:
     """`count` watch streams on one ambassador: each must get the event of one new file."""
     root = make_folder(10)
     FOLDERS.append(root)
-    proc, base, _ = start_ambassador(root)
+    # every watcher comes from 127.0.0.1: one client, which the server caps at half its
+    # watches by default (`--max-watches-per-client`) - here it may hold them all
+    caps = ("--max-watches", str(max(count, 2)), "--max-watches-per-client", str(count))
+    proc, base, _ = start_ambassador(root, *caps)
     procs.append(proc)
     time.sleep(1)
     before = rss_tree_mb(proc.pid)
