@@ -84,7 +84,7 @@ def _build_source(config: dict) -> Any:
     if kind_of(config) == "filesystem" and not config.get("ROOT"):
         raise ValueError("the ambassador needs ROOT (a folder), a SOURCE_TYPE or SOURCE")
     if config.get("SHARED_SNAPSHOT"):  # a gunicorn worker: the publisher keeps the snapshot
-        from .publication import SharedSnapshot
+        from .shared_snapshot import SharedSnapshot
 
         return SharedSnapshot(config["SHARED_SNAPSHOT"], config)
     return open_source(config)

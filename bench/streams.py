@@ -262,7 +262,7 @@ def http_delay(bench, rate: int, seconds: float, log: str = "live") -> None:
     ambassador = Server(bench.url(log, keyed=True), free_port(), ())
     writer = None
     try:
-        ambassador.wait_ready()
+        ambassador.wait_ready(timeout=600)  # (a million records: the cold start's time)
         stream = requests.get(ambassador.url + "/api/v1/items?watch=true", stream=True,
                               timeout=(5, 30))  # fmt: skip
         lines = stream.iter_lines(chunk_size=1 << 16)

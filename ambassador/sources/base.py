@@ -56,7 +56,7 @@ class Source(Protocol):
 @runtime_checkable
 class ServesPrebuilt(Protocol):
     """A source that keeps its listing's JSON array and its watch's first lines built once a
-    version, for every request to share (`shared.SharedSnapshot`)."""
+    version, for every request to share (`shared_snapshot.SharedSnapshot`)."""
 
     def json_names(self) -> tuple[bytes, int]:
         """Every name as a JSON array, and the version."""

@@ -10,7 +10,8 @@ import random
 
 import pytest
 
-from kube_workqueue.ambassador.publication import Publisher, SharedSnapshot
+from kube_workqueue.ambassador.publication import Publisher
+from kube_workqueue.ambassador.shared_snapshot import SharedSnapshot
 from kube_workqueue.ambassador.sources.packed_listing import PackedListing
 from tests.support.servers import wait_until
 

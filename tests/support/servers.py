@@ -68,7 +68,8 @@ class Server:
         self.process = subprocess.Popen([*args, *extra], stderr=stderr, cwd=peer.cwd,
                                         env=peer.env)  # fmt: skip
 
-    def wait_ready(self) -> None:
+    def wait_ready(self, timeout: float = 20) -> None:
+        """Until /readyz answers 200 (the source's first listing is in), `timeout` seconds."""
         import requests
 
         def up():
@@ -79,7 +80,7 @@ class Server:
             except requests.RequestException:  # not listening yet, or still loading
                 return False
 
-        wait_until(up, timeout=20)
+        wait_until(up, timeout=timeout)
 
     def stop(self) -> None:
         if self.process.poll() is None:
