@@ -276,6 +276,7 @@ def http_delay(bench, rate: int, seconds: float, log: str = "live") -> None:
         began = time.time()  # (an earlier run's live- records are older: not counted)
         writer = subprocess.Popen(bench.writer(log, rate, seconds))
         delays: list[float] = []
+        times: list[float] = []  # each seen record's time, from the writer's start
         expected = int(rate * seconds)
         for line in lines:
             if not line:
@@ -285,6 +286,7 @@ def http_delay(bench, rate: int, seconds: float, log: str = "live") -> None:
                 written = float(event["item"].rsplit("-", 1)[1].removesuffix(".mp4"))
                 if written >= began:
                     delays.append(time.time() - written)
+                    times.append(written - began)
                 if len(delays) >= expected:
                     break
         stream.close()
@@ -292,6 +294,8 @@ def http_delay(bench, rate: int, seconds: float, log: str = "live") -> None:
         if writer is not None:
             writer.wait(60)
         ambassador.stop()
+    late = [t for t, d in zip(times, delays, strict=True) if d > 0.2]
+    bursts = [t for k, t in enumerate(late) if not k or t - late[k - 1] > 1.0]
     delays.sort()
     p99 = delays[int(0.99 * (len(delays) - 1))]
     beside = f"; beside {first - 1:,} retained items" if log != "live" else ""
@@ -299,6 +303,8 @@ def http_delay(bench, rate: int, seconds: float, log: str = "live") -> None:
           f"records a second for {seconds:.0f} s ({len(delays):,} seen): p50 "
           f"{statistics.median(delays) * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms "
           "(goal: p99 <= 200 ms)")  # fmt: skip
+    print(f"[{bench.kind}]   later than 200 ms: {len(late):,} records, in {len(bursts)} bursts "
+          f"beginning {', '.join(f'{t:.0f}' for t in bursts[:12])} s in")  # fmt: skip
 
 
 def crash(bench, records: int) -> None:
