@@ -109,9 +109,10 @@ class ListingFile:
 
 
 def shortcut(app, listing: ListingFile, count: Callable[[int, float], None]) -> None:
-    """Answer `GET /api/v1/items` (nothing after the path) before Flask: `app.wsgi_app` is
-    wrapped. `count(status, started)` records the request as the metrics hook would. The
-    source is asked whether it can be read first; when not, Flask answers (its 503)."""
+    """Answer `GET /api/v1/items` (nothing after the path) before Flask: the app's WSGI
+    callable is wrapped. `count(status, started)` records the request as the metrics hook
+    would. The source is asked whether it can be read first; when not, Flask answers (its
+    503)."""
     source = app.extensions["workqueue.source"]
     flask_app = app.wsgi_app
 
