@@ -29,9 +29,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from werkzeug.wsgi import wrap_file
+
+from .metrics import ROUTE
 from .sources.base import Ranks, ServesPrebuilt
 
-ROUTE = "/api/v1/items"
 HEAD = b'{"kind":"ItemList","apiVersion":"v1","items":'
 
 
@@ -108,11 +110,10 @@ class ListingFile:
             old.close()
 
 
-def shortcut(app, listing: ListingFile, count: Callable[[int, float], None]) -> None:
+def shortcut(app, listing: ListingFile, count: Callable[[float], None]) -> None:
     """Answer `GET /api/v1/items` (nothing after the path) before Flask: the app's WSGI
-    callable is wrapped. `count(status, started)` records the request as the metrics hook
-    would. The source is asked whether it can be read first; when not, Flask answers (its
-    503)."""
+    callable is wrapped. `count(started)` records the answer as the metrics hook would. The
+    source is asked whether it can be read first; when not, Flask answers (its 503)."""
     source = app.extensions["workqueue.source"]
     flask_app = app.wsgi_app
 
@@ -128,12 +129,7 @@ def shortcut(app, listing: ListingFile, count: Callable[[int, float], None]) -> 
         body, size = listing.current(source)
         headers = [("Content-Type", "application/json"), ("Content-Length", str(size))]
         start_response("200 OK", headers)
-        count(200, started)
-        if isinstance(body, bytes):
-            return [body]
-        wrapper = environ.get("wsgi.file_wrapper")
-        if wrapper is None:
-            from werkzeug.wsgi import FileWrapper as wrapper
-        return wrapper(body)
+        count(started)
+        return [body] if isinstance(body, bytes) else wrap_file(environ, body)
 
     app.wsgi_app = wsgi

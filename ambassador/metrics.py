@@ -66,9 +66,9 @@ def skipped_names_counter() -> Counter:
     return _skipped
 
 
-def install_metrics(app: Flask, source) -> Callable[[int, float], None]:
-    """Metrics for `app`; returns `count_listing(status, started)`, which records a whole
-    listing answered outside Flask (`full_listing.shortcut`) as the hooks below would."""
+def install_metrics(app: Flask, source) -> Callable[[float], None]:
+    """Metrics for `app`; returns `count_listing(started)`, which records a whole listing
+    answered (200) outside Flask (`full_listing.shortcut`) as the hooks below would."""
     registry = CollectorRegistry()
     registry.register(refused_counter())
     registry.register(skipped_names_counter())
@@ -114,7 +114,7 @@ def install_metrics(app: Flask, source) -> Callable[[int, float], None]:
     def _count(response: Response) -> Response:
         rule = request.url_rule.rule if request.url_rule is not None else "unmatched"
         requests_total.labels(rule, request.method, str(response.status_code)).inc()
-        if rule == "/api/v1/items" and request.args.get("watch", "false") in ("false", "0"):
+        if rule == ROUTE and request.args.get("watch", "false") in ("false", "0"):
             started = g.get("workqueue_started")
             if started is not None:
                 listing_seconds.observe(time.perf_counter() - started)
@@ -137,8 +137,8 @@ def install_metrics(app: Flask, source) -> Callable[[int, float], None]:
 
     whole_listing = requests_total.labels(ROUTE, "GET", "200")
 
-    def count_listing(status: int, started: float) -> None:
-        (whole_listing if status == 200 else requests_total.labels(ROUTE, "GET", str(status))).inc()
+    def count_listing(started: float) -> None:
+        whole_listing.inc()
         listing_seconds.observe(time.perf_counter() - started)
 
     return count_listing
