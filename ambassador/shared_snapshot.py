@@ -4,8 +4,9 @@ interface of `sources/base.py`.
 
 Reading: `current` is looked at once a request (one stat); when it names a newer version the
 worker reads that version's delta over the base it already holds, or, when it names another
-base, that base whole. A version's listing never changes once read, so a request takes the
-current one and reads it without the lock.
+base, that base whole - read ahead by a thread of its own, with where each name begins, once
+`current` named it as coming. A version's listing never changes once read, so a request takes
+the current one and reads it without the lock.
 
 Watches: a follower thread (every `FOLLOW_SECONDS`, started with the first watch) hands each
 watcher the events from the version it last saw to the newest - the publisher's events files,
@@ -27,6 +28,7 @@ from typing import Any
 
 from .publication import (
     BACKLOG,
+    COMING,
     CURRENT,
     FOLLOW_SECONDS,
     HEARTBEAT,
@@ -57,6 +59,9 @@ class SharedSnapshot:
         self._base_file: str | None = None
         self._version = 0
         self._stamp: tuple[int, int, int] | None = None
+        # a base `current` names as coming, read ahead by a thread: [file, thread, listing or
+        # None until read]; the thread sets only the listing
+        self._ahead: list | None = None
         self._watchers: dict[queue.SimpleQueue, int] = {}  # queue -> version it has seen
         # Invariant: holds the listing of every version some watcher is at (listings over one
         # base share it: a version costs its delta); built only while there are watchers.
@@ -93,7 +98,11 @@ class SharedSnapshot:
             if stamp == self._stamp:
                 return
             with open(pointer, encoding="ascii") as f:
-                version_text, base_file, *delta_file = f.read().split()
+                version_text, base_file, *more = f.read().split()
+            delta_file = [w for w in more if w.startswith("delta-")]
+            coming = [w.removeprefix(COMING) for w in more if w.startswith(COMING)]
+            if coming:
+                self._read_ahead(coming[0])
             version = int(version_text)
             if version <= self._version:
                 self._stamp = stamp
@@ -109,7 +118,36 @@ class SharedSnapshot:
             self._listing, self._base_file = base.over(delta), base_file
             self._version, self._stamp = version, stamp
 
+    def _read_ahead(self, file_name: str) -> None:
+        """Read the base `file_name` in a thread of its own (the publisher names it as coming
+        before its versions use it), unless it is held or being read. The caller holds
+        `_lock`."""
+        if file_name == self._base_file or (self._ahead and self._ahead[0] == file_name):
+            return
+        ahead: list = [file_name, None, None]
+
+        def read() -> None:
+            try:
+                ahead[2] = self._read_base(file_name).prepared()
+            except (FileNotFoundError, UnicodeDecodeError):
+                pass  # superseded, or not whole: `_base` reads it again, or finds the newer one
+
+        ahead[1] = threading.Thread(target=read, name="ambassador-read-ahead", daemon=True)
+        self._ahead = ahead
+        ahead[1].start()
+
     def _base(self, file_name: str) -> PackedListing:
+        """The base published in `file_name`: read ahead (waiting for the thread reading it),
+        or read now."""
+        ahead = self._ahead
+        if ahead is not None and ahead[0] == file_name:
+            ahead[1].join()
+            self._ahead = None
+            if ahead[2] is not None:
+                return ahead[2]
+        return self._read_base(file_name)
+
+    def _read_base(self, file_name: str) -> PackedListing:
         """The base published in `file_name` (and its metas, where the source has them)."""
         with open(os.path.join(self.folder, file_name), "rb") as f:
             raw = f.read()

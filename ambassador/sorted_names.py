@@ -14,6 +14,10 @@ a page returns are decoded.
 The full listing's JSON array is built from the blob in one replace when no name needs
 escaping in JSON (no `"`, `\\` or control character - the usual case), else by json.dumps.
 It is not kept here: the API caches the whole response body once per version.
+
+`names_diff(older, newer)` finds the names added and removed, comparing runs of `_RUN` names as
+one bytes comparison, so a re-listing with nothing new is n / _RUN comparisons in C, and each
+change costs at most one run stepped through name by name.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from operator import add
 
 _NEEDS_ESCAPE = re.compile(rb'[\x01-\x1f"\\]')  # NUL is the separator, never in a name
 _CHUNK = 1 << 16  # bytes of names split at once when finding where each begins
+_RUN = 256  # names compared at once by names_diff
 
 
 def starts_of(blob: bytes) -> array:
@@ -157,3 +162,33 @@ class SortedNames:
             return b'["' + self.blob.replace(b"\0", b'","') + b'"]'
         names = self.slice(0, len(self))
         return json.dumps(names, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def names_diff(older: SortedNames, newer: SortedNames) -> tuple[list[str], list[str]]:
+    """(added, removed): the names of `newer` not in `older`, and of `older` not in `newer`,
+    each sorted. Both must be sorted (module docstring)."""
+    added: list[bytes] = []
+    removed: list[bytes] = []
+    i = j = 0
+    n, m = len(older), len(newer)
+    stepping = 0  # names to step through one by one before comparing runs again
+    while i < n and j < m:
+        if not stepping:
+            whole_runs = i + _RUN <= n and j + _RUN <= m
+            if whole_runs and older.span(i, i + _RUN) == newer.span(j, j + _RUN):
+                i, j = i + _RUN, j + _RUN
+                continue
+            stepping = _RUN
+        stepping -= 1
+        a, b = older.raw(i), newer.raw(j)
+        if a == b:
+            i, j = i + 1, j + 1
+        elif a < b:
+            removed.append(a)
+            i += 1
+        else:
+            added.append(b)
+            j += 1
+    removed += (older.raw(k) for k in range(i, n))
+    added += (newer.raw(k) for k in range(j, m))
+    return [a.decode("utf-8") for a in added], [r.decode("utf-8") for r in removed]

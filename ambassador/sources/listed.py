@@ -38,8 +38,9 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
+from ..sorted_names import names_diff
 from .base import RanksMetas
-from .packed_listing import PackedListing, names_diff
+from .packed_listing import PackedListing
 
 log = logging.getLogger(__name__)
 

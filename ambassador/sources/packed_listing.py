@@ -27,31 +27,39 @@ lock, and every structure here is built in a few passes in C (joins, splits, sli
     swaps in `rebased` - the changes made meanwhile, over the new base. A page reads the base
     and the sorted delta side by side; a whole listing (the publisher's blobs, a watch's first
     names) is the merge, kept with the listing;
-  * `names_diff(older, newer)` finds the names added and removed, comparing runs of
-    `_RUN` names as one bytes comparison, so a re-listing with nothing new is n / _RUN
-    comparisons in C, and each change costs at most one run stepped through name by name.
+  * a listing over a base made by folding (`rebased`) remembers the delta folded, so the
+    publisher can go on writing versions over the base before while it writes the new one
+    (`delta_over`); comparing two listings over different bases: `sorted_names.names_diff`.
 """
 
 from __future__ import annotations
 
+import itertools
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping
 from itertools import accumulate
 
-from ..sorted_names import SortedNames
+from ..sorted_names import SortedNames, names_diff
 
-_RUN = 256  # names compared at once by names_diff
 MERGE_AT = 1024  # a delta of more names than this and MERGE_SHARE of the base is merged
 MERGE_SHARE = 64
+_bases = itertools.count(1)  # each base's number (`_generation`)
 
 
 class PackedListing:
-    __slots__ = ("_names", "_metas", "_delta", "_count", "_order", "_merged")
+    __slots__ = ("_names", "_metas", "_delta", "_count", "_order", "_merged", "_generation",
+                 "_folded")  # fmt: skip
 
     def __init__(self, names: SortedNames | None = None, metas: SortedNames | None = None):
         # The base: `_names` sorted, no name twice; _metas[i] is the meta of _names[i].
         self._names = names or SortedNames()
         self._metas = metas or SortedNames()
+        # Invariant: listings share `_generation` exactly when they share the base; `_folded`
+        # is (the generation folded, the delta folded over it) when the base was made by
+        # folding a delta (`rebased`), else None - so the publisher can go on writing a
+        # version's delta over the base before, while it writes this one (`delta_over`).
+        self._generation = next(_bases)
+        self._folded: tuple[int, dict[str, tuple[str | None, bool]]] | None = None
         # Invariant: `_delta` holds each name whose standing differs from the base's - name ->
         # (its meta now, or None: not listed; whether the base lists it) - so a name with None
         # is always one the base lists; `_count` is how many names are listed in all.
@@ -205,12 +213,18 @@ class PackedListing:
                 removed.append(name)
         if delta is None:
             return self, [], []
-        fresh = PackedListing(self._names, self._metas)
-        fresh._delta = delta
-        fresh._count = self._count + len(added) - len(removed)
+        fresh = self._over_base(delta, self._count + len(added) - len(removed))
         added.sort()
         removed.sort()
         return fresh, added, removed
+
+    def _over_base(self, delta: dict[str, tuple[str | None, bool]], listed: int) -> PackedListing:
+        """A listing over this one's base (the same generation, the same fold) with `delta`,
+        `listed` names in all."""
+        fresh = PackedListing(self._names, self._metas)
+        fresh._generation, fresh._folded = self._generation, self._folded
+        fresh._delta, fresh._count = delta, listed
+        return fresh
 
     def wants_merge(self) -> bool:
         """Whether the delta has grown enough that lookups and pages should see it folded into
@@ -271,18 +285,33 @@ class PackedListing:
         """The delta as the publisher writes it: for each changed name, in order, the name,
         `+` (new), `~` (another meta) or `-` (gone), and its meta (empty when gone) - all
         NUL-separated UTF-8 (no name or meta holds a NUL)."""
-        parts: list[str] = []
-        for name in self._sorted_delta()[0]:
-            meta, in_base = self._delta[name]
-            parts += (name, "-" if meta is None else ("~" if in_base else "+"), meta or "")
-        return "\0".join(parts).encode("utf-8", "surrogateescape")
+        return _delta_blob(self._delta, self._sorted_delta()[0])
+
+    def delta_over(self, written: PackedListing) -> bytes | None:
+        """This listing as a delta over `written`'s base: its own delta when it shares that
+        base; when its base is `written`'s with a delta folded in (`rebased`), the folded
+        delta and its own as one - no lookup, a copy of the two - so the publisher can go on
+        writing versions over the base workers hold while it writes the new one; else None."""
+        if self.shares_base(written):
+            return self.delta_blob()
+        if self._folded is None or self._folded[0] != written._generation:
+            return None
+        folded = self._folded[1]
+        composed = dict(folded)
+        for name, (meta, in_new_base) in self._delta.items():
+            was = folded.get(name)
+            in_old_base = in_new_base if was is None else was[1]
+            if meta is None and not in_old_base:  # came with the fold, gone since
+                composed.pop(name, None)
+            else:
+                composed[name] = (meta, in_old_base)
+        return _delta_blob(composed, sorted(composed))
 
     def over(self, delta: bytes) -> PackedListing:
         """This listing's base with the delta `delta_blob` wrote (a worker's next version over
         the base it holds). Raises ValueError on a delta that is not one (a torn file)."""
-        fresh = PackedListing(self._names, self._metas)
         if not delta:
-            return fresh
+            return self._over_base({}, len(self._names))
         fields = delta.decode("utf-8", "surrogateescape").split("\0")
         if len(fields) % 3:
             raise ValueError("a delta is triples of name, change and meta")
@@ -298,8 +327,7 @@ class PackedListing:
                 entries[name], count = (meta, False), count + 1
             else:
                 raise ValueError(f"not a change: {change!r}")
-        fresh._delta, fresh._count = entries, count
-        return fresh
+        return self._over_base(entries, count)
 
     def changes_since(self, older: PackedListing) -> tuple[list[str], list[str], list[str] | None]:
         """(added, removed, re-described): the names listed here and not in `older`, those
@@ -334,41 +362,19 @@ class PackedListing:
                 delta[name] = (entry[0], was[0] is not None if was else entry[1])
         for name in older._delta.keys() - self._delta.keys():  # back to the old base's meta
             delta[name] = (self._base_meta(name), older._delta[name][0] is not None)
-        fresh = PackedListing(merged._names, merged._metas)
-        fresh._delta = delta
-        fresh._count = self._count
+        fresh = merged._over_base(delta, self._count)
+        fresh._folded = (older._generation, older._delta)  # (`delta_over`)
         return fresh
+
+
+def _delta_blob(delta: Mapping[str, tuple[str | None, bool]], order: list[str]) -> bytes:
+    """`delta` as `delta_blob` writes it, its names in `order`."""
+    parts: list[str] = []
+    for name in order:
+        meta, in_base = delta[name]
+        parts += (name, "-" if meta is None else ("~" if in_base else "+"), meta or "")
+    return "\0".join(parts).encode("utf-8", "surrogateescape")
 
 
 def _effect(meta: str | None, in_base: bool) -> int:
     return -1 if meta is None else (0 if in_base else 1)
-
-
-def names_diff(older: SortedNames, newer: SortedNames) -> tuple[list[str], list[str]]:
-    """(added, removed): the names of `newer` not in `older`, and of `older` not in `newer`,
-    each sorted. Both must be sorted (module docstring)."""
-    added: list[bytes] = []
-    removed: list[bytes] = []
-    i = j = 0
-    n, m = len(older), len(newer)
-    stepping = 0  # names to step through one by one before comparing runs again
-    while i < n and j < m:
-        if not stepping:
-            whole_runs = i + _RUN <= n and j + _RUN <= m
-            if whole_runs and older.span(i, i + _RUN) == newer.span(j, j + _RUN):
-                i, j = i + _RUN, j + _RUN
-                continue
-            stepping = _RUN
-        stepping -= 1
-        a, b = older.raw(i), newer.raw(j)
-        if a == b:
-            i, j = i + 1, j + 1
-        elif a < b:
-            removed.append(a)
-            i += 1
-        else:
-            added.append(b)
-            j += 1
-    removed += (older.raw(k) for k in range(i, n))
-    added += (newer.raw(k) for k in range(j, m))
-    return [a.decode("utf-8") for a in added], [r.decode("utf-8") for r in removed]

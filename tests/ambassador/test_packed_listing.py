@@ -12,9 +12,9 @@ import pytest
 
 import kube_workqueue.ambassador.sorted_names as sorted_names
 import kube_workqueue.ambassador.sources.packed_listing as packed
-from kube_workqueue.ambassador.sorted_names import SortedNames
+from kube_workqueue.ambassador.sorted_names import _RUN, SortedNames, names_diff
 from kube_workqueue.ambassador.sources.listed import ListedSource
-from kube_workqueue.ambassador.sources.packed_listing import _RUN, PackedListing, names_diff
+from kube_workqueue.ambassador.sources.packed_listing import PackedListing
 from tests.support.servers import wait_until
 
 NAMES = ["a.mp4", "b c.mp4", "z/deep.mp4", "é.mp4", "中.mp4", "😀.mp4"]  # in code point order

@@ -139,3 +139,72 @@ def test_a_listed_source_tells_its_watchers_what_the_source_told_and_a_gap_is_di
     assert events_until(worker, watch, 4) == [{"type": "DELETED", "item": "a.mp4"},
                                               {"type": "ADDED", "item": "e.mp4"}]  # fmt: skip
     worker.unsubscribe(watch)
+
+
+def test_a_folds_base_is_written_beside_the_versions_and_read_ahead_before_it_is_used(tmp_path):
+    """A fold as the source makes it (`rebased`: a listing folded while more changes came):
+    the versions go on over the base workers hold - the folded delta and the new one as one -
+    while a thread writes the new base; `current` then names it as coming, a worker reads it
+    ahead, and only after the lead do versions use it. At every version the worker's listing
+    is the model's and a watcher hears exactly what changed."""
+    publisher = Publisher(str(tmp_path), lead=0.0)
+    worker = SharedSnapshot(str(tmp_path), dict(SORTED_SET))
+    try:
+        rng = random.Random(11)
+        model = {f"n{i:04d}.mp4": meta(rng.randrange(3)) for i in range(400)}
+        listing = PackedListing.build(sorted(model.items()))
+        publisher.write(1, listing)
+        watch = worker.subscribe_events()
+        folding = None  # the listing being folded, as the source's thread holds it
+        lines = []
+        ahead = None
+        for version in range(2, 30):
+            changes: dict[str, str | None] = {}
+            for _ in range(rng.randrange(1, 30)):
+                name = f"n{rng.randrange(500):04d}.mp4"
+                changes[name] = None if rng.random() < 0.4 else meta(rng.randrange(3))
+            before = dict(model)
+            for name, now in changes.items():
+                if now is None:
+                    model.pop(name, None)
+                else:
+                    model[name] = now
+            listing, _, _ = listing.with_changes(changes)
+            if version % 9 == 2:
+                folding = listing  # the fold starts here; changes go on meanwhile
+            elif folding is not None and version % 9 == 4:
+                listing = listing.rebased(folding, folding.merged().prepared())
+                folding = None
+            publisher.write(version, listing)
+            lines.append((tmp_path / "current").read_text().split())
+            publisher.settle(timeout=30)
+            assert worker.version == version
+            assert worker.page(None, None)[0] == sorted(model)
+            assert all(worker.get(n)["priority"] == int(m[1]) for n, m in model.items())
+            removed = sorted(before.keys() - model.keys())
+            moved = {n for n in model.keys() & before.keys() if model[n] != before[n]}
+            added = sorted((model.keys() - before.keys()) | moved)
+            expected = [{"type": "DELETED", "item": n} for n in removed]
+            expected += [{"type": "ADDED", "item": n} for n in added]
+            assert events_until(worker, watch, version) == expected, version
+            line = lines[-1]
+            if line[-1].startswith("coming:"):  # the new base is named: a worker reads it ahead
+                wait_until(lambda: worker._ahead is not None and worker._ahead[2] is not None,
+                           timeout=30)  # fmt: skip
+                ahead = worker._ahead
+            elif ahead is not None and line[1] == ahead[0]:  # the first version over it
+                assert worker._listing.shares_base(ahead[2])  # ... found it read
+                ahead = None
+        # a fold (versions 4, 13, 22) is written beside the versions over the base before,
+        # then named as coming, and used only after that
+        bases = [line[1] for line in lines]
+        for fold in (4, 13, 22):
+            new_base = f"names-{fold:012d}"
+            first = bases.index(new_base)
+            assert bases[fold - 2] == bases[fold - 3] != new_base  # (lines[0]: version 2)
+            assert first > fold - 2 and lines[first - 1][-1] == "coming:" + new_base
+            assert all(len(line) == 3 for line in lines[fold - 2 : first - 1])
+        assert sum(1 for line in lines if line[-1].startswith("coming:")) == 3
+        worker.unsubscribe(watch)
+    finally:
+        worker.stop()
