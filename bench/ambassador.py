@@ -37,6 +37,7 @@ from bench import spread
 LISTING_ROUNDS = 7  # the full listing against its peers: rounds, each server in turn
 LISTING_GETS = 40  # GETs of each server a round
 FOLDERS: list[str] = []  # made by this run, removed at its end
+GUARDED = "kube_workqueue.ambassador.guarded_worker.GuardedWorker"
 AMBASSADOR = [sys.executable, "-m", "kube_workqueue.manager.cli", "ambassador", "--workers", "2"]
 
 
@@ -116,10 +117,12 @@ def wrk_rps(url: str, seconds: int) -> float | None:
     return float(match.group(1)) if match else None
 
 
-def serve_hello(port: int, file: str | None = None) -> None:
-    """A bare gunicorn + Flask app, configured as the ambassador is (2 gthread workers); with
-    `file`, `GET /file` sends it as gunicorn sends a file (`wsgi.file_wrapper`: sendfile) with
-    nothing else - this stack's floor for sending the same bytes as the full listing."""
+def serve_hello(port: int, file: str | None = None, guarded: bool = False) -> None:
+    """A bare gunicorn + Flask app, configured as the ambassador is (2 gthread workers, or with
+    `guarded` the ambassador's own worker class, which reads each head against a deadline and
+    size limits before a thread gets it); with `file`, `GET /file` sends it as gunicorn sends
+    a file (`wsgi.file_wrapper`: sendfile) with nothing else - this stack's floor for sending
+    the same bytes as the full listing."""
     from flask import Flask
     from gunicorn.app.base import BaseApplication
 
@@ -144,7 +147,7 @@ def serve_hello(port: int, file: str | None = None) -> None:
             for key, value in {
                 "bind": f"127.0.0.1:{port}",
                 "workers": 2,
-                "worker_class": "gthread",
+                "worker_class": GUARDED if guarded else "gthread",
                 "threads": THREADS_PER_WORKER,
                 "worker_connections": THREADS_PER_WORKER + 256,
                 "loglevel": "warning",
@@ -238,36 +241,44 @@ def bench_big_folder(files: int, procs: list, reuse: str | None = None) -> str:
         )
     )
     wait_up(f"http://127.0.0.1:{static_port}/items.json")
-    floor_port = free_port()
-    procs.append(
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "bench.ambassador",
-                "--serve-hello",
-                str(floor_port),
-                "--serve-file",
-                os.path.join(static_dir, "items.json"),
-            ]  # fmt: skip
+    floor_ports = []
+    for guarded in ([], ["--serve-guarded"]):
+        floor_ports.append(free_port())
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "bench.ambassador",
+                    "--serve-hello",
+                    str(floor_ports[-1]),
+                    "--serve-file",
+                    os.path.join(static_dir, "items.json"),
+                    *guarded,
+                ]  # fmt: skip
+            )
         )
-    )
-    wait_up(f"http://127.0.0.1:{floor_port}/file")
+        wait_up(f"http://127.0.0.1:{floor_ports[-1]}/file")
     port = int(base.rsplit(":", 1)[1])
-    ours, static, floor = [], [], []
+    ours, static, floor, guarded_floor = [], [], [], []
     for _ in range(LISTING_ROUNDS):  # each round: each server in turn, its median
         ours.append(statistics.median(time_raw(port, "/api/v1/items", LISTING_GETS)))
         static.append(statistics.median(time_raw(static_port, "/items.json", LISTING_GETS)))
-        floor.append(statistics.median(time_raw(floor_port, "/file", LISTING_GETS)))
+        floor.append(statistics.median(time_raw(floor_ports[0], "/file", LISTING_GETS)))
+        guarded_floor.append(statistics.median(time_raw(floor_ports[1], "/file", LISTING_GETS)))
     print(
         f"full listing ({len(full) / 1e6:.1f} MB), median of {LISTING_GETS} GETs a round, "
         f"{LISTING_ROUNDS} rounds (load {os.getloadavg()[0]:.2f}): ours "
         f"{spread([t * 1000 for t in ours], '.2f')} ms; the same bytes as a static file from "
         f"python -m http.server {spread([t * 1000 for t in static], '.2f')} ms: "
         f"{spread([s / o for s, o in zip(static, ours, strict=True)], '.2f')}x its speed "
-        "(goal >= 1); from bare gunicorn sending the file (this stack's floor) "
+        "(goal >= 1); from bare gunicorn sending the file (gthread) "
         f"{spread([t * 1000 for t in floor], '.2f')} ms: "
-        f"{spread([f / o for f, o in zip(floor, ours, strict=True)], '.2f')}x"
+        f"{spread([f / o for f, o in zip(floor, ours, strict=True)], '.2f')}x; from the "
+        "ambassador's own worker class sending the file and nothing else (this stack's floor) "
+        f"{spread([t * 1000 for t in guarded_floor], '.2f')} ms: "
+        f"{spread([s / g for s, g in zip(static, guarded_floor, strict=True)], '.2f')}x the "
+        "static server's speed"
     )
     pages = time_requests(session, base + "/api/v1/items?limit=1000", 300)
     p50, p95 = percentiles(pages)
@@ -387,10 +398,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--serve-hello", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--serve-file", help=argparse.SUPPRESS)
+    parser.add_argument("--serve-guarded", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--reuse", help="a folder of --files clip-NNNNNN.mp4 files to use")
     args = parser.parse_args()
     if args.serve_hello:
-        serve_hello(args.serve_hello, args.serve_file)
+        serve_hello(args.serve_hello, args.serve_file, args.serve_guarded)
         return
     procs: list[subprocess.Popen] = []
     try:
