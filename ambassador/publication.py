@@ -10,12 +10,16 @@ newest version published.
     publisher:  names-000000000042   a base: the sorted names, NUL-separated UTF-8
                 meta-000000000042    for sources whose listing describes the items (an object's
                                      ETag, size, time): each name's meta, in the same order
-                delta-000000000057   version 57's changes over that base (name, + ~ or -, meta:
-                                     `PackedListing.delta_blob`), for a listed source
+                delta-000000000056   version 56's whole delta over that base (name, + ~ or -,
+                                     meta: `sources/delta_format.py`), for a listed source -
+                                     every WHOLE_EVERY versions, and over each new base
+                changes-000000000057 the version before it (first line), then the entries of
+                                     the delta that changed since that version (= for a name
+                                     back as the base has it)
                 events-000000000057  the version published before it (first line), then the
                                      events the source told its own watchers between the two,
                                      one JSON line each
-                current              "57 names-000000000042 delta-000000000057" (replaced
+                current              "57 names-000000000042 delta-000000000056" (replaced
                                      atomically, after the files it names are complete), and
                                      " coming:names-000000000056" after it while a base written
                                      for the versions to come waits to be used
@@ -23,20 +27,24 @@ newest version published.
                                      why the source cannot be read (`/readyz` answers 503)
 
 A listed source's base is written once, and again only when the source folds its delta into a
-new one (every 1/64 of the listing's changes) or lists afresh: beside a million items a
-version costs its changes - a whole copy a version (90 MB at a million log records, read again
-by every worker) made a Redis stream's records wait 20-35 s at 1,000 a second over HTTP. A
-fold's base is written beside the versions, not in their way: a thread writes it while they go
-on over the base before (the folded delta and the new one as one delta), `current` names it as
-coming for LEAD_SECONDS - each worker reads it ahead, in a thread - and only then do versions
-use it (`Publisher`). A folder's names (no delta, no metas) are written whole each version.
+new one (every 1/64 of the listing's changes) or lists afresh: beside a million items a version
+costs its changes - a whole copy a version (90 MB at a million log records, read again by every
+worker) made a Redis stream's records wait 20-35 s at 1,000 a second over HTTP - and so does the
+delta: written whole each version it grew to 15,600 entries before a fold, a fifth of the
+publisher's time and a quarter of each worker's. A version is its changes to the delta; a worker
+applies them to the delta it holds. A fold's base is written beside the versions, not in their
+way: a thread writes it while they go on over the base before (the folded delta and the new one
+as one delta), `current` names it as coming for LEAD_SECONDS - each worker reads it ahead, in a
+thread - and only then do versions use it (`Publisher`). A folder's names (no delta, no metas)
+are written whole each version.
 
 A worker describes an item with the source type's `describe(config, name, meta)`: from the
 published meta (no request to the store), or, for a folder, from one lstat of the file.
     worker:     SharedSnapshot       (`shared_snapshot.py`) re-reads `current` when it
-                                     changed (one stat a request): the delta alone over the
-                                     base it holds, or a new base (read ahead when it was
-                                     named as coming)
+                                     changed (one stat a request): the changes since the
+                                     version it holds, or a whole delta and the changes
+                                     since, over the base it holds or a new base (read
+                                     ahead when it was named as coming)
 
 Invariants: published versions only grow; `current` names a complete file; a worker moves only
 forward. So a client's consecutive requests - whichever workers answer - never see the listing
@@ -63,8 +71,11 @@ import os
 import queue
 import threading
 import time
+from collections.abc import Mapping
 
+from .sources import delta_format
 from .sources.base import HoldsPacked
+from .sources.delta_format import Entry
 from .sources.packed_listing import PackedListing
 from .sources.registry import open_source
 
@@ -79,8 +90,11 @@ STALE_SECONDS = 10.0  # a publisher silent this long is gone: the worker is not 
 READY_SECONDS = 0.5  # how stale a worker's view of the heartbeat may be
 KEEP_FILES = 4
 KEEP_DELTAS = 16  # deltas are small and come fast: a worker reading one has time to finish
+WHOLE_EVERY = 8  # a version's whole delta is written every this many versions (KEEP_DELTAS >)
 LEAD_SECONDS = 0.5  # how long a fold's new base is named as coming before versions use it
 COMING = "coming:"  # `current`'s word before such a base
+DELTA = "delta-"  # a version's whole delta over its base
+CHANGES = "changes-"  # a version's changes to the delta of the version before
 _M_MMAP_THRESHOLD = -3  # mallopt's parameter (glibc's malloc.h)
 
 
@@ -107,30 +121,32 @@ def publish(
     version: int,
     names: bytes = b"",
     metas: bytes | None = None,
-    delta: bytes = b"",
+    *,
     base: str | None = None,
+    whole: int | None = None,
     coming: str | None = None,
 ) -> str:
-    """Write version `version` of the listing, then point `current` at it: a new base - its
-    sorted names and, for a source that has them, their metas in step, each NUL-separated
-    UTF-8 - or, with `base` (a base written before), none; and `delta`, the changes over the
-    base (`PackedListing.delta_blob`), when there are any; `coming`: a base written for the
-    versions to come, which workers may read ahead. Returns the base's file name."""
+    """Point `current` at version `version` of the listing, after writing, when `base` is None
+    (a base written before), a new base: its sorted names and, for a source that has them,
+    their metas in step, each NUL-separated UTF-8. `whole`: the version whose whole delta
+    (`delta-`) the worker reads over the base, the changes files written since taking it
+    on to this one (a listed source's; None for a folder's names, which are whole);
+    `coming`: a base written for the versions to come, which workers may read ahead.
+    Returns the base's file name."""
     if base is None:
         base = f"names-{version:012d}"
         _write_base(folder, base, names, metas)
     line = f"{version} {base}"
-    if delta:
-        _write(folder, f"delta-{version:012d}", delta)
-        line += f" delta-{version:012d}"
+    if whole is not None:
+        line += f" {DELTA}{whole:012d}"
     if coming:
         line += f" {COMING}{coming}"
     pointer = os.path.join(folder, CURRENT + ".part")
     with open(pointer, "w", encoding="ascii") as f:
         f.write(line + "\n")
     os.replace(pointer, os.path.join(folder, CURRENT))
-    for kind, keep in (("names-", KEEP_FILES), ("meta-", KEEP_FILES), ("delta-", KEEP_DELTAS),
-                       ("events-", KEEP_DELTAS)):  # fmt: skip
+    for kind, keep in (("names-", KEEP_FILES), ("meta-", KEEP_FILES), (DELTA, KEEP_FILES),
+                       (CHANGES, KEEP_DELTAS), ("events-", KEEP_DELTAS)):  # fmt: skip
         published = sorted(n for n in os.listdir(folder) if n.startswith(kind) and "." not in n)
         for old in published[:-keep]:  # a worker still reading one keeps its open file
             os.unlink(os.path.join(folder, old))
@@ -153,23 +169,27 @@ def _write(folder: str, file_name: str, body: bytes) -> None:
 class Publisher:
     """Writes each version of a listing into `folder`: a listed source's base once - and again
     only when the source folds its delta into a new one, or lists afresh - and each version's
-    delta over it, so a version beside a million items costs its changes, not a copy of the
-    million (written here, read by every worker); a folder's names whole each version.
+    changes to the delta over it, the whole delta every WHOLE_EVERY versions, so a version
+    beside a million items costs what changed, not a copy of the million nor of the delta
+    (written here, read by every worker); a folder's names whole each version.
 
-    A fold's new base is written by a thread of its own while the versions go on as deltas
-    over the base before (`PackedListing.delta_over`: the folded delta and the new one), then
+    A fold's new base is written by a thread of its own while the versions go on over the
+    base before (`PackedListing.delta_over`: the folded delta and the new one as one), then
     named in `current` as coming for `lead` seconds - time for each worker to read it ahead -
-    and only then used: a new base cost every record that came while it was written (0.24 s
-    at a million log records) and while each worker read it (0.09 s) that long a wait."""
+    and only then used."""
 
     def __init__(self, folder: str, lead: float = LEAD_SECONDS) -> None:
         self.folder = folder
         self.lead = lead
         # Invariant: `_based` is the listing whose base is written and the file it is in (None
-        # before the first); `_next`, when not None, is a fold's listing whose base a thread
-        # is writing into the file beside it, and the time it was first named as coming
-        # (None before) - only once the thread ended (`_next_done`).
+        # before the first); `_sent` the delta over that base of the version written last
+        # (None: none yet over it), `_whole` the version whose whole delta over it was
+        # written last; `_next`, when not None, is a fold's listing whose base a thread is
+        # writing into the file beside it, and the time it was first named as coming (None
+        # before) - only once the thread ended (`_next_done`).
         self._based: tuple[PackedListing, str] | None = None
+        self._sent: Mapping[str, Entry] | None = None
+        self._whole = 0
         self._next: list | None = None  # [listing, file, thread, first named]
         self._last: int | None = None  # the version written last
 
@@ -183,24 +203,42 @@ class Publisher:
             lines = [json.dumps(e, ensure_ascii=False, separators=(",", ":")) for e in told]
             body = "\n".join([str(self._last), *lines]).encode("utf-8", "surrogateescape")
             _write(self.folder, f"events-{version:012d}", body)
-        self._last = version
+        last, self._last = self._last, version
         if isinstance(listing, bytes):  # a folder's names, whole
             publish(self.folder, version, listing)
             return
+        coming = None
         based = self._based
-        if based is not None and listing.shares_base(based[0]):
-            publish(self.folder, version, delta=listing.delta_blob(), base=based[1])
-            return
-        if self._switch(version, listing):
-            return
-        over_written = None if based is None else listing.delta_over(based[0])
-        if over_written is None:  # a first listing, a new listing, or a fold not of ours
-            self._next = None  # (a thread writing a base no longer wanted: it is kept out)
-            names, metas = listing.base_blobs()
-            written = publish(self.folder, version, names, metas, listing.delta_blob())
-            self._based = (listing, written)
-            return
-        if self._next is None:  # a fold of the base written: its base in a thread
+        if based is not None and listing.shares_base(based[0]) or self._switch(listing):
+            entries = listing.delta()
+        else:
+            entries = None if based is None else listing.delta_over(based[0])
+            if entries is None:  # a first listing, a new listing, or a fold not of ours
+                self._next = None  # (a thread writing a base no longer wanted: left alone)
+                names, metas = listing.base_blobs()
+                file_name = f"names-{version:012d}"
+                _write_base(self.folder, file_name, names, metas)
+                self._based, self._sent, entries = (listing, file_name), None, listing.delta()
+            else:
+                coming = self._fold(version, listing)
+        self._write_delta(version, last, entries)
+        publish(self.folder, version, base=self._based[1], whole=self._whole, coming=coming)
+
+    def _write_delta(self, version: int, last: int | None, entries: Mapping[str, Entry]) -> None:
+        """This version's delta over the base written: whole, every WHOLE_EVERY versions and
+        over a new base; else its changes since the version before (`delta_format`)."""
+        if self._sent is None or last is None or version - self._whole >= WHOLE_EVERY:
+            _write(self.folder, f"{DELTA}{version:012d}", delta_format.encode(entries))
+            self._whole = version
+        else:
+            changes = delta_format.encode(delta_format.changes(self._sent, entries))
+            _write(self.folder, f"{CHANGES}{version:012d}", f"{last}\n".encode() + changes)
+        self._sent = entries
+
+    def _fold(self, version: int, listing: PackedListing) -> str | None:
+        """A fold of the base written: its new base in a thread, started once; the file to
+        name as coming once it is written."""
+        if self._next is None:
             file_name = f"names-{version:012d}"
             names, metas = listing.base_blobs()
             thread = threading.Thread(
@@ -211,25 +249,24 @@ class Publisher:
             )
             thread.start()
             self._next = [listing, file_name, thread, None]
-        coming = self._next[1] if self._next_done() else None
-        if coming and self._next[3] is None:
+        if not self._next_done():
+            return None
+        if self._next[3] is None:
             self._next[3] = time.monotonic()
-        publish(self.folder, version, delta=over_written, base=based[1], coming=coming)
+        return self._next[1]
 
     def _next_done(self) -> bool:
         return self._next is not None and not self._next[2].is_alive()
 
-    def _switch(self, version: int, listing: PackedListing) -> bool:
-        """Publish `version` over the fold's new base, when `listing` is over it, it is written
-        and it has been named as coming for `lead` seconds; whether it did."""
+    def _switch(self, listing: PackedListing) -> bool:
+        """Take the fold's new base as the base written, when `listing` is over it, it is
+        written and it has been named as coming for `lead` seconds; whether it did."""
         if not self._next_done() or not listing.shares_base(self._next[0]):
             return False
         named = self._next[3]
         if named is None or time.monotonic() - named < self.lead:
             return False
-        file_name = self._next[1]
-        publish(self.folder, version, delta=listing.delta_blob(), base=file_name)
-        self._based, self._next = (listing, file_name), None
+        self._based, self._sent, self._next = (listing, self._next[1]), None, None
         return True
 
     def settle(self, timeout: float | None = None) -> None:

@@ -4,9 +4,10 @@ interface of `sources/base.py`.
 
 Reading: `current` is looked at once a request (one stat); when it names a newer version the
 worker reads that version's delta over the base it already holds, or, when it names another
-base, that base whole - read ahead by a thread of its own, with where each name begins, once
-`current` named it as coming. A version's listing never changes once read, so a request takes
-the current one and reads it without the lock.
+base, that base whole - read ahead by a thread of its own once `current` named it as coming -
+then the changes files since (the publisher writes a version's delta whole only now and then). A
+version's listing never changes once read, so a request takes the current one and reads it
+without the lock.
 
 Watches: a follower thread (every `FOLLOW_SECONDS`, started with the first watch) hands each
 watcher the events from the version it last saw to the newest - the publisher's events files,
@@ -28,8 +29,10 @@ from typing import Any
 
 from .publication import (
     BACKLOG,
+    CHANGES,
     COMING,
     CURRENT,
+    DELTA,
     FOLLOW_SECONDS,
     HEARTBEAT,
     READY_SECONDS,
@@ -99,7 +102,7 @@ class SharedSnapshot:
                 return
             with open(pointer, encoding="ascii") as f:
                 version_text, base_file, *more = f.read().split()
-            delta_file = [w for w in more if w.startswith("delta-")]
+            whole = [int(w.removeprefix(DELTA)) for w in more if w.startswith(DELTA)]
             coming = [w.removeprefix(COMING) for w in more if w.startswith(COMING)]
             if coming:
                 self._read_ahead(coming[0])
@@ -108,15 +111,49 @@ class SharedSnapshot:
                 self._stamp = stamp
                 return
             try:
-                base = self._listing if base_file == self._base_file else self._base(base_file)
-                delta = b""
-                if delta_file:
-                    with open(os.path.join(self.folder, delta_file[0]), "rb") as f:
-                        delta = f.read()
-            except FileNotFoundError:
-                return  # superseded while we looked: the next look finds the newer one
-            self._listing, self._base_file = base.over(delta), base_file
+                listing = self._read(version, base_file, whole[0] if whole else None)
+            except (FileNotFoundError, ValueError):
+                return  # superseded while we looked, or torn: the next look reads it again
+            if listing is None:
+                return
+            self._listing, self._base_file = listing, base_file
             self._version, self._stamp = version, stamp
+
+    def _read(self, version: int, base_file: str, whole: int | None) -> PackedListing | None:
+        """Version `version`: the listing held with the changes files since it, when it is
+        over `base_file` and not older than the whole delta `whole`; else that base with that
+        delta and the changes since (None: a link of their chain is not there). The caller
+        holds `_lock`."""
+        held = self._listing if base_file == self._base_file else None
+        if whole is None:  # a folder's names, whole
+            return held if held is not None else self._base(base_file)
+        chain = None
+        if held is not None and self._version >= whole:
+            chain = self._changes(self._version, version)
+        if chain is None:  # (a base's names only are read by `over`: the held one will do)
+            base = held if held is not None else self._base(base_file)
+            with open(os.path.join(self.folder, f"{DELTA}{whole:012d}"), "rb") as f:
+                held = base.over(f.read())
+            chain = self._changes(whole, version)
+            if chain is None:
+                return None
+        for changes in chain:
+            held = held.changed_by(changes)
+        return held
+
+    def _changes(self, since: int, version: int) -> list[bytes] | None:
+        """The changes files that take version `since` to `version`, in order - each names the
+        version before it: a chain back to `since` - or None where a link is not there."""
+        chain: list[bytes] = []
+        while version > since:
+            try:
+                with open(os.path.join(self.folder, f"{CHANGES}{version:012d}"), "rb") as f:
+                    before, changes = f.read().split(b"\n", 1)
+            except (FileNotFoundError, ValueError):
+                return None
+            chain.append(changes)
+            version = int(before)
+        return chain[::-1] if version == since else None
 
     def _read_ahead(self, file_name: str) -> None:
         """Read the base `file_name` in a thread of its own (the publisher names it as coming
@@ -128,7 +165,7 @@ class SharedSnapshot:
 
         def read() -> None:
             try:
-                ahead[2] = self._read_base(file_name).prepared()
+                ahead[2] = self._read_base(file_name)  # (offsets: when first asked)
             except (FileNotFoundError, UnicodeDecodeError):
                 pass  # superseded, or not whole: `_base` reads it again, or finds the newer one
 

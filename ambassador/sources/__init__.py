@@ -6,7 +6,8 @@ opens it. The modules:
   filesystem.py       a folder: its scan, file events and settling (folder_refresh.py keeps
                       it current: events, polling, the settle ticks)
   listed.py           a source found by listing a remote store, diffed and watched; its
-                      listing held packed as two blobs (packed_listing.py)
+                      listing held packed as two blobs (packed_listing.py), its delta as
+                      the publisher writes it whole or a version's changes (delta_format.py)
   s3.py               an object store's keys, with S3 notifications through SQS (s3_events.py)
   redis_set.py        a Redis set's members, with keyspace notifications
   redis_client.py     a client of a Redis source's server (password, timeouts)

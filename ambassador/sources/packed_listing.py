@@ -40,6 +40,8 @@ from collections.abc import Iterable, Mapping
 from itertools import accumulate
 
 from ..sorted_names import SortedNames, names_diff
+from . import delta_format
+from .delta_format import Entry, effect
 
 MERGE_AT = 1024  # a delta of more names than this and MERGE_SHARE of the base is merged
 MERGE_SHARE = 64
@@ -159,7 +161,7 @@ class PackedListing:
         order = self._order
         if order is None:
             names = sorted(self._delta)
-            steps = (_effect(*self._delta[name]) for name in names)
+            steps = (effect(self._delta[name]) for name in names)
             order = self._order = (names, [0, *accumulate(steps)])
         return order
 
@@ -282,52 +284,49 @@ class PackedListing:
         return self._names.blob, self._metas.blob
 
     def delta_blob(self) -> bytes:
-        """The delta as the publisher writes it: for each changed name, in order, the name,
-        `+` (new), `~` (another meta) or `-` (gone), and its meta (empty when gone) - all
-        NUL-separated UTF-8 (no name or meta holds a NUL)."""
-        return _delta_blob(self._delta, self._sorted_delta()[0])
+        """The delta as the publisher writes it whole (`delta_format`), its names in order."""
+        return delta_format.encode(self._delta, self._sorted_delta()[0])
 
-    def delta_over(self, written: PackedListing) -> bytes | None:
+    def delta(self) -> Mapping[str, Entry]:
+        """The delta's entries (`delta_format.Entry`), not to be changed: the publisher's
+        view, to find what one version changed (`delta_format.changes`)."""
+        return self._delta
+
+    def delta_over(self, written: PackedListing) -> Mapping[str, Entry] | None:
         """This listing as a delta over `written`'s base: its own delta when it shares that
         base; when its base is `written`'s with a delta folded in (`rebased`), the folded
         delta and its own as one - no lookup, a copy of the two - so the publisher can go on
         writing versions over the base workers hold while it writes the new one; else None."""
         if self.shares_base(written):
-            return self.delta_blob()
+            return self._delta
         if self._folded is None or self._folded[0] != written._generation:
             return None
         folded = self._folded[1]
         composed = dict(folded)
-        for name, (meta, in_new_base) in self._delta.items():
+        for name, entry in self._delta.items():
             was = folded.get(name)
-            in_old_base = in_new_base if was is None else was[1]
-            if meta is None and not in_old_base:  # came with the fold, gone since
+            if was is not None and was[1] != entry[1]:  # the old base's word on the name
+                entry = (entry[0], was[1])
+            if entry[0] is None and not entry[1]:  # came with the fold, gone since
                 composed.pop(name, None)
             else:
-                composed[name] = (meta, in_old_base)
-        return _delta_blob(composed, sorted(composed))
+                composed[name] = entry
+        return composed
 
     def over(self, delta: bytes) -> PackedListing:
         """This listing's base with the delta `delta_blob` wrote (a worker's next version over
         the base it holds). Raises ValueError on a delta that is not one (a torn file)."""
-        if not delta:
-            return self._over_base({}, len(self._names))
-        fields = delta.decode("utf-8", "surrogateescape").split("\0")
-        if len(fields) % 3:
-            raise ValueError("a delta is triples of name, change and meta")
-        entries: dict[str, tuple[str | None, bool]] = {}
-        count = len(self._names)
-        for k in range(0, len(fields), 3):
-            name, change, meta = fields[k], fields[k + 1], fields[k + 2]
-            if change == "-":
-                entries[name], count = (None, True), count - 1
-            elif change == "~":
-                entries[name] = (meta, True)
-            elif change == "+":
-                entries[name], count = (meta, False), count + 1
-            else:
-                raise ValueError(f"not a change: {change!r}")
-        return self._over_base(entries, count)
+        entries = delta_format.decode(delta)
+        if any(entry is None for entry in entries.values()):
+            raise ValueError("a whole delta has no '=' entries")
+        listed = len(self._names) + sum(effect(entry) for entry in entries.values())
+        return self._over_base(entries, listed)  # type: ignore[arg-type]
+
+    def changed_by(self, changes: bytes) -> PackedListing:
+        """This listing with one version's changes to its delta applied (`delta_format`:
+        what the publisher writes between whole deltas). Raises ValueError on a torn file."""
+        delta, listed = delta_format.applied(self._delta, self._count, changes)
+        return self._over_base(delta, listed)
 
     def changes_since(self, older: PackedListing) -> tuple[list[str], list[str], list[str] | None]:
         """(added, removed, re-described): the names listed here and not in `older`, those
@@ -365,16 +364,3 @@ class PackedListing:
         fresh = merged._over_base(delta, self._count)
         fresh._folded = (older._generation, older._delta)  # (`delta_over`)
         return fresh
-
-
-def _delta_blob(delta: Mapping[str, tuple[str | None, bool]], order: list[str]) -> bytes:
-    """`delta` as `delta_blob` writes it, its names in `order`."""
-    parts: list[str] = []
-    for name in order:
-        meta, in_base = delta[name]
-        parts += (name, "-" if meta is None else ("~" if in_base else "+"), meta or "")
-    return "\0".join(parts).encode("utf-8", "surrogateescape")
-
-
-def _effect(meta: str | None, in_base: bool) -> int:
-    return -1 if meta is None else (0 if in_base else 1)

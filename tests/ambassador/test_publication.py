@@ -12,6 +12,7 @@ import pytest
 
 from kube_workqueue.ambassador.publication import Publisher
 from kube_workqueue.ambassador.shared_snapshot import SharedSnapshot
+from kube_workqueue.ambassador.sources import delta_format
 from kube_workqueue.ambassador.sources.packed_listing import PackedListing
 from tests.support.servers import wait_until
 
@@ -49,8 +50,12 @@ def test_a_version_over_the_same_base_is_written_as_its_delta(published):
                                           "clip-0002.mp4": meta(3)})  # fmt: skip
     publisher.write(2, listing)
     files = sorted(os.listdir(folder))
-    assert files == ["current", "delta-000000000002", "meta-000000000001", "names-000000000001"]
-    assert (folder / "current").read_text() == "2 names-000000000001 delta-000000000002\n"
+    assert files == ["changes-000000000002", "current", "delta-000000000001",
+                     "meta-000000000001", "names-000000000001"]  # fmt: skip
+    assert (folder / "current").read_text() == "2 names-000000000001 delta-000000000001\n"
+    # version 2 as its changes to version 1's (empty) delta: the names before, their signs
+    assert (folder / "changes-000000000002").read_bytes().split(b"\0")[::3] == [
+        b"1\nclip-0001.mp4", b"clip-0002.mp4", b"new.mp4"]  # fmt: skip
     assert worker.version == 2 and len(worker) == 1000
     assert worker.page(None, 3)[0] == ["clip-0000.mp4", "clip-0002.mp4", "clip-0003.mp4"]
     assert worker.page("clip-0998.mp4", None)[0] == ["clip-0999.mp4", "new.mp4"]
@@ -208,3 +213,57 @@ def test_a_folds_base_is_written_beside_the_versions_and_read_ahead_before_it_is
         worker.unsubscribe(watch)
     finally:
         worker.stop()
+
+
+def test_a_worker_catches_up_from_any_version_it_holds(published):
+    """Between whole deltas each version is written as its changes; a worker that looked last
+    a version ago, a few ago, across a whole delta, or longer ago than the changes are kept,
+    reads the same listing as the source's."""
+    publisher, worker, folder = published
+    rng = random.Random(5)
+    model = {f"n{i:04d}.mp4": meta(rng.randrange(3)) for i in range(300)}
+    listing = PackedListing.build(sorted(model.items()))
+    publisher.write(1, listing)
+    assert worker.version == 1
+    version = 1
+    for gap in (1, 3, 9, 20, 2, 1):  # versions written before the worker looks again
+        for _ in range(gap):
+            version += 1
+            changes: dict[str, str | None] = {}
+            for _ in range(rng.randrange(1, 12)):
+                name = f"n{rng.randrange(360):04d}.mp4"
+                changes[name] = None if rng.random() < 0.4 else meta(rng.randrange(3))
+            changes["hot.mp4"] = meta(version % 3)  # changed by every version: order matters
+            for name, now in changes.items():
+                if now is None:
+                    model.pop(name, None)
+                else:
+                    model[name] = now
+            listing, _, _ = listing.with_changes(changes)
+            publisher.write(version, listing)
+        assert worker.version == version
+        assert len(worker) == len(model)
+        assert worker.page(None, None)[0] == sorted(model)
+        assert all(worker.get(n)["priority"] == int(m[1]) for n, m in model.items())
+    assert sum(1 for n in os.listdir(folder) if n.startswith("changes-")) == 16  # (kept)
+
+
+def test_a_deltas_changes_take_it_from_one_version_to_the_next():
+    rng = random.Random(3)
+    for _ in range(200):
+        before = {f"n{i}": (rng.choice([None, "a", "b"]), rng.random() < 0.5)
+                  for i in rng.sample(range(40), rng.randrange(20))}  # fmt: skip
+        before = {n: e for n, e in before.items() if e[0] is not None or e[1]}
+        after = dict(before)
+        for name in rng.sample(range(40), rng.randrange(10)):
+            if rng.random() < 0.3:
+                after.pop(f"n{name}", None)
+            else:
+                entry = (rng.choice([None, "a", "c"]), rng.random() < 0.5)
+                if entry[0] is not None or entry[1]:
+                    after[f"n{name}"] = entry
+        blob = delta_format.encode(delta_format.changes(before, after))
+        listed = 100 + sum(delta_format.effect(e) for e in before.values())
+        got, count = delta_format.applied(before, listed, blob)
+        assert got == after
+        assert count == 100 + sum(delta_format.effect(e) for e in after.values())
