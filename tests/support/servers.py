@@ -13,7 +13,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_until(predicate, timeout: float = 10.0, interval: float = 0.02, most: float = 0.25):
+def wait_until(predicate, timeout: float = 30.0, interval: float = 0.02, most: float = 0.25):
     """Poll `predicate` until it returns something truthy (for effects of real processes and
     threads); fail after `timeout` seconds. The pause between looks grows from `interval` to
     `most`: a predicate that runs a command (`workqueue status`, a quarter second of CPU) must

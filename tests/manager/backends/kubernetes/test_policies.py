@@ -98,7 +98,8 @@ def test_a_pod_waiting_for_a_node_is_left_waiting(
     args = cluster.args(server.url, marker_worker, "--stuck-timeout", "1s", "--grace", "1")
     manager = spawn_workqueue(*args, "--poll-interval", "0.2")
     try:
-        wait_until(lambda: _reason(cluster, "huge.mp4").startswith("waiting for a node"))
+        wait_until(lambda: _reason(cluster, "huge.mp4").startswith("waiting for a node"),
+                   timeout=60)  # fmt: skip
         import time
 
         time.sleep(2.5)  # well past --stuck-timeout
