@@ -4,9 +4,9 @@
                          [--host 127.0.0.1] [--port 8080] [--workers N] [--force-polling]
 
 URL picks the source through the registry (sources/registry.py): a folder path or file:///path
-(`--root DIR` is the same), s3://bucket/prefix/, redis://host:port/db?set=KEY. It is checked
-once before anything is served, so a bucket that does not exist, missing credentials or an
-unreachable server is one line and exit 2.
+(`--root DIR` is the same), s3://bucket/prefix/, redis://host:port/db?set=KEY (?zset=, ?stream=)
+or nats://host:4222/STREAM. It is checked once before anything is served, so a bucket that does
+not exist, missing credentials or an unreachable server is one line and exit 2.
 
 Gunicorn runs `--workers` processes of the gthread worker, so a long watch stream occupies one
 thread, not a whole worker - and each worker may run up to `--threads` (1024) of them: threads
@@ -55,10 +55,10 @@ def add_parser(subparsers, user_error: type[Exception], duration=None) -> None:
     duration = duration or seconds
     p = subparsers.add_parser(
         "ambassador",
-        help="serve the items API for a folder, a bucket or a Redis set",
+        help="serve the items API for a folder, a bucket, a Redis set or stream, or a NATS stream",
         description="Serve GET /api/v1/items for the items of --source (a folder path, "
-        "file:///path, s3://bucket/prefix/ or redis://host:port/db?set=KEY, ?zset=KEY or "
-        "?stream=KEY[&name=FIELD]) that "
+        "file:///path, s3://bucket/prefix/, redis://host:port/db?set=KEY, ?zset=KEY or "
+        "?stream=KEY[&name=FIELD], or nats://host:4222/STREAM[?subject=F][&name=KEY]) that "
         "end with --suffix.",
     )
     where = p.add_mutually_exclusive_group(required=True)
@@ -66,7 +66,8 @@ def add_parser(subparsers, user_error: type[Exception], duration=None) -> None:
         "--source",
         metavar="URL",
         help="where the items are: a folder, file:///path, s3://bucket/prefix/, "
-        "redis://host:port/db?set=KEY (or zset=KEY)[&data=HASH] or ?stream=KEY[&name=FIELD]",
+        "redis://host:port/db?set=KEY (or zset=KEY)[&data=HASH] or ?stream=KEY[&name=FIELD], "
+        "nats://host:4222/STREAM[?subject=F][&name=KEY]",
     )
     where.add_argument("--root", metavar="DIR", help="a folder whose files are the items")
     add_folder_options(p, duration)

@@ -2,12 +2,12 @@
 on one machine.
 
 SOURCE is what `workqueue ambassador --source` takes: a folder path, file:///path,
-s3://bucket/prefix/ or redis://host:port/db?set=KEY (or ?stream=KEY). It is read through the
-ambassador's own source, in-process (`manager.sources.folder`); files still being copied are
-waited for, and the local manager runs with `--once` on it: every matching item once, a
-progress bar on a terminal, a summary at the end. Exit 0 when
-every item succeeded (or, with --cancel-removed, was cancelled because its file went), 1 when
-any failed. Everything after `--` is the worker command, word for word.
+s3://bucket/prefix/, redis://host:port/db?set=KEY (or ?stream=KEY) or nats://host:4222/STREAM.
+It is read through the ambassador's own source, in-process (`manager.sources.folder`); files
+still being copied are waited for, and the local manager runs with `--once` on it: every
+matching item once, a progress bar on a terminal, a summary at the end. Exit 0 when every item
+succeeded (or, with --cancel-removed, was cancelled because its file went), 1 when any failed.
+Everything after `--` is the worker command, word for word.
 """
 
 from __future__ import annotations
@@ -32,8 +32,9 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "run",
         help="one command: run CMD once for every matching item of a folder, bucket or set",
-        description="Read SOURCE (a folder, file:///path, s3://bucket/prefix/ or "
-        "redis://host:port/db?set=KEY, ?zset=KEY or ?stream=KEY) through the ambassador's own "
+        description="Read SOURCE (a folder, file:///path, s3://bucket/prefix/, "
+        "redis://host:port/db?set=KEY, ?zset=KEY or ?stream=KEY, or nats://host:4222/STREAM) "
+        "through the ambassador's own "
         "source, in-process (no HTTP), and run a local manager with --once on it.",
     )
     p.add_argument("dir", metavar="SOURCE", help="a folder of items, or a source URL")
