@@ -327,15 +327,17 @@ def _listing_of(source, changes: queue.SimpleQueue) -> tuple[int, PackedListing 
 def _beat(path: str, source) -> None:
     """The heartbeat: "ok" while the source can be read, else why not (one line); and beside
     it, for a log source, its backlog: the records read and not yet served, and the oldest
-    one's time (seconds since the epoch; 0 for none), which a worker turns into an age."""
-    state = "ok" if source.ready() else (source.problem or "the source cannot be read")
-    _write_line(path, state.replace("\n", " "))
+    one's time (seconds since the epoch; 0 for none), which a worker turns into an age. The
+    backlog first: a worker is ready once the first heartbeat is there, and its `/metrics`
+    then has the backlog (a scrape between the two writes found none)."""
     backlog = getattr(source, "backlog", None)
     figures = backlog() if backlog is not None else None
     if figures is not None:
         unread, age = figures
         oldest = time.time() - age if age > 0 else 0.0
         _write_line(os.path.join(os.path.dirname(path), BACKLOG), f"{unread} {oldest:.3f}")
+    state = "ok" if source.ready() else (source.problem or "the source cannot be read")
+    _write_line(path, state.replace("\n", " "))
 
 
 def _write_line(path: str, line: str) -> None:
