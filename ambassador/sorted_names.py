@@ -108,9 +108,19 @@ class SortedNames:
                 low = mid + 1
         return low
 
-    def bisect_left(self, key: bytes) -> int:
-        """How many names sort before the UTF-8 name `key`."""
-        low, high = 0, len(self)
+    def bisect_left(self, key: bytes, low: int = 0) -> int:
+        """How many names sort before the UTF-8 name `key`, given that the first `low` do.
+        From `low` it gallops (1, 2, 4, ... names on) before it bisects, so keys looked up in
+        order - a delta folded into its base (`PackedListing.merged`) - cost the log of the
+        gap since the last one, not of the whole listing: a log's new names, which sort
+        together, cost one or two looks each."""
+        high, step = len(self), 1
+        while low + step - 1 < high:
+            probe = low + step - 1
+            if self.raw(probe) >= key:
+                high = probe
+                break
+            low, step = probe + 1, step * 2
         while low < high:
             mid = (low + high) // 2
             if self.raw(mid) < key:

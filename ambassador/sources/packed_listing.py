@@ -248,7 +248,7 @@ class PackedListing:
         for key, (meta, in_base) in sorted(
             (n.encode("utf-8", "surrogateescape"), entry) for n, entry in self._delta.items()
         ):
-            i = names.bisect_left(key)
+            i = names.bisect_left(key, done)  # (the names before `done` sort before it)
             if i > done:  # the names between two changes, copied as one span
                 name_parts.append(names.span(done, i))
                 meta_parts.append(metas.span(done, i))

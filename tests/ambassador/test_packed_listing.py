@@ -230,3 +230,20 @@ def test_a_source_folds_its_delta_in_the_background_under_the_same_version(monke
         source.unsubscribe(events)
     finally:
         source.stop()
+
+
+def test_a_lookup_from_a_known_lower_bound_finds_what_a_bisection_finds():
+    """`SortedNames.bisect_left(key, low)` gallops from `low` (keys looked up in order, as a
+    fold does): wherever `low` is at or before the key's place, the answer is the same."""
+    import bisect
+
+    rng = random.Random(9)
+    for _ in range(60):
+        names = sorted({f"n{rng.randrange(5000):05d}" for _ in range(rng.randrange(1, 300))})
+        packed = SortedNames("\0".join(names).encode())
+        raw = [n.encode() for n in names]
+        for _ in range(20):
+            key = f"n{rng.randrange(5100):05d}".encode() + rng.choice([b"", b"x"])
+            place = bisect.bisect_left(raw, key)
+            assert packed.bisect_left(key) == place
+            assert packed.bisect_left(key, rng.randrange(place + 1)) == place
