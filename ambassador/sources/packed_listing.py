@@ -39,7 +39,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Mapping
 from itertools import accumulate
 
-from ..sorted_names import SortedNames, names_diff
+from ..sorted_names import Joined, SortedNames, names_diff
 from . import delta_format
 from .delta_format import Entry, effect
 
@@ -235,35 +235,32 @@ class PackedListing:
 
     def merged(self) -> PackedListing:
         """The same listing as a base alone: the base's spans between changed names copied in
-        one join (in C) - its offsets found when first read by name (`prepared`)."""
+        one join (in C) - with its offsets when the base's are known (`sorted_names.Joined`),
+        else found when first read by name (`prepared`)."""
         if not self._delta:
             return self
         found = self._merged
         if found is not None:
             return found
         names, metas = self._names, self._metas
-        name_parts: list[bytes] = []
-        meta_parts: list[bytes] = []
+        new_names, new_metas = Joined(names), Joined(metas)
         done = 0  # names[:done] are accounted for
         for key, (meta, in_base) in sorted(
             (n.encode("utf-8", "surrogateescape"), entry) for n, entry in self._delta.items()
         ):
             i = names.bisect_left(key, done)  # (the names before `done` sort before it)
-            if i > done:  # the names between two changes, copied as one span
-                name_parts.append(names.span(done, i))
-                meta_parts.append(metas.span(done, i))
+            new_names.run(done, i)  # the names between two changes, copied as one span
+            new_metas.run(done, i)
             done = i + 1 if in_base else i
             if meta is not None:
-                name_parts.append(key)
-                meta_parts.append(meta.encode("utf-8", "surrogateescape"))
-        if done < len(names):
-            name_parts.append(names.span(done, len(names)))
-            meta_parts.append(metas.span(done, len(names)))
-        if not name_parts:  # every name gone
+                new_names.one(key)
+                new_metas.one(meta.encode("utf-8", "surrogateescape"))
+        new_names.run(done, len(names))
+        new_metas.run(done, len(names))
+        if not new_names.parts:  # every name gone
             found = PackedListing()
         else:
-            found = PackedListing(SortedNames(b"\0".join(name_parts)),
-                                  SortedNames(b"\0".join(meta_parts)))  # fmt: skip
+            found = PackedListing(new_names.names(), new_metas.names())
         self._merged = found  # (two threads may both merge: either one stands)
         return found
 

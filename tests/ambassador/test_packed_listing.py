@@ -100,10 +100,13 @@ def pages_read_as_the_model(listing: PackedListing, names: list[str], rng) -> No
     assert listing.page(None, None) == (names, 0)
 
 
-def test_a_delta_folded_into_a_new_base_keeps_what_changed_since():
+@pytest.mark.parametrize("shifted", [3, 1 << 14])
+def test_a_delta_folded_into_a_new_base_keeps_what_changed_since(monkeypatch, shifted):
     """The background merge's three steps (listed.py `_tidied`): an older listing is merged
     while changes go on over the old base; the newer one, rebased on the merge, reads as the
-    model - names changed again, back to the old base's meta, removed and re-added."""
+    model - names changed again, back to the old base's meta, removed and re-added; the new
+    base's offsets, made from the old base's a few at a time, are where its names begin."""
+    monkeypatch.setattr(sorted_names, "_SHIFTED", shifted)
     rng = random.Random(3)
     model = {f"item-{i:05d}.mp4": f"meta-{i}" for i in range(0, 2000, 2)}
     listing = PackedListing.build(sorted(model.items()))
@@ -118,7 +121,11 @@ def test_a_delta_folded_into_a_new_base_keeps_what_changed_since():
             listing = listing.with_changes(changes)[0]
             model.update(changes)
             model = {k: v for k, v in model.items() if v is not None}
-        merged = older.merged().prepared()
+        merged = older.merged()
+        if rounds:  # the base before was read by name: the merge's offsets come with it
+            for blobs in (merged._names, merged._metas):
+                assert blobs._found == sorted_names.starts_of(blobs.blob)
+        merged = merged.prepared()
         assert merged.same_as(older) and not merged._delta
         listing = listing.rebased(older, merged)
         assert listing.shares_base(merged) and len(listing) == len(model)
