@@ -34,6 +34,36 @@ def events_until(worker: SharedSnapshot, q: queue.SimpleQueue, version: int) -> 
     return out
 
 
+def random_changes(rng: random.Random, most: int, among: int) -> dict[str, str | None]:
+    """Up to `most` changes to names n0000.mp4 to n{among - 1}: gone (None) or a new meta."""
+    changes: dict[str, str | None] = {}
+    for _ in range(rng.randrange(1, most)):
+        name = f"n{rng.randrange(among):04d}.mp4"
+        changes[name] = None if rng.random() < 0.4 else meta(rng.randrange(3))
+    return changes
+
+
+def changed_model(model: dict[str, str], changes: dict[str, str | None]) -> dict[str, str]:
+    """`changes` applied to `model` (in place); returns the model as it was before."""
+    before = dict(model)
+    for name, now in changes.items():
+        if now is None:
+            model.pop(name, None)
+        else:
+            model[name] = now
+    return before
+
+
+def events_between(before: dict[str, str], model: dict[str, str]) -> list[dict]:
+    """What a watcher hears from `before` to `model`: the names gone, then those that came or
+    whose priority moved (ADDED again), each sorted."""
+    removed = sorted(before.keys() - model.keys())
+    moved = {n for n in model.keys() & before.keys() if model[n] != before[n]}  # priority
+    added = sorted((model.keys() - before.keys()) | moved)
+    return [*({"type": "DELETED", "item": n} for n in removed),
+            *({"type": "ADDED", "item": n} for n in added)]  # fmt: skip
+
+
 @pytest.fixture
 def published(tmp_path):
     publisher = Publisher(str(tmp_path))
@@ -78,28 +108,15 @@ def test_watchers_hear_what_changed_over_one_base_and_across_a_new_one(published
     names, watch = worker.subscribe()
     assert names == sorted(model)
     for version in range(2, 14):
-        changes: dict[str, str | None] = {}
-        for _ in range(rng.randrange(1, 40)):
-            name = f"n{rng.randrange(700):04d}.mp4"
-            changes[name] = None if rng.random() < 0.4 else meta(rng.randrange(3))
-        before = dict(model)
-        for name, now in changes.items():
-            if now is None:
-                model.pop(name, None)
-            else:
-                model[name] = now
+        changes = random_changes(rng, 40, 700)
+        before = changed_model(model, changes)
         listing, _, _ = listing.with_changes(changes)
         if version % 4 == 0:  # folded into a new base, as ListedSource._tidy does
             listing = listing.merged().prepared()
         publisher.write(version, listing)
         assert worker.version == version
         assert worker.page(None, None)[0] == sorted(model)
-        removed = sorted(before.keys() - model.keys())
-        moved = {n for n in model.keys() & before.keys() if model[n] != before[n]}  # priority
-        added = sorted((model.keys() - before.keys()) | moved)
-        expected = [{"type": "DELETED", "item": n} for n in removed]
-        expected += [{"type": "ADDED", "item": n} for n in added]
-        assert events_until(worker, watch, version) == expected, version
+        assert events_until(worker, watch, version) == events_between(before, model), version
     worker.unsubscribe(watch)
 
 
@@ -164,16 +181,8 @@ def test_a_folds_base_is_written_beside_the_versions_and_read_ahead_before_it_is
         lines = []
         ahead = None
         for version in range(2, 30):
-            changes: dict[str, str | None] = {}
-            for _ in range(rng.randrange(1, 30)):
-                name = f"n{rng.randrange(500):04d}.mp4"
-                changes[name] = None if rng.random() < 0.4 else meta(rng.randrange(3))
-            before = dict(model)
-            for name, now in changes.items():
-                if now is None:
-                    model.pop(name, None)
-                else:
-                    model[name] = now
+            changes = random_changes(rng, 30, 500)
+            before = changed_model(model, changes)
             listing, _, _ = listing.with_changes(changes)
             if version % 9 == 2:
                 folding = listing  # the fold starts here; changes go on meanwhile
@@ -186,12 +195,7 @@ def test_a_folds_base_is_written_beside_the_versions_and_read_ahead_before_it_is
             assert worker.version == version
             assert worker.page(None, None)[0] == sorted(model)
             assert all(worker.get(n)["priority"] == int(m[1]) for n, m in model.items())
-            removed = sorted(before.keys() - model.keys())
-            moved = {n for n in model.keys() & before.keys() if model[n] != before[n]}
-            added = sorted((model.keys() - before.keys()) | moved)
-            expected = [{"type": "DELETED", "item": n} for n in removed]
-            expected += [{"type": "ADDED", "item": n} for n in added]
-            assert events_until(worker, watch, version) == expected, version
+            assert events_until(worker, watch, version) == events_between(before, model)
             line = lines[-1]
             if line[-1].startswith("coming:"):  # the new base is named: a worker reads it ahead
                 wait_until(lambda: worker._ahead is not None and worker._ahead[2] is not None,
@@ -229,16 +233,9 @@ def test_a_worker_catches_up_from_any_version_it_holds(published):
     for gap in (1, 3, 9, 20, 2, 1):  # versions written before the worker looks again
         for _ in range(gap):
             version += 1
-            changes: dict[str, str | None] = {}
-            for _ in range(rng.randrange(1, 12)):
-                name = f"n{rng.randrange(360):04d}.mp4"
-                changes[name] = None if rng.random() < 0.4 else meta(rng.randrange(3))
+            changes = random_changes(rng, 12, 360)
             changes["hot.mp4"] = meta(version % 3)  # changed by every version: order matters
-            for name, now in changes.items():
-                if now is None:
-                    model.pop(name, None)
-                else:
-                    model[name] = now
+            changed_model(model, changes)
             listing, _, _ = listing.with_changes(changes)
             publisher.write(version, listing)
         assert worker.version == version
