@@ -117,25 +117,14 @@ def large_blocks_go_back() -> None:
 
 
 def publish(
-    folder: str,
-    version: int,
-    names: bytes = b"",
-    metas: bytes | None = None,
-    *,
-    base: str | None = None,
-    whole: int | None = None,
-    coming: str | None = None,
-) -> str:
-    """Point `current` at version `version` of the listing, after writing, when `base` is None
-    (a base written before), a new base: its sorted names and, for a source that has them,
-    their metas in step, each NUL-separated UTF-8. `whole`: the version whose whole delta
-    (`delta-`) the worker reads over the base, the changes files written since taking it
-    on to this one (a listed source's; None for a folder's names, which are whole);
-    `coming`: a base written for the versions to come, which workers may read ahead.
-    Returns the base's file name."""
-    if base is None:
-        base = f"names-{version:012d}"
-        _write_base(folder, base, names, metas)
+    folder: str, version: int, base: str, whole: int | None = None, coming: str | None = None
+) -> None:
+    """Point `current` at version `version` of the listing, whose files are written: its base
+    (`names-`, and `meta-` beside it where the source has metas); `whole`, the version whose
+    whole delta (`delta-`) the worker reads over the base, the changes files written since
+    taking it on to this one (a listed source's; None for a folder's names, which are whole);
+    `coming`, a base written for the versions to come, which workers may read ahead. Then
+    the files no worker will ask for are removed."""
     line = f"{version} {base}"
     if whole is not None:
         line += f" {DELTA}{whole:012d}"
@@ -145,12 +134,17 @@ def publish(
     with open(pointer, "w", encoding="ascii") as f:
         f.write(line + "\n")
     os.replace(pointer, os.path.join(folder, CURRENT))
+    written = sorted(n for n in os.listdir(folder) if "." not in n)  # (not a `.part`)
     for kind, keep in (("names-", KEEP_FILES), ("meta-", KEEP_FILES), (DELTA, KEEP_FILES),
                        (CHANGES, KEEP_DELTAS), ("events-", KEEP_DELTAS)):  # fmt: skip
-        published = sorted(n for n in os.listdir(folder) if n.startswith(kind) and "." not in n)
+        published = [n for n in written if n.startswith(kind)]
         for old in published[:-keep]:  # a worker still reading one keeps its open file
             os.unlink(os.path.join(folder, old))
-    return base
+
+
+def base_name(version: int) -> str:
+    """The file of a base first written with version `version`."""
+    return f"names-{version:012d}"
 
 
 def _write_base(folder: str, base: str, names: bytes, metas: bytes | None) -> None:
@@ -205,7 +199,8 @@ class Publisher:
             _write(self.folder, f"events-{version:012d}", body)
         last, self._last = self._last, version
         if isinstance(listing, bytes):  # a folder's names, whole
-            publish(self.folder, version, listing)
+            _write_base(self.folder, base_name(version), listing, None)
+            publish(self.folder, version, base_name(version))
             return
         coming = None
         based = self._based
@@ -216,7 +211,7 @@ class Publisher:
             if entries is None:  # a first listing, a new listing, or a fold not of ours
                 self._next = None  # (a thread writing a base no longer wanted: left alone)
                 names, metas = listing.base_blobs()
-                file_name = f"names-{version:012d}"
+                file_name = base_name(version)
                 _write_base(self.folder, file_name, names, metas)
                 self._based, self._sent, entries = (listing, file_name), None, listing.delta()
             else:
@@ -239,7 +234,7 @@ class Publisher:
         """A fold of the base written: its new base in a thread, started once; the file to
         name as coming once it is written."""
         if self._next is None:
-            file_name = f"names-{version:012d}"
+            file_name = base_name(version)
             names, metas = listing.base_blobs()
             thread = threading.Thread(
                 target=_write_base,

@@ -280,10 +280,6 @@ class PackedListing:
         """The base's names and metas as the publisher writes them (the blobs held)."""
         return self._names.blob, self._metas.blob
 
-    def delta_blob(self) -> bytes:
-        """The delta as the publisher writes it whole (`delta_format`), its names in order."""
-        return delta_format.encode(self._delta, self._sorted_delta()[0])
-
     def delta(self) -> Mapping[str, Entry]:
         """The delta's entries (`delta_format.Entry`), not to be changed: the publisher's
         view, to find what one version changed (`delta_format.changes`)."""
@@ -311,8 +307,9 @@ class PackedListing:
         return composed
 
     def over(self, delta: bytes) -> PackedListing:
-        """This listing's base with the delta `delta_blob` wrote (a worker's next version over
-        the base it holds). Raises ValueError on a delta that is not one (a torn file)."""
+        """This listing's base with a whole delta as the publisher writes it
+        (`delta_format.encode`): a worker's next version over the base it holds. Raises
+        ValueError on a delta that is not one (a torn file)."""
         entries = delta_format.decode(delta)
         if any(entry is None for entry in entries.values()):
             raise ValueError("a whole delta has no '=' entries")
