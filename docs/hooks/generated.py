@@ -4,7 +4,8 @@ A page says where with a marker line, replaced by the generated Markdown:
 
     <!-- generated: commands -->       every `workqueue` command and flag, from the parser
     <!-- generated: status-schema -->  docs/status.schema.json (`workqueue status --json`)
-    <!-- generated: openapi -->        the items API's OpenAPI document (ambassador/openapi.json)
+    <!-- generated: openapi -->        the items API's OpenAPI document
+                                       (src/kube_workqueue/ambassador/openapi.json)
 
 So the reference cannot drift from what the code accepts: a flag added to a command is on the
 page the next time the site is built (`make test` builds it with --strict).
@@ -88,7 +89,8 @@ def status_schema() -> str:
 
 
 def openapi() -> str:
-    document = json.loads((ROOT / "ambassador" / "openapi.json").read_text())
+    served = ROOT / "src" / "kube_workqueue" / "ambassador" / "openapi.json"
+    document = json.loads(served.read_text())
     out = []
     for path, operations in document.get("paths", {}).items():
         for method, operation in operations.items():

@@ -17,8 +17,12 @@ from functools import cache
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-CODE = ("manager", "ambassador", "safelog")
-PROJECT = (*CODE, "tests", "bench", "worker-images", "examples", "charts")
+PACKAGE = REPO / "src" / "kube_workqueue"
+CODE = tuple(PACKAGE / part for part in ("manager", "ambassador", "safelog"))
+PROJECT = (
+    *CODE,
+    *(REPO / top for top in ("tests", "bench", "worker-images", "examples", "charts")),
+)
 FILE_SUFFIXES = {"json", "lock", "journal", "sock", "err", "yaml", "txt", "log", "sqlite3", "md"}
 NOT_CODE = {
     "workqueue.sources": "an entry-point group's name, not a module",
@@ -28,14 +32,14 @@ NOT_CODE = {
 
 
 def code_files() -> list[Path]:
-    return sorted(p for top in CODE for p in (REPO / top).rglob("*.py"))
+    return sorted(p for top in CODE for p in top.rglob("*.py"))
 
 
 @cache
 def project_file_names() -> frozenset[str]:
     names = set()
     for top in PROJECT:
-        for path in (REPO / top).rglob("*"):
+        for path in top.rglob("*"):
             if path.is_file():
                 names.add(path.name)
     return frozenset(names)

@@ -1,10 +1,9 @@
-"""What the wheel installs claims one top-level name, `kube_workqueue`: the checkout's top-level
-packages (manager/, ambassador/, safelog/, workers/) are installed under it (setup.py's mapping),
-so every import of them - in the code, the tests, the bench, the examples and the docs' hook -
-names them through it. A checkout would also import the bare `manager` (the repository is on
-sys.path when tests run), and two names would make two copies of every module: one import
-written the old way would pass here and break in the installed wheel. This test is what stops
-that; the standalone wheel test (tests/release) proves the installed layout itself.
+"""What the wheel installs claims one top-level name, `kube_workqueue`, and the checkout is that
+package (src/kube_workqueue/: manager/, ambassador/, safelog/, workers/), so every import of
+them - in the code, the tests, the bench, the examples and the docs' hook - names them through
+it or relatively. A bare `manager` import written by habit from the layout before would find
+nothing in a checkout or in the wheel, or worse another distribution's `manager`: this test is
+what stops it; the standalone wheel test (tests/release) proves the installed layout itself.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 TOPS = ("manager", "ambassador", "safelog", "workers")
-SCANNED = (*TOPS, "tests", "bench", "examples", "docs")
+SCANNED = (*(f"src/kube_workqueue/{top}" for top in TOPS), "tests", "bench", "examples", "docs")
 
 
 def python_files() -> list[Path]:

@@ -20,7 +20,9 @@ def mapped(init: Path) -> set[str] | None:
 
 
 INITS = sorted(
-    p for top in ("manager", "ambassador", "safelog") for p in (REPO / top).rglob("__init__.py")
+    p
+    for top in ("manager", "ambassador", "safelog")
+    for p in (REPO / "src" / "kube_workqueue" / top).rglob("__init__.py")
 )
 MAPS = [p for p in INITS if mapped(p) is not None]
 

@@ -1,5 +1,6 @@
 """A benchmark's peer runs the peer's code: a checkout from before the installed parent through
-its top-level `manager`, one with it through a shim ahead of this checkout's editable install."""
+its top-level `manager`, one with the parent mapped by setup.py through a shim ahead of this
+checkout's editable install, one in the src layout through its src/ on PYTHONPATH."""
 
 from __future__ import annotations
 
@@ -21,7 +22,16 @@ def where(code, script: str) -> str:
 def test_this_checkout_is_the_installed_one():
     code = peer_code(None)
     assert code.command[1:] == ["-m", "kube_workqueue.manager.cli"] and code.shim is None
-    assert where(code, WHERE) == str(REPO / "manager" / "__init__.py")
+    assert where(code, WHERE) == str(REPO / "src" / "kube_workqueue" / "manager" / "__init__.py")
+
+
+def test_a_checkout_in_the_src_layout_runs_its_own_manager(tmp_path):
+    package = tmp_path / "peer" / "src" / "kube_workqueue" / "manager"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text('"""the peer\'s"""\n')
+    code = peer_code(tmp_path / "peer")
+    assert code.command[1:] == ["-m", "kube_workqueue.manager.cli"] and code.shim is None
+    assert where(code, WHERE) == str(package / "__init__.py")
 
 
 def test_a_checkout_with_the_parent_runs_its_own_manager(tmp_path):

@@ -57,9 +57,11 @@ def test_the_wheel_claims_one_top_level_name_and_carries_its_data(release_dist):
 def test_the_sdist_holds_the_source_and_nothing_of_the_tests(release_dist):
     with tarfile.open(release_dist / SDIST) as sdist:
         names = {n.split("/", 1)[1] for n in sdist.getnames() if "/" in n}
-    for needed in ("pyproject.toml", "setup.py", "README.md", "LICENSE", "manager/cli/__init__.py",
-                   "ambassador/openapi.json", "workers/thumbnail.py"):  # fmt: skip
+    code = ("manager/cli/__init__.py", "ambassador/openapi.json", "workers/thumbnail.py")
+    for needed in ("pyproject.toml", "README.md", "LICENSE",
+                   *(f"src/kube_workqueue/{part}" for part in code)):  # fmt: skip
         assert needed in names, needed
+    assert "setup.py" not in names  # the src layout needs no mapping
     assert not [n for n in names if n.startswith(("tests/", "bench/", ".github/"))]
 
 

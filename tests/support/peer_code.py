@@ -1,17 +1,19 @@
 """The `workqueue` command of another checkout - a benchmark's peer, the code before a change -
 run the way that checkout's layout wants.
 
-The installed package is `kube_workqueue` (setup.py maps the checkout's manager/, ambassador/,
-safelog/ and workers/ under it), and this checkout's editable install answers that name from
-anywhere: a peer cannot be chosen by `cwd` or PYTHONPATH alone any more. So:
+The installed package is `kube_workqueue`, and this checkout's editable install answers that
+name from anywhere: a peer is chosen by what comes before it on sys.path. Three layouts have been:
 
   * no tree, or this checkout: `python -m kube_workqueue.manager.cli`, nothing else;
+  * a checkout in the src layout (src/kube_workqueue/ is the package, as this one): PYTHONPATH
+    at its src/ - a namespace package's portions are searched in sys.path order, before the
+    editable install's finder;
   * a checkout from before the installed parent (no mapping in its setup.py): its top-level
     `manager` package, `python -m manager.cli` in the tree (the current folder is first on
     sys.path) with PYTHONPATH at it;
-  * a checkout with the parent: a shim folder whose `kube_workqueue/` (a namespace portion) links
-    to the tree's packages, first on PYTHONPATH - a namespace package's portions are searched in
-    sys.path order, before the editable install's path hook.
+  * a checkout with the parent mapped by its setup.py (manager/, ambassador/, safelog/ and
+    workers/ at its top): a shim folder whose `kube_workqueue/` links to the tree's packages,
+    first on PYTHONPATH, for the same reason.
 
 The caller runs `command` with `env` in `cwd` (None: its own), and may remove `shim` when done
 (a temporary folder).
@@ -47,6 +49,9 @@ def peer_code(tree: Path | None) -> PeerCode:
     if tree is None or Path(tree).resolve() == REPO:
         return PeerCode([sys.executable, "-m", "kube_workqueue.manager.cli"], env)
     tree = Path(tree).resolve()
+    if (tree / "src" / "kube_workqueue").is_dir():
+        env["PYTHONPATH"] = str(tree / "src")
+        return PeerCode([sys.executable, "-m", "kube_workqueue.manager.cli"], env)
     if not has_installed_parent(tree):
         env["PYTHONPATH"] = str(tree)
         return PeerCode([sys.executable, "-m", "manager.cli"], env, cwd=tree)

@@ -44,8 +44,8 @@ def test_the_default_is_a_backend_and_every_backend_is_offered_by_every_command(
 
 def test_the_kubernetes_face_does_not_import_the_client():
     code = (
-        "import sys; from manager import backends; backends.load('kubernetes').Options; "
-        "print('kubernetes' in sys.modules)"
+        "import sys; from kube_workqueue.manager import backends; "
+        "backends.load('kubernetes').Options; print('kubernetes' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
