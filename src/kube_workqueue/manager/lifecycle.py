@@ -12,9 +12,17 @@
 Three ledgers keep an item's life - the SQLite ledger of a state directory, the PostgreSQL
 ledger a fleet shares, the cluster's record - and each once restated these rules in its own
 form (the requeue's floor, cancel's refusal, rerun and retry's guards, the version's
-set-or-pop), held equal by nothing. Now the Python ledgers ask the functions below, and the
-shared ledger's statements write their guards from the same tuples (`sql_in`), so a rule
-changed here changes in all three; `tests/ledger_contract/` holds all three to the result.
+set-or-pop), held equal by nothing. Now the Python ledgers ask the functions below for
+requeue, cancel, rerun, retry and (but the cluster's `start`, whose map of versions sits in
+front of its Jobs' and record's) the version, and the shared ledger's statements write their
+guards from the same tuples (`sql_in`), so a rule changed here changes in all three;
+`tests/ledger_contract/` holds all three to the result.
+
+`start` is guarded where the item is claimed. On a shared ledger the claim takes only a
+`STARTABLE` item with attempts left, and the start statement repeats the guard, fenced on the
+claim's owner; alone, the SQLite and cluster ledgers are written by one manager whose line
+hands a name to one slot at a time, and their `start` records what that slot began - it
+refuses nothing.
 
 A ledger's caller decides *whether* to act (the retry policy, a removal's proof); these rules
 say what a ledger refuses whatever it is asked. They are pure: no I/O, no lock - a ledger
@@ -32,12 +40,6 @@ CANCELLABLE = (State.PENDING, State.RUNNING, State.FAILED)
 WAITING_CANCELLABLE = (State.PENDING, State.FAILED)  # cancellable without a run to end
 RERUNNABLE = FINISHED
 RETRYABLE = (State.FAILED, State.CANCELLED)
-
-
-def may_start(current: tuple[str, int] | None) -> bool:
-    """Whether an item in `current` (state, attempts) may start (the attempts left are the
-    retry policy's to judge)."""
-    return current is not None and current[0] in STARTABLE
 
 
 def may_cancel(current: tuple[str, int] | None) -> bool:

@@ -48,12 +48,12 @@ from .notifier import Notifier
 
 log = logging.getLogger(__name__)
 RELOAD_SECONDS = 600.0  # the safety net's full read (changes are read in commit order)
-STARTUP_SECONDS = 10.0
+STARTUP_SECONDS = 10.0  # how long a manager's start rides out a database that does not answer
 ANALYZE_AFTER = 1000  # new names in one listing that bring the line's statistics up to date
-TAKEN = (
+TAKEN = (  # the error a run's end records when its claim went to another manager meanwhile
     "its claim was taken (this manager was declared dead while it ran): this run's end is "
     "not recorded"
-)  # how long a manager's start rides out a database that does not answer
+)
 
 
 class PostgresLedger(Claims, GroupClaims):

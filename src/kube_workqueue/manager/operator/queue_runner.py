@@ -48,8 +48,9 @@ class QueueRun:
         ledger_url: str | None = None,
     ) -> None:
         """`on_state(state, reason, message)`: "Starting", "Running" (leading and
-        dispatching), "Standby" (another holds the queue's Lease) or "Failed" (it will start
-        again); called from this run's thread."""
+        dispatching), "Standby" (waiting for the queue's own Lease - only a plan whose options
+        elect a leader; the operator's plans never do, `queue_spec` turning `leader_elect` off)
+        or "Failed" (it will start again); called from this run's thread."""
         self.plan = plan
         self.on_state = on_state
         self.ledger_url = ledger_url

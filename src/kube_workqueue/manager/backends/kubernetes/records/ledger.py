@@ -250,7 +250,10 @@ class ClusterLedger:
         current = self.state(name)
         attempts = (current[1] if current else 0) + 1
         with self._lock:
-            if version is not None or name in self._versions:  # (None over an older one)
+            # not `keep_version`: this map sits in front of the Job's and the record's versions
+            # (`version_ran`), so a start at no version is held as None, never popped - a pop
+            # would let an older version answer for this run
+            if version is not None or name in self._versions:
                 self._versions[name] = version
             self._local[name] = pair(State.RUNNING.value, attempts)
             if log_path == self._log_path:
