@@ -1,4 +1,4 @@
-"""The grouped line (`manager.workqueue.grouped`) with its gate (`manager.tenancy.gate`):
+"""The grouped line (`manager.tenancy.line`) with its gate (`manager.tenancy.gate`):
 limits, rates and fair share decided where the next item is chosen."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ import pytest
 
 from kube_workqueue.manager.errors import InputError
 from kube_workqueue.manager.tenancy.gate import GroupGate
+from kube_workqueue.manager.tenancy.line import Grouped
 from kube_workqueue.manager.tenancy.rules import (
     TenancyOptions,
     group_pattern,
@@ -16,7 +17,6 @@ from kube_workqueue.manager.tenancy.rules import (
     weight_rule,
 )
 from kube_workqueue.manager.workqueue import Queue
-from kube_workqueue.manager.workqueue.grouped import Grouped
 
 
 class Clock:

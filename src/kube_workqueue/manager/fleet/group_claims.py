@@ -10,7 +10,7 @@ claim takes (`claims.QUEUE_LIMIT_LOCK`: the claims of every manager, one at a ti
     GROUP_CLAIMED   what each group holds now - claimed or running, every manager's
     GROUP_STARTS    each rated group's starts within its longest period (`group_starts`)
     GROUP_HEADS     the first few free items of each group not held (a window per group)
-    choose          THE line's ordering function (`manager.workqueue.grouped.Grouped`) over
+    choose          THE line's ordering function (`manager.tenancy.line.Grouped`) over
                     those heads, asking a gate seeded with the counts above: the same choice
                     a manager alone on its queue makes, limits and rates included
     CLAIM_NAMED     the chosen ones taken (SKIP LOCKED: a rival's unbounded claim wins ties)
@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ..tenancy.gate import GroupGate, returns_after
-from ..workqueue.grouped import Grouped
+from ..tenancy.line import Grouped
 from .statements import FREE, Statement
 
 GROUP_CLAIMED = Statement(

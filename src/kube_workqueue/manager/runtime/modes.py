@@ -77,7 +77,7 @@ class Alone:
 
     def line(self, rate_limiter, registry, free_slots, on_fault, order=None) -> Line:
         """`order`: the line's ordering strategy (a grouped line for a queue with tenants:
-        `manager.workqueue.grouped`), FIFO by default."""
+        `manager.tenancy.line`), FIFO by default."""
         metrics = PrometheusMetricsProvider(registry) if registry else None
         return RateLimitingQueue("items", rate_limiter=rate_limiter, metrics_provider=metrics,
                                  order=order)  # fmt: skip

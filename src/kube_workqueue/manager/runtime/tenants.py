@@ -6,7 +6,7 @@
 asks for it: the line stays a FIFO or a priority order at no cost). It gives:
 
     order(priority_of)   the line's strategy for a manager alone on its queue: one line per
-                         group (`manager.workqueue.grouped.Grouped`), asking the gate; a fleet
+                         group (`manager.tenancy.line.Grouped`), asking the gate; a fleet
                          on a shared ledger has its claims count the same rules instead
                          (`manager.fleet.claims`), the groups recorded with the items
     occupy / vacate      work adopted from a manager that died, counted against its group
@@ -25,8 +25,8 @@ import logging
 from collections.abc import Callable
 
 from ..tenancy.gate import GroupGate
+from ..tenancy.line import Grouped
 from ..tenancy.rules import Grouping, TenancyOptions, rule_texts
-from ..workqueue.grouped import Grouped
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Whether a group may start another item now: its limit and its rate, counted in one place.
 
 The line asks `held(group)` before it hands out a group's item, and tells `took(group)` when it
-does and `ended(group)` when that item's work is over (`manager.workqueue.grouped`); work this
+does and `ended(group)` when that item's work is over (`manager.tenancy.line`); work this
 manager took over from one that died (`manager.runtime.adoption`) is counted with `occupy`.
 
     limit N     at most N items of the group run at once: `running[group] < N`

@@ -2,7 +2,6 @@
 
 queue.py          Queue: dirty set + processing set + line; dedup, one worker per key
 ordering.py       the line's order: Fifo, or ByPriority (client-go's Queue[T] strategy)
-grouped.py        Grouped: one line per group, the next item from the best group a gate lets go
 delaying.py       DelayingQueue: add_after(key, seconds) on a heap and one thread
 rate_limiters.py  per-key exponential, fast-slow, token bucket, max-of; the default
 rate_limiting.py  RateLimitingQueue: add_rate_limited / forget / num_requeues

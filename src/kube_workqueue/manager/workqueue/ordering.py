@@ -23,6 +23,11 @@ would be had it always had its new priority. The heap drops the old entry lazily
 (priority, arrival) is no longer the key's current one are skipped when they reach the top, and
 the heap is rebuilt when such stale entries outnumber the live ones.
 
+What the queue asks of a strategy is declared here, once: `Order` (push, pop, touch, len,
+iteration and `moves`) and `GatedOrder`, an order that may hold its keys (the tenants' line,
+`manager.tenancy.line.Grouped`). The queue checks which it was given by its protocol, never by
+probing for a method.
+
 The caller's duty (the queue's): call `push` only for a key not waiting, `touch` only for one
 waiting, and hold the queue's lock around every call - a strategy has no lock of its own. A
 strategy whose `moves` is False says a touch never moves a key: the queue skips the call, so a
@@ -35,6 +40,35 @@ import heapq
 from collections import deque
 from collections.abc import Callable, Hashable, Iterator
 from itertools import count
+from typing import Protocol, runtime_checkable
+
+
+class Order(Protocol):
+    """The line's order, as the queue uses it (client-go's `Queue[T]`). Truthy while a key may
+    be handed out; `len` is how many wait."""
+
+    moves: bool  # whether `touch` may move a key (False: the queue never calls it)
+
+    def push(self, key: Hashable) -> None: ...
+
+    def pop(self) -> Hashable: ...
+
+    def touch(self, key: Hashable) -> None: ...
+
+    def __len__(self) -> int: ...
+
+    def __iter__(self) -> Iterator[Hashable]: ...
+
+
+@runtime_checkable
+class GatedOrder(Order, Protocol):
+    """An order that may hold keys that wait (a group at its limit, a rate spent): truthy only
+    while one may be handed out NOW, told when the work of each key it handed out `ended`, and
+    waited on at most `ready_in()` seconds (None: until something wakes the queue)."""
+
+    def ended(self, key: Hashable) -> None: ...
+
+    def ready_in(self) -> float | None: ...
 
 
 def line_key(priority: int, arrival: float) -> tuple[int, float]:

@@ -26,13 +26,14 @@ is read only when metrics are on.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from sys import getsizeof
 from typing import Any
 
 from .clock import RealClock
 from .events import Event, Observer
 from .metrics import FOLD_AT
-from .ordering import Fifo
+from .ordering import Fifo, GatedOrder, Order
 
 # A dict that once held many keys keeps its table after they leave; past this many bytes, a
 # worker about to wait in get() swaps it for a fresh copy, so a drained queue holds almost
@@ -56,18 +57,17 @@ class Queue:
         clock: Any = None,
         metrics_provider: Any = None,
         observer: Observer | None = None,
-        order: Any = None,
+        order: Order | None = None,
     ) -> None:
         self.name = name
         self.clock = clock if clock is not None else RealClock()
         self._cond = threading.Condition(threading.Lock())
         # Invariant: every key in _line (the line: an `ordering` strategy) is in _dirty and not
         # in _processing, and appears once.
-        self._line = order if order is not None else Fifo()
-        self._touches = getattr(self._line, "moves", True)  # whether touch() may move a key
-        # a line that may hold its keys (`grouped.Grouped`: a group at its limit): truthy only
-        # while a key may be handed out, told when each ends, and waited on with a timeout
-        self._gated = hasattr(self._line, "ended")
+        self._line: Order = order if order is not None else Fifo()
+        self._touches = self._line.moves  # whether touch() may move a key
+        # a line that may hold its keys (`ordering.GatedOrder`: a group at its limit)
+        self._gated = isinstance(self._line, GatedOrder)
         # Invariant: the keys that need processing - those in _line plus those held by a worker
         # that were added again since get() (they go back to _line at done()). Each maps to the
         # time it became dirty when metrics are on, else to None: the set and the metric's
@@ -119,14 +119,14 @@ class Queue:
     # a worker that holds a slot asks whether a key waits for it: here, the same question
     waiting_for_slot = has_waiting
 
-    def use_order(self, make: Any) -> None:
+    def use_order(self, make: Callable[[Order], Order]) -> None:
         """Order the line with `make(waiting)` from now on: `make` is given the current
         strategy (iterable, head first) and returns the new one holding the same keys - for
         instance `lambda w: ByPriority.after(w, priority_of)`."""
         with self._cond:
             self._line = make(self._line)
-            self._touches = getattr(self._line, "moves", True)
-            self._gated = hasattr(self._line, "ended")
+            self._touches = self._line.moves
+            self._gated = isinstance(self._line, GatedOrder)
 
     def poke(self) -> None:
         """What holds keys changed (a group's limit or rate): waiters look again."""

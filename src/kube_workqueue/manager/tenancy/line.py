@@ -1,5 +1,6 @@
 """The line of a queue with tenants: one line per group, and the next item from the best group
-that may start one (an `ordering` strategy, beside `Fifo` and `ByPriority`).
+that may start one - an order of the dedup queue that holds keys (`ordering.GatedOrder`, beside
+`Fifo` and `ByPriority`).
 
     group A  ── a1 a2 a3 … a2000         pop(): among the groups a gate does not hold (a limit
     group B  ── b1 b2                           reached, a rate spent), the best-ranked one's
