@@ -53,7 +53,7 @@ from werkzeug.exceptions import BadRequest, NotFound, ServiceUnavailable, TooMan
 from werkzeug.wsgi import wrap_file
 
 from .full_listing import item_list, list_metadata, priorities_of
-from .sources.base import Ranks, ServesPrebuilt
+from .sources.base import Ranks, ServesPrebuilt, StreamsEvents
 from .watch_slots import RETRY_AFTER_SECONDS
 
 bp = Blueprint("items", __name__, url_prefix="/api/v1")
@@ -312,9 +312,8 @@ def _watch(timeout_seconds: int | None, full: bool = False) -> Response:
 def subscribe_events(source):
     """A queue of the source's later events, without a copy of its names held for the watch
     (`subscribe` hands them over: they are let go at once, the stream pages instead)."""
-    events = getattr(source, "subscribe_events", None)
-    if events is not None:
-        return events()
+    if isinstance(source, StreamsEvents):
+        return source.subscribe_events()
     names, queue_ = source.subscribe()
     del names
     return queue_

@@ -26,6 +26,8 @@ from prometheus_client import (
     multiprocess,
 )
 
+from .sources.base import CountsBacklog
+
 ROUTE = "/api/v1/items"  # the items list's rule, as Flask labels it
 LISTING_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
@@ -104,7 +106,7 @@ def install_metrics(app: Flask, source) -> Callable[[float], None]:
         registry=registry,
         multiprocess_mode="max",
     )
-    backlog = getattr(source, "backlog", None)  # a log source's (`log_records.Backlog`)
+    backlog = source.backlog if isinstance(source, CountsBacklog) else None  # a log's
 
     @app.before_request
     def _start_timer() -> None:

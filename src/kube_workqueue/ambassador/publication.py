@@ -74,7 +74,7 @@ import time
 from collections.abc import Mapping
 
 from .sources import delta_format
-from .sources.base import HoldsPacked
+from .sources.base import CountsBacklog, HoldsPacked
 from .sources.delta_format import Entry
 from .sources.packed_listing import PackedListing
 from .sources.registry import open_source
@@ -325,8 +325,7 @@ def _beat(path: str, source) -> None:
     one's time (seconds since the epoch; 0 for none), which a worker turns into an age. The
     backlog first: a worker is ready once the first heartbeat is there, and its `/metrics`
     then has the backlog (a scrape between the two writes found none)."""
-    backlog = getattr(source, "backlog", None)
-    figures = backlog() if backlog is not None else None
+    figures = source.backlog() if isinstance(source, CountsBacklog) else None
     if figures is not None:
         unread, age = figures
         oldest = time.time() - age if age > 0 else 0.0

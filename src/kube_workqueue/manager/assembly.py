@@ -21,6 +21,7 @@ from typing import Any
 
 from . import backends
 from .errors import UserError
+from .fleet.options import NamesALedger
 from .ports import Ledger, ManagerSeeds, Source
 from .runtime.modes import mode_for
 from .runtime.runner import Manager, ManagerOptions
@@ -79,7 +80,8 @@ def assemble(
         (options.retry_backoff, options.retry_backoff_cap),
     )  # fmt: skip
     package = backends.load(backend_name)
-    if getattr(backend_options, "ledger", None):  # a fleet's ledger, in place of the backend's
+    # a fleet's ledger, in place of the backend's own
+    if isinstance(backend_options, NamesALedger) and backend_options.ledger:
         from .fleet.joining import join
 
         parts = join(package, backend_name, backend_options, seeds)

@@ -22,6 +22,7 @@ back at another version.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -98,6 +99,31 @@ class SettlesItems(Protocol):
 
     def settled(self, name: str) -> None:
         """`name`'s end is recorded for good: what is held for it may go."""
+
+
+@runtime_checkable
+class GroupsItems(Protocol):
+    """A source whose listings may carry items' groups (`ItemList.groups`: the tenants' rules
+    may group by them, `manager.runtime.tenants`)."""
+
+    def listed_groups(self) -> dict[str, str]:
+        """The groups the last complete listing gave, for the items in one."""
+
+
+@runtime_checkable
+class TellsRetention(Protocol):
+    """A source that may say its items leave only by retention (a log trimming its oldest
+    records: `metadata.removals: retention`) - then what leaves it is never cancelled."""
+
+    retention_only: bool  # as the last listing said
+
+
+@runtime_checkable
+class AnswersBy(Protocol):
+    """A source that retries within one call (the HTTP client, across a server's restart):
+    the caller may bound those retries by a deadline (a monotonic time; None: no bound)."""
+
+    answer_by: float | None
 
 
 @runtime_checkable
@@ -231,6 +257,10 @@ class Backend(Protocol):
     """Runs one unit of work per item. Called from reconciler worker threads, each holding a
     capacity slot; `run` returns when the unit of work has ended."""
 
+    # whether what runs goes on when its manager stops (a cluster's Jobs: the next manager
+    # adopts them) - a stopping manager on a shared ledger then keeps those claims
+    work_outlives_manager: bool
+
     def log_path(self, name: str) -> str:
         """Where a person finds the item's output (a file, or how to ask the cluster)."""
 
@@ -291,6 +321,14 @@ class RunsBatches(Protocol):
     def run_batch(self, runs: list, report: Callable[[Any, Outcome], None]) -> None:
         """Run `runs` (each with name, data, attempt, cancel) as one unit; `report(run,
         outcome)` once per run, as each ends."""
+
+
+@runtime_checkable
+class SaysWhenAsked(Protocol):
+    """A ledger that can say when what is asked of its queue may have changed (a WorkQueue's
+    watch): `Asked.follow` then looks on each change, not on a timer."""
+
+    asked_changed: threading.Event | None  # set on each change; None: it cannot say here
 
 
 @runtime_checkable
@@ -401,6 +439,17 @@ class Elector(Protocol):
 
     def stop(self) -> None:
         """Stop campaigning and renewing."""
+
+
+@runtime_checkable
+class SharesALedger(Protocol):
+    """A backend package whose managers can share a ledger (`--ledger`): both backends here
+    are; one that is not is refused with one line when a ledger is given."""
+
+    def fleet_runner(self, options: Any, seeds: ManagerSeeds) -> Any:
+        """The runner of a manager on a shared ledger, for `manager.fleet.joining.join`: a
+        `FleetRunner` - the backend, its name in the claims, and the one start hook that
+        settles what that name held."""
 
 
 @dataclass(frozen=True)

@@ -117,7 +117,7 @@ def link_local(url: str) -> str | None:
         return None
     for address in found:
         ip = ipaddress.ip_address(address.split("%", 1)[0])
-        mapped = getattr(ip, "ipv4_mapped", None)
+        mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
         if ip.is_link_local or (mapped is not None and mapped.is_link_local):
             return f"{host} is a link-local address ({address}), where instance metadata is: {url}"
     return None

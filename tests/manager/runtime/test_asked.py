@@ -6,6 +6,7 @@ import threading
 from types import SimpleNamespace
 
 from kube_workqueue.manager.runtime.asked import Asked
+from kube_workqueue.manager.runtime.manager_options import ManagerOptions
 
 
 def _manager(paused_from: int, wanted_from: int | None, stop_after: int):
@@ -33,6 +34,7 @@ def _manager(paused_from: int, wanted_from: int | None, stop_after: int):
         paused_since=None,
         capacity=SimpleNamespace(poke=lambda: None, limit=2),
         autoscaler=None,
+        options=ManagerOptions(),
     )
 
     def set_parallelism(parallelism: int) -> None:

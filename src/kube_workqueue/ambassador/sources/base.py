@@ -5,10 +5,13 @@ data is - and may push changes to watchers. Another backend (object storage, a m
 implements the same methods and the API in api.py serves it unchanged; `workqueue run` reads it
 in-process (`manager/sources/folder.py`) through the same methods.
 
-Two capabilities are declared as protocols of their own, and the code that profits from them
-asks `isinstance`, never an attribute: `ServesPrebuilt` (a gunicorn worker's shared snapshot:
-the listing's JSON and the watch's first lines built once a version) and `HoldsPacked` (a
-listed source: the listing already as the publisher writes it).
+What only some sources do is declared as protocols of their own, and the code that profits
+from them asks `isinstance`, never an attribute: `ServesPrebuilt` (a gunicorn worker's shared
+snapshot: the listing's JSON and the watch's first lines built once a version), `HoldsPacked`
+(a listed source: the listing already as the publisher writes it), `StreamsEvents` (a watch's
+later events without a copy of the names), `CountsBacklog` (a log's records read and not yet
+served), `Ranks` and `RanksMetas` (priorities). A lister's own (`listed.py`): `Resumes`,
+`HoldsBacklog`, `HoldsConnection`.
 """
 
 from __future__ import annotations
@@ -72,6 +75,25 @@ class HoldsPacked(Protocol):
     def published(self, told: queue.SimpleQueue) -> tuple[int, Any, list[dict]]:
         """The version, its listing (a `packed_listing.PackedListing`: a base and a delta),
         and the events `told` (a subscription of the caller's) got up to that version."""
+
+
+@runtime_checkable
+class StreamsEvents(Protocol):
+    """A source that hands a watcher its later events alone: the stream pages through the
+    listing instead of holding a copy of every name (`subscribe` hands them over)."""
+
+    def subscribe_events(self) -> queue.SimpleQueue:
+        """A queue of the later {"type","item"} events; see `Source.unsubscribe`."""
+
+
+@runtime_checkable
+class CountsBacklog(Protocol):
+    """A source that may know how far it is behind what it reads (a log: the records read and
+    not yet served - `ambassador_log_unread_records` and the heartbeat's backlog)."""
+
+    def backlog(self) -> tuple[int, float] | None:
+        """(records read and not yet served, the oldest one's age in seconds); None when this
+        source has no backlog to tell (it is not a log)."""
 
 
 @runtime_checkable

@@ -36,10 +36,11 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from ..sorted_names import names_diff
 from .base import RanksMetas
+from .log_records import Backlog
 from .packed_listing import PackedListing
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,29 @@ class Lister(Protocol):
     def changes(self, stop: threading.Event) -> Iterator[list[Change] | object] | None:
         """Batches of changes as the store reports them (or RELIST when it says only that
         something changed), until `stop`; None when the store reports none (then it polls)."""
+
+
+@runtime_checkable
+class Resumes(Protocol):
+    """A lister whose feed can start again after it broke (a log: from the newest position it
+    read) - the source polls until a listing works, then follows a new feed."""
+
+    resumes: bool
+
+
+@runtime_checkable
+class HoldsBacklog(Protocol):
+    """A lister that counts what it read and the listing does not carry yet (a log's
+    `log_records.Backlog`): the source's `backlog()`."""
+
+    backlog: Backlog
+
+
+@runtime_checkable
+class HoldsConnection(Protocol):
+    """A lister holding a connection to its store, closed when the source stops."""
+
+    def stop(self) -> None: ...
 
 
 class ListedSource:
@@ -119,9 +143,8 @@ class ListedSource:
             for thread in self._threads:
                 if thread is not threading.current_thread():
                     thread.join(timeout=5)
-        close = getattr(self.lister, "stop", None)  # a lister holding a connection
-        if close is not None:
-            close()
+        if isinstance(self.lister, HoldsConnection):
+            self.lister.stop()
 
     # -- refreshing ------------------------------------------------------------------------
 
@@ -150,7 +173,7 @@ class ListedSource:
             except Exception as exc:  # the feed broke: polling carries on
                 self._failed(exc)
                 self.mode = "polling"
-            if not getattr(self.lister, "resumes", False):
+            if not (isinstance(self.lister, Resumes) and self.lister.resumes):
                 return self._poll(self.poll_interval)
             events = self._resumed()
             if events is None:
@@ -172,8 +195,9 @@ class ListedSource:
     def backlog(self) -> tuple[int, float] | None:
         """(records read from a log and not yet served, the oldest one's age in seconds), for
         a log's lister (`log_records.Backlog`); None for any other source."""
-        backlog = getattr(self.lister, "backlog", None)
-        return None if backlog is None else backlog.figures(time.time())
+        if not isinstance(self.lister, HoldsBacklog):
+            return None
+        return self.lister.backlog.figures(time.time())
 
     def _failed(self, exc: Exception) -> None:
         """A listing (or the feed) failed: the items stay as last listed, /readyz says why, and

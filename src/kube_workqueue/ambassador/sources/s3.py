@@ -30,6 +30,7 @@ import hashlib
 import os
 import re
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -148,7 +149,7 @@ def meta_of(etag: str, size: int, modified) -> str:
     itself), the size and the time in seconds (hex), tab-separated - about 35 characters, held
     by the publisher and by every worker for each object."""
     etag = etag.strip('"')
-    stamp = int(modified.timestamp()) if hasattr(modified, "timestamp") else int(modified)
+    stamp = int(modified.timestamp()) if isinstance(modified, datetime) else int(modified)
     if len(etag) == 32 and all(c in "0123456789abcdef" for c in etag):
         tag = base64.urlsafe_b64encode(bytes.fromhex(etag)).decode()[:22]
     else:

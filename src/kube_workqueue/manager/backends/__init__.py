@@ -32,7 +32,7 @@ DEFAULT = "local"
 
 
 class BackendPackage(Protocol):
-    """The face of a backend package."""
+    """The face of a backend package (and, to share a ledger, `manager.ports.SharesALedger`)."""
 
     Options: type  # a dataclass of `manager.declared.option` fields: what a manager needs
     Queue: type  # the same, for naming a queue: what `status` and `retry` need
@@ -41,11 +41,6 @@ class BackendPackage(Protocol):
         """A manager's ledger, backend (and elector), what an earlier manager left recovered;
         the caller's duty: `Parts.close()`. `seeds`: what the backend may read of the manager
         (its metrics registry, parallelism and attempts)."""
-
-    def fleet_runner(self, options: Any, seeds: ManagerSeeds) -> Any:
-        """The runner of a manager on a shared ledger, for `manager.fleet.joining.join`: a
-        `FleetRunner` - the backend, its name in the claims, and the one start hook that
-        settles what that name held. Optional: a backend without it cannot share a ledger."""
 
     def queue_ops(self, queue: Any) -> QueueOps:
         """What `status`, `retry`, `pause` and `resume` do to the queue's record (one shape

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import UserError
-from ..ports import Backend, Elector, ManagerSeeds, Parts, State
+from ..ports import Backend, Elector, ManagerSeeds, Parts, SharesALedger, State
 from .ledger import PostgresLedger, open_shared
 
 log = logging.getLogger(__name__)
@@ -52,10 +52,9 @@ def join(backend_package: Any, backend_name: str, options: Any, seeds: ManagerSe
     """The parts of a manager of `backend_package` on the shared ledger `options.ledger` (with
     `options.lease`): its runner from the backend's `fleet_runner`, what it held settled. The
     caller's duty: `Parts.close()`."""
-    make_runner = getattr(backend_package, "fleet_runner", None)
-    if make_runner is None:
+    if not isinstance(backend_package, SharesALedger):
         raise UserError(f"the {backend_name} backend cannot share a --ledger")
-    runner = make_runner(options, seeds)
+    runner = backend_package.fleet_runner(options, seeds)
     ledger = None
     try:
         ledger = open_shared(

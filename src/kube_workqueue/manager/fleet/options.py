@@ -9,11 +9,21 @@
 
 from __future__ import annotations
 
+from typing import Protocol, runtime_checkable
+
 from ..declared import option
 from ..durations import parse_duration
 from ..errors import InputError, UserError
 
 DEFAULT_LEASE = 30.0
+
+
+@runtime_checkable
+class NamesALedger(Protocol):
+    """A backend's options that may point at a shared ledger (`ledger_option`): every
+    backend's here. The assembly opens the fleet's ledger when `ledger` is set."""
+
+    ledger: str | None
 
 
 def ledger_url(text: str) -> str:

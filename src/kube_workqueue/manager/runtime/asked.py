@@ -34,7 +34,7 @@ import time
 
 from ..durations import moment
 from ..faults import StorageFault
-from ..ports import KeepsLiveRows, parallelism_problem
+from ..ports import KeepsLiveRows, SaysWhenAsked, parallelism_problem
 from ..tenancy.rules import TenancyOptions, asked_rules
 
 log = logging.getLogger(__name__)
@@ -100,10 +100,9 @@ class Asked:
         # a ledger that can say when what is asked may have changed (a WorkQueue's watch):
         # looked at on each change, not `interval` - a queue of many at rest wakes only to
         # report its status (`ManagerOptions.follow_on_change`)
-        options = getattr(m, "options", None)
-        every = getattr(options, "status_interval", None) or STATUS_SECONDS
-        on_change = getattr(options, "follow_on_change", False)
-        changed = getattr(m.ledger, "asked_changed", None) if on_change else None
+        every = m.options.status_interval or STATUS_SECONDS
+        followed = m.options.follow_on_change and isinstance(m.ledger, SaysWhenAsked)
+        changed = m.ledger.asked_changed if followed else None
         while not m.stop_event.is_set():
             if changed is not None:
                 changed.clear()  # before reading: a change from now on wakes the next wait

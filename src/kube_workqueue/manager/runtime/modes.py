@@ -42,6 +42,15 @@ from .claims import Heartbeat, OthersFollower, claimed_line, others_running
 
 
 @runtime_checkable
+@runtime_checkable
+class WakesWaiters(Protocol):
+    """A line whose waiters can be told to look again (the manager's own queue: what holds
+    keys - a group's limit or rate - changed). A shared ledger's line asks the database at
+    each wait, and needs no telling."""
+
+    def poke(self) -> None: ...
+
+
 class Line(Protocol):
     """What the dispatcher and the manager take items from and give them back to."""
 
@@ -150,7 +159,7 @@ class Fleet(Alone):
     def let_go(self) -> None:
         """Only its own claims: the other managers' items run on (a cluster's Jobs run on
         too: the installation's next manager adopts them)."""
-        self.ledger.release_mine(keep_running=getattr(self.backend, "work_outlives_manager", False))
+        self.ledger.release_mine(keep_running=self.backend.work_outlives_manager)
 
 
 def mode_for(ledger: Ledger, backend: Backend) -> Alone:

@@ -32,7 +32,15 @@ from collections.abc import Callable
 
 from ..durations import human
 from ..errors import UserError
-from ..ports import SettlesItems, Source, SourceError, SourceProtocolError, WatchUnsupported
+from ..ports import (
+    AnswersBy,
+    SettlesItems,
+    Source,
+    SourceError,
+    SourceProtocolError,
+    TellsRetention,
+    WatchUnsupported,
+)
 from ..retry import reconnect
 from .removal_guard import RemovalGuard
 from .removals import Removals
@@ -117,7 +125,8 @@ class Poller:
         if self.source_down:
             log.info("source %s is back", self.source.base_url)
         self.source_down = False
-        if self.removals is not None and getattr(self.source, "retention_only", False):
+        retention_only = isinstance(self.source, TellsRetention) and self.source.retention_only
+        if self.removals is not None and retention_only:
             # its items leave only by retention (a log trimming its oldest records:
             # `metadata.removals`): never a cancellation - said, and nothing is cancelled
             trimmed = self.removals.trimmed(names, self.source.listing_version)
@@ -142,12 +151,13 @@ class Poller:
         for delay in reconnect(self.interval).delays():
             if self.stop.is_set():
                 return None
-            if hasattr(self.source, "answer_by"):  # (an HTTP source: its retries within it)
+            bounded = isinstance(self.source, AnswersBy)  # (its retries within it)
+            if bounded:
                 self.source.answer_by = deadline
             try:
                 names = self.poll_once_listing(quiet=deadline is not None)
             finally:
-                if hasattr(self.source, "answer_by"):
+                if bounded:
                     self.source.answer_by = None
             if names is not None:
                 return names

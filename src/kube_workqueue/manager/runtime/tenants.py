@@ -24,9 +24,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from ..ports import GroupsItems
 from ..tenancy.gate import GroupGate
 from ..tenancy.line import Grouped
 from ..tenancy.rules import Grouping, TenancyOptions, rule_texts
+from .modes import WakesWaiters
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +59,8 @@ class Tenants:
 
     def attach(self, line) -> None:
         """`line` is the queue the order is in: told to look again when the rules change."""
-        self._poke = getattr(line, "poke", self._poke)
+        if isinstance(line, WakesWaiters):
+            self._poke = line.poke
 
     def occupy(self, name: str) -> None:
         self.gate.occupy(self.group_of(name))
@@ -109,8 +112,7 @@ class Tenants:
 
 def listed_groups_of(source) -> Callable[[], dict] | None:
     """The source's `listed_groups` (its items' data groups), where it has them."""
-    listed = getattr(source, "listed_groups", None)
-    return listed if callable(listed) else None
+    return source.listed_groups if isinstance(source, GroupsItems) else None
 
 
 def tenants_for(options: TenancyOptions, source) -> Tenants | None:

@@ -22,6 +22,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterable
+from typing import Protocol, runtime_checkable
 
 from ....lifecycle import given_back, keep_version, may_cancel, may_rerun
 from ....ports import FINISHED, Row, State, keep_priority, pair
@@ -60,6 +61,14 @@ def job_state(job: dict) -> tuple[str, int]:
     if outcome == "Failed":
         return State.FAILED.value, attempts
     return State.RUNNING.value, attempts
+
+
+@runtime_checkable
+class FollowedControl(Protocol):
+    """A queue's control whose every change is heard (its WorkQueue, watched: `changed` is set
+    on each); a control ConfigMap, read when asked, is not one."""
+
+    changed: threading.Event
 
 
 class ClusterLedger:
@@ -108,7 +117,8 @@ class ClusterLedger:
         # WorkQueue (queue_resource.QueueResource) or, without the CRD, its control ConfigMap
         self.control = control
         # set on every change of the queue's WorkQueue, where one is followed (`Asked.follow`)
-        self.asked_changed = getattr(control, "changed", None)
+        followed = isinstance(control, FollowedControl)
+        self.asked_changed = control.changed if followed else None
         self.batches = batches  # the record of batches: it speaks first for their members
 
     def _batch_state(self, name: str, key: str) -> tuple[str, int] | None:
