@@ -131,10 +131,13 @@ def machine_for(subject):
     return LedgerMachine
 
 
-def test_every_ledger_follows_the_model(subject):
-    machine = machine_for(subject)
-    machine.TestCase.settings = settings(
-        max_examples=25, stateful_step_count=25, deadline=None, database=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-    )  # fmt: skip
-    machine.TestCase().runTest()
+class FollowsTheModel:
+    """Random sequences of the item's life, against the model."""
+
+    def test_the_ledger_follows_the_model(self, subject):
+        machine = machine_for(subject)
+        machine.TestCase.settings = settings(
+            max_examples=25, stateful_step_count=25, deadline=None, database=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+        )  # fmt: skip
+        machine.TestCase().runTest()
