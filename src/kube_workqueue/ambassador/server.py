@@ -3,10 +3,11 @@
     workqueue ambassador --source URL [--suffix .mp4]… [--recursive] [--settle SECONDS]
                          [--host 127.0.0.1] [--port 8080] [--workers N] [--force-polling]
 
-URL picks the source through the registry (sources/registry.py): a folder path or file:///path
-(`--root DIR` is the same), s3://bucket/prefix/, redis://host:port/db?set=KEY (?zset=, ?stream=)
-or nats://host:4222/STREAM. It is checked once before anything is served, so a bucket that does
-not exist, missing credentials or an unreachable server is one line and exit 2.
+URL picks the source through the registry (sources/registry.py, whose `BUILT_IN` lines give
+the forms `--help` lists: a folder path or file:///path - `--root DIR` is the same -, an S3
+bucket, a Redis set or stream, a NATS JetStream stream). It is checked once before anything
+is served, so a bucket that does not exist, missing credentials or an unreachable server is one
+line and exit 2.
 
 Gunicorn runs `--workers` processes of the gthread worker, so a long watch stream occupies one
 thread, not a whole worker - and each worker may run up to `--threads` (1024) of them: threads
@@ -44,7 +45,9 @@ from .limits import (
     ENV_MAX_LINE,
 )
 from .source_options import add_folder_options, seconds, source_spec
+from .sources.registry import forms
 
+SOURCE_FORMS = forms(third_party=False)  # the registry's lines, as --help lists them
 THREADS_PER_WORKER = 1024  # watch streams hold one each for their whole life
 
 
@@ -56,18 +59,14 @@ def add_parser(subparsers, user_error: type[Exception], duration=None) -> None:
     p = subparsers.add_parser(
         "ambassador",
         help="serve the items API for a folder, a bucket, a Redis set or stream, or a NATS stream",
-        description="Serve GET /api/v1/items for the items of --source (a folder path, "
-        "file:///path, s3://bucket/prefix/, redis://host:port/db?set=KEY, ?zset=KEY or "
-        "?stream=KEY[&name=FIELD], or nats://host:4222/STREAM[?subject=F][&name=KEY]) that "
+        description=f"Serve GET /api/v1/items for the items of --source ({SOURCE_FORMS}) that "
         "end with --suffix.",
     )
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument(
         "--source",
         metavar="URL",
-        help="where the items are: a folder, file:///path, s3://bucket/prefix/, "
-        "redis://host:port/db?set=KEY (or zset=KEY)[&data=HASH] or ?stream=KEY[&name=FIELD], "
-        "nats://host:4222/STREAM[?subject=F][&name=KEY]",
+        help=f"where the items are: {SOURCE_FORMS}",
     )
     where.add_argument("--root", metavar="DIR", help="a folder whose files are the items")
     add_folder_options(p, duration)

@@ -1,11 +1,36 @@
 """A client of a Redis source's server, made one way for every Redis source (a set's lister, a
 stream's): the URL's address and database, the password from the URL or `REDIS_PASSWORD` (out
 of process listings and Helm values), timeouts on connecting and on every answer; and the one
-look at start at what the source's key holds (`key_type`), its failures said in one line."""
+look at start at what the source's key holds (`key_type`), its failures said in one line; and
+the URL's server and database, read one way for both (`address`)."""
 
 from __future__ import annotations
 
 import os
+from urllib.parse import parse_qs, urlsplit
+
+from .registry import SourceConfigError
+
+FORMS = "redis://host:port/db?set=KEY (or zset=KEY)[&data=HASH], or ?stream=KEY[&name=FIELD]"
+
+
+def address(url: str, allowed: set[str], keys: tuple[str, ...]) -> tuple[str, int, dict]:
+    """(the server's URL with the database as its path and no query, the database, the query)
+    of a Redis source URL whose query holds only `allowed` keys and exactly one of `keys`;
+    raises SourceConfigError naming both forms otherwise."""
+    parts = urlsplit(url)
+    query = parse_qs(parts.query, keep_blank_values=True)
+    given = [k for k in keys if (query.get(k) or [""])[0]]
+    if set(query) - allowed or len(given) != 1 or not parts.hostname:
+        raise SourceConfigError(f"a Redis source is {FORMS}, not {url!r}")
+    db = parts.path.strip("/") or "0"
+    if not db.isdigit():
+        raise SourceConfigError(f"the Redis database must be a number, not {db!r}")
+    try:
+        _ = parts.port
+    except ValueError:
+        raise SourceConfigError(f"not a port number in {url!r}") from None
+    return parts._replace(query="", fragment="", path=f"/{db}").geturl(), int(db), query
 
 
 def connect(config: dict, *, timeout: float = 5.0, decode: bool = True):

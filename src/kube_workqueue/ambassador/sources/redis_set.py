@@ -1,5 +1,5 @@
 """Items are the members of a Redis set or sorted set; their data, optionally, a hash's fields.
-(A Redis stream, `?stream=KEY`, is a log: `redis_stream.py`, through the same type.)
+(A Redis stream, `?stream=KEY`, is a log, and a source type of its own: `redis_stream.py`.)
 
     workqueue ambassador --source 'redis://host:6379/0?set=videos&data=video-data'
     workqueue ambassador --source 'redis://host:6379/0?zset=videos'
@@ -40,13 +40,11 @@ import math
 import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 from ..naming import SkippedNames, normalise_suffixes
 from .items import content_type
 from .listed import RELIST, Change, ListedSource, SourceUnreachable
-from .log_records import removals
-from .redis_client import connect, key_type
+from .redis_client import address, connect, key_type
 from .registry import SourceConfigError, not_for
 
 FOLDER_ONLY = ("SETTLE", "VERSION_BY", "FORCE_POLLING", "RECURSIVE")
@@ -239,67 +237,27 @@ class RedisType:
     settles = False
 
     def shown(self, config: dict) -> str:
-        if config.get("REDIS_STREAM"):
-            return f"redis stream {config['REDIS_STREAM']!r}"
         kind = "sorted set" if config.get("REDIS_SORTED") else "set"
         return f"redis {kind} {config['REDIS_SET']!r}"  # (never the URL: it may hold a password)
 
     def ranks(self, config: dict) -> bool:
-        return True if config.get("REDIS_STREAM") else ranks(config)
+        return ranks(config)
 
     def priority(self, meta: str) -> int | None:
-        if meta.startswith('{"p":'):  # a stream record's (`log_records.meta_of`)
-            from .log_records import priority_of as record_priority
-
-            return record_priority(meta)
         return priority_of(meta)
 
     def config_from_url(self, url: str, options: dict) -> dict:
         not_for("redis", options, FOLDER_ONLY)
-        parts = urlsplit(url)
-        query = parse_qs(parts.query, keep_blank_values=True)
-        streamed = bool((query.get("stream") or [""])[0])
-        allowed = {"stream", "name"} if streamed else {"set", "zset", "data"}
-        unknown = sorted(set(query) - allowed)
-        keys = [k for k in ("set", "zset", "stream") if (query.get(k) or [""])[0]]
-        if unknown or len(keys) != 1 or not parts.hostname:
-            raise SourceConfigError(
-                "a Redis source is redis://host:port/db?set=KEY (or zset=KEY)[&data=HASH], "
-                f"or ?stream=KEY[&name=FIELD], not {url!r}"
-            )
-        db = parts.path.strip("/") or "0"
-        if not db.isdigit():
-            raise SourceConfigError(f"the Redis database must be a number, not {db!r}")
-        try:
-            _ = parts.port
-        except ValueError:
-            raise SourceConfigError(f"not a port number in {url!r}") from None
+        base, db, query = address(url, {"set", "zset", "data"}, ("set", "zset"))
+        keys = [k for k in ("set", "zset") if (query.get(k) or [""])[0]]
         suffixes = options.get("SUFFIXES") or []
         try:
             normalise_suffixes(suffixes)
         except ValueError as exc:
             raise SourceConfigError(str(exc)) from None
-        base = parts._replace(query="", fragment="", path=f"/{db}").geturl()
-        if streamed:  # a log, read through the log core (`redis_stream.py`)
-            from .log_records import name_field
-
-            try:
-                keyed_by = name_field(query)
-            except ValueError as exc:
-                raise SourceConfigError(f"{exc}: {url!r}") from None
-            return {
-                "REDIS_URL": base,
-                "REDIS_DB": int(db),
-                "REDIS_STREAM": query["stream"][0],
-                "REDIS_NAME_FIELD": keyed_by,
-                "REMOVALS": removals(keyed_by),
-                "SUFFIXES": [],  # (a record is an item whatever its name ends with)
-                "POLL_INTERVAL": float(options.get("POLL_INTERVAL") or 2.0),
-                "RELIST_INTERVAL": float(options.get("RELIST_INTERVAL") or 300.0),
-            }
         return {
             "REDIS_URL": base,
-            "REDIS_DB": int(db),
+            "REDIS_DB": db,
             "REDIS_SET": query[keys[0]][0],
             "REDIS_SORTED": keys[0] == "zset",
             "REDIS_DATA": (query.get("data") or [""])[0] or None,
@@ -309,11 +267,6 @@ class RedisType:
         }
 
     def check(self, config: dict) -> None:
-
-        if config.get("REDIS_STREAM"):
-            from .redis_stream import check
-
-            return check(config)
         lister = RedisLister(config)
         kind = key_type(lister.redis, config, lister.where)
         wanted = "zset" if lister.sorted else "set"
@@ -322,14 +275,8 @@ class RedisType:
             raise SourceConfigError(f"{lister.where}: the key holds a {kind}, not {noun}")
 
     def open(self, config: dict) -> ListedSource:
-        if config.get("REDIS_STREAM"):
-            from .redis_stream import StreamLister
-
-            lister = StreamLister(config)
-        else:
-            lister = RedisLister(config)
         return ListedSource(
-            lister,
+            RedisLister(config),
             poll_interval=float(config.get("POLL_INTERVAL") or 2.0),
             relist_interval=float(config.get("RELIST_INTERVAL") or 300.0),
         )
@@ -337,10 +284,6 @@ class RedisType:
     def describe(self, config: dict, name: str, meta: str | None) -> dict | None:
         if not meta:
             return None
-        if config.get("REDIS_STREAM"):
-            from .log_records import describe as describe_record
-
-            return describe_record(name, meta, config["REDIS_STREAM"])
         return describe(name, meta, has_data=bool(config.get("REDIS_DATA")))
 
 

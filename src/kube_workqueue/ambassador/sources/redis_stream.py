@@ -26,10 +26,13 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from ..naming import SkippedNames
-from .listed import Change, SourceUnreachable
-from .log_records import Backlog, LogShape, describe, priority_of
-from .redis_client import connect, key_type
+from ..naming import SkippedNames, normalise_suffixes
+from .listed import Change, ListedSource, SourceUnreachable
+from .log_records import Backlog, LogShape, describe, name_field, priority_of, removals
+from .redis_client import address, connect, key_type
+from .registry import SourceConfigError, not_for
+
+FOLDER_ONLY = ("SETTLE", "VERSION_BY", "FORCE_POLLING", "RECURSIVE")
 
 PAGE = 1000  # records an XRANGE or XREAD call returns at most
 BLOCK_MS = 1000  # how long an XREAD waits for a record before it looks at `stop`
@@ -127,8 +130,6 @@ def newest(a: str, b: str) -> str:
 
 def check(config: dict) -> None:
     """The stream is there (a stream, and not something else), and the server answers."""
-    from .registry import SourceConfigError
-
     lister = StreamLister(config)
     kind = key_type(lister.redis, config, lister.where)
     if kind == "none":
@@ -137,3 +138,62 @@ def check(config: dict) -> None:
         )
     if kind != "stream":
         raise SourceConfigError(f"{lister.where}: the key holds a {kind}, not a stream")
+
+
+class RedisStreamType:
+    """The Redis stream source type of the registry (`registry.py`): a `redis://` or
+    `rediss://` URL whose query names a `stream`."""
+
+    kind = "redis-stream"
+    extra = "redis"
+    secret_variables = "REDIS_PASSWORD"
+    events = True  # XREAD BLOCK: records pushed as they are added
+    content_versions = True  # an item's version is its record's id
+    settles = False
+
+    def shown(self, config: dict) -> str:
+        return f"redis stream {config['REDIS_STREAM']!r}"  # (never the URL: it may hold one)
+
+    def ranks(self, config: dict) -> bool:
+        return True  # a record's `priority` field
+
+    def priority(self, meta: str) -> int | None:
+        return priority_of(meta)
+
+    def config_from_url(self, url: str, options: dict) -> dict:
+        not_for("redis", options, FOLDER_ONLY)
+        base, db, query = address(url, {"stream", "name"}, ("stream",))
+        try:
+            normalise_suffixes(options.get("SUFFIXES") or [])  # (given, it must still be one)
+        except ValueError as exc:
+            raise SourceConfigError(str(exc)) from None
+        try:
+            keyed_by = name_field(query)
+        except ValueError as exc:
+            raise SourceConfigError(f"{exc}: {url!r}") from None
+        return {
+            "REDIS_URL": base,
+            "REDIS_DB": db,
+            "REDIS_STREAM": query["stream"][0],
+            "REDIS_NAME_FIELD": keyed_by,
+            "REMOVALS": removals(keyed_by),
+            "SUFFIXES": [],  # (a record is an item whatever its name ends with)
+            "POLL_INTERVAL": float(options.get("POLL_INTERVAL") or 2.0),
+            "RELIST_INTERVAL": float(options.get("RELIST_INTERVAL") or 300.0),
+        }
+
+    def check(self, config: dict) -> None:
+        check(config)
+
+    def open(self, config: dict) -> ListedSource:
+        return ListedSource(
+            StreamLister(config),
+            poll_interval=float(config.get("POLL_INTERVAL") or 2.0),
+            relist_interval=float(config.get("RELIST_INTERVAL") or 300.0),
+        )
+
+    def describe(self, config: dict, name: str, meta: str | None) -> dict | None:
+        return describe(name, meta, config["REDIS_STREAM"]) if meta else None
+
+
+SOURCE_TYPE = RedisStreamType()

@@ -6,13 +6,18 @@ only lists and describes items; everything above it - the one published snapshot
 (`publication.py`), paging and `continue` tokens, `resourceVersion`, the watch stream, `?view=full`,
 `/readyz`, OpenAPI, metrics - is the same code for all of them.
 
-    folder path, file:///path   filesystem   (`--root DIR` is the same)
-    s3://bucket/prefix/         s3           S3 and S3-compatible stores (MinIO, Ceph, R2)
-    redis://host:port/db?set=K  redis        the members of a Redis set (rediss:// with TLS)
-    redis://…/db?stream=K       redis        a Redis stream's records (`redis_stream.py`, over
-                                             the log core `log_records.py`)
-    nats://host:4222/STREAM     nats         a NATS JetStream stream's messages (`nats_stream.py`,
-                                             over the same log core)
+    folder path, file:///path   filesystem    (`--root DIR` is the same)
+    s3://bucket/prefix/         s3            S3 and S3-compatible stores (MinIO, Ceph, R2)
+    redis://host:port/db?set=K  redis_set     the members of a Redis set (rediss:// with TLS)
+    redis://…/db?stream=K       redis_stream  a Redis stream's records, over the log core
+                                              `log_records.py`
+    nats://host:4222/STREAM     nats_stream   a NATS JetStream stream's messages, over the same
+                                              log core
+
+Each is one line of `BUILT_IN` (a `Registered`: its kind, module, schemes, the query key that
+picks it among types of one scheme, and its URL's form), and every help text and error that
+lists the sources is made from those lines (`forms()`): a new scheme is its module, its line
+and its test.
 
 A source type (`SourceType`) turns a URL and the common options into an app configuration - a
 flat JSON-able dict, so the snapshot publisher (a process of its own) and every gunicorn worker
@@ -35,11 +40,67 @@ import importlib
 from collections.abc import Mapping
 from importlib.metadata import entry_points
 from typing import Any, NamedTuple, Protocol
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 ENTRY_POINT_GROUP = "workqueue.sources"
-BUILT_IN = {"filesystem": "filesystem", "s3": "s3", "redis": "redis_set", "nats": "nats_stream"}
-SCHEMES = {"file": "filesystem", "s3": "s3", "redis": "redis", "rediss": "redis", "nats": "nats"}
+
+
+class Registered(NamedTuple):
+    kind: str  # the SOURCE_TYPE of its app configurations
+    module: str  # the module of this package whose SOURCE_TYPE it is
+    schemes: tuple[str, ...]
+    form: str  # its URL, as help texts show it
+    query_key: str = ""  # among types of one scheme, the one whose URL's query holds this key
+
+
+BUILT_IN = (
+    Registered("filesystem", "filesystem", ("file",), "a folder, file:///path"),
+    Registered("s3", "s3", ("s3",), "s3://bucket/prefix/"),
+    Registered(
+        "redis",
+        "redis_set",
+        ("redis", "rediss"),
+        "redis://host:port/db?set=KEY (or zset=KEY)[&data=HASH]",
+    ),  # fmt: skip
+    Registered(
+        "redis-stream",
+        "redis_stream",
+        ("redis", "rediss"),
+        "redis://host:port/db?stream=KEY[&name=FIELD]",
+        query_key="stream",
+    ),  # fmt: skip
+    Registered("nats", "nats_stream", ("nats",), "nats://host:4222/STREAM[?subject=F][&name=KEY]"),
+)
+
+
+def forms(*, third_party: bool = True) -> str:
+    """Every source a URL may name, as help texts and errors list them (third-party types by
+    their scheme; `third_party=False`: the built-in ones alone, without reading the installed
+    distributions' entry points - a command's parser is built at every start)."""
+    built_in = [entry.form for entry in BUILT_IN]
+    if not third_party:
+        return ", ".join(built_in)
+    others = sorted({e.name for e in entry_points(group=ENTRY_POINT_GROUP)} - _schemes())
+    return ", ".join(built_in + [f"{scheme}://…" for scheme in others])
+
+
+def _schemes() -> set[str]:
+    return {scheme for entry in BUILT_IN for scheme in entry.schemes}
+
+
+def _built_in(kind_or_scheme: str, query: str | None) -> Registered | None:
+    """The built-in type of a configuration's kind, or of a URL's scheme with its query (not
+    None: "redis" is a kind and a scheme, and its URL's `?stream=` names the other type)."""
+    if query is None:
+        for entry in BUILT_IN:
+            if entry.kind == kind_or_scheme:
+                return entry
+    keys = set(parse_qs(query or "", keep_blank_values=True))
+    by_scheme = [entry for entry in BUILT_IN if kind_or_scheme in entry.schemes]
+    for entry in by_scheme:
+        if entry.query_key and entry.query_key in keys:
+            return entry
+    return next((entry for entry in by_scheme if not entry.query_key), None)
 
 
 class SourceConfigError(ValueError):
@@ -47,7 +108,7 @@ class SourceConfigError(ValueError):
 
 
 class SourceType(Protocol):
-    kind: str  # the SOURCE_TYPE of an app configuration: "filesystem", "s3", "redis"
+    kind: str  # the SOURCE_TYPE of an app configuration: "filesystem", "s3", "redis", ...
     extra: str  # the distribution's extra that installs its libraries ("" for none)
     secret_variables: str  # where its password comes from instead of the URL ("" for none)
     events: bool
@@ -86,26 +147,25 @@ def scheme_of(url: str) -> str:
     return urlsplit(url).scheme.lower()
 
 
-def source_type(kind_or_scheme: str) -> SourceType:
-    """The source type of a scheme ("s3") or of a configuration's SOURCE_TYPE ("redis")."""
-    module = BUILT_IN.get(SCHEMES.get(kind_or_scheme, kind_or_scheme))
-    if module is not None:
-        return importlib.import_module(f"{__package__}.{module}").SOURCE_TYPE
-    for entry in entry_points(group=ENTRY_POINT_GROUP):
-        if entry.name == kind_or_scheme:
-            return entry.load()
-    known = sorted({*SCHEMES, *(e.name for e in entry_points(group=ENTRY_POINT_GROUP))})
-    raise SourceConfigError(
-        f"unknown source scheme {kind_or_scheme!r}: use a folder path, "
-        + ", ".join(f"{s}://" for s in known)
-    )
+def source_type(kind_or_scheme: str, query: str | None = None) -> SourceType:
+    """The source type of a configuration's SOURCE_TYPE ("redis-stream"), or of a scheme
+    ("s3"); with the URL's query, of that URL (`?stream=` picks the Redis stream among the
+    `redis://` types)."""
+    entry = _built_in(kind_or_scheme, query)
+    if entry is not None:
+        return importlib.import_module(f"{__package__}.{entry.module}").SOURCE_TYPE
+    for found in entry_points(group=ENTRY_POINT_GROUP):
+        if found.name == kind_or_scheme:
+            return found.load()
+    raise SourceConfigError(f"unknown source scheme {kind_or_scheme!r}: use {forms()}")
 
 
 def resolve(url: str, options: Mapping[str, Any] | None = None) -> SourceSpec:
     """The source type and app configuration of `url` (see the module docstring)."""
     if not url or not url.strip():
         raise SourceConfigError("the source is empty: give a folder path or a URL")
-    kind = source_type(scheme_of(url))
+    query = urlsplit(url).query if "://" in url else ""
+    kind = source_type(scheme_of(url), query)
     config = kind.config_from_url(url, dict(options or {}))
     config["SOURCE_TYPE"] = kind.kind
     return SourceSpec(kind.kind, config)

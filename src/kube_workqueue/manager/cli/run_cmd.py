@@ -1,8 +1,9 @@
 """`workqueue run SOURCE -- CMD ARGS…`: one command for a folder (or a bucket, or a Redis set),
 on one machine.
 
-SOURCE is what `workqueue ambassador --source` takes: a folder path, file:///path,
-s3://bucket/prefix/, redis://host:port/db?set=KEY (or ?stream=KEY) or nats://host:4222/STREAM.
+SOURCE is what `workqueue ambassador --source` takes (the forms the source registry's lines
+give, `ambassador.sources.registry.BUILT_IN`): a folder, a bucket, a Redis set or stream, a
+NATS JetStream stream.
 It is read through the ambassador's own source, in-process (`manager.sources.folder`); files
 still being copied are waited for, and the local manager runs with `--once` on it: every
 matching item once, a progress bar on a terminal, a summary at the end. Exit 0 when every item
@@ -13,6 +14,7 @@ Everything after `--` is the worker command, word for word.
 from __future__ import annotations
 
 from kube_workqueue.ambassador.source_options import add_folder_options, source_spec
+from kube_workqueue.ambassador.sources.registry import forms
 
 from ..backends.local import LocalOptions, worker_argv
 from ..declared import from_words
@@ -32,9 +34,7 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "run",
         help="one command: run CMD once for every matching item of a folder, bucket or set",
-        description="Read SOURCE (a folder, file:///path, s3://bucket/prefix/, "
-        "redis://host:port/db?set=KEY, ?zset=KEY or ?stream=KEY, or nats://host:4222/STREAM) "
-        "through the ambassador's own "
+        description=f"Read SOURCE ({forms(third_party=False)}) through the ambassador's own "
         "source, in-process (no HTTP), and run a local manager with --once on it.",
     )
     p.add_argument("dir", metavar="SOURCE", help="a folder of items, or a source URL")
