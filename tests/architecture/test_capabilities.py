@@ -28,11 +28,11 @@ from kube_workqueue.manager.ports import (
     AnswersBy,
     GroupsItems,
     RanksItems,
-    SharesALedger,
     TellsRetention,
 )
 from kube_workqueue.manager.runtime.claims import ClaimedLine
 from kube_workqueue.manager.runtime.modes import WakesWaiters
+from kube_workqueue.manager.setup_parts import SharesALedger
 from kube_workqueue.manager.sources.http import SourceClient
 from kube_workqueue.manager.tenancy.line import Grouped
 from kube_workqueue.manager.workqueue import RateLimitingQueue

@@ -22,9 +22,10 @@ from typing import Any
 from . import backends
 from .errors import UserError
 from .fleet.options import NamesALedger
-from .ports import Ledger, ManagerSeeds, Source
+from .ports import Ledger, Source
 from .runtime.modes import mode_for
 from .runtime.runner import Manager, ManagerOptions
+from .setup_parts import ManagerSeeds
 
 log = logging.getLogger(__name__)
 

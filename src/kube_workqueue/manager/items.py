@@ -9,6 +9,7 @@
     Cancel             the ask to end one run whose item left the source
     valid_priority, keep_priority
                        a priority a source gave, checked; a map that keeps only those not 0
+    QueueRecord        what a backend's record says of a queue's items, for `status`
 
 The ports (`ports.py`: what the core needs from sources, ledgers, backends) speak in these
 terms and re-export them, so `from manager.ports import State` reads as it always did.
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 
@@ -145,3 +146,29 @@ def keep_priority(kept: dict[str, int], name: str, priority: int | None) -> None
         kept[name] = priority
     else:
         kept.pop(name, None)
+
+
+@dataclass
+class QueueRecord:
+    """What a backend's record says of a queue, for `workqueue status` (which turns it into a
+    `manager.views.queue_view.QueueView`): every item it can name, the facts the running manager
+    left (`Ledger.note_manager`; None when none runs), reasons it knows better than the rows
+    (a pod waiting for a node), what `status NAME` adds per item (a pod's state), and items it
+    can count but not name (a record keyed by hash)."""
+
+    where: str
+    rows: list[Row]
+    facts: dict | None = None
+    reasons: dict[str, str] = field(default_factory=dict)
+    details: dict[str, dict] = field(default_factory=dict)
+    unnamed: dict[str, int] = field(default_factory=dict)  # state -> count
+    paused_since: float | None = None  # `workqueue pause`
+    # False when the rows' first-seen times are not arrivals (Kubernetes: a Job's creation is
+    # its dispatch); then no arrival rate is measured from them.
+    arrivals_known: bool = True
+    held: str | None = None  # why the running manager holds dispatch (`manager.faults`)
+    # False when what is running stops with its manager (local processes): a running row with
+    # no manager is what a stopped manager left, and runs again when one starts.
+    work_outlives_manager: bool = True
+    # a shared ledger's managers whose heartbeat is late: {id, heard_seconds, lease_seconds}
+    silent_managers: list[dict] = field(default_factory=list)

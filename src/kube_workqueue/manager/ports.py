@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from .errors import UserError
@@ -289,22 +288,6 @@ class Backend(Protocol):
         manager). Work this manager runs is ended through its run's `Cancel`."""
 
 
-MAX_PARALLELISM = 4096  # a manager holds one thread per unit of work it may run at once
-
-
-def parallelism_problem(value: object, *, least: int = 0) -> str | None:
-    """Why `value` cannot be a queue's parallelism - asked by `workqueue scale`, the parallelism
-    file, the WorkQueue's `spec.parallelism`, the autoscaler or `--parallelism` (least 1) - or
-    None when it can. One rule for every path a number comes in by."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        return f"not a whole number: {value!r}"
-    if value < least:
-        return f"must be at least {least}: {value}"
-    if value > MAX_PARALLELISM:
-        return f"must be at most {MAX_PARALLELISM}: {value}"
-    return None
-
-
 @runtime_checkable
 class RunsBatches(Protocol):
     """A backend that can run several items as one unit (Kubernetes: an Indexed Job); it does
@@ -439,67 +422,3 @@ class Elector(Protocol):
 
     def stop(self) -> None:
         """Stop campaigning and renewing."""
-
-
-@runtime_checkable
-class SharesALedger(Protocol):
-    """A backend package whose managers can share a ledger (`--ledger`): both backends here
-    are; one that is not is refused with one line when a ledger is given."""
-
-    def fleet_runner(self, options: Any, seeds: ManagerSeeds) -> Any:
-        """The runner of a manager on a shared ledger, for `manager.fleet.joining.join`: a
-        `FleetRunner` - the backend, its name in the claims, and the one start hook that
-        settles what that name held."""
-
-
-@dataclass(frozen=True)
-class ManagerSeeds:
-    """What a backend may read of the manager it is set up for (`BackendPackage.setup`): where
-    its metrics go (None: nowhere), its parallelism at start, its attempts per item. A backend
-    takes what it needs - the local one none; the cluster's seeds its WorkQueue and sizes its
-    connection pool with the parallelism, and gives an Indexed Job's items as many retries."""
-
-    registry: Any = None  # a prometheus_client CollectorRegistry
-    parallelism: int = 1
-    max_attempts: int = 3
-    retry_backoff: tuple[float, float] = (1.0, 300.0)  # a failed item's first wait, and cap
-
-
-@dataclass
-class Parts:
-    """What a backend package sets up for one manager: its ledger, its backend, a leader
-    elector when it has one, and `close()` that stops them all."""
-
-    ledger: Ledger
-    backend: Backend
-    close: Callable[[], None]
-    elector: Elector | None = None
-    # `fence(timeout)`: from now on nothing of these parts writes to what other managers read
-    # (the API, a shared ledger), writes in flight waited for; whether they all ended in time
-    fence: Callable[[float], bool] = lambda timeout: True
-
-
-@dataclass
-class QueueRecord:
-    """What a backend's record says of a queue, for `workqueue status` (which turns it into a
-    `manager.views.queue_view.QueueView`): every item it can name, the facts the running manager
-    left (`Ledger.note_manager`; None when none runs), reasons it knows better than the rows
-    (a pod waiting for a node), what `status NAME` adds per item (a pod's state), and items it
-    can count but not name (a record keyed by hash)."""
-
-    where: str
-    rows: list[Row]
-    facts: dict | None = None
-    reasons: dict[str, str] = field(default_factory=dict)
-    details: dict[str, dict] = field(default_factory=dict)
-    unnamed: dict[str, int] = field(default_factory=dict)  # state -> count
-    paused_since: float | None = None  # `workqueue pause`
-    # False when the rows' first-seen times are not arrivals (Kubernetes: a Job's creation is
-    # its dispatch); then no arrival rate is measured from them.
-    arrivals_known: bool = True
-    held: str | None = None  # why the running manager holds dispatch (`manager.faults`)
-    # False when what is running stops with its manager (local processes): a running row with
-    # no manager is what a stopped manager left, and runs again when one starts.
-    work_outlives_manager: bool = True
-    # a shared ledger's managers whose heartbeat is late: {id, heard_seconds, lease_seconds}
-    silent_managers: list[dict] = field(default_factory=list)

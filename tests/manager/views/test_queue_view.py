@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kube_workqueue.manager.ports import QueueRecord, Row
+from kube_workqueue.manager.items import QueueRecord
+from kube_workqueue.manager.ports import Row
 from kube_workqueue.manager.retry import Backoff, RetryPolicy
 from kube_workqueue.manager.views.queue_view import Context, build, context_from_facts, from_record
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 import importlib
 from typing import Any, Protocol
 
-from ..ports import ManagerSeeds, Parts, QueueRecord
+from ..items import QueueRecord
+from ..setup_parts import ManagerSeeds, Parts
 from .queue_ops import QueueOps
 
 _PACKAGES = {

@@ -25,8 +25,9 @@ from ..errors import UserError
 from ..fleet import statements as sql
 from ..fleet.database import Database
 from ..fleet.ledger import PostgresLedger
+from ..items import QueueRecord
 from ..log_tails import log_tail
-from ..ports import QueueRecord, State
+from ..ports import State
 from .queue_ops import QueueOps
 
 COMMANDS_OWNER = "workqueue-command"  # the commands never claim; an owner no manager has

@@ -17,8 +17,8 @@ from abc import ABC, abstractmethod
 
 from ..durations import moment
 from ..errors import UserError
+from ..items import QueueRecord
 from ..lifecycle import RETRYABLE
-from ..ports import QueueRecord
 
 
 class QueueOps(ABC):

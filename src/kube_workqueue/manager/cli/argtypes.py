@@ -16,7 +16,7 @@ import argparse
 from ..declared import dest, flags
 from ..durations import parse_duration
 from ..errors import InputError
-from ..ports import MAX_PARALLELISM, parallelism_problem
+from ..parallelism import MAX_PARALLELISM, parallelism_problem
 from ..priority_rules import parse_rule
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from .. import backends
 from ..declared import dest, flags, from_words
 from ..errors import UserError
-from ..ports import QueueRecord
+from ..items import QueueRecord
 from .argtypes import add_declared
 
 

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import UserError
-from ..ports import Backend, Elector, ManagerSeeds, Parts, SharesALedger, State
+from ..ports import Backend, Elector, State
+from ..setup_parts import ManagerSeeds, Parts, SharesALedger
 from .ledger import PostgresLedger, open_shared
 
 log = logging.getLogger(__name__)

@@ -34,7 +34,8 @@ import time
 
 from ..durations import moment
 from ..faults import StorageFault
-from ..ports import KeepsLiveRows, SaysWhenAsked, parallelism_problem
+from ..parallelism import parallelism_problem
+from ..ports import KeepsLiveRows, SaysWhenAsked
 from ..tenancy.rules import TenancyOptions, asked_rules
 
 log = logging.getLogger(__name__)

@@ -24,9 +24,10 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from ..durations import human, moment
+from ..items import QueueRecord
 from ..planning.measure import Measured, measure_rows
 from ..planning.scaling import recommended_parallelism, verdict_for
-from ..ports import QueueRecord, Row, State
+from ..ports import Row, State
 from ..priority_rules import Rules
 from ..tenancy.rules import TenancyOptions
 from .groups_view import group_facts, record_gate

@@ -21,7 +21,8 @@ the options import no client, so building the command line's flags costs nothing
 
 from __future__ import annotations
 
-from ...ports import ManagerSeeds, Parts, QueueRecord
+from ...items import QueueRecord
+from ...setup_parts import ManagerSeeds, Parts
 from .options import KubeOptions, KubeQueue
 
 Options = KubeOptions

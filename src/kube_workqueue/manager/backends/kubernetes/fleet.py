@@ -29,7 +29,8 @@ import secrets
 
 from ...errors import UserError
 from ...fleet.joining import FleetRunner
-from ...ports import ClaimLost, ManagerSeeds, State
+from ...ports import ClaimLost, State
+from ...setup_parts import ManagerSeeds
 from .client.api import KubeError
 from .client.cache import finished
 from .dispatch.adopted import running_items

@@ -15,7 +15,7 @@ import os
 import socket
 
 from ...errors import UserError
-from ...ports import Parts
+from ...setup_parts import Parts
 from .client.api import KubeApi, KubeError, load_configuration, pool_size
 from .client.cache import ClusterCache
 from .dispatch.backend import KubernetesBackend

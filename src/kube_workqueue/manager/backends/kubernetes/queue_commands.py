@@ -11,7 +11,8 @@ ConfigMap, which every manager of the queue follows (`control.py`).
 from __future__ import annotations
 
 from ...errors import UserError
-from ...ports import QueueRecord, Row, State
+from ...items import QueueRecord
+from ...ports import Row, State
 from ..queue_ops import QueueOps
 from .client.api import KubeApi, KubeError
 from .client.cache import ClusterCache, finished

@@ -40,7 +40,8 @@ from ...declared import option, split_words
 from ...durations import parse_duration
 from ...errors import UserError
 from ...fleet.options import lease_option, ledger_option
-from ...ports import ManagerSeeds, Parts, QueueRecord
+from ...items import QueueRecord
+from ...setup_parts import ManagerSeeds, Parts
 
 # The ledger, the runner and the queue commands are imported where they are used: every
 # `workqueue` command declares this backend's flags, and only some open a ledger (sqlite3,

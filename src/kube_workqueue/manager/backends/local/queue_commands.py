@@ -12,8 +12,9 @@ import os
 import time
 
 from ...faults import StorageFault, diagnose
+from ...items import QueueRecord
 from ...log_tails import log_tail
-from ...ports import QueueRecord, State
+from ...ports import State
 from ..queue_ops import QueueOps
 from .ledger import SqliteLedger, existing_ledger
 from .ledger_file import LedgerBusy
