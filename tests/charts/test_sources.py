@@ -96,7 +96,7 @@ def test_redis_renders_a_stream_keyed_by_a_field():
     values = {"source": {"type": "redis", "redis": redis}}
     ambassador, _ = ambassador_of(values)
     spec = resolve(parsed(ambassador).source, options_of(parsed(ambassador)))
-    assert spec.kind == "redis" and spec.config["REDIS_STREAM"] == "renders"
+    assert spec.kind == "redis-stream" and spec.config["REDIS_STREAM"] == "renders"
     assert spec.config["REDIS_NAME_FIELD"] == "file" and spec.config["REDIS_URL"].endswith("/1")
 
 
