@@ -3,6 +3,8 @@
     process.py     runs one item: WORK_ITEM_FILE, its own process group, a log per item
     keeper.py      the workers' parent, a process of its own: their ends outlive the manager
     kept.py        the manager's side of a keeper (`KeeperLink`, `KeptChild`)
+    keeper_protocol.py  what a manager and its keeper say, and the keeper's journal: typed
+                   records in one place
     recovery.py    what a manager that died left: adopted, recorded, or back in line
     spawn.py       the worker's program found and its environment made once (`Spawner`)
     shim.py        a shim per worker: its parent, which writes its end beside it, so the end

@@ -42,13 +42,10 @@ manager). SIGINT, SIGHUP and SIGPIPE are ignored; only SIGKILL (or SIGTERM, on p
 early - its workers' shims live on, and the manager (or the next one) has them watched by
 another keeper, or reads how each ended from its shim's file (`shim.py`, `recovery.py`).
 
-Protocol, JSON lines over a stream socket (fd 3 from the manager that started it; the
-listening socket for one that adopts); to a shim, a JSON message over a sequenced-packet
-socket pair with the log's descriptor beside it, and back the end's one line (`shim.py`).
-Manager -> keeper: `config` (first, once), `spawn`, `watch`, `signal`, `ack`, `adopt`,
-`bye`; keeper -> manager `ready` (once, after `config`:
-it holds its lock), `ended` (a worker's end, or why it could not start) and `children` (the
-answer to `adopt`). Workers are named by the manager's id for the spawn, never by pid.
+Protocol: the messages to and from its manager, and its journal's entries, are
+`keeper_protocol.py`'s typed records; to a shim, a JSON message over a sequenced-packet socket
+pair with the log's descriptor beside it, and back the end's one line (`shim.py`). Workers are
+named by the manager's id for the spawn, never by pid.
 """
 
 from __future__ import annotations
@@ -63,13 +60,15 @@ import sys
 import time
 
 try:
+    from . import keeper_protocol as wire
     from . import shim
-except ImportError:  # run as a script: the sibling module
+except ImportError:  # run as a script: the sibling modules
+    import keeper_protocol as wire  # type: ignore[no-redef]
     import shim  # type: ignore[no-redef]
 
 LEFTOVER_GRACE_SECONDS = 5.0  # what a worker left in its group gets after SIGTERM
 COMPACT_BYTES = 1 << 20  # the journal is rewritten with only what still matters past this
-_encode = json.JSONEncoder(separators=(",", ":")).encode  # one encoder, not one per line
+_encode = json.JSONEncoder(separators=(",", ":")).encode  # the shim's messages (`shim.py`)
 
 
 class SlotShim:
@@ -143,7 +142,7 @@ class Keeper:
     # -- the journal -----------------------------------------------------------------------
 
     def _write(self, entry: dict) -> None:
-        self._write_line((_encode(entry) + "\n").encode())
+        self._write_line(wire.line(entry))
 
     def _write_line(self, line: bytes) -> None:
         """Appended to the journal. A disk that refuses it (full, read-only, failing) does not
@@ -163,7 +162,7 @@ class Keeper:
         entries = [{"start": c} for c in self.children.values()]
         entries += [{"end": e} for e in self.unacked.values()]
         entries += [{"end": e} for _, e in self.leftovers.values()]
-        body = "".join(_encode(e) + "\n" for e in entries).encode()
+        body = b"".join(wire.line(entry) for entry in entries)
         new = self._open(self.journal_name + ".new", os.O_WRONLY | os.O_CREAT | os.O_TRUNC
                          | os.O_CLOEXEC)  # fmt: skip
         try:
@@ -179,7 +178,7 @@ class Keeper:
     # -- talking to the manager ------------------------------------------------------------
 
     def _send(self, message: dict) -> None:
-        self._send_line((_encode(message) + "\n").encode())
+        self._send_line(wire.line(message))
 
     def _send_line(self, line: bytes) -> None:
         if self.conn is None:
@@ -223,19 +222,19 @@ class Keeper:
 
     def _handle(self, message: dict) -> None:
         op = message["op"]
-        if op == "spawn":
+        if op == wire.SPAWN:
             self._spawn(message)
-        elif op == "watch":
+        elif op == wire.WATCH:
             self._watch(message)
-        elif op == "signal":
+        elif op == wire.SIGNAL:
             self._signal(message["id"], message["sig"])
-        elif op == "ack":
+        elif op == wire.ACK:
             self._acked(message["ids"])
-        elif op == "adopt":  # a later manager: what still runs; ends come as they happen
+        elif op == wire.ADOPT:  # a later manager: what still runs; ends come as they happen
             running = list(self.children.values())
             ended = list(self.unacked.values()) + [e for _, e in self.leftovers.values()]
-            self._send({"op": "children", "running": running, "ended": ended})
-        elif op == "bye":
+            self._send(wire.Children(op=wire.CHILDREN, running=running, ended=ended))
+        elif op == wire.BYE:
             self._acked(message.get("ack", []))
             self.bye = True
 
@@ -247,7 +246,7 @@ class Keeper:
         if acked:
             self._write({"ack": acked})
 
-    def _spawn(self, message: dict) -> None:
+    def _spawn(self, message: wire.Spawn) -> None:
         if "ack" in message:  # acknowledgements ride on the next start when there is one
             self._acked(message["ack"])
         ident, name, attempt = message["id"], message["name"], message["attempt"]
@@ -259,10 +258,10 @@ class Keeper:
                 os.write(log_fd, message["header"].encode("utf-8", "replace"))
                 part = "program"
                 runner = self._idle_shim()
-                record = {"id": ident, "name": name, "attempt": attempt, "pid": runner.pid,
-                          "ticks": runner.ticks, "boot": shim.boot_seconds(),
-                          "began": time.time(), "status": runner.status,
-                          "token": str(ident)}  # fmt: skip
+                record = wire.Start(id=ident, name=name, attempt=attempt, pid=runner.pid,
+                                    ticks=runner.ticks, boot=shim.boot_seconds(),
+                                    began=time.time(), status=runner.status,
+                                    token=str(ident))  # fmt: skip
                 self.children[ident] = record
                 self.slot_of[ident] = runner.slot
                 runner.current = ident
@@ -276,8 +275,8 @@ class Keeper:
                 os.close(log_fd)
         except OSError as exc:
             why = f"cannot start worker: {exc.strerror}: {exc.filename or self.argv[0]}"
-            self._send({"op": "ended", "end": {"id": ident, "code": None, "error": why,
-                                               "errno": exc.errno, "refused": part}})  # fmt: skip
+            end = wire.End(id=ident, code=None, error=why, errno=exc.errno, refused=part)
+            self._send(wire.Ended(op=wire.ENDED, end=end))
 
     def _idle_shim(self) -> SlotShim:
         """An idle slot's shim - forked for a new slot when none is idle."""
@@ -336,14 +335,14 @@ class Keeper:
             except (OSError, ValueError):
                 pass
 
-    def _watch(self, message: dict) -> None:
+    def _watch(self, message: wire.Watch) -> None:
         """A shim a keeper that died left: watched through a pidfd, its worker's end reported
         as this keeper's own (under the id the manager gave it here)."""
         ident = message["id"]
-        record = {"id": ident, "name": message["name"], "attempt": message["attempt"],
-                  "pid": message["pid"], "ticks": message["ticks"],
-                  "boot": message.get("boot"), "began": message.get("began"),
-                  "status": message["status"], "token": message.get("token")}  # fmt: skip
+        record = wire.Start(id=ident, name=message["name"], attempt=message["attempt"],
+                            pid=message["pid"], ticks=message["ticks"],
+                            boot=message.get("boot"), began=message.get("began"),
+                            status=message["status"], token=message.get("token"))  # fmt: skip
         self.children[ident] = record
         self._write({"start": record})
         fd = shim.open_pidfd(record["pid"], record["ticks"])
@@ -440,9 +439,9 @@ class Keeper:
             del self.leftovers[pid]
             self._ended(end)
 
-    def _ended(self, end: dict) -> None:
-        body = _encode(end)  # once, for the journal and the manager
-        self._write_line(f'{{"end":{body}}}\n'.encode())
+    def _ended(self, end: wire.End) -> None:
+        journaled, reported = wire.end_lines(wire.encoded_end(end))  # encoded once, for both
+        self._write_line(journaled)
         # the journal has it now: the shim's word is not needed (its slot is free again; a
         # watched shim's file, a dead keeper's, goes)
         slot = self.slot_of.pop(end["id"], None)
@@ -451,7 +450,7 @@ class Keeper:
         elif end.get("status") and end.get("status") not in self._slot_files():
             shim.forget_status(end["status"])
         self.unacked[end["id"]] = end
-        self._send_line(f'{{"op":"ended","end":{body}}}\n'.encode())
+        self._send_line(reported)
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -462,7 +461,7 @@ class Keeper:
         self.poller.register(wake_r, select.EPOLLIN)
         self.poller.register(self.listener.fileno(), select.EPOLLIN)
         self.poller.register(self.conn.fileno(), select.EPOLLIN)
-        self._send({"op": "ready", "pid": os.getpid()})  # the lock is held: it may be asked
+        self._send(wire.Ready(op=wire.READY, pid=os.getpid()))  # the lock is held: ask it
         self._received(b"")  # requests that came with the config
         self._reap()
         while self.children or self.leftovers or (self.conn is not None and not self.bye):

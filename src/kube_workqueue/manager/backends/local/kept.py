@@ -34,12 +34,13 @@ import threading
 import time
 from collections.abc import Callable
 
+from . import keeper_protocol as wire
 from . import spawn
+from .keeper_protocol import read_journal
 from .shim import start_ticks, token_of
 
 log = logging.getLogger(__name__)
 
-_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 KEEPER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "keeper.py")
 READY_SECONDS = 60.0  # a keeper is a Python start: 30 ms here, far more on a loaded machine
 LOST = "its keeper process died before the worker's end was known"
@@ -178,10 +179,10 @@ class KeeperLink:
             theirs.close()
         link = cls(ours, keepers_dir, keeper_id, process=pid)
         me = [os.getpid(), start_ticks(os.getpid())] if end_with_manager else None
-        link._send({"op": "config", "id": keeper_id, "dir": keepers_dir,
-                    "program": spawner.program, "argv": spawner.argv,
-                    "env": spawner.base_env, "end_with_manager": end_with_manager,
-                    "manager": me})  # fmt: skip
+        link._send(wire.Config(op=wire.CONFIG, id=keeper_id, dir=keepers_dir,
+                               program=spawner.program, argv=spawner.argv,
+                               env=spawner.base_env, end_with_manager=end_with_manager,
+                               manager=me))  # fmt: skip
         # Nothing is asked of it before it holds its lock: a manager that died before then
         # would leave requests a later manager's survey could not see (and would run again).
         ours.settimeout(READY_SECONDS)
@@ -190,7 +191,7 @@ class KeeperLink:
         except (OSError, ValueError):
             ready = {}
         ours.settimeout(None)
-        if ready.get("op") != "ready":
+        if ready.get("op") != wire.READY:
             ours.close()
             if _killed(pid):
                 raise KeeperKilled(errno.EINTR, "the workers' keeper was killed as it started")
@@ -213,7 +214,7 @@ class KeeperLink:
         finally:
             os.close(dir_fd)
         link = cls(conn, keepers_dir, keeper_id)
-        link._send({"op": "adopt"})
+        link._send(wire.Adopt(op=wire.ADOPT))
         reply = link._read_reply()
         conn.settimeout(None)
         for record in reply["running"]:
@@ -243,7 +244,7 @@ class KeeperLink:
     # -- asking ----------------------------------------------------------------------------
 
     def _send(self, message: dict) -> bool:
-        data = (_encode(message) + "\n").encode("utf-8", "surrogateescape")
+        data = wire.request_line(message)
         with self._send_lock:
             try:
                 self.conn.sendall(data)
@@ -260,8 +261,8 @@ class KeeperLink:
         with self._lock:
             self._children[ident] = child
             alive = self.alive
-        request = {"op": "spawn", "id": ident, "name": name, "attempt": attempt,
-                   "log": log_path, "header": header, "env": extra_env}  # fmt: skip
+        request = wire.Spawn(op=wire.SPAWN, id=ident, name=name, attempt=attempt,
+                             log=log_path, header=header, env=extra_env)  # fmt: skip
         with self._lock:
             if self._acks:
                 request["ack"], self._acks = self._acks, []
@@ -280,18 +281,18 @@ class KeeperLink:
             child.link, child.id = self, ident
             self._children[ident] = child
             alive = self.alive
-        request = {"op": "watch", "id": ident, "name": record["name"],
-                   "attempt": record["attempt"], "pid": record["pid"],
-                   "ticks": record.get("ticks"), "boot": record.get("boot"),
-                   "began": record.get("began"), "status": record["status"],
-                   "token": token_of(record)}  # fmt: skip
+        request = wire.Watch(op=wire.WATCH, id=ident, name=record["name"],
+                             attempt=record["attempt"], pid=record["pid"],
+                             ticks=record.get("ticks"), boot=record.get("boot"),
+                             began=record.get("began"), status=record["status"],
+                             token=token_of(record))  # fmt: skip
         if not alive or not self._send(request):
             with self._lock:
                 self._children.pop(ident, None)
             child._end({"code": None, "error": LOST})
 
     def signal(self, ident: int, sig: int) -> bool:
-        return self._send({"op": "signal", "id": ident, "sig": int(sig)})
+        return self._send(wire.Signal(op=wire.SIGNAL, id=ident, sig=int(sig)))
 
     def ack(self, ident: int) -> None:
         """The ledger has this worker's end: the keeper need not keep it. Sent with the next
@@ -309,7 +310,7 @@ class KeeperLink:
         waited for them). The keeper this manager started is waited for, up to `wait` s."""
         with self._lock:
             acks, self._acks = self._acks, []
-        self._send({"op": "bye", "ack": acks})
+        self._send(wire.Bye(op=wire.BYE, ack=acks))
         if self.process is not None:
             deadline = time.monotonic() + wait
             while time.monotonic() < deadline:
@@ -346,7 +347,7 @@ class KeeperLink:
                 *lines, self._buffer = self._buffer.split(b"\n")
                 for line in lines:
                     message = json.loads(line)
-                    if message.get("op") == "ended":
+                    if message.get("op") == wire.ENDED:
                         end = message["end"]
                         with self._lock:
                             child = self._children.pop(end["id"], None)
@@ -425,29 +426,3 @@ def keeper_alive(keepers_dir: str, keeper_id: str) -> bool:
         return True
     finally:
         os.close(fd)
-
-
-def read_journal(path: str) -> tuple[dict[int, dict], dict[int, dict]]:
-    """A keeper's journal: (starts by id, ends by id), without what was acknowledged (in the
-    ledger already). A torn last line (the keeper killed while writing it) is skipped."""
-    starts: dict[int, dict] = {}
-    ends: dict[int, dict] = {}
-    try:
-        with open(path, "rb") as f:
-            lines = f.read().split(b"\n")
-    except OSError:  # none, or a disk that refuses: nothing known
-        return starts, ends
-    for line in lines:
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if "start" in entry:
-            starts[entry["start"]["id"]] = entry["start"]
-        elif "end" in entry:
-            ends[entry["end"]["id"]] = entry["end"]
-        elif "ack" in entry:
-            for ident in entry["ack"]:
-                ends.pop(ident, None)
-                starts.pop(ident, None)
-    return starts, ends

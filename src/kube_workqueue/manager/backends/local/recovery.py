@@ -43,7 +43,8 @@ from dataclasses import dataclass, field
 from ...errors import UserError
 from ...ports import ClaimLost
 from . import shim
-from .kept import LOST, KeeperLink, KeptChild, end_process_group, read_journal
+from .keeper_protocol import read_journal
+from .kept import LOST, KeeperLink, KeptChild, end_process_group
 from .process import KEEPERS_DIR, exit_error
 
 log = logging.getLogger(__name__)
