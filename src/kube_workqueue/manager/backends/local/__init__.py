@@ -11,6 +11,7 @@
                    outlives the keeper too
     ledger.py      `SqliteLedger`: the record of every item under the state directory, and
                    its recovery
+    statements.py  every statement the SQLite ledger sends, named (hot ones' plans checked)
     ledger_file.py the ledger's file: its schema, checked connections, the directory's lock
     state_files.py the pause file and the running manager's facts beside the ledger
     integrity.py   the ledger checks itself at every open, and its backups

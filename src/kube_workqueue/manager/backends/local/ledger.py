@@ -26,7 +26,8 @@ against 100,000 known items is a dict lookup per name, not a query. Invariant: `
 the table's (state, attempts) columns; both change together under `_lock`.
 
 The file itself - one manager per state directory (an exclusive lock), the checked connections,
-the backups when a manager opens and closes it - is `ledger_file.py`'s; integrity
+the backups when a manager opens and closes it - is `ledger_file.py`'s; every statement it
+sends is named in `statements.py`; integrity
 (`integrity.py`): `open()` refuses a ledger it cannot trust - damaged, overwritten, someone
 else's, or missing while the directory shows earlier runs - with one line saying what to do.
 The pause, the parallelism asked for and the manager's facts are small files beside it
@@ -44,6 +45,7 @@ from ...errors import UserError
 from ...faults import probe
 from ...lifecycle import given_back, keep_version, may_cancel, may_rerun, may_retry
 from ...ports import PENDING_PAIR, Row, State, keep_priority, pair
+from . import statements as sql
 from .ledger_file import LEDGER_FILE, LedgerBusy, LedgerFile, storage
 from .state_files import QueueFiles
 
@@ -84,16 +86,14 @@ class SqliteLedger(LedgerFile, QueueFiles):
         self._state = {}
         self._versions = {}
         self._priorities = {}
-        known = {row[1] for row in db.execute("PRAGMA table_info(items)")}
+        known = {row[1] for row in db.execute(sql.COLUMNS_OF_ITEMS.sql)}
         self._columns = COLUMNS + (PRIORITY if "priority" in known else NO_PRIORITY)
         if not self.mirrored:
             return
         if "priority" in known:
-            for name, priority in db.execute("SELECT name, priority FROM items WHERE priority"):
+            for name, priority in db.execute(sql.MIRROR_PRIORITIES.sql):
                 self._priorities[name] = priority
-        for name, state, attempts, version in db.execute(
-            "SELECT name, state, attempts, version FROM items"
-        ):
+        for name, state, attempts, version in db.execute(sql.MIRROR_STATES.sql):
             self._state[name] = pair(state, attempts)
             if version is not None:
                 self._versions[name] = version
@@ -110,7 +110,7 @@ class SqliteLedger(LedgerFile, QueueFiles):
     @storage
     def row(self, name: str) -> Row | None:
         with self._lock:
-            query = f"SELECT {self._columns} FROM items WHERE name=?"
+            query = sql.ROW.sql.format(columns=self._columns)
             found = self._db.execute(query, (name,)).fetchone()
         return Row(*found) if found else None
 
@@ -125,16 +125,16 @@ class SqliteLedger(LedgerFile, QueueFiles):
         self, where: str = "", params: Iterable = (), order: str = "name", limit: int | None = None
     ) -> list[Row]:
         """Rows matching an SQL condition on the items table (for `workqueue status`)."""
-        sql = f"SELECT {self._columns} FROM items"
+        text = sql.ROWS.sql.format(columns=self._columns)
         if where:
-            sql += f" WHERE {where}"
-        sql += f" ORDER BY {order}"
+            text += f" WHERE {where}"
+        text += f" ORDER BY {order}"
         if limit is not None:
-            sql += f" LIMIT {int(limit)}"
+            text += f" LIMIT {int(limit)}"
         with self._lock:
             if self._db is None:  # closed: the manager is stopping
                 return []
-            return [Row(*r) for r in self._db.execute(sql, tuple(params))]
+            return [Row(*r) for r in self._db.execute(text, tuple(params))]
 
     def counts(self) -> dict[str, int]:
         out = {s.value: 0 for s in State}
@@ -155,11 +155,7 @@ class SqliteLedger(LedgerFile, QueueFiles):
             new = [n for n in dict.fromkeys(new) if n not in self._state]
             with self._db:
                 self._db.execute("BEGIN")
-                self._db.executemany(
-                    "INSERT OR IGNORE INTO items(name, state, attempts, first_seen) "
-                    "VALUES (?, 'pending', 0, ?)",
-                    [(n, now) for n in new],
-                )
+                self._db.executemany(sql.SEE.sql, [(n, now) for n in new])
             for n in new:
                 self._state[n] = PENDING_PAIR
         return new
@@ -177,10 +173,7 @@ class SqliteLedger(LedgerFile, QueueFiles):
         with self._lock:
             with self._db:
                 self._db.execute("BEGIN")
-                self._db.executemany(
-                    "UPDATE items SET priority=? WHERE name=?",
-                    [(p, n) for n, p in changes.items()],
-                )
+                self._db.executemany(sql.PRIORITIZE.sql, [(p, n) for n, p in changes.items()])
             for name, priority in changes.items():
                 keep_priority(self._priorities, name, priority)
 
@@ -192,11 +185,7 @@ class SqliteLedger(LedgerFile, QueueFiles):
         with self._lock:
             _, attempts = self._state.get(name, (State.PENDING.value, 0))
             attempts += 1
-            self._db.execute(
-                "UPDATE items SET state='running', attempts=?, started=?, finished=NULL, "
-                "exit_code=NULL, log_path=?, pgid=NULL, pgid_start=NULL, version=? WHERE name=?",
-                (attempts, now, log_path, version, name),
-            )
+            self._db.execute(sql.START.sql, (attempts, now, log_path, version, name))
             self._state[name] = pair(State.RUNNING.value, attempts)
             keep_version(self._versions, name, version)
             return attempts
@@ -216,17 +205,8 @@ class SqliteLedger(LedgerFile, QueueFiles):
                 return False
             with self._db:
                 self._db.execute("BEGIN")
-                self._db.execute(
-                    "INSERT INTO runs(name, version, state, attempts, started, finished, "
-                    "exit_code, last_error) SELECT name, version, state, attempts, started, "
-                    "finished, exit_code, last_error FROM items WHERE name=?",
-                    (name,),
-                )
-                self._db.execute(
-                    "UPDATE items SET state='pending', attempts=0, first_seen=?, started=NULL, "
-                    "finished=NULL, exit_code=NULL, last_error=NULL WHERE name=?",
-                    (self.clock(), name),
-                )
+                self._db.execute(sql.KEEP_RUN.sql, (name,))
+                self._db.execute(sql.RERUN.sql, (self.clock(), name))
             self._state[name] = PENDING_PAIR
             return True
 
@@ -234,10 +214,7 @@ class SqliteLedger(LedgerFile, QueueFiles):
     def history(self, name: str) -> list[dict]:
         """The item's earlier runs, oldest first: version, state, attempts, finished."""
         with self._lock:
-            found = self._db.execute(
-                "SELECT version, state, attempts, finished FROM runs WHERE name=? ORDER BY rowid",
-                (name,),
-            ).fetchall()
+            found = self._db.execute(sql.HISTORY.sql, (name,)).fetchall()
         return [{"version": v, "state": st, "attempts": a, "finished": f} for v, st, a, f in found]
 
     @storage
@@ -255,11 +232,8 @@ class SqliteLedger(LedgerFile, QueueFiles):
         state = State.SUCCEEDED if succeeded else State.FAILED
         with self._lock:
             _, attempts = self._state[name]
-            self._db.execute(
-                "UPDATE items SET state=?, finished=?, exit_code=?, last_error=?, pgid=NULL, "
-                "pgid_start=NULL WHERE name=?",
-                (state.value, self.clock() if at is None else at, exit_code, error, name),
-            )
+            ended = self.clock() if at is None else at
+            self._db.execute(sql.FINISH.sql, (state.value, ended, exit_code, error, name))
             self._state[name] = pair(state.value, attempts)
         self._recorded(name)
 
@@ -273,11 +247,7 @@ class SqliteLedger(LedgerFile, QueueFiles):
         with self._lock:
             _, attempts = self._state[name]
             attempts = given_back(attempts)
-            self._db.execute(
-                "UPDATE items SET state='pending', attempts=?, started=NULL, pgid=NULL, "
-                "pgid_start=NULL WHERE name=?",
-                (attempts, name),
-            )
+            self._db.execute(sql.REQUEUE.sql, (attempts, name))
             self._state[name] = pair(State.PENDING.value, attempts)
         self._recorded(name)
 
@@ -289,11 +259,7 @@ class SqliteLedger(LedgerFile, QueueFiles):
             current = self._state.get(name)
             if not may_cancel(current):
                 return False
-            self._db.execute(
-                "UPDATE items SET state='cancelled', finished=?, pgid=NULL, pgid_start=NULL "
-                "WHERE name=?",
-                (self.clock(), name),
-            )
+            self._db.execute(sql.CANCEL.sql, (self.clock(), name))
             self._state[name] = pair(State.CANCELLED.value, current[1])
         self._recorded(name)
         return True
@@ -306,10 +272,7 @@ class SqliteLedger(LedgerFile, QueueFiles):
             current = self._state.get(name)
             if not may_retry(current):
                 return False
-            self._db.execute(
-                "UPDATE items SET state='pending', attempts=0, last_error=NULL WHERE name=?",
-                (name,),
-            )
+            self._db.execute(sql.RETRY.sql, (name,))
             self._state[name] = PENDING_PAIR
             return True
 
@@ -322,15 +285,15 @@ class SqliteLedger(LedgerFile, QueueFiles):
         """Ask the manager that holds this state directory to retry `name` (see
         `take_retry_requests`); used by `workqueue retry` while a manager runs."""
         with self._lock:
-            self._db.execute("INSERT OR IGNORE INTO retry_requests(name) VALUES (?)", (name,))
+            self._db.execute(sql.REQUEST_RETRY.sql, (name,))
 
     @storage
     def take_retry_requests(self) -> list[str]:
         """Apply and clear pending retry requests; returns the names now pending again."""
         with self._lock:
-            names = [r[0] for r in self._db.execute("SELECT name FROM retry_requests")]
+            names = [r[0] for r in self._db.execute(sql.RETRY_REQUESTS.sql)]
             if names:
-                self._db.execute("DELETE FROM retry_requests")
+                self._db.execute(sql.CLEAR_RETRY_REQUESTS.sql)
         return [n for n in names if self.retry(n)]
 
     @storage
@@ -339,9 +302,7 @@ class SqliteLedger(LedgerFile, QueueFiles):
         a scratch file, then a committed transaction; raises the fault while it does not."""
         probe(self.state_dir)
         with self._lock:
-            self._db.execute(
-                "INSERT OR REPLACE INTO health(what, at) VALUES ('probe', ?)", (self.clock(),)
-            )
+            self._db.execute(sql.PROBE.sql, (self.clock(),))
 
     @storage
     def running_rows(self) -> list[tuple[str, int, int | None, str | None]]:
@@ -349,9 +310,7 @@ class SqliteLedger(LedgerFile, QueueFiles):
         died left (`recovery.take_back` settles each; pgid only in ledgers of earlier
         versions)."""
         with self._lock:
-            return self._db.execute(
-                "SELECT name, attempts, pgid, pgid_start FROM items WHERE state='running'"
-            ).fetchall()
+            return self._db.execute(sql.RUNNING_ROWS.sql).fetchall()
 
 
 def open_ledger(
