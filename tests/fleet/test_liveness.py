@@ -180,7 +180,7 @@ def test_a_claim_by_a_manager_declared_dead_takes_nothing(fleet):
 
 
 def test_status_of_a_silent_manager(open_ledger, postgres):
-    from kube_workqueue.manager.backends.fleet_queue import FleetQueueOps
+    from kube_workqueue.manager.fleet.queue_commands import FleetQueueOps
 
     a = open_ledger("a", lease=LEASE)
     a.see(["x", "y"])

@@ -21,8 +21,8 @@ import importlib
 from typing import Any, Protocol
 
 from ..items import QueueRecord
+from ..queue_ops import QueueOps
 from ..setup_parts import ManagerSeeds, Parts
-from .queue_ops import QueueOps
 
 _PACKAGES = {
     "local": "kube_workqueue.manager.backends.local",
@@ -45,7 +45,7 @@ class BackendPackage(Protocol):
 
     def queue_ops(self, queue: Any) -> QueueOps:
         """What `status`, `retry`, `pause` and `resume` do to the queue's record (one shape
-        for every backend: `manager.backends.queue_ops`); a context manager."""
+        for every backend: `manager.queue_ops`); a context manager."""
 
     def measured_record(self, queue: Any) -> QueueRecord:
         """The queue's record as `--from-state` measures it (`stability`, `simulate`,

@@ -7,7 +7,7 @@
     workqueue pause | resume | scale --parallelism N    [the queue's options, as above]
 
 Both dispatch through the backend registry: each backend's `Queue` options name the queue, and
-its `queue_ops(queue)` (a `manager.backends.queue_ops.QueueOps`) answers: `status()` with the
+its `queue_ops(queue)` (a `manager.queue_ops.QueueOps`) answers: `status()` with the
 record `manager.views.queue_view` turns into the same reasons, positions and forecast on every
 backend (`--json` prints its `as_json()`), `retry()` with a line for people. An unknown item
 is one line and exit 2 on every backend.

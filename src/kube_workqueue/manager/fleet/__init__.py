@@ -17,8 +17,10 @@
     options.py    `--ledger` and `--lease`, declared once for every backend
     joining.py    a manager joins the fleet: the ledger opened around a backend's runner, what
                   it held settled by the backend's one start hook
+    queue_commands.py  `status`, `retry`, `pause`, `resume`, `scale` on a shared ledger (the
+                  rules `manager.queue_ops`'s, the hooks the database's)
 
 The assembly opens it in place of the backend's own ledger (`joining.py`); the manager feeds
 its dispatcher from the claims (`manager.runtime.claims`), and the queue commands read and
-write it directly (`manager.backends.fleet_queue`).
+write it directly (`queue_commands.py`).
 """

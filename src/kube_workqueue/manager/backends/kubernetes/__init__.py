@@ -49,7 +49,7 @@ def fleet_runner(options: KubeOptions, seeds: ManagerSeeds):
 def queue_ops(queue: KubeQueue):
     """What `status`, `retry`, `pause` and `resume` do to the queue (a context manager)."""
     if queue.ledger:
-        from ..fleet_queue import FleetQueueOps
+        from ...fleet.queue_commands import FleetQueueOps
 
         return FleetQueueOps(queue.ledger)
     from .queue_commands import KubeQueueOps

@@ -1,7 +1,7 @@
 """`status`, `retry`, `pause`, `resume` on a Kubernetes queue: its Jobs, its record and its
 control ConfigMap, read and changed through the API server.
 
-The rules are `manager.backends.queue_ops.QueueOps`'s; the hooks here ask the cluster. Its
+The rules are `manager.queue_ops.QueueOps`'s; the hooks here ask the cluster. Its
 record keeps item hashes, not names: items whose Job is gone are counted, and named only when
 `listed` (the source's names) names them. Retrying takes the item out of the record and
 deletes its Job (with a backend that dispatches nothing); pausing creates the queue's control
@@ -13,7 +13,7 @@ from __future__ import annotations
 from ...errors import UserError
 from ...items import QueueRecord
 from ...ports import Row, State
-from ..queue_ops import QueueOps
+from ...queue_ops import QueueOps
 from .client.api import KubeApi, KubeError
 from .client.cache import ClusterCache, finished
 from .dispatch.backend import KubernetesBackend

@@ -168,7 +168,7 @@ def queue_ops(queue: LocalQueue):
     """What `status`, `retry`, `pause` and `resume` do to the queue (a context manager:
     `queue_commands.LocalQueueOps`)."""
     if queue.ledger:
-        from ..fleet_queue import FleetQueueOps
+        from ...fleet.queue_commands import FleetQueueOps
 
         return FleetQueueOps(queue.ledger)
     from .queue_commands import LocalQueueOps

@@ -1,6 +1,6 @@
 """`status`, `retry`, `pause`, `resume` on a local queue: its ledger and the files beside it.
 
-The rules are `manager.backends.queue_ops.QueueOps`'s; the hooks here read the ledger (shared,
+The rules are `manager.queue_ops.QueueOps`'s; the hooks here read the ledger (shared,
 read-only where the folder cannot be written) and change it - held exclusively when no manager
 runs on the state directory, else by leaving a request the running manager takes at its next
 poll (`SqliteLedger.request_retry`). The queue is paused by a file beside the ledger.
@@ -15,7 +15,7 @@ from ...faults import StorageFault, diagnose
 from ...items import QueueRecord
 from ...log_tails import log_tail
 from ...ports import State
-from ..queue_ops import QueueOps
+from ...queue_ops import QueueOps
 from .ledger import SqliteLedger, existing_ledger
 from .ledger_file import LedgerBusy
 from .state_files import (

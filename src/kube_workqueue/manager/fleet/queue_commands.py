@@ -1,6 +1,6 @@
 """`status`, `retry`, `pause`, `resume`, `scale` on a queue whose ledger is shared.
 
-The rules are `manager.backends.queue_ops.QueueOps`'s; the hooks here read and write the
+The rules are `manager.queue_ops.QueueOps`'s; the hooks here read and write the
 database directly. Nothing is left as a request for "the" running manager (there may be
 several, or none): a retried item is pending at once and the next claim of any manager takes
 it; a pause or a parallelism is the queue's row, which every manager reads about twice a
@@ -22,13 +22,13 @@ import time
 
 from ..durations import human
 from ..errors import UserError
-from ..fleet import statements as sql
-from ..fleet.database import Database
-from ..fleet.ledger import PostgresLedger
 from ..items import QueueRecord
 from ..log_tails import log_tail
 from ..ports import State
-from .queue_ops import QueueOps
+from ..queue_ops import QueueOps
+from . import statements as sql
+from .database import Database
+from .ledger import PostgresLedger
 
 COMMANDS_OWNER = "workqueue-command"  # the commands never claim; an owner no manager has
 

@@ -15,10 +15,10 @@ import fnmatch
 import time
 from abc import ABC, abstractmethod
 
-from ..durations import moment
-from ..errors import UserError
-from ..items import QueueRecord
-from ..lifecycle import RETRYABLE
+from .durations import moment
+from .errors import UserError
+from .items import QueueRecord
+from .lifecycle import RETRYABLE
 
 
 class QueueOps(ABC):
@@ -126,7 +126,7 @@ class QueueOps(ABC):
         """Ask for group `limits` and `rates` (parsed rules; None: that kind unchanged, []:
         none): the running managers - and any that start later - follow them at once, in
         place of their --limit and --rate flags."""
-        from ..tenancy.rules import asked_rules, rule_texts
+        from .tenancy.rules import asked_rules, rule_texts
 
         before = asked_rules(self.asked_group_rules())
         self.ask_group_rules(rule_texts(limits, rates))
