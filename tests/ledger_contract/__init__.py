@@ -1,7 +1,8 @@
 """The ledger contract: one suite of the item's life that every ledger runs from its own tests,
 as each of River's drivers calls the shared `riverdrivertest.Exercise` from its own test file.
 
-    transitions.py  `Transitions`: each transition, case by case
+    transitions.py  `Transitions`: each transition of an item's life, case by case
+    controls.py     `Controls`: what is asked of the queue as a whole, read back and kept
     model.py        `FollowsTheModel`: random sequences against a model of the rules
     subject.py      `Subject`: what a manager does around the port, and the differences the
                     contract allows, as flags
@@ -21,12 +22,13 @@ tests/fleet/test_ledger_contract.py (PostgreSQL), and
 tests/manager/backends/kubernetes/test_ledger_contract.py (the cluster's record).
 """
 
+from .controls import Controls
 from .model import FollowsTheModel
 from .subject import Subject
 from .transitions import Transitions
 
 
-class LedgerContract(Transitions, FollowsTheModel):
+class LedgerContract(Transitions, FollowsTheModel, Controls):
     """Every case of the contract; a subclass gives the `subject` fixture (a `Subject`)."""
 
 

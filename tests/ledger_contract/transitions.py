@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from kube_workqueue.manager.ports import State
-from tests.support.servers import wait_until
 
 
 class Transitions:
@@ -180,14 +179,3 @@ class Transitions:
         subject.finish("ended", True, 0, None)  # its work ended while no manager ran
         assert ledger.state("ended") == ("succeeded", 1)
         assert subject.start("gone") == 1  # and it runs, as its first attempt
-
-    def test_group_rules_asked_of_the_queue_are_read_back_and_each_kind_kept(self, subject):
-        ledger = subject.ledger
-        assert ledger.wanted_group_rules() is None
-        ledger.want_group_rules({"limits": ["acme=2", "*=5"]})
-        wait_until(lambda: ledger.wanted_group_rules() == {"limits": ["acme=2", "*=5"]}, timeout=30)
-        ledger.want_group_rules({"rates": ["acme=100/1m"]})  # the limits asked stay
-        both = {"limits": ["acme=2", "*=5"], "rates": ["acme=100/1m"]}
-        wait_until(lambda: ledger.wanted_group_rules() == both, timeout=30)
-        subject.reopen()  # what was asked outlives the manager
-        wait_until(lambda: subject.ledger.wanted_group_rules() == both, timeout=30)

@@ -134,16 +134,14 @@ class RanksItems(Protocol):
         the items whose priority is not 0."""
 
 
-class Ledger(Protocol):
-    """The record of every item: what the reconciler reads before it acts, and writes before
-    the manager acts on a transition. `where` names it for people (a folder, a namespace)."""
+class ItemLedger(Protocol):
+    """The record of every item, its life: what the reconciler reads before it acts, and writes
+    before the manager acts on a transition. `where` names it for people (a folder, a
+    namespace)."""
 
     where: str
     # False when the rows' first-seen times are not arrivals (see `QueueRecord`).
     arrivals_known: bool
-    # False when `report` writes nothing (whoever shows the queue reads the ledger itself):
-    # the manager then never builds the status, a view over every item, for it.
-    keeps_status: bool
 
     def state(self, name: str) -> tuple[str, int] | None:
         """(state, attempts), or None for an item never seen. Called for every listed name on
@@ -183,6 +181,36 @@ class Ledger(Protocol):
     def take_retry_requests(self) -> list[str]:
         """Re-runs asked for from outside (`workqueue retry`) since the last call, applied:
         the names now pending again."""
+
+    def gave_up(self, name: str) -> bool:
+        """True when a failed item failed in a way no retry fixes (an exit code the user
+        listed as final), whatever attempts are left. Asked only of failed items; cheap."""
+
+    def row(self, name: str) -> Row | None: ...
+
+    def rows(self, state: str | None = None) -> list[Row]:
+        """Every known item, or those in `state`, by name."""
+
+    def counts(self) -> dict[str, int]:
+        """Items by state, every state present (0 when none)."""
+
+    def probe(self) -> None:
+        """After a `manager.faults.StorageFault`: return when the record takes writes again,
+        raise the fault while it does not. Called every few seconds while dispatch is held."""
+
+    def close(self) -> None: ...
+
+
+class QueueControls(Protocol):
+    """What is asked of the queue as a whole, and what it tells back: a pause, a parallelism,
+    group rules, a hold of removals (asked by `workqueue pause`, `scale`, `resume`, a
+    WorkQueue's spec, the autoscaler), and the status and the running manager's facts it
+    reports (`manager.runtime.asked` follows them). Stored with the queue, so every manager
+    and a restarted one obey them."""
+
+    # False when `report` writes nothing (whoever shows the queue reads the ledger itself):
+    # the manager then never builds the status, a view over every item, for it.
+    keeps_status: bool
 
     def paused_since(self) -> float | None:
         """When the queue was paused (`workqueue pause`), or None: nothing new may start while
@@ -227,29 +255,20 @@ class Ledger(Protocol):
         whoever shows the queue (the WorkQueue's `status`). Called every few seconds; the
         ledger decides whether anything is written."""
 
-    def gave_up(self, name: str) -> bool:
-        """True when a failed item failed in a way no retry fixes (an exit code the user
-        listed as final), whatever attempts are left. Asked only of failed items; cheap."""
-
-    def row(self, name: str) -> Row | None: ...
-
-    def rows(self, state: str | None = None) -> list[Row]:
-        """Every known item, or those in `state`, by name."""
-
-    def counts(self) -> dict[str, int]:
-        """Items by state, every state present (0 when none)."""
-
     def note_manager(self, facts: dict | None) -> None:
         """Leave `facts` of the manager running the queue (parallelism in force, retry policy;
         see `Asked.facts`) where `workqueue status` reads the queue's record, so it can say
         when waiting items will run; None when the manager stops. Called at start and when the
         parallelism changes, never per item."""
 
-    def probe(self) -> None:
-        """After a `manager.faults.StorageFault`: return when the record takes writes again,
-        raise the fault while it does not. Called every few seconds while dispatch is held."""
 
-    def close(self) -> None: ...
+class Ledger(ItemLedger, QueueControls, Protocol):
+    """A queue's record as a manager holds it: the item's life and the queue's controls, one
+    object per store (the SQLite ledger with the files beside it, the shared PostgreSQL
+    ledger with its settings row, the cluster's record with its WorkQueue or control
+    ConfigMap). The manager's collaborators each name the half they use; the ledger contract
+    holds every store to both (`tests/ledger_contract/`: `Transitions`, `FollowsTheModel`,
+    `Controls`)."""
 
 
 class Backend(Protocol):

@@ -24,13 +24,13 @@ import logging
 import threading
 from collections.abc import Callable
 
-from ..ports import Backend, Cancel, Ledger, State
+from ..ports import Backend, Cancel, ItemLedger, State
 
 log = logging.getLogger(__name__)
 
 
 class Cancellations:
-    def __init__(self, ledger: Ledger, backend: Backend) -> None:
+    def __init__(self, ledger: ItemLedger, backend: Backend) -> None:
         self.ledger = ledger
         self.backend = backend
         self.gate = threading.Lock()

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 
 from ..planning.measure import SlidingWindow
-from ..ports import Ledger, Source, State
+from ..ports import ItemLedger, Source, State
 from .priorities import Prioritizer
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 class Intake:
     def __init__(
         self,
-        ledger: Ledger,
+        ledger: ItemLedger,
         source: Source,
         line,
         window: SlidingWindow,

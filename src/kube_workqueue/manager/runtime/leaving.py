@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 
 from ..faults import StorageFault
-from ..ports import Outcome, State
+from ..ports import ItemLedger, Outcome, QueueControls, State
 from .cancellation import Cancellations
 from .manager_options import ManagerOptions
 from .reconciler import Result
@@ -36,17 +36,20 @@ class Leaving:
         options: ManagerOptions,
         cancellations: Cancellations,
         needs_work: Callable[[str], bool],
+        controls: QueueControls,
         *,
         note: Callable[[str, Result, Outcome | None], None],
         fault: Callable[[StorageFault], None],
         changed: Callable[[], None],
         back: Callable[[list[str]], None] | None = None,
     ) -> None:
-        """`note(name, CANCELLED, None)` for each cancel recorded; `fault(f)` when the record
-        refuses a cancel (the next complete listing tells it again); `changed()` when a hold
-        begins or ends (the manager's facts); `back(names)` when held items are listed again
-        (back in line: they run as if never gone)."""
+        """`controls`: where a hold of removals is recorded with the queue (the ledger's
+        `QueueControls` half); `note(name, CANCELLED, None)` for each cancel recorded;
+        `fault(f)` when the record refuses a cancel (the next complete listing tells it
+        again); `changed()` when a hold begins or ends (the manager's facts); `back(names)`
+        when held items are listed again (back in line: they run as if never gone)."""
         self.cancellations = cancellations
+        self.controls = controls
         self.needs_work = needs_work
         self.note = note
         self.fault = fault
@@ -66,20 +69,20 @@ class Leaving:
             )
 
     @property
-    def ledger(self):
+    def ledger(self) -> ItemLedger:
         return self.cancellations.ledger
 
     def _restored(self) -> float | None:
         """The start of a hold an earlier manager recorded (None when it cannot be read: the
         first listing then begins a new one, if what left is most of it)."""
         try:
-            return self.ledger.removals_held_since()
+            return self.controls.removals_held_since()
         except StorageFault:
             return None
 
     def _persist(self, since: float | None) -> None:
         try:
-            self.ledger.hold_removals(since)
+            self.controls.hold_removals(since)
         except StorageFault as fault:
             self.fault(fault)
 

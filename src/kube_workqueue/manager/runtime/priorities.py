@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from ..ports import Ledger, RanksItems, Source
+from ..ports import ItemLedger, RanksItems, Source
 from ..priority_rules import Rules
 from ..workqueue.ordering import ByPriority
 
@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 
 class Prioritizer:
-    def __init__(self, rules: Rules, source: Source, ledger: Ledger, line, *,
+    def __init__(self, rules: Rules, source: Source, ledger: ItemLedger, line, *,
                  ordered: bool = False) -> None:  # fmt: skip
         """`line` is the manager's workqueue (`use_order`, `touch`), or None when the ledger
         orders the line itself (a fleet's claims: `modes.Fleet`) - priorities are recorded

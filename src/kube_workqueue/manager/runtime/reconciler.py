@@ -36,7 +36,7 @@ from enum import StrEnum
 from typing import Any
 
 from ..faults import StorageFault
-from ..ports import Backend, Cancel, ClaimsWork, Ledger, Outcome, Source, State
+from ..ports import Backend, Cancel, ClaimsWork, ItemLedger, Outcome, Source, State
 from ..retry import RetryPolicy
 from .cancellation import Cancellations
 from .capacity import Capacity
@@ -79,7 +79,7 @@ class Started:
 class Reconciler:
     def __init__(
         self,
-        ledger: Ledger,
+        ledger: ItemLedger,
         source: Source,
         backend: Backend,
         capacity: Capacity,

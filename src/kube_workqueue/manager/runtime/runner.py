@@ -197,6 +197,7 @@ class Manager:
             options,
             self.cancellations,
             self.reconciler.needs_work,
+            ledger,
             note=self._note,
             fault=self.hold.hold_for,
             changed=self.asked.note_manager,
