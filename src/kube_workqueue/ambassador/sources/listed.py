@@ -35,7 +35,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from ..sorted_names import names_diff
@@ -92,7 +92,26 @@ class HoldsConnection(Protocol):
     def stop(self) -> None: ...
 
 
+RELIST_SECONDS = 300.0  # a listed source's full re-listing, unless --relist-interval says
+
+
+def intervals(given: Mapping[str, Any], poll: float) -> dict[str, float]:
+    """A listed source's POLL_INTERVAL and RELIST_INTERVAL: as `given` (the options, or an app
+    configuration) says, else `poll` - the source type's own - and RELIST_SECONDS."""
+    return {
+        "POLL_INTERVAL": float(given.get("POLL_INTERVAL") or poll),
+        "RELIST_INTERVAL": float(given.get("RELIST_INTERVAL") or RELIST_SECONDS),
+    }
+
+
 class ListedSource:
+    @classmethod
+    def configured(cls, lister: Lister, config: Mapping[str, Any], poll: float) -> ListedSource:
+        """A source over `lister` at the intervals of its app configuration (`intervals`)."""
+        every = intervals(config, poll)
+        return cls(lister, poll_interval=every["POLL_INTERVAL"],
+                   relist_interval=every["RELIST_INTERVAL"])  # fmt: skip
+
     def __init__(
         self,
         lister: Lister,

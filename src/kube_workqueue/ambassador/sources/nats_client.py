@@ -12,7 +12,7 @@ import os
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from .listed import SourceUnreachable
+from .listed import SourceUnreachable, intervals
 from .log_records import name_field, removals
 
 CONNECT_SECONDS = 5.0
@@ -149,8 +149,7 @@ def config_from_url(url: str, options: dict) -> dict:
         "NATS_NAME": keyed_by,
         "REMOVALS": removals(keyed_by),
         "SUFFIXES": [],  # (a message is an item whatever its name ends with)
-        "POLL_INTERVAL": float(options.get("POLL_INTERVAL") or 2.0),
-        "RELIST_INTERVAL": float(options.get("RELIST_INTERVAL") or 300.0),
+        **intervals(options, 2.0),
     }
 
 

@@ -281,9 +281,9 @@ class NatsType:
         return priority_of(meta)
 
     def config_from_url(self, url: str, options: dict) -> dict:
-        from .registry import not_for
+        from .registry import FOLDER_ONLY, not_for
 
-        not_for("nats", options, ("SETTLE", "VERSION_BY", "FORCE_POLLING", "RECURSIVE"))
+        not_for("nats", options, FOLDER_ONLY)
         return config_from_url(url, options)
 
     def check(self, config: dict) -> None:
@@ -292,11 +292,7 @@ class NatsType:
     def open(self, config: dict):
         from .listed import ListedSource
 
-        return ListedSource(
-            JetStreamLister(config),
-            poll_interval=float(config.get("POLL_INTERVAL") or 2.0),
-            relist_interval=float(config.get("RELIST_INTERVAL") or 300.0),
-        )
+        return ListedSource.configured(JetStreamLister(config), config, 2.0)
 
     def describe(self, config: dict, name: str, meta: str | None) -> dict | None:
         return describe(name, meta, config["NATS_STREAM"]) if meta else None

@@ -43,11 +43,10 @@ from typing import Any
 
 from ..naming import SkippedNames, normalise_suffixes
 from .items import content_type
-from .listed import RELIST, Change, ListedSource, SourceUnreachable
+from .listed import RELIST, Change, ListedSource, SourceUnreachable, intervals
 from .redis_client import address, connect, key_type
-from .registry import SourceConfigError, not_for
+from .registry import FOLDER_ONLY, SourceConfigError, not_for
 
-FOLDER_ONLY = ("SETTLE", "VERSION_BY", "FORCE_POLLING", "RECURSIVE")
 PRIORITY_LIMIT = 2**31 - 1
 SCAN_COUNT = 1000
 BURST_SECONDS = 0.05  # notifications this close together share one re-listing
@@ -262,8 +261,7 @@ class RedisType:
             "REDIS_SORTED": keys[0] == "zset",
             "REDIS_DATA": (query.get("data") or [""])[0] or None,
             "SUFFIXES": suffixes,
-            "POLL_INTERVAL": float(options.get("POLL_INTERVAL") or 2.0),
-            "RELIST_INTERVAL": float(options.get("RELIST_INTERVAL") or 300.0),
+            **intervals(options, 2.0),
         }
 
     def check(self, config: dict) -> None:
@@ -275,11 +273,7 @@ class RedisType:
             raise SourceConfigError(f"{lister.where}: the key holds a {kind}, not {noun}")
 
     def open(self, config: dict) -> ListedSource:
-        return ListedSource(
-            RedisLister(config),
-            poll_interval=float(config.get("POLL_INTERVAL") or 2.0),
-            relist_interval=float(config.get("RELIST_INTERVAL") or 300.0),
-        )
+        return ListedSource.configured(RedisLister(config), config, 2.0)
 
     def describe(self, config: dict, name: str, meta: str | None) -> dict | None:
         if not meta:

@@ -27,12 +27,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..naming import SkippedNames, normalise_suffixes
-from .listed import Change, ListedSource, SourceUnreachable
+from .listed import Change, ListedSource, SourceUnreachable, intervals
 from .log_records import Backlog, LogShape, describe, name_field, priority_of, removals
 from .redis_client import address, connect, key_type
-from .registry import SourceConfigError, not_for
-
-FOLDER_ONLY = ("SETTLE", "VERSION_BY", "FORCE_POLLING", "RECURSIVE")
+from .registry import FOLDER_ONLY, SourceConfigError, not_for
 
 PAGE = 1000  # records an XRANGE or XREAD call returns at most
 BLOCK_MS = 1000  # how long an XREAD waits for a record before it looks at `stop`
@@ -178,19 +176,14 @@ class RedisStreamType:
             "REDIS_NAME_FIELD": keyed_by,
             "REMOVALS": removals(keyed_by),
             "SUFFIXES": [],  # (a record is an item whatever its name ends with)
-            "POLL_INTERVAL": float(options.get("POLL_INTERVAL") or 2.0),
-            "RELIST_INTERVAL": float(options.get("RELIST_INTERVAL") or 300.0),
+            **intervals(options, 2.0),
         }
 
     def check(self, config: dict) -> None:
         check(config)
 
     def open(self, config: dict) -> ListedSource:
-        return ListedSource(
-            StreamLister(config),
-            poll_interval=float(config.get("POLL_INTERVAL") or 2.0),
-            relist_interval=float(config.get("RELIST_INTERVAL") or 300.0),
-        )
+        return ListedSource.configured(StreamLister(config), config, 2.0)
 
     def describe(self, config: dict, name: str, meta: str | None) -> dict | None:
         return describe(name, meta, config["REDIS_STREAM"]) if meta else None

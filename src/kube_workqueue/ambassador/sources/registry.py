@@ -212,6 +212,11 @@ def open_source(config: dict):
     return source_type(kind_of(config)).open(config)
 
 
+# the options only a folder takes: given for a log or a Redis set, they would mislead (an S3
+# prefix takes RECURSIVE too)
+FOLDER_ONLY = ("SETTLE", "VERSION_BY", "FORCE_POLLING", "RECURSIVE")
+
+
 def not_for(kind: str, options: Mapping[str, Any], folder_only: tuple[str, ...],
             *, only: str = "folder sources") -> None:  # fmt: skip
     """Refuse options (given, not defaulted: None) that apply to `only` for a source of

@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 
 from ..naming import SkippedNames, normalise_suffixes
 from .items import content_type, rfc3339
-from .listed import ListedSource, SourceUnreachable
+from .listed import ListedSource, SourceUnreachable, intervals
 from .registry import SourceConfigError, not_for
 
 FOLDER_ONLY = ("SETTLE", "VERSION_BY", "FORCE_POLLING")
@@ -237,8 +237,7 @@ class S3Type:
             "S3_PREFIX": prefix,
             "SUFFIXES": options.get("SUFFIXES") or [".mp4"],
             "RECURSIVE": bool(options.get("RECURSIVE")),
-            "POLL_INTERVAL": float(options.get("POLL_INTERVAL") or 10.0),
-            "RELIST_INTERVAL": float(options.get("RELIST_INTERVAL") or 300.0),
+            **intervals(options, 10.0),
             "S3_ENDPOINT_URL": endpoint or None,
             "SQS_QUEUE_URL": options.get("SQS_QUEUE_URL") or None,
         }
@@ -259,11 +258,7 @@ class S3Type:
             raise SourceConfigError(f"{lister.where}: {exc}") from None
 
     def open(self, config: dict) -> ListedSource:
-        return ListedSource(
-            S3Lister(config),
-            poll_interval=float(config.get("POLL_INTERVAL") or 10.0),
-            relist_interval=float(config.get("RELIST_INTERVAL") or 300.0),
-        )
+        return ListedSource.configured(S3Lister(config), config, 10.0)
 
     def describe(self, config: dict, name: str, meta: str | None) -> dict | None:
         if not meta:
