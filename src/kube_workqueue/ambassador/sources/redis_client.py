@@ -14,10 +14,10 @@ from .registry import SourceConfigError
 FORMS = "redis://host:port/db?set=KEY (or zset=KEY)[&data=HASH], or ?stream=KEY[&name=FIELD]"
 
 
-def address(url: str, allowed: set[str], keys: tuple[str, ...]) -> tuple[str, int, dict]:
-    """(the server's URL with the database as its path and no query, the database, the query)
-    of a Redis source URL whose query holds only `allowed` keys and exactly one of `keys`;
-    raises SourceConfigError naming both forms otherwise."""
+def address(url: str, allowed: set[str], keys: tuple[str, ...]) -> tuple[str, int, dict, str]:
+    """(the server's URL with the database as its path and no query, the database, the query,
+    which of `keys` it gives) of a Redis source URL whose query holds only `allowed` keys and
+    exactly one of `keys`; raises SourceConfigError naming both forms otherwise."""
     parts = urlsplit(url)
     query = parse_qs(parts.query, keep_blank_values=True)
     given = [k for k in keys if (query.get(k) or [""])[0]]
@@ -30,7 +30,8 @@ def address(url: str, allowed: set[str], keys: tuple[str, ...]) -> tuple[str, in
         _ = parts.port
     except ValueError:
         raise SourceConfigError(f"not a port number in {url!r}") from None
-    return parts._replace(query="", fragment="", path=f"/{db}").geturl(), int(db), query
+    base = parts._replace(query="", fragment="", path=f"/{db}").geturl()
+    return base, int(db), query, given[0]
 
 
 def connect(config: dict, *, timeout: float = 5.0, decode: bool = True):

@@ -247,8 +247,7 @@ class RedisType:
 
     def config_from_url(self, url: str, options: dict) -> dict:
         not_for("redis", options, FOLDER_ONLY)
-        base, db, query = address(url, {"set", "zset", "data"}, ("set", "zset"))
-        keys = [k for k in ("set", "zset") if (query.get(k) or [""])[0]]
+        base, db, query, key = address(url, {"set", "zset", "data"}, ("set", "zset"))
         suffixes = options.get("SUFFIXES") or []
         try:
             normalise_suffixes(suffixes)
@@ -257,8 +256,8 @@ class RedisType:
         return {
             "REDIS_URL": base,
             "REDIS_DB": db,
-            "REDIS_SET": query[keys[0]][0],
-            "REDIS_SORTED": keys[0] == "zset",
+            "REDIS_SET": query[key][0],
+            "REDIS_SORTED": key == "zset",
             "REDIS_DATA": (query.get("data") or [""])[0] or None,
             "SUFFIXES": suffixes,
             **intervals(options, 2.0),

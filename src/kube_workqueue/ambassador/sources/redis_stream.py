@@ -160,7 +160,7 @@ class RedisStreamType:
 
     def config_from_url(self, url: str, options: dict) -> dict:
         not_for("redis", options, FOLDER_ONLY)
-        base, db, query = address(url, {"stream", "name"}, ("stream",))
+        base, db, query, _ = address(url, {"stream", "name"}, ("stream",))
         try:
             normalise_suffixes(options.get("SUFFIXES") or [])  # (given, it must still be one)
         except ValueError as exc:
