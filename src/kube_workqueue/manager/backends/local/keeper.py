@@ -10,9 +10,9 @@ when containerd restarts.
 
 One keeper per manager run, started by it (`kept.KeeperLink.start`) in a session of its own - a
 kill of the manager's process group, a closed terminal (SIGHUP) or a Ctrl-C (SIGINT) does not
-reach it. It is small on purpose (the standard library and `shim` only, run as a script),
-and does four things (five for a manager on a shared ledger, whose workers end with it when it
-dies: another manager runs their items once its claims run out):
+reach it. It is small on purpose (the standard library, `shim` and `keeper_protocol` only, run
+as a script), and does four things (five for a manager on a shared ledger, whose workers end
+with it when it dies: another manager runs their items once its claims run out):
 
   * starts each worker the manager asks for through its slot's shim (`shim.py`: forked once a
     slot, in a session of its own, each worker's parent - it writes the worker's end beside it
@@ -68,7 +68,6 @@ except ImportError:  # run as a script: the sibling modules
 
 LEFTOVER_GRACE_SECONDS = 5.0  # what a worker left in its group gets after SIGTERM
 COMPACT_BYTES = 1 << 20  # the journal is rewritten with only what still matters past this
-_encode = json.JSONEncoder(separators=(",", ":")).encode  # the shim's messages (`shim.py`)
 
 
 class SlotShim:
@@ -266,7 +265,7 @@ class Keeper:
                 self.slot_of[ident] = runner.slot
                 runner.current = ident
                 self._write({"start": record})  # journaled: now the shim may start it
-                command = _encode({"t": record["token"], "env": message["env"]}).encode()
+                command = wire.compact({"t": record["token"], "env": message["env"]}).encode()
                 try:
                     socket.send_fds(runner.sock, [command], [log_fd])
                 except OSError:  # the shim is gone: it never had it - reaped, then said

@@ -35,7 +35,8 @@ CONFIG, SPAWN, WATCH, SIGNAL, ACK, ADOPT, BYE = (
 )  # fmt: skip
 READY, ENDED, CHILDREN = "ready", "ended", "children"
 
-_encode = json.JSONEncoder(separators=(",", ":")).encode  # one encoder, not one per line
+# one compact encoder, not one per line: the keeper's lines, and its commands to its shims
+compact = json.JSONEncoder(separators=(",", ":")).encode
 _encode_unescaped = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
@@ -140,7 +141,7 @@ class Children(TypedDict):
 
 def line(message: dict) -> bytes:
     """One of the keeper's messages or journal entries as its line."""
-    return (_encode(message) + "\n").encode()
+    return (compact(message) + "\n").encode()
 
 
 def request_line(message: dict) -> bytes:
@@ -151,7 +152,7 @@ def request_line(message: dict) -> bytes:
 
 def encoded_end(end: End) -> str:
     """An end's JSON, made once for the journal's line and the manager's (`end_lines`)."""
-    return _encode(end)
+    return compact(end)
 
 
 def end_lines(body: str) -> tuple[bytes, bytes]:
