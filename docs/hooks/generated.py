@@ -3,6 +3,8 @@
 A page says where with a marker line, replaced by the generated Markdown:
 
     <!-- generated: commands -->       every `workqueue` command and flag, from the parser
+    <!-- generated: options -->        every run option and each place it is set, from its
+                                       declaration (src/.../manager/runtime/run_options.py)
     <!-- generated: status-schema -->  docs/status.schema.json (`workqueue status --json`)
     <!-- generated: openapi -->        the items API's OpenAPI document
                                        (src/kube_workqueue/ambassador/openapi.json)
@@ -22,8 +24,8 @@ MARKER = "<!-- generated: {} -->"
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:
-    for name, make in (("commands", commands), ("status-schema", status_schema),
-                       ("openapi", openapi)):  # fmt: skip
+    for name, make in (("commands", commands), ("options", options),
+                       ("status-schema", status_schema), ("openapi", openapi)):  # fmt: skip
         marker = MARKER.format(name)
         if marker in markdown:
             markdown = markdown.replace(marker, make())
@@ -81,6 +83,26 @@ def commands() -> str:
                 usage = verb_parser.format_usage().removeprefix("usage: ").strip()
                 out.append(f"```text\n{usage}\n```\n")
     return "\n".join(out)
+
+
+def options() -> str:
+    from kube_workqueue.manager.cli.environment import variable
+    from kube_workqueue.manager.durations import human
+    from kube_workqueue.manager.runtime import run_options
+
+    out = ["| flag | environment | chart value | WorkQueue field | default | what it does |",
+           "|---|---|---|---|---|---|"]  # fmt: skip
+    for row in run_options.RUN_OPTIONS:
+        default = row.default
+        if row.kind in (run_options.DURATION, run_options.SECONDS) and default is not None:
+            default = human(default)
+        shown = "" if default in (None, False, []) else f"`{default}`"
+        metavar = "" if row.switch else f" {row.kind.metavar}"
+        cells = [f"`{row.flag}{metavar}`", f"`{variable(row.flag)}`",
+                 f"`{row.chart}`" if row.chart else "", f"`spec.{row.crd}`" if row.crd else "",
+                 shown, row.help.replace("%%", "%")]  # fmt: skip
+        out.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return "\n".join(out) + "\n"
 
 
 def status_schema() -> str:

@@ -4,9 +4,11 @@ Each type turns one command-line word into a value or raises `argparse.ArgumentT
 message naming the problem, which the CLI prints as its one-line error (exit code 2). Every time
 flag takes `duration`: one parser (`manager.durations`) for all of them.
 
-`add_declared(group, cls)` adds the flags a dataclass of `manager.declared.option` fields
-declares (a backend's options); `manager.declared.from_words` builds the dataclass back from the
-parsed words. Words are parsed there, not here, so a backend's checks live with the backend.
+`add_row(parser, row)` adds a run option (`manager.runtime.run_options`) as its flag, its
+value parsed by the row's kind. `add_declared(group, cls)` adds the flags a dataclass of
+`manager.declared.option` fields declares (a backend's options); `manager.declared.from_words`
+builds the dataclass back from the parsed words. Words are parsed there, not here, so a
+backend's checks live with the backend.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from ..declared import dest, flags
 from ..durations import parse_duration
 from ..errors import InputError
 from ..parallelism import MAX_PARALLELISM, parallelism_problem
-from ..priority_rules import parse_rule
+from ..runtime import run_options
 
 
 def _number(text: str, kind: type, noun: str):
@@ -42,30 +44,13 @@ def whole_number(text: str) -> int:
     return value
 
 
+# an address to bind, a bearer token: the run options' kinds (`manager.runtime.run_options`)
 def host(text: str) -> str:
-    """An address to bind: an IP address or a name this machine resolves."""
-    import socket
-
-    try:
-        socket.getaddrinfo(text, None)
-    except (socket.gaierror, UnicodeError, ValueError):
-        raise argparse.ArgumentTypeError(
-            f"not an address this machine can bind: {text!r}"
-        ) from None
-    return text
-
-
-TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/=")
+    return from_input(run_options.HOST.parse)(text)
 
 
 def token(text: str) -> str:
-    """A bearer token (RFC 6750's characters), long enough not to be guessed."""
-    if len(text) < 16 or not set(text) <= TOKEN_CHARS:
-        raise argparse.ArgumentTypeError(
-            "must be at least 16 characters of A-Z a-z 0-9 - . _ ~ + / = "
-            "(e.g. from: openssl rand -hex 24)"
-        )
-    return text
+    return from_input(run_options.bearer_token)(text)
 
 
 MAX_WORKERS = MAX_PARALLELISM  # a manager holds one thread per unit of work it may run at once
@@ -115,10 +100,6 @@ def from_input(parse):
 
     typed.__name__ = parse.__name__
     return typed
-
-
-# `--priority GLOB=N`: the policy layer's parser (the operator's spec.priorities use it too)
-priority_rule = from_input(parse_rule)
 
 
 def positive_float(text: str) -> float:
@@ -187,3 +168,17 @@ def add_declared(group, cls: type, *, skip: set[str] = frozenset(), seen: set[st
         else:
             kwargs["metavar"] = meta["metavar"] or placeholder
         group.add_argument(meta["flag"], **kwargs)
+
+
+def add_row(p, row: run_options.RunOption, **overrides) -> None:
+    """`row` as a flag of `p`: parsed by its kind (an `InputError` is argparse's one-line
+    error, exit 2); `overrides` are argparse's own (another command's help)."""
+    kwargs: dict = {"dest": row.name, "help": row.help, "default": row.default}
+    if row.switch:
+        kwargs["action"] = "store_true"
+    else:
+        kwargs.update(type=from_input(row.kind.parse), metavar=row.kind.metavar)
+        if row.repeat:
+            kwargs.update(action="append", default=[])
+    kwargs.update(overrides)
+    p.add_argument(row.flag, **kwargs)

@@ -23,17 +23,7 @@ from .. import backends
 from ..declared import from_words
 from ..errors import UserError
 from ..faults import StorageFault
-from .argtypes import (
-    add_declared,
-    duration,
-    fraction_below_one,
-    from_input,
-    host,
-    positive_int,
-    priority_rule,
-    token,
-    workers,
-)
+from .argtypes import add_declared, add_row, duration, token
 from .interrupts import STOP_SIGNALS
 
 if TYPE_CHECKING:  # the manager itself is imported when a command runs, not to parse flags:
@@ -45,228 +35,46 @@ if TYPE_CHECKING:  # the manager itself is imported when a command runs, not to 
 log = logging.getLogger(__name__)
 
 
-def port_number(text: str) -> int:
-    if not text.isdigit() or not 0 <= int(text) <= 65535:
-        raise argparse.ArgumentTypeError(f"not a port number (0-65535): {text!r}")
-    return int(text)
+def add_run_options(p: argparse.ArgumentParser, *, manager: bool = False) -> None:
+    """The options of running a manager, shared by `manager` and `run` (with `manager`: the
+    manager command's own, too), each made from its row in `manager.runtime.run_options`;
+    read them back with `manager_options(args)` and `stats_endpoint(args)`."""
+    from ..runtime.run_options import REMOVALS, RUN_OPTIONS
+
+    sections = {
+        REMOVALS: p.add_argument_group(
+            REMOVALS,
+            "A listing that loses every item known, or more than --mass-removal-fraction of "
+            "them and at least --mass-removal-min, is held: nothing is cancelled until it has "
+            "lasted --removal-hold, or `workqueue resume --accept-removals` accepts it.",
+        )
+    }
+    for row in RUN_OPTIONS:
+        if row.manager_only and not manager:
+            continue
+        add_row(sections.get(row.section, p), row)
 
 
-def add_run_options(p: argparse.ArgumentParser) -> None:
-    """The options of running a manager, shared by `manager` and `run`; read them back with
-    `manager_options(args)` and `stats_endpoint(args)`."""
-    p.add_argument(
-        "--parallelism", type=workers, default=2, help="units of work at once (default 2)"
-    )
-    p.add_argument(
-        "--max-attempts",
-        type=positive_int,
-        default=3,
-        help="tries per item before it stays failed (default 3)",
-    )
-    p.add_argument(
-        "--priority",
-        type=priority_rule,
-        action="append",
-        default=[],
-        metavar="GLOB=N",
-        dest="priorities",
-        help="items whose name matches GLOB start before lower priorities (higher first; "
-        "repeatable, the first match wins over the source's priority; default 0)",
-    )
-    add_tenancy_options(p)
-    p.add_argument(
-        "--retry-backoff",
-        type=duration,
-        default=1.0,
-        help="first retry delay, doubling per failure (default 1s)",
-    )
-    p.add_argument(
-        "--grace",
-        type=duration,
-        default=10.0,
-        help="how long running work may finish on SIGTERM/SIGINT (default 10s)",
-    )
-    p.add_argument(
-        "--autoscale",
-        action="store_true",
-        help="move parallelism to the stability recommendation as times are measured",
-    )
-    p.add_argument("--min-parallelism", type=workers, default=1, help="autoscale floor (default 1)")
-    p.add_argument(
-        "--max-parallelism", type=workers, help="autoscale ceiling (default: --parallelism)"
-    )
-    p.add_argument(
-        "--scale-interval",
-        type=duration,
-        default=30.0,
-        help="how often the autoscaler decides (default 30s)",
-    )
-    p.add_argument(
-        "--scale-down-delay",
-        type=duration,
-        default=300.0,
-        help="how long a lower recommendation must hold before scaling down (5m)",
-    )
-    p.add_argument(
-        "--scale-window",
-        type=duration,
-        default=600.0,
-        help="how far back arrivals and service times are measured (default 10m)",
-    )
-    p.add_argument(
-        "--on-change",
-        choices=("ignore", "rerun"),
-        default="ignore",
-        help="a finished item whose version changes (new bytes, a new upload): ignore it "
-        "(default) or run it again",
-    )
-    p.add_argument(
-        "--cancel-removed",
-        action="store_true",
-        help="an item that leaves the source is cancelled: never started if it waits, ended "
-        "if it runs (told only by a newer complete listing or a DELETED event)",
-    )
-    guard = p.add_argument_group(
-        "a source that suddenly empties (with --cancel-removed)",
-        "A listing that loses every item known, or more than --mass-removal-fraction of them "
-        "and at least --mass-removal-min, is held: nothing is cancelled until it has lasted "
-        "--removal-hold, or `workqueue resume --accept-removals` accepts it.",
-    )
-    guard.add_argument(
-        "--removal-hold",
-        type=duration,
-        default=300.0,
-        help="how long such a loss must persist before its items are cancelled (default 5m)",
-    )
-    guard.add_argument(
-        "--mass-removal-fraction",
-        type=fraction_below_one,
-        default=0.5,
-        help="the share of known items lost at once that is held (default 0.5)",
-    )
-    guard.add_argument(
-        "--mass-removal-min",
-        type=positive_int,
-        default=10,
-        help="the fewest items lost at once that are held, unless all are (default 10)",
-    )
-    guard.add_argument(
-        "--accept-removals",
-        action="store_true",
-        help="hold nothing: act on every removal at once, however many items leave together",
-    )
-    p.add_argument(
-        "--metrics-port",
-        type=port_number,
-        help="serve the dashboard (/), /metrics, /stats and /healthz on this port (0 = any free)",
-    )
-    p.add_argument(
-        "--metrics-host",
-        type=host,
-        default="127.0.0.1",
-        help="the address --metrics-port binds (default 127.0.0.1; 0.0.0.0 in a pod)",
-    )
-    p.add_argument(
-        "--allowed-host",
-        action="append",
-        metavar="NAME",
-        help="a host name the endpoint answers to besides its addresses and localhost (an "
-        "Ingress's, a Service's); any other is refused (DNS rebinding); repeatable",
-    )
-    p.add_argument(
-        "--ui-token",
-        type=token,
-        help="bearer token the dashboard at / asks for (required to see it when "
-        "--metrics-host is beyond loopback; /metrics stays open): from WORKQUEUE_UI_TOKEN "
-        "only - on the command line every user of the machine reads it",
-    )
-    p.add_argument(
-        "--ui-token-file",
-        metavar="FILE",
-        help="read --ui-token from this file (a mounted Secret: kept out of the environment)",
-    )
-
-
-def add_tenancy_options(p: argparse.ArgumentParser) -> None:
-    """--group, --limit, --rate, --fair, --weight (`manager.tenancy`)."""
-    from ..tenancy import rules
-
-    p.add_argument(
-        "--group",
-        type=from_input(rules.group_pattern),
-        metavar="REGEX",
-        help="an item's group (tenant) is the first capture of REGEX on its name, e.g. "
-        "'^([^/]+)/' (else the source's data.group; else none)",
-    )
-    p.add_argument(
-        "--limit",
-        type=from_input(rules.limit_rule),
-        action="append",
-        default=[],
-        metavar="GLOB=N",
-        dest="limits",
-        help="at most N items of a matching group run at once, across the queue "
-        "(repeatable, first match wins; '*=N' caps each group; 0 holds a group)",
-    )
-    p.add_argument(
-        "--rate",
-        type=from_input(rules.rate_rule),
-        action="append",
-        default=[],
-        metavar="GLOB=N/PERIOD",
-        dest="rates",
-        help="at most N starts of a matching group in any PERIOD, e.g. 'acme=100/1m' "
-        "(repeatable, first match wins)",
-    )
-    p.add_argument(
-        "--fair",
-        action="store_true",
-        help="the next free slot goes to the group furthest below its (weighted) share of "
-        "the running slots; priorities order items within a group",
-    )
-    p.add_argument(
-        "--weight",
-        type=from_input(rules.weight_rule),
-        action="append",
-        default=[],
-        metavar="GLOB=W",
-        dest="weights",
-        help="with --fair: a matching group's share is W (default 1; repeatable)",
-    )
-
-
-def tenancy_options(args):
+def manager_options(args, **extra) -> ManagerOptions:
+    """The options the flags (or their variables) ask for, one field per row of
+    `manager.runtime.run_options`; the bounds follow `--parallelism` (the autoscaler's room
+    holds it), and `--accept-removals` holds nothing."""
+    from ..runtime.run_options import RUN_OPTIONS, options_fields
+    from ..runtime.runner import ManagerOptions
     from ..tenancy.rules import TenancyOptions
 
     if args.weights and not args.fair:
         raise UserError("--weight divides fair shares: give --fair with it")
-    return TenancyOptions(group=args.group.pattern if args.group else None, limits=args.limits,
-                          rates=args.rates, fair=args.fair, weights=args.weights)  # fmt: skip
-
-
-def manager_options(args, **extra) -> ManagerOptions:
-    from ..runtime.runner import ManagerOptions
-
-    return ManagerOptions(
-        parallelism=args.parallelism,
+    values = {row.name: getattr(args, row.name) for row in RUN_OPTIONS if hasattr(args, row.name)}
+    fields, tenancy = options_fields(values)
+    fields.update(
         max_parallelism=max(args.max_parallelism or 0, args.parallelism),
-        max_attempts=args.max_attempts,
-        retry_backoff=args.retry_backoff,
-        grace=args.grace,
-        autoscale=args.autoscale,
         min_parallelism=min(args.min_parallelism, args.parallelism),
-        scale_interval=args.scale_interval,
-        scale_down_delay=args.scale_down_delay,
-        window=args.scale_window,
-        on_change=args.on_change,
-        cancel_removed=args.cancel_removed,
         removal_hold=None if args.accept_removals else args.removal_hold,
-        mass_removal_fraction=args.mass_removal_fraction,
-        mass_removal_min=args.mass_removal_min,
-        priorities=args.priorities,
-        tenancy=tenancy_options(args),
-        **extra,
+        tenancy=TenancyOptions(**tenancy),
     )
+    fields.update(extra)
+    return ManagerOptions(**fields)
 
 
 def check_parallelism_bounds(args) -> None:
@@ -334,22 +142,13 @@ def add_parser(subparsers) -> None:
         help="process what the source lists now, wait for it, then exit",
     )
     p.add_argument(
-        "--poll-interval",
-        type=duration,
-        default=10.0,
-        help="time between polls, jittered by ±20%% (default 10s)",
-    )
-    p.add_argument(
-        "--watch", action="store_true", help="follow the source's watch stream instead of polling"
-    )
-    p.add_argument(
         "--source-timeout",
         type=duration,
         default=30.0,
         help="with --once: how long an unreachable source is tried before the run gives up "
         "with exit 2 (default 30s; without --once the manager waits for it)",
     )
-    add_run_options(p)
+    add_run_options(p, manager=True)
     seen: set[str] = set()
     for name in backends.NAMES:
         group = p.add_argument_group(f"{name} backend")
@@ -402,12 +201,7 @@ def run_manager(args) -> int:
     no_password_in_source(args)
     check_parallelism_bounds(args)
     backend_options = from_words(backends.load(args.backend).Options, vars(args))
-    options = manager_options(
-        args,
-        poll_interval=args.poll_interval,
-        watch=args.watch,
-        source_timeout=args.source_timeout if args.once else None,
-    )
+    options = manager_options(args, source_timeout=args.source_timeout if args.once else None)
     built = assemble(
         args.source, args.backend, backend_options, options, stats=stats_endpoint(args)
     )

@@ -20,9 +20,9 @@ from collections import Counter
 from ..durations import parse_duration
 from ..errors import InputError, UserError
 from ..planning import measure
-from ..tenancy import rules
+from ..runtime.run_options import BY_FLAG
 from . import report
-from .argtypes import cv, from_input, positive_int
+from .argtypes import add_row, cv, positive_int
 from .queues import add_from_state, measured_record
 
 
@@ -48,12 +48,15 @@ def add_parser(subparsers) -> None:
         default=0.95,
         help="how sure the drain meets the deadline (default 0.95)",
     )
-    p.add_argument("--group", type=from_input(rules.group_pattern), metavar="REGEX",
-                   help="an item's group is the first capture of REGEX on its name (with "
-                   "--limit: a capped group drains no faster than its limit allows)")  # fmt: skip
-    p.add_argument("--limit", type=from_input(rules.limit_rule), action="append", default=[],
-                   metavar="GLOB=N", dest="limits",
-                   help="the group limits, as the manager's --limit (repeatable)")  # fmt: skip
+    # the manager's own --group and --limit (`manager.runtime.run_options`)
+    add_row(
+        p,
+        BY_FLAG["--group"],
+        help="an item's group is the first capture of REGEX on its "
+        "name (with --limit: a capped group drains no faster than its limit allows)",
+    )
+    add_row(p, BY_FLAG["--limit"], help="the group limits, as the manager's --limit "
+            "(repeatable)")  # fmt: skip
     p.add_argument("--max-parallelism", type=positive_int, help="at most this many workers")
     p.add_argument("--cost-per-hour", type=float, help="price of one worker-hour")
     p.add_argument("--json", action="store_true", help="print one JSON object")

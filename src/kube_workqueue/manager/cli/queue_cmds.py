@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 from ..durations import moment
 from ..errors import UserError
 from ..ports import FINISHED, State
-from ..tenancy import rules
-from .argtypes import MAX_WORKERS, asked_parallelism, from_input, positive_int
+from ..runtime.run_options import BY_FLAG
+from .argtypes import MAX_WORKERS, add_row, asked_parallelism, positive_int
 from .queues import add_queue_options, queue_of
 from .report import one_line, rows, seconds
 from .typed_secrets import no_password_in_source
@@ -86,13 +86,16 @@ def add_parsers(subparsers) -> None:
     )
     p.add_argument("--parallelism", type=asked_parallelism, metavar="N",
                    help=f"0 to {MAX_WORKERS}")  # fmt: skip
-    p.add_argument("--limit", type=from_input(rules.limit_rule), action="append", metavar="GLOB=N",
-                   dest="limits", help="the queue's group limits from now on, in place of its "
-                   "managers' --limit (repeatable, first match wins; 0 holds a group)")  # fmt: skip
-    p.add_argument("--rate", type=from_input(rules.rate_rule), action="append",
-                   metavar="GLOB=N/PERIOD", dest="rates",
-                   help="the queue's group rates from now on, in place of its managers' --rate "
-                   "(repeatable)")  # fmt: skip
+    # the manager's own --limit and --rate (`manager.runtime.run_options`), asked of the queue
+    add_row(
+        p,
+        BY_FLAG["--limit"],
+        default=None,
+        help="the queue's group limits from now on, "
+        "in place of its managers' --limit (repeatable, first match wins; 0 holds a group)",
+    )
+    add_row(p, BY_FLAG["--rate"], default=None, help="the queue's group rates from now on, in "
+            "place of its managers' --rate (repeatable)")  # fmt: skip
     p.add_argument("--no-limits", action="store_true", help="no group limits from now on")
     p.add_argument("--no-rates", action="store_true", help="no group rates from now on")
     add_queue_options(p)

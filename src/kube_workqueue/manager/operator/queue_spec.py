@@ -33,7 +33,7 @@ from typing import Any
 from ..backends.kubernetes.options import KubeOptions
 from ..durations import parse_duration
 from ..errors import InputError
-from ..priority_rules import parse_rule
+from ..runtime import run_options
 from ..runtime.manager_options import ManagerOptions
 from ..tenancy import rules
 
@@ -107,13 +107,6 @@ def _duration(spec: dict, key: str, default: float | None) -> float | None:
         raise SpecProblem("InvalidSpec", f"spec.{key}: {exc}") from None
 
 
-def _rules(spec: dict, key: str, parse) -> list:
-    try:
-        return [parse(text) for text in spec.get(key) or ()]
-    except InputError as exc:
-        raise SpecProblem("InvalidSpec", f"spec.{key}: {exc}") from None
-
-
 def _source(spec: dict, name: str, namespace: str, settings: Settings):
     """(the URL the manager reads, the ambassador's plan or None, the Secrets it needs)."""
     source = spec.get("source") or {}
@@ -159,6 +152,29 @@ def _source(spec: dict, name: str, namespace: str, settings: Settings):
     return served, plan, (secret,) if secret else ()
 
 
+def _manager_options(spec: dict) -> ManagerOptions:
+    """What the spec asks of the manager: each field a row of `manager.runtime.run_options`
+    names, read through that row's kind (the flag's own parser), so a spec and the command
+    line cannot mean different things by one option."""
+    try:
+        values = run_options.from_spec(spec)
+    except InputError as exc:
+        raise SpecProblem("InvalidSpec", str(exc)) from None
+    fields, tenancy = run_options.options_fields(values)
+    parallelism = values.get("parallelism", 1)
+    fields.update(
+        parallelism=parallelism,
+        max_parallelism=max(parallelism, values.get("max_parallelism") or 0),
+        autoscale=spec.get("autoscale") is not None,
+        # a queue of many at rest: its spec looked at when its WorkQueue changes (a patch is
+        # in force within a watch event), its status built every 15 s (an answer to a change
+        # of spec: at once)
+        follow_on_change=True,
+        status_interval=15.0,
+    )
+    return ManagerOptions(**fields, tenancy=rules.TenancyOptions(**tenancy))
+
+
 def _worker_patch(worker: dict) -> dict | None:
     """The parts of `spec.worker` the pod options have no field for, as a partial pod spec:
     env entries with valueFrom, envFrom, resources - over the given podTemplate."""
@@ -188,20 +204,6 @@ def plan(obj: dict, settings: Settings) -> Plan:
     volume = (spec.get("source") or {}).get("volume") or {}
     ledger = spec.get("ledgerSecret")
     ledger_secret = (ledger["name"], ledger.get("key") or "url") if ledger else None
-    group = spec.get("group")
-    try:
-        pattern = rules.group_pattern(group).pattern if group else None
-    except InputError as exc:
-        raise SpecProblem("InvalidSpec", f"spec.group: {exc}") from None
-    tenancy = rules.TenancyOptions(
-        group=pattern,
-        limits=_rules(spec, "limits", rules.limit_rule),
-        rates=_rules(spec, "rates", rules.rate_rule),
-        fair=bool(spec.get("fair")),
-        weights=_rules(spec, "weights", rules.weight_rule),
-    )
-    autoscale = spec.get("autoscale")
-    parallelism = int(spec.get("parallelism", 1))
     timeout = _duration(spec, "timeout", None)
     ttl = _duration(spec, "ttlAfterFinished", None)
     env = {e["name"]: e.get("value", "") for e in worker.get("env") or () if "valueFrom" not in e}
@@ -234,24 +236,7 @@ def plan(obj: dict, settings: Settings) -> Plan:
         kueue_queue=spec.get("kueueQueue"),
         instance=name,
     )
-    manager = ManagerOptions(
-        parallelism=parallelism,
-        max_parallelism=max(parallelism, (autoscale or {}).get("maxParallelism", 0)),
-        max_attempts=int(spec.get("maxAttempts") or 3),
-        poll_interval=_duration(spec, "pollInterval", 10.0) or 10.0,
-        retry_backoff=_duration(spec, "retryBackoff", 1.0) or 1.0,
-        autoscale=autoscale is not None,
-        min_parallelism=int((autoscale or {}).get("minParallelism", 1)),
-        on_change=spec.get("onChange") or "ignore",
-        cancel_removed=bool(spec.get("cancelRemoved")),
-        priorities=_rules(spec, "priorities", parse_rule),
-        tenancy=tenancy,
-        # a queue of many at rest: its spec looked at when its WorkQueue changes (a patch is
-        # in force within a watch event), its status built every 15 s (an answer to a change
-        # of spec: at once)
-        follow_on_change=True,
-        status_interval=15.0,
-    )
+    manager = _manager_options(spec)
     if ledger_secret:
         secrets = (*secrets, ledger_secret[0])
     return Plan(namespace, name, source_url, ambassador, kube, manager, tuple(secrets),

@@ -19,6 +19,8 @@
     run_report.py    what a `--once` run did, item by item
     manager_options.py
                      the manager's options, as data
+    run_options.py   each option declared once: flag, kind, default, chart value, WorkQueue
+                     field - read by the command line, the operator, the chart's tests, docs
     fault_hold.py    a record that cannot be written: hold, say so, carry on when it can
     poller.py        polling or watching the source; removals.py proves what left it
     capacity.py      how many units of work may run at once; autoscaler.py moves the limit

@@ -1,10 +1,11 @@
 """What a manager is asked to do: its options, as data (`Manager` reads them, never argv).
 
-`manager.cli.manager_cmd.manager_options` fills them from the command line; tests and the
-benchmarks build them directly. The CLI flag of each is its name with dashes
-(`--max-attempts`, `--retry-backoff`, ...), except `window` (`--scale-window`);
-`poll_interval`, `watch` and `source_timeout` are passed by the command that runs the manager
-(`workqueue run` polls every 2 s), and `retry_backoff_cap` and `probe_interval` have no flag.
+Each option a person sets is declared once, as a row of `run_options` (its flag, kind,
+default, chart value and WorkQueue field): `manager.cli.manager_cmd.manager_options` fills these
+fields from the flags, `manager.operator.queue_spec` from a WorkQueue, both through the rows;
+tests and the benchmarks build them directly. `source_timeout` is passed by the command that
+runs the manager (`workqueue run` polls every 2 s), and `retry_backoff_cap`, `probe_interval`,
+`target_utilization` and the follow and status intervals have no flag.
 
 Invariants the CLI keeps and `Manager` relies on: `min_parallelism <= parallelism <=
 max_parallelism` (the worker threads are as many as the largest of them: the autoscaler's
