@@ -206,7 +206,8 @@ class QueueControls(Protocol):
     group rules, a hold of removals (asked by `workqueue pause`, `scale`, `resume`, a
     WorkQueue's spec, the autoscaler), and the status and the running manager's facts it
     reports (`manager.runtime.asked` follows them). Stored with the queue, so every manager
-    and a restarted one obey them."""
+    and a restarted one obey them. One implementation per store, the only thing both the
+    manager and the queue commands (`manager.queue_ops`) talk to about them."""
 
     # False when `report` writes nothing (whoever shows the queue reads the ledger itself):
     # the manager then never builds the status, a view over every item, for it.
@@ -216,6 +217,13 @@ class QueueControls(Protocol):
         """When the queue was paused (`workqueue pause`), or None: nothing new may start while
         it is. Stored with the queue, so every manager and a restarted one obey it. Called
         about once a second: cheap."""
+
+    def set_paused(self, since: float | None) -> None:
+        """Pause the queue as of `since` (`workqueue pause`), or resume it (None)."""
+
+    def accept_removals(self) -> None:
+        """Accept, as of now, the removals the queue's manager holds (`workqueue resume
+        --accept-removals`): `removals_accepted` says a later time from then on."""
 
     def removals_accepted(self) -> float | None:
         """When someone last accepted removals the manager holds (`workqueue resume

@@ -5,8 +5,12 @@
 `QueueOps` holds the rules every backend shares - what may be retried and what is said when
 it may not, which failed items `--matching` takes, what pause and resume say - and leaves to
 the backend only the hooks that read and change its own record (a SQLite ledger and a file
-beside it; Jobs, record ConfigMaps and a control ConfigMap). A backend package hands one out
-from `queue_ops(queue)`; use it as a context manager: what it opened is closed at the end.
+beside it; Jobs, record ConfigMaps and a control ConfigMap). A pause, a parallelism, group
+rules and accepted removals go through `controls()`: the store's one `QueueControls` object,
+the same kind of object its manager obeys (`QueueFiles`, `PostgresLedger`, the cluster's
+`Control`/`QueueResource`), so a command and a manager cannot disagree on where one lives.
+A backend package hands one out from `queue_ops(queue)`; use it as a context manager: what it
+opened is closed at the end.
 """
 
 from __future__ import annotations
@@ -14,11 +18,16 @@ from __future__ import annotations
 import fnmatch
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import TypeVar
 
 from .durations import moment
 from .errors import UserError
 from .items import QueueRecord
 from .lifecycle import RETRYABLE
+from .ports import QueueControls
+
+T = TypeVar("T")
 
 
 class QueueOps(ABC):
@@ -63,13 +72,40 @@ class QueueOps(ABC):
     def retried(self, name: str, state: str) -> str:
         """What `retry NAME` says once `run_again` did it (`state`: what it was)."""
 
-    @abstractmethod
+    def controls(self, *, change: bool) -> QueueControls | None:
+        """The queue's controls (`QueueControls`: one object per store, the one its manager
+        obeys); None when there is no queue to read them from (a read then finds nothing
+        asked). `change`: they are about to be written (a store may make its queue first)."""
+        raise UserError(f"{self.where}: this backend has no controls to change while it runs")
+
     def paused_since(self) -> float | None:
         """When the queue was paused (`workqueue pause`); None when it is not."""
+        return self._read("read", lambda controls: controls.paused_since())
 
-    @abstractmethod
     def hold(self, since: float | None) -> None:
         """Pause the queue as of `since`, or resume it (None)."""
+        verb = "resume" if since is None else "pause"
+        self._change(verb, lambda controls: controls.set_paused(since))
+
+    def asking(self, verb: str, call: Callable[[], T]) -> T:
+        """`call()`: a read or a change of the controls (`verb`: what it is, for a message);
+        a backend turns its store's errors into one line here."""
+        return call()
+
+    def _read(self, verb: str, read: Callable[[QueueControls], T]) -> T | None:
+        def call() -> T | None:
+            controls = self.controls(change=False)
+            return None if controls is None else read(controls)
+
+        return self.asking(verb, call)
+
+    def _change(self, verb: str, change: Callable[[QueueControls], None]) -> None:
+        def call() -> None:
+            controls = self.controls(change=True)
+            assert controls is not None  # (a store makes its queue for a change)
+            change(controls)
+
+        self.asking(verb, call)
 
     # -- the rules every backend shares ----------------------------------------------------
 
@@ -106,10 +142,10 @@ class QueueOps(ABC):
 
     def asked_parallelism(self) -> int | None:
         """The parallelism asked for the queue (the running manager follows it), or None."""
-        return None
+        return self._read("read", lambda controls: controls.wanted_parallelism())
 
     def ask_parallelism(self, parallelism: int) -> None:
-        raise UserError(f"{self.where}: this backend cannot be scaled while it runs")
+        self._change("scale", lambda controls: controls.want_parallelism(parallelism))
 
     def autoscaled(self) -> bool:
         """True when the queue's running manager has the built-in autoscaler in charge."""
@@ -117,10 +153,10 @@ class QueueOps(ABC):
 
     def asked_group_rules(self) -> dict | None:
         """The group limits and rates asked of the queue (`scale --limit/--rate`), or None."""
-        return None
+        return self._read("read", lambda controls: controls.wanted_group_rules())
 
     def ask_group_rules(self, rules: dict) -> None:
-        raise UserError(f"{self.where}: this backend cannot change group limits while it runs")
+        self._change("scale", lambda controls: controls.want_group_rules(rules))
 
     def scale_groups(self, *, limits: list | None = None, rates: list | None = None) -> str:
         """Ask for group `limits` and `rates` (parsed rules; None: that kind unchanged, []:
@@ -156,8 +192,8 @@ class QueueOps(ABC):
         return f"{self.where}: parallelism {parallelism} ({was}): {then}"
 
     def accept_removals(self) -> None:
-        """Tell the queue's manager to act on the removals it holds (a hook)."""
-        raise UserError(f"{self.where}: this backend holds no removals")
+        """Tell the queue's manager to act on the removals it holds."""
+        self._change("accept removals of", lambda controls: controls.accept_removals())
 
     def resume(self, *, accept_removals: bool = False) -> str:
         """Let a paused queue dispatch again; with `accept_removals`, also let its manager act

@@ -407,6 +407,12 @@ class PostgresLedger(Claims, GroupClaims):
     def want_parallelism(self, parallelism: int) -> None:
         self.set_setting("parallelism", parallelism)
 
+    def set_paused(self, since: float | None) -> None:
+        self.set_setting("paused_since", since)
+
+    def accept_removals(self) -> None:
+        self.set_setting("removals_accepted", time.time())
+
     def wanted_group_rules(self) -> dict | None:
         return self._read_settings()[3]
 

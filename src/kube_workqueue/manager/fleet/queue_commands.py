@@ -18,8 +18,6 @@ to the line as soon as a live manager has watched it stay silent that long).
 
 from __future__ import annotations
 
-import time
-
 from ..durations import human
 from ..errors import UserError
 from ..items import QueueRecord
@@ -152,26 +150,12 @@ class FleetQueueOps(QueueOps):
     def retried(self, name: str, state: str) -> str:
         return f"{name}: pending again; the next free manager runs it"
 
-    def paused_since(self) -> float | None:
-        return self._if_any(lambda ledger: ledger.paused_since(), None)
-
-    def hold(self, since: float | None) -> None:
-        self._writable().set_setting("paused_since", since)
-
-    def accept_removals(self) -> None:
-        self._writable().set_setting("removals_accepted", time.time())
-
-    def asked_parallelism(self) -> int | None:
-        return self._if_any(lambda ledger: ledger.wanted_parallelism(), None)
-
-    def ask_parallelism(self, parallelism: int) -> None:
-        self._writable().want_parallelism(parallelism)
-
-    def asked_group_rules(self) -> dict | None:
-        return self._if_any(lambda ledger: ledger.wanted_group_rules(), None)
-
-    def ask_group_rules(self, rules: dict) -> None:
-        self._writable().want_group_rules(rules)
+    def controls(self, *, change: bool) -> PostgresLedger | None:
+        """The ledger (the queue's settings row every manager reads): made for a change when
+        the database has none yet; None for a read where there is no queue."""
+        if change:
+            return self._writable()
+        return self._if_any(lambda ledger: ledger, None)
 
     def autoscaled(self) -> bool:
         facts = self._if_any(lambda ledger: self.live_facts()[0], None)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ...errors import UserError
 from ...items import QueueRecord
-from ...ports import Row, State
+from ...ports import QueueControls, Row, State
 from ...queue_ops import QueueOps
 from .client.api import KubeApi, KubeError
 from .client.cache import ClusterCache, finished
@@ -38,6 +38,7 @@ class KubeQueueOps(QueueOps):
         self._loaded: RecordStore | None = None
         self._batches: BatchRecords | None = None
         self._retrier: KubernetesBackend | None = None
+        self._controls_object: QueueControls | None = None
 
     def close(self) -> None:
         self.api.close()
@@ -63,7 +64,7 @@ class KubeQueueOps(QueueOps):
             jobs, _ = api.list("jobs", ko.queue_selector(where.queue))
             pod_list, _ = api.list("pods", ko.queue_selector(where.queue))
             facts = ManagerFacts(api, where.queue).read()
-            paused = control.read(api, where.queue)
+            paused = self.controls(change=False).paused_since()  # what its manager obeys
         except KubeError as exc:
             raise UserError(
                 f"cannot read queue {where.queue} in {where.namespace}: {exc}"
@@ -209,56 +210,19 @@ class KubeQueueOps(QueueOps):
             self._served = self._control("read", lambda api, _: api.served(queue_resource.KIND))
         return self._served
 
-    def paused_since(self) -> float | None:
-        if self._resource():
-            return self._control("read", queue_resource.read_paused)
-        return self._control("read", control.read)
+    def controls(self, *, change: bool) -> QueueControls:
+        """What its manager obeys: the queue's WorkQueue where the CRD is served, else its
+        control ConfigMap - the same classes, not started, so each read asks the API server.
+        An API error is one line naming the queue (`asking`)."""
+        if self._controls_object is None:
+            if self._resource():
+                self._controls_object = queue_resource.QueueResource(self.api, self.queue.queue)
+            else:
+                self._controls_object = control.Control(self.api, self.queue.queue)
+        return self._controls_object
 
-    def hold(self, since: float | None) -> None:
-        if self._resource():
-            paused = since is not None
-            self._control(
-                "resume" if since is None else "pause",
-                lambda api, queue: queue_resource.set_spec(api, queue, {"paused": paused}),
-            )
-        elif since is None:
-            self._control("resume", control.resume)
-        else:
-            self._control("pause", lambda api, queue: control.pause(api, queue, since))
-
-    def accept_removals(self) -> None:
-        if self._resource():
-            self._control("accept removals of", queue_resource.accept_removals)
-        else:
-            self._control("accept removals of", control.accept_removals)
-
-    def asked_parallelism(self) -> int | None:
-        if self._resource():
-            return self._control("read", queue_resource.read_parallelism)
-        return self._control("read", lambda api, queue: control.parallelism_of(
-            api.find("configmaps", control.name_of(queue))))  # fmt: skip
-
-    def ask_parallelism(self, parallelism: int) -> None:
-        if self._resource():
-            self._control(
-                "scale", lambda api, queue: queue_resource.set_spec(
-                    api, queue, {"parallelism": parallelism}),
-            )  # fmt: skip
-        else:
-            self._control("scale", lambda api, queue: control.scale(api, queue, parallelism))
-
-    def asked_group_rules(self) -> dict | None:
-        if self._resource():
-            return self._control("read", lambda api, queue: queue_resource.group_rules_of(
-                api.find(queue_resource.KIND, queue)))  # fmt: skip
-        return self._control("read", lambda api, queue: control.group_rules_of(
-            api.find("configmaps", control.name_of(queue))))  # fmt: skip
-
-    def ask_group_rules(self, rules: dict) -> None:
-        if self._resource():
-            self._control("scale", lambda api, queue: queue_resource.set_spec(api, queue, rules))
-        else:
-            self._control("scale", lambda api, queue: control.ask_group_rules(api, queue, rules))
+    def asking(self, verb: str, call):
+        return self._control(verb, lambda _api, _queue: call())
 
     def autoscaled(self) -> bool:
         facts = self._control("read", lambda api, queue: ManagerFacts(api, queue).read())

@@ -9,7 +9,6 @@ poll (`SqliteLedger.request_retry`). The queue is paused by a file beside the le
 from __future__ import annotations
 
 import os
-import time
 
 from ...faults import StorageFault, diagnose
 from ...items import QueueRecord
@@ -18,16 +17,7 @@ from ...ports import State
 from ...queue_ops import QueueOps
 from .ledger import SqliteLedger, existing_ledger
 from .ledger_file import LedgerBusy
-from .state_files import (
-    read_group_rules,
-    read_parallelism,
-    read_paused,
-    running_manager,
-    write_group_rules,
-    write_parallelism,
-    write_paused,
-    write_removals_accepted,
-)
+from .state_files import QueueFiles, read_paused, running_manager
 
 
 class LocalQueueOps(QueueOps):
@@ -111,32 +101,11 @@ class LocalQueueOps(QueueOps):
             return f"{name}: the running manager will run it again"
         return f"{name}: pending again; the next manager run will run it"
 
-    def paused_since(self) -> float | None:
-        self._opened()  # a clear error where no manager ever ran
-        return read_paused(self.state_dir)
-
-    def hold(self, since: float | None) -> None:
-        write_paused(self.state_dir, since)
-
-    def accept_removals(self) -> None:
+    def controls(self, *, change: bool) -> QueueFiles:
+        """The files beside the ledger, which its manager reads (`QueueFiles`); a clear error
+        where no manager ever ran (the ledger is opened first)."""
         self._opened()
-        write_removals_accepted(self.state_dir, time.time())
-
-    def asked_parallelism(self) -> int | None:
-        self._opened()
-        return read_parallelism(self.state_dir)
-
-    def ask_parallelism(self, parallelism: int) -> None:
-        self._opened()
-        write_parallelism(self.state_dir, parallelism)
-
-    def asked_group_rules(self) -> dict | None:
-        self._opened()
-        return read_group_rules(self.state_dir)
-
-    def ask_group_rules(self, rules: dict) -> None:
-        self._opened()
-        write_group_rules(self.state_dir, rules)
+        return QueueFiles.at(self.state_dir)
 
     def autoscaled(self) -> bool:
         facts = running_manager(self.state_dir)

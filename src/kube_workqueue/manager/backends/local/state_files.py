@@ -175,9 +175,18 @@ def running_manager(state_dir: str) -> dict | None:
 
 
 class QueueFiles:
-    """The `Ledger` port's pause, parallelism and manager facts, kept in the files above
-    (mixed into `SqliteLedger`; needs its `state_dir`). A running manager asks for the first
+    """The `QueueControls` port: pause, parallelism, group rules, removal holds and manager
+    facts, kept in the files above - mixed into `SqliteLedger` (which sets `state_dir`), and
+    on its own for the queue commands (`QueueFiles.at(state_dir)`): one implementation the
+    manager and `workqueue pause`/`scale`/`resume` share. A running manager asks for the first
     two twice a second: each file is read at most that often, the last answer kept between."""
+
+    @classmethod
+    def at(cls, state_dir: str) -> QueueFiles:
+        """The controls of the queue whose ledger is in `state_dir`, without the ledger."""
+        files = cls()
+        files.state_dir = state_dir
+        return files
 
     state_dir: str
     _paused: float | None = None
@@ -193,6 +202,16 @@ class QueueFiles:
         if now - self._paused_read >= 0.5:
             self._paused, self._paused_read = read_paused(self.state_dir), now
         return self._paused
+
+    @storage
+    def set_paused(self, since: float | None) -> None:
+        write_paused(self.state_dir, since)
+        self._paused_read = float("-inf")
+
+    @storage
+    def accept_removals(self) -> None:
+        write_removals_accepted(self.state_dir, time.time())
+        self._accepted_read = float("-inf")
 
     def removals_accepted(self) -> float | None:
         """From the `removals-accepted` file (`workqueue resume --accept-removals`)."""

@@ -331,6 +331,14 @@ class ClusterLedger:
         if self.control is not None:
             self.control.want_parallelism(parallelism)
 
+    def set_paused(self, since: float | None) -> None:
+        if self.control is not None:
+            self.control.set_paused(since)
+
+    def accept_removals(self) -> None:
+        if self.control is not None:
+            self.control.accept_removals()
+
     def wanted_group_rules(self) -> dict | None:
         return self.control.wanted_group_rules() if self.control is not None else None
 

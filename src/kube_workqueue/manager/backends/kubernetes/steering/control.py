@@ -58,59 +58,79 @@ def accepted_of(config_map: dict | None) -> float | None:
 
 
 class Control:
-    """The queue's pause state, from a cache of its control ConfigMap."""
+    """The queue's controls in its control ConfigMap (`QueueControls`), for a cluster without
+    the WorkQueue CRD: a manager reads them from a cache (`start`), a queue command that never
+    starts it from the API server, each call - the same object, so `workqueue pause` writes
+    what the manager reads."""
 
     def __init__(self, api: KubeApi, queue: str) -> None:
         self.queue = queue
+        self.api = api
         self.cache = ClusterCache(api, selector(queue), kind="configmaps")
+        self._following = False  # Invariant: True once the cache has listed (`start`)
+
+    def _object(self) -> dict | None:
+        if self._following:
+            return self.cache.get(name_of(self.queue))
+        return self.api.find("configmaps", name_of(self.queue))
 
     def start(self, timeout: float = 60.0) -> Control:
         """Start the cache and wait until it has listed the ConfigMap once: a manager that
         dispatched before would not know the queue is paused (it ran a paused queue's items
         when its start was slow). A `UserError` when the list does not come in `timeout`."""
         self.cache.start_listed(timeout, f"cannot read the control ConfigMap of queue {self.queue}")
+        self._following = True
         return self
 
     def stop(self) -> None:
         self.cache.stop()
 
     def paused_since(self) -> float | None:
-        return since_of(self.cache.get(name_of(self.queue)))
+        return since_of(self._object())
+
+    def set_paused(self, since: float | None) -> None:
+        """Pause as of `since` (a pause already in force keeps its time), or resume (None)."""
+        if since is None:
+            set_key(self.api, self.queue, "paused_since", None)
+        elif since_of(self.api.find("configmaps", name_of(self.queue))) is None:
+            set_key(self.api, self.queue, "paused_since", repr(since))
 
     def wanted_parallelism(self) -> int | None:
-        return parallelism_of(self.cache.get(name_of(self.queue)))
+        return parallelism_of(self._object())
 
     def removals_accepted(self) -> float | None:
-        return accepted_of(self.cache.get(name_of(self.queue)))
+        return accepted_of(self._object())
+
+    def accept_removals(self) -> None:
+        set_key(self.api, self.queue, "removals_accepted", repr(time.time()))
 
     def want_parallelism(self, parallelism: int) -> None:
-        set_key(self.cache.api, self.queue, "parallelism", str(parallelism))
+        set_key(self.api, self.queue, "parallelism", str(parallelism))
 
     def wanted_group_rules(self) -> dict | None:
-        return group_rules_of(self.cache.get(name_of(self.queue)))
+        return group_rules_of(self._object())
 
     def want_group_rules(self, rules: dict) -> None:
-        ask_group_rules(self.cache.api, self.queue, rules)
+        """Merged into what the ConfigMap asks (a kind left out keeps its rules), as the API
+        server has it now."""
+        asked = {**(group_rules_of(self.api.find("configmaps", name_of(self.queue))) or {}),
+                 **rules}  # fmt: skip
+        set_key(self.api, self.queue, GROUP_RULES, json.dumps(asked))
 
     def removals_held_since(self) -> float | None:
-        text = ((self.cache.get(name_of(self.queue)) or {}).get("data") or {}).get(HELD)
+        text = ((self._object() or {}).get("data") or {}).get(HELD)
         try:
             return float(text) if text is not None else None
         except ValueError:
             return None
 
     def hold_removals(self, since: float | None) -> None:
-        set_key(self.cache.api, self.queue, HELD, None if since is None else repr(since))
+        set_key(self.api, self.queue, HELD, None if since is None else repr(since))
 
     keeps_status = False
 
     def report(self, status: dict) -> None:
         """Nothing to write: without the CRD, `workqueue status` reads the record itself."""
-
-
-def read(api: KubeApi, queue: str) -> float | None:
-    """When the queue was paused, as the API server has it now; None when it is not."""
-    return since_of(api.find("configmaps", name_of(queue)))
 
 
 def set_key(api: KubeApi, queue: str, key: str, value: str | None) -> dict | None:
@@ -155,39 +175,7 @@ def set_key(api: KubeApi, queue: str, key: str, value: str | None) -> dict | Non
     raise KubeError(409, "Conflict", f"configmap {name_of(queue)}: too many concurrent writers")
 
 
-def pause(api: KubeApi, queue: str, since: float | None = None) -> float | None:
-    """Pause the queue (as of `since`, default now); returns when it was already paused, or
-    None if this paused it."""
-    already = read(api, queue)
-    if already is not None:
-        return already
-    set_key(api, queue, "paused_since", repr(time.time() if since is None else since))
-    return None
-
-
-def resume(api: KubeApi, queue: str) -> float | None:
-    """Resume the queue; returns when it had been paused, or None if it was not."""
-    return since_of(set_key(api, queue, "paused_since", None))
-
-
-def accept_removals(api: KubeApi, queue: str) -> None:
-    """Accept the removals the queue's manager holds (it acts on them at once)."""
-    set_key(api, queue, "removals_accepted", repr(time.time()))
-
-
-def scale(api: KubeApi, queue: str, parallelism: int) -> int | None:
-    """Ask for `parallelism`; returns what was asked before (None: nothing was)."""
-    return parallelism_of(set_key(api, queue, "parallelism", str(parallelism)))
-
-
 GROUP_RULES = "group-rules"  # the key of `workqueue scale --limit/--rate`'s rules (JSON)
-
-
-def ask_group_rules(api: KubeApi, queue: str, rules: dict) -> None:
-    """Merge `rules` into what the control ConfigMap asks (a kind left out keeps its rules),
-    as the API server has it now."""
-    asked = {**(group_rules_of(api.find("configmaps", name_of(queue))) or {}), **rules}
-    set_key(api, queue, GROUP_RULES, json.dumps(asked))
 
 
 def group_rules_of(configmap: dict | None) -> dict | None:

@@ -89,21 +89,6 @@ def ensure(api: KubeApi, queue: str, parallelism: int, owner: dict | None = None
     return current
 
 
-def read_paused(api: KubeApi, queue: str) -> float | None:
-    """When the queue's WorkQueue was paused (its Paused condition), now if it says paused
-    without one yet; None when it is not (or there is no WorkQueue)."""
-    obj = api.find(KIND, queue)
-    if obj is None or not (obj.get("spec") or {}).get("paused"):
-        return None
-    return _paused_condition(obj) or time.time()
-
-
-def read_parallelism(api: KubeApi, queue: str) -> int | None:
-    obj = api.find(KIND, queue)
-    wanted = ((obj or {}).get("spec") or {}).get("parallelism")
-    return wanted if isinstance(wanted, int) else None
-
-
 def set_spec(api: KubeApi, queue: str, spec: dict) -> dict:
     """Change the WorkQueue's spec (creating it when no manager has yet, seeded with 1)."""
     if api.find(KIND, queue) is None:
@@ -148,9 +133,12 @@ class QueueResource:
     """The queue's pause and parallelism from its WorkQueue (cached), and its status written
     there - the `control` of a `ClusterLedger`."""
 
-    def __init__(self, api: KubeApi, queue: str, seed_parallelism: int, stuck=lambda: {}) -> None:
+    def __init__(
+        self, api: KubeApi, queue: str, seed_parallelism: int = 1, stuck=lambda: {}
+    ) -> None:
         """`stuck()`: pods of the queue that cannot start, by reason (`stuck.StuckDetector`;
-        the Stuck condition)."""
+        the Stuck condition). Not started (a queue command's), every read asks the API
+        server; started (a manager's), a cache of the WorkQueue answers."""
         self.api = api
         self.stuck = stuck
         self.queue = queue
@@ -161,6 +149,7 @@ class QueueResource:
         self._paused_seen: float | None = None  # when this manager first saw spec.paused
         self._written: dict | None = None  # the status last written
         self._written_at = float("-inf")
+        self._following = False  # Invariant: True once the cache has listed (`start`)
 
     def start(self, timeout: float = 60.0) -> QueueResource:
         """Make sure the WorkQueue exists, start its cache and wait until it has listed it
@@ -168,13 +157,14 @@ class QueueResource:
         does not come in `timeout`."""
         ensure(self.api, self.queue, self.seed)
         self.cache.start_listed(timeout, f"cannot read the WorkQueue {self.queue}")
+        self._following = True
         return self
 
     def stop(self) -> None:
         self.cache.stop()
 
     def _object(self) -> dict | None:
-        return self.cache.get(self.queue)
+        return self.cache.get(self.queue) if self._following else self.api.find(KIND, self.queue)
 
     # -- what is asked ---------------------------------------------------------------------
 
@@ -198,7 +188,14 @@ class QueueResource:
         return self._paused_seen
 
     def want_parallelism(self, parallelism: int) -> None:
-        self.api.patch_scale(KIND, self.queue, parallelism)
+        set_spec(self.api, self.queue, {"parallelism": parallelism})
+
+    def set_paused(self, since: float | None) -> None:
+        """`spec.paused` (its Paused condition, written by the manager, says since when)."""
+        set_spec(self.api, self.queue, {"paused": since is not None})
+
+    def accept_removals(self) -> None:
+        accept_removals(self.api, self.queue)
 
     def wanted_group_rules(self) -> dict | None:
         """`spec.limits` and `spec.rates` (lists of rules as the flags write them)."""
