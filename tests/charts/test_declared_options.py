@@ -170,3 +170,29 @@ def test_every_flag_the_chart_writes_for_the_manager_is_declared():
     )
     written |= set(re.findall(r'list "(--[a-z][a-z-]+)"', manager))
     assert written - declared - {"--source", "--backend"} == set()
+
+
+def test_every_source_field_of_the_workqueue_is_an_ambassador_option():
+    """`spec.source`'s fields the operator passes on are the ambassador's declared options
+    (`ambassador.source_options`), and each declared one is in the CRD."""
+    from kube_workqueue.ambassador.source_options import SOURCE_OPTIONS
+
+    declared = {o.crd for o in SOURCE_OPTIONS if o.crd}
+    structural = {"url", "volume", "credentialsSecret"}  # where, not how it is read
+    for spec in CRDS:
+        fields = set(spec["properties"]["source"]["properties"])
+        assert fields - structural == declared
+
+
+def test_the_operator_passes_a_source_s_options_to_its_ambassador():
+    from kube_workqueue.manager.operator.queue_spec import Settings, plan
+
+    queue = {"metadata": {"name": "thumbs", "namespace": "media"}, "spec": {
+        "worker": {"image": "w"},
+        "source": {"url": "s3://bucket/videos/", "suffixes": [".mp4", ".mov"], "recursive": True,
+                   "endpointUrl": "http://minio:9000", "region": "eu-west-1",
+                   "settleSeconds": 5}}}  # fmt: skip
+    ambassador = plan(queue, Settings()).ambassador
+    assert ambassador.args == ["--source=s3://bucket/videos/", "--suffix=.mp4", "--suffix=.mov",
+                               "--recursive", "--endpoint-url=http://minio:9000"]  # fmt: skip
+    assert ambassador.env == {"AWS_REGION": "eu-west-1"}  # (a bucket does not settle)

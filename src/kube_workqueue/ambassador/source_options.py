@@ -2,8 +2,10 @@
 `workqueue ambassador` (server.py) and `workqueue run` (manager/cli/run_cmd.py) - so the run
 reaches its source through the registry without importing the ambassador's launcher.
 
+    SOURCE_OPTIONS             each option declared once: flag, key, help, WorkQueue field
     add_folder_options(p)      --suffix, --recursive, --settle, ... on a parser
     folder_config(args)        those options as given, for `registry.resolve`
+    from_spec(source)          a WorkQueue's spec.source as the ambassador's args and env
     source_spec(url, args, E)  the registry's source for `url`, checked once: every problem
                                is one line (`E`), a missing library names its extra
 """
@@ -11,88 +13,121 @@ reaches its source through the registry without importing the ambassador's launc
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SourceOption:
+    """How a source is read, declared once: `flag` (None: the environment's alone), the
+    configuration `key` `registry.resolve` takes, its help, how a word is typed (`timed`: a
+    duration, parsed by the command's own parser; `choices`; `switch`; `repeat`), and `crd`,
+    the WorkQueue's `spec.source` field the operator passes on (`manager.operator.queue_spec`)
+    - as the flag, or as the ambassador's `environment` variable."""
+
+    flag: str | None
+    key: str
+    help: str = ""
+    dest: str | None = None
+    metavar: str | None = None
+    timed: bool = False
+    switch: bool = False
+    repeat: bool = False
+    choices: tuple[str, ...] | None = None
+    crd: str | None = None
+    environment: str | None = None
+
+
+SOURCE_OPTIONS: tuple[SourceOption, ...] = (
+    SourceOption("--suffix", "SUFFIXES", "item file suffix, repeatable, case-insensitive "
+                 "(default .mp4)", dest="suffixes", metavar="SUFFIX", repeat=True,
+                 crd="suffixes"),
+    SourceOption("--recursive", "RECURSIVE", "also take files in subfolders (S3: keys below "
+                 "the prefix's sub-prefixes)", switch=True, crd="recursive"),
+    SourceOption("--version-by", "VERSION_BY", "folders: an item's version, a digest of size "
+                 "and mtime (stat, the default) or of the bytes (content, for sources where "
+                 "mtimes lie)", choices=("stat", "content")),
+    SourceOption("--settle", "SETTLE", "folders: how long a file's size and mtime must hold "
+                 "still (default 2s; 0 = at once)", timed=True, crd="settleSeconds"),
+    SourceOption("--force-polling", "FORCE_POLLING", "folders: poll instead of file events "
+                 "(network file systems such as NFS)", switch=True),
+    SourceOption("--poll-interval", "POLL_INTERVAL", "time between listings when polling "
+                 "(folders 1s, S3 10s, Redis 2s)", timed=True),
+    SourceOption("--relist-interval", "RELIST_INTERVAL", "S3 with --sqs-queue-url, Redis with "
+                 "notifications: time between full listings, the safety net for a lost "
+                 "notification (default 5m)", timed=True),
+    SourceOption("--endpoint-url", "S3_ENDPOINT_URL", "S3: the store's endpoint (MinIO, Ceph, "
+                 "R2); default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, or AWS", metavar="URL",
+                 crd="endpointUrl"),
+    SourceOption("--sqs-queue-url", "SQS_QUEUE_URL", "S3: an SQS queue receiving the bucket's "
+                 "event notifications - changes cost O(changes), not a listing of the bucket",
+                 metavar="URL"),
+    # the bucket's region: boto3 reads it from the environment (no flag)
+    SourceOption(None, "AWS_REGION", crd="region", environment="AWS_REGION"),
+)  # fmt: skip
+
+
+def _dest(option: SourceOption) -> str:
+    assert option.flag is not None
+    return option.dest or option.flag.lstrip("-").replace("-", "_")
 
 
 def add_folder_options(p: argparse.ArgumentParser, duration=None) -> None:
-    """Which items of a source are served and how it is read: `--suffix`, `--recursive`,
-    `--settle`, `--version-by`, `--force-polling` (folders), `--poll-interval`,
-    `--relist-interval`, `--endpoint-url`, `--sqs-queue-url` (S3). Shared by `workqueue
+    """Which items of a source are served and how it is read (`SOURCE_OPTIONS`: `--suffix`,
+    `--recursive`, `--settle`, `--version-by`, `--force-polling` for folders, `--poll-interval`,
+    `--relist-interval`, `--endpoint-url`, `--sqs-queue-url` for S3). Shared by `workqueue
     ambassador` and `workqueue run`; read them back with `folder_config(args)`. `duration`
-    parses the times (>= 0; default: bare seconds). The folder-only options default to None,
-    so that giving one for another source is an error, not silently ignored."""
+    parses the times (>= 0; default: bare seconds). Every option defaults to None, so that
+    giving one for another source is an error, not silently ignored."""
     duration = duration or seconds
-    p.add_argument(
-        "--suffix",
-        action="append",
-        dest="suffixes",
-        metavar="SUFFIX",
-        help="item file suffix, repeatable, case-insensitive (default .mp4)",
-    )
-    p.add_argument(
-        "--recursive",
-        action="store_true",
-        default=None,
-        help="also take files in subfolders (S3: keys below the prefix's sub-prefixes)",
-    )
-    p.add_argument(
-        "--version-by",
-        choices=("stat", "content"),
-        default=None,
-        help="folders: an item's version, a digest of size and mtime (stat, the default) or "
-        "of the bytes (content, for sources where mtimes lie)",
-    )
-    p.add_argument(
-        "--settle",
-        type=duration,
-        default=None,
-        help="folders: how long a file's size and mtime must hold still (default 2s; 0 = at once)",
-    )
-    p.add_argument(
-        "--force-polling",
-        action="store_true",
-        default=None,
-        help="folders: poll instead of file events (network file systems such as NFS)",
-    )
-    p.add_argument(
-        "--poll-interval",
-        type=duration,
-        default=None,
-        help="time between listings when polling (folders 1s, S3 10s, Redis 2s)",
-    )
-    p.add_argument(
-        "--relist-interval",
-        type=duration,
-        default=None,
-        help="S3 with --sqs-queue-url, Redis with notifications: time between full listings, "
-        "the safety net for a lost notification (default 5m)",
-    )
-    p.add_argument(
-        "--endpoint-url",
-        metavar="URL",
-        help="S3: the store's endpoint (MinIO, Ceph, R2); default: AWS_ENDPOINT_URL_S3, "
-        "AWS_ENDPOINT_URL, or AWS",
-    )
-    p.add_argument(
-        "--sqs-queue-url",
-        metavar="URL",
-        help="S3: an SQS queue receiving the bucket's event notifications - changes cost "
-        "O(changes), not a listing of the bucket",
-    )
+    for option in SOURCE_OPTIONS:
+        if option.flag is None:
+            continue
+        kwargs: dict = {"dest": _dest(option), "default": None, "help": option.help}
+        if option.switch:
+            kwargs["action"] = "store_true"
+        elif option.repeat:
+            kwargs["action"] = "append"
+        if option.timed:
+            kwargs["type"] = duration
+        if option.choices:
+            kwargs["choices"] = option.choices
+        if option.metavar:
+            kwargs["metavar"] = option.metavar
+        p.add_argument(option.flag, **kwargs)
 
 
 def folder_config(args) -> dict:
-    """The common options as given (None: not given; see `add_folder_options`)."""
-    return {
-        "SUFFIXES": args.suffixes,
-        "RECURSIVE": args.recursive,
-        "SETTLE": args.settle,
-        "VERSION_BY": args.version_by,
-        "FORCE_POLLING": args.force_polling,
-        "POLL_INTERVAL": args.poll_interval,
-        "RELIST_INTERVAL": args.relist_interval,
-        "S3_ENDPOINT_URL": args.endpoint_url,
-        "SQS_QUEUE_URL": args.sqs_queue_url,
-    }
+    """The options as given (None: not given; see `add_folder_options`)."""
+    return {o.key: getattr(args, _dest(o)) for o in SOURCE_OPTIONS if o.flag is not None}
+
+
+def from_spec(source: dict, *, folder: bool) -> tuple[list[str], dict[str, str], dict]:
+    """A WorkQueue's `spec.source` as the ambassador's arguments, its environment and the
+    configuration `registry.resolve` checks: each `SOURCE_OPTIONS` row with a `crd` field
+    that is set. Without `folder`, the folder-only options (`registry.FOLDER_ONLY`, but for
+    `recursive`, which an S3 prefix takes too) are left out: a bucket has no settling."""
+    from .sources.registry import FOLDER_ONLY
+
+    args: list[str] = []
+    environment: dict[str, str] = {}
+    config: dict = {}
+    for option in SOURCE_OPTIONS:
+        value = source.get(option.crd) if option.crd else None
+        if value is None or value is False or value == []:
+            continue
+        if not folder and option.key in FOLDER_ONLY and option.key != "RECURSIVE":
+            continue
+        if option.flag is None:
+            environment[option.environment or option.key] = str(value)
+            continue
+        config[option.key] = value
+        if option.switch:
+            args.append(option.flag)
+        elif option.repeat:
+            args += [f"{option.flag}={word}" for word in value]
+        else:
+            args.append(f"{option.flag}={value}")
+    return args, environment, config
 
 
 def source_spec(url: str, args, user_error: type[Exception], *, check: bool = True):

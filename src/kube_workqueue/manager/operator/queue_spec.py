@@ -17,6 +17,10 @@ Three kinds of source:
   * a folder on a PersistentVolumeClaim (`source.volume`): the same, with the claim mounted
     read-only in the ambassador and (read-only unless `writable`) in every worker.
 
+Every option is read through its one declaration: the manager's through the rows of
+`manager.runtime.run_options` (`run_options.from_spec`), the ambassador's - suffixes,
+recursion, settling, an S3 endpoint and region - through `ambassador.source_options`'s.
+
 `Plan.fingerprint` digests everything but the fields a running manager follows by itself
 (parallelism, paused, limits, rates - read from the WorkQueue within a watch event): when it
 changes, the queue's manager is restarted with the new options (running Jobs run on and are
@@ -29,6 +33,8 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
+
+from kube_workqueue.ambassador import source_options
 
 from ..backends.kubernetes.options import KubeOptions
 from ..durations import parse_duration
@@ -114,11 +120,8 @@ def _source(spec: dict, name: str, namespace: str, settings: Settings):
     if not url and not volume:
         raise SpecProblem("InvalidSpec", "spec.source: give url or volume")
     secret = source.get("credentialsSecret")
-    common: list[str] = []
-    for suffix in source.get("suffixes") or ():
-        common.append(f"--suffix={suffix}")
-    if source.get("recursive"):
-        common.append("--recursive")
+    # the ambassador's own options, each a row of `ambassador.source_options.SOURCE_OPTIONS`
+    given, env, config = source_options.from_spec(source, folder=bool(volume))
     served = settings.ambassador_url.format(
         service=ambassador_name(name), namespace=namespace, port=settings.ambassador_port
     )
@@ -127,10 +130,8 @@ def _source(spec: dict, name: str, namespace: str, settings: Settings):
         root = "/".join(p for p in (mount.rstrip("/"), (volume.get("path") or "").strip("/")) if p)
         if ".." in (volume.get("path") or "").split("/"):
             raise SpecProblem("InvalidSpec", "spec.source.volume.path may not leave the volume")
-        args = [f"--root={root or '/'}", *common]
-        if source.get("settleSeconds") is not None:
-            args.append(f"--settle={source['settleSeconds']}")
-        plan = AmbassadorPlan(args, claim=volume["claimName"], mount_path=mount,
+        plan = AmbassadorPlan([f"--root={root or '/'}", *given], env=env,
+                              claim=volume["claimName"], mount_path=mount,
                               credentials_secret=secret)  # fmt: skip
         return served, plan, (secret,) if secret else ()
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
@@ -139,16 +140,18 @@ def _source(spec: dict, name: str, namespace: str, settings: Settings):
     from kube_workqueue.ambassador.sources.registry import SourceConfigError, resolve
 
     try:
-        resolve(url, {"S3_ENDPOINT_URL": source.get("endpointUrl")})
+        resolve(url, {})
     except SourceConfigError as exc:
         raise SpecProblem("UnknownSource", f"spec.source.url: {exc}") from None
     except ImportError:  # the ambassador's image has the client; this one need not
         pass
-    args = [f"--source={url}", *common]
-    if source.get("endpointUrl"):
-        args.append(f"--endpoint-url={source['endpointUrl']}")
-    env = {"AWS_REGION": source["region"]} if source.get("region") else {}
-    plan = AmbassadorPlan(args, env=env, credentials_secret=secret)
+    try:
+        resolve(url, config)  # an option the source does not take (settling a bucket)
+    except SourceConfigError as exc:
+        raise SpecProblem("InvalidSpec", f"spec.source: {exc}") from None
+    except ImportError:
+        pass
+    plan = AmbassadorPlan([f"--source={url}", *given], env=env, credentials_secret=secret)
     return served, plan, (secret,) if secret else ()
 
 
