@@ -53,7 +53,7 @@ def run_once_on(tmp_path, postgres, ledger_class, names, script: str, parallelis
     ledger.join()
     backend = LocalBackend([str(worker)], str(tmp_path / "state"), end_with_manager=True)
     try:
-        manager = Manager(source, ledger, backend, ManagerOptions(parallelism=parallelism))
+        manager = Manager.built(source, ledger, backend, ManagerOptions(parallelism=parallelism))
         return ledger, manager.run_once()
     finally:
         backend.close()

@@ -8,8 +8,9 @@ hook (`fleet_runner()`). The manager's mode follows (`manager.runtime.modes`): a
 of a fleet.
 
 Shared by `workqueue manager` and `workqueue run`; it knows no argparse - the command line hands
-it `ManagerOptions`, the backend's own options and where to serve stats. Everything the manager
-uses goes into its constructor; `Assembled.close()` stops what was started, in reverse order.
+it `ManagerOptions`, the backend's own options and where to serve stats. The manager is built
+with its parts (`Manager.built`: `runtime.wiring`, the one place they are put together);
+`Assembled.close()` stops what was started, in reverse order.
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ def assemble(
         parts = package.setup(backend_options, seeds)
     closers = [parts.close]
     try:
-        manager = Manager(
+        manager = Manager.built(
             client, parts.ledger, parts.backend, options, elector=parts.elector, registry=registry,
             mode=mode_for(parts.ledger, parts.backend),  # alone, or one of a fleet
         )  # fmt: skip

@@ -33,7 +33,7 @@ def manager_over(tmp_path, names, backend_class=LocalBackend, **options):
     try:
         with SqliteLedger(str(tmp_path / "state")).open() as ledger:
             backend = backend_class(["true"], ledger.state_dir)
-            yield Manager(source, ledger, backend, ManagerOptions(**options)), ledger
+            yield Manager.built(source, ledger, backend, ManagerOptions(**options)), ledger
     finally:
         source.stop()
 
@@ -98,7 +98,7 @@ def test_a_once_run_ends_when_a_rival_starts_an_item_between_listing_and_queuein
             return super().state(name)
 
     ledger = RivalLedger()
-    manager = Manager(
+    manager = Manager.built(
         FakeSource({"a": {}, "b": {}}), ledger, FakeBackend(), ManagerOptions(parallelism=1)
     )
     done = []

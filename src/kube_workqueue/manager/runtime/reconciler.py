@@ -76,6 +76,26 @@ class Started:
         self.data = {}
 
 
+class NeedsWork:
+    """Whether an item needs work, as its ledger and the retry policy say - the poller's diff,
+    asked by the reconciler, the intake, the removals and the fleet's follower alike."""
+
+    def __init__(self, ledger: ItemLedger, policy: RetryPolicy) -> None:
+        self.ledger = ledger
+        self.policy = policy
+
+    def __call__(self, name: str, current: tuple[str, int] | None | object = ASK) -> bool:
+        """False when the ledger says there is nothing to do for `name` (the poller's diff);
+        `current` is its `ledger.state(name)` when the caller has just read it."""
+        if current is ASK:
+            current = self.ledger.state(name)
+        if current is None:
+            return True
+        if current[0] == State.FAILED and self.ledger.gave_up(name):
+            return False
+        return self.policy.needs_work(*current)
+
+
 class Reconciler:
     def __init__(
         self,
@@ -90,6 +110,8 @@ class Reconciler:
         on_dispatch: Callable[[str], None] | None = None,
         withheld: Callable[[str], bool] | None = None,
         missing: Callable[[str], Result | None] | None = None,
+        needs_work: NeedsWork | None = None,
+        unrecorded: dict[str, tuple[int, Outcome]] | None = None,
     ) -> None:
         self.ledger = ledger
         self.source = source
@@ -107,18 +129,10 @@ class Reconciler:
         # name -> (attempt, outcome) of runs that ended while the ledger could not be written
         # (a `StorageFault`): still running in the ledger, recorded by `record_unrecorded`.
         # Changed under the cancellations' gate.
-        self.unrecorded: dict[str, tuple[int, Outcome]] = {}
-
-    def needs_work(self, name: str, current: tuple[str, int] | None | object = ASK) -> bool:
-        """False when the ledger says there is nothing to do for `name` (the poller's diff);
-        `current` is its `ledger.state(name)` when the caller has just read it."""
-        if current is ASK:
-            current = self.ledger.state(name)
-        if current is None:
-            return True
-        if current[0] == State.FAILED and self.ledger.gave_up(name):
-            return False
-        return self.policy.needs_work(*current)
+        # (the fault hold counts it: `runtime.wiring` hands both the same dict)
+        self.unrecorded: dict[str, tuple[int, Outcome]] = {} if unrecorded is None else unrecorded
+        # whether an item needs work (`NeedsWork`: the ledger and the retry policy)
+        self.needs_work = needs_work or NeedsWork(ledger, self.policy)
 
     # -- one item in one thread ------------------------------------------------------------
 

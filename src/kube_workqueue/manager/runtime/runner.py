@@ -16,9 +16,10 @@ What a listing puts in line is `intake`'s, cancels of items that left the source
 `cancellation`'s, a record that cannot be written is `fault_hold`'s, what is asked of the
 queue and what it tells back is `asked`'s, and what a `--once` run did is `run_report`'s.
 
-Everything the manager uses is given to its constructor - source, ledger, backend (the ports of
-`manager.ports`), options, and the leader elector when there is one; `manager.assembly` builds
-them. It never asks what kind of backend or source it drives.
+The manager is handed what it drives - source, ledger, backend (the ports of `manager.ports`),
+options, and the leader elector when there is one; `manager.assembly` builds them - and takes
+its parts built (`use`), by `runtime.wiring`, each after what it needs (`Manager.built` does
+both). It never asks what kind of backend or source it drives.
 """
 
 from __future__ import annotations
@@ -37,28 +38,17 @@ from ..ports import (
     Elector,
     Ledger,
     Outcome,
-    SettlesItems,
     Source,
     SourceError,
 )
-from ..priority_rules import Rules
 from ..tenancy.rules import TenancyOptions
-from .adoption import Adoption
-from .asked import Asked
-from .autoscaler import Autoscaler
-from .cancellation import Cancellations
-from .capacity import Capacity
 from .dispatcher import Dispatcher, dispatcher_for
-from .fault_hold import FaultHold
-from .intake import Intake
-from .leaving import Leaving
 from .manager_options import ManagerOptions
 from .modes import Alone, mode_for
-from .poller import Poller
-from .priorities import Prioritizer
-from .reconciler import Reconciler, Result
+from .reconciler import Result
 from .run_report import TERMINAL, RunReport
-from .tenants import Tenants, listed_groups_of, tenants_for
+from .tenants import Tenants, listed_groups_of
+from .wiring import ManagerParts, wire
 
 log = logging.getLogger(__name__)
 
@@ -73,164 +63,64 @@ class Manager:
         *,
         elector: Elector | None = None,
         on_result: Callable[[str, Result], None] | None = None,
-        registry=None,
-        mode: Alone | None = None,
     ) -> None:
-        """`mode`: alone or one of a fleet (`modes.mode_for`, which the assembly calls; by
-        default chosen here from the ledger)."""
+        """The manager's own state; its parts come built, by `use` (see `built`)."""
         self.source = source
-        self._settles = source if isinstance(source, SettlesItems) else None
         self.ledger = ledger
         self.backend = backend
         self.options = options
         self.elector = elector
-        self.lost_leadership = False
-        self.mode = mode if mode is not None else mode_for(ledger, backend)
-        # Work running outside this manager (a rival's Jobs) counts against the limit too.
-        self.capacity = Capacity(
-            options.parallelism,
-            self.mode.others_running(),
-            lambda: self.paused_since is not None or self.fault is not None,
-        )
-        self.paused_since: float | None = None  # as last read from the ledger (`Asked`)
-        backend.on_change(self.capacity.poke)
-        self.registry = registry
-        policy = options.retry_policy
-        # the queue's tenants (`tenants`: --group, --limit, --rate, --fair), or None
-        self.tenants = tenants_for(options.tenancy, source)
-        order = None
-        if self.tenants is not None and self.mode.orders_its_line:
-            order = self.tenants.order(ledger.priority)
-        # the manager's own queue, or a shared ledger's claims (`modes`)
-        self.queue = self.mode.line(policy.rate_limiter(), registry, self.capacity.free,
-                                    lambda fault: self.hold.hold_for(fault),
-                                    order=order)  # fmt: skip
-        if self.tenants is not None:
-            self.tenants.attach(self.queue)
-            self.mode.use_tenants(self.tenants)
-        self.mode.when_claims_lost(self._claims_lost)
-        self.window = SlidingWindow(options.window, time.time)
-        self.asked = Asked(self)
-        self.autoscaler = None
-        if options.autoscale:
-            self.autoscaler = Autoscaler(
-                self.asked.autoscaled,
-                options.parallelism,
-                self.window.measured,
-                time.monotonic,
-                backlog=lambda: len(self.intake.waiting_since) + self.capacity.in_use,
-                minimum=options.min_parallelism,
-                maximum=options.max_parallelism or options.parallelism,
-                interval=options.scale_interval,
-                down_delay=options.scale_down_delay,
-                target_utilization=options.target_utilization,
-            )
-        self.cancellations = Cancellations(ledger, backend)
-        self.reconciler = Reconciler(
-            ledger,
-            source,
-            backend,
-            self.capacity,
-            policy=policy,
-            cancellations=self.cancellations,
-            on_outcome=self._note,
-            on_dispatch=self._dispatched,
-            withheld=lambda name: self.leaving.withholds(name),
-            missing=lambda name: self.leaving.missing(name),
-        )
-        self.intake = Intake(
-            ledger,
-            source,
-            self.queue,
-            self.window,
-            self.reconciler.needs_work,
-            rerun_changed=options.on_change == "rerun",
-            prioritizer=Prioritizer(
-                Rules(options.priorities),
-                source,
-                ledger,
-                self.queue if self.mode.orders_its_line else None,
-                ordered=order is not None,  # a grouped line orders by priority already
-            ),
-            waiting_is_listed=self.mode.waiting_is_listed,
-        )
-        self._durations = None
-        if registry is not None:
-            from ..views.observe import ManagerCollector, item_durations
-
-            registry.register(
-                ManagerCollector(
-                    self.window.measured,
-                    lambda: self.capacity.limit,
-                    lambda: self.intake.oldest(),
-                    counts=ledger.counts,
-                    paused=lambda: self.paused_since is not None,
-                    fault=lambda: self.fault.kind if self.fault is not None else None,
-                    removals_held=lambda: self.leaving.count(),
-                )
-            )
-            self._durations = item_durations(registry)
-            from ..views.group_metrics import GroupCollector
-
-            registry.register(GroupCollector(lambda: self.tenants.groups() if self.tenants else {}))
-        # Keep listed data only of items that will run - unless every item's listed version
-        # is compared with the one it ran at (--on-change rerun), which needs them all.
-        # (and items whose group is their data's - no --group pattern - are listed with it)
-        groups_in_data = self.tenants is not None and not options.tenancy.group
-        if options.on_change != "rerun" and not groups_in_data:
-            source.keep_data_of(self.reconciler.needs_work)
-        self.stop_event = threading.Event()
-        # a --once run on a shared ledger: the targets other managers end, noted
-        self.others = self.mode.follower(self.reconciler.needs_work)
-        # nothing new starts while the record cannot be written (`manager.faults`)
-        self.hold = FaultHold(
-            probe=ledger.probe,
-            record_kept=self._record_kept,
-            kept=lambda: len(self.reconciler.unrecorded),
-            changed=self._hold_changed,
-            stop=self.stop,
-            stopped=self.stop_event,
-            probe_interval=options.probe_interval,
-            grace=options.grace,
-        )
-        self.leaving = Leaving(
-            options,
-            self.cancellations,
-            self.reconciler.needs_work,
-            ledger,
-            note=self._note,
-            fault=self.hold.hold_for,
-            changed=self.asked.note_manager,
-            back=self._came_back,
-        )
-        self.poller = Poller(
-            source,
-            self.enqueue,
-            interval=options.poll_interval,
-            stop=self.stop_event,
-            on_removed=self.leaving.removed if options.cancel_removed else None,
-            guard=self.leaving.guard,
-            baseline=self.leaving.baseline,
-        )
-        if options.cancel_removed:
-            self.leaving.relist = self.poller.relist_now
-        # what a manager that died left running, waited for (`adoption`)
-        self.adoption = Adoption(
-            backend,
-            self.reconciler,
-            self.capacity,
-            self.cancellations,
-            retry=self._retry_adopted,
-            fault=self.hold.hold_for,
-            tenants=self.tenants,
-        )
         self.on_result = on_result
+        self.lost_leadership = False
+        self.mode: Alone | None = None  # alone or one of a fleet (`use`)
+        self.paused_since: float | None = None  # as last read from the ledger (`Asked`)
+        self.window = SlidingWindow(options.window, time.time)
+        self.stop_event = threading.Event()
+        self.tenants: Tenants | None = None  # (`use`, and `use_tenants` while it runs)
         self._report: RunReport | None = None  # a --once run's, while it runs
         self._held_said: tuple | None = None  # what `_say_when_held` said last
         self._dispatcher: Dispatcher | None = None
         self._stopping = threading.Lock()
         self._stopped = False
         self.started: float | None = None  # when this manager began to work (it leads)
+
+    @classmethod
+    def built(
+        cls, source: Source, ledger: Ledger, backend: Backend, options: ManagerOptions, *,
+        elector: Elector | None = None, on_result: Callable[[str, Result], None] | None = None,
+        registry=None, mode: Alone | None = None,
+    ) -> Manager:  # fmt: skip
+        """A manager with every part (`runtime.wiring`); `mode`: alone or one of a fleet
+        (`modes.mode_for`, which the assembly calls; by default chosen here from the
+        ledger)."""
+        manager = cls(source, ledger, backend, options, elector=elector, on_result=on_result)
+        mode = mode if mode is not None else mode_for(ledger, backend)
+        manager.use(wire(manager, registry=registry, mode=mode), mode)
+        return manager
+
+    def use(self, parts: ManagerParts, mode: Alone) -> None:
+        """Take the parts `wiring.wire` built for this manager, before anything runs."""
+        self.mode = mode
+        self.capacity = parts.capacity
+        self.tenants = parts.tenants
+        self.queue = parts.queue
+        self.asked = parts.asked
+        self.autoscaler = parts.autoscaler
+        self.cancellations = parts.cancellations
+        self.reconciler = parts.reconciler
+        self.intake = parts.intake
+        self.hold = parts.hold
+        self.leaving = parts.leaving
+        self.poller = parts.poller
+        self.adoption = parts.adoption
+        self.others = parts.others
+        self._settles = parts.settles
+        self._durations = parts.durations
+
+    def dispatch_closed(self) -> bool:
+        """Whether no slot may be given now: the queue is paused, or a fault holds dispatch
+        (the capacity asks)."""
+        return self.paused_since is not None or self.fault is not None
 
     def use_tenants(self, options: TenancyOptions) -> Tenants:
         """Groups from now on, for a manager started without them (limits asked of the
