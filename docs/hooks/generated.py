@@ -102,6 +102,21 @@ def options() -> str:
                  f"`{row.chart}`" if row.chart else "", f"`spec.{row.crd}`" if row.crd else "",
                  shown, row.help.replace("%%", "%")]  # fmt: skip
         out.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    out += ["", "The Kubernetes backend's options a chart value or a WorkQueue field sets too "
+            "(`manager.declared.option(chart=..., crd=...)`):", "",
+            "| flag | chart value | WorkQueue field | what it does |",
+            "|---|---|---|---|"]  # fmt: skip
+    from kube_workqueue.manager.backends.kubernetes import KubeOptions
+    from kube_workqueue.manager.declared import flags
+
+    for field in flags(KubeOptions):
+        places = field.metadata.get("places") or {}
+        if not places:
+            continue
+        chart, crd = places.get("chart", ("",))[0], places.get("crd", ("",))[0]
+        cells = [f"`{field.metadata['flag']}`", f"`{chart}`" if chart else "",
+                 f"`spec.{crd}`" if crd else "", field.metadata["help"]]  # fmt: skip
+        out.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return "\n".join(out) + "\n"
 
 

@@ -31,6 +31,7 @@ ANNOTATIONS = {
     "description",
     "default",
     "format",
+    "minLength",
     "maxLength",
     "maxItems",
     "x-kubernetes-list-type",
@@ -196,3 +197,88 @@ def test_the_operator_passes_a_source_s_options_to_its_ambassador():
     assert ambassador.args == ["--source=s3://bucket/videos/", "--suffix=.mp4", "--suffix=.mov",
                                "--recursive", "--endpoint-url=http://minio:9000"]  # fmt: skip
     assert ambassador.env == {"AWS_REGION": "eu-west-1"}  # (a bucket does not settle)
+
+
+# -- a backend's options (`manager.declared.option(chart=, crd=)`) ---------------------------
+
+
+def _kube_placed(place: str):
+    from kube_workqueue.manager.backends.kubernetes import KubeOptions
+    from kube_workqueue.manager.declared import placed
+
+    return placed(KubeOptions, place)
+
+
+def _sample(schema: dict):
+    """A value `schema` admits that is no field's default."""
+    kind = schema["type"][0] if isinstance(schema["type"], list) else schema["type"]
+    if kind == "array":
+        return [_sample(schema["items"]), _sample(schema["items"]) + 1]
+    if kind == "integer":
+        return min(schema.get("minimum", 0) + 2, schema.get("maximum", 10**9))
+    if kind == "number":
+        return 2.5
+    if "pattern" in schema:  # a duration's
+        return "90s"
+    return "sample-1"
+
+
+def _no_looser_or_null(place: dict, declared: dict, where: str) -> None:
+    """As `no_looser`, where a chart's `null` is the flag not given."""
+    if isinstance(place.get("type"), list) and "null" in place["type"]:
+        rest = [t for t in place["type"] if t != "null"]
+        place = {**place, "type": rest[0] if len(rest) == 1 else rest}
+    no_looser(place, declared, where)
+
+
+@pytest.mark.parametrize("place", ["chart", "crd"])
+def test_a_backend_option_s_places_admit_nothing_its_flag_refuses(place):
+    assert _kube_placed(place)
+    for field, path, declared in _kube_placed(place):
+        flag = field.metadata["flag"]
+        schemas = (
+            [schema_at(SCHEMA, path)] if place == "chart" else [schema_at(s, path) for s in CRDS]
+        )
+        for found in schemas:
+            assert found is not None, f"{flag}: no {path} in the {place}"
+            _no_looser_or_null(found, declared, f"{flag} at {place} {path}")
+        if place == "chart":
+            default = value_at(VALUES, path)
+            if default not in (None, "", []) and field.default is not None:
+                parse = field.metadata["parse"]
+                from kube_workqueue.manager.declared import word_of
+
+                assert parse(word_of(default)) == field.default, f"{flag}: values.yaml {path}"
+
+
+def test_a_backend_option_set_in_the_chart_reaches_the_manager_as_its_flag():
+    from kube_workqueue.manager.backends.kubernetes import KubeOptions
+    from kube_workqueue.manager.cli import build_parser
+    from kube_workqueue.manager.declared import from_words, word_of
+
+    values: dict = {"manager": {"parallelism": 8}}  # (a batch runs side by side)
+    samples = {}
+    for field, path, declared in _kube_placed("chart"):
+        samples[field.name] = _sample(declared)
+        set_at(values, path, samples[field.name])
+    found, _ = containers(render(values))
+    args = [a.replace("$(POD_NAMESPACE)", "media") for a in found["manager"]["args"]]
+    options = from_words(KubeOptions, vars(build_parser().parse_args(args)))
+    for field, path, _ in _kube_placed("chart"):
+        want = field.metadata["parse"](word_of(samples[field.name]))
+        assert getattr(options, field.name) == want, (
+            f"{path} did not reach {field.metadata['flag']}"
+        )
+
+
+def test_the_operator_reads_a_backend_option_s_field_through_its_flag_s_parser():
+    from kube_workqueue.manager.backends.kubernetes import KubeOptions
+    from kube_workqueue.manager.declared import from_spec
+    from kube_workqueue.manager.errors import UserError
+
+    spec = {"batchSize": 8, "timeout": "1.5h", "failFastExitCodes": [3, 2, 3]}
+    assert from_spec(KubeOptions, spec) == {
+        "batch_size": 8, "active_deadline": 5400, "fail_fast_exit_codes": (2, 3)
+    }  # fmt: skip
+    with pytest.raises(UserError, match=r"^spec\.batchSize: must be 1 to 100000"):
+        from_spec(KubeOptions, {"batchSize": 0})

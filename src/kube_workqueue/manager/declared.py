@@ -14,6 +14,13 @@ nothing below the CLI sees argparse, and every value is checked before anything 
 
 `repeat=True` takes the flag many times (a list of words reaches `parse`, or becomes a list);
 `switch=True` is a flag without a value (a bool).
+
+Where else a person sets the option is declared with it, as `manager.runtime.run_options`'s rows
+do for the run options: `chart=` (a values path), `crd=` (a WorkQueue spec field), each with
+the JSON Schema of the words `parse` takes (`schema=`, or a place's own: `chart_schema=`,
+`crd_schema=` where the place holds another form - whole seconds for a duration, a list for
+comma-separated codes). `from_spec` reads a WorkQueue's fields through `parse`, and
+`tests/charts/test_declared_options.py` holds the chart and the CRD to the declarations.
 """
 
 from __future__ import annotations
@@ -42,6 +49,11 @@ def option(
     hidden: bool = False,
     typed: Callable[[Any], None] | None = None,
     requires: str | None = None,
+    chart: str | None = None,
+    crd: str | None = None,
+    schema: dict | None = None,
+    chart_schema: dict | None = None,
+    crd_schema: dict | None = None,
 ) -> Any:
     """A dataclass field that is also a command-line flag (see the module docstring).
     `typed(word)` checks a word typed on the command line - not one from the environment -
@@ -58,6 +70,11 @@ def option(
         "hidden": hidden,
         "typed": typed,
         "requires": requires,
+        "places": {
+            place: (path, own or schema)
+            for place, path, own in (("chart", chart, chart_schema), ("crd", crd, crd_schema))
+            if path is not None
+        },
     }
     if repeat:
         return dataclasses.field(
@@ -121,3 +138,39 @@ def from_words(cls: type[T], words: Mapping[str, Any], **given: Any) -> T:
             where = sources.get(dest(field)) or field.metadata["flag"]
             raise UserError(f"{where}: {exc}") from None
     return cls(**values, **given)
+
+
+def placed(cls: type, place: str) -> list[tuple[dataclasses.Field, str, dict]]:
+    """(field, path, JSON Schema) of each flag of `cls` set at `place` too ("chart", "crd")."""
+    found = []
+    for field in flags(cls):
+        places = field.metadata.get("places") or {}
+        if place in places:
+            path, schema = places[place]
+            found.append((field, path, schema or {}))
+    return found
+
+
+def word_of(value: Any) -> str:
+    """A value as a chart or a WorkQueue holds it, as the flag's word (a list: comma-joined)."""
+    if isinstance(value, list | tuple):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def from_spec(cls: type, spec: Mapping[str, Any]) -> dict[str, Any]:
+    """{field name: typed value} of each flag of `cls` whose WorkQueue field `spec` sets, read
+    through the flag's `parse`; `UserError` naming the field (`spec.batchSize: ...`)."""
+    values: dict[str, Any] = {}
+    for field, path, _ in placed(cls, "crd"):
+        value: Any = spec
+        for key in path.split("."):
+            value = value.get(key) if isinstance(value, Mapping) else None
+        if value is None or value == "":
+            continue
+        parse = field.metadata["parse"]
+        try:
+            values[field.name] = parse(word_of(value)) if parse else value
+        except (UserError, ValueError) as exc:
+            raise UserError(f"spec.{path}: {exc}") from None
+    return values

@@ -38,6 +38,9 @@ _BARE = re.compile(rf"^\s*({_NUMBER})\s*$")
 _PART = re.compile(rf"\s*({_NUMBER})\s*(ms|min|s|m|h|d)", re.IGNORECASE)
 _RATE = re.compile(rf"^\s*({_NUMBER})\s*/\s*([a-z]+)\s*$", re.IGNORECASE)
 EXAMPLES = "500ms, 30s, 2m, 1.5h, 1h30m, 1d or 90"
+# the same grammar as a JSON Schema pattern (a chart value's, a WorkQueue field's): bare
+# seconds, or NUMBER UNIT parts, in lower case
+DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?|([0-9]+(\.[0-9]+)?(ms|s|m|min|h|d))+)$"
 
 
 def parse_duration(text: str, *, allow_zero: bool = False) -> float:

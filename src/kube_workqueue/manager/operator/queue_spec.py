@@ -37,8 +37,8 @@ from typing import Any
 from kube_workqueue.ambassador import source_options
 
 from ..backends.kubernetes.options import KubeOptions
-from ..durations import parse_duration
-from ..errors import InputError
+from ..declared import from_spec
+from ..errors import InputError, UserError
 from ..runtime import run_options
 from ..runtime.manager_options import ManagerOptions
 from ..tenancy import rules
@@ -101,16 +101,6 @@ def ambassador_name(queue: str) -> str:
 def fingerprint(spec: dict) -> str:
     steady = {k: v for k, v in spec.items() if k not in LIVE_FIELDS}
     return hashlib.sha256(json.dumps(steady, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def _duration(spec: dict, key: str, default: float | None) -> float | None:
-    text = spec.get(key)
-    if text is None:
-        return default
-    try:
-        return parse_duration(str(text), allow_zero=True)
-    except InputError as exc:
-        raise SpecProblem("InvalidSpec", f"spec.{key}: {exc}") from None
 
 
 def _source(spec: dict, name: str, namespace: str, settings: Settings):
@@ -207,37 +197,30 @@ def plan(obj: dict, settings: Settings) -> Plan:
     volume = (spec.get("source") or {}).get("volume") or {}
     ledger = spec.get("ledgerSecret")
     ledger_secret = (ledger["name"], ledger.get("key") or "url") if ledger else None
-    timeout = _duration(spec, "timeout", None)
-    ttl = _duration(spec, "ttlAfterFinished", None)
+    try:  # the backend's options a WorkQueue field sets, each read by its flag's parser
+        declared = from_spec(KubeOptions, spec)
+    except UserError as exc:
+        raise SpecProblem("InvalidSpec", str(exc)) from None
     env = {e["name"]: e.get("value", "") for e in worker.get("env") or () if "valueFrom" not in e}
     kube = KubeOptions(
         namespace=namespace,
         queue=name,
         kubeconfig=settings.kubeconfig,
-        image=worker["image"],
         command=list(worker.get("command") or []) or None,
         args=list(worker.get("args") or []) or None,
         env=env,
         leader_elect=False,  # the operator leads, once for all its queues (reconciler)
         kube_api_qps=settings.kube_api_qps,
-        batch_size=int(spec.get("batchSize") or 1),
-        keep_succeeded=spec.get("keepSucceeded"),
-        keep_failed=spec.get("keepFailed"),
         pvc=volume.get("claimName"),
         mount_path=volume.get("mountPath") or (DEFAULT_MOUNT if volume else None),
         volume_writable=bool(volume.get("writable")),
-        service_account=worker.get("serviceAccountName"),
         node_selector=dict(worker.get("nodeSelector") or {}),
         tolerations=list(worker.get("tolerations") or []),
-        active_deadline=None if timeout is None else max(1, int(timeout)),
-        ttl_after_finished=None if ttl is None else int(ttl),
         run_as_user=worker.get("runAsUser"),
         fs_group=worker.get("fsGroup"),
         pod_spec=_worker_patch(worker),
-        stuck_timeout=_duration(spec, "stuckTimeout", 600.0),
-        fail_fast_exit_codes=tuple(spec.get("failFastExitCodes") or ()),
-        kueue_queue=spec.get("kueueQueue"),
         instance=name,
+        **declared,
     )
     manager = _manager_options(spec)
     if ledger_secret:

@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..durations import parse_duration
+from ..durations import DURATION_PATTERN, parse_duration
 from ..errors import InputError
 from ..parallelism import MAX_PARALLELISM, parallelism_problem
 from ..priority_rules import parse_rule
@@ -129,7 +129,6 @@ def _rule(parse: Parse, pattern: str, examples: tuple[str, ...], metavar: str) -
 
 
 # A duration as `manager.durations` reads it: bare seconds, or NUMBER UNIT parts ("1h30m").
-DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?|([0-9]+(\.[0-9]+)?(ms|s|m|min|h|d))+)$"
 DURATION = Kind(_duration, {"type": "string", "pattern": DURATION_PATTERN},
                 ("90", "500ms", "30s", "1.5h", "1h30m", "1d"), "D")  # fmt: skip
 SECONDS = Kind(_duration, {"type": "number", "exclusiveMinimum": 0}, (10, 0.5), "SECONDS")

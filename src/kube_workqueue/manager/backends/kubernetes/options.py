@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...declared import option, split_words
-from ...durations import parse_duration
+from ...durations import DURATION_PATTERN, parse_duration
 from ...errors import UserError
 from ...fleet.options import lease_option, ledger_option
 from .manifests import objects as ko
@@ -55,6 +55,15 @@ def toleration(word: str) -> dict[str, str]:
     return out
 
 
+# the JSON Schemas of the words the parsers below take, as a chart value or a WorkQueue field
+# holds them (`manager.declared`: a place may be stricter, never looser)
+STRING = {"type": "string"}
+WHOLE = {"type": "integer", "minimum": 0}
+DURATION = {"type": "string", "pattern": DURATION_PATTERN}
+EXIT_CODES = {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 255}}
+BATCH_MOST = 100_000  # the items one Indexed Job may hold
+
+
 def whole(text: str) -> int:
     """A whole number >= 0."""
     try:
@@ -69,7 +78,7 @@ def whole(text: str) -> int:
 def batch_size(text: str) -> int:
     """1 to 100,000: what an Indexed Job with per-index retries may hold."""
     value = whole(text)
-    if not 1 <= value <= 100_000:
+    if not 1 <= value <= BATCH_MOST:
         raise UserError(f"must be 1 to 100000 (the items one Indexed Job may hold): {text!r}")
     return value
 
@@ -172,7 +181,14 @@ class KubeOptions:
     namespace: str | None = _namespace()
     queue: str | None = _queue()
     kubeconfig: str | None = _kubeconfig()
-    image: str | None = option("--image", "worker image", parse=v.image)
+    image: str | None = option(
+        "--image",
+        "worker image",
+        parse=v.image,
+        schema=STRING,
+        chart="worker.image",
+        crd="worker.image",
+    )
     command: list[str] | None = option(
         "--command", 'container command, e.g. "thumbnail"', parse=split_words
     )
@@ -193,10 +209,20 @@ class KubeOptions:
     retry_period: float = option("--retry-period", "", default=2.0, parse=seconds, hidden=True)
     resync: float = option("--resync", "", default=300.0, parse=seconds, hidden=True)
     kube_api_qps: float = option(
-        "--kube-api-qps", "API calls/s (default 20; 0: no limit)", default=20.0, parse=rate
+        "--kube-api-qps",
+        "API calls/s (default 20; 0: no limit)",
+        default=20.0,
+        parse=rate,
+        chart="manager.kubeApiQps",
+        schema={"type": "number", "minimum": 0},
     )
     kube_api_burst: int = option(
-        "--kube-api-burst", "API burst (default 30)", default=30, parse=whole
+        "--kube-api-burst",
+        "API burst (default 30)",
+        default=30,
+        parse=whole,
+        chart="manager.kubeApiBurst",
+        schema=WHOLE,
     )
     batch_size: int = option(
         "--batch-size",
@@ -205,17 +231,34 @@ class KubeOptions:
         default=1,
         metavar="K",
         parse=batch_size,
+        chart="manager.batchSize",
+        crd="batchSize",
+        schema={"type": "integer", "minimum": 1, "maximum": BATCH_MOST},
     )
     batch_wait: float = option(
         "--batch-wait",
         "how long a batch may wait for slots to free before it goes smaller (default 1s)",
         default=1.0,
         parse=seconds_or_zero,
+        chart="manager.batchWait",
+        schema=DURATION,
     )
     keep_succeeded: int | None = option(
-        "--keep-succeeded", "succeeded Jobs kept (history)", parse=whole
+        "--keep-succeeded",
+        "succeeded Jobs kept (history)",
+        parse=whole,
+        schema=WHOLE,
+        chart="manager.keepSucceeded",
+        crd="keepSucceeded",
     )
-    keep_failed: int | None = option("--keep-failed", "failed Jobs kept (history)", parse=whole)
+    keep_failed: int | None = option(
+        "--keep-failed",
+        "failed Jobs kept (history)",
+        parse=whole,
+        schema=WHOLE,
+        chart="manager.keepFailed",
+        crd="keepFailed",
+    )
     pvc: str | None = option(
         "--pvc", "the shared volume's PersistentVolumeClaim", parse=v.dns_subdomain
     )
@@ -228,7 +271,12 @@ class KubeOptions:
         "--volume-writable", "mount the shared volume read-write in the worker pods", switch=True
     )
     service_account: str | None = option(
-        "--service-account", "the worker pods' service account", parse=v.dns_subdomain
+        "--service-account",
+        "the worker pods' service account",
+        parse=v.dns_subdomain,
+        schema=STRING,
+        chart="worker.serviceAccountName",
+        crd="worker.serviceAccountName",
     )
     node_selector: dict[str, str] = pairs("--node-selector", "worker pods' node selector", v.labels)
     tolerations: list[dict[str, str]] = option(
@@ -239,15 +287,30 @@ class KubeOptions:
         parse=lambda given: [toleration(word) for word in given],
     )
     backoff_limit: int = option(
-        "--backoff-limit", "pod retries inside a Job (default 0)", default=0, parse=whole
+        "--backoff-limit",
+        "pod retries inside a Job (default 0)",
+        default=0,
+        parse=whole,
+        schema=WHOLE,
+        chart="worker.backoffLimit",
     )
     active_deadline: int | None = option(
-        "--active-deadline", "how long a Job may run, e.g. 30m", parse=whole_seconds
+        "--active-deadline",
+        "how long a Job may run, e.g. 30m",
+        parse=whole_seconds,
+        schema=DURATION,
+        chart="worker.activeDeadlineSeconds",
+        crd="timeout",
+        chart_schema={"type": "integer", "minimum": 1},
     )
     ttl_after_finished: int | None = option(
         "--ttl-after-finished",
         "how long a finished Job stays, e.g. 1h (0: gone at once)",
         parse=whole_seconds_or_zero,
+        schema=DURATION,
+        chart="worker.ttlSecondsAfterFinished",
+        chart_schema=WHOLE,
+        crd="ttlAfterFinished",
     )
     cpu: str | None = option("--cpu", "the worker's CPU request, e.g. 500m", parse=v.quantity)
     memory: str | None = option(
@@ -284,17 +347,28 @@ class KubeOptions:
         "(default 10m; 0: never)",
         default=600.0,
         parse=seconds_or_zero,
+        schema=DURATION,
+        chart="manager.stuckTimeout",
+        crd="stuckTimeout",
     )
     fail_fast_exit_codes: tuple[int, ...] = option(
         "--fail-fast-exit-codes",
         "worker exit codes that fail the item at once: no more pods, no more attempts (e.g. 2,3)",
         default=(),
         parse=exit_codes,
+        schema={"type": "string", "pattern": "^[0-9]+(,[0-9]+)*$"},
+        chart="worker.failFastExitCodes",
+        crd="failFastExitCodes",
+        chart_schema=EXIT_CODES,
+        crd_schema=EXIT_CODES,
     )
     kueue_queue: str | None = option(
         "--kueue-queue",
         "hand the Jobs to Kueue: its LocalQueue (the Jobs are created suspended)",
         parse=v.label_value,
+        schema=STRING,
+        chart="worker.kueueQueue",
+        crd="kueueQueue",
     )
     owner_deployment: str | None = option(
         "--owner-deployment",
