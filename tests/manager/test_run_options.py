@@ -1,0 +1,39 @@
+"""The run options' declarations (`manager.runtime.run_options`) agree with themselves: a
+default a help text names is the declared one, and each row's flag reaches `ManagerOptions`
+as its field (the command line builds them from the rows alone)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from kube_workqueue.manager.cli import build_parser
+from kube_workqueue.manager.cli.manager_cmd import manager_options
+from kube_workqueue.manager.runtime.run_options import RUN_OPTIONS, RunOption
+
+NAMED_DEFAULT = re.compile(r"\(default ([^;:)\s]+)[;)]")
+
+
+@pytest.mark.parametrize("row", [r for r in RUN_OPTIONS if not r.repeat], ids=lambda r: r.flag)
+def test_a_default_the_help_names_is_the_declared_one(row: RunOption):
+    said = NAMED_DEFAULT.search(row.help)
+    if said is None:
+        return
+    assert row.kind.parse(said.group(1)) == row.default, f"{row.flag}: help says {said[0]}"
+
+
+@pytest.mark.parametrize("row", [r for r in RUN_OPTIONS if r.field], ids=lambda r: r.flag)
+def test_each_flag_reaches_its_field(row: RunOption):
+    kind = row.kind
+    word = next(str(e) for e in reversed(kind.examples) if e != row.default)
+    extra = ["--fair"] if row.flag == "--weight" else []
+    if row.flag in ("--min-parallelism", "--max-parallelism"):
+        extra = ["--parallelism", "4096"]  # (the bounds follow --parallelism)
+    typed = [row.flag] if row.switch else [f"{row.flag}={word}"]
+    args = build_parser().parse_args(["manager", "--source", "http://x", *extra, *typed])
+    options = manager_options(args)
+    into, _, name = row.field.rpartition(".")
+    got = getattr(options.tenancy if into == "tenancy" else options, name)
+    want = True if row.switch else row.kind.field_value(row.kind.parse(word))
+    assert got == ([want] if row.repeat else want), row.flag
