@@ -37,3 +37,15 @@ def test_each_flag_reaches_its_field(row: RunOption):
     got = getattr(options.tenancy if into == "tenancy" else options, name)
     want = True if row.switch else row.kind.field_value(row.kind.parse(word))
     assert got == ([want] if row.repeat else want), row.flag
+
+
+@pytest.mark.parametrize("row", [r for r in RUN_OPTIONS if r.field], ids=lambda r: r.flag)
+def test_the_options_field_defaults_to_the_declared_default(row: RunOption):
+    """`ManagerOptions()` (what tests, benchmarks and the operator start from) means what a
+    command line without the flag means."""
+    from kube_workqueue.manager.runtime.manager_options import ManagerOptions
+
+    options = ManagerOptions()
+    into, _, name = row.field.rpartition(".")
+    default = getattr(options.tenancy if into == "tenancy" else options, name)
+    assert default == row.kind.field_value(row.default), row.flag

@@ -36,14 +36,6 @@ def positive_int(text: str) -> int:
     return value
 
 
-def whole_number(text: str) -> int:
-    """0 or more (a parallelism that may be 0: nothing new starts)."""
-    value = _number(text, int, "a whole number")
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 0: {text!r}")
-    return value
-
-
 # an address to bind, a bearer token: the run options' kinds (`manager.runtime.run_options`)
 def host(text: str) -> str:
     return from_input(run_options.HOST.parse)(text)
@@ -60,16 +52,6 @@ def workers(text: str) -> int:
     """A parallelism to start with: a whole number from 1 to MAX_WORKERS."""
     value = positive_int(text)
     problem = parallelism_problem(value, least=1)
-    if problem:
-        raise argparse.ArgumentTypeError(problem)
-    return value
-
-
-def asked_parallelism(text: str) -> int:
-    """A parallelism asked of a running queue (`workqueue scale`): 0 (nothing new starts) to
-    MAX_WORKERS, the bounds every other path shares."""
-    value = whole_number(text)
-    problem = parallelism_problem(value)
     if problem:
         raise argparse.ArgumentTypeError(problem)
     return value
@@ -113,13 +95,6 @@ def fraction(text: str) -> float:
     value = _number(text, float, "a number")
     if not 0 <= value <= 1:
         raise argparse.ArgumentTypeError(f"must be between 0 and 1: {text!r}")
-    return value
-
-
-def fraction_below_one(text: str) -> float:
-    value = _number(text, float, "a number")
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 0 and below 1: {text!r}")
     return value
 
 

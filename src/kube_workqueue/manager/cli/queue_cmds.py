@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 from ..durations import moment
 from ..errors import UserError
 from ..ports import FINISHED, State
-from ..runtime.run_options import BY_FLAG
-from .argtypes import MAX_WORKERS, add_row, asked_parallelism, positive_int
+from ..runtime.run_options import ASKED_PARALLELISM, BY_FLAG
+from .argtypes import MAX_WORKERS, add_row, from_input, positive_int
 from .queues import add_queue_options, queue_of
 from .report import one_line, rows, seconds
 from .typed_secrets import no_password_in_source
@@ -84,8 +84,9 @@ def add_parsers(subparsers) -> None:
         "through the WorkQueue's scale subresource, as kubectl scale, an HPA or KEDA would), and "
         "a manager started later starts with it.",
     )
-    p.add_argument("--parallelism", type=asked_parallelism, metavar="N",
-                   help=f"0 to {MAX_WORKERS}")  # fmt: skip
+    # the manager's --parallelism, as a WorkQueue's spec.parallelism takes it: 0 holds the queue
+    add_row(p, BY_FLAG["--parallelism"], type=from_input(ASKED_PARALLELISM.parse), default=None,
+            help=f"0 to {MAX_WORKERS}")  # fmt: skip
     # the manager's own --limit and --rate (`manager.runtime.run_options`), asked of the queue
     add_row(
         p,
