@@ -92,6 +92,8 @@ def _parallelism(least: int) -> Kind:
 
     def parse(text: str) -> int:
         value = _whole(text)
+        if value < least:
+            raise InputError(f"must be a whole number >= {least}: {text!r}")
         problem = parallelism_problem(value, least=least)
         if problem:
             raise InputError(problem)
