@@ -216,8 +216,6 @@ def plan(obj: dict, settings: Settings) -> Plan:
         volume_writable=bool(volume.get("writable")),
         node_selector=dict(worker.get("nodeSelector") or {}),
         tolerations=list(worker.get("tolerations") or []),
-        run_as_user=worker.get("runAsUser"),
-        fs_group=worker.get("fsGroup"),
         pod_spec=_worker_patch(worker),
         instance=name,
         **declared,

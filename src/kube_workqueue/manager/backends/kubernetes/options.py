@@ -326,11 +326,15 @@ class KubeOptions:
         "--run-as-user",
         "the uid worker pods run as (default: the image's own user; never root)",
         parse=whole,
+        schema=WHOLE,
+        crd="worker.runAsUser",
     )
     fs_group: int | None = option(
         "--fs-group",
         "the worker pods' fsGroup: the group that may write the shared volume (e.g. 10001)",
         parse=whole,
+        schema=WHOLE,
+        crd="worker.fsGroup",
     )
     pod_spec: dict[str, Any] | None = option(
         "--pod-spec", "a partial pod spec (YAML) merged into the worker pod", parse=pod_spec
