@@ -158,15 +158,22 @@ def word_of(value: Any) -> str:
     return str(value)
 
 
+def spec_value(spec: Mapping[str, Any], dotted: str) -> Any:
+    """What a WorkQueue's spec holds at `dotted` (`worker.image`), or None: not set, or set
+    empty (`""`), which a WorkQueue field means as not set."""
+    value: Any = spec
+    for key in dotted.split("."):
+        value = value.get(key) if isinstance(value, Mapping) else None
+    return None if value == "" else value
+
+
 def from_spec(cls: type, spec: Mapping[str, Any]) -> dict[str, Any]:
     """{field name: typed value} of each flag of `cls` whose WorkQueue field `spec` sets, read
     through the flag's `parse`; `UserError` naming the field (`spec.batchSize: ...`)."""
     values: dict[str, Any] = {}
     for field, path, _ in placed(cls, "crd"):
-        value: Any = spec
-        for key in path.split("."):
-            value = value.get(key) if isinstance(value, Mapping) else None
-        if value is None or value == "":
+        value = spec_value(spec, path)
+        if value is None:
             continue
         parse = field.metadata["parse"]
         try:

@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..declared import spec_value
 from ..durations import DURATION_PATTERN, parse_duration
 from ..errors import InputError
 from ..parallelism import MAX_PARALLELISM, parallelism_problem
@@ -103,10 +104,6 @@ def _parallelism(least: int) -> Kind:
     return Kind(parse, schema, (least, MAX_PARALLELISM), "N")
 
 
-def _duration(text: str) -> float:
-    return parse_duration(text)
-
-
 def _fraction_below_one(text: str) -> float:
     try:
         value = float(text)
@@ -131,9 +128,9 @@ def _rule(parse: Parse, pattern: str, examples: tuple[str, ...], metavar: str) -
 
 
 # A duration as `manager.durations` reads it: bare seconds, or NUMBER UNIT parts ("1h30m").
-DURATION = Kind(_duration, {"type": "string", "pattern": DURATION_PATTERN},
+DURATION = Kind(parse_duration, {"type": "string", "pattern": DURATION_PATTERN},
                 ("90", "500ms", "30s", "1.5h", "1h30m", "1d"), "D")  # fmt: skip
-SECONDS = Kind(_duration, {"type": "number", "exclusiveMinimum": 0}, (10, 0.5), "SECONDS")
+SECONDS = Kind(parse_duration, {"type": "number", "exclusiveMinimum": 0}, (10, 0.5), "SECONDS")
 SWITCH = Kind(lambda text: text.lower() == "true", {"type": "boolean"}, (True, False))
 PARALLELISM = _parallelism(1)
 ASKED_PARALLELISM = _parallelism(0)  # a WorkQueue's: 0 holds the queue
@@ -342,20 +339,6 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
 BY_FLAG = {row.flag: row for row in RUN_OPTIONS}
 
 
-def defaults() -> dict[str, Any]:
-    """{row.name: default} of every row."""
-    return {row.name: row.default for row in RUN_OPTIONS}
-
-
-def _at(mapping: Mapping[str, Any], dotted: str) -> tuple[bool, Any]:
-    here: Any = mapping
-    for key in dotted.split("."):
-        if not isinstance(here, Mapping) or key not in here:
-            return False, None
-        here = here[key]
-    return True, here
-
-
 def from_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
     """{row.name: typed value} of every row whose WorkQueue field `spec` sets; `InputError`
     naming the field (`spec.maxAttempts: ...`) for a value its kind refuses."""
@@ -363,8 +346,8 @@ def from_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
     for row in RUN_OPTIONS:
         if row.crd is None:
             continue
-        present, value = _at(spec, row.crd)
-        if not present or value is None or value == "":
+        value = spec_value(spec, row.crd)
+        if value is None:
             continue
         try:
             values[row.name] = row.read(value, "crd")
