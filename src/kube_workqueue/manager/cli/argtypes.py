@@ -36,15 +36,6 @@ def positive_int(text: str) -> int:
     return value
 
 
-# an address to bind, a bearer token: the run options' kinds (`manager.runtime.run_options`)
-def host(text: str) -> str:
-    return from_input(run_options.HOST.parse)(text)
-
-
-def token(text: str) -> str:
-    return from_input(run_options.bearer_token)(text)
-
-
 MAX_WORKERS = MAX_PARALLELISM  # a manager holds one thread per unit of work it may run at once
 
 
@@ -82,6 +73,10 @@ def from_input(parse):
 
     typed.__name__ = parse.__name__
     return typed
+
+
+# a bearer token (`--ui-token`, the token in `--ui-token-file`): the run option's kind
+token = from_input(run_options.bearer_token)
 
 
 def positive_float(text: str) -> float:
