@@ -70,8 +70,11 @@ class Control:
         self._following = False  # Invariant: True once the cache has listed (`start`)
 
     def _object(self) -> dict | None:
-        if self._following:
-            return self.cache.get(name_of(self.queue))
+        """The ConfigMap as this object follows it: the cache's once started, else fresh."""
+        return self.cache.get(name_of(self.queue)) if self._following else self._fresh()
+
+    def _fresh(self) -> dict | None:
+        """The ConfigMap as the API server has it now (what a change is made over)."""
         return self.api.find("configmaps", name_of(self.queue))
 
     def start(self, timeout: float = 60.0) -> Control:
@@ -92,7 +95,7 @@ class Control:
         """Pause as of `since` (a pause already in force keeps its time), or resume (None)."""
         if since is None:
             set_key(self.api, self.queue, "paused_since", None)
-        elif since_of(self.api.find("configmaps", name_of(self.queue))) is None:
+        elif since_of(self._fresh()) is None:
             set_key(self.api, self.queue, "paused_since", repr(since))
 
     def wanted_parallelism(self) -> int | None:
@@ -113,8 +116,7 @@ class Control:
     def want_group_rules(self, rules: dict) -> None:
         """Merged into what the ConfigMap asks (a kind left out keeps its rules), as the API
         server has it now."""
-        asked = {**(group_rules_of(self.api.find("configmaps", name_of(self.queue))) or {}),
-                 **rules}  # fmt: skip
+        asked = {**(group_rules_of(self._fresh()) or {}), **rules}
         set_key(self.api, self.queue, GROUP_RULES, json.dumps(asked))
 
     def removals_held_since(self) -> float | None:
