@@ -157,7 +157,7 @@ def wire(manager, *, registry=None, mode: Alone) -> ManagerParts:
     )  # fmt: skip
     durations = None
     if registry is not None:
-        durations = _metrics(registry, manager, capacity, intake, leaving, hold, tenants, ledger)
+        durations = _metrics(registry, manager, capacity, intake, leaving, hold, ledger)
     return ManagerParts(
         capacity=capacity, tenants=tenants, queue=queue, asked=asked, autoscaler=autoscaler,
         cancellations=cancellations, reconciler=reconciler, intake=intake, hold=hold,
@@ -168,7 +168,7 @@ def wire(manager, *, registry=None, mode: Alone) -> ManagerParts:
     )  # fmt: skip
 
 
-def _metrics(registry, manager, capacity, intake, leaving, hold, tenants, ledger):
+def _metrics(registry, manager, capacity, intake, leaving, hold, ledger):
     """The manager's collectors on `registry`; the item-duration histogram."""
     from ..views.group_metrics import GroupCollector
     from ..views.observe import ManagerCollector, item_durations
