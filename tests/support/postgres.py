@@ -21,6 +21,7 @@ import pwd
 import shutil
 import subprocess
 import tempfile
+import time
 import uuid
 
 from .servers import free_port, wait_until
@@ -58,7 +59,7 @@ class PostgresServer:
             os.chown(self.folder, user.pw_uid, user.pw_gid)
         self._run("initdb", "-D", self.data, "-U", "postgres", "-A", "trust", "--no-sync",
                   "-E", "UTF8")  # fmt: skip
-        self.start()
+        self.start(first=True)
 
     def _run(self, program: str, *args: str) -> None:
         argv = [os.path.join(self.bin, program), *args]
@@ -72,14 +73,55 @@ class PostgresServer:
             argv = ["runuser", "-u", "postgres", "--", *argv]
         subprocess.run(argv, check=True, capture_output=True, cwd=self.folder, timeout=120)
 
-    def start(self) -> None:
-        options = (
-            f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c fsync=off "
-            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
-        )
-        self._run("pg_ctl", "-D", self.data, "-l", os.path.join(self.folder, "log"),
-                  "-o", options, "-w", "-t", "60", "start")  # fmt: skip
-        wait_until(self._answers, timeout=30)
+    def start(self, *, first: bool = False) -> None:
+        """Start the server and wait until it answers. A port taken between `free_port()` and
+        the server's bind (another test process's server or listener can win it) costs the
+        first start a new port; a restart keeps its port (clients hold its URL) and tries
+        again. Any other failure is raised with the end of the server's log, which says why."""
+        log = os.path.join(self.folder, "log")
+        for attempt in range(5):
+            written = os.path.getsize(log) if os.path.exists(log) else 0
+            options = (
+                f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c fsync=off "
+                "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+            )
+            try:
+                self._run("pg_ctl", "-D", self.data, "-l", log,
+                          "-o", options, "-w", "-t", "60", "start")  # fmt: skip
+            except subprocess.CalledProcessError as failed:
+                told = self._log_since(log, written)
+                if self._running():  # slow to answer under load, but up: wait for it below
+                    break
+                if "could not bind" in told or "already in use" in told:
+                    if first:
+                        self.port = free_port()
+                    else:
+                        time.sleep(0.5 * (attempt + 1))  # a back-off between binds, not a wait
+                    continue
+                raise RuntimeError(
+                    f"PostgreSQL did not start on port {self.port}: "
+                    f"{failed.stderr.decode(errors='replace').strip()} / log: {told[-2000:]}"
+                ) from None
+            break
+        else:
+            raise RuntimeError(f"PostgreSQL found no free port to bind (last {self.port})")
+        wait_until(self._answers, timeout=90)
+
+    @staticmethod
+    def _log_since(log: str, offset: int) -> str:
+        try:
+            with open(log, errors="replace") as f:
+                f.seek(offset)
+                return f.read()
+        except OSError:
+            return ""
+
+    def _running(self) -> bool:
+        try:
+            self._run("pg_ctl", "-D", self.data, "status")
+        except subprocess.CalledProcessError:
+            return False
+        return True
 
     def stop(self, mode: str = "fast") -> None:
         """Take the server down (`immediate`: as a crash would)."""
