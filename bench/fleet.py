@@ -9,10 +9,13 @@
     drains       `workqueue run --ledger` over 5,000 `true` items with 1, 2 and 4 managers at
                  parallelism 4 each (a process per item): items a second from launch to the
                  last exit, and how long after its last item each manager exits (goal <= 1 s);
-                 beside, on the same server in the same run, PgQueuer's and procrastinate's
-                 drain of 5,000 no-op jobs (a coroutine per job; their own environment,
-                 `.venv-peers`, made on first use) and the floor of a process per item: a
-                 bare thread pool spawning `true` (`bench.local_floor`)
+                 beside, on the same server in the same run: the fleet's floor (as many
+                 `bench.local_floor --ledger` processes: an item taken and started in one
+                 statement, ended in another, its worker started through a keeper's journal
+                 and a slot's shim - the least that keeps the promise), PgQueuer's and
+                 procrastinate's drain of 5,000 jobs that each start `true` (their own
+                 environment, `.venv-peers`, made on first use), and the floor of a process
+                 per item on one machine: a bare thread pool spawning `true`
 
 Every row count is PostgreSQL's own (`pg_stat_user_tables`, its counters flushed first).
 """
@@ -193,6 +196,29 @@ def _peer_fleet(python: str, script: str, url: str, jobs: int, workers: int,
     return jobs / took
 
 
+def _floor_fleet(url: str, folder: Path, work: Path, processes: int, parallelism: int) -> float:
+    """The fleet's floor (`bench.local_floor --durable --kept --shim --ledger`): `processes`
+    processes draining one table, each item claimed-and-started in one statement and ended in
+    another, its worker started through a keeper's journal and a slot's shim: items a second
+    from launch to the last exit, measured as ours is."""
+    began = time.monotonic()
+    runs = [subprocess.Popen(
+        [sys.executable, "-m", "bench.local_floor", str(folder), "true", "--suffix", ".txt",
+         "--parallelism", str(parallelism), "--durable", str(work / f"floor-{processes}-{i}"),
+         "--kept", "--shim", "--ledger", url], cwd=ROOT, stderr=subprocess.PIPE, text=True,
+    ) for i in range(processes)]  # fmt: skip
+    for run in runs:
+        _, err = run.communicate(timeout=600)
+        assert run.returncode == 0, err
+    took = time.monotonic() - began
+    with psycopg.connect(url) as conn:
+        count, most = conn.execute(
+            "SELECT count(*) FILTER (WHERE state = 'succeeded'), max(attempts) FROM floor_items"
+        ).fetchone()
+    assert count == len(list(folder.iterdir())) and most == 1, (count, most)
+    return count / took
+
+
 def drains(items: int = 5000, parallelism: int = 4, fleets=(1, 2, 4), rounds: int = 3) -> None:
     """The fleet against itself and its peers, in rounds (each round: ours with 1, 2 and 4
     managers, then each peer with 1, 2 and 4 worker processes - interleaved, so a busy spell
@@ -206,6 +232,7 @@ def drains(items: int = 5000, parallelism: int = 4, fleets=(1, 2, 4), rounds: in
     server = PostgresServer()
     peers = (("pgqueuer_drain.py", "PgQueuer"), ("procrastinate_drain.py", "procrastinate"))
     ours: dict[int, list[float]] = {n: [] for n in fleets}
+    floors: dict[int, list[float]] = {n: [] for n in fleets}
     theirs: dict[tuple[str, int], list[float]] = {(p, n): [] for _, p in peers for n in fleets}
     lags: list[float] = []
     try:
@@ -218,6 +245,9 @@ def drains(items: int = 5000, parallelism: int = 4, fleets=(1, 2, 4), rounds: in
                 rate, exits = _fleet_drain(server, folder, work, managers, parallelism)
                 ours[managers].append(rate)
                 lags += exits
+                floors[managers].append(
+                    _floor_fleet(server.database(), folder, work, managers, parallelism)
+                )
             for script, name in peers:
                 for workers in fleets:
                     theirs[(name, workers)].append(
@@ -226,6 +256,11 @@ def drains(items: int = 5000, parallelism: int = 4, fleets=(1, 2, 4), rounds: in
         for managers in fleets:
             print(f"  workqueue run --ledger, {managers} manager(s): "
                   f"{spread(ours[managers])} items/s")  # fmt: skip
+        for processes in fleets:
+            ratios = [o / f for o, f in zip(ours[processes], floors[processes], strict=True)]
+            print(f"  the fleet's floor (bench.local_floor --durable --kept --shim --ledger), "
+                  f"{processes} process(es): {spread(floors[processes])} items/s; ours / the "
+                  f"floor per round {spread(ratios, '.2f')}")  # fmt: skip
         for _, name in peers:
             for workers in fleets:
                 rates = theirs[(name, workers)]

@@ -25,8 +25,16 @@ worker's start with the log's descriptor after the journal line, which posix_spa
 writes its end to the slot's file and tells the keeper - so a worker's end is known even when
 the keeper dies. The floor of the promise as workqueue keeps it.
 
+With `--ledger URL` as well (a PostgreSQL database), the durable steps go to a table there,
+shared by every process run with the same URL - the floor of a fleet's manager: each process
+lists the folder into the table (names already there are left alone), and each of its threads,
+on a connection of its own, takes the next free item and marks it running in ONE statement
+(`FOR UPDATE SKIP LOCKED`: never one item twice), runs it (through the keeper when `--kept`)
+and writes its end - two autocommitted statements an item, the least that records a start
+before the worker runs and the end after it. No leases, no heartbeats, no turns, no retries.
+
 Run: .venv/bin/python -m bench.local_floor FOLDER [--suffix .x] [--parallelism 2]
-     [--durable STATE_DIR [--kept [--shim]]] [CMD ...]
+     [--durable STATE_DIR [--kept [--shim]] [--ledger URL]] [CMD ...]
 """
 
 from __future__ import annotations
@@ -53,14 +61,17 @@ def main() -> None:
     parser.add_argument("--durable", metavar="STATE_DIR")
     parser.add_argument("--kept", action="store_true")
     parser.add_argument("--shim", action="store_true", help="with --kept: a shim per slot")
+    parser.add_argument("--ledger", metavar="URL", help="with --durable: PostgreSQL, shared")
     parser.add_argument("cmd", nargs="*", default=["true"])
     args = parser.parse_args()
     files = sorted(e.path for e in os.scandir(args.folder) if e.name.endswith(args.suffix))
     keeper = Keeper(args.durable, args.cmd, shim=args.shim) if args.kept else None
-    one = durable(args.durable, args.cmd, keeper) if args.durable else plain(args.cmd)
-
-    with ThreadPoolExecutor(args.parallelism) as pool:
-        codes = list(pool.map(one, files))
+    if args.ledger:
+        codes = shared(args.ledger, args.durable, args.cmd, keeper, files, args.parallelism)
+    else:
+        one = durable(args.durable, args.cmd, keeper) if args.durable else plain(args.cmd)
+        with ThreadPoolExecutor(args.parallelism) as pool:
+            codes = list(pool.map(one, files))
     if keeper is not None:
         keeper.close()
     raise SystemExit(1 if any(codes) else 0)
@@ -117,6 +128,79 @@ def durable(state: str, cmd: list[str], keeper: Keeper | None = None):
         return code
 
     return one
+
+
+LEDGER_TABLE = (
+    "CREATE TABLE IF NOT EXISTS floor_items (name text PRIMARY KEY, seq bigserial, "
+    "state text NOT NULL DEFAULT 'pending', owner text, attempts int NOT NULL DEFAULT 0, "
+    "started timestamptz, finished timestamptz, exit_code int, log_path text); "
+    "CREATE INDEX IF NOT EXISTS floor_line ON floor_items (seq) WHERE state = 'pending'"
+)
+TAKE = (  # the next free item, marked running by this process: one statement
+    "UPDATE floor_items SET state = 'running', owner = %(me)s, attempts = attempts + 1, "
+    "started = clock_timestamp(), log_path = %(logs)s || name || '.log' WHERE name = "
+    "(SELECT name FROM floor_items WHERE state = 'pending' ORDER BY seq LIMIT 1 "
+    "FOR UPDATE SKIP LOCKED) RETURNING name"
+)
+END = (  # fenced on the owner: only the process that took it writes its end
+    "UPDATE floor_items SET state = %(state)s, finished = clock_timestamp(), "
+    "exit_code = %(code)s WHERE name = %(name)s AND owner = %(me)s AND state = 'running'"
+)
+
+
+def shared(url: str, state: str, cmd: list[str], keeper: Keeper | None, files: list[str],
+           parallelism: int) -> list[int]:  # fmt: skip
+    """The fleet's floor (`--ledger`): this process's threads drain the shared table."""
+    import psycopg
+
+    logs = os.path.join(state, "logs") + os.sep
+    os.makedirs(logs, exist_ok=True)
+    me = f"{socket.gethostname()}-{os.getpid()}"
+    by_name = {os.path.basename(path): path for path in files}
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(7)")  # one process makes the table
+        conn.execute(LEDGER_TABLE)
+        conn.execute("SELECT pg_advisory_unlock(7)")
+        conn.execute("INSERT INTO floor_items (name) SELECT unnest(%s::text[]) "
+                     "ON CONFLICT DO NOTHING", (sorted(by_name),))  # fmt: skip
+    program = shutil.which(cmd[0]) or cmd[0]
+    base = dict(os.environ)
+    codes: list[int] = []
+
+    def drain() -> None:
+        item_file = os.path.join(state, f"item-{threading.get_ident()}.json")
+        with psycopg.connect(url, autocommit=True) as conn:
+            while found := conn.execute(TAKE, {"me": me, "logs": logs}).fetchall():
+                name = found[0][0]
+                fd = os.open(item_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC,
+                             0o600)  # fmt: skip
+                os.write(fd, json.dumps({"name": name, "path": by_name.get(name)}).encode())
+                os.close(fd)
+                log_path = logs + name + ".log"
+                if keeper is not None:
+                    code = keeper.run(name, log_path, item_file)
+                else:
+                    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
+                                  0o644)  # fmt: skip
+                    os.write(log, f"=== {name} at {time.time()} ===\n".encode())
+                    pid = os.posix_spawn(
+                        program, cmd, {**base, "WORK_ITEM_FILE": item_file}, setsid=True,
+                        file_actions=[(os.POSIX_SPAWN_DUP2, log, 1), (os.POSIX_SPAWN_DUP2, log, 2)],
+                    )  # fmt: skip
+                    os.close(log)
+                    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+                conn.execute(END, {"state": "succeeded" if code == 0 else "failed",
+                                   "code": code, "name": name, "me": me})  # fmt: skip
+                if keeper is not None:
+                    keeper.acked(name)
+                codes.append(code)
+
+    threads = [threading.Thread(target=drain) for _ in range(parallelism)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return codes
 
 
 class Keeper:

@@ -30,9 +30,12 @@ INDEXED = {  # hot statement -> the index its plan must use
     "group_starts": "group_starts_at",
     "group_heads": "items_line",
     "claim_named": "items_pkey",
+    "finish_and_claim": "items_line",
 }
 PARAMS = {"owner": "a", "limit": 8, "key": 1, "longest": 60, "each": 4, "held": "{}",
-          "names": "{waiting}"}  # fmt: skip
+          "names": "{waiting}", "name": "x", "state": "succeeded", "at": 0, "exit_code": 0,
+          "error": "", "failed": "false", "max_attempts": 3, "backoff": 0,
+          "attempt": 1}  # fmt: skip
 
 
 def hot_statements() -> list[Statement]:
@@ -204,3 +207,61 @@ def test_a_big_listing_into_a_line_last_analyzed_empty_still_claims_through_the_
     text = _inline(sql_statements.CLAIM.sql.format(turn=turn))
     plan = "\n".join(row[0] for row in sql(a, "EXPLAIN " + text))
     assert "Index Scan using items_line" in plan and "Sort" not in plan, plan
+
+
+@pytest.mark.parametrize("phase", ["before", "after"])
+def test_a_finish_that_claims_and_loses_its_answer_runs_nothing_twice_and_holds_nothing_unknown(
+    open_ledger, postgres, phase
+):
+    """A finish that claims the slot's next item in its statement (`finish_and_claim`): the
+    connection lost before the server ran it, or after it committed - the finish is written
+    again and found done, and the item it may have claimed is let go, claimable by anyone,
+    run once."""
+    a, b = open_ledger("a", max_attempts=3), open_ledger("b", max_attempts=3)
+    told: list[list[str]] = []
+    a.claim_with_finishes(lambda: 1, told.append)
+    a.see(["x", "y"])
+    assert a.claim(1) == ["x"]
+    a.start("x", "log")
+    with psycopg.connect(postgres, autocommit=True) as admin:
+        cut = Cut(admin, "finish_and_claim", phase)
+        a.db.statement_hook = cut
+        with pytest.raises(StorageFault):
+            a.finish("x", True, 0, None)
+        assert cut.done
+    assert told == []  # nothing it may have claimed is told to the line
+    a.heartbeat_round()  # the database back: what a holds without knowing it is let go
+    a.claim_with_finishes(lambda: 0, told.append)
+    a.finish("x", True, 0, None)  # the outcome kept, written again, found done
+    row = a.row("x")
+    assert (row.state, row.attempts) == ("succeeded", 1)
+    assert a.claim_counters()["lost"] == 0
+    assert sql(a, "SELECT owner FROM items WHERE name = 'y'") == [(None,)]
+    assert b.claim(1) == ["y"]  # b runs it, once
+    assert b.start("y", "log") == 1
+    b.finish("y", True, 0, None)
+    assert a.claim(1) == []
+
+
+def test_a_finish_claims_for_its_slot_in_one_statement(open_ledger):
+    """What the line asks of a finish is claimed in its statement and told, noted as this
+    manager's claims; none wanted, or none free, and it is a finish alone."""
+    a = open_ledger("a")
+    wanted, told = [2], []
+    a.claim_with_finishes(lambda: wanted[0], told.append)
+    a.see(["x", "y", "z"])
+    assert a.claim(1) == ["x"]
+    a.start("x", "log")
+    a.finish("x", True, 0, None)
+    assert told == [["y", "z"]] and a.holds("y") and a.holds("z")
+    assert sql(a, "SELECT name, owner FROM items WHERE owner IS NOT NULL ORDER BY name") == [
+        ("y", "a"), ("z", "a")
+    ]  # fmt: skip
+    a.start("y", "log")
+    a.finish("y", True, 0, None)  # z is the only one left, and it is a's already
+    assert told[-1] == []
+    wanted[0] = 0
+    a.start("z", "log")
+    a.finish("z", False, 1, "failed")
+    assert len(told) == 2  # not asked: not told
+    assert a.state("z") == ("failed", 1) and a.claim_counters()["done"] == 3

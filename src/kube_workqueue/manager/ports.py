@@ -392,6 +392,12 @@ class ClaimsWork(Protocol):
         """Claim under the groups' limits, rates and fair share of `tenants` (the manager's
         `manager.runtime.tenants.Tenants`), counted across every manager."""
 
+    def claim_with_finishes(self, wanted: Callable[[], int],
+                            took: Callable[[list[str]], None]) -> None:  # fmt: skip
+        """From now on a finish may claim in its own statement: `wanted()`, asked in the
+        finishing thread, says how many items (0: none); `took(names)` is told what it took
+        (perhaps nothing; not told when the finish claimed nothing or failed)."""
+
     def waiting(self) -> bool:
         """Whether any item is free to claim now (one cheap query)."""
 

@@ -105,6 +105,8 @@ class PostgresLedger(Claims, GroupClaims):
         self.counters = {"claims": 0, "refused": 0, "lost": 0, "expired": 0, "done": 0}
         self.on_recorded: Callable[[str], None] | None = None
         self.on_claims_lost: Callable[[list[str]], None] | None = None
+        # (wanted, took) of the line that claims with each finish (`claim_with_finishes`)
+        self._finish_claims: tuple[Callable[[], int], Callable[[list[str]], None]] | None = None
         self._notifier: Notifier | None = None
         self.liveness = Liveness(
             db.sibling("workqueue-heartbeat"), owner, lease, max_attempts=max_attempts,
@@ -240,11 +242,13 @@ class PostgresLedger(Claims, GroupClaims):
         return attempt
 
     def _ended(self, name: str, statement: sql.Statement, *, recheck: bool = False,
-               **params) -> tuple | None:  # fmt: skip
+               claim: int = 0, **params) -> tuple | None:  # fmt: skip
         """One fenced write of this manager's run of `name` (its attempt), the claim let go
         with it: the row as it is now, or None (the claim was taken: counted lost, nothing
         written). `recheck`: a finish written before whose answer was lost - done when the row
-        shows exactly it. A freed slot of a bounded queue, or an item back in line, is notified."""
+        shows exactly it. A freed slot of a bounded queue, or an item back in line, is notified.
+        `claim`: a finish claims up to that many items in its statement (`FINISH_AND_CLAIM`),
+        told to the line (`claim_with_finishes`)."""
         with self._writes:
             if name in self._lost_runs:
                 del self._lost_runs[name]
@@ -253,8 +257,12 @@ class PostgresLedger(Claims, GroupClaims):
                 attempt = self._started.get(name)
                 try:
                     with self.db.session() as session:
-                        rows = session.run(statement, name=name, owner=self.owner,
-                                           attempt=attempt, **params)  # fmt: skip
+                        if claim:
+                            rows = self._finish_and_claim(session, claim, name=name,
+                                                          attempt=attempt, **params)  # fmt: skip
+                        else:
+                            rows = session.run(statement, name=name, owner=self.owner,
+                                               attempt=attempt, **params)  # fmt: skip
                         if not rows and recheck:
                             rows = session.run(sql.FINISHED_ALREADY, name=name, attempt=attempt,
                                                state=params["state"], at=params["at"])  # fmt: skip
@@ -276,6 +284,37 @@ class PostgresLedger(Claims, GroupClaims):
         self._recorded(name, found)
         return found
 
+    def claim_with_finishes(self, wanted: Callable[[], int],
+                            took: Callable[[list[str]], None]) -> None:  # fmt: skip
+        """Claim with each finish, in its statement, where a claim alone would take no lock
+        (no asked parallelism, no groups): `wanted()` - asked by the finishing thread - says
+        how many items the slots about to be taken want (0: none), `took(names)` is told what
+        the finish claimed (perhaps nothing). A round trip and a transaction an item saved."""
+        self._finish_claims = (wanted, took)
+
+    def _claim_with_finish(self) -> int:
+        """How many items the next finish claims (0: it only finishes)."""
+        if self._finish_claims is None or self.tenants is not None:
+            return 0
+        if self.wanted_parallelism() is not None:  # a bounded claim counts under its lock
+            return 0
+        return max(0, self._finish_claims[0]())
+
+    def _finish_and_claim(self, session, claim: int, **params) -> list[tuple]:
+        """`FINISH_AND_CLAIM` (under `_writes`): the finish's row(s), as FINISH returns them;
+        each item taken noted as claimed here and told to the line."""
+        rows = session.run(sql.FINISH_AND_CLAIM, {"turn": self._turn()}, owner=self.owner,
+                           limit=claim, **params)  # fmt: skip
+        taken = []
+        for kind, taken_name, state, attempts, version, priority in rows:
+            if kind == "taken":
+                self._note(taken_name, state, attempts, version, priority)
+                self._claimed.add(taken_name)
+                taken.append(taken_name)
+        self.counters["claims"] += len(taken)
+        self._finish_claims[1](taken)
+        return [row[2:] for row in rows if row[0] == "finished"]
+
     def _recorded(self, name: str, found: tuple) -> None:
         """An end written (state, attempts, version, priority as the row has them now): kept
         in memory, and told to `on_recorded` (the local backend's keeper may forget it)."""
@@ -296,6 +335,7 @@ class PostgresLedger(Claims, GroupClaims):
             state = State.SUCCEEDED if succeeded else State.FAILED
             found = self._ended(
                 name, sql.FINISH, recheck=recheck, state=state.value, at=when,
+                claim=0 if recheck else self._claim_with_finish(),
                 exit_code=exit_code, error=error, failed=not succeeded,
                 max_attempts=self.max_attempts, backoff=self.backoff(attempt),
             )  # fmt: skip

@@ -137,13 +137,16 @@ FREE = "claimable AND owner IS NULL AND ready_at <= clock_timestamp() AND {turn}
 # waits for this claim and then lets its items go too. Rows come back as 'taken'; when none
 # was taken: one 'refused' row if the snapshot saw free items (a rival took every one of them
 # at that instant), one 'unknown' row if this manager is not registered (declared dead).
-CLAIM = Statement(
-    "claim",
-    "WITH me AS (SELECT id FROM managers WHERE id = %(owner)s FOR SHARE), "
+CLAIM_TAKES = (
+    "me AS (SELECT id FROM managers WHERE id = %(owner)s FOR SHARE), "
     "head AS (SELECT name FROM items WHERE " + FREE + " AND EXISTS (SELECT 1 FROM me) "
     "ORDER BY priority DESC, seq LIMIT %(limit)s FOR UPDATE SKIP LOCKED), "
     "taken AS (UPDATE items SET owner = %(owner)s, changed = pg_current_xact_id() FROM head "
-    "WHERE items.name = head.name RETURNING items.name, state, attempts, version, priority) "
+    "WHERE items.name = head.name RETURNING items.name, state, attempts, version, priority)"
+)
+CLAIM = Statement(
+    "claim",
+    "WITH " + CLAIM_TAKES + " "
     "SELECT 'taken', name, state, attempts, version, priority FROM taken "
     "UNION ALL SELECT 'unknown', NULL, NULL, NULL, NULL, NULL "
     "WHERE NOT EXISTS (SELECT 1 FROM me) "
@@ -257,6 +260,21 @@ FINISH = Statement(
     "WHERE name = %(name)s AND owner = %(owner)s AND state = 'running' "
     "AND attempts = coalesce(%(attempt)s::int, attempts) "
     "RETURNING state, attempts, version, priority",
+)
+
+# A finish and the next claim in ONE statement (one round trip, one transaction), for a slot
+# about to be taken again: FINISH's write, then CLAIM's from a snapshot in which the finishing
+# row is still this manager's (so never claimed by it). Rows: ('finished', NULL, its row as
+# FINISH returns it) - none when the claim on it was taken - and ('taken', name, ...) for each
+# item claimed. With no 'refused' or 'unknown' row: a claim that took nothing here is asked
+# again the usual way when it matters. Only where CLAIM alone would claim (no asked
+# parallelism, no groups): a bounded claim counts under its lock first.
+FINISH_AND_CLAIM = Statement(
+    "finish_and_claim",
+    "WITH done AS (" + FINISH.sql + "), " + CLAIM_TAKES + " "
+    "SELECT 'finished', NULL, state, attempts, version, priority FROM done "
+    "UNION ALL SELECT 'taken', name, state, attempts, version, priority FROM taken",
+    hot=True,
 )
 
 # A finish whose answer was lost may have been written: it was when the row shows exactly this

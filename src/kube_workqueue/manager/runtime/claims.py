@@ -82,7 +82,11 @@ class ClaimedLine:
         self._parked_again: list[str] = []
         self._ready: collections.deque[tuple[str, float]] = collections.deque()
         self.claim_seconds: list[float] = []  # each claim's round trip (the bench's p99)
+        # per dispatcher thread: whether the finish it just wrote claimed for its slot and
+        # found nothing (then `waiting_for_slot` asks no second time)
+        self._finish_found_none = threading.local()
         ledger.on_line_changed(self.wake)
+        ledger.claim_with_finishes(self._wanted_with_finish, self._took_with_finish)
 
     def wake(self, payload: str = "") -> None:
         """A notification: look now when it is this manager's turn (`first_to_answer`), else
@@ -143,19 +147,54 @@ class ClaimedLine:
 
     def waiting_for_slot(self) -> bool:
         """For a worker that holds a slot and asks whether to keep it: one item claimed for
-        that slot now (True), or none free (False) - one round trip, where asking whether
-        anything waits and then claiming it would take two."""
+        that slot now (True), or none free (False) - claimed with the finish it just wrote
+        (no round trip of its own), else one round trip, where asking whether anything waits
+        and then claiming it would take two."""
+        found_none, self._finish_found_none.now = (
+            getattr(self._finish_found_none, "now", False),
+            False,
+        )
         if self._ready:
             return True
+        if found_none:  # the finish's claim, a moment ago, found the line empty
+            return False
+        return self._claim_ahead(1 + self.free_slots())
+
+    def _wanted_with_finish(self) -> int:
+        """Asked by the ledger in a finishing worker's thread: the items its finish claims -
+        for its slot (kept for the next item) and the free ones - unless some wait here."""
+        self._finish_found_none.now = False
+        with self._cond:
+            if self._ready or self._shutting_down:
+                return 0
+        return min(MOST_AT_ONCE, 1 + self.free_slots())
+
+    def _took_with_finish(self, names: list[str]) -> None:
+        """What the finish claimed: ready for the slots about to be taken."""
+        if not names:
+            self._finish_found_none.now = True
+            return
+        now = time.monotonic()
+        with self._cond:
+            self._ready.extend((name, now) for name in names)
+            if len(names) > 1:
+                self._cond.notify_all()
+
+    def _claim_ahead(self, wanted: int) -> bool:
+        """Claim up to `wanted` items (never more than the slots about to be taken: the caller
+        counts them) into `_ready`, in one round trip: whether any was claimed."""
         try:
-            claimed = self.ledger.claim(1)
+            claimed = self.ledger.claim(min(MOST_AT_ONCE, wanted))
         except StorageFault as fault:
             self.on_fault(fault)
             return False
         if not claimed:
             return False
+        now = time.monotonic()
         with self._cond:
-            self._ready.append((claimed[0], time.monotonic()))
+            self._ready.extend((name, now) for name in claimed)
+            if len(claimed) > 1:
+                self._cond.notify_all()
         return True
 
     def wait_for_key(self) -> bool:
@@ -168,12 +207,18 @@ class ClaimedLine:
                 if self._ready:
                     return True
                 woken = self._woken
+            self._finish_found_none.now = False
             self._unpark()
-            try:
-                if self.ledger.waiting():
+            free = self.free_slots()
+            if free > 0:  # claim for the slots free now: one round trip, not a look and a claim
+                if self._claim_ahead(free):
                     return True
-            except StorageFault as fault:
-                self.on_fault(fault)  # dispatch is held meanwhile
+            else:
+                try:
+                    if self.ledger.waiting():
+                        return True
+                except StorageFault as fault:
+                    self.on_fault(fault)  # dispatch is held meanwhile
             with self._cond:
                 if self._woken == woken and not self._shutting_down:
                     self._cond.wait(POLL_SECONDS)
