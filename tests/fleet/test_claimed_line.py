@@ -68,3 +68,32 @@ def test_a_worker_without_a_slot_claims_for_the_free_ones_in_one_statement(open_
     assert said == ["claim"]  # not a look, then a claim
     assert [line.get()[0] for _ in range(2)] == ["x", "y"] and said == ["claim"]
     assert a.holds("x") and a.holds("y") and not a.holds("z")
+
+
+def test_a_run_that_holds_nothing_hears_of_an_end_elsewhere_at_once(open_ledger):
+    """The tail of a drain: a `--once` run whose manager holds nothing looks at others' ends
+    at once and then often - not at its busy cadence (here 60 s, which the wait below would
+    never reach)."""
+    import threading
+
+    from kube_workqueue.manager.runtime.claims import OthersFollower
+    from kube_workqueue.manager.runtime.reconciler import Result
+    from kube_workqueue.manager.runtime.run_report import RunReport
+    from tests.support.servers import wait_until
+
+    a, b = open_ledger("a"), open_ledger("b")
+    a.see(["x", "y"])
+    report = RunReport(targets=["x", "y"], started=0.0)
+    follower = OthersFollower(a, lambda name, state: False)
+    stop = threading.Event()
+    following = threading.Thread(target=follower.follow, args=(report, stop, 60.0), daemon=True)
+    following.start()
+    try:
+        for name in b.claim(2):
+            b.start(name, "log")
+            b.finish(name, True, 0, None)
+        wait_until(lambda: len(report.results) == 2, timeout=30)
+        assert report.results == {"x": Result.ELSEWHERE, "y": Result.ELSEWHERE}
+    finally:
+        stop.set()
+        following.join(timeout=30)

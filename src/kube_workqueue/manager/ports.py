@@ -404,6 +404,9 @@ class ClaimsWork(Protocol):
     def holds(self, name: str) -> bool:
         """Whether this manager holds a claim on `name` that has not started."""
 
+    def holding(self) -> int:
+        """How many items this manager holds now (claimed, or running here)."""
+
     def release(self, name: str, *, ready_in: float = 0.0, park: bool = False) -> None:
         """Let go of a claim that did not start: claimable again after `ready_in` seconds,
         or (`park`) not until a listing brings the item again (`unpark`)."""

@@ -104,6 +104,10 @@ class Claims:
     def holds(self, name: str) -> bool:
         return name in self._claimed
 
+    def holding(self) -> int:
+        """How many items this manager holds now: claimed, or running here."""
+        return len(self._claimed) + len(self._started)
+
     def release(self, name: str, *, ready_in: float = 0.0, park: bool = False) -> None:
         """Let go of a claimed item that did not start: claimable again after `ready_in`
         seconds, or (`park`: it needs no work, or was gone from the source) out of the line
