@@ -418,7 +418,10 @@ class Session:
 
     def run(self, statement: Statement, sql_format: dict | None = None, **params) -> list[tuple]:
         self.execute(statement, sql_format, params)
-        return self.cursor.fetchall() if self.cursor.description else []
+        result = self.cursor.pgresult  # (its status: `description` builds a Column a field)
+        if result is None or result.status != self.db.psycopg.pq.ExecStatus.TUPLES_OK:
+            return []
+        return self.cursor.fetchall()
 
     def count(self, statement: Statement, sql_format: dict | None = None, **params) -> int:
         self.execute(statement, sql_format, params)
