@@ -76,7 +76,7 @@ def test_a_run_that_holds_nothing_hears_of_an_end_elsewhere_at_once(open_ledger)
     never reach)."""
     import threading
 
-    from kube_workqueue.manager.runtime.claims import OthersFollower
+    from kube_workqueue.manager.runtime.others import OthersFollower
     from kube_workqueue.manager.runtime.reconciler import Result
     from kube_workqueue.manager.runtime.run_report import RunReport
     from tests.support.servers import wait_until

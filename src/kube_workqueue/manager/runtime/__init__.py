@@ -11,6 +11,7 @@
                      parallelism, what is let go at the end - chosen once, never branched on
     claims.py        the line when the ledger is shared: claims feed the dispatcher, leases
                      renewed
+    others.py        what a --once run on a shared ledger hears of items others ended
     reconciler.py    one item: begin (fetch, record the start), finish (run, record)
     cancellation.py  every cancel of an item that left the source, in one place
     leaving.py       between a proved removal and its cancels: removal_guard.py holds a

@@ -48,8 +48,7 @@ import time
 from collections.abc import Callable
 
 from ..faults import StorageFault
-from ..ports import ClaimsWork, State
-from .reconciler import Result
+from ..ports import ClaimsWork
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 1.0
@@ -58,7 +57,10 @@ POLL_SECONDS = 1.0
 DEFER_SECONDS = 0.3
 HOLD_SECONDS = 2.0  # a claim made for a slot about to be taken waits this long for it
 MOST_AT_ONCE = 64  # the most items one claim statement takes
-IDLE_FIRST_LOOK = 0.02  # a --once run holding nothing looks at others' ends this soon first
+
+
+class _PerThread(threading.local):
+    now = False  # (a thread's own value once it sets one)
 
 
 class ClaimedLine:
@@ -85,7 +87,7 @@ class ClaimedLine:
         self.claim_seconds: list[float] = []  # each claim's round trip (the bench's p99)
         # per dispatcher thread: whether the finish it just wrote claimed for its slot and
         # found nothing (then `waiting_for_slot` asks no second time)
-        self._finish_found_none = threading.local()
+        self._finish_found_none = _PerThread()
         ledger.on_line_changed(self.wake)
         ledger.claim_with_finishes(self._wanted_with_finish, self._took_with_finish)
 
@@ -151,10 +153,7 @@ class ClaimedLine:
         that slot now (True), or none free (False) - claimed with the finish it just wrote
         (no round trip of its own), else one round trip, where asking whether anything waits
         and then claiming it would take two."""
-        found_none, self._finish_found_none.now = (
-            getattr(self._finish_found_none, "now", False),
-            False,
-        )
+        found_none, self._finish_found_none.now = self._finish_found_none.now, False
         if self._ready:
             return True
         if found_none:  # the finish's claim, a moment ago, found the line empty
@@ -174,29 +173,40 @@ class ClaimedLine:
         """What the finish claimed: ready for the slots about to be taken."""
         if not names:
             self._finish_found_none.now = True
-            return
-        now = time.monotonic()
-        with self._cond:
-            self._ready.extend((name, now) for name in names)
-            if len(names) > 1:
-                self._cond.notify_all()
+        self._keep_ready(names)
 
     def _claim_ahead(self, wanted: int) -> bool:
         """Claim up to `wanted` items (never more than the slots about to be taken: the caller
         counts them) into `_ready`, in one round trip: whether any was claimed."""
+        claimed = self._claim(wanted)
+        self._keep_ready(claimed)
+        return bool(claimed)
+
+    def _claim(self, wanted: int) -> list[str]:
+        """One claim statement of up to `wanted` items (at most `MOST_AT_ONCE`), its round trip
+        kept for `workqueue_claim_seconds`; [] when the ledger did not answer (told)."""
+        began = time.monotonic()
         try:
             claimed = self.ledger.claim(min(MOST_AT_ONCE, wanted))
         except StorageFault as fault:
             self.on_fault(fault)
-            return False
-        if not claimed:
-            return False
+            return []
+        self.claim_seconds.append(time.monotonic() - began)
+        if len(self.claim_seconds) > 100_000:
+            del self.claim_seconds[:50_000]
+        return claimed
+
+    def _keep_ready(self, names: list[str], *, mine: int = 1) -> None:
+        """Claimed items for the slots about to be taken: waiting here, oldest first. `mine`:
+        how many of them the calling worker takes itself - for the others, waiting workers
+        are woken."""
+        if not names:
+            return
         now = time.monotonic()
         with self._cond:
-            self._ready.extend((name, now) for name in claimed)
-            if len(claimed) > 1:
+            self._ready.extend((name, now) for name in names)
+            if len(names) > mine:
                 self._cond.notify_all()
-        return True
 
     def wait_for_key(self) -> bool:
         """Block until an item is claimed here or free to claim (True), or the line is shut
@@ -234,23 +244,9 @@ class ClaimedLine:
                     return self._ready.popleft()[0], False
                 woken = self._woken
             self._unpark()
-            began = time.monotonic()
-            wanted = min(MOST_AT_ONCE, 1 + self.free_slots())
-            try:
-                claimed = self.ledger.claim(wanted)
-            except StorageFault as fault:
-                self.on_fault(fault)
-                claimed = []
-            else:
-                self.claim_seconds.append(time.monotonic() - began)
-                if len(self.claim_seconds) > 100_000:
-                    del self.claim_seconds[:50_000]
+            claimed = self._claim(1 + self.free_slots())
             if claimed:
-                now = time.monotonic()
-                with self._cond:
-                    self._ready.extend((name, now) for name in claimed[1:])
-                    if len(claimed) > 1:
-                        self._cond.notify_all()
+                self._keep_ready(claimed[1:], mine=0)
                 return claimed[0], False
             with self._cond:
                 if self._woken == woken and not self._shutting_down:
@@ -354,69 +350,3 @@ class Heartbeat:
             if self._failing:
                 log.info("the shared ledger answers again: this manager beats again")
             self._failing = False
-
-
-class OthersFollower:
-    """A `--once` run on a shared ledger: its targets that other managers run to their end
-    are noted ELSEWHERE in its report - this manager never takes them, and the run would
-    otherwise wait for them forever. `began` holds what this manager dispatched itself (its
-    own report comes from its workers)."""
-
-    def __init__(self, ledger: ClaimsWork, needs_work) -> None:
-        """`needs_work(name, state)`: the reconciler's (a failed item out of attempts)."""
-        self.ledger = ledger
-        self.needs_work = needs_work
-        self.began: set[str] = set()
-
-    def follow(self, report, stop: threading.Event, interval: float = 0.25) -> None:
-        """Until `stop`: every `interval`, what changed read, each ended target noted - only
-        the names the ledger read changed are looked at (`changes`), not every target. The
-        tail of a drain is quick: the moment this manager lets go of the last item it held
-        (its run now waits only on others'), it looks at once, then every `IDLE_FIRST_LOOK`
-        seconds, a quarter longer each round up to `interval` - the drain's last item, ended
-        elsewhere, ends this run within a few hundredths of a second (it waited up to a
-        quarter of a second), and a long wait costs no more looks than before."""
-        ended = (State.SUCCEEDED, State.CANCELLED)
-        targets = set(report.targets)
-        changed = self.ledger.changes()
-        idle_pause: float | None = None  # None: this manager held items at its last look
-        while True:
-            if self.ledger.holding():
-                idle_pause = None
-                if self._until_idle(stop, interval):
-                    return
-            else:
-                idle_pause = 0.0 if idle_pause is None else \
-                    max(IDLE_FIRST_LOOK, min(interval, idle_pause * 1.25))  # fmt: skip
-                if stop.wait(idle_pause):
-                    return
-            try:
-                self.ledger.refresh()
-            except StorageFault:
-                continue
-            with self.ledger.change_lock:
-                names = changed & targets
-                changed.clear()
-                mine = {n for n in names if n in self.began and n not in report.results}
-                changed.update(mine)  # this manager runs them: looked at again next round
-            for name in names - mine:
-                if name in report.results:
-                    continue
-                current = self.ledger.state(name)
-                if current is None:
-                    continue
-                if current[0] in ended or (
-                    current[0] == State.FAILED and not self.needs_work(name, current)
-                ):
-                    report.note(name, Result.ELSEWHERE, None)
-
-    def _until_idle(self, stop: threading.Event, most: float) -> bool:
-        """Wait up to `most` seconds, less once this manager holds nothing (an in-memory look
-        every `IDLE_FIRST_LOOK`); whether `stop` was set."""
-        deadline = time.monotonic() + most
-        while (left := deadline - time.monotonic()) > 0:
-            if stop.wait(min(left, IDLE_FIRST_LOOK)):
-                return True
-            if not self.ledger.holding():
-                return False
-        return stop.is_set()

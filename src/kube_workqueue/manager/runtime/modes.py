@@ -38,7 +38,8 @@ from typing import Protocol, runtime_checkable
 from ..faults import StorageFault
 from ..ports import Backend, ClaimsWork, Ledger, State
 from ..workqueue import PrometheusMetricsProvider, RateLimitingQueue
-from .claims import Heartbeat, OthersFollower, claimed_line, others_running
+from .claims import Heartbeat, claimed_line, others_running
+from .others import OthersFollower
 
 
 @runtime_checkable

@@ -65,7 +65,7 @@ class ManagerParts:
     leaving: Leaving
     poller: Poller
     adoption: Adoption
-    others: Any  # `modes.OthersFollower` of a --once run on a shared ledger, or None
+    others: Any  # `others.OthersFollower` of a --once run on a shared ledger, or None
     settles: SettlesItems | None  # the source, when it is told an item settled
     durations: Any  # the item-duration histogram, when metrics are kept
 
