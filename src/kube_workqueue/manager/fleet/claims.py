@@ -83,11 +83,16 @@ class Claims:
             if found and found[0][0] == "unknown":  # declared dead: the heartbeat registers
                 self.unregistered = True
                 return []
-            for _, name, state, attempts, version, priority in found:
-                self._note(name, state, attempts, version, priority)
-                self._claimed.add(name)
-        self.counters["claims"] += len(found)
-        return [row[1] for row in found]
+            return self._hold_claimed(found)
+
+    def _hold_claimed(self, taken: list[tuple]) -> list[str]:
+        """Rows a claim took - (kind, name, state, attempts, version, priority) - noted as this
+        manager's claims (the caller holds `_writes`): their names."""
+        for _, name, state, attempts, version, priority in taken:
+            self._note(name, state, attempts, version, priority)
+            self._claimed.add(name)
+        self.counters["claims"] += len(taken)
+        return [row[1] for row in taken]
 
     def waiting(self) -> bool:
         """Whether any item is free to claim now."""

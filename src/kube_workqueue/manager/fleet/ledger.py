@@ -305,14 +305,7 @@ class PostgresLedger(Claims, GroupClaims):
         each item taken noted as claimed here and told to the line."""
         rows = session.run(sql.FINISH_AND_CLAIM, {"turn": self._turn()}, owner=self.owner,
                            limit=claim, **params)  # fmt: skip
-        taken = []
-        for kind, taken_name, state, attempts, version, priority in rows:
-            if kind == "taken":
-                self._note(taken_name, state, attempts, version, priority)
-                self._claimed.add(taken_name)
-                taken.append(taken_name)
-        self.counters["claims"] += len(taken)
-        self._finish_claims[1](taken)
+        self._finish_claims[1](self._hold_claimed([row for row in rows if row[0] == "taken"]))
         return [row[2:] for row in rows if row[0] == "finished"]
 
     def _recorded(self, name: str, found: tuple) -> None:
