@@ -145,6 +145,20 @@ def peers_python() -> str:
     return str(python)
 
 
+def _together(commands: list[list[str]], **popen) -> tuple[list[str], list[float]]:
+    """`commands` launched together and each waited for (exit 0, or the bench stops with its
+    stderr): their outputs and the wall-clock time each was seen to end."""
+    runs = [subprocess.Popen(command, stderr=subprocess.PIPE, text=True, **popen)
+            for command in commands]  # fmt: skip
+    outputs, exits = [], []
+    for run in runs:
+        out, err = run.communicate(timeout=600)
+        exits.append(time.time())
+        assert run.returncode == 0, err
+        outputs.append(out)
+    return outputs, exits
+
+
 def _fleet_drain(server: PostgresServer, folder: Path, work: Path, managers: int,
                  parallelism: int) -> tuple[float, list[float]]:  # fmt: skip
     """`managers` runs of `workqueue run --ledger` over `folder`: items/s from launch to the
@@ -152,17 +166,12 @@ def _fleet_drain(server: PostgresServer, folder: Path, work: Path, managers: int
     url = server.database()
     env = {**os.environ, "WORKQUEUE_LEDGER": url}
     began = time.monotonic()
-    runs = [subprocess.Popen(
+    _, exits = _together([
         [sys.executable, "-m", "kube_workqueue.manager.cli", "run", str(folder), "--suffix", ".txt",
          "--settle", "0", "--parallelism", str(parallelism), "--state-dir",
-         str(work / f"state-{managers}-{i}"), "--log-level", "warning", "--", "true"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    ) for i in range(managers)]  # fmt: skip
-    exits = []
-    for run in runs:
-        _, err = run.communicate(timeout=600)
-        exits.append(time.time())
-        assert run.returncode == 0, err
+         str(work / f"state-{managers}-{i}"), "--log-level", "warning", "--", "true"]
+        for i in range(managers)
+    ], env=env, stdout=subprocess.DEVNULL)  # fmt: skip
     took = time.monotonic() - began
     with psycopg.connect(url) as conn:
         last, count = conn.execute(
@@ -181,16 +190,11 @@ def _peer_fleet(python: str, script: str, url: str, jobs: int, workers: int,
     subprocess.run([python, script_path, url, str(jobs), "--phase", "enqueue"],
                    capture_output=True, check=True, cwd=tempfile.gettempdir())  # fmt: skip
     began = time.monotonic()
-    runs = [subprocess.Popen(
+    outputs, _ = _together([
         [python, script_path, url, str(jobs), "--phase", "drain", "--spawn", "--concurrency",
-         str(concurrency)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        cwd=tempfile.gettempdir(),
-    ) for _ in range(workers)]  # fmt: skip
-    ran = 0
-    for run in runs:
-        out, err = run.communicate(timeout=600)
-        assert run.returncode == 0, err
-        ran += json.loads(out.strip().splitlines()[-1])["jobs"]
+         str(concurrency)] for _ in range(workers)
+    ], stdout=subprocess.PIPE, cwd=tempfile.gettempdir())  # fmt: skip
+    ran = sum(json.loads(out.strip().splitlines()[-1])["jobs"] for out in outputs)
     took = time.monotonic() - began
     assert ran == jobs, (ran, jobs)  # every job once: a drain that ran one twice is no figure
     return jobs / took
@@ -202,14 +206,11 @@ def _floor_fleet(url: str, folder: Path, work: Path, processes: int, parallelism
     another, its worker started through a keeper's journal and a slot's shim: items a second
     from launch to the last exit, measured as ours is."""
     began = time.monotonic()
-    runs = [subprocess.Popen(
+    _together([
         [sys.executable, "-m", "bench.local_floor", str(folder), "true", "--suffix", ".txt",
          "--parallelism", str(parallelism), "--durable", str(work / f"floor-{processes}-{i}"),
-         "--kept", "--shim", "--ledger", url], cwd=ROOT, stderr=subprocess.PIPE, text=True,
-    ) for i in range(processes)]  # fmt: skip
-    for run in runs:
-        _, err = run.communicate(timeout=600)
-        assert run.returncode == 0, err
+         "--kept", "--shim", "--ledger", url] for i in range(processes)
+    ], cwd=ROOT)  # fmt: skip
     took = time.monotonic() - began
     with psycopg.connect(url) as conn:
         count, most = conn.execute(
