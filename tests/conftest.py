@@ -70,6 +70,16 @@ def nats_store():
 
 
 @pytest.fixture(scope="session")
+def kafka_store():
+    """A real broker speaking Kafka's protocol (Tansu; each test uses topics of its own)."""
+    from .support.stores import KafkaServer
+
+    server = KafkaServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="session")
 def postgres_server():
     """A real PostgreSQL server (initdb + pg_ctl in a temporary folder, a free port; one per
     test process). Tests that stop it make their own: see `own_postgres`."""

@@ -1,4 +1,4 @@
-"""The chart per source type: `source.type: filesystem | s3 | redis | nats` renders an
+"""The chart per source type: `source.type: filesystem | s3 | redis | nats | kafka` renders an
 ambassador the CLI accepts and resolves to that source, with credentials only from Secrets or
 the service account (IRSA) - never in clear - and values the schema refuses."""
 
@@ -116,6 +116,21 @@ def test_nats_renders_a_jetstream_source_with_credentials_from_a_secret():
     assert plain.config["NATS_NAME"] is None and plain.config["REMOVALS"] == "retention"
 
 
+def test_kafka_renders_a_topic_source_with_credentials_from_a_secret():
+    kafka = {"brokers": "kafka-0.kafka:9092,kafka-1.kafka:9092", "topic": "renders",
+             "name": "key", "credentialsSecret": "kafka-sasl"}  # fmt: skip
+    ambassador, _ = ambassador_of({"source": {"type": "kafka", "kafka": kafka}})
+    spec = resolve(parsed(ambassador).source, options_of(parsed(ambassador)))
+    assert spec.kind == "kafka" and spec.config["KAFKA_TOPIC"] == "renders"
+    assert spec.config["KAFKA_BROKERS"] == "kafka-0.kafka:9092,kafka-1.kafka:9092"
+    assert spec.config["KAFKA_NAME"] == "key" and spec.config["REMOVALS"] is None
+    assert ambassador["envFrom"] == [{"secretRef": {"name": "kafka-sasl"}}]
+    every, _ = ambassador_of({"source": {"type": "kafka", "kafka": {"topic": "renders"}}})
+    plain = resolve(parsed(every).source, options_of(parsed(every)))
+    assert plain.config["KAFKA_NAME"] is None and plain.config["REMOVALS"] == "retention"
+    assert "envFrom" not in every
+
+
 @pytest.mark.parametrize(
     "values",
     [
@@ -126,6 +141,9 @@ def test_nats_renders_a_jetstream_source_with_credentials_from_a_secret():
         {"source": {"type": "redis", "redis": {"url": "redis://redis:6379/0", "set": ""}}},
         {"source": {"type": "nats", "nats": {"stream": ""}}},
         {"source": {"type": "nats", "nats": {"url": "nats://me:pw@nats:4222", "stream": "S"}}},
+        {"source": {"type": "kafka", "kafka": {"topic": ""}}},
+        {"source": {"type": "kafka", "kafka": {"brokers": "me:pw@kafka:9092", "topic": "t"}}},
+        {"source": {"type": "kafka", "kafka": {"brokers": "kafka:9092", "topic": "a topic"}}},
     ],
     ids=[
         "unknown-type",
@@ -135,6 +153,9 @@ def test_nats_renders_a_jetstream_source_with_credentials_from_a_secret():
         "no-set",
         "no-stream",
         "nats-password-in-url",
+        "no-topic",
+        "kafka-password-in-brokers",
+        "kafka-bad-topic",
     ],  # fmt: skip
 )
 def test_the_schema_refuses_bad_sources_and_credentials_in_clear(values):

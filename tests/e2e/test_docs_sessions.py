@@ -3,8 +3,9 @@ bytes, once what differs from run to run (ports, folders, the listing's version,
 is made alike. So the pages cannot drift from what the commands answer (they had: an item's
 `version` was missing from the ambassador's session, `cancelled` from the ledger's).
 
-  docs/sources.md     the folder ambassador: five `curl`s, the watch included; a Redis stream's
-                      records and what its ambassador answers
+  docs/sources.md     the folder ambassador: five `curl`s, the watch included; a Redis stream's,
+                      a JetStream stream's and a Kafka topic's records and what their
+                      ambassadors answer
   docs/running.md     a ledger emptied by accident: `status` refuses it, `ledger restore`,
                       `ledger check`
   docs/sharing.md     a local ledger moved into a shared one (a real PostgreSQL), and a retry
@@ -217,3 +218,35 @@ def test_the_sources_page_shows_what_a_jetstream_ambassador_answers(nats_store, 
                                if line.startswith("ambassador_log_"))  # fmt: skip
         assert answer.strip() == output.strip(), command
     assert len(asks) == 3
+
+
+def test_the_sources_page_shows_what_a_kafka_ambassador_answers(kafka_store, ambassador_server):
+    """The Kafka session of docs/sources.md, replayed: the topic made and each `kcat -P` line
+    produced for real by the same client library kcat is built on (librdkafka: so each key
+    lands on the partition shown), then the ambassador's answers."""
+    session = shown_session("sources.md", "kafka-topics.sh")
+    topic = f"renders-{time.monotonic_ns()}"
+    rest = []
+    for command, output in session:
+        if command.startswith("kafka-topics.sh"):
+            assert "--topic renders --partitions 3" in command, command
+            kafka_store.create_topic(topic, 3)
+            assert output.strip() == "Created topic renders."
+            continue
+        if "| kcat -P" in command:
+            line = shlex.split(command)[1]
+            key, _, value = line.partition(":")
+            null = " -Z " in command and not value  # kcat -Z: an empty value is a null
+            kafka_store.produce(topic, [(key, None if null else value, None)])
+            assert output.strip() == "", command
+            continue
+        rest.append((command, output))
+    (serve, said), *asks = rest
+    assert said.strip() == "workqueue ambassador: serving kafka topic 'renders' on " \
+        "http://127.0.0.1:8080" and "/renders?name=key" in serve  # fmt: skip
+    server = ambassador_server(f"{kafka_store.url}/{topic}?name=key")
+    for command, output in asks:
+        path = re.search(r"localhost:8080(\S*)", command).group(1)
+        answer = get(server.port, path).replace(f'"{topic}"', '"renders"')
+        assert answer.strip() == output.strip(), command
+    assert len(asks) == 2

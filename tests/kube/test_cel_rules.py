@@ -33,8 +33,8 @@ def spec_schema() -> dict:
 
 def test_every_rule_compiles_and_none_is_a_transition_rule():
     found = rules(spec_schema())
-    assert {where for where, _ in found} == {".spec", ".spec.source"}
-    assert len(found) == 5
+    assert {where for where, _ in found} == {".spec", ".spec.source", ".spec.source.url"}
+    assert len(found) == 6
     for _, rule in found:
         compiled(rule)
 
@@ -72,6 +72,18 @@ def test_the_source_rule_wants_exactly_one_of_url_and_volume():
     assert not holds(rule, {}) and not holds(rule, {"url": "s3://b/", "volume": {}})
 
 
+def test_the_url_rule_refuses_a_credential_in_a_source_url():
+    (rule,) = [r for w, r in rules(spec_schema()) if w == ".spec.source.url"]
+    allowed = ["s3://b/videos/", "kafka://k-0:9092,k-1:9092/renders?name=key",
+               "nats://nats:4222/RENDERS?subject=a.>&name=subject",
+               "https://items.example/api?x=a@b", "redis://redis:6379/0?stream=s"]  # fmt: skip
+    refused = ["kafka://me:pw@k:9092/t", "redis://:secret@redis:6379/0?set=k",
+               "nats://TOKEN@nats:4222/S", "https://user@items.example/",
+               "redis://redis:6379/0?set=k&Password=x", "https://i.example/?token=t"]  # fmt: skip
+    assert [url for url in allowed if not holds(rule, url)] == []
+    assert [url for url in refused if holds(rule, url)] == []
+
+
 @pytest.fixture
 def custom(apiserver):
     apiserver.store.install_crd(yaml.safe_load(CRD.read_text()))
@@ -92,6 +104,11 @@ def test_the_stand_in_refuses_a_broken_rule_on_every_write(custom):
             G, V, NS, P, queue(ledgerSecret={"name": "l"}, batchSize=4)
         )
     assert refused.value.status == 422 and "cannot share a ledger" in refused.value.body
+    with pytest.raises(ApiException) as secret:
+        custom.create_namespaced_custom_object(
+            G, V, NS, P, queue(source={"url": "kafka://me:pw@kafka:9092/renders"})
+        )
+    assert secret.value.status == 422 and "credentialsSecret" in secret.value.body
     made = custom.create_namespaced_custom_object(
         G, V, NS, P, queue(autoscale={"maxParallelism": 4}, limits=["acme=3"])
     )

@@ -1,16 +1,17 @@
-"""The two log sources' servers behind one face, for the contract suite every log source
-passes (tests/ambassador/test_log_sources.py): append a record for a key, a tombstone, trim,
-and the source's URL in either shape. A Kafka client would add one class here."""
+"""The log sources' servers behind one face, for the contract suite every log source passes
+(tests/ambassador/test_log_sources.py): append a record for a key, a tombstone, trim, and the
+source's URL in either shape. `trims` says whether the server can trim a log at all."""
 
 from __future__ import annotations
 
-from .stores import NatsServer, RedisServer, unique
+from .stores import KafkaServer, NatsServer, RedisServer, unique
 
 
 class RedisLog:
     """A Redis stream: a record is `XADD key * file NAME ...`, a tombstone `deleted true`."""
 
     kind = "redis"
+    trims = True
 
     def __init__(self, server: RedisServer) -> None:
         self.server, self.key = server, unique("stream")
@@ -42,6 +43,7 @@ class NatsLog:
     `<prefix>.NAME`, a tombstone a key-value delete marker (`KV-Operation: DEL`)."""
 
     kind = "nats"
+    trims = True
 
     def __init__(self, server: NatsServer) -> None:
         self.server = server
@@ -68,3 +70,33 @@ class NatsLog:
 
     def trim(self, keep: int) -> None:
         self.server.run(lambda js: js.purge_stream(self.stream, keep=keep))
+
+
+class KafkaLog:
+    """A Kafka topic of one partition (so that positions are in append order, as the other
+    logs' are): a record is keyed by NAME with a JSON value of the fields, a tombstone a
+    null value. Tansu refuses DeleteRecords (it closes the connection) and has no retention
+    to wait for: it cannot trim."""
+
+    kind = "kafka"
+    trims = False
+
+    def __init__(self, server: KafkaServer, partitions: int = 1) -> None:
+        self.server = server
+        self.topic = unique("t")
+        server.create_topic(self.topic, partitions)
+
+    def url(self, keyed: bool) -> str:
+        return f"{self.server.url}/{self.topic}" + ("?name=key" if keyed else "")
+
+    def append(self, key: str, **fields: str) -> str:
+        return self.server.produce(self.topic, [(key, dict(fields), None)])[0]
+
+    def append_many(self, keys: list[str]) -> None:
+        self.server.produce(self.topic, [(key, {}, None) for key in keys])
+
+    def tombstone(self, name: str) -> str:
+        return self.server.produce(self.topic, [(name, None, None)])[0]
+
+    def trim(self, keep: int) -> None:
+        raise NotImplementedError("the broker under test cannot trim a topic (see trims)")

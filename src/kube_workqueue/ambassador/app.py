@@ -2,8 +2,8 @@
 
 Config keys (all optional except a source):
   SOURCE_TYPE      the registry's kind (sources/registry.py): "filesystem" (the default, with
-                   ROOT), "s3", "redis", "redis-stream", "nats" - each with the keys its
-                   `config_from_url` makes
+                   ROOT), "s3", "redis", "redis-stream", "nats", "kafka" -
+                   each with the keys its `config_from_url` makes
   ROOT             folder to serve                       SUFFIXES       ['.mp4']
   RECURSIVE        serve files below ROOT too (False)    SETTLE         seconds to hold still (2)
   FORCE_POLLING    poll instead of file events (False)   POLL_INTERVAL  seconds (1)

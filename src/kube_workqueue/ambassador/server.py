@@ -5,9 +5,9 @@
 
 URL picks the source through the registry (sources/registry.py, whose `BUILT_IN` lines give
 the forms `--help` lists: a folder path or file:///path - `--root DIR` is the same -, an S3
-bucket, a Redis set or stream, a NATS JetStream stream). It is checked once before anything
-is served, so a bucket that does not exist, missing credentials or an unreachable server is one
-line and exit 2.
+bucket, a Redis set or stream, a NATS JetStream stream, a Kafka topic). It is checked once
+before anything is served, so a bucket that does not exist, missing credentials or an
+unreachable server is one line and exit 2.
 
 Gunicorn runs `--workers` processes of the gthread worker, so a long watch stream occupies one
 thread, not a whole worker - and each worker may run up to `--threads` (1024) of them: threads
@@ -58,7 +58,8 @@ def add_parser(subparsers, user_error: type[Exception], duration=None) -> None:
     duration = duration or seconds
     p = subparsers.add_parser(
         "ambassador",
-        help="serve the items API for a folder, a bucket, a Redis set or stream, or a NATS stream",
+        help="serve the items API for a folder, a bucket, a Redis set or stream, a NATS stream "
+        "or a Kafka topic",
         description=f"Serve GET /api/v1/items for the items of --source ({SOURCE_FORMS}) that "
         "end with --suffix.",
     )

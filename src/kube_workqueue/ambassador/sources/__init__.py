@@ -14,8 +14,10 @@ opens it. The modules:
   redis_stream.py     a Redis stream's records (XRANGE, XREAD BLOCK), over the log core
   nats_stream.py      a NATS JetStream stream's messages (ordered consumers), over the log core
   nats_client.py      a client of a NATS source's server; the URL, the start-up check
+  kafka_topic.py      a Kafka topic's records (assigned partitions, never a group), over the
+                      log core
+  kafka_client.py     a client of a Kafka source's brokers; the URL, the start-up check
   log_records.py      the log core: records as items, keyed or every one, and the backlog
-                      (Kafka's, later)
   items.py            what every source's item data shares (content types, RFC 3339 times)
 """
 

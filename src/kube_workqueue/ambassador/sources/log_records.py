@@ -1,6 +1,5 @@
-"""A log's records as items: the core every log source shares (Redis Streams and NATS
-JetStream are a client each over it, `redis_stream.py` and `nats_stream.py`; Kafka would be
-one more: docs/architecture.md).
+"""A log's records as items: the core every log source shares (Redis Streams, NATS JetStream
+and Kafka are a client each over it, `redis_stream.py`, `nats_stream.py`, `kafka_topic.py`).
 
 A log is an ordered sequence of records, each at a *position* (a Redis entry id `1733-0`, a
 JetStream sequence, a Kafka `partition:offset`) with *fields* (strings). Two shapes map a log
@@ -29,6 +28,7 @@ field its group (`--group`'s fallback).
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterable
 from typing import Any
@@ -162,6 +162,29 @@ def removals(name_field: str | None) -> str | None:
     every-record shape (no record is ever deleted: the log trims its oldest, which is never a
     cancellation), None in the keyed shape (a tombstone deletes: that is a removal)."""
     return "retention" if name_field is None else None
+
+
+def payload_fields(data: bytes) -> dict[str, str]:
+    """The fields of a message's payload (a JetStream message's, a Kafka record's value): a
+    JSON object's keys - a value that is not a string given as its JSON - else the payload as
+    `body` (UTF-8) or `body.base64`; none for an empty payload. The client adds its own fields
+    (headers, a subject, a record's key) after these."""
+    fields: dict[str, str] = {}
+    found = None
+    if data[:1] == b"{":
+        try:
+            found = json.loads(data)
+        except ValueError:
+            found = None
+    if isinstance(found, dict):
+        for key, value in found.items():
+            fields[key] = value if isinstance(value, str) else json.dumps(value)
+    elif data:
+        try:
+            fields["body"] = data.decode("utf-8")
+        except UnicodeDecodeError:
+            fields["body.base64"] = base64.b64encode(data).decode("ascii")
+    return fields
 
 
 def meta_of(position: str, fields: dict[str, str]) -> str:

@@ -34,8 +34,6 @@ the listing's threads hand it coroutines (`_Loop.run`).
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
 import queue
 import threading
 from collections.abc import Iterator
@@ -43,7 +41,14 @@ from typing import Any
 
 from ..naming import SkippedNames
 from .listed import Change, SourceUnreachable
-from .log_records import TOMBSTONE_FIELD, Backlog, LogShape, describe, priority_of
+from .log_records import (
+    TOMBSTONE_FIELD,
+    Backlog,
+    LogShape,
+    describe,
+    payload_fields,
+    priority_of,
+)
 from .nats_client import (
     CONNECT_SECONDS,
     check,
@@ -71,22 +76,7 @@ class _Loop:
 
 def fields_of(msg) -> dict[str, str]:
     """A message's fields (see the module docstring)."""
-    fields: dict[str, str] = {}
-    data = msg.data or b""
-    found = None
-    if data[:1] == b"{":
-        try:
-            found = json.loads(data)
-        except ValueError:
-            found = None
-    if isinstance(found, dict):
-        for key, value in found.items():
-            fields[key] = value if isinstance(value, str) else json.dumps(value)
-    elif data:
-        try:
-            fields["body"] = data.decode("utf-8")
-        except UnicodeDecodeError:
-            fields["body.base64"] = base64.b64encode(data).decode("ascii")
+    fields = payload_fields(msg.data or b"")
     for key, value in (msg.headers or {}).items():
         fields[f"header.{key}"] = value
     if (msg.headers or {}).get("KV-Operation", "").upper() in KV_TOMBSTONES:

@@ -13,6 +13,7 @@ only lists and describes items; everything above it - the one published snapshot
                                               `log_records.py`
     nats://host:4222/STREAM     nats_stream   a NATS JetStream stream's messages, over the same
                                               log core
+    kafka://host:9092/TOPIC     kafka_topic   a Kafka topic's records, over the same log core
 
 Each is one line of `BUILT_IN` (a `Registered`: its kind, module, schemes, the query key that
 picks it among types of one scheme, and its URL's form), and every help text and error that
@@ -70,6 +71,7 @@ BUILT_IN = (
         query_key="stream",
     ),  # fmt: skip
     Registered("nats", "nats_stream", ("nats",), "nats://host:4222/STREAM[?subject=F][&name=KEY]"),
+    Registered("kafka", "kafka_topic", ("kafka",), "kafka://host:9092/TOPIC[?name=key|FIELD]"),
 )
 
 

@@ -3,7 +3,7 @@ on one machine.
 
 SOURCE is what `workqueue ambassador --source` takes (the forms the source registry's lines
 give, `ambassador.sources.registry.BUILT_IN`): a folder, a bucket, a Redis set or stream, a
-NATS JetStream stream.
+NATS JetStream stream, a Kafka topic.
 It is read through the ambassador's own source, in-process (`manager.sources.folder`); files
 still being copied are waited for, and the local manager runs with `--once` on it: every
 matching item once, a progress bar on a terminal, a summary at the end. Exit 0 when every item

@@ -1,5 +1,5 @@
 """The log sources through the chart and the Kubernetes backend: the chart's ambassador
-command line, as rendered for `source.type: redis` (a stream) and `source.type: nats`, run for
+command line, as rendered for `source.type: redis` (a stream), `nats` and `kafka`, run for
 real against the real server, and the Kubernetes manager on the API-server stand-in running one
 Job per record's item - each once, and after a restart of both, only what is new."""
 
@@ -14,7 +14,7 @@ import requests
 
 from tests.charts.test_chart import containers, render
 from tests.e2e.conftest import workqueue
-from tests.support.logs import NatsLog, RedisLog
+from tests.support.logs import KafkaLog, NatsLog, RedisLog
 from tests.support.servers import free_port, wait_until
 
 
@@ -22,6 +22,9 @@ def chart_values(log) -> dict:
     if isinstance(log, RedisLog):
         redis = {"url": log.server.url, "stream": log.key, "nameField": "file"}
         return {"source": {"type": "redis", "redis": redis}}
+    if isinstance(log, KafkaLog):
+        kafka = {"brokers": log.server.brokers, "topic": log.topic, "name": "key"}
+        return {"source": {"type": "kafka", "kafka": kafka}}
     nats = {"url": log.server.url, "stream": log.stream, "subject": f"{log.prefix}.>",
             "name": "subject"}  # fmt: skip
     return {"source": {"type": "nats", "nats": nats}}
@@ -45,10 +48,12 @@ def start_charted_ambassador(log, port: int) -> subprocess.Popen:
     return process
 
 
-@pytest.fixture(params=["redis", "nats"])
+@pytest.fixture(params=["redis", "nats", "kafka"])
 def log(request):
     if request.param == "redis":
         return RedisLog(request.getfixturevalue("redis_store"))
+    if request.param == "kafka":
+        return KafkaLog(request.getfixturevalue("kafka_store"))
     return NatsLog(request.getfixturevalue("nats_store"))
 
 

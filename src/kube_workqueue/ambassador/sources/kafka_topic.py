@@ -1,0 +1,299 @@
+"""Items are the records of a Kafka topic: every record an item, or keyed.
+
+    workqueue ambassador --source 'kafka://broker:9092/renders'                every record
+    workqueue ambassador --source 'kafka://broker:9092/renders?name=key'       keyed
+
+The shapes, versions, tombstones and data are the log core's (`log_records.py`); this module is
+the client part alone (`kafka_client.py` makes the client). A record's *fields* are its value's
+(a JSON object's keys, else `body` or `body.base64`: `log_records.payload_fields`), each header
+as `header.<name>`, and its key as `key` (`key.base64` when it is not UTF-8) - the record's own
+key and headers win over a value's field of the same name. Its *position* is
+`PARTITION-OFFSET`, zero-padded (`0002-000000000017`) so that, without `name`, the names of a
+partition's records sort in its log order. `name=` chooses the key of the keyed shape:
+
+    name=key            the record's key - the compacted-topic convention: the newest record
+                        of a key is the item, and a record whose value is null is its
+                        tombstone (the item is gone)
+    name=FIELD          a field of a JSON value; `name=header.NAME`, a header
+                        (a `deleted: true` field is a tombstone in every keyed shape)
+
+Kafka orders records within a partition only. A producer that keys a record by its item's name
+(as compaction needs anyway) puts every record of one item on one partition, so "the newest
+record of a key" is well defined; records of one key spread over several partitions (keyed by
+a field the producer did not key by) are folded in the order they are read.
+
+Reading: partitions are *assigned* to a consumer, never subscribed - no consumer group is
+joined and no offset is committed, so the ambassador takes nothing from another reader and a
+record is never "consumed". A listing reads every partition from its first retained offset to
+its end (the fetch's end-of-partition event); the change feed is another consumer from each
+partition's next offset after the ones read, for as long as the ambassador runs, and looks at
+the topic's partitions every PARTITIONS_LOOK_SECONDS: a partition added while it runs is read
+from its start. Like the other logs, the retained topic is the durable position: a restart
+reads it again, and the manager's ledger says what ran - nothing the brokers still hold is
+missed. Retention (`retention.ms`, `retention.bytes`, DeleteRecords) takes the records it drops
+out of the listing at the next full listing (`--relist-interval`): in the every-record shape,
+never a cancellation (`log_records.removals`).
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from ..naming import SkippedNames
+from .kafka_client import check, config_from_url, describe_error, partitions, settings
+from .listed import Change, SourceUnreachable
+from .log_records import TOMBSTONE_FIELD, Backlog, LogShape, describe, payload_fields, priority_of
+
+PAGE = 1000  # records one consume call returns at most: the change feed's batch
+IDLE_SECONDS = 30.0  # a listing that hears nothing this long has lost its brokers
+PARTITIONS_LOOK_SECONDS = 10.0  # the feed looks for partitions added this often
+WAIT_MS = 100  # how long a broker holds a fetch that finds nothing new (librdkafka: 500)
+
+
+def text_field(fields: dict[str, str], key: str, value: bytes | None) -> None:
+    """`fields[key]` = `value` as UTF-8 text, or `fields[key + ".base64"]` when it is not."""
+    if value is None:
+        return
+    try:
+        fields[key] = value.decode("utf-8")
+    except UnicodeDecodeError:
+        fields[f"{key}.base64"] = base64.b64encode(value).decode("ascii")
+
+
+def fields_of(msg) -> dict[str, str]:
+    """A record's fields (see the module docstring); a null value adds the tombstone field."""
+    value = msg.value()
+    fields = payload_fields(value) if value is not None else {}
+    for name, header in msg.headers() or ():
+        text_field(fields, f"header.{name}", header if header is not None else b"")
+    text_field(fields, "key", msg.key())
+    if value is None:
+        fields[TOMBSTONE_FIELD] = "true"
+    return fields
+
+
+def position_of(partition: int, offset: int) -> str:
+    """A record's position, and in the every-record shape its item's name."""
+    return f"{partition:04d}-{offset:012d}"
+
+
+def seconds_of(msg) -> float:
+    kind, stamp = msg.timestamp()
+    return stamp / 1000.0 if kind and stamp > 0 else time.time()
+
+
+class KafkaLister:
+    """The `Lister` of listed.py for one Kafka topic.
+
+    Invariant: `next_offsets[p]` is the offset after the newest record of partition `p` that
+    a listing or the feed read (a listing's end: the offset its end-of-partition event gave) -
+    only ever grows; the feed starts there after an outage. Written by the listing and the
+    feed threads, each partition's value under `_lock`."""
+
+    resumes = True  # the feed starts again after an outage, from `next_offsets`
+
+    def __init__(self, config: dict) -> None:
+        self.config = config
+        self.topic = config["KAFKA_TOPIC"]
+        self.where = f"kafka topic {self.topic!r}"
+        self.skipped = SkippedNames(self.where)
+        self.shape = LogShape(config.get("KAFKA_NAME") or None, self.skipped.check)
+        self.backlog = Backlog()
+        self.next_offsets: dict[int, int] = {}
+        self._lock = threading.Lock()
+
+    def _advance(self, reached: dict[int, int]) -> None:
+        with self._lock:
+            for partition, offset in reached.items():
+                if offset > self.next_offsets.get(partition, 0):
+                    self.next_offsets[partition] = offset
+
+    def _consumer(self, **more: Any):
+        """A consumer, and the list its error callback appends librdkafka's errors to."""
+        from confluent_kafka import Consumer
+
+        errors: list = []
+        consumer = Consumer(settings(self.config, **{
+            "fetch.wait.max.ms": WAIT_MS, "auto.offset.reset": "earliest",
+            "error_cb": errors.append, **more}))  # fmt: skip
+        return consumer, errors
+
+    def _partitions(self, consumer) -> list[int]:
+        try:
+            return partitions(consumer, self.topic)
+        except LookupError as exc:  # deleted while served: an outage, never "all removed"
+            raise SourceUnreachable(f"{self.where}: {exc}") from None
+        except SourceUnreachable as exc:
+            raise SourceUnreachable(f"{self.where}: {exc}") from None
+
+    def _broken(self, errors: list) -> str | None:
+        """Why the consumer has lost its brokers (librdkafka retries anything less), or None."""
+        from confluent_kafka import KafkaError
+
+        for error in errors:
+            if error.fatal() or error.code() in (KafkaError._ALL_BROKERS_DOWN,
+                                                 KafkaError._AUTHENTICATION):  # fmt: skip
+                return error.str()
+        errors.clear()
+        return None
+
+    # -- the listing -----------------------------------------------------------------------
+
+    def list_all(self) -> dict[str, str]:
+        """Every item of the retained topic, folded as the records come (a million records are
+        never all held: only the items they leave)."""
+        from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+
+        consumer, errors = self._consumer(**{"enable.partition.eof": True})
+        try:
+            ids = self._partitions(consumer)
+            consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in ids])
+            found: dict[str, str] = {}
+            reached: dict[int, int] = {}
+            unfinished, heard = set(ids), time.monotonic()
+            fold = self.shape.fold
+            while unfinished:
+                records = consumer.consume(PAGE, 1.0)
+                broken = self._broken(errors)
+                if broken or time.monotonic() - heard > IDLE_SECONDS:
+                    raise SourceUnreachable(f"{self.where}: {broken or 'the brokers went quiet'}")
+                if records:
+                    heard = time.monotonic()
+                for msg in records:
+                    error, partition = msg.error(), msg.partition()
+                    if error is None:
+                        fold(found, position_of(partition, msg.offset()), fields_of(msg))
+                        reached[partition] = msg.offset() + 1
+                    elif error.code() == KafkaError._PARTITION_EOF:
+                        unfinished.discard(partition)
+                        reached[partition] = max(reached.get(partition, 0), msg.offset())
+                    elif error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                        raise SourceUnreachable(f"{self.where}: {error.str()}")
+        finally:
+            consumer.close()
+        self._advance(reached)
+        return found
+
+    def describe(self, name: str, meta: str) -> dict[str, Any]:
+        return describe(name, meta, self.topic)
+
+    def ranks(self, config: dict) -> bool:
+        return True  # a record may carry an integer `priority` field
+
+    def priority(self, meta: str) -> int | None:
+        return priority_of(meta)
+
+    # -- the change feed -------------------------------------------------------------------
+
+    def changes(self, stop: threading.Event) -> Iterator[list[Change] | object]:
+        """The records after the newest ones read, as the brokers deliver them."""
+        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+        try:
+            consumer, errors = self._consumer()
+        except Exception as exc:
+            raise SourceUnreachable(f"{self.where}: following: {describe_error(exc)}") from None
+        try:
+            ids = self._partitions(consumer)
+            with self._lock:
+                starts = {p: self.next_offsets.get(p, OFFSET_BEGINNING) for p in ids}
+            consumer.assign([TopicPartition(self.topic, p, o) for p, o in starts.items()])
+        except BaseException:
+            consumer.close()
+            raise
+        return self._follow(consumer, errors, set(ids), stop)
+
+    def _follow(self, consumer, errors: list, ids: set[int], stop: threading.Event):
+        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+        looked = time.monotonic()
+        try:
+            while not stop.is_set():
+                records = [m for m in consumer.consume(PAGE, 1.0) if m.error() is None]
+                broken = self._broken(errors)
+                if broken:
+                    raise SourceUnreachable(f"{self.where}: {broken}")
+                if time.monotonic() - looked > PARTITIONS_LOOK_SECONDS:
+                    added = set(self._partitions(consumer)) - ids
+                    if added:
+                        consumer.incremental_assign([TopicPartition(self.topic, p,
+                                                     OFFSET_BEGINNING) for p in added])  # fmt: skip
+                        ids |= added
+                    looked = time.monotonic()
+                if not records:
+                    continue
+                reached: dict[int, int] = {}
+                for msg in records:
+                    reached[msg.partition()] = msg.offset() + 1
+                self.backlog.read([seconds_of(m) for m in records], self._beyond(consumer, reached))
+                batch = []
+                for msg in records:
+                    change = self.shape.change(position_of(msg.partition(), msg.offset()),
+                                               fields_of(msg))  # fmt: skip
+                    if change is not None:
+                        batch.append(change)
+                self._advance(reached)
+                if batch:
+                    yield batch
+                self.backlog.served(len(records))
+        finally:
+            consumer.close()
+
+    def _beyond(self, consumer, reached: dict[int, int]) -> int:
+        """Records the brokers hold after the newest read, by the ends the last fetches
+        reported (librdkafka's cached high watermarks: no request)."""
+        from confluent_kafka import TopicPartition
+
+        beyond = 0
+        with self._lock:
+            offsets = {**self.next_offsets, **reached}
+        for partition, offset in offsets.items():
+            _, high = consumer.get_watermark_offsets(TopicPartition(self.topic, partition),
+                                                     cached=True)  # fmt: skip
+            if high is not None and high > offset:
+                beyond += high - offset
+        return beyond
+
+
+class KafkaType:
+    """The Kafka source type of the registry (`registry.py`)."""
+
+    kind = "kafka"
+    extra = "kafka"
+    secret_variables = "KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD"
+    events = True  # the change feed: a consumer's fetches
+    content_versions = True  # a new record is a new version
+    settles = False
+
+    def shown(self, config: dict) -> str:
+        return f"kafka topic {config['KAFKA_TOPIC']!r}"
+
+    def ranks(self, config: dict) -> bool:
+        return True
+
+    def priority(self, meta: str) -> int | None:
+        return priority_of(meta)
+
+    def config_from_url(self, url: str, options: dict) -> dict:
+        from .registry import FOLDER_ONLY, not_for
+
+        not_for("kafka", options, FOLDER_ONLY)
+        return config_from_url(url, options)
+
+    def check(self, config: dict) -> None:
+        check(config)
+
+    def open(self, config: dict):
+        from .listed import ListedSource
+
+        return ListedSource.configured(KafkaLister(config), config, 2.0)
+
+    def describe(self, config: dict, name: str, meta: str | None) -> dict | None:
+        return describe(name, meta, config["KAFKA_TOPIC"]) if meta else None
+
+
+SOURCE_TYPE = KafkaType()

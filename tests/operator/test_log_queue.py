@@ -1,0 +1,37 @@
+"""A WorkQueue over a Kafka topic, through the operator: `spec.source.url: kafka://…` gets the
+queue its own ambassador (a Deployment the stand-in runs as a real process) reading the real
+broker, and each record's item runs once - those there at the start, and one produced later."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import yaml
+
+from tests.support.logs import KafkaLog
+from tests.support.servers import wait_until
+
+from .conftest import NS, marks
+from .test_isolation import items_queue
+
+
+def test_a_kafka_workqueue_runs_each_record_once(operated, tmp_path, kafka_store):
+    log = KafkaLog(kafka_store)
+    for i in range(3):
+        log.append(f"clip-{i}.mp4", n=str(i))
+    log.append("clip-0.mp4", n="again")  # the same key again: one item, its newest record
+    operated.start_operator()
+    queue = items_queue("renders", log.url(keyed=True), operated, tmp_path)
+    operated.kubectl("apply", "--validate=false", "-n", NS, "-f", "-",
+                     stdin=yaml.safe_dump(queue))  # fmt: skip
+    ran = lambda: marks(tmp_path / "renders.marks")  # noqa: E731
+    wait_until(lambda: len(ran()) >= 3, timeout=120)
+    wait_until(lambda: operated.condition("renders", "Ready").get("status") == "True", timeout=60)
+    uid = operated.queue("renders")["metadata"]["uid"]
+    assert ("deployments", "renders-ambassador") in set(operated.owned_by(uid))
+    log.append("clip-3.mp4")
+    wait_until(lambda: len(ran()) >= 4, timeout=120)
+    items = [json.loads(mark) for mark in ran()]  # (each mark: the item's data as it ran)
+    assert Counter(i["name"] for i in items) == Counter(f"clip-{i}.mp4" for i in range(4))
+    assert {i["name"]: i.get("n") for i in items}["clip-0.mp4"] == "again"
