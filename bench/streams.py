@@ -1,10 +1,12 @@
-"""The log sources measured against real servers: a Redis stream (redis-server) and a NATS
-JetStream stream (nats-server) - `python -m bench.streams [--only redis|nats]`.
+"""The log sources measured against real servers: a Redis stream (redis-server), a NATS
+JetStream stream (nats-server) and a Kafka topic (Tansu, a broker speaking Kafka's protocol) -
+`python -m bench.streams [--only redis|nats|kafka]`.
 
     cold start   --records retained records (default 1,000,000, every record an item, two
                  short fields each): the ambassador's source started - a full listing, packed -
                  against the server's own Python client reading the same records the same way
-                 (redis-py: XRANGE, a thousand a call; nats-py: an ordered consumer) and doing
+                 (redis-py: XRANGE, a thousand a call; nats-py: an ordered consumer;
+                 confluent-kafka: a consumer of every partition to its end) and doing
                  nothing with them: the floor. Goal <= 1.5x. And the bytes an item costs: the
                  packed listing's (names and metas) per item, and the process's resident
                  growth per item (goal <= 300 B)
@@ -38,7 +40,7 @@ import time
 from pathlib import Path
 
 from kube_workqueue.ambassador.sources.registry import resolve, source_type
-from tests.support.stores import NatsServer, RedisServer
+from tests.support.stores import KafkaServer, NatsServer, RedisServer
 
 
 def rss_bytes() -> int:
@@ -194,6 +196,83 @@ asyncio.run(main())
     def writer(self, log: str, rate: int, seconds: float) -> list[str]:
         self._stream(log)
         return [sys.executable, "-c", self.WRITER, self.server.url, str(rate), str(seconds), log]
+
+    def stop(self) -> None:
+        self.server.close()
+
+
+class KafkaBench:
+    """A Kafka topic of three partitions per log name: filled by one producer (JSON values,
+    keyed by name), read by a consumer assigned every partition, to each one's end."""
+
+    kind, client_name = "kafka", "confluent-kafka"
+    PARTITIONS = 3
+    WRITER = """
+import json, sys, time
+from confluent_kafka import Producer
+brokers, rate, seconds, topic = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+producer = Producer({"bootstrap.servers": brokers, "linger.ms": 0, "log_level": 0})
+began = time.monotonic()
+for i in range(int(rate * seconds)):
+    name = f"live-{i:07d}-{time.time():.4f}"
+    producer.produce(topic, key=name, value=json.dumps({"file": name}))
+    producer.poll(0)
+    ahead = began + (i + 1) / rate - time.monotonic()
+    if ahead > 0:
+        time.sleep(ahead)
+producer.flush(60)
+"""
+
+    def __init__(self) -> None:
+        self.server = KafkaServer()
+        self.topics: set[str] = set()
+
+    def _topic(self, log: str) -> str:
+        if log not in self.topics:
+            self.server.create_topic(log, self.PARTITIONS)
+            self.topics.add(log)
+        return log
+
+    def url(self, log: str, keyed: bool) -> str:
+        return f"{self.server.url}/{self._topic(log)}" + ("?name=file" if keyed else "")
+
+    def fill(self, log: str, records: int, prefix: str = "clip") -> None:
+        import json
+
+        topic = self._topic(log)
+        for start in range(0, records, 100_000):
+            batch = []
+            for i in range(start, min(start + 100_000, records)):
+                name = f"{prefix}-{i:07d}.mp4"
+                batch.append((name, json.dumps({"file": name, "width": "320"}), None))
+            self.server.produce(topic, batch)
+
+    def append(self, log: str, name: str) -> None:
+        self.server.produce(self._topic(log), [(name, {"file": name}, None)])
+
+    def floor(self, log: str) -> float:
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+        consumer = Consumer({"bootstrap.servers": self.server.brokers, "group.id": "floor",
+                             "enable.auto.commit": False, "enable.partition.eof": True,
+                             "fetch.wait.max.ms": 100, "log_level": 0})  # fmt: skip
+        began = time.perf_counter()
+        consumer.assign([TopicPartition(log, p, OFFSET_BEGINNING)
+                         for p in range(self.PARTITIONS)])  # fmt: skip
+        ended: set[int] = set()
+        while len(ended) < self.PARTITIONS:  # (poll waits for one; consume(n, t) for all n)
+            first = consumer.poll(1.0)
+            for msg in [first, *consumer.consume(999, 0)] if first is not None else ():
+                error = msg.error()
+                if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                    ended.add(msg.partition())
+        took = time.perf_counter() - began
+        consumer.close()
+        return took
+
+    def writer(self, log: str, rate: int, seconds: float) -> list[str]:
+        return [sys.executable, "-c", self.WRITER, self.server.brokers, str(rate), str(seconds),
+                self._topic(log)]  # fmt: skip
 
     def stop(self) -> None:
         self.server.close()
@@ -363,11 +442,11 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--crash-records", type=int, default=2000)
-    parser.add_argument("--only", choices=("redis", "nats"))
+    parser.add_argument("--only", choices=("redis", "nats", "kafka"))
     parser.add_argument("--skip", action="append", default=[],
                         choices=("cold", "delay", "http", "crash"))  # fmt: skip
     args = parser.parse_args()
-    for make in (RedisBench, NatsBench):
+    for make in (RedisBench, NatsBench, KafkaBench):
         if args.only and make.kind != args.only:
             continue
         bench = make()

@@ -140,6 +140,7 @@ class Backlog:
 
 
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_decode = json.JSONDecoder().decode
 
 
 def name_field(query: dict[str, list[str]]) -> str | None:
@@ -168,18 +169,20 @@ def payload_fields(data: bytes) -> dict[str, str]:
     """The fields of a message's payload (a JetStream message's, a Kafka record's value): a
     JSON object's keys - a value that is not a string given as its JSON - else the payload as
     `body` (UTF-8) or `body.base64`; none for an empty payload. The client adds its own fields
-    (headers, a subject, a record's key) after these."""
-    fields: dict[str, str] = {}
-    found = None
+    (headers, a subject, a record's key) after these. (A listing's hot path: a million
+    records' - the text decoded once, a dict of strings returned as it came.)"""
     if data[:1] == b"{":
         try:
-            found = json.loads(data)
-        except ValueError:
+            found = _decode(data.decode("utf-8"))
+        except ValueError:  # (UnicodeDecodeError included: then it is bytes, `body.base64`)
             found = None
-    if isinstance(found, dict):
-        for key, value in found.items():
-            fields[key] = value if isinstance(value, str) else json.dumps(value)
-    elif data:
+        if isinstance(found, dict):
+            if all(type(value) is str for value in found.values()):
+                return found
+            return {key: value if isinstance(value, str) else json.dumps(value)
+                    for key, value in found.items()}  # fmt: skip
+    fields: dict[str, str] = {}
+    if data:
         try:
             fields["body"] = data.decode("utf-8")
         except UnicodeDecodeError:
