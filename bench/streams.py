@@ -274,6 +274,30 @@ producer.flush(60)
         return [sys.executable, "-c", self.WRITER, self.server.brokers, str(rate), str(seconds),
                 self._topic(log)]  # fmt: skip
 
+    def floor_delay(self, rate: int, seconds: float) -> list[float]:
+        """The delay a bare consumer sees - confluent-kafka polling every partition of a new
+        topic, doing nothing else - for the same writer: what the broker and the writer cost
+        before the source does anything."""
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+        topic = self._topic(f"bare-{time.monotonic_ns()}")
+        consumer = Consumer({"bootstrap.servers": self.server.brokers, "group.id": "floor",
+                             "fetch.wait.max.ms": 100, "log_level": 0})  # fmt: skip
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING)
+                         for p in range(self.PARTITIONS)])  # fmt: skip
+        writer = subprocess.Popen(self.writer(topic, rate, seconds))
+        delays: list[float] = []
+        while True:
+            msg = consumer.poll(1.0)
+            if msg is None:
+                if writer.poll() is not None:
+                    break
+                continue
+            if msg.error() is None:
+                delays.append(time.time() - float(msg.key().decode().rsplit("-", 1)[1]))
+        consumer.close()
+        return sorted(delays)
+
     def stop(self) -> None:
         self.server.close()
 
@@ -325,6 +349,11 @@ def delay(bench, rate: int, seconds: float, log: str = "live") -> None:
     print(f"[{bench.kind}] delay{beside}: {rate:,} records a second for {seconds:.0f} s "
           f"({len(delays):,} seen): p50 {statistics.median(delays) * 1000:.0f} ms, "
           f"p99 {p99 * 1000:.0f} ms (goal: p99 <= 1 s)")  # fmt: skip
+    if log == "live" and hasattr(bench, "floor_delay"):
+        bare = bench.floor_delay(rate, seconds)
+        print(f"[{bench.kind}]   a bare {bench.client_name} consumer, the same writer: p50 "
+              f"{statistics.median(bare) * 1000:.0f} ms, p99 "
+              f"{bare[int(0.99 * (len(bare) - 1))] * 1000:.0f} ms")  # fmt: skip
 
 
 def http_delay(bench, rate: int, seconds: float, log: str = "live") -> None:
