@@ -67,7 +67,7 @@ test:
 	# writes it: each of the `workqueue` processes the suite starts compiled the project again
 	# (0.14 s of CPU each), and each of six workers rewrote the 500 test modules' assertions
 	# (15 s of CPU each, 5.5 s from pytest's cache). One compile and one collection write both.
-	$(BIN)/python -m compileall -q manager ambassador safelog workers tests bench >/dev/null
+	$(BIN)/python -m compileall -q src tests bench >/dev/null
 	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q --collect-only >/dev/null || true  # (the run below says why)
 	# six workers on two cores, tests handed out by work stealing: most of a test's time is
 	# spent waiting on real processes, and the longest ones must not end up queued behind each
