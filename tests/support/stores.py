@@ -303,8 +303,9 @@ class KafkaServer:
         return positions  # type: ignore[return-value]
 
     def stop(self) -> None:
-        """Killed (Tansu ignores SIGTERM: `end` would wait 5 s for nothing); a log kept in S3
-        is whole after it - every produce it acknowledged was written there."""
+        """Killed: on SIGTERM Tansu waits 5 s for its clients to hang up (this helper's own
+        producer stays connected), for nothing a test needs. A log kept in S3 is whole after
+        it - every produce it acknowledged was written there."""
         self.process.kill()
         self.process.wait()
 
