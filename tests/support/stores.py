@@ -304,8 +304,8 @@ class KafkaServer:
 
     def stop(self) -> None:
         """Killed: on SIGTERM Tansu waits 5 s for its clients to hang up (this helper's own
-        producer stays connected), for nothing a test needs. A log kept in S3 is whole after
-        it - every produce it acknowledged was written there."""
+        producer stays connected), for nothing a test needs. A log kept in S3 outlives it (the
+        outage test reads a record produced before the kill after the restart)."""
         self.process.kill()
         self.process.wait()
 
