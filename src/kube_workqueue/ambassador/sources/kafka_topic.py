@@ -135,10 +135,8 @@ class KafkaLister:
     def _partitions(self, consumer) -> list[int]:
         try:
             return partitions(consumer, self.topic)
-        except LookupError as exc:  # deleted while served: an outage, never "all removed"
-            raise SourceUnreachable(f"{self.where}: {exc}") from None
-        except SourceUnreachable as exc:
-            raise SourceUnreachable(f"{self.where}: {exc}") from None
+        except (LookupError, SourceUnreachable) as exc:  # a topic deleted while served is an
+            raise SourceUnreachable(f"{self.where}: {exc}") from None  # outage, never "all gone"
 
     def _broken(self, errors: list) -> str | None:
         """Why the consumer has lost its brokers (librdkafka retries anything less), or None."""
@@ -156,44 +154,43 @@ class KafkaLister:
     def list_all(self) -> dict[str, str]:
         """Every item of the retained topic, folded as the records come (a million records are
         never all held: only the items they leave)."""
-        from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
-
         consumer, errors = self._consumer(**{"enable.partition.eof": True})
+        reached: dict[int, int] = {}
         try:
-            ids = self._partitions(consumer)
-            consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in ids])
-            found: dict[str, str] = {}
-            reached: dict[int, int] = {}
-            unfinished, heard = set(ids), time.monotonic()
-            change_of = self.shape.change
-            while unfinished:
-                records = batch_of(consumer, 1.0)
-                broken = self._broken(errors)
-                if broken or time.monotonic() - heard > IDLE_SECONDS:
-                    raise SourceUnreachable(f"{self.where}: {broken or 'the brokers went quiet'}")
-                if records:
-                    heard = time.monotonic()
-                for msg in records:
-                    error, partition = msg.error(), msg.partition()
-                    if error is None:  # (`LogShape.fold`, inlined: a million records' path)
-                        offset = msg.offset()
-                        change = change_of(f"{partition:04d}-{offset:012d}", fields_of(msg))
-                        reached[partition] = offset + 1
-                        if change is None:
-                            continue
-                        if change[1] is None:
-                            found.pop(change[0], None)
-                        else:
-                            found[change[0]] = change[1]
-                    elif error.code() == KafkaError._PARTITION_EOF:
-                        unfinished.discard(partition)
-                        reached[partition] = max(reached.get(partition, 0), msg.offset())
-                    elif error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                        raise SourceUnreachable(f"{self.where}: {error.str()}")
+            found = self.shape.items(self._retained(consumer, errors, reached))
         finally:
             consumer.close()
         self._advance(reached)
         return found
+
+    def _retained(self, consumer, errors: list, reached: dict[int, int]):
+        """Every retained record, (position, fields), each partition's in its order, until
+        every partition's end-of-partition event; `reached[p]` is told the offset after the
+        last one read of partition `p` (its end, where it has none). Raises
+        SourceUnreachable."""
+        from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+
+        ids = self._partitions(consumer)
+        consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in ids])
+        unfinished, heard = set(ids), time.monotonic()
+        while unfinished:
+            records = batch_of(consumer, 1.0)
+            broken = self._broken(errors)
+            if broken or time.monotonic() - heard > IDLE_SECONDS:
+                raise SourceUnreachable(f"{self.where}: {broken or 'the brokers went quiet'}")
+            if records:
+                heard = time.monotonic()
+            for msg in records:
+                error, partition = msg.error(), msg.partition()
+                if error is None:
+                    offset = msg.offset()
+                    reached[partition] = offset + 1
+                    yield position_of(partition, offset), fields_of(msg)
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    unfinished.discard(partition)
+                    reached[partition] = max(reached.get(partition, 0), msg.offset())
+                elif error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    raise SourceUnreachable(f"{self.where}: {error.str()}")
 
     def describe(self, name: str, meta: str) -> dict[str, Any]:
         return describe(name, meta, self.topic)
@@ -244,15 +241,14 @@ class KafkaLister:
                 if not records:
                     continue
                 reached: dict[int, int] = {}
-                for msg in records:
-                    reached[msg.partition()] = msg.offset() + 1
-                self.backlog.read([seconds_of(m) for m in records], self._beyond(consumer, reached))
                 batch = []
                 for msg in records:
-                    change = self.shape.change(position_of(msg.partition(), msg.offset()),
-                                               fields_of(msg))  # fmt: skip
+                    partition, offset = msg.partition(), msg.offset()
+                    reached[partition] = offset + 1
+                    change = self.shape.change(position_of(partition, offset), fields_of(msg))
                     if change is not None:
                         batch.append(change)
+                self.backlog.read([seconds_of(m) for m in records], self._beyond(consumer, reached))
                 self._advance(reached)
                 if batch:
                     yield batch
