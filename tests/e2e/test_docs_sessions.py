@@ -51,6 +51,11 @@ def get(port: int, path: str) -> str:
         connection.close()
 
 
+def asked_path(command: str) -> str:
+    """The path a shown `curl … localhost:8080/PATH …` asks for."""
+    return re.search(r"localhost:8080(\S*)", command).group(1)
+
+
 def alike(text: str, root: str, port: int) -> str:
     text = text.replace(root, SHOWN_ROOT).replace(f":{port}", ":8080")
     text = re.sub(r'"resourceVersion":"\d+"', '"resourceVersion":"N"', text)
@@ -177,7 +182,7 @@ def test_the_sources_page_shows_what_a_stream_ambassador_answers(redis_store, am
     assert said.strip() == "workqueue ambassador: serving redis stream 'renders' on " \
         "http://127.0.0.1:8080" and "stream=renders&name=file" in serve  # fmt: skip
     for command, output in asks:
-        path = re.search(r"localhost:8080(\S*)", command).group(1)
+        path = asked_path(command)
         answer = get(server.port, path).replace(key, "renders")
         for given, shown in ids.items():
             answer = answer.replace(given, shown)
@@ -212,7 +217,7 @@ def test_the_sources_page_shows_what_a_jetstream_ambassador_answers(nats_store, 
         "http://127.0.0.1:8080" and "/RENDERS?subject=renders.>&name=subject" in serve  # fmt: skip
     server = ambassador_server(f"{nats_store.url}/{stream}?subject={prefix}.>&name=subject")
     for command, output in asks:
-        path = re.search(r"localhost:8080(\S*)", command).group(1)
+        path = asked_path(command)
         if "| grep" in command:  # the lines the grep keeps, once a scrape has them (seen once
             # under a loaded suite: a scrape without them; the log contract's metrics test
             # waits for them the same way)
@@ -255,7 +260,7 @@ def test_the_sources_page_shows_what_a_kafka_ambassador_answers(kafka_store, amb
         "http://127.0.0.1:8080" and "/renders?name=key" in serve  # fmt: skip
     server = ambassador_server(f"{kafka_store.url}/{topic}?name=key")
     for command, output in asks:
-        path = re.search(r"localhost:8080(\S*)", command).group(1)
+        path = asked_path(command)
         answer = get(server.port, path).replace(f'"{topic}"', '"renders"')
         assert answer.strip() == output.strip(), command
     assert len(asks) == 2
