@@ -250,19 +250,32 @@ producer.flush(60)
     def append(self, log: str, name: str) -> None:
         self.server.produce(self._topic(log), [(name, {"file": name}, None)])
 
-    def floor(self, log: str) -> float:
-        from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+    def _bare_consumer(self, **more):
+        """A consumer of the client alone, nothing of ours (`_read_all` gives it a topic)."""
+        from confluent_kafka import Consumer
 
-        consumer = Consumer({"bootstrap.servers": self.server.brokers, "group.id": "floor",
-                             "enable.auto.commit": False, "enable.partition.eof": True,
-                             "fetch.wait.max.ms": 100, "log_level": 0})  # fmt: skip
-        began = time.perf_counter()
-        consumer.assign([TopicPartition(log, p, OFFSET_BEGINNING)
+        return Consumer({"bootstrap.servers": self.server.brokers, "group.id": "floor",
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 100,
+                         "log_level": 0, **more})  # fmt: skip
+
+    def _read_all(self, consumer, topic: str) -> None:
+        """`consumer` assigned every partition of `topic`, from its start."""
+        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING)
                          for p in range(self.PARTITIONS)])  # fmt: skip
+
+    def floor(self, log: str) -> float:
+        from confluent_kafka import KafkaError
+
+        from kube_workqueue.ambassador.sources.kafka_topic import batch_of
+
+        consumer = self._bare_consumer(**{"enable.partition.eof": True})
+        began = time.perf_counter()
+        self._read_all(consumer, log)
         ended: set[int] = set()
-        while len(ended) < self.PARTITIONS:  # (poll waits for one; consume(n, t) for all n)
-            first = consumer.poll(1.0)
-            for msg in [first, *consumer.consume(999, 0)] if first is not None else ():
+        while len(ended) < self.PARTITIONS:  # (batch_of: poll, then what is there already)
+            for msg in batch_of(consumer, 1.0):
                 error = msg.error()
                 if error is not None and error.code() == KafkaError._PARTITION_EOF:
                     ended.add(msg.partition())
@@ -278,13 +291,9 @@ producer.flush(60)
         """The delay a bare consumer sees - confluent-kafka polling every partition of a new
         topic, doing nothing else - for the same writer: what the broker and the writer cost
         before the source does anything."""
-        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
         topic = self._topic(f"bare-{time.monotonic_ns()}")
-        consumer = Consumer({"bootstrap.servers": self.server.brokers, "group.id": "floor",
-                             "fetch.wait.max.ms": 100, "log_level": 0})  # fmt: skip
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING)
-                         for p in range(self.PARTITIONS)])  # fmt: skip
+        consumer = self._bare_consumer()
+        self._read_all(consumer, topic)
         writer = subprocess.Popen(self.writer(topic, rate, seconds))
         delays: list[float] = []
         while True:
