@@ -6,8 +6,56 @@ from __future__ import annotations
 import socket
 import time
 
+PORTS_FROM = 10000  # the lowest port a test takes; the kernel's ephemeral range starts above
+PORTS_EACH_WORKER = 2000
+_next_port: list[int] = []  # this process's next candidate in its own block (see free_port)
+
+
+def _ephemeral_floor() -> int:
+    """Where the kernel starts picking ports for outgoing connections (32768 by default)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
 
 def free_port() -> int:
+    """A loopback port nothing listens on now, for a server a test starts a moment later.
+
+    A port the kernel hands out for `bind(0)` is an *ephemeral* one, and between the moment it is
+    released here and the moment the server binds it, any outgoing connection on the machine
+    (a test's HTTP request, a client of Redis) may be given it - CI saw "Address already in use"
+    that way. So ports come from below the ephemeral range, where the kernel never picks one,
+    and each pytest-xdist worker has a block of its own, walked in order, so no two workers and
+    no two calls in one worker hand out the same port. Where the range leaves no room for the
+    blocks, it falls back to `bind(0)`."""
+    import os
+    import random
+
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else None
+    slots = (_ephemeral_floor() - PORTS_FROM) // PORTS_EACH_WORKER
+    if slots < 2:
+        return _kernel_port()
+    # Outside xdist (a benchmark, one pytest process) the last block, started at random.
+    block = index % (slots - 1) if index is not None else slots - 1
+    low = PORTS_FROM + block * PORTS_EACH_WORKER
+    if not _next_port:
+        _next_port.append(random.randrange(PORTS_EACH_WORKER))
+    for _ in range(PORTS_EACH_WORKER):
+        port = low + _next_port[0] % PORTS_EACH_WORKER
+        _next_port[0] += 1
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:  # taken (or lingering): the next one
+                continue
+            return port
+    return _kernel_port()
+
+
+def _kernel_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
