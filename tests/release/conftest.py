@@ -34,6 +34,24 @@ REPO = Path(__file__).resolve().parents[2]
 VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
 WHEEL = f"kube_workqueue-{VERSION}-py3-none-any.whl"
 SDIST = f"kube_workqueue-{VERSION}.tar.gz"
+# cyclonedx-bom's own environment (the Makefile says why it is not the project's)
+SBOM_BIN = REPO / ".venv-sbom" / "bin"
+
+
+def cyclonedx_errors(document: str, schema_version: str) -> str:
+    """What CycloneDX's strict JSON validator finds wrong with `document` against the schema of
+    `schema_version` ("1.6"), run in .venv-sbom; "" when it is valid."""
+    assert (SBOM_BIN / "python").exists(), "run `make test`: it makes .venv-sbom"
+    check = (
+        "import sys; from cyclonedx.schema import SchemaVersion; "
+        "from cyclonedx.validation.json import JsonStrictValidator; "
+        f"found = JsonStrictValidator(SchemaVersion.V{schema_version.replace('.', '_')})"
+        ".validate_str(sys.stdin.read()); print(found or '', end='')"
+    )
+    done = subprocess.run([str(SBOM_BIN / "python"), "-c", check], input=document,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 @contextmanager
