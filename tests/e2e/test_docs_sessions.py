@@ -5,7 +5,7 @@ is made alike. So the pages cannot drift from what the commands answer (they had
 
   docs/sources.md     the folder ambassador: five `curl`s, the watch included; a Redis stream's,
                       a JetStream stream's and a Kafka topic's records and what their
-                      ambassadors answer
+                      ambassadors answer; a Cloud Storage bucket's and an Azure container's
   docs/running.md     a ledger emptied by accident: `status` refuses it, `ledger restore`,
                       `ledger check`
   docs/sharing.md     a local ledger moved into a shared one (a real PostgreSQL), and a retry
@@ -23,9 +23,11 @@ import threading
 import time
 from pathlib import Path
 
-from tests.support.servers import wait_until
+import pytest
 
-from .conftest import workqueue
+from tests.support.servers import free_port, wait_until
+
+from .conftest import spawn_workqueue, workqueue
 
 REPO = Path(__file__).resolve().parents[2]
 SHOWN_ROOT = "/tmp/vids"
@@ -264,3 +266,47 @@ def test_the_sources_page_shows_what_a_kafka_ambassador_answers(kafka_store, amb
         answer = get(server.port, path).replace(f'"{topic}"', '"renders"')
         assert answer.strip() == output.strip(), command
     assert len(asks) == 2
+
+
+@pytest.mark.parametrize(
+    ("kind", "first"),
+    [
+        ("gcs", "export STORAGE_EMULATOR_HOST="),
+        ("azure", "export AZURE_STORAGE_CONNECTION_STRING="),
+    ],
+)
+def test_the_sources_page_shows_what_a_cloud_bucket_ambassador_answers(kind, first, request,
+                                                                       monkeypatch):  # fmt: skip
+    """The Cloud Storage and Azure Blob sessions of docs/sources.md, replayed against the
+    emulators: the page's two objects (its bytes: 1,024 zero bytes and 1,024 ones, so the MD5
+    and the version shown are what the store computes), every command run for real."""
+    store = request.getfixturevalue("gcs_emulator" if kind == "gcs" else "azurite")
+    for key, value in store.env.items():
+        monkeypatch.setenv(key, value)
+    session = shown_session("sources.md", first)
+    (exported, _), (serve, said), *asks, (refused, error) = session
+    container = f"media-{time.monotonic_ns()}"  # the page's `media-in`, unique per run
+    if kind == "gcs":
+        store.client().create_bucket(container)
+    else:
+        store.service().create_container(container)
+    store.put(container, "videos/a.mp4", b"\0" * 1024)
+    store.put(container, "videos/b c.mp4", b"\1" * 1024)
+    argv = [a.replace("media-in", container) for a in shlex.split(serve)[1:]]
+    port = free_port()
+    argv[argv.index("--port") + 1] = str(port)
+    server = spawn_workqueue(*argv)
+    try:
+        line = server.stdout.readline().replace(container, "media-in")
+        assert line.strip().replace(f":{port}", ":8080") == said.strip()
+        wait_until(lambda: get(port, "/readyz").strip() == "ok", timeout=60)
+        for command, output in asks:
+            answer = get(port, asked_path(command)).replace(container, "media-in")
+            assert (
+                alike(answer, SHOWN_ROOT, port).strip() == alike(output, SHOWN_ROOT, port).strip()
+            )
+    finally:
+        server.terminate()
+        server.wait(30)
+    done = workqueue(*shlex.split(refused)[1:])
+    assert done.returncode == 2 and done.stderr.strip() == error.strip()

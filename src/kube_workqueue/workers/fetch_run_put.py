@@ -8,9 +8,10 @@ user script on it, upload the result. Either everything comes from the item's da
                                                     shell would split it, never run by one),
      "output": "s3://bucket/out/a.webm", "https://store.example/out/a.webm" or "file:///..."}
 
-or the item is the object itself - what the ambassador's S3 source serves ({"bucket", "key",
-"url": "s3://..."}; a folder's {"path"} too; a log's record, whose payload - `body`, or its
-fields as JSON - is the input itself) - and the command line says the rest:
+or the item is the object itself - what the ambassador's object-store sources serve
+({"bucket", "key", "url": "s3://...", "gs://..." or "azblob://..."}; a folder's {"path"} too;
+a log's record, whose payload - `body`, or its fields as JSON - is the input itself) - and the
+command line says the rest:
 
     fetch-run-put [--input-root DIR]... [--input-url PREFIX]... \
         --output 's3://bucket/thumbs/{stem}.png' /scripts/thumbnail [ARGS...]
@@ -37,7 +38,11 @@ fetch-run-put was started. http(s) objects are fetched with GET and stored with 
 are read and written in place (the result renamed into place, so a half-written result is never
 seen).
 Exit 0 on success; 1 with one line on stderr when a download, the script or the upload fails;
-2 when the item data is not a valid request. The standard library only - and boto3 for s3://.
+2 when the item data is not a valid request. The standard library only - and each object store's
+official client for its scheme (cloud_objects.py): boto3 for s3://, google-cloud-storage for
+gs:// (Application Default Credentials, STORAGE_EMULATOR_HOST), azure-storage-blob for
+azblob://ACCOUNT/CONTAINER/KEY (AZURE_STORAGE_CONNECTION_STRING, AZURE_STORAGE_KEY or
+AZURE_STORAGE_SAS_TOKEN).
 """
 
 import argparse
@@ -56,8 +61,9 @@ import urllib.parse
 import urllib.request
 
 try:
-    from . import input_rules
-except ImportError:  # run as a script: the sibling module
+    from . import cloud_objects, input_rules
+except ImportError:  # run as a script: the sibling modules
+    import cloud_objects  # type: ignore[no-redef]
     import input_rules  # type: ignore[no-redef]
 
 TIMEOUT = float(os.environ.get("FETCH_TIMEOUT", "300"))
@@ -213,7 +219,7 @@ def allowed_input(url: str, args: argparse.Namespace, *, as_object: bool) -> Non
 def in_template(value: str, template: str) -> str:
     """`value` as it goes into `template`: percent-encoded in an http(s):// or file:// URL
     (its `/` kept: a recursive name's folders), as written in an s3:// key."""
-    if template.lower().startswith("s3://"):
+    if template.lower().startswith(tuple(f"{s}://" for s in cloud_objects.SCHEMES)):
         return value
     return urllib.parse.quote(value, safe="/")
 
@@ -230,8 +236,12 @@ def request_of(data: dict, args: argparse.Namespace) -> dict:
         return data
     template, script = args.output, args.script
     if "bucket" in data and "key" in data:
+        url = data.get("url")  # a Cloud Storage or Azure object's own scheme; S3's if none
+        scheme = url.split("://", 1)[0].lower() if isinstance(url, str) and "://" in url else ""
+        if scheme not in cloud_objects.SCHEMES:
+            url = f"s3://{data['bucket']}/{data['key']}"
         source = {
-            "input": f"s3://{data['bucket']}/{data['key']}",
+            "input": url,
             "bucket": data["bucket"],
             "key": data["key"],
         }
@@ -271,31 +281,25 @@ def record_of(data: dict) -> bytes:
 
 def scheme_of(url: str) -> str:
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
-    if scheme not in ("http", "https", "file", "s3"):
-        fail(f"unsupported location {url!r}: use s3://, http(s):// or file://", 2)
+    if scheme not in ("http", "https", "file", *cloud_objects.SCHEMES):
+        fail(f"unsupported location {url!r}: use s3://, gs://, azblob://, http(s):// or "
+             "file://", 2)  # fmt: skip
+    if scheme in cloud_objects.SCHEMES:
+        try:
+            cloud_objects.parts(url)
+        except cloud_objects.Refused as refused:
+            fail(str(refused), 2)
     return scheme
 
 
-def s3_parts(url: str) -> tuple[str, str]:
-    """(bucket, key) of s3://bucket/key - the key as written, nothing decoded or resolved."""
-    bucket, _, key = url[len("s3://") :].partition("/")
-    if not bucket or not key:
-        fail(f"an s3:// location is s3://bucket/key, not {url!r}", 2)
-    return bucket, key
-
-
-def s3_client():
+def transfer(move, *args) -> None:
+    """An object store's download or upload (cloud_objects.py): its failure is one line."""
     try:
-        import boto3
-    except ImportError:
-        fail("s3:// needs boto3 in this Python (pip install boto3)", 2)
-    return boto3.client("s3")
-
-
-def s3_error(exc: Exception) -> str:
-    response = getattr(exc, "response", None) or {}
-    error = response.get("Error") or {}
-    return f"{error.get('Code')} {error.get('Message', '')}".strip() if error else str(exc)
+        move(*args)
+    except cloud_objects.Refused as refused:
+        fail(str(refused), 2)
+    except cloud_objects.Failed as failed:
+        fail(str(failed))
 
 
 def file_path(url: str) -> str:
@@ -319,12 +323,8 @@ def opener(allowed):
 
 def fetch(url: str, dest: str, allowed=input_rules.link_local) -> None:
     """`url` into `dest`; `allowed(url)`: why a redirect may not go to a URL, or None."""
-    if scheme_of(url) == "s3":
-        bucket, key = s3_parts(url)
-        try:
-            s3_client().download_file(bucket, key, dest)
-        except Exception as exc:  # botocore's ClientError and connection errors
-            fail(f"download of {url} failed: {s3_error(exc)}")
+    if scheme_of(url) in cloud_objects.SCHEMES:
+        transfer(cloud_objects.download, url, dest)
         return
     if scheme_of(url) == "file":
         try:
@@ -353,12 +353,8 @@ def redirect_refused(url: str, args: argparse.Namespace, as_object: bool) -> str
 
 
 def put(src: str, url: str) -> None:
-    if scheme_of(url) == "s3":
-        bucket, key = s3_parts(url)
-        try:
-            s3_client().upload_file(src, bucket, key)
-        except Exception as exc:
-            fail(f"upload to {url} failed: {s3_error(exc)}")
+    if scheme_of(url) in cloud_objects.SCHEMES:
+        transfer(cloud_objects.upload, src, url)
         return
     if scheme_of(url) == "file":
         target = file_path(url)
@@ -402,10 +398,11 @@ def main() -> None:
         if key == "output" or inline is None:
             scheme_of(data[key])
     with tempfile.TemporaryDirectory(prefix="fetch-run-put-") as work:
-        where = data["input"].rstrip("/")  # an s3:// key is a name, taken as written
+        where = data["input"].rstrip("/")  # an object's key is a name, taken as written
         if inline is not None:
             where = str(data.get("name") or "record")
-        elif scheme_of(data["input"]) != "s3":  # decoded first: %2F is a slash like any other
+        elif scheme_of(data["input"]) not in cloud_objects.SCHEMES:  # decoded first: %2F is a
+            # slash like any other (an object's key is a name, taken as written)
             where = urllib.parse.unquote(urllib.parse.urlsplit(data["input"]).path)
         input_file = os.path.join(work, safe_base_name(where, "input"))
         output_file = os.path.join(work, "output")

@@ -8,7 +8,12 @@ opens it. The modules:
   listed.py           a source found by listing a remote store, diffed and watched; its
                       listing held packed as two blobs (packed_listing.py), its delta as
                       the publisher writes it whole or a version's changes (delta_format.py)
-  s3.py               an object store's keys, with S3 notifications through SQS (s3_events.py)
+  objects.py          the object-store core: which keys are items, the meta kept of each
+                      object, versions from its MD5, the item data
+  s3.py               an S3 bucket's keys, with S3 notifications through SQS (s3_events.py),
+                      over the object-store core
+  gcs.py              a Google Cloud Storage bucket's objects, over the object-store core
+  azure_blob.py       an Azure Blob Storage container's blobs, over the object-store core
   redis_set.py        a Redis set's members, with keyspace notifications
   redis_client.py     a client of a Redis source's server (password, timeouts)
   redis_stream.py     a Redis stream's records (XRANGE, XREAD BLOCK), over the log core

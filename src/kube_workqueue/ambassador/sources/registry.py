@@ -8,6 +8,8 @@ only lists and describes items; everything above it - the one published snapshot
 
     folder path, file:///path   filesystem    (`--root DIR` is the same)
     s3://bucket/prefix/         s3            S3 and S3-compatible stores (MinIO, Ceph, R2)
+    gs://bucket/prefix/         gcs           Google Cloud Storage   } over the object-store
+    azblob://ACCT/CONTAINER/    azure_blob    Azure Blob Storage     } core `objects.py`
     redis://host:port/db?set=K  redis_set     the members of a Redis set (rediss:// with TLS)
     redis://…/db?stream=K       redis_stream  a Redis stream's records, over the log core
                                               `log_records.py`
@@ -57,6 +59,8 @@ class Registered(NamedTuple):
 BUILT_IN = (
     Registered("filesystem", "filesystem", ("file",), "a folder, file:///path"),
     Registered("s3", "s3", ("s3",), "s3://bucket/prefix/"),
+    Registered("gcs", "gcs", ("gs",), "gs://bucket/prefix/"),
+    Registered("azure", "azure_blob", ("azblob",), "azblob://account/container/prefix/"),
     Registered(
         "redis",
         "redis_set",

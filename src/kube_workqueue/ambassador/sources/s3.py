@@ -7,15 +7,11 @@ Configuration is boto3's own: the credentials chain (environment, shared files a
 `AWS_PROFILE` -, web identity / IRSA, instance roles), the region, and the endpoint from
 `AWS_ENDPOINT_URL` / `AWS_ENDPOINT_URL_S3` (boto3 reads both) or `--endpoint-url`.
 
-Names: an item's name is its key relative to the prefix. Keys are names, never paths: a key with
-spaces, unicode, `+`, `%` or `../` is served under exactly that name and reaches the worker as
-`key` and an `s3://` URL, which nothing here joins to a folder. Without `--recursive` only keys
-directly under the prefix are items (the listing uses the `/` delimiter, so deeper keys are not
-even fetched); "folder" markers (keys ending in `/`) never are.
-
-Versions: an object's version is made from its ETag - an MD5 of the bytes for a plain upload, so
-the same bytes copied again keep their version and new bytes make a new one (a multipart upload's
-ETag also depends on its part size: the same bytes uploaded with other parts are a new version).
+Names, the meta kept of each object and the item data are the object-store core's (objects.py):
+a key is a name, never a path. Versions: an object's version is made from its ETag - an MD5 of
+the bytes for a plain upload, so the same bytes copied again keep their version and new bytes
+make a new one (a multipart upload's ETag also depends on its part size: the same bytes
+uploaded with other parts are a new version).
 
 Changes: a ListObjectsV2 listing every `--poll-interval` - one request per 1,000 objects, none
 per object: 100 requests for 100,000 objects. With `--sqs-queue-url` (the bucket's event
@@ -25,21 +21,16 @@ listing runs every `--relist-interval` as the safety net.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import os
 import re
 from collections.abc import Iterator
-from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..naming import SkippedNames, normalise_suffixes
-from .items import content_type, rfc3339
-from .listed import ListedSource, SourceUnreachable, intervals
-from .registry import SourceConfigError, not_for
+from .listed import ListedSource, SourceUnreachable
+from .objects import ObjectLister, common_config, describe_object, meta_of
+from .registry import SourceConfigError
 
-FOLDER_ONLY = ("SETTLE", "VERSION_BY", "FORCE_POLLING")
 PAGE_SIZE = 1000  # ListObjectsV2's most keys per response
 # Bucket names as S3 allows them (3-63 of a-z 0-9 . -), and the dotted names of older buckets.
 BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-_]{2,254}$")
@@ -76,29 +67,16 @@ def split_url(url: str) -> tuple[str, str]:
     return bucket, prefix
 
 
-class S3Lister:
+class S3Lister(ObjectLister):
     """The `Lister` of listed.py for one bucket and prefix."""
 
-    def __init__(self, config: dict) -> None:
-        self.config = config
-        self.bucket = config["S3_BUCKET"]
-        self.prefix = config.get("S3_PREFIX") or ""
-        self.suffixes = normalise_suffixes(config.get("SUFFIXES") or [".mp4"])
-        self.recursive = bool(config.get("RECURSIVE"))
-        self.where = f"s3://{self.bucket}/{self.prefix}"
-        self.skipped = SkippedNames(self.where)  # keys no client could ask for: said, counted
-        self.s3 = client(config)
+    scheme = "s3"
+    tag_keys = ("etag", "etag")
 
-    def name_of(self, key: str) -> str | None:
-        """The item name of `key`, or None when the key is not an item of this source."""
-        if not key.startswith(self.prefix) or key.endswith("/"):
-            return None
-        name = key[len(self.prefix) :]
-        if not name or (not self.recursive and "/" in name):
-            return None
-        if not name.lower().endswith(self.suffixes) or not self.skipped.check(name):
-            return None
-        return name
+    def __init__(self, config: dict) -> None:
+        bucket, prefix = config["S3_BUCKET"], config.get("S3_PREFIX") or ""
+        super().__init__(config, bucket, prefix, f"s3://{bucket}/{prefix}")
+        self.s3 = client(config)
 
     def list_all(self) -> Iterator[tuple[str, str]]:
         """(name, meta) of every item, page by page as the store answers, in its order (UTF-8
@@ -131,9 +109,6 @@ class S3Lister:
             raise
         return meta_of(obj["ETag"], obj["ContentLength"], obj["LastModified"])
 
-    def describe(self, name: str, meta: str) -> dict[str, Any]:
-        return describe(self.bucket, self.prefix, name, meta)
-
     def changes(self, stop):
         queue_url = self.config.get("SQS_QUEUE_URL")
         if not queue_url:
@@ -141,44 +116,6 @@ class S3Lister:
         from .s3_events import notifications
 
         return notifications(self, client(self.config, "sqs"), queue_url, stop)
-
-
-def meta_of(etag: str, size: int, modified) -> str:
-    """What the snapshot keeps of an object, as short as it reads back: the ETag (an MD5's 32
-    hex digits as 22 base64 characters; any other ETag, such as a multipart one, as "=" and
-    itself), the size and the time in seconds (hex), tab-separated - about 35 characters, held
-    by the publisher and by every worker for each object."""
-    etag = etag.strip('"')
-    stamp = int(modified.timestamp()) if isinstance(modified, datetime) else int(modified)
-    if len(etag) == 32 and all(c in "0123456789abcdef" for c in etag):
-        tag = base64.urlsafe_b64encode(bytes.fromhex(etag)).decode()[:22]
-    else:
-        tag = "=" + etag
-    return f"{tag}\t{size:x}\t{stamp:x}"
-
-
-def etag_of(tag: str) -> str:
-    if tag.startswith("="):
-        return tag[1:]
-    return base64.urlsafe_b64decode(tag + "==").hex()
-
-
-def describe(bucket: str, prefix: str, name: str, meta: str) -> dict[str, Any]:
-    """An object's item data (what GET /api/v1/items/<name> answers and the worker reads)."""
-    tag, size, stamp = meta.split("\t")
-    etag = etag_of(tag)
-    key = prefix + name
-    return {
-        "name": name,
-        "bucket": bucket,
-        "key": key,
-        "url": f"s3://{bucket}/{key}",
-        "size": int(size, 16),
-        "modified": rfc3339(int(stamp, 16)),
-        "contentType": content_type(name),
-        "etag": etag,
-        "version": "e-" + hashlib.sha256(etag.encode()).hexdigest()[:16],
-    }
 
 
 def describe_error(exc: Exception, where: str) -> str:
@@ -219,12 +156,8 @@ class S3Type:
         return f"s3://{config['S3_BUCKET']}/{config.get('S3_PREFIX') or ''}"
 
     def config_from_url(self, url: str, options: dict) -> dict:
-        not_for("s3", options, FOLDER_ONLY)
+        config = common_config("s3", options, 10.0)
         bucket, prefix = split_url(url)
-        try:
-            normalise_suffixes(options.get("SUFFIXES") or [".mp4"])
-        except ValueError as exc:
-            raise SourceConfigError(str(exc)) from None
         endpoint = options.get("S3_ENDPOINT_URL")
         if endpoint and urlsplit(endpoint).scheme not in ("http", "https"):
             raise SourceConfigError(f"--endpoint-url must be an http(s) URL, not {endpoint!r}")
@@ -233,11 +166,9 @@ class S3Type:
             if not endpoint and value and urlsplit(value).scheme not in ("http", "https"):
                 raise SourceConfigError(f"{variable} must be an http(s) URL, not {value!r}")
         return {
+            **config,
             "S3_BUCKET": bucket,
             "S3_PREFIX": prefix,
-            "SUFFIXES": options.get("SUFFIXES") or [".mp4"],
-            "RECURSIVE": bool(options.get("RECURSIVE")),
-            **intervals(options, 10.0),
             "S3_ENDPOINT_URL": endpoint or None,
             "SQS_QUEUE_URL": options.get("SQS_QUEUE_URL") or None,
         }
@@ -263,7 +194,8 @@ class S3Type:
     def describe(self, config: dict, name: str, meta: str | None) -> dict | None:
         if not meta:
             return None
-        return describe(config["S3_BUCKET"], config.get("S3_PREFIX") or "", name, meta)
+        bucket, prefix = config["S3_BUCKET"], config.get("S3_PREFIX") or ""
+        return describe_object("s3", S3Lister.tag_keys, bucket, prefix, name, meta)
 
 
 SOURCE_TYPE = S3Type()

@@ -123,7 +123,7 @@ def ungrouped(tenancy, kind: str) -> None:
     """A `UserError` for group rules without `--group` over a source whose items carry no
     group of their own (a folder's files, a bucket's objects): every rule would hold nothing.
     (A Redis hash's JSON or a log record's fields may give each item its `group`.)"""
-    if tenancy.group or kind not in ("filesystem", "s3"):
+    if tenancy.group or kind not in ("filesystem", "s3", "gcs", "azure"):
         return
     given = [flag for flag, value in (("--limit", tenancy.limits), ("--rate", tenancy.rates),
                                       ("--fair", tenancy.fair), ("--weight", tenancy.weights))

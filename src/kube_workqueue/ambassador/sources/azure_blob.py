@@ -1,0 +1,211 @@
+"""Items are blobs in an Azure Blob Storage container.
+
+    workqueue ambassador --source azblob://ACCOUNT/CONTAINER/videos/ --suffix .mp4 [--recursive]
+                         [--poll-interval 10s]
+
+This module is the client part alone: the URL, the client and its errors. Names, the meta kept
+of each blob, versions and the item data are the object-store core's (objects.py), as for S3.
+
+The URL is `azblob://ACCOUNT/CONTAINER/PREFIX/` rather than the blob endpoint's own
+`https://ACCOUNT.blob.core.windows.net/CONTAINER/PREFIX`: the scheme names the store as `s3://`
+and `gs://` do (an `https://` URL says nothing of what answers there), and where the store
+answers is configuration, not the item's identity - an emulator or a sovereign cloud answers
+elsewhere, under the same account, container and names.
+
+Configuration is the official client's (`azure-storage-blob`, the extra `azure`), from the
+variables the Azure CLI reads, never from a flag or the URL:
+  * `AZURE_STORAGE_CONNECTION_STRING` - the account's connection string (its `BlobEndpoint`
+    points the client at Azurite, Microsoft's emulator); its AccountName must be the URL's;
+  * else `https://ACCOUNT.blob.core.windows.net` with `AZURE_STORAGE_KEY` (the account key) or
+    `AZURE_STORAGE_SAS_TOKEN` (a shared access signature).
+Azure workload identity (a token from Entra ID) needs the azure-identity library, which this
+source does not use yet: on AKS, give a SAS token from a Secret.
+
+Versions: from the blob's Content-MD5 (the bytes: the same bytes uploaded again keep their
+version), or, for a block-list upload that set none, its ETag (every write a new one).
+
+Changes: the listing (List Blobs, 5,000 blobs a page) every `--poll-interval`. Azure announces
+changes through Event Grid, which no emulator serves, so this source polls.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from urllib.parse import urlsplit
+
+from .listed import ListedSource, SourceUnreachable
+from .objects import ObjectLister, common_config, describe_object, md5_hex, meta_of
+from .registry import SourceConfigError
+
+PAGE_SIZE = 5000  # List Blobs' most results per page
+ACCOUNT = re.compile(r"^[a-z0-9]{3,24}$")
+CONTAINER = re.compile(r"^(\$root|[a-z0-9](?!.*--)[a-z0-9-]{1,61}[a-z0-9])$")
+SECRETS = ("AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_KEY", "AZURE_STORAGE_SAS_TOKEN")
+
+
+def split_url(url: str) -> tuple[str, str, str]:
+    """(account, container, prefix) of `azblob://ACCOUNT/CONTAINER/prefix/` - the prefix ends
+    with `/` unless empty."""
+    parts = urlsplit(url)
+    account = parts.netloc
+    container, _, prefix = parts.path.lstrip("/").partition("/")
+    if (
+        not ACCOUNT.match(account)
+        or not CONTAINER.match(container)
+        or parts.query
+        or parts.fragment
+    ):
+        raise SourceConfigError(
+            f"an Azure Blob source is azblob://ACCOUNT/CONTAINER/prefix/, not {url!r}"
+        )
+    if prefix and not prefix.endswith("/"):
+        prefix += "/"
+    return account, container, prefix
+
+
+def connection_string_account(text: str) -> str | None:
+    fields = dict(p.split("=", 1) for p in text.split(";") if "=" in p)
+    return fields.get("AccountName")
+
+
+def client(account: str):
+    """The container's service client, from the environment (the module docstring); a few quick
+    retries, so that a store that is down is noticed in seconds, not minutes."""
+    from azure.storage.blob import BlobServiceClient, ExponentialRetry
+
+    # the storage client's own retry policy starts at 15 s and triples: an outage would be
+    # said after minutes
+    retry = ExponentialRetry(
+        initial_backoff=0.5, increment_base=2, retry_total=2, random_jitter_range=0.5
+    )
+    settings = {"retry_policy": retry, "connection_timeout": 5, "read_timeout": 30}
+    connection = os.environ.get("AZURE_STORAGE_CONNECTION_STRING")
+    if connection:
+        named = connection_string_account(connection)
+        if named != account:
+            raise SourceConfigError(
+                f"azblob://{account}/: AZURE_STORAGE_CONNECTION_STRING is for the account "
+                f"{named!r}, not {account!r}"
+            )
+        return BlobServiceClient.from_connection_string(connection, **settings)
+    credential = os.environ.get("AZURE_STORAGE_KEY") or os.environ.get("AZURE_STORAGE_SAS_TOKEN")
+    if not credential:
+        raise SourceConfigError(
+            f"azblob://{account}/: no Azure credentials found (AZURE_STORAGE_CONNECTION_STRING, "
+            "AZURE_STORAGE_KEY or AZURE_STORAGE_SAS_TOKEN)"
+        )
+    if not os.environ.get("AZURE_STORAGE_KEY"):
+        credential = credential.lstrip("?")  # a SAS token as the portal shows it
+    return BlobServiceClient(
+        f"https://{account}.blob.core.windows.net", credential=credential, **settings
+    )
+
+
+class AzureLister(ObjectLister):
+    """The `Lister` of listed.py for one container and prefix."""
+
+    scheme = "azblob"
+    tag_keys = ("md5", "etag")
+
+    def __init__(self, config: dict) -> None:
+        account, container = config["AZURE_ACCOUNT"], config["AZURE_CONTAINER"]
+        prefix = config.get("AZURE_PREFIX") or ""
+        # the item data's "bucket" is ACCOUNT/CONTAINER: its url is azblob://ACCOUNT/CONTAINER/key
+        super().__init__(
+            config, f"{account}/{container}", prefix, f"azblob://{account}/{container}/{prefix}"
+        )
+        self.container = client(account).get_container_client(container)
+
+    def list_all(self) -> Iterator[tuple[str, str]]:
+        """(name, meta) of every item, page by page as the store answers, in its order (the
+        names' UTF-8 bytes, as packed_listing.py wants)."""
+        from azure.storage.blob import BlobProperties
+
+        try:
+            if self.recursive:
+                blobs = self.container.list_blobs(
+                    name_starts_with=self.prefix or None, results_per_page=PAGE_SIZE
+                )
+            else:  # one level: deeper names come back as one prefix each, not fetched
+                blobs = self.container.walk_blobs(
+                    name_starts_with=self.prefix or None, delimiter="/", results_per_page=PAGE_SIZE
+                )
+            for blob in blobs:
+                if not isinstance(blob, BlobProperties):
+                    continue  # a BlobPrefix: a "folder" under a one-level listing
+                name = self.name_of(blob.name)
+                if name is not None:
+                    tag = md5_hex(blob.content_settings.content_md5) or blob.etag
+                    yield name, meta_of(tag, blob.size or 0, blob.last_modified)
+        except Exception as exc:  # azure-core's errors, and the transport's
+            raise SourceUnreachable(describe_error(exc, self.where)) from None
+
+
+def describe_error(exc: Exception, where: str) -> str:
+    """One line for what the client raised, naming the likely cause."""
+    from azure.core import exceptions as az
+
+    if isinstance(exc, SourceConfigError):
+        return str(exc)
+    if isinstance(exc, az.ResourceNotFoundError):
+        return f"{where}: the container does not exist"
+    if isinstance(exc, az.ClientAuthenticationError):
+        return f"{where}: access denied: check the account key or SAS token"
+    if isinstance(exc, az.ServiceRequestError | az.ServiceResponseError):
+        return f"{where}: cannot reach the account's blob endpoint"
+    if isinstance(exc, az.HttpResponseError):
+        return f"{where}: {exc.status_code} {exc.reason}".strip()
+    return f"{where}: {type(exc).__name__}: {exc}"
+
+
+class AzureType:
+    """The Azure Blob Storage source type of the registry (`registry.py`)."""
+
+    kind = "azure"
+    extra = "azure"
+    secret_variables = " or ".join(SECRETS)
+    events = False  # Event Grid is not followed: the listing is polled
+    content_versions = True
+    settles = False
+
+    def shown(self, config: dict) -> str:
+        return (
+            f"azblob://{config['AZURE_ACCOUNT']}/{config['AZURE_CONTAINER']}/"
+            f"{config.get('AZURE_PREFIX') or ''}"
+        )
+
+    def config_from_url(self, url: str, options: dict) -> dict:
+        config = common_config("azblob", options, 10.0)
+        account, container, prefix = split_url(url)
+        return {
+            **config,
+            "AZURE_ACCOUNT": account,
+            "AZURE_CONTAINER": container,
+            "AZURE_PREFIX": prefix,
+        }
+
+    def check(self, config: dict) -> None:
+        where = self.shown(config)
+        try:
+            lister = AzureLister(config)
+            first = lister.container.list_blobs(
+                name_starts_with=lister.prefix or None, results_per_page=1
+            )
+            next(iter(first), None)  # asks for the first page
+        except Exception as exc:
+            raise SourceConfigError(describe_error(exc, where)) from None
+
+    def open(self, config: dict) -> ListedSource:
+        return ListedSource.configured(AzureLister(config), config, 10.0)
+
+    def describe(self, config: dict, name: str, meta: str | None) -> dict | None:
+        if not meta:
+            return None
+        bucket = f"{config['AZURE_ACCOUNT']}/{config['AZURE_CONTAINER']}"
+        prefix = config.get("AZURE_PREFIX") or ""
+        return describe_object("azblob", AzureLister.tag_keys, bucket, prefix, name, meta)
+
+
+SOURCE_TYPE = AzureType()

@@ -1,0 +1,143 @@
+"""The object-store core the S3, Cloud Storage and Azure Blob sources share (s3.py, gcs.py,
+azure_blob.py): which keys are items, what is kept of each, and what a worker is told.
+
+Each store's module is the client part alone - its URL, its client and configuration, one
+listing in the store's own order, and its errors in one line. Everything a store does not decide
+lives here, so the three cannot drift apart:
+
+  * names: an item's name is its key relative to the prefix - a name, never a path: a key with
+    spaces, unicode, `+`, `%` or `../` is served under exactly that name and reaches the worker
+    as `key` and a URL of the store's scheme, which nothing here joins to a folder. Without
+    `--recursive` only keys directly under the prefix are items; "folder" markers (keys ending in
+    `/`) never are; a key no client could ask for is skipped, said and counted (naming.py);
+  * the meta a listing keeps of an object (`meta_of`): its content tag, its size and its time,
+    tab-separated, about 35 characters. The tag is the MD5 of the bytes where the store lists
+    one (S3's ETag of a plain upload, Cloud Storage's md5Hash, Azure's Content-MD5), 22 base64
+    characters; the same bytes copied again keep it. Where the store lists none (a multipart or
+    composite object, a block-list upload), the tag is "=" and the store's own token, which
+    changes with every write;
+  * the item data (`describe_object`): name, bucket, key, url, size, modified, contentType, the
+    tag under the store's own word for it, and `version` - a hash of the tag, so an overwrite
+    with other bytes is a new version and the same bytes in any of the three stores are the same
+    version.
+
+Invariant: a lister's `list_all` yields every item or raises SourceUnreachable - never a part
+(listed.py holds the last whole listing through an outage).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from datetime import datetime
+from typing import Any
+
+from ..naming import SkippedNames, normalise_suffixes
+from .items import content_type, rfc3339
+from .listed import intervals
+from .registry import SourceConfigError, not_for
+
+FOLDER_ONLY = ("SETTLE", "VERSION_BY", "FORCE_POLLING")
+
+
+class ObjectLister:
+    """What every object store's `Lister` (listed.py) shares: the keys that are items, and the
+    item data. A subclass sets `scheme` and `tag_keys` and writes `list_all` (and `changes`,
+    where the store tells of changes)."""
+
+    scheme = ""  # "s3", "gs", "azblob": the scheme of the URLs the items' data carries
+    tag_keys = ("etag", "etag")  # the item data's word for an MD5 tag, and for a store token
+
+    def __init__(self, config: dict, bucket: str, prefix: str, where: str) -> None:
+        self.config = config
+        self.bucket = bucket
+        self.prefix = prefix or ""
+        self.suffixes = normalise_suffixes(config.get("SUFFIXES") or [".mp4"])
+        self.recursive = bool(config.get("RECURSIVE"))
+        self.where = where
+        self.skipped = SkippedNames(self.where)  # keys no client could ask for: said, counted
+
+    def name_of(self, key: str) -> str | None:
+        """The item name of `key`, or None when the key is not an item of this source."""
+        if not key.startswith(self.prefix) or key.endswith("/"):
+            return None
+        name = key[len(self.prefix) :]
+        if not name or (not self.recursive and "/" in name):
+            return None
+        if not name.lower().endswith(self.suffixes) or not self.skipped.check(name):
+            return None
+        return name
+
+    def describe(self, name: str, meta: str) -> dict[str, Any]:
+        return describe_object(self.scheme, self.tag_keys, self.bucket, self.prefix, name, meta)
+
+    def changes(self, stop):
+        return None  # the store tells of no changes here: the listing is polled
+
+
+def meta_of(tag: str, size: int, modified) -> str:
+    """What the snapshot keeps of an object, as short as it reads back: `tag` (an MD5's 32 hex
+    digits as 22 base64 characters; any other token as "=" and itself), the size and the time in
+    seconds (hex), tab-separated - held by the publisher and by every worker for each object."""
+    tag = tag.strip('"')
+    stamp = int(modified.timestamp()) if isinstance(modified, datetime) else int(modified)
+    if len(tag) == 32 and all(c in "0123456789abcdef" for c in tag):
+        packed = base64.urlsafe_b64encode(bytes.fromhex(tag)).decode()[:22]
+    else:
+        packed = "=" + tag
+    return f"{packed}\t{size:x}\t{stamp:x}"
+
+
+def md5_hex(digest: bytes | bytearray | str | None) -> str | None:
+    """An MD5 as 32 hex digits, from its bytes or their base64 (as Cloud Storage lists it)."""
+    if digest is None or digest == "":
+        return None
+    raw = base64.b64decode(digest) if isinstance(digest, str) else bytes(digest)
+    return raw.hex() if len(raw) == 16 else None
+
+
+def tag_of(packed: str) -> str:
+    if packed.startswith("="):
+        return packed[1:]
+    return base64.urlsafe_b64decode(packed + "==").hex()
+
+
+def describe_object(
+    scheme: str, tag_keys: tuple[str, str], bucket: str, prefix: str, name: str, meta: str
+) -> dict[str, Any]:
+    """An object's item data (what GET /api/v1/items/<name> answers and the worker reads);
+    `tag_keys`: the store's words for an MD5 tag and for a token of its own."""
+    packed, size, stamp = meta.split("\t")
+    tag = tag_of(packed)
+    key = prefix + name
+    data = {
+        "name": name,
+        "bucket": bucket,
+        "key": key,
+        "url": f"{scheme}://{bucket}/{key}",
+        "size": int(size, 16),
+        "modified": rfc3339(int(stamp, 16)),
+        "contentType": content_type(name),
+        tag_keys[packed.startswith("=")]: tag,
+        "version": "e-" + hashlib.sha256(tag.encode()).hexdigest()[:16],
+    }
+    if "/" in bucket:  # Azure's ACCOUNT/CONTAINER
+        data["account"], data["container"] = bucket.split("/", 1)
+    return data
+
+
+def common_config(kind: str, options: dict, default_poll: float) -> dict:
+    """What every object store's configuration holds besides where the store is: the suffixes
+    (checked), `--recursive` and the intervals; a folder-only option refused in one line."""
+    not_for(kind, options, FOLDER_ONLY)
+    if kind != "s3":  # another store's client is pointed at its emulator by its own setting
+        not_for(kind, options, ("S3_ENDPOINT_URL", "SQS_QUEUE_URL"), only="S3 sources")
+    try:
+        normalise_suffixes(options.get("SUFFIXES") or [".mp4"])
+    except ValueError as exc:
+        raise SourceConfigError(str(exc)) from None
+    return {
+        "SUFFIXES": options.get("SUFFIXES") or [".mp4"],
+        "RECURSIVE": bool(options.get("RECURSIVE")),
+        **intervals(options, default_poll),
+    }
