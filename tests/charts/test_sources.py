@@ -1,4 +1,5 @@
-"""The chart per source type: `source.type: filesystem | s3 | redis | nats | kafka` renders an
+"""The chart per source type: `source.type: filesystem | s3 | gcs | azure | redis | nats | kafka`
+renders an
 ambassador the CLI accepts and resolves to that source, with credentials only from Secrets or
 the service account (IRSA) - never in clear - and values the schema refuses."""
 
@@ -131,6 +132,41 @@ def test_kafka_renders_a_topic_source_with_credentials_from_a_secret():
     assert "envFrom" not in every
 
 
+def test_gcs_renders_a_bucket_source_with_a_key_file_from_a_secret_or_none():
+    gcs = {"bucket": "media-in", "prefix": "videos/", "pollIntervalSeconds": 30,
+           "credentialsSecret": "gcs-key", "credentialsKey": "sa.json"}  # fmt: skip
+    ambassador, docs = ambassador_of({"source": {"type": "gcs", "gcs": gcs},
+                                      "ambassador": {"recursive": True}})  # fmt: skip
+    args = parsed(ambassador)
+    spec = resolve(args.source, options_of(args))
+    assert spec.kind == "gcs" and spec.config["GCS_BUCKET"] == "media-in"
+    assert spec.config["GCS_PREFIX"] == "videos/" and spec.config["RECURSIVE"] is True
+    assert spec.config["POLL_INTERVAL"] == 30
+    path = "/var/run/secrets/workqueue/gcs/sa.json"
+    assert ambassador["env"] == [{"name": "GOOGLE_APPLICATION_CREDENTIALS", "value": path}]
+    assert {"name": "gcs-key", "mountPath": "/var/run/secrets/workqueue/gcs",
+            "readOnly": True} in ambassador["volumeMounts"]  # fmt: skip
+    pod = by_kind(docs, "Deployment")[0]["spec"]["template"]["spec"]
+    volume = next(v for v in pod["volumes"] if v["name"] == "gcs-key")
+    assert volume["secret"]["secretName"] == "gcs-key"
+    assert volume["secret"]["items"] == [{"key": "sa.json", "path": "sa.json"}]
+    manager = containers(docs)[0]["manager"]
+    assert "gcs-key" not in str(manager)  # the key reaches the ambassador alone
+    bare, _ = ambassador_of({"source": {"type": "gcs", "gcs": {"bucket": "media-in"}}})
+    assert "env" not in bare and "gcs-key" not in str(bare)  # Workload Identity: nothing to mount
+
+
+def test_azure_renders_a_container_source_with_credentials_from_a_secret():
+    azure = {"account": "mediastore", "container": "videos-in", "prefix": "new/",
+             "credentialsSecret": "azure-storage"}  # fmt: skip
+    ambassador, _ = ambassador_of({"source": {"type": "azure", "azure": azure}})
+    args = parsed(ambassador)
+    spec = resolve(args.source, options_of(args))
+    assert spec.kind == "azure" and spec.config["AZURE_ACCOUNT"] == "mediastore"
+    assert (spec.config["AZURE_CONTAINER"], spec.config["AZURE_PREFIX"]) == ("videos-in", "new/")
+    assert ambassador["envFrom"] == [{"secretRef": {"name": "azure-storage"}}]
+
+
 @pytest.mark.parametrize(
     "values",
     [
@@ -144,6 +180,16 @@ def test_kafka_renders_a_topic_source_with_credentials_from_a_secret():
         {"source": {"type": "kafka", "kafka": {"topic": ""}}},
         {"source": {"type": "kafka", "kafka": {"brokers": "me:pw@kafka:9092", "topic": "t"}}},
         {"source": {"type": "kafka", "kafka": {"brokers": "kafka:9092", "topic": "a topic"}}},
+        {"source": {"type": "gcs", "gcs": {"bucket": ""}}},
+        {"source": {"type": "gcs", "gcs": {"bucket": "ok-bucket", "keyJson": "{...}"}}},
+        {"source": {"type": "azure", "azure": {"account": "acct", "container": ""}}},
+        {
+            "source": {
+                "type": "azure",
+                "azure": {"account": "acct", "container": "c1", "accountKey": "Eby8..."},
+            }
+        },  # fmt: skip
+        {"source": {"type": "azure", "azure": {"account": "Bad_Acct", "container": "c1"}}},
     ],
     ids=[
         "unknown-type",
@@ -156,6 +202,11 @@ def test_kafka_renders_a_topic_source_with_credentials_from_a_secret():
         "no-topic",
         "kafka-password-in-brokers",
         "kafka-bad-topic",
+        "no-gcs-bucket",
+        "gcs-key-in-values",
+        "no-container",
+        "azure-key-in-values",
+        "azure-bad-account",
     ],  # fmt: skip
 )
 def test_the_schema_refuses_bad_sources_and_credentials_in_clear(values):
