@@ -76,10 +76,12 @@ def test_the_url_rule_refuses_a_credential_in_a_source_url():
     (rule,) = [r for w, r in rules(spec_schema()) if w == ".spec.source.url"]
     allowed = ["s3://b/videos/", "kafka://k-0:9092,k-1:9092/renders?name=key",
                "nats://nats:4222/RENDERS?subject=a.>&name=subject",
-               "https://items.example/api?x=a@b", "redis://redis:6379/0?stream=s"]  # fmt: skip
+               "https://items.example/api?x=a@b", "redis://redis:6379/0?stream=s",
+               "gs://media-in/videos/", "azblob://acct/videos-in/new/"]  # fmt: skip
     refused = ["kafka://me:pw@k:9092/t", "redis://:secret@redis:6379/0?set=k",
                "nats://TOKEN@nats:4222/S", "https://user@items.example/",
-               "redis://redis:6379/0?set=k&Password=x", "https://i.example/?token=t"]  # fmt: skip
+               "redis://redis:6379/0?set=k&Password=x", "https://i.example/?token=t",
+               "azblob://acct/c1/?sv=2022-11-02&sp=rl&sig=abc%3D"]  # a SAS token  # fmt: skip
     assert [url for url in allowed if not holds(rule, url)] == []
     assert [url for url in refused if holds(rule, url)] == []
 

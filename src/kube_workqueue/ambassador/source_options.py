@@ -41,8 +41,8 @@ SOURCE_OPTIONS: tuple[SourceOption, ...] = (
     SourceOption("--suffix", "SUFFIXES", "item file suffix, repeatable, case-insensitive "
                  "(default .mp4)", dest="suffixes", metavar="SUFFIX", repeat=True,
                  crd="suffixes"),
-    SourceOption("--recursive", "RECURSIVE", "also take files in subfolders (S3: keys below "
-                 "the prefix's sub-prefixes)", switch=True, crd="recursive"),
+    SourceOption("--recursive", "RECURSIVE", "also take files in subfolders (object stores: "
+                 "keys below the prefix's sub-prefixes)", switch=True, crd="recursive"),
     SourceOption("--version-by", "VERSION_BY", "folders: an item's version, a digest of size "
                  "and mtime (stat, the default) or of the bytes (content, for sources where "
                  "mtimes lie)", choices=("stat", "content")),
@@ -51,7 +51,7 @@ SOURCE_OPTIONS: tuple[SourceOption, ...] = (
     SourceOption("--force-polling", "FORCE_POLLING", "folders: poll instead of file events "
                  "(network file systems such as NFS)", switch=True),
     SourceOption("--poll-interval", "POLL_INTERVAL", "time between listings when polling "
-                 "(folders 1s, S3 10s, Redis 2s)", timed=True),
+                 "(folders 1s, S3, Cloud Storage and Azure 10s, Redis 2s)", timed=True),
     SourceOption("--relist-interval", "RELIST_INTERVAL", "S3 with --sqs-queue-url, Redis with "
                  "notifications: time between full listings, the safety net for a lost "
                  "notification (default 5m)", timed=True),

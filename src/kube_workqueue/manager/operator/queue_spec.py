@@ -11,9 +11,9 @@ exception that stops other queues.
 
 Three kinds of source:
   * an items-API URL (http, https): the manager reads it as it is;
-  * a source the ambassador serves (s3://, redis://, nats://, kafka://): the queue gets its own
-    ambassador Deployment + Service (`ambassador_objects`), whose pod alone holds the source's
-    credentials (`source.credentialsSecret` as its environment);
+  * a source the ambassador serves (s3://, gs://, azblob://, redis://, nats://, kafka://): the
+    queue gets its own ambassador Deployment + Service (`ambassador_objects`), whose pod alone
+    holds the source's credentials (`source.credentialsSecret` as its environment);
   * a folder on a PersistentVolumeClaim (`source.volume`): the same, with the claim mounted
     read-only in the ambassador and (read-only unless `writable`) in every worker.
 
