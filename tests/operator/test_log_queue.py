@@ -1,6 +1,7 @@
-"""A WorkQueue over a Kafka topic (and over a cloud bucket), through the operator: `spec.source.url: kafka://…` gets the
+"""A WorkQueue over a Kafka topic, through the operator: `spec.source.url: kafka://…` gets the
 queue its own ambassador (a Deployment the stand-in runs as a real process) reading the real
-broker, and each record's item runs once - those there at the start, and one produced later."""
+broker, and each record's item runs once - those there at the start, and one produced later;
+and the same over a Cloud Storage bucket and an Azure container, on their emulators."""
 
 from __future__ import annotations
 

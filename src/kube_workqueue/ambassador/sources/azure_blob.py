@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 from .listed import ListedSource, SourceUnreachable
-from .objects import ObjectLister, common_config, describe_object, md5_hex, meta_of
+from .objects import ObjectLister, common_config, describe_object, packed_md5
 from .registry import SourceConfigError
 
 PAGE_SIZE = 5000  # List Blobs' most results per page
@@ -137,8 +137,10 @@ class AzureLister(ObjectLister):
                     continue  # a BlobPrefix: a "folder" under a one-level listing
                 name = self.name_of(blob.name)
                 if name is not None:
-                    tag = md5_hex(blob.content_settings.content_md5) or blob.etag
-                    yield name, meta_of(tag, blob.size or 0, blob.last_modified)
+                    packed = packed_md5(blob.content_settings.content_md5)
+                    tag = packed or "=" + blob.etag.strip('"')
+                    stamp = int(blob.last_modified.timestamp()) if blob.last_modified else 0
+                    yield name, f"{tag}\t{blob.size or 0:x}\t{stamp:x}"
         except Exception as exc:  # azure-core's errors, and the transport's
             raise SourceUnreachable(describe_error(exc, self.where)) from None
 

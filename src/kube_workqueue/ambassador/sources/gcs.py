@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 from .listed import ListedSource, SourceUnreachable
-from .objects import ObjectLister, common_config, describe_object, md5_hex, meta_of
+from .objects import ObjectLister, common_config, describe_object, packed_md5, seconds
 from .registry import SourceConfigError
 
 PAGE_SIZE = 1000  # objects.list's most results per page
@@ -89,11 +89,16 @@ class GcsLister(ObjectLister):
                 timeout=TIMEOUT,
                 retry=retry(),
             )
-            for blob in blobs:
-                name = self.name_of(blob.name)
+            # each object as the resource the page listed, not a Blob made of it (whose
+            # properties parse each field again: `updated` alone took 40% of a listing) -
+            # the paginator's own public hook (google-api-core's Iterator.item_to_value)
+            blobs.item_to_value = lambda _iterator, resource: resource
+            for found in blobs:
+                name = self.name_of(found["name"])
                 if name is not None:
-                    tag = md5_hex(blob.md5_hash) or str(blob.generation)
-                    yield name, meta_of(tag, blob.size or 0, blob.updated)
+                    tag = packed_md5(found.get("md5Hash")) or f"={found.get('generation')}"
+                    size = int(found.get("size") or 0)
+                    yield name, f"{tag}\t{size:x}\t{seconds(found.get('updated')):x}"
         except Exception as exc:  # the client's, google-auth's and requests' errors alike
             raise SourceUnreachable(describe_error(exc, self.where)) from None
 
