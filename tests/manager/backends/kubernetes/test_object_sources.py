@@ -1,0 +1,75 @@
+"""The cloud object stores through the chart and the Kubernetes backend: the chart's ambassador
+command line, as rendered for `source.type: gcs` and `azure`, run for real against the store's
+emulator (its client pointed there by its own standard setting), and the Kubernetes manager on
+the API-server stand-in running one Job per object - each once, and after a restart of both,
+only what is new."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+import requests
+
+from tests.charts.test_chart import containers, render
+from tests.e2e.conftest import workqueue
+from tests.support.buckets import AZURE_ACCOUNT
+from tests.support.servers import free_port, wait_until
+
+
+def chart_values(kind: str, bucket: str) -> dict:
+    if kind == "gcs":
+        return {"source": {"type": "gcs", "gcs": {"bucket": bucket, "prefix": "in/",
+                                                  "pollIntervalSeconds": 0.5}}}  # fmt: skip
+    azure = {"account": AZURE_ACCOUNT, "container": bucket, "prefix": "in/",
+             "pollIntervalSeconds": 0.5}  # fmt: skip
+    return {"source": {"type": "azure", "azure": azure}}
+
+
+def start_charted_ambassador(values: dict, port: int) -> subprocess.Popen:
+    """The chart's ambassador container, its arguments as rendered (on loopback here)."""
+    args = containers(render(values))[0]["ambassador"]["args"]
+    args = [a for a in args if not a.startswith(("--host=", "--port="))]
+    process = subprocess.Popen([sys.executable, "-m", "kube_workqueue.manager.cli", *args,
+                                "--host=127.0.0.1", f"--port={port}"])  # fmt: skip
+
+    def ready() -> bool:
+        assert process.poll() is None, f"the ambassador exited with {process.returncode}"
+        try:
+            return requests.get(f"http://127.0.0.1:{port}/readyz", timeout=2).ok
+        except requests.RequestException:  # refused, or slow under load: not yet
+            return False
+
+    wait_until(ready, timeout=60)
+    return process
+
+
+@pytest.mark.parametrize("kind", ["gcs", "azure"])
+def test_the_charted_bucket_source_runs_each_object_once_on_the_cluster(
+    kind, request, monkeypatch, cluster, marker_worker
+):
+    store = request.getfixturevalue("gcs_emulator" if kind == "gcs" else "azurite")
+    for key, value in store.env.items():
+        monkeypatch.setenv(key, value)
+    bucket = store.bucket("in/clip-0.mp4", "in/clip 1.mp4", "in/clip-2.mp4", "in/notes.txt")
+    values = chart_values(kind, bucket)
+    for attempt in range(2):
+        port = free_port()
+        args = cluster.args(f"http://127.0.0.1:{port}", marker_worker, "--once",
+                            "--parallelism", "2")  # fmt: skip
+        ambassador = start_charted_ambassador(values, port)
+        try:
+            done = workqueue(*args, timeout=180)
+            assert done.returncode == 0, done.stderr
+        finally:
+            ambassador.terminate()
+            ambassador.wait(30)
+        if attempt == 0:
+            assert "3 items: 3 succeeded" in done.stdout, done.stdout
+            store.put(bucket, "in/clip-3.mp4", b"new")  # while no ambassador runs
+            store.delete(bucket, "in/clip-0.mp4")  # gone from the bucket: nothing to run
+    assert Counter(marker_worker.started()) == Counter(
+        ["clip-0.mp4", "clip 1.mp4", "clip-2.mp4", "clip-3.mp4"]
+    )
