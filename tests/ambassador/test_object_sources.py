@@ -165,3 +165,19 @@ def test_a_missing_bucket_unreachable_store_or_no_credentials_is_one_line_at_sta
 def test_malformed_sources_are_one_line(url, options, said):
     with pytest.raises(SourceConfigError, match=re.escape(said)):
         resolve(url, options)
+
+
+def test_a_wrong_key_is_one_line_at_start(azurite, monkeypatch):
+    """Of the three emulators only Azurite checks a signature (moto and gcp-storage-emulator take
+    any credentials): a connection string with another account key is refused, in one line,
+    through the real command."""
+    from tests.e2e.conftest import workqueue
+
+    bucket = azurite.bucket("a.mp4")
+    wrong = azurite.connection_string.replace("AccountKey=", "AccountKey=AAAA")
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", wrong)
+    done = workqueue("ambassador", "--source", azurite.url(bucket))
+    assert done.returncode == 2, done.stderr
+    said = done.stderr.strip()
+    assert said.endswith("access denied: check the account key or SAS token"), said
+    assert "\n" not in said and "AccountKey" not in said and "AAAA" not in said

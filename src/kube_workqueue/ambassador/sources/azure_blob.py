@@ -153,7 +153,8 @@ def describe_error(exc: Exception, where: str) -> str:
         return str(exc)
     if isinstance(exc, az.ResourceNotFoundError):
         return f"{where}: the container does not exist"
-    if isinstance(exc, az.ClientAuthenticationError):
+    denied = isinstance(exc, az.HttpResponseError) and exc.status_code in (401, 403)
+    if isinstance(exc, az.ClientAuthenticationError) or denied:  # a wrong key: 403 signed
         return f"{where}: access denied: check the account key or SAS token"
     if isinstance(exc, az.ServiceRequestError | az.ServiceResponseError):
         return f"{where}: cannot reach the account's blob endpoint"
