@@ -35,8 +35,8 @@ import re
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
-from .listed import ListedSource, SourceUnreachable
-from .objects import ObjectLister, common_config, describe_object, packed_md5
+from .listed import SourceUnreachable
+from .objects import ObjectLister, ObjectStoreType, common_config, packed_md5
 from .registry import SourceConfigError
 
 PAGE_SIZE = 5000  # List Blobs' most results per page
@@ -163,21 +163,18 @@ def describe_error(exc: Exception, where: str) -> str:
     return f"{where}: {type(exc).__name__}: {exc}"
 
 
-class AzureType:
+class AzureType(ObjectStoreType):
     """The Azure Blob Storage source type of the registry (`registry.py`)."""
 
     kind = "azure"
     extra = "azure"
     secret_variables = " or ".join(SECRETS)
     events = False  # Event Grid is not followed: the listing is polled
-    content_versions = True
-    settles = False
+    lister = AzureLister
 
-    def shown(self, config: dict) -> str:
-        return (
-            f"azblob://{config['AZURE_ACCOUNT']}/{config['AZURE_CONTAINER']}/"
-            f"{config.get('AZURE_PREFIX') or ''}"
-        )
+    def located(self, config: dict) -> tuple[str, str]:
+        bucket = f"{config['AZURE_ACCOUNT']}/{config['AZURE_CONTAINER']}"
+        return bucket, config.get("AZURE_PREFIX") or ""
 
     def config_from_url(self, url: str, options: dict) -> dict:
         config = common_config("azblob", options, 10.0)
@@ -199,16 +196,6 @@ class AzureType:
             next(iter(first), None)  # asks for the first page
         except Exception as exc:
             raise SourceConfigError(describe_error(exc, where)) from None
-
-    def open(self, config: dict) -> ListedSource:
-        return ListedSource.configured(AzureLister(config), config, 10.0)
-
-    def describe(self, config: dict, name: str, meta: str | None) -> dict | None:
-        if not meta:
-            return None
-        bucket = f"{config['AZURE_ACCOUNT']}/{config['AZURE_CONTAINER']}"
-        prefix = config.get("AZURE_PREFIX") or ""
-        return describe_object("azblob", AzureLister.tag_keys, bucket, prefix, name, meta)
 
 
 SOURCE_TYPE = AzureType()

@@ -28,8 +28,8 @@ import re
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
-from .listed import ListedSource, SourceUnreachable
-from .objects import ObjectLister, common_config, describe_object, packed_md5, seconds
+from .listed import SourceUnreachable
+from .objects import ObjectLister, ObjectStoreType, common_config, packed_md5, seconds
 from .registry import SourceConfigError
 
 PAGE_SIZE = 1000  # objects.list's most results per page
@@ -125,18 +125,17 @@ def describe_error(exc: Exception, where: str) -> str:
     return f"{where}: {type(exc).__name__}: {exc}"
 
 
-class GcsType:
+class GcsType(ObjectStoreType):
     """The Cloud Storage source type of the registry (`registry.py`)."""
 
     kind = "gcs"
     extra = "gcs"
     secret_variables = "GOOGLE_APPLICATION_CREDENTIALS (a key file), or Workload Identity"
     events = False  # Pub/Sub notifications are not followed: the listing is polled
-    content_versions = True
-    settles = False
+    lister = GcsLister
 
-    def shown(self, config: dict) -> str:
-        return f"gs://{config['GCS_BUCKET']}/{config.get('GCS_PREFIX') or ''}"
+    def located(self, config: dict) -> tuple[str, str]:
+        return config["GCS_BUCKET"], config.get("GCS_PREFIX") or ""
 
     def config_from_url(self, url: str, options: dict) -> dict:
         config = common_config("gs", options, 10.0)
@@ -157,15 +156,6 @@ class GcsType:
             list(blobs)
         except Exception as exc:
             raise SourceConfigError(describe_error(exc, where)) from None
-
-    def open(self, config: dict) -> ListedSource:
-        return ListedSource.configured(GcsLister(config), config, 10.0)
-
-    def describe(self, config: dict, name: str, meta: str | None) -> dict | None:
-        if not meta:
-            return None
-        bucket, prefix = config["GCS_BUCKET"], config.get("GCS_PREFIX") or ""
-        return describe_object("gs", GcsLister.tag_keys, bucket, prefix, name, meta)
 
 
 SOURCE_TYPE = GcsType()

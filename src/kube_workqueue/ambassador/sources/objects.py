@@ -35,7 +35,7 @@ from typing import Any
 
 from ..naming import SkippedNames, normalise_suffixes
 from .items import content_type, rfc3339
-from .listed import intervals
+from .listed import ListedSource, intervals
 from .registry import SourceConfigError, not_for
 
 FOLDER_ONLY = ("SETTLE", "VERSION_BY", "FORCE_POLLING")
@@ -144,6 +144,34 @@ def describe_object(
     if "/" in bucket:  # Azure's ACCOUNT/CONTAINER
         data["account"], data["container"] = bucket.split("/", 1)
     return data
+
+
+class ObjectStoreType:
+    """What the object stores' source types (registry.py) share: how a configuration is shown,
+    opened and described. A subclass sets `kind`, `extra`, `secret_variables`, `events`,
+    `lister` (its ObjectLister) and `located` (the bucket - Azure's ACCOUNT/CONTAINER - and the
+    prefix of a configuration), and writes `config_from_url` and `check`."""
+
+    content_versions = True  # versions from the bytes' MD5 (module docstring)
+    settles = False
+    lister: type[ObjectLister]
+
+    def located(self, config: dict) -> tuple[str, str]:
+        raise NotImplementedError
+
+    def shown(self, config: dict) -> str:
+        bucket, prefix = self.located(config)
+        return f"{self.lister.scheme}://{bucket}/{prefix}"
+
+    def open(self, config: dict) -> ListedSource:
+        return ListedSource.configured(self.lister(config), config, 10.0)
+
+    def describe(self, config: dict, name: str, meta: str | None) -> dict | None:
+        if not meta:
+            return None
+        bucket, prefix = self.located(config)
+        scheme, tag_keys = self.lister.scheme, self.lister.tag_keys
+        return describe_object(scheme, tag_keys, bucket, prefix, name, meta)
 
 
 def common_config(kind: str, options: dict, default_poll: float) -> dict:

@@ -27,8 +27,8 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
-from .listed import ListedSource, SourceUnreachable
-from .objects import ObjectLister, common_config, describe_object, meta_of
+from .listed import SourceUnreachable
+from .objects import ObjectLister, ObjectStoreType, common_config, meta_of
 from .registry import SourceConfigError
 
 PAGE_SIZE = 1000  # ListObjectsV2's most keys per response
@@ -142,18 +142,17 @@ def describe_error(exc: Exception, where: str) -> str:
     return f"{where}: {exc}"
 
 
-class S3Type:
+class S3Type(ObjectStoreType):
     """The S3 source type of the registry (`registry.py`)."""
 
     kind = "s3"
     extra = "s3"
     secret_variables = "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or a profile, web identity)"
     events = True  # with --sqs-queue-url; polling otherwise
-    content_versions = True
-    settles = False
+    lister = S3Lister
 
-    def shown(self, config: dict) -> str:
-        return f"s3://{config['S3_BUCKET']}/{config.get('S3_PREFIX') or ''}"
+    def located(self, config: dict) -> tuple[str, str]:
+        return config["S3_BUCKET"], config.get("S3_PREFIX") or ""
 
     def config_from_url(self, url: str, options: dict) -> dict:
         config = common_config("s3", options, 10.0)
@@ -187,15 +186,6 @@ class S3Type:
             raise SourceConfigError(describe_error(exc, lister.where)) from None
         except ValueError as exc:  # botocore's own refusal of an endpoint or a region
             raise SourceConfigError(f"{lister.where}: {exc}") from None
-
-    def open(self, config: dict) -> ListedSource:
-        return ListedSource.configured(S3Lister(config), config, 10.0)
-
-    def describe(self, config: dict, name: str, meta: str | None) -> dict | None:
-        if not meta:
-            return None
-        bucket, prefix = config["S3_BUCKET"], config.get("S3_PREFIX") or ""
-        return describe_object("s3", S3Lister.tag_keys, bucket, prefix, name, meta)
 
 
 SOURCE_TYPE = S3Type()

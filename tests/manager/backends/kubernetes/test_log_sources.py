@@ -30,9 +30,10 @@ def chart_values(log) -> dict:
     return {"source": {"type": "nats", "nats": nats}}
 
 
-def start_charted_ambassador(log, port: int) -> subprocess.Popen:
-    """The chart's ambassador container, its arguments as rendered (on loopback here)."""
-    args = containers(render(chart_values(log)))[0]["ambassador"]["args"]
+def start_charted_ambassador(values: dict, port: int) -> subprocess.Popen:
+    """The chart's ambassador container for `values`, its arguments as rendered (on loopback
+    here), once it answers ready."""
+    args = containers(render(values))[0]["ambassador"]["args"]
     args = [a for a in args if not a.startswith(("--host=", "--port="))]
     process = subprocess.Popen([sys.executable, "-m", "kube_workqueue.manager.cli", *args,
                                 "--host=127.0.0.1", f"--port={port}"])  # fmt: skip
@@ -44,7 +45,7 @@ def start_charted_ambassador(log, port: int) -> subprocess.Popen:
         except requests.RequestException:  # refused, or slow under load: not yet
             return False
 
-    wait_until(ready, timeout=30)
+    wait_until(ready, timeout=60)
     return process
 
 
@@ -64,7 +65,7 @@ def test_the_charted_log_source_runs_each_record_once_on_the_cluster(log, cluste
     port = free_port()
     source = f"http://127.0.0.1:{port}"
     args = cluster.args(source, marker_worker, "--once", "--parallelism", "2")
-    ambassador = start_charted_ambassador(log, port)
+    ambassador = start_charted_ambassador(chart_values(log), port)
     try:
         first = workqueue(*args, timeout=180)
         assert first.returncode == 0, first.stderr
@@ -74,7 +75,7 @@ def test_the_charted_log_source_runs_each_record_once_on_the_cluster(log, cluste
         ambassador.wait(30)
     log.append("clip-3.mp4")  # appended while no ambassador runs
     log.tombstone("clip-0.mp4")  # gone from the source: nothing to run
-    ambassador = start_charted_ambassador(log, port)
+    ambassador = start_charted_ambassador(chart_values(log), port)
     try:
         again = workqueue(*args, timeout=180)
         assert again.returncode == 0, again.stderr

@@ -6,17 +6,15 @@ only what is new."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections import Counter
 
 import pytest
-import requests
 
-from tests.charts.test_chart import containers, render
 from tests.e2e.conftest import workqueue
 from tests.support.buckets import AZURE_ACCOUNT
-from tests.support.servers import free_port, wait_until
+from tests.support.servers import free_port
+
+from .test_log_sources import start_charted_ambassador
 
 
 def chart_values(kind: str, bucket: str) -> dict:
@@ -26,24 +24,6 @@ def chart_values(kind: str, bucket: str) -> dict:
     azure = {"account": AZURE_ACCOUNT, "container": bucket, "prefix": "in/",
              "pollIntervalSeconds": 0.5}  # fmt: skip
     return {"source": {"type": "azure", "azure": azure}}
-
-
-def start_charted_ambassador(values: dict, port: int) -> subprocess.Popen:
-    """The chart's ambassador container, its arguments as rendered (on loopback here)."""
-    args = containers(render(values))[0]["ambassador"]["args"]
-    args = [a for a in args if not a.startswith(("--host=", "--port="))]
-    process = subprocess.Popen([sys.executable, "-m", "kube_workqueue.manager.cli", *args,
-                                "--host=127.0.0.1", f"--port={port}"])  # fmt: skip
-
-    def ready() -> bool:
-        assert process.poll() is None, f"the ambassador exited with {process.returncode}"
-        try:
-            return requests.get(f"http://127.0.0.1:{port}/readyz", timeout=2).ok
-        except requests.RequestException:  # refused, or slow under load: not yet
-            return False
-
-    wait_until(ready, timeout=60)
-    return process
 
 
 @pytest.mark.parametrize("kind", ["gcs", "azure"])
