@@ -26,10 +26,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from urllib.parse import urlsplit
 
 from .listed import SourceUnreachable
-from .objects import ObjectLister, ObjectStoreType, common_config, packed_md5, seconds
+from .objects import (
+    ObjectLister,
+    ObjectStoreType,
+    common_config,
+    packed_md5,
+    seconds,
+    split_bucket_url,
+)
 from .registry import SourceConfigError
 
 PAGE_SIZE = 1000  # objects.list's most results per page
@@ -41,14 +47,7 @@ TIMEOUT = (5, 30)  # connect, read (seconds): a store that is down is noticed in
 
 def split_url(url: str) -> tuple[str, str]:
     """(bucket, prefix) of `gs://bucket/prefix/` - the prefix ends with `/` unless empty."""
-    parts = urlsplit(url)
-    bucket = parts.netloc
-    if not bucket or not BUCKET.match(bucket) or parts.query or parts.fragment:
-        raise SourceConfigError(f"a Cloud Storage source is gs://bucket/prefix/, not {url!r}")
-    prefix = parts.path.lstrip("/")
-    if prefix and not prefix.endswith("/"):
-        prefix += "/"
-    return bucket, prefix
+    return split_bucket_url(url, BUCKET, "a Cloud Storage source is gs://bucket/prefix/")
 
 
 def client():

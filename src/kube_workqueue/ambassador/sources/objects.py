@@ -32,6 +32,7 @@ import hashlib
 import re
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..naming import SkippedNames, normalise_suffixes
 from .items import content_type, rfc3339
@@ -172,6 +173,20 @@ class ObjectStoreType:
         bucket, prefix = self.located(config)
         scheme, tag_keys = self.lister.scheme, self.lister.tag_keys
         return describe_object(scheme, tag_keys, bucket, prefix, name, meta)
+
+
+def split_bucket_url(url: str, bucket_names: re.Pattern, said: str) -> tuple[str, str]:
+    """(bucket, prefix) of `SCHEME://bucket/prefix/` - the prefix ends with `/` unless empty;
+    a bucket `bucket_names` does not match, a query or a fragment: `said` and the URL, one
+    line."""
+    parts = urlsplit(url)
+    bucket = parts.netloc
+    if not bucket or not bucket_names.match(bucket) or parts.query or parts.fragment:
+        raise SourceConfigError(f"{said}, not {url!r}")
+    prefix = parts.path.lstrip("/")
+    if prefix and not prefix.endswith("/"):
+        prefix += "/"
+    return bucket, prefix
 
 
 def common_config(kind: str, options: dict, default_poll: float) -> dict:

@@ -28,7 +28,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .listed import SourceUnreachable
-from .objects import ObjectLister, ObjectStoreType, common_config, meta_of
+from .objects import ObjectLister, ObjectStoreType, common_config, meta_of, split_bucket_url
 from .registry import SourceConfigError
 
 PAGE_SIZE = 1000  # ListObjectsV2's most keys per response
@@ -57,14 +57,7 @@ def client(config: dict, service: str = "s3"):
 
 def split_url(url: str) -> tuple[str, str]:
     """(bucket, prefix) of `s3://bucket/prefix/` - the prefix ends with `/` unless empty."""
-    parts = urlsplit(url)
-    bucket = parts.netloc
-    if not bucket or not BUCKET.match(bucket) or parts.query or parts.fragment:
-        raise SourceConfigError(f"an S3 source is s3://bucket/prefix/, not {url!r}")
-    prefix = parts.path.lstrip("/")
-    if prefix and not prefix.endswith("/"):
-        prefix += "/"
-    return bucket, prefix
+    return split_bucket_url(url, BUCKET, "an S3 source is s3://bucket/prefix/")
 
 
 class S3Lister(ObjectLister):
