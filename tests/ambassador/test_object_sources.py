@@ -181,3 +181,7 @@ def test_a_wrong_key_is_one_line_at_start(azurite, monkeypatch):
     said = done.stderr.strip()
     assert said.endswith("access denied: check the account key or SAS token"), said
     assert "\n" not in said and "AccountKey" not in said and "AAAA" not in said
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", azurite.connection_string)
+    other = workqueue("ambassador", "--source", f"azblob://otheraccount/{bucket}/")
+    mismatch = "is for the account 'devstoreaccount1', not 'otheraccount'"
+    assert other.returncode == 2 and other.stderr.strip().endswith(mismatch), other.stderr

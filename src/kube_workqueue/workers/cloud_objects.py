@@ -55,7 +55,7 @@ def download(url: str, dest: str) -> None:
         else:
             with open(dest, "wb") as out:
                 _azure_container(bucket).download_blob(key).readinto(out)
-    except (Failed, Refused):
+    except Failed:  # (no client library, no credentials: said already)
         raise
     except Exception as exc:  # each client's own errors and its transport's
         raise Failed(f"download of {url} failed: {said(exc)}") from None
@@ -71,7 +71,7 @@ def upload(src: str, url: str) -> None:
         else:
             with open(src, "rb") as data:
                 _azure_container(bucket).upload_blob(key, data, overwrite=True)
-    except (Failed, Refused):
+    except Failed:
         raise
     except Exception as exc:
         raise Failed(f"upload to {url} failed: {said(exc)}") from None

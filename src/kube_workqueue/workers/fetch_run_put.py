@@ -293,11 +293,10 @@ def scheme_of(url: str) -> str:
 
 
 def transfer(move, *args) -> None:
-    """An object store's download or upload (cloud_objects.py): its failure is one line."""
+    """An object store's download or upload (cloud_objects.py), of a location `scheme_of` has
+    checked: its failure is one line."""
     try:
         move(*args)
-    except cloud_objects.Refused as refused:
-        fail(str(refused), 2)
     except cloud_objects.Failed as failed:
         fail(str(failed))
 

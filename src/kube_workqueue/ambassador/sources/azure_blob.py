@@ -65,11 +65,6 @@ def split_url(url: str) -> tuple[str, str, str]:
     return account, container, prefix
 
 
-def connection_string_account(text: str) -> str | None:
-    fields = dict(p.split("=", 1) for p in text.split(";") if "=" in p)
-    return fields.get("AccountName")
-
-
 def client(account: str):
     """The container's service client, from the environment (the module docstring); a few quick
     retries, so that a store that is down is noticed in seconds, not minutes."""
@@ -83,13 +78,13 @@ def client(account: str):
     settings = {"retry_policy": retry, "connection_timeout": 5, "read_timeout": 30}
     connection = os.environ.get("AZURE_STORAGE_CONNECTION_STRING")
     if connection:
-        named = connection_string_account(connection)
-        if named != account:
+        service = BlobServiceClient.from_connection_string(connection, **settings)
+        if service.account_name != account:
             raise SourceConfigError(
                 f"azblob://{account}/: AZURE_STORAGE_CONNECTION_STRING is for the account "
-                f"{named!r}, not {account!r}"
+                f"{service.account_name!r}, not {account!r}"
             )
-        return BlobServiceClient.from_connection_string(connection, **settings)
+        return service
     credential = os.environ.get("AZURE_STORAGE_KEY") or os.environ.get("AZURE_STORAGE_SAS_TOKEN")
     if not credential:
         raise SourceConfigError(
@@ -109,14 +104,16 @@ class AzureLister(ObjectLister):
     scheme = "azblob"
     tag_keys = ("md5", "etag")
 
-    def __init__(self, config: dict) -> None:
-        account, container = config["AZURE_ACCOUNT"], config["AZURE_CONTAINER"]
-        prefix = config.get("AZURE_PREFIX") or ""
+    @staticmethod
+    def located(config: dict) -> tuple[str, str]:
         # the item data's "bucket" is ACCOUNT/CONTAINER: its url is azblob://ACCOUNT/CONTAINER/key
-        super().__init__(
-            config, f"{account}/{container}", prefix, f"azblob://{account}/{container}/{prefix}"
-        )
-        self.container = client(account).get_container_client(container)
+        bucket = f"{config['AZURE_ACCOUNT']}/{config['AZURE_CONTAINER']}"
+        return bucket, config.get("AZURE_PREFIX") or ""
+
+    def __init__(self, config: dict) -> None:
+        super().__init__(config)
+        account = config["AZURE_ACCOUNT"]
+        self.container = client(account).get_container_client(config["AZURE_CONTAINER"])
 
     def list_all(self) -> Iterator[tuple[str, str]]:
         """(name, meta) of every item, page by page as the store answers, in its order (the
@@ -171,10 +168,6 @@ class AzureType(ObjectStoreType):
     secret_variables = " or ".join(SECRETS)
     events = False  # Event Grid is not followed: the listing is polled
     lister = AzureLister
-
-    def located(self, config: dict) -> tuple[str, str]:
-        bucket = f"{config['AZURE_ACCOUNT']}/{config['AZURE_CONTAINER']}"
-        return bucket, config.get("AZURE_PREFIX") or ""
 
     def config_from_url(self, url: str, options: dict) -> dict:
         config = common_config("azblob", options, 10.0)

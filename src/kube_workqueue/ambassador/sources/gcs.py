@@ -70,9 +70,12 @@ class GcsLister(ObjectLister):
     scheme = "gs"
     tag_keys = ("md5", "generation")
 
+    @staticmethod
+    def located(config: dict) -> tuple[str, str]:
+        return config["GCS_BUCKET"], config.get("GCS_PREFIX") or ""
+
     def __init__(self, config: dict) -> None:
-        bucket, prefix = config["GCS_BUCKET"], config.get("GCS_PREFIX") or ""
-        super().__init__(config, bucket, prefix, f"gs://{bucket}/{prefix}")
+        super().__init__(config)
         self.client = client()
 
     def list_all(self) -> Iterator[tuple[str, str]]:
@@ -132,9 +135,6 @@ class GcsType(ObjectStoreType):
     secret_variables = "GOOGLE_APPLICATION_CREDENTIALS (a key file), or Workload Identity"
     events = False  # Pub/Sub notifications are not followed: the listing is polled
     lister = GcsLister
-
-    def located(self, config: dict) -> tuple[str, str]:
-        return config["GCS_BUCKET"], config.get("GCS_PREFIX") or ""
 
     def config_from_url(self, url: str, options: dict) -> dict:
         config = common_config("gs", options, 10.0)

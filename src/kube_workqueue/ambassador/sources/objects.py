@@ -44,19 +44,23 @@ FOLDER_ONLY = ("SETTLE", "VERSION_BY", "FORCE_POLLING")
 
 class ObjectLister:
     """What every object store's `Lister` (listed.py) shares: the keys that are items, and the
-    item data. A subclass sets `scheme` and `tag_keys` and writes `list_all` (and `changes`,
-    where the store tells of changes)."""
+    item data. A subclass sets `scheme` and `tag_keys`, says where a configuration's bucket is
+    (`located`), and writes `list_all` (and `changes`, where the store tells of changes)."""
 
     scheme = ""  # "s3", "gs", "azblob": the scheme of the URLs the items' data carries
     tag_keys = ("etag", "etag")  # the item data's word for an MD5 tag, and for a store token
 
-    def __init__(self, config: dict, bucket: str, prefix: str, where: str) -> None:
+    @staticmethod
+    def located(config: dict) -> tuple[str, str]:
+        """(bucket, prefix) of a configuration - an Azure "bucket" is ACCOUNT/CONTAINER."""
+        raise NotImplementedError
+
+    def __init__(self, config: dict) -> None:
         self.config = config
-        self.bucket = bucket
-        self.prefix = prefix or ""
+        self.bucket, self.prefix = self.located(config)
         self.suffixes = normalise_suffixes(config.get("SUFFIXES") or [".mp4"])
         self.recursive = bool(config.get("RECURSIVE"))
-        self.where = where
+        self.where = f"{self.scheme}://{self.bucket}/{self.prefix}"
         self.skipped = SkippedNames(self.where)  # keys no client could ask for: said, counted
 
     def name_of(self, key: str) -> str | None:
@@ -149,19 +153,16 @@ def describe_object(
 
 class ObjectStoreType:
     """What the object stores' source types (registry.py) share: how a configuration is shown,
-    opened and described. A subclass sets `kind`, `extra`, `secret_variables`, `events`,
-    `lister` (its ObjectLister) and `located` (the bucket - Azure's ACCOUNT/CONTAINER - and the
-    prefix of a configuration), and writes `config_from_url` and `check`."""
+    opened and described. A subclass sets `kind`, `extra`, `secret_variables`, `events` and
+    `lister` (its ObjectLister, which says where a configuration's bucket is), and writes
+    `config_from_url` and `check`."""
 
     content_versions = True  # versions from the bytes' MD5 (module docstring)
     settles = False
     lister: type[ObjectLister]
 
-    def located(self, config: dict) -> tuple[str, str]:
-        raise NotImplementedError
-
     def shown(self, config: dict) -> str:
-        bucket, prefix = self.located(config)
+        bucket, prefix = self.lister.located(config)
         return f"{self.lister.scheme}://{bucket}/{prefix}"
 
     def open(self, config: dict) -> ListedSource:
@@ -170,7 +171,7 @@ class ObjectStoreType:
     def describe(self, config: dict, name: str, meta: str | None) -> dict | None:
         if not meta:
             return None
-        bucket, prefix = self.located(config)
+        bucket, prefix = self.lister.located(config)
         scheme, tag_keys = self.lister.scheme, self.lister.tag_keys
         return describe_object(scheme, tag_keys, bucket, prefix, name, meta)
 

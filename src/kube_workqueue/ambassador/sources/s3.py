@@ -66,9 +66,12 @@ class S3Lister(ObjectLister):
     scheme = "s3"
     tag_keys = ("etag", "etag")
 
+    @staticmethod
+    def located(config: dict) -> tuple[str, str]:
+        return config["S3_BUCKET"], config.get("S3_PREFIX") or ""
+
     def __init__(self, config: dict) -> None:
-        bucket, prefix = config["S3_BUCKET"], config.get("S3_PREFIX") or ""
-        super().__init__(config, bucket, prefix, f"s3://{bucket}/{prefix}")
+        super().__init__(config)
         self.s3 = client(config)
 
     def list_all(self) -> Iterator[tuple[str, str]]:
@@ -143,9 +146,6 @@ class S3Type(ObjectStoreType):
     secret_variables = "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or a profile, web identity)"
     events = True  # with --sqs-queue-url; polling otherwise
     lister = S3Lister
-
-    def located(self, config: dict) -> tuple[str, str]:
-        return config["S3_BUCKET"], config.get("S3_PREFIX") or ""
 
     def config_from_url(self, url: str, options: dict) -> dict:
         config = common_config("s3", options, 10.0)
