@@ -70,3 +70,20 @@ def test_an_image_installs_the_wheel_of_this_version_and_says_so(dockerfile):
     # nothing of the repository's Python is copied in: only the wheel installs it
     for source in re.findall(r"^COPY (?:--\S+ )*(.+) \S+$", text, re.M):
         assert not re.search(r"(^| )(manager|ambassador|safelog|workers)/", source), source
+
+
+def test_the_workqueue_image_can_run_every_source_the_chart_offers():
+    """The ambassador runs from the `workqueue` image whatever `source.type` the chart is given:
+    the image installs the extra of every built-in source type (a missing one is an ambassador
+    that exits at start with 'this source needs ...' on the cluster), and each extra it names
+    exists."""
+    from kube_workqueue.ambassador.sources.registry import BUILT_IN, source_type
+
+    text = (ROOT / "workqueue" / "Dockerfile").read_text()
+    installed = re.search(r'kube_workqueue-\$\{VERSION\}-py3-none-any\.whl\[([^\]]*)\]"', text)
+    assert installed, "the workqueue image installs the wheel without extras"
+    extras = set(installed.group(1).split(","))
+    needed = {source_type(entry.kind).extra for entry in BUILT_IN} - {""}
+    assert needed <= extras, f"the image lacks the extras {sorted(needed - extras)}"
+    declared = set(_pyproject()["optional-dependencies"])
+    assert extras <= declared, f"no such extras: {sorted(extras - declared)}"
