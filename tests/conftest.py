@@ -70,6 +70,31 @@ def azurite():
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def azure_workload_identity(tmp_path_factory):
+    """Azure workload identity as AKS sets it up, on loopback: an Entra ID stand-in
+    (support/entra.py) and an Azurite taking its tokens (HTTPS, OAuth), both under a test
+    authority (support/tls.py), and the projected service-account token in a file. `env` is a
+    pod's environment as the webhook leaves it: where the account answers, the identity, the
+    authority to trust - and no key, SAS or connection-string credential."""
+    from types import SimpleNamespace
+
+    from .support.buckets import Azurite
+    from .support.entra import EntraStandIn
+    from .support.tls import make_authority
+
+    folder = tmp_path_factory.mktemp("workload-identity")
+    tls = make_authority(folder)
+    entra = EntraStandIn(tls)
+    server = Azurite(tls=tls)
+    token_file = folder / "azure-identity-token"
+    token_file.write_text(entra.federated_token)
+    env = {**server.endpoint_env, **entra.env(str(token_file)), "REQUESTS_CA_BUNDLE": str(tls.ca)}
+    yield SimpleNamespace(azurite=server, entra=entra, token_file=token_file, env=env)
+    server.stop()
+    entra.stop()
+
+
 @pytest.fixture(params=["s3", "gcs", "azure"])
 def store(request, monkeypatch):
     """Each object store in turn, the face the contract suite sees (support/buckets.py), with

@@ -179,7 +179,9 @@ def test_a_wrong_key_is_one_line_at_start(azurite, monkeypatch):
     done = workqueue("ambassador", "--source", azurite.url(bucket))
     assert done.returncode == 2, done.stderr
     said = done.stderr.strip()
-    assert said.endswith("access denied: check the account key or SAS token"), said
+    assert said.endswith(
+        "access denied: check the account key, SAS token or the identity's role on the account"
+    ), said
     assert "\n" not in said and "AccountKey" not in said and "AAAA" not in said
     monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", azurite.connection_string)
     other = workqueue("ambassador", "--source", f"azblob://otheraccount/{bucket}/")

@@ -12,7 +12,7 @@ import ast
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-TOPS = ("manager", "ambassador", "safelog", "workers")
+TOPS = ("manager", "ambassador", "safelog", "workers", "clouds")
 SCANNED = (*(f"src/kube_workqueue/{top}" for top in TOPS), "tests", "bench", "examples", "docs")
 
 

@@ -179,7 +179,8 @@ def test_every_source_field_of_the_workqueue_is_an_ambassador_option():
     from kube_workqueue.ambassador.source_options import SOURCE_OPTIONS
 
     declared = {o.crd for o in SOURCE_OPTIONS if o.crd}
-    structural = {"url", "volume", "credentialsSecret"}  # where, not how it is read
+    # where, and as whom, not how it is read
+    structural = {"url", "volume", "credentialsSecret", "serviceAccountName"}
     for spec in CRDS:
         fields = set(spec["properties"]["source"]["properties"])
         assert fields - structural == declared

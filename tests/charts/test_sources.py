@@ -167,6 +167,51 @@ def test_azure_renders_a_container_source_with_credentials_from_a_secret():
     assert ambassador["envFrom"] == [{"secretRef": {"name": "azure-storage"}}]
 
 
+def test_azure_workload_identity_is_the_ambassadors_alone_and_no_secret():
+    """On AKS: the pod joins workload identity (the webhook's label), the service account names
+    the managed identity, the manager container is skipped, and nothing is read from a Secret."""
+    azure = {"account": "mediastore", "container": "videos-in", "workloadIdentity": True}
+    client_id = "00000000-1111-2222-3333-444444444444"
+    values = {
+        "source": {"type": "azure", "azure": azure},
+        "serviceAccount": {"annotations": {"azure.workload.identity/client-id": client_id}},
+    }
+    ambassador, docs = ambassador_of(values)
+    assert "envFrom" not in ambassador and "env" not in ambassador
+    template = by_kind(docs, "Deployment")[0]["spec"]["template"]
+    assert template["metadata"]["labels"]["azure.workload.identity/use"] == "true"
+    assert template["metadata"]["annotations"] == {
+        "azure.workload.identity/skip-containers": "manager"
+    }
+    selector = by_kind(docs, "Deployment")[0]["spec"]["selector"]["matchLabels"]
+    assert "azure.workload.identity/use" not in selector  # a label of the pod, not its identity
+    account = by_kind(docs, "ServiceAccount")[0]
+    assert account["metadata"]["annotations"]["azure.workload.identity/client-id"] == client_id
+    keyed, keyed_docs = ambassador_of(
+        {"source": {"type": "azure", "azure": {**azure, "workloadIdentity": False,
+                                                "credentialsSecret": "azure-storage"}}}
+    )  # fmt: skip
+    keyed_template = by_kind(keyed_docs, "Deployment")[0]["spec"]["template"]
+    assert "azure.workload.identity/use" not in keyed_template["metadata"]["labels"]
+
+
+@pytest.mark.parametrize(
+    ("azure", "says"),
+    [
+        ({"workloadIdentity": True}, "set serviceAccount.annotations.azure"),
+        ({}, "source.type azure needs credentials: source.azure.workloadIdentity=true"),
+    ],
+    ids=["identity-without-client-id", "no-credentials"],
+)
+def test_an_azure_source_without_a_way_to_authenticate_fails_to_render(azure, says):
+    from helm_python.errors import HelmRenderError
+
+    source = {"type": "azure", "azure": {"account": "acct", "container": "videos", **azure}}
+    with pytest.raises(HelmRenderError) as refused:
+        render({"source": source})
+    assert says in str(refused.value)
+
+
 @pytest.mark.parametrize(
     "values",
     [

@@ -63,6 +63,47 @@ def test_a_folder_queue_gets_a_valid_locked_down_ambassador(api):
     assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
 
 
+@pytest.mark.parametrize(
+    ("source", "joins_azure"),
+    [
+        ({"url": "azblob://mediastore/videos/in/"}, True),
+        ({"url": "azblob://mediastore/videos/in/", "credentialsSecret": "sas"}, False),
+        ({"url": "gs://media-in/videos/"}, False),  # GKE: the account's annotation is enough
+        ({"url": "s3://media-in/videos/"}, False),  # EKS (IRSA): likewise
+    ],
+    ids=["azure-identity", "azure-secret", "gcs", "s3"],
+)
+def test_a_cloud_identity_is_the_ambassadors_service_account(api, source, joins_azure):
+    """spec.source.serviceAccountName: the ambassador pod runs as it (its annotations carry the
+    cloud identity; its API token is still not mounted); an azblob:// queue with no Secret
+    joins Azure workload identity by AKS's pod label, and nothing else does."""
+    server, kube = api
+    obj = made(server, {"source": {**source, "serviceAccountName": "media-reader"}})
+    ambassador_objects.ensure(kube, obj, plan(obj, SETTINGS).ambassador, SETTINGS)
+    deployment = server.store.get("deployments", NS, "thumbs-ambassador")
+    clean = {k: v for k, v in deployment.items() if k != "status"}
+    clean["metadata"] = {"name": deployment["metadata"]["name"]}
+    for version in VERSIONS:
+        kubernetes_validate.validate(clean, version, strict=True)
+    template = deployment["spec"]["template"]
+    assert template["spec"]["serviceAccountName"] == "media-reader"
+    assert template["spec"]["automountServiceAccountToken"] is False
+    joined = template["metadata"]["labels"].get("azure.workload.identity/use")
+    assert joined == ("true" if joins_azure else None)
+    body = {"metadata": {"name": "plain"},
+            "spec": {"worker": {"image": "w"}, "source": {"url": source["url"]}}}  # fmt: skip
+    bare = server.store.create("workqueue.dev", "workqueues", NS, body)
+    assert plan(bare, SETTINGS).ambassador.service_account is None
+
+
+def test_a_service_account_name_the_api_would_refuse_is_refused_by_the_crd(api):
+    from tests.support.apiserver.errors import ApiError
+
+    server, _ = api
+    with pytest.raises(ApiError, match="serviceAccountName"):
+        made(server, {"source": {"url": "gs://b/", "serviceAccountName": "Not A Name"}})
+
+
 def test_a_changed_plan_rolls_the_template_and_a_foreign_object_is_a_conflict(api):
     server, kube = api
     obj = made(server, {"source": {"url": "redis://r:6379/0?set=jobs"}})

@@ -26,7 +26,7 @@ def test_the_commands_and_only_the_wheels_own_names(installed, outside):
     probe = textwrap.dedent("""
         import importlib, json, kube_workqueue.manager as m
         absent = []
-        for name in ("manager", "ambassador", "safelog", "workers"):
+        for name in ("manager", "ambassador", "safelog", "workers", "clouds"):
             try:
                 importlib.import_module(name)
             except ModuleNotFoundError:
@@ -37,7 +37,7 @@ def test_the_commands_and_only_the_wheels_own_names(installed, outside):
     assert r.returncode == 0, r.stderr
     found = json.loads(r.stdout)
     assert found["file"].startswith(f"{installed.venv}/lib/")
-    assert found["absent"] == ["manager", "ambassador", "safelog", "workers"]
+    assert found["absent"] == ["manager", "ambassador", "safelog", "workers", "clouds"]
     for worker in ("fetch-run-put", "workqueue-thumbnail"):
         assert (installed.bin / worker).exists(), worker
         r = installed.run(worker, cwd=outside)  # no WORK_ITEM_FILE: one line, not a traceback

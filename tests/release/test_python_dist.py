@@ -37,9 +37,9 @@ def test_the_wheel_claims_one_top_level_name_and_carries_its_data(release_dist):
         metadata = Parser().parsestr(wheel.read(f"{info}/METADATA").decode())
         entry_points = wheel.read(f"{info}/entry_points.txt").decode()
     assert {n.split("/")[0] for n in names} == {"kube_workqueue", info}
-    # a namespace parent: no kube_workqueue/__init__.py, so the four parts are its only contents
+    # a namespace parent: no kube_workqueue/__init__.py, so the five parts are its only contents
     parts = {n.split("/")[1] for n in names if n.startswith("kube_workqueue/")}
-    assert parts == {"manager", "ambassador", "safelog", "workers"}
+    assert parts == {"manager", "ambassador", "safelog", "workers", "clouds"}
     assert "kube_workqueue/__init__.py" not in names
     for data in ("ambassador/openapi.json", "manager/views/dashboard/static/dashboard.js",
                  "manager/views/dashboard/static/dashboard.css"):  # fmt: skip

@@ -157,14 +157,18 @@ class GcsEmulator:
 
 class Azurite:
     """Azurite's blob service (Node.js, a process of its own), in memory, on a loopback port,
-    with telemetry off (it would otherwise try to reach Microsoft), in a folder of its own."""
+    with telemetry off (it would otherwise try to reach Microsoft), in a folder of its own.
+
+    With `tls` (support/tls.py) it serves HTTPS and takes OAuth bearer tokens as well as the
+    account key (`--oauth basic`: Azure refuses a bearer token over plain HTTP, and so do the
+    SDK and Azurite); `endpoint_env` then points a client at it with no credential at all."""
 
     scheme = "azblob"
     # a `..` segment is resolved out of a blob's URL before the request is signed (Azure's naming
     # rules warn against such names): one cannot be written as named
     dot_segments = False
 
-    def __init__(self) -> None:
+    def __init__(self, tls=None) -> None:
         if not AZURITE.exists():
             raise RuntimeError(f"{AZURITE} is missing: `make test` installs it (npm azurite)")
         node = shutil.which("node")
@@ -184,16 +188,21 @@ class Azurite:
                 # the newest client asks for a service version newer than the newest Azurite
                 # knows (2026-10-06 here): the check Microsoft documents turning off for that
                 "--skipApiVersionCheck",
+                *self._tls_flags(tls),
             ],
             cwd=self.folder,  # (with in-memory persistence, where nothing should be written)
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        self.endpoint = f"http://127.0.0.1:{self.port}/{AZURE_ACCOUNT}"
+        self.tls = tls
+        protocol = "https" if tls else "http"
+        self.endpoint = f"{protocol}://127.0.0.1:{self.port}/{AZURE_ACCOUNT}"
         self.connection_string = (
-            f"DefaultEndpointsProtocol=http;AccountName={AZURE_ACCOUNT};"
+            f"DefaultEndpointsProtocol={protocol};AccountName={AZURE_ACCOUNT};"
             f"AccountKey={AZURE_KEY};BlobEndpoint={self.endpoint};"
         )
+        # where the account answers, and nothing else: the credential must come from elsewhere
+        self.endpoint_env = {"AZURE_STORAGE_CONNECTION_STRING": f"BlobEndpoint={self.endpoint}"}
         self.env = {"AZURE_STORAGE_CONNECTION_STRING": self.connection_string}
         self.unreachable_env = {
             "AZURE_STORAGE_CONNECTION_STRING": self.connection_string.replace(
@@ -204,8 +213,15 @@ class Azurite:
             "AZURE_STORAGE_CONNECTION_STRING": None,
             "AZURE_STORAGE_KEY": None,
             "AZURE_STORAGE_SAS_TOKEN": None,
+            "AZURE_FEDERATED_TOKEN_FILE": None,
         }
         wait_until(self._answers, timeout=60)
+
+    @staticmethod
+    def _tls_flags(tls) -> list[str]:
+        if tls is None:
+            return []
+        return ["--oauth", "basic", "--cert", str(tls.cert), "--key", str(tls.key)]
 
     def _answers(self) -> bool:
         if self.process.poll() is not None:
@@ -219,7 +235,10 @@ class Azurite:
     def service(self):
         from azure.storage.blob import BlobServiceClient
 
-        return BlobServiceClient.from_connection_string(self.connection_string, retry_total=0)
+        verify = {"connection_verify": str(self.tls.ca)} if self.tls else {}
+        return BlobServiceClient.from_connection_string(
+            self.connection_string, retry_total=0, **verify
+        )
 
     def url(self, bucket: str, prefix: str = "") -> str:
         return f"azblob://{AZURE_ACCOUNT}/{bucket}/{prefix}"

@@ -72,6 +72,13 @@ nothing collects, batches larger than what may run at once). Included by the Dep
 {{- if and (eq .Values.source.type "filesystem") (not (include "workqueue.hasVolume" .)) -}}
 {{- fail "source.type filesystem lists the shared volume's files, and no volume is claimed: set volume.create.enabled, volume.existingClaim or volume.nfs.server (and leave volume.enabled unset or true)" -}}
 {{- end -}}
+{{- $azure := .Values.source.azure -}}
+{{- if and (eq .Values.source.type "azure") $azure.workloadIdentity .Values.serviceAccount.create (not (index .Values.serviceAccount.annotations "azure.workload.identity/client-id")) -}}
+{{- fail "source.azure.workloadIdentity needs the managed identity's client id on the service account: set serviceAccount.annotations.azure\\.workload\\.identity/client-id" -}}
+{{- end -}}
+{{- if and (eq .Values.source.type "azure") (not $azure.workloadIdentity) (not $azure.credentialsSecret) -}}
+{{- fail "source.type azure needs credentials: source.azure.workloadIdentity=true (on AKS) or source.azure.credentialsSecret (a Secret with a connection string, key or SAS token)" -}}
+{{- end -}}
 {{- $mode := .Values.autoscaling.mode -}}
 {{- if and (has $mode (list "keda" "hpa")) (not .Values.serviceMonitor.enabled) (not .Values.metrics.scrapeAnnotations) -}}
 {{- fail (printf "autoscaling.mode %s scales on the managers' workqueue_items through Prometheus, and nothing would collect it: set serviceMonitor.enabled=true (prometheus-operator) or metrics.scrapeAnnotations=true (a Prometheus that scrapes annotated pods)" $mode) -}}

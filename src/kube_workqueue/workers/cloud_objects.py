@@ -1,8 +1,8 @@
 """fetch-run-put's object stores: download and upload one object at `s3://BUCKET/KEY`,
 `gs://BUCKET/KEY` or `azblob://ACCOUNT/CONTAINER/KEY`, each with its store's official client
 configured as the ambassador's source is (boto3's chain; Application Default Credentials and
-STORAGE_EMULATOR_HOST; AZURE_STORAGE_CONNECTION_STRING, AZURE_STORAGE_KEY or
-AZURE_STORAGE_SAS_TOKEN) - never a credential from the item or the URL.
+STORAGE_EMULATOR_HOST; for Azure the one rule of clouds/azure_client.py - a connection string,
+a key, a SAS token or workload identity) - never a credential from the item or the URL.
 
 A key is a name, taken as written: nothing in it is decoded or resolved (`in/../a b.mp4` is that
 key, and is never a path here). Each failure is one line (`Failed`), which the caller prints and
@@ -13,13 +13,11 @@ Caller duty: only a URL whose scheme is in SCHEMES is handed here.
 
 from __future__ import annotations
 
-import os
-
 SCHEMES = ("s3", "gs", "azblob")
 EXTRAS = {
     "s3": ("boto3", "s3"),
     "gs": ("google-cloud-storage", "gcs"),
-    "azblob": ("azure-storage-blob", "azure"),
+    "azblob": ("azure-storage-blob and azure-identity", "azure"),
 }
 
 
@@ -80,6 +78,9 @@ def upload(src: str, url: str) -> None:
 def said(exc: Exception) -> str:
     """What the store said, on one line: S3's error code and message, an HTTP status and
     reason, else the error's own words."""
+    refusal = _entra_refusal(exc)
+    if refusal:
+        return f"Entra ID refused the workload identity's token ({refusal})"
     response = getattr(exc, "response", None)
     error = response.get("Error") if isinstance(response, dict) else None
     if error:
@@ -88,6 +89,14 @@ def said(exc: Exception) -> str:
     reason = getattr(exc, "reason", None) or getattr(exc, "message", None) or exc
     text = f"{code} {reason}" if isinstance(code, int) else f"{type(exc).__name__}: {reason}"
     return " ".join(str(text).split())[:300]
+
+
+def _entra_refusal(exc: Exception) -> str | None:
+    if "azure" not in type(exc).__module__:
+        return None
+    from kube_workqueue.clouds.azure_client import entra_refusal
+
+    return entra_refusal(exc)
 
 
 def _client_library(scheme: str):
@@ -121,27 +130,19 @@ def _gcs_retry():
 
 def _azure_container(bucket: str):
     try:
-        from azure.storage.blob import BlobServiceClient
+        import azure.storage.blob  # noqa: F401 - said as this scheme's missing library
     except ImportError:
         raise _client_library("azblob") from None
+    # by its installed name: fetch-run-put also runs as a script (worker-images/generic), where
+    # this module has no parent package to be relative to
+    from kube_workqueue.clouds.azure_client import AzureSetupError, service_client
+
     account, container = bucket.split("/", 1)
-    connection = os.environ.get("AZURE_STORAGE_CONNECTION_STRING")
-    if connection:
-        service = BlobServiceClient.from_connection_string(connection, retry_total=3)
-        if service.account_name != account:
-            raise Failed(
-                f"AZURE_STORAGE_CONNECTION_STRING is for the account "
-                f"{service.account_name!r}, not {account!r}"
-            )
-    else:
-        key = os.environ.get("AZURE_STORAGE_KEY")
-        credential = key or (os.environ.get("AZURE_STORAGE_SAS_TOKEN") or "").lstrip("?")
-        if not credential:
-            raise Failed(
-                "no Azure credentials found (AZURE_STORAGE_CONNECTION_STRING, "
-                "AZURE_STORAGE_KEY or AZURE_STORAGE_SAS_TOKEN)"
-            )
-        service = BlobServiceClient(
-            f"https://{account}.blob.core.windows.net", credential=credential, retry_total=3
-        )
+    try:
+        # a transfer rides out a minute of trouble (the manager retries the item after that)
+        service = service_client(account, retries=3, first_backoff=4.0)
+    except AzureSetupError as exc:
+        raise Failed(str(exc)) from None
+    except ImportError:  # azure-identity, for workload identity
+        raise _client_library("azblob") from None
     return service.get_container_client(container)

@@ -12,14 +12,12 @@ and `gs://` do (an `https://` URL says nothing of what answers there), and where
 answers is configuration, not the item's identity - an emulator or a sovereign cloud answers
 elsewhere, under the same account, container and names.
 
-Configuration is the official client's (`azure-storage-blob`, the extra `azure`), from the
-variables the Azure CLI reads, never from a flag or the URL:
-  * `AZURE_STORAGE_CONNECTION_STRING` - the account's connection string (its `BlobEndpoint`
-    points the client at Azurite, Microsoft's emulator); its AccountName must be the URL's;
-  * else `https://ACCOUNT.blob.core.windows.net` with `AZURE_STORAGE_KEY` (the account key) or
-    `AZURE_STORAGE_SAS_TOKEN` (a shared access signature).
-Azure workload identity (a token from Entra ID) needs the azure-identity library, which this
-source does not use yet: on AKS, give a SAS token from a Secret.
+Configuration is the official client's (`azure-storage-blob` and `azure-identity`, the extra
+`azure`), from the environment, never from a flag or the URL - the rule clouds/azure_client.py
+writes once for this source and fetch-run-put: `AZURE_STORAGE_CONNECTION_STRING` (whose
+`BlobEndpoint` points the client at Azurite, Microsoft's emulator), `AZURE_STORAGE_KEY`,
+`AZURE_STORAGE_SAS_TOKEN`, or Azure workload identity on AKS (a token from Entra ID for the
+pod's service account; no secret at all).
 
 Versions: from the blob's Content-MD5 (the bytes: the same bytes uploaded again keep their
 version), or, for a block-list upload that set none, its ETag (every write a new one).
@@ -30,11 +28,11 @@ changes through Event Grid, which no emulator serves, so this source polls.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
+from ...clouds.azure_client import KEY_VARIABLES, AzureSetupError, entra_refusal, service_client
 from .listed import SourceUnreachable
 from .objects import ObjectLister, ObjectStoreType, common_config, packed_md5
 from .registry import SourceConfigError
@@ -42,7 +40,6 @@ from .registry import SourceConfigError
 PAGE_SIZE = 5000  # List Blobs' most results per page
 ACCOUNT = re.compile(r"^[a-z0-9]{3,24}$")
 CONTAINER = re.compile(r"^(\$root|[a-z0-9](?!.*--)[a-z0-9-]{1,61}[a-z0-9])$")
-SECRETS = ("AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_KEY", "AZURE_STORAGE_SAS_TOKEN")
 
 
 def split_url(url: str) -> tuple[str, str, str]:
@@ -66,36 +63,15 @@ def split_url(url: str) -> tuple[str, str, str]:
 
 
 def client(account: str):
-    """The container's service client, from the environment (the module docstring); a few quick
-    retries, so that a store that is down is noticed in seconds, not minutes."""
-    from azure.storage.blob import BlobServiceClient, ExponentialRetry
-
-    # the storage client's own retry policy starts at 15 s and triples: an outage would be
-    # said after minutes
-    retry = ExponentialRetry(
-        initial_backoff=0.5, increment_base=2, retry_total=2, random_jitter_range=0.5
-    )
-    settings = {"retry_policy": retry, "connection_timeout": 5, "read_timeout": 30}
-    connection = os.environ.get("AZURE_STORAGE_CONNECTION_STRING")
-    if connection:
-        service = BlobServiceClient.from_connection_string(connection, **settings)
-        if service.account_name != account:
-            raise SourceConfigError(
-                f"azblob://{account}/: AZURE_STORAGE_CONNECTION_STRING is for the account "
-                f"{service.account_name!r}, not {account!r}"
-            )
-        return service
-    credential = os.environ.get("AZURE_STORAGE_KEY") or os.environ.get("AZURE_STORAGE_SAS_TOKEN")
-    if not credential:
-        raise SourceConfigError(
-            f"azblob://{account}/: no Azure credentials found (AZURE_STORAGE_CONNECTION_STRING, "
-            "AZURE_STORAGE_KEY or AZURE_STORAGE_SAS_TOKEN)"
+    """The account's service client, set up from the environment by the rule fetch-run-put
+    shares (clouds/azure_client.py); a few quick retries - the storage client's own policy
+    starts at 15 s and triples, so an outage would be said after minutes, not seconds."""
+    try:
+        return service_client(
+            account, retries=2, first_backoff=0.5, connection_timeout=5, read_timeout=30
         )
-    if not os.environ.get("AZURE_STORAGE_KEY"):
-        credential = credential.lstrip("?")  # a SAS token as the portal shows it
-    return BlobServiceClient(
-        f"https://{account}.blob.core.windows.net", credential=credential, **settings
-    )
+    except AzureSetupError as exc:
+        raise SourceConfigError(f"azblob://{account}/: {exc}") from None
 
 
 class AzureLister(ObjectLister):
@@ -152,7 +128,9 @@ def describe_error(exc: Exception, where: str) -> str:
         return f"{where}: the container does not exist"
     denied = isinstance(exc, az.HttpResponseError) and exc.status_code in (401, 403)
     if isinstance(exc, az.ClientAuthenticationError) or denied:  # a wrong key: 403 signed
-        return f"{where}: access denied: check the account key or SAS token"
+        return f"{where}: access denied: {_denied_because(exc)}"
+    if isinstance(exc, ImportError):
+        raise exc  # the caller names the extra that installs it
     if isinstance(exc, az.ServiceRequestError | az.ServiceResponseError):
         return f"{where}: cannot reach the account's blob endpoint"
     if isinstance(exc, az.HttpResponseError):
@@ -160,12 +138,21 @@ def describe_error(exc: Exception, where: str) -> str:
     return f"{where}: {type(exc).__name__}: {exc}"
 
 
+def _denied_because(exc: Exception) -> str:
+    """What to check: the Entra ID token the workload identity asked for (Entra's own reason),
+    else the key or SAS the request was signed with, or the identity's role."""
+    refusal = entra_refusal(exc)
+    if refusal:
+        return f"Entra ID refused the workload identity's token ({refusal})"
+    return "check the account key, SAS token or the identity's role on the account"
+
+
 class AzureType(ObjectStoreType):
     """The Azure Blob Storage source type of the registry (`registry.py`)."""
 
     kind = "azure"
     extra = "azure"
-    secret_variables = " or ".join(SECRETS)
+    secret_variables = " or ".join(KEY_VARIABLES)
     events = False  # Event Grid is not followed: the listing is polled
     lister = AzureLister
 

@@ -5,7 +5,9 @@ deletes them through the garbage collector.
 
 Why a pod per queue and not a source in the operator's process: the source's credentials
 (`source.credentialsSecret`, as the pod's environment) and the volume's mount stay in that pod;
-the operator reads neither, and one source's trouble (a slow bucket listing, a million-record
+the operator reads neither; a cloud identity instead of a Secret (`source.serviceAccountName`:
+IRSA, GKE Workload Identity, Azure workload identity - whose pod label an azblob:// queue with
+no Secret gets) is that pod's too. One source's trouble (a slow bucket listing, a million-record
 stream in memory) is that pod's, not every queue's. The pod is the chart's ambassador
 container: the same image, arguments, probes and security context, one worker process.
 
@@ -81,9 +83,14 @@ def deployment(queue: str, plan: AmbassadorPlan, settings: Settings, owner: dict
         container["volumeMounts"].append(
             {"name": "shared", "mountPath": plan.mount_path, "readOnly": True}
         )
+    pod_labels = labels(queue)
+    if plan.azure_workload_identity:  # AKS's webhook gives the pod the identity's token
+        pod_labels["azure.workload.identity/use"] = "true"
     template = {
-        "metadata": {"labels": labels(queue)},
+        "metadata": {"labels": pod_labels},
         "spec": {
+            **({"serviceAccountName": plan.service_account} if plan.service_account else {}),
+            # (a cloud identity's token is projected by its webhook, not by this mount)
             "automountServiceAccountToken": False,
             "securityContext": {
                 **ko.pod_security(None, run_as_user=IMAGE_USER),

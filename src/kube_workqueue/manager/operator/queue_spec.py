@@ -77,6 +77,12 @@ class AmbassadorPlan:
     credentials_secret: str | None = None
     claim: str | None = None
     mount_path: str = DEFAULT_MOUNT
+    # the pod's service account: its cloud identity (IRSA, GKE Workload Identity, Azure
+    # workload identity), annotated by the user; None is the namespace's default
+    service_account: str | None = None
+    # an azblob:// source with a service account and no Secret: the only way it can sign in
+    # is Azure workload identity, which the pod joins by AKS's label
+    azure_workload_identity: bool = False
 
 
 @dataclass(frozen=True)
@@ -110,6 +116,7 @@ def _source(spec: dict, name: str, namespace: str, settings: Settings):
     if not url and not volume:
         raise SpecProblem("InvalidSpec", "spec.source: give url or volume")
     secret = source.get("credentialsSecret")
+    account = source.get("serviceAccountName") or None
     # the ambassador's own options, each a row of `ambassador.source_options.SOURCE_OPTIONS`
     given, env, config = source_options.from_spec(source, folder=bool(volume))
     served = settings.ambassador_url.format(
@@ -122,7 +129,7 @@ def _source(spec: dict, name: str, namespace: str, settings: Settings):
             raise SpecProblem("InvalidSpec", "spec.source.volume.path may not leave the volume")
         plan = AmbassadorPlan([f"--root={root or '/'}", *given], env=env,
                               claim=volume["claimName"], mount_path=mount,
-                              credentials_secret=secret)  # fmt: skip
+                              credentials_secret=secret, service_account=account)  # fmt: skip
         return served, plan, (secret,) if secret else ()
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme in DIRECT_SCHEMES:
@@ -141,7 +148,13 @@ def _source(spec: dict, name: str, namespace: str, settings: Settings):
         raise SpecProblem("InvalidSpec", f"spec.source: {exc}") from None
     except ImportError:
         pass
-    plan = AmbassadorPlan([f"--source={url}", *given], env=env, credentials_secret=secret)
+    plan = AmbassadorPlan(
+        [f"--source={url}", *given],
+        env=env,
+        credentials_secret=secret,
+        service_account=account,
+        azure_workload_identity=scheme == "azblob" and bool(account) and not secret,
+    )
     return served, plan, (secret,) if secret else ()
 
 

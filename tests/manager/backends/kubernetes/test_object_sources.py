@@ -21,8 +21,9 @@ def chart_values(kind: str, bucket: str) -> dict:
     if kind == "gcs":
         return {"source": {"type": "gcs", "gcs": {"bucket": bucket, "prefix": "in/",
                                                   "pollIntervalSeconds": 0.5}}}  # fmt: skip
+    # (the Secret's connection string is this process's environment, as envFrom would give it)
     azure = {"account": AZURE_ACCOUNT, "container": bucket, "prefix": "in/",
-             "pollIntervalSeconds": 0.5}  # fmt: skip
+             "pollIntervalSeconds": 0.5, "credentialsSecret": "azurite"}  # fmt: skip
     return {"source": {"type": "azure", "azure": azure}}
 
 
