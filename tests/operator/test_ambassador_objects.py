@@ -96,6 +96,32 @@ def test_a_cloud_identity_is_the_ambassadors_service_account(api, source, joins_
     assert plan(bare, SETTINGS).ambassador.service_account is None
 
 
+def test_a_cloud_storage_queues_secret_is_a_key_file_the_ambassador_alone_reads(api):
+    """Google's client takes no key from the environment: a gs:// queue's credentialsSecret is
+    mounted read-only (its `key.json`) and named by GOOGLE_APPLICATION_CREDENTIALS - not spread
+    as environment variables, as another store's Secret is."""
+    server, kube = api
+    obj = made(server, {"source": {"url": "gs://media-in/", "credentialsSecret": "gcs-key"}})
+    queue_plan = plan(obj, SETTINGS)
+    assert queue_plan.secrets == ("gcs-key",)  # checked before anything starts, as any Secret
+    ambassador_objects.ensure(kube, obj, queue_plan.ambassador, SETTINGS)
+    deployment = server.store.get("deployments", NS, "thumbs-ambassador")
+    clean = {k: v for k, v in deployment.items() if k != "status"}
+    clean["metadata"] = {"name": deployment["metadata"]["name"]}
+    for version in VERSIONS:
+        kubernetes_validate.validate(clean, version, strict=True)
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert "envFrom" not in container
+    assert {"name": "GOOGLE_APPLICATION_CREDENTIALS",
+            "value": "/var/run/secrets/workqueue/gcs/key.json"} in container["env"]  # fmt: skip
+    assert {"name": "gcs-key", "mountPath": "/var/run/secrets/workqueue/gcs",
+            "readOnly": True} in container["volumeMounts"]  # fmt: skip
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "gcs-key"]
+    assert volume["secret"] == {"secretName": "gcs-key", "defaultMode": 0o440,
+                                "items": [{"key": "key.json", "path": "key.json"}]}  # fmt: skip
+
+
 def test_a_service_account_name_the_api_would_refuse_is_refused_by_the_crd(api):
     from tests.support.apiserver.errors import ApiError
 

@@ -4,12 +4,14 @@ PersistentVolumeClaim), both owned by the WorkQueue as their controller - deleti
 deletes them through the garbage collector.
 
 Why a pod per queue and not a source in the operator's process: the source's credentials
-(`source.credentialsSecret`, as the pod's environment) and the volume's mount stay in that pod;
-the operator reads neither; a cloud identity instead of a Secret (`source.serviceAccountName`:
-IRSA, GKE Workload Identity, Azure workload identity - whose pod label an azblob:// queue with
-no Secret gets) is that pod's too. One source's trouble (a slow bucket listing, a million-record
-stream in memory) is that pod's, not every queue's. The pod is the chart's ambassador
-container: the same image, arguments, probes and security context, one worker process.
+(`source.credentialsSecret`, as the pod's environment; a gs:// queue's Secret is a key file,
+`key.json`, mounted read-only and named by GOOGLE_APPLICATION_CREDENTIALS) and the volume's
+mount stay in that pod; the operator reads neither. A cloud identity instead of a Secret
+(`source.serviceAccountName`: IRSA, GKE Workload Identity, Azure workload identity - whose pod
+label an azblob:// queue with no Secret gets) is that pod's too. One source's trouble (a slow
+bucket listing, a million-record stream in memory) is that pod's, not every queue's. The pod is
+the chart's ambassador container: the same image, arguments, probes and security context, one
+worker process.
 
 A NetworkPolicy beside them lets only the operator's pods (`app.kubernetes.io/component:
 operator`, in any namespace) reach the ambassador's port; what the ambassador itself reaches (a
@@ -29,11 +31,18 @@ from typing import Any
 from ..backends.kubernetes.client.api import KubeApi, KubeError
 from ..backends.kubernetes.manifests import objects as ko
 from ..backends.kubernetes.parts import reference
-from .queue_spec import AmbassadorPlan, Settings, SpecProblem, ambassador_name
+from .queue_spec import (
+    GCS_KEY_IN_SECRET,
+    AmbassadorPlan,
+    Settings,
+    SpecProblem,
+    ambassador_name,
+)
 
 TEMPLATE_HASH = "workqueue.dev/ambassador-template"
 # not the queue label: what selects a queue's Jobs and worker pods must not find this pod
 AMBASSADOR_OF = "workqueue.dev/ambassador-of"
+GCS_KEY_FOLDER = "/var/run/secrets/workqueue/gcs"  # where the chart mounts it too
 IMAGE_USER = 10001  # the workqueue image's own user (worker-images/workqueue/Dockerfile)
 
 
@@ -77,6 +86,22 @@ def deployment(queue: str, plan: AmbassadorPlan, settings: Settings, owner: dict
     if plan.credentials_secret:
         container["envFrom"] = [{"secretRef": {"name": plan.credentials_secret}}]
     volumes: list[dict] = [{"name": "tmp", "emptyDir": {}}]
+    if plan.key_file_secret:  # read-only, to the ambassador's user alone
+        key = {"key": GCS_KEY_IN_SECRET, "path": GCS_KEY_IN_SECRET}
+        volumes.append(
+            {
+                "name": "gcs-key",
+                "secret": {"secretName": plan.key_file_secret, "defaultMode": 0o440,
+                           "items": [key]},
+            }
+        )  # fmt: skip
+        container["volumeMounts"].append(
+            {"name": "gcs-key", "mountPath": GCS_KEY_FOLDER, "readOnly": True}
+        )
+        key_path = f"{GCS_KEY_FOLDER}/{GCS_KEY_IN_SECRET}"
+        container.setdefault("env", []).append(
+            {"name": "GOOGLE_APPLICATION_CREDENTIALS", "value": key_path}
+        )
     if plan.claim:
         claim = {"claimName": plan.claim, "readOnly": True}
         volumes.append({"name": "shared", "persistentVolumeClaim": claim})

@@ -83,6 +83,10 @@ class AmbassadorPlan:
     # an azblob:// source with a service account and no Secret: the only way it can sign in
     # is Azure workload identity, which the pod joins by AKS's label
     azure_workload_identity: bool = False
+    # a gs:// source's Secret is a key file (GCS_KEY_IN_SECRET), mounted and named by
+    # GOOGLE_APPLICATION_CREDENTIALS - Google's client reads no key from the environment -
+    # in place of credentials_secret
+    key_file_secret: str | None = None
 
 
 @dataclass(frozen=True)
@@ -96,6 +100,9 @@ class Plan:
     secrets: tuple[str, ...]  # Secrets the queue needs (checked before anything starts)
     ledger_secret: tuple[str, str] | None
     fingerprint: str
+
+
+GCS_KEY_IN_SECRET = "key.json"  # a gs:// queue's credentialsSecret: the key file's key in it
 
 
 def ambassador_name(queue: str) -> str:
@@ -151,7 +158,8 @@ def _source(spec: dict, name: str, namespace: str, settings: Settings):
     plan = AmbassadorPlan(
         [f"--source={url}", *given],
         env=env,
-        credentials_secret=secret,
+        credentials_secret=secret if scheme != "gs" else None,
+        key_file_secret=secret if scheme == "gs" else None,
         service_account=account,
         azure_workload_identity=scheme == "azblob" and bool(account) and not secret,
     )
