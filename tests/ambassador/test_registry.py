@@ -103,3 +103,15 @@ def test_a_third_party_source_comes_by_entry_point(monkeypatch):
 
 
 UPPER = Upper()
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "s3://[bucket/", "redis://]x/0?set=k"])
+def test_a_url_urllib_cannot_split_is_one_line_not_a_traceback(url):
+    """`http://[::1` made urlsplit raise ValueError from `workqueue run`'s secret check: the
+    scheme is still read, and resolving says the source is not a URL (without repeating it)."""
+    from kube_workqueue.ambassador.sources.registry import scheme_of, typed_secret
+
+    assert scheme_of(url) == url.split("://")[0]
+    assert typed_secret(url) is None
+    with pytest.raises(SourceConfigError, match="^the source is not a URL: Invalid IPv6 URL$"):
+        resolve(url, {})

@@ -150,7 +150,10 @@ def scheme_of(url: str) -> str:
     """The URL's scheme; a plain path (no `scheme://`) is a folder: "file"."""
     if "://" not in url:
         return "file"
-    return urlsplit(url).scheme.lower()
+    try:
+        return urlsplit(url).scheme.lower()
+    except ValueError:  # `http://[::1`: still its scheme; `resolve` says what is wrong
+        return url.split("://", 1)[0].lower()
 
 
 def source_type(kind_or_scheme: str, query: str | None = None) -> SourceType:
@@ -170,7 +173,10 @@ def resolve(url: str, options: Mapping[str, Any] | None = None) -> SourceSpec:
     """The source type and app configuration of `url` (see the module docstring)."""
     if not url or not url.strip():
         raise SourceConfigError("the source is empty: give a folder path or a URL")
-    query = urlsplit(url).query if "://" in url else ""
+    try:
+        query = urlsplit(url).query if "://" in url else ""
+    except ValueError as exc:  # (the URL itself is not repeated: it may hold a secret)
+        raise SourceConfigError(f"the source is not a URL: {exc}") from None
     kind = source_type(scheme_of(url), query)
     config = kind.config_from_url(url, dict(options or {}))
     config["SOURCE_TYPE"] = kind.kind
