@@ -19,7 +19,7 @@ import pytest
 
 from tests.support.servers import wait_until
 
-from .conftest import spawn_workqueue, workqueue
+from .conftest import REPO, spawn_workqueue, workqueue
 
 
 def folder(tmp_path: Path, names: list[str]) -> Path:
@@ -222,3 +222,110 @@ def test_a_parallelism_asked_of_a_shared_queue_is_the_whole_queues(
         most = max(most, running)
     assert most == 2  # the queue's two, shared: never four, nor eight
     assert Counter(marker_worker.ended()) == Counter(names)
+
+
+def status_json(url: str) -> dict:
+    """`workqueue status --json` of the shared ledger, held to its published schema."""
+    import jsonschema
+
+    done = workqueue("status", "--json", "--ledger", url)
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    jsonschema.validate(shown, json.loads((REPO / "docs" / "status.schema.json").read_text()))
+    return shown
+
+
+def test_a_drained_manager_finishes_what_it_holds_and_the_other_takes_the_rest(
+    tmp_path, postgres, marker_worker
+):
+    """`workqueue drain`: from the moment it returns the manager claims nothing (its runs end
+    as they would, counted by the workers' own marks), another manager takes every other item
+    once, status says draining then drained - and a restart of it stays drained until
+    --undo."""
+    names = [f"item-{i:02}.txt" for i in range(12)]
+    items = folder(tmp_path, names)
+    first, second = tmp_path / "state-a", tmp_path / "state-b"
+    env = env_with(SLEEP=0.4)
+    a = spawn_workqueue(*run_args(items, first, postgres, marker_worker, "--parallelism", 2),
+                        env=env)  # fmt: skip
+    wait_until(lambda: len(marker_worker.started()) >= 1, timeout=60)
+    a_id = (first / "manager-id").read_text().strip()
+    said = workqueue("drain", a_id, "--ledger", postgres)
+    assert said.returncode == 0 and f"manager {a_id} is draining" in said.stdout, said.stderr
+    where = said.stdout.split(": manager ")[0]
+    shown = next(line for line in (REPO / "docs" / "sharing.md").read_text().splitlines()
+                 if line.startswith("postgresql://***@db:5432/queue: manager "))  # fmt: skip
+    shown = shown.replace("postgresql://***@db:5432/queue", where).replace("1f3a9c2e", a_id)
+    assert said.stdout.strip() == shown  # the docs' session, as it prints
+    (drain,) = status_json(postgres)["draining_managers"]
+    assert drain["id"] == a_id
+    with psycopg.connect(postgres) as conn:  # one snapshot: what A ran and what it holds
+        done_or_held = conn.execute(
+            "SELECT count(*) FROM workqueue.items WHERE owner = %s OR (state = 'succeeded' "
+            "AND log_path LIKE %s)", (a_id, f"{first}%")
+        ).fetchone()[0]  # fmt: skip
+    text = workqueue("status", "--ledger", postgres).stdout
+    assert f"manager {a_id}: draining" in text or f"manager {a_id}: drained" in text, text
+    b = spawn_workqueue(*run_args(items, second, postgres, marker_worker, "--parallelism", 2),
+                        env=env)  # fmt: skip
+    for run in (a, b):
+        _, err = run.communicate(timeout=180)
+        assert run.returncode == 0, err
+    assert ends_by_name(marker_worker) == Counter(names)  # each once
+    ran_a, ran_b = by_manager(postgres, [first, second])
+    # nothing claimed after the drain: A ran at most what it had run or held then
+    assert ran_a <= done_or_held and ran_a + ran_b == len(names), (ran_a, ran_b, done_or_held)
+    (drained,) = status_json(postgres)["draining_managers"]
+    assert drained["holding"] == 0
+    assert f"manager {a_id}: drained" in workqueue("status", "--ledger", postgres).stdout
+
+    # a restart of the drained manager takes nothing, and says so; --undo gives it work
+    (items / "late.txt").write_text("late")
+    again = spawn_workqueue(*run_args(items, first, postgres, marker_worker), env=env)
+    wait_until(lambda: "late.txt" in rows(postgres), timeout=60)  # listed, not taken
+    assert rows(postgres)["late.txt"][0] == "pending"
+    assert status_json(postgres)["draining_managers"][0]["holding"] == 0
+    undo = workqueue("drain", a_id, "--undo", "--ledger", postgres)
+    assert undo.returncode == 0 and "takes work again" in undo.stdout
+    out, err = again.communicate(timeout=120)
+    assert again.returncode == 0, err
+    assert "is drained: it takes nothing new" in err
+    assert "draining_managers" not in status_json(postgres)
+    assert Counter(marker_worker.ended())["late.txt"] == 1
+
+
+def test_drain_names_a_manager_of_a_shared_ledger(tmp_path, postgres, marker_worker):
+    items = folder(tmp_path, ["a.txt"])
+    assert workqueue(*run_args(items, tmp_path / "s", postgres, marker_worker)).returncode == 0
+    unknown = workqueue("drain", "nobody", "--ledger", postgres)
+    assert unknown.returncode == 2, unknown.stderr
+    assert unknown.stderr.strip().startswith("workqueue drain: error: no manager 'nobody' in ")
+    assert "\n" not in unknown.stderr.strip()
+    local = workqueue("drain", "nobody", "--state-dir", tmp_path / "s")
+    assert local.returncode == 2 and "drain names a manager of a shared --ledger" in local.stderr
+
+
+def test_drain_true_at_start_takes_nothing_and_drain_false_gives_work_again(
+    tmp_path, postgres, marker_worker
+):
+    """`--drain true|false` (a WorkQueue's `drain`): written before the manager's first claim."""
+    names = ["a.txt", "b.txt"]
+    items = folder(tmp_path, names)
+    state = tmp_path / "state"
+    drained = spawn_workqueue(*run_args(items, state, postgres, marker_worker, "--drain", "true"))
+    wait_until(lambda: sorted(rows(postgres)) == names, timeout=60)  # listed, recorded
+    wait_until(lambda: "draining_managers" in status_json(postgres), timeout=30)
+    manager_id = (state / "manager-id").read_text().strip()
+    assert status_json(postgres)["draining_managers"] == [
+        {"id": manager_id, "since_seconds": pytest.approx(0, abs=120), "holding": 0}
+    ]
+    assert {state for state, *_ in rows(postgres).values()} == {"pending"}
+    assert marker_worker.started() == []
+    drained.send_signal(signal.SIGTERM)  # a --once run alone and drained would wait for others
+    drained.communicate(timeout=60)
+    again = workqueue(*run_args(items, state, postgres, marker_worker, "--drain", "false"))
+    assert again.returncode == 0, again.stderr
+    assert Counter(marker_worker.ended()) == Counter(names)
+    assert "draining_managers" not in status_json(postgres)
+    bad = workqueue(*run_args(items, state, postgres, marker_worker, "--drain", "maybe"))
+    assert bad.returncode == 2 and "--drain: true or false, not 'maybe'" in bad.stderr

@@ -62,6 +62,17 @@ def test_the_worker_fields_reach_the_pod():
     assert (made.manager.retry_backoff, made.manager.max_attempts) == (10.0, 5)
 
 
+def test_drain_reaches_the_queues_manager_and_changing_it_restarts_it():
+    """`spec.drain` is the manager's `--drain`: written at its start (joining.join), so a
+    change restarts the manager; unset, the ledger's drain (workqueue drain) stands."""
+    ledger = {"ledgerSecret": {"name": "ledger"}}
+    assert plan(queue(**ledger), SETTINGS).kube.drain is None
+    drained = plan(queue(**ledger, drain=True), SETTINGS)
+    undrained = plan(queue(**ledger, drain=False), SETTINGS)
+    assert drained.kube.drain is True and undrained.kube.drain is False
+    assert drained.fingerprint != undrained.fingerprint
+
+
 def test_what_a_running_manager_follows_does_not_restart_it():
     first = plan(queue(parallelism=2), SETTINGS).fingerprint
     assert plan(queue(parallelism=9, paused=True, limits=["a=1"]), SETTINGS).fingerprint == first

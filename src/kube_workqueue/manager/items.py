@@ -172,3 +172,5 @@ class QueueRecord:
     work_outlives_manager: bool = True
     # a shared ledger's managers whose heartbeat is late: {id, heard_seconds, lease_seconds}
     silent_managers: list[dict] = field(default_factory=list)
+    # a shared ledger's managers asked to drain: {id, since_seconds, holding}
+    draining_managers: list[dict] = field(default_factory=list)

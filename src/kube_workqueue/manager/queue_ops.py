@@ -140,6 +140,14 @@ class QueueOps(ABC):
         return f"{self.where}: paused; {self.running_work} finishes, nothing new starts " \
             "(workqueue resume)"  # fmt: skip
 
+    def drain(self, manager: str, *, undo: bool = False) -> str:
+        """Ask one manager of several to take nothing new (`undo`: to take work again); a
+        line for people. Only a shared ledger has several managers to choose among."""
+        raise UserError(
+            f"{self.where} has one manager, not several: drain names a manager of a shared "
+            "--ledger (to hold this queue, workqueue pause)"
+        )
+
     def asked_parallelism(self) -> int | None:
         """The parallelism asked for the queue (the running manager follows it), or None."""
         return self._read("read", lambda controls: controls.wanted_parallelism())

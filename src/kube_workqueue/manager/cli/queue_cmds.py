@@ -5,6 +5,7 @@
     workqueue retry NAME | --failed | --matching GLOB [--state-dir DIR]
     workqueue retry NAME | --failed | --matching GLOB --backend kubernetes --namespace NS --queue Q
     workqueue pause | resume | scale --parallelism N    [the queue's options, as above]
+    workqueue drain MANAGER [--undo] --ledger URL       (one manager of a shared ledger)
 
 Both dispatch through the backend registry: each backend's `Queue` options name the queue, and
 its `queue_ops(queue)` (a `manager.queue_ops.QueueOps`) answers: `status()` with the
@@ -75,6 +76,19 @@ def add_parsers(subparsers) -> None:
             )
         add_queue_options(p)
         p.set_defaults(func=hold_or_release, action=command, accept_removals=False)
+
+    what = "ask one manager of a shared ledger to take nothing new; the others take the rest"
+    p = subparsers.add_parser(
+        "drain",
+        help=what,
+        description=f"{what}. The manager finishes what it holds, takes nothing new (from "
+        "the moment this command returns), and stays drained across its restarts until "
+        "--undo; status shows it draining, then drained. Its id is the one status lists.",
+    )
+    p.add_argument("manager", help="the manager's id, as workqueue status lists it")
+    p.add_argument("--undo", action="store_true", help="let the manager take work again")
+    add_queue_options(p)
+    p.set_defaults(func=drain_manager)
 
     what = "set the queue's parallelism while it runs (0: nothing new starts)"
     p = subparsers.add_parser(
@@ -173,6 +187,14 @@ def print_status(view: QueueView, *, recent: int = 10, waiting: int = 10) -> Non
         print(f"manager {quiet['id']}: not heard from for {seconds(quiet['heard_seconds'])} "
               f"(its claims go back to the line once it has been silent for its lease, "
               f"{seconds(quiet['lease_seconds'])})")  # fmt: skip
+    for drain in view.extra.get("draining_managers") or ():
+        since = seconds(drain["since_seconds"])
+        if drain["holding"]:
+            print(f"manager {drain['id']}: draining for {since}, {drain['holding']} item(s) "
+                  "still its own; it takes nothing new")  # fmt: skip
+        else:
+            print(f"manager {drain['id']}: drained (for {since}; it holds nothing and takes "
+                  f"nothing: workqueue drain --undo {drain['id']})")  # fmt: skip
     if view.paused_since:
         since = moment(view.paused_since, date=True)
         print(f"paused since {since}: running work finishes, nothing new starts (workqueue resume)")
@@ -328,6 +350,16 @@ def scale_queue(args) -> int:
             print(ops.scale(args.parallelism))
         if limits is not None or rates is not None:
             print(ops.scale_groups(limits=limits, rates=rates))
+        if ops.made:
+            print(ops.made)
+    return 0
+
+
+def drain_manager(args) -> int:
+    """`workqueue drain MANAGER [--undo]`: only a shared ledger has managers to drain."""
+    backend, queue = queue_of(args)
+    with backend.queue_ops(queue) as ops:
+        print(ops.drain(args.manager, undo=args.undo))
         if ops.made:
             print(ops.made)
     return 0

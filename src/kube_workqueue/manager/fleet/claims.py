@@ -13,6 +13,9 @@ while it lives, and lets them go - a part of `ledger.PostgresLedger` (a mixin ov
                  not all reach for the same item (`first_to_answer`)
     release      a claim that did not start goes back (after a retry's backoff), or is parked
                  out of the line (the source did not have it) until a listing brings it again
+    drain        a manager asked to drain (`workqueue drain`: its id in `drains`) takes
+                 nothing: the claim statement itself checks, so no claim that begins after
+                 the drain is written takes an item; what it holds it runs to the end
     liveness     a claim lives while its owner's heartbeat does (`liveness.py`): nothing per
                  row is renewed; a dead manager's items are let go by the others
     a bound      a parallelism asked of the queue bounds every manager's claims together;
@@ -96,7 +99,7 @@ class Claims:
 
     def waiting(self) -> bool:
         """Whether any item is free to claim now."""
-        return self.db.run(sql.WAITING, {"turn": self._turn()})[0][0]
+        return self.db.run(sql.WAITING, {"turn": self._turn()}, owner=self.owner)[0][0]
 
     def _turn(self) -> str:
         """The condition that leaves other managers' new items alone (`TURN_SECONDS`)."""

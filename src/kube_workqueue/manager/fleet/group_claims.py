@@ -31,7 +31,7 @@ from collections import Counter
 
 from ..tenancy.gate import GroupGate, returns_after
 from ..tenancy.line import Grouped
-from .statements import FREE, Statement
+from .statements import FREE, UNDRAINED, Statement
 
 GROUP_CLAIMED = Statement(
     "group_claimed",
@@ -57,6 +57,7 @@ CLAIM_NAMED = Statement(
     "claim_named",
     "WITH me AS (SELECT id FROM managers WHERE id = %(owner)s FOR SHARE), "
     "picked AS (SELECT name FROM items WHERE name = ANY(%(names)s) AND " + FREE + " "
+    "AND " + UNDRAINED + " "
     "AND EXISTS (SELECT 1 FROM me) FOR UPDATE SKIP LOCKED), "
     "taken AS (UPDATE items SET owner = %(owner)s, changed = pg_current_xact_id() FROM picked "
     "WHERE items.name = picked.name RETURNING items.name, state, attempts, version, priority) "

@@ -9,6 +9,8 @@ shared ledger, the name it goes by in the claims, and one start hook.
     owner    the runner's name in the ledger's claims, kept where its next start finds it
              (the state directory's `manager-id`; a cluster installation's ConfigMap), so a
              restart takes back what it held instead of waiting for its claims to run out
+    drain    `--drain true|false` (a WorkQueue's `drain`): written for `owner` before the
+             runner claims anything; unset, the ledger's drains stand (`workqueue drain`)
     settle   the start hook: what `owner` held running when it last stopped, put right -
              adopted where its work still runs, its outcome recorded where it ended while no
              manager ran, back in line where no work was started for it
@@ -30,6 +32,7 @@ from typing import Any
 from ..errors import UserError
 from ..ports import Backend, Elector, State
 from ..setup_parts import ManagerSeeds, Parts, SharesALedger
+from . import statements as sql
 from .ledger import PostgresLedger, open_shared
 
 log = logging.getLogger(__name__)
@@ -73,6 +76,13 @@ def join(backend_package: Any, backend_name: str, options: Any, seeds: ManagerSe
         raise
     log.info("shared ledger %s: %s is %s (its claims outlive its heartbeat by %gs)",
              ledger.where, runner.owner_is, runner.owner, options.lease)  # fmt: skip
+    drain = getattr(options, "drain", None)  # --drain true|false: set before any claim
+    if drain is not None:
+        ledger.db.run(sql.DRAIN if drain else sql.UNDRAIN, manager=runner.owner)
+    if ledger.db.run(sql.IS_DRAINED, owner=runner.owner)[0][0]:
+        log.warning("%s is drained: it takes nothing new, the other managers do (workqueue "
+                    "drain --undo %s --ledger ... gives it work again)", runner.owner,
+                    runner.owner)  # fmt: skip
 
     def close() -> None:
         try:

@@ -5,6 +5,8 @@
 --lease D        how long a manager's claims outlive its last heartbeat, as the other managers
                  count it over a working database (default 30s): what a manager that dies
                  costs its items, and the longest stop or cut-off of its own it rides out
+--drain B        true: this manager starts drained (`workqueue drain`), false: it takes work
+                 again; a WorkQueue's `drain` field, for the operator's manager of that queue
 """
 
 from __future__ import annotations
@@ -79,4 +81,27 @@ def lease_option():
         default=DEFAULT_LEASE,
         parse=lease_seconds,
         requires="ledger",
+    )
+
+
+def drain_word(text: str) -> bool:
+    word = str(text).strip().lower()
+    if word in ("true", "yes", "on"):
+        return True
+    if word in ("false", "no", "off"):
+        return False
+    raise InputError(f"true or false, not {text!r}")
+
+
+def drain_option():
+    return option(
+        "--drain",
+        "with --ledger: true starts this manager drained (it takes nothing new, the other "
+        "managers take the queue), false gives it work again; unset, it is as `workqueue "
+        "drain` left it",
+        parse=drain_word,
+        metavar="true|false",
+        requires="ledger",
+        crd="drain",
+        crd_schema={"type": "boolean"},
     )

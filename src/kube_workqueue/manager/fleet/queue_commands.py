@@ -1,4 +1,4 @@
-"""`status`, `retry`, `pause`, `resume`, `scale` on a queue whose ledger is shared.
+"""`status`, `retry`, `pause`, `resume`, `scale`, `drain` on a queue whose ledger is shared.
 
 The rules are `manager.queue_ops.QueueOps`'s; the hooks here read and write the
 database directly. Nothing is left as a request for "the" running manager (there may be
@@ -13,7 +13,8 @@ that serve the line, unless a parallelism was asked of the queue, which is the w
 and their ids in `managers`. A manager whose heartbeat is late (no beat for half its lease)
 is listed as silent, "not heard from for N s", and the items it holds are "held by a silent
 manager"; once a whole lease has passed its parallelism no longer counts (its claims go back
-to the line as soon as a live manager has watched it stay silent that long).
+to the line as soon as a live manager has watched it stay silent that long). A manager asked
+to drain is listed as draining while it holds items, then drained.
 """
 
 from __future__ import annotations
@@ -100,7 +101,44 @@ class FleetQueueOps(QueueOps):
             # a running item whose manager is gone runs again once its claim runs out
             work_outlives_manager=False,
             silent_managers=silent,
+            draining_managers=self.drains(),
         )
+
+    def drains(self) -> list[dict]:
+        """Each manager asked to drain: {id, since_seconds, holding} - drained once it holds
+        nothing."""
+        return [
+            {"id": manager, "since_seconds": round(max(0.0, float(since)), 1),
+             "holding": int(holding)}
+            for manager, since, holding in self.db.run(sql.DRAINS)
+        ]  # fmt: skip
+
+    def drain(self, manager: str, *, undo: bool = False) -> str:
+        """`workqueue drain MANAGER`: the manager takes nothing new from now on - its claim
+        statements check (`statements.UNDRAINED`) - runs what it holds to the end, and the
+        others take the rest; it stays drained across its restarts until `--undo`."""
+        from ..fleet import schema
+
+        if schema.version_of(self.db) == 0:
+            schema.check(self.db)  # "no queue here", in its words: there is no manager to drain
+        self._writable()  # (a ledger of an older version gains its drains table)
+        drained = {d["id"] for d in self.drains()}
+        if undo:
+            if manager not in drained:
+                return f"{self.where}: manager {manager} was not draining"
+            self.db.run(sql.UNDRAIN, manager=manager)
+            self.db.run(sql.NOTIFY_LINE)  # it may claim at once: wake it
+            return f"{self.where}: manager {manager} takes work again"
+        if manager in drained:
+            return f"{self.where}: manager {manager} is draining already"
+        known = [row[0] for row in self.db.run(sql.MANAGERS)]
+        if manager not in known:
+            live = ", ".join(sorted(known)) or "none"
+            raise UserError(f"no manager {manager!r} in {self.where} (its managers: {live})")
+        self.db.run(sql.DRAIN, manager=manager)
+        return (f"{self.where}: manager {manager} is draining: it takes nothing new, finishes "
+                f"what it holds, and the other managers take the rest (workqueue drain --undo "
+                f"{manager} to give it work again)")  # fmt: skip
 
     def live_facts(self) -> tuple[dict | None, list[dict]]:
         """The facts of the managers heard from within their lease, and the silent ones

@@ -28,6 +28,8 @@ Tables:
     managers   one row per live manager: its lease, its heartbeat counter (`beat`: liveness
                is per manager, a claim lives while its owner's row beats), when it last beat
                (the database's clock, for `status`), its facts (what `status` shows)
+    drains     the managers asked to take nothing new (`workqueue drain`), by id, and since
+               when: a row here and the manager's claims stop, whether it runs now or not
 
 Indexes keep the hot statements O(log n) at a million rows: the line (`claimable` and
 unowned, by priority then arrival: a claim reads its head), the claims (by owner), the
@@ -132,6 +134,17 @@ MIGRATIONS: list[tuple[int, str]] = [
         );
         CREATE INDEX group_starts_at ON group_starts (at);
         ALTER TABLE queue ADD COLUMN group_rules jsonb;
+        """,
+    ),
+    (
+        # drains: a manager asked to take nothing new (`workqueue drain`), by its id - which
+        # outlives its managers row (a restart of a drained manager stays drained)
+        5,
+        """
+        CREATE TABLE drains (
+            manager text PRIMARY KEY,
+            since   timestamptz NOT NULL DEFAULT clock_timestamp()
+        );
         """,
     ),
 ]

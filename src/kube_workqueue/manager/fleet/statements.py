@@ -117,6 +117,22 @@ MANAGERS = Statement(
     "ORDER BY said DESC",
 )
 
+# `workqueue drain`: a manager asked to take nothing new, and asked again to take work.
+DRAIN = Statement(
+    "drain",
+    "INSERT INTO drains (manager) VALUES (%(manager)s) ON CONFLICT (manager) DO NOTHING",
+)
+UNDRAIN = Statement("undrain", "DELETE FROM drains WHERE manager = %(manager)s")
+IS_DRAINED = Statement(
+    "is_drained", "SELECT EXISTS (SELECT 1 FROM drains WHERE manager = %(owner)s)"
+)
+# `status`: each drain, for how long, and how many items its manager still holds.
+DRAINS = Statement(
+    "drains",
+    "SELECT manager, extract(epoch FROM clock_timestamp() - since), "
+    "(SELECT count(*) FROM items WHERE owner = drains.manager) FROM drains ORDER BY manager",
+)
+
 # `status`: the items the silent managers hold.
 CLAIMS_OF = Statement(
     "claims_of", "SELECT name, owner, state FROM items WHERE owner = ANY(%(owners)s)"
@@ -130,6 +146,10 @@ PROBE = Statement("probe", "UPDATE managers SET said = clock_timestamp() WHERE i
 # A line item free to claim now: claimable, unowned, its backoff over, and (for its first
 # moment) this manager's turn ({turn}: `claims.turn_condition`).
 FREE = "claimable AND owner IS NULL AND ready_at <= clock_timestamp() AND {turn}"
+# ... and this manager takes new items at all: it was not asked to drain (`workqueue drain`).
+# In the claim statement itself, so that once a drain is written no claim of the manager's
+# that begins after it takes anything - not "within the next settings read".
+UNDRAINED = "NOT EXISTS (SELECT 1 FROM drains WHERE manager = %(owner)s)"
 
 # The claim: up to %(limit)s items from the head of the line (priority, then arrival), taken
 # with SKIP LOCKED (rows a rival is taking are passed over, never waited for, never given
@@ -140,6 +160,7 @@ FREE = "claimable AND owner IS NULL AND ready_at <= clock_timestamp() AND {turn}
 CLAIM_TAKES = (
     "me AS (SELECT id FROM managers WHERE id = %(owner)s FOR SHARE), "
     "head AS (SELECT name FROM items WHERE " + FREE + " AND EXISTS (SELECT 1 FROM me) "
+    "AND " + UNDRAINED + " "
     "ORDER BY priority DESC, seq LIMIT %(limit)s FOR UPDATE SKIP LOCKED), "
     "taken AS (UPDATE items SET owner = %(owner)s, changed = pg_current_xact_id() FROM head "
     "WHERE items.name = head.name RETURNING items.name, state, attempts, version, priority)"
@@ -151,7 +172,7 @@ CLAIM = Statement(
     "UNION ALL SELECT 'unknown', NULL, NULL, NULL, NULL, NULL "
     "WHERE NOT EXISTS (SELECT 1 FROM me) "
     "UNION ALL SELECT 'refused', NULL, NULL, NULL, NULL, NULL "
-    "WHERE EXISTS (SELECT 1 FROM me) AND NOT EXISTS (SELECT 1 FROM taken) "
+    "WHERE EXISTS (SELECT 1 FROM me) AND NOT EXISTS (SELECT 1 FROM taken) AND " + UNDRAINED + " "
     "AND EXISTS (SELECT 1 FROM items WHERE " + FREE + ")",
     hot=True,
 )
@@ -164,7 +185,11 @@ CLAIMED_COUNT = Statement(
 )
 
 # Whether anything is free to claim now (the dispatcher waits on it).
-WAITING = Statement("waiting", "SELECT EXISTS (SELECT 1 FROM items WHERE " + FREE + ")", hot=True)
+WAITING = Statement(
+    "waiting",
+    "SELECT " + UNDRAINED + " AND EXISTS (SELECT 1 FROM items WHERE " + FREE + ")",
+    hot=True,
+)
 
 # A claim that did not start goes back: claimable after its backoff, or parked (out of the
 # line) until a listing brings it again.

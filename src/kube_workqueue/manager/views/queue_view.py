@@ -252,6 +252,7 @@ def from_record(
         reasons=record.reasons,
         manager=record.facts,
         **({"silent_managers": record.silent_managers} if record.silent_managers else {}),
+        **({"draining_managers": record.draining_managers} if record.draining_managers else {}),
     )
     for state, n in record.unnamed.items():
         view.counts[state] = view.counts.get(state, 0) + n

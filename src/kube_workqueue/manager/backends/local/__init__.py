@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from ...declared import option, split_words
 from ...durations import parse_duration
 from ...errors import UserError
-from ...fleet.options import lease_option, ledger_option
+from ...fleet.options import drain_option, lease_option, ledger_option
 from ...items import QueueRecord
 from ...setup_parts import ManagerSeeds, Parts
 
@@ -105,6 +105,7 @@ class LocalOptions:
     )
     ledger: str | None = ledger_option()
     lease: float = lease_option()
+    drain: bool | None = drain_option()
 
     @property
     def where(self) -> LocalQueue:
