@@ -25,6 +25,9 @@ def test_capabilities_are_declared():
     folder, s3, redis = (source_type(k) for k in ("filesystem", "s3", "redis"))
     assert folder.settles and not s3.settles and not redis.settles
     assert s3.content_versions and not folder.content_versions
+    grouped = {k for k in ("filesystem", "s3", "gcs", "azure", "redis", "redis-stream", "nats",
+                           "kafka") if source_type(k).data_groups}  # fmt: skip
+    assert grouped == {"redis", "redis-stream", "nats", "kafka"}
     assert source_type("rediss") is redis and source_type("file") is folder
 
 
@@ -52,6 +55,7 @@ class Upper:
     events = False
     content_versions = False
     settles = False
+    data_groups = False
 
     def shown(self, config):
         return "words " + ",".join(config["WORDS"])

@@ -331,6 +331,7 @@ class FilesystemType:
     secret_variables = ""  # (a folder has no password)
     events = True  # inotify through watchfiles; polling where events are not seen (NFS)
     content_versions = False  # a digest of size and mtime, unless --version-by content
+    data_groups = False  # a file's data is its path and stat
     settles = True
 
     def shown(self, config: dict) -> str:

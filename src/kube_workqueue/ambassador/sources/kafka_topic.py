@@ -280,6 +280,7 @@ class KafkaType:
     secret_variables = "KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD"
     events = True  # the change feed: a consumer's fetches
     content_versions = True  # a new record is a new version
+    data_groups = True  # a JSON value's fields may say its group
     settles = False
 
     def shown(self, config: dict) -> str:

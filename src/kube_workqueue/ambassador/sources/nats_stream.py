@@ -259,6 +259,7 @@ class NatsType:
     secret_variables = "NATS_USER and NATS_PASSWORD, or NATS_TOKEN"
     events = True  # the change feed: an ordered consumer's pushes
     content_versions = True  # a new message is a new version
+    data_groups = True  # a JSON payload's fields may say its group
     settles = False
 
     def shown(self, config: dict) -> str:

@@ -158,6 +158,7 @@ class ObjectStoreType:
     `config_from_url` and `check`."""
 
     content_versions = True  # versions from the bytes' MD5 (module docstring)
+    data_groups = False  # an object's data is what the store lists of it
     settles = False
     lister: type[ObjectLister]
 

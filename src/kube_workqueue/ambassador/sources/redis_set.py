@@ -233,6 +233,7 @@ class RedisType:
     secret_variables = "REDIS_PASSWORD"
     events = True  # keyspace notifications, where the server has them on
     content_versions = True  # with a data hash
+    data_groups = True  # the data hash's JSON may say its group
     settles = False
 
     def shown(self, config: dict) -> str:

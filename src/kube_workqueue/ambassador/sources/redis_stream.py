@@ -147,6 +147,7 @@ class RedisStreamType:
     secret_variables = "REDIS_PASSWORD"
     events = True  # XREAD BLOCK: records pushed as they are added
     content_versions = True  # an item's version is its record's id
+    data_groups = True  # the record's fields may say its group
     settles = False
 
     def shown(self, config: dict) -> str:

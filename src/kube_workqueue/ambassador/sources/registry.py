@@ -33,7 +33,9 @@ What a type says of itself: `extra` (the pip extra its libraries come with: a mi
 named in the error), `shown(config)` (how logs and the server's first line name the source).
 Capabilities a type declares: `events` (changes pushed: file events, SQS notifications,
 keyspace notifications - else, or as well, found by re-listing), `content_versions` (an item's
-version follows its bytes: ETag, a content digest), `settles` (`--settle` applies). Caller's
+version follows its bytes: ETag, a content digest), `settles` (`--settle` applies),
+`data_groups` (an item's data may say its group - a tenant - itself: a Redis hash's JSON, a log
+record's fields; a file or an object has none, so group rules need `--group`). Caller's
 duty: `check(config)` before serving, so a bad source is one line at start, not a 503 later.
 """
 
@@ -120,6 +122,7 @@ class SourceType(Protocol):
     events: bool
     content_versions: bool
     settles: bool
+    data_groups: bool
 
     def shown(self, config: dict) -> str:
         """The source as a person would name it in a log line: never a secret of its URL."""

@@ -14,7 +14,7 @@ Everything after `--` is the worker command, word for word.
 from __future__ import annotations
 
 from kube_workqueue.ambassador.source_options import add_folder_options, source_spec
-from kube_workqueue.ambassador.sources.registry import forms
+from kube_workqueue.ambassador.sources.registry import forms, source_type
 
 from ..backends.local import LocalOptions, worker_argv
 from ..declared import from_words
@@ -121,9 +121,9 @@ def suffix_hint(config: dict, most: int = 10_000) -> str | None:
 
 def ungrouped(tenancy, kind: str) -> None:
     """A `UserError` for group rules without `--group` over a source whose items carry no
-    group of their own (a folder's files, a bucket's objects): every rule would hold nothing.
-    (A Redis hash's JSON or a log record's fields may give each item its `group`.)"""
-    if tenancy.group or kind not in ("filesystem", "s3", "gcs", "azure"):
+    group of their own (its type's `data_groups`: a folder's files, a bucket's objects):
+    every rule would hold nothing."""
+    if tenancy.group or source_type(kind).data_groups:
         return
     given = [flag for flag, value in (("--limit", tenancy.limits), ("--rate", tenancy.rates),
                                       ("--fair", tenancy.fair), ("--weight", tenancy.weights))

@@ -76,9 +76,8 @@ def join(backend_package: Any, backend_name: str, options: Any, seeds: ManagerSe
         raise
     log.info("shared ledger %s: %s is %s (its claims outlive its heartbeat by %gs)",
              ledger.where, runner.owner_is, runner.owner, options.lease)  # fmt: skip
-    drain = getattr(options, "drain", None)  # --drain true|false: set before any claim
-    if drain is not None:
-        ledger.db.run(sql.DRAIN if drain else sql.UNDRAIN, manager=runner.owner)
+    if options.drain is not None:  # --drain true|false (`NamesALedger`): before any claim
+        ledger.db.run(sql.DRAIN if options.drain else sql.UNDRAIN, manager=runner.owner)
     if ledger.db.run(sql.IS_DRAINED, owner=runner.owner)[0][0]:
         log.warning("%s is drained: it takes nothing new, the other managers do (workqueue "
                     "drain --undo %s --ledger ... gives it work again)", runner.owner,

@@ -26,6 +26,7 @@ class NamesALedger(Protocol):
     backend's here. The assembly opens the fleet's ledger when `ledger` is set."""
 
     ledger: str | None
+    drain: bool | None  # `--drain true|false`, written at the manager's join
 
 
 def ledger_url(text: str) -> str:
