@@ -323,6 +323,11 @@ def cold_start(bench, records: int) -> None:
     packed = len(listing.names.blob) + len(listing.metas.blob)
     count = len(listing)
     source.stop()
+    # the best of two on each side: a machine of two cores shared by the broker, its client's
+    # threads and the source moves either by a second from one run to the next
+    again = time.perf_counter()
+    opened(bench.url("cold", keyed=False)).stop()
+    took = min(took, time.perf_counter() - again)
     best = min(floors)
     print(
         f"[{bench.kind}] cold start: {count:,} records listed in {took:.2f} s; "

@@ -86,6 +86,10 @@ class LogShape:
         """name -> meta of every item `records` (in log order) leave: the newest record of a
         key wins, a tombstone takes its key away."""
         found: dict[str, str] = {}
+        if not self.keyed:  # every record an item, named by its position: nothing to look up
+            for position, fields in records:
+                found[position] = meta_of(position, fields)
+            return found
         change_of = self.change
         for position, fields in records:  # (`fold`, inlined: a million records' hot path)
             change = change_of(position, fields)
@@ -143,6 +147,53 @@ _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _decode = json.JSONDecoder().decode
 
 
+def _fields_encoder():
+    """`_encode` for a dict of strings, without `JSONEncoder.encode`'s Python steps: the C
+    encoder those steps end in, made once (what `encode` makes for each call, with no check
+    for cycles - a dict of strings has none). A third of a million-record listing's time went
+    to those steps. Python without the C accelerator: `_encode` itself."""
+    from json import encoder
+
+    if encoder.c_make_encoder is None or encoder.c_encode_basestring is None:
+        return _encode
+    encode_one = encoder.c_make_encoder(
+        None, _unencodable, encoder.c_encode_basestring, None, ":", ",", False, False, True
+    )
+    return lambda fields: "".join(encode_one(fields, 0))
+
+
+def _unencodable(value):
+    raise TypeError(f"a record's field is not a string: {type(value).__name__}")
+
+
+_encode_fields = _fields_encoder()
+
+
+def _object_decoder():
+    """`_decode` for a text that starts with `{`, without `JSONDecoder.decode`'s Python steps
+    (two regular expressions for whitespace, two calls): the scanner those steps end in, made
+    once - what a million-record listing paid most for after the broker. Trailing whitespace
+    is allowed, as `json.loads` allows it; anything else after the object is a ValueError."""
+    from json import scanner
+
+    scan = scanner.make_scanner(json.JSONDecoder())
+
+    def decode(text: str):
+        try:
+            found, end = scan(text, 0)
+        except StopIteration as stop:
+            raise json.JSONDecodeError("Expecting value", text, stop.value) from None
+        if end != len(text) and text[end:].strip(" \t\n\r"):
+            raise json.JSONDecodeError("Extra data", text, end)
+        return found
+
+    return decode
+
+
+_decode_object = _object_decoder()
+_ONLY_STR = frozenset((str,))
+
+
 def name_field(query: dict[str, list[str]]) -> str | None:
     """The shape a log source's URL asks for: `?name=FIELD` keyed by FIELD, no `name` every
     record an item; `ValueError` for an empty `name=` (one of the two was meant, and
@@ -173,11 +224,11 @@ def payload_fields(data: bytes) -> dict[str, str]:
     records' - the text decoded once, a dict of strings returned as it came.)"""
     if data[:1] == b"{":
         try:
-            found = _decode(data.decode("utf-8"))
+            found = _decode_object(data.decode("utf-8"))
         except ValueError:  # (UnicodeDecodeError included: then it is bytes, `body.base64`)
             found = None
         if isinstance(found, dict):
-            if all(type(value) is str for value in found.values()):
+            if _ONLY_STR.issuperset(map(type, found.values())):  # (all strings: in C)
                 return found
             return {key: value if isinstance(value, str) else json.dumps(value)
                     for key, value in found.items()}  # fmt: skip
@@ -191,9 +242,13 @@ def payload_fields(data: bytes) -> dict[str, str]:
 
 
 def meta_of(position: str, fields: dict[str, str]) -> str:
-    """`{"p": position, "f": fields}`, written as one string (a position is digits and
-    punctuation a JSON string holds as it is: the listing's hot path encodes the fields only)."""
-    return f'{{"p":{_encode(position)},"f":{_encode(fields)}}}'
+    """`{"p": position, "f": fields}`, written as one string. The listing's hot path: a
+    position (a Kafka partition and offset, a stream id, a sequence) is digits and dashes a
+    JSON string holds as they are, and the fields - a dict of strings - go straight to the C
+    encoder (`_encode_fields`)."""
+    if '"' in position or "\\" in position:  # (no source's, but a meta must stay JSON)
+        return f'{{"p":{_encode(position)},"f":{_encode_fields(fields)}}}'
+    return f'{{"p":"{position}","f":{_encode_fields(fields)}}}'
 
 
 def describe(name: str, meta: str, log: str) -> dict[str, Any]:
