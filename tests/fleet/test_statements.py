@@ -68,7 +68,7 @@ def test_every_hot_statement_reads_through_its_index(open_ledger):
     for statement in hot_statements():
         if statement.name == "settings":  # the queue's one row
             continue
-        text = statement.sql.format(turn="true")
+        text = statement.sql.format(turn="true", may="'{1,2,3}'")
         plan = "\n".join(row[0] for row in sql(a, "EXPLAIN " + _inline(text, since=now)))
         assert INDEXED[statement.name] in plan, (statement.name, plan)
 
@@ -204,7 +204,22 @@ def test_a_big_listing_into_a_line_last_analyzed_empty_still_claims_through_the_
         "(listed_at < clock_timestamp() - interval '0.25 seconds' "
         "OR mod(hashtext(name) & 2147483647, 4) = 0)"
     )  # four live managers, the first's
-    text = _inline(sql_statements.CLAIM.sql.format(turn=turn))
+    text = _inline(sql_statements.CLAIM.sql.format(turn=turn, may="'{}'"))
+    plan = "\n".join(row[0] for row in sql(a, "EXPLAIN " + text))
+    assert "Index Scan using items_line" in plan and "Sort" not in plan, plan
+
+
+def test_a_claim_with_a_thousand_needs_met_still_walks_the_line_in_order(open_ledger):
+    """Placement (`statements.FREE`'s `{may}`): the needs a manager meets are one constant
+    array, checked by a hash per row of the line's index - no sort, no scan of the table, at
+    1,000 distinct needs as at none."""
+    a = open_ledger("a")
+    sql(a, "INSERT INTO needs (expr) SELECT 'k' || i FROM generate_series(1, 1000) i")
+    a.see([f"item-{i:05}" for i in range(5000)])
+    sql(a, "UPDATE items SET need = 1 + mod(hashtext(name) & 2147483647, 1000)")
+    sql(a, "ANALYZE")
+    may = "'{" + ",".join(str(i) for i in range(1, 1001, 2)) + "}'"  # half of them
+    text = _inline(sql_statements.CLAIM.sql.format(turn="true", may=may))
     plan = "\n".join(row[0] for row in sql(a, "EXPLAIN " + text))
     assert "Index Scan using items_line" in plan and "Sort" not in plan, plan
 

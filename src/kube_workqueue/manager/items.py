@@ -174,3 +174,5 @@ class QueueRecord:
     silent_managers: list[dict] = field(default_factory=list)
     # a shared ledger's managers asked to drain: {id, since_seconds, holding}
     draining_managers: list[dict] = field(default_factory=list)
+    # a shared ledger's live managers that offer anything (`--offers`): id -> {key: value}
+    manager_offers: dict[str, dict] = field(default_factory=dict)

@@ -187,6 +187,9 @@ def print_status(view: QueueView, *, recent: int = 10, waiting: int = 10) -> Non
         print(f"manager {quiet['id']}: not heard from for {seconds(quiet['heard_seconds'])} "
               f"(its claims go back to the line once it has been silent for its lease, "
               f"{seconds(quiet['lease_seconds'])})")  # fmt: skip
+    for manager_id, offers in (view.extra.get("manager_offers") or {}).items():
+        said = ", ".join(f"{key}={value}" for key, value in sorted(offers.items()))
+        print(f"manager {manager_id} offers {said}")
     for drain in view.extra.get("draining_managers") or ():
         since = seconds(drain["since_seconds"])
         if drain["holding"]:

@@ -10,14 +10,17 @@
                   items, writes whose answer was lost settled
     group_claims.py  claims under the queue's group limits, rates and fair share, counted in
                   the database for every manager together
+    placed.py     placement: this manager's offers with its row, each item's need recorded as
+                  an interned id, the needs its offers meet in every claim
     liveness.py   one heartbeat per manager, and when a silent one's claims may be taken
     notifier.py   LISTEN for the line's notifications, on a connection of its own
     migrate.py    a local queue's SQLite ledger moved into a shared one (`workqueue ledger
                   migrate`)
-    options.py    `--ledger` and `--lease`, declared once for every backend
+    options.py    `--ledger`, `--lease`, `--drain`, `--offers`, `--needs`, declared once for
+                  every backend
     joining.py    a manager joins the fleet: the ledger opened around a backend's runner, what
                   it held settled by the backend's one start hook
-    queue_commands.py  `status`, `retry`, `pause`, `resume`, `scale` on a shared ledger (the
+    queue_commands.py  `status`, `retry`, `pause`, `resume`, `scale`, `drain` on a shared ledger (the
                   rules `manager.queue_ops`'s, the hooks the database's)
 
 The assembly opens it in place of the backend's own ledger (`joining.py`); the manager feeds

@@ -61,7 +61,7 @@ class Claims:
         the claims of every manager together: the claim counts the claims held, under a lock
         every manager's claims take in turn, and takes only what is left."""
         asked = self.wanted_parallelism()
-        turn = {"turn": self._turn()}
+        turn = self._free()  # (`placed`: the turn, and the needs this manager meets)
         with self._writes:
             try:
                 if asked is None and self.tenants is None:
@@ -99,7 +99,7 @@ class Claims:
 
     def waiting(self) -> bool:
         """Whether any item is free to claim now."""
-        return self.db.run(sql.WAITING, {"turn": self._turn()}, owner=self.owner)[0][0]
+        return self.db.run(sql.WAITING, self._free(), owner=self.owner)[0][0]
 
     def _turn(self) -> str:
         """The condition that leaves other managers' new items alone (`TURN_SECONDS`)."""

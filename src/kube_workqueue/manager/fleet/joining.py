@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import UserError
+from ..placement import Placement
 from ..ports import Backend, Elector, State
 from ..setup_parts import ManagerSeeds, Parts, SharesALedger
 from . import statements as sql
@@ -63,7 +64,7 @@ def join(backend_package: Any, backend_name: str, options: Any, seeds: ManagerSe
     try:
         ledger = open_shared(
             options.ledger, runner.owner, lease=options.lease, max_attempts=seeds.max_attempts,
-            retry_backoff=seeds.retry_backoff,
+            retry_backoff=seeds.retry_backoff, placement=Placement(options.offers, options.needs),
         )  # fmt: skip
         runner.settle(ledger)
         let_go_unstarted(ledger)

@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable
 
 from ..faults import LEDGER_ERROR, StorageFault
 from ..lifecycle import keep_version, may_rerun
+from ..placement import Placement
 from ..ports import PENDING_PAIR, ClaimLost, Row, State, keep_priority, pair
 from . import schema
 from . import statements as sql
@@ -45,6 +46,7 @@ from .database import Database
 from .group_claims import GroupClaims
 from .liveness import Liveness
 from .notifier import Notifier
+from .placed import PlacedClaims
 
 log = logging.getLogger(__name__)
 RELOAD_SECONDS = 600.0  # the safety net's full read (changes are read in commit order)
@@ -56,7 +58,7 @@ TAKEN = (  # the error a run's end records when its claim went to another manage
 )
 
 
-class PostgresLedger(Claims, GroupClaims):
+class PostgresLedger(Claims, GroupClaims, PlacedClaims):
     arrivals_known = True
     keeps_status = False  # `workqueue status` reads the database itself
 
@@ -99,8 +101,9 @@ class PostgresLedger(Claims, GroupClaims):
         self.unregistered = False  # a claim found this manager's row gone
         self._since: str | None = None  # the snapshot of the last refresh (None: never)
         self._reloaded = 0.0
-        self._settings: tuple[float, tuple] = (-1e18, (None, None, None, None))
+        self._settings: tuple[float, tuple] = (-1e18, (None, None, None, None, 0))
         self._others: tuple[float, int] = (-1e18, 0)  # (when read, others' running items)
+        self._need_ids: dict[str, int] = {}  # a need's text -> its id (`placed`)
         # what this manager's claims met (`workqueue_claims*` metrics; `claim` counts refusals)
         self.counters = {"claims": 0, "refused": 0, "lost": 0, "expired": 0, "done": 0}
         self.on_recorded: Callable[[str], None] | None = None
@@ -199,7 +202,8 @@ class PostgresLedger(Claims, GroupClaims):
             return []
         with self.db.session() as session:
             found = session.run(sql.SEE, now=self.clock(), names=fresh,
-                                groups=[self.group_of(n) for n in fresh])  # fmt: skip
+                                groups=[self.group_of(n) for n in fresh],
+                                needs=self.need_ids_of(fresh))  # fmt: skip
             if found:  # the payload names who answers first (`first_to_answer`)
                 session.run(sql.NOTIFY_NEW, payload=str(found[0][1]))
         with self._lock:
@@ -303,7 +307,7 @@ class PostgresLedger(Claims, GroupClaims):
     def _finish_and_claim(self, session, claim: int, **params) -> list[tuple]:
         """`FINISH_AND_CLAIM` (under `_writes`): the finish's row(s), as FINISH returns them;
         each item taken noted as claimed here and told to the line."""
-        rows = session.run(sql.FINISH_AND_CLAIM, {"turn": self._turn()}, owner=self.owner,
+        rows = session.run(sql.FINISH_AND_CLAIM, self._free(), owner=self.owner,
                            limit=claim, **params)  # fmt: skip
         self._finish_claims[1](self._hold_claimed([row for row in rows if row[0] == "taken"]))
         return [row[2:] for row in rows if row[0] == "finished"]
@@ -479,7 +483,13 @@ class PostgresLedger(Claims, GroupClaims):
 
 
 def open_shared(
-    url: str, owner: str, *, lease: float, max_attempts: int, retry_backoff: tuple[float, float]
+    url: str,
+    owner: str,
+    *,
+    lease: float,
+    max_attempts: int,
+    retry_backoff: tuple[float, float],
+    placement: Placement | None = None,
 ) -> PostgresLedger:
     """A manager's shared ledger at `url` under `owner`, its schema brought up to date and
     this manager registered; a failed retry waits `retry_backoff` (first wait, cap) doubling,
@@ -498,6 +508,8 @@ def open_shared(
                 db, owner, lease=lease, max_attempts=max_attempts,
                 backoff=lambda attempts: backoff.delay(max(attempts - 1, 0)),
             )  # fmt: skip
+            if placement is not None:
+                ledger.place(placement)  # (its offers are written with its row at `join`)
             ledger.join()
             return ledger
         except StorageFault as fault:  # a connection lost at start: tried again a while

@@ -77,13 +77,16 @@ class Liveness:
         self._last_orphans = -1e18
         self.peers: tuple[int, int] = (0, 1)  # (this manager's rank among the live, how many)
         self.on_declared_dead: Callable[[], None] | None = None
+        self.offers: dict[str, str] = {}  # what this manager offers (`placed`), with its row
         self.expired = 0  # rivals' items this manager let go
 
     # -- this manager --------------------------------------------------------------------
 
     def register(self) -> None:
         """Say this manager is here (at start, and after it was declared dead)."""
-        self.db.run(sql.REGISTER, owner=self.owner, lease=self.lease)
+        from psycopg.types.json import Jsonb
+
+        self.db.run(sql.REGISTER, owner=self.owner, lease=self.lease, offers=Jsonb(self.offers))
         self._last_beat = self.clock()
 
     def beat_due(self) -> bool:

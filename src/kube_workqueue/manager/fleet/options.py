@@ -7,6 +7,8 @@
                  costs its items, and the longest stop or cut-off of its own it rides out
 --drain B        true: this manager starts drained (`workqueue drain`), false: it takes work
                  again; a WorkQueue's `drain` field, for the operator's manager of that queue
+--offers K=V     what this manager offers; --needs GLOB=NEED what matching items need of the
+                 manager that runs them (`manager.placement`)
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Protocol, runtime_checkable
 from ..declared import option
 from ..durations import parse_duration
 from ..errors import InputError, UserError
+from ..placement import need_rule, offer
 
 DEFAULT_LEASE = 30.0
 
@@ -27,6 +30,8 @@ class NamesALedger(Protocol):
 
     ledger: str | None
     drain: bool | None  # `--drain true|false`, written at the manager's join
+    offers: list  # `--offers`: (key, value) pairs
+    needs: list  # `--needs`: (glob, Need) rules
 
 
 def ledger_url(text: str) -> str:
@@ -105,4 +110,29 @@ def drain_option():
         requires="ledger",
         crd="drain",
         crd_schema={"type": "boolean"},
+    )
+
+
+def offers_option():
+    return option(
+        "--offers",
+        "with --ledger: what this manager offers, KEY=VALUE (repeatable: gpu=a100, region=eu): "
+        "it claims only items whose need these meet",
+        parse=lambda words: [offer(word) for word in words],
+        repeat=True,
+        metavar="KEY=VALUE",
+        requires="ledger",
+    )
+
+
+def needs_option():
+    return option(
+        "--needs",
+        "with --ledger: items whose name matches GLOB run only on managers whose --offers meet "
+        "NEED, a label selector (repeatable, first match wins: 'render/*=gpu', "
+        "'eu-*=region==eu', '*=spot!=true')",
+        parse=lambda words: [need_rule(word) for word in words],
+        repeat=True,
+        metavar="GLOB=NEED",
+        requires="ledger",
     )

@@ -23,6 +23,7 @@ from ..durations import human
 from ..errors import UserError
 from ..items import QueueRecord
 from ..log_tails import log_tail
+from ..placement import Placement
 from ..ports import State
 from ..queue_ops import QueueOps
 from . import statements as sql
@@ -79,7 +80,10 @@ class FleetQueueOps(QueueOps):
     def status(self, listed: list[str] | None = None) -> QueueRecord:
         ledger = self.ledger
         facts, silent = self.live_facts()
-        reasons = {}
+        live = set((facts or {}).get("managers") or ())
+        offers = {manager: dict(said or {}) for manager, said in self.db.run(sql.OFFERS)
+                  if manager in live}  # fmt: skip
+        reasons = self.unmet(offers)
         if silent:
             by_id = {m["id"]: m for m in silent}
             held = self.db.run(sql.CLAIMS_OF, owners=list(by_id))
@@ -102,7 +106,19 @@ class FleetQueueOps(QueueOps):
             work_outlives_manager=False,
             silent_managers=silent,
             draining_managers=self.drains(),
+            manager_offers=offers,
         )
+
+    def unmet(self, offers: dict[str, dict]) -> dict[str, str]:
+        """name -> why, for each waiting item whose need no live manager's offers meet (the
+        live ones: `offers`) - it waits for a manager that does."""
+        unmet = {need: text for need, text in self.db.run(sql.NEEDS)
+                 if not any(Placement(o.items()).meets(text) for o in offers.values())}  # fmt: skip
+        if not unmet:
+            return {}
+        heard = f"none of {', '.join(sorted(offers))} does" if offers else "none heard from"
+        return {name: f"waiting for a manager that offers {text} ({heard})"
+                for name, text in self.db.run(sql.UNMET, needs=sorted(unmet))}  # fmt: skip
 
     def drains(self) -> list[dict]:
         """Each manager asked to drain: {id, since_seconds, holding} - drained once it holds

@@ -30,6 +30,9 @@ Tables:
                (the database's clock, for `status`), its facts (what `status` shows)
     drains     the managers asked to take nothing new (`workqueue drain`), by id, and since
                when: a row here and the manager's claims stop, whether it runs now or not
+    needs      each distinct need (`manager.placement`, its one text) once, by a small id:
+               an item's `need` is that id (NULL: any manager may run it), and a claim takes
+               only items whose need is NULL or one its manager's `offers` meet
 
 Indexes keep the hot statements O(log n) at a million rows: the line (`claimable` and
 unowned, by priority then arrival: a claim reads its head), the claims (by owner), the
@@ -137,14 +140,21 @@ MIGRATIONS: list[tuple[int, str]] = [
         """,
     ),
     (
-        # drains: a manager asked to take nothing new (`workqueue drain`), by its id - which
-        # outlives its managers row (a restart of a drained manager stays drained)
+        # placement: drains - a manager asked to take nothing new (`workqueue drain`), by its
+        # id, which outlives its managers row (a restart of a drained manager stays drained);
+        # what each manager offers; each distinct need once, and each item's need by its id
         5,
         """
         CREATE TABLE drains (
             manager text PRIMARY KEY,
             since   timestamptz NOT NULL DEFAULT clock_timestamp()
         );
+        ALTER TABLE managers ADD COLUMN offers jsonb;
+        CREATE TABLE needs (
+            id   serial PRIMARY KEY,
+            expr text NOT NULL UNIQUE
+        );
+        ALTER TABLE items ADD COLUMN need integer;
         """,
     ),
 ]

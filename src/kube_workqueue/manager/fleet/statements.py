@@ -44,10 +44,10 @@ class Statement:
 # lease, its counter. An existing row (a restart on the same id) keeps its counter going.
 REGISTER = Statement(
     "register",
-    "INSERT INTO managers (id, facts, lease, said, beat) "
-    "VALUES (%(owner)s, NULL, %(lease)s, clock_timestamp(), 1) "
+    "INSERT INTO managers (id, facts, lease, said, beat, offers) "
+    "VALUES (%(owner)s, NULL, %(lease)s, clock_timestamp(), 1, %(offers)s) "
     "ON CONFLICT (id) DO UPDATE SET lease = excluded.lease, said = clock_timestamp(), "
-    "beat = managers.beat + 1 RETURNING beat",
+    "beat = managers.beat + 1, offers = excluded.offers RETURNING beat",
 )
 
 # The heartbeat: one row write per manager per third of its lease, whatever it holds. No row
@@ -143,9 +143,14 @@ PROBE = Statement("probe", "UPDATE managers SET said = clock_timestamp() WHERE i
 
 # -- claims --------------------------------------------------------------------------------
 
-# A line item free to claim now: claimable, unowned, its backoff over, and (for its first
-# moment) this manager's turn ({turn}: `claims.turn_condition`).
-FREE = "claimable AND owner IS NULL AND ready_at <= clock_timestamp() AND {turn}"
+# A line item free to claim now: claimable, unowned, its backoff over, (for its first moment)
+# this manager's turn ({turn}: `claims._turn`), and a need this manager meets or none ({may}:
+# `claims._may`, the ids of the needs its offers meet, written into the text as a constant
+# array - one value of the statement, checked by a hash per row).
+FREE = (
+    "claimable AND owner IS NULL AND ready_at <= clock_timestamp() AND {turn} "
+    "AND (need IS NULL OR need = ANY({may}::integer[]))"
+)
 # ... and this manager takes new items at all: it was not asked to drain (`workqueue drain`).
 # In the claim statement itself, so that once a drain is written no claim of the manager's
 # that begins after it takes anything - not "within the next settings read".
@@ -245,11 +250,32 @@ NOTIFY_NEW = Statement("notify_new", "SELECT pg_notify('workqueue_line', %(paylo
 # New names, pending, in the order given (their arrival order); a rival's insert wins quietly.
 SEE = Statement(
     "see",
-    "INSERT INTO items (name, first_seen, listed_at, grp) "
-    "SELECT n, %(now)s, clock_timestamp(), g FROM unnest(%(names)s::text[], %(groups)s::text[]) "
-    "WITH ORDINALITY AS t(n, g, i) ORDER BY i ON CONFLICT (name) DO NOTHING "
+    "INSERT INTO items (name, first_seen, listed_at, grp, need) "
+    "SELECT n, %(now)s, clock_timestamp(), g, d FROM unnest(%(names)s::text[], "
+    "%(groups)s::text[], %(needs)s::integer[]) "
+    "WITH ORDINALITY AS t(n, g, d, i) ORDER BY i ON CONFLICT (name) DO NOTHING "
     "RETURNING name, (hashtext(name) & 2147483647)",
 )
+
+# -- placement (`manager.placement`) ---------------------------------------------------------
+
+# A need's id, made the first time any manager records an item with it.
+INTERN_NEED = Statement(
+    "intern_need",
+    "INSERT INTO needs (expr) VALUES (%(expr)s) "
+    "ON CONFLICT (expr) DO UPDATE SET expr = excluded.expr RETURNING id",
+)
+# The needs recorded since this manager last looked (ids only grow).
+NEEDS_SINCE = Statement("needs_since", "SELECT id, expr FROM needs WHERE id > %(seen)s ORDER BY id")
+# `status`: the waiting items whose need no live manager meets (ids given), and their needs.
+UNMET = Statement(
+    "unmet",
+    "SELECT items.name, needs.expr FROM items JOIN needs ON needs.id = items.need "
+    "WHERE items.claimable AND items.owner IS NULL AND items.need = ANY(%(needs)s) "
+    "ORDER BY items.name",
+)
+NEEDS = Statement("needs", "SELECT id, expr FROM needs ORDER BY id")
+OFFERS = Statement("offers", "SELECT id, offers FROM managers ORDER BY id")
 
 # After a listing that added many names: the line's statistics brought up to date. The claim's
 # plan follows them - statistics that last saw the line nearly empty (a new queue, or one
@@ -408,7 +434,8 @@ HISTORY = Statement(
 
 SETTINGS = Statement(
     "settings",
-    "SELECT paused_since, parallelism, removals_accepted, group_rules FROM queue",
+    "SELECT paused_since, parallelism, removals_accepted, group_rules, "
+    "(SELECT coalesce(max(id), 0) FROM needs) FROM queue",
     hot=True,
 )
 SETTING = {

@@ -253,6 +253,7 @@ def from_record(
         manager=record.facts,
         **({"silent_managers": record.silent_managers} if record.silent_managers else {}),
         **({"draining_managers": record.draining_managers} if record.draining_managers else {}),
+        **({"manager_offers": offers} if (offers := _offering(record.manager_offers)) else {}),
     )
     for state, n in record.unnamed.items():
         view.counts[state] = view.counts.get(state, 0) + n
@@ -461,3 +462,8 @@ def _round(value: float | None, digits: int = 3) -> float | None:
     if value is None or math.isinf(value) or math.isnan(value):
         return None
     return round(value, digits)
+
+
+def _offering(offers: dict[str, dict]) -> dict[str, dict]:
+    """The live managers that offer anything, and what."""
+    return {manager: said for manager, said in sorted(offers.items()) if said}

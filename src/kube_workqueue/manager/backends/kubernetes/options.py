@@ -16,7 +16,13 @@ from typing import Any
 from ...declared import option, split_words
 from ...durations import DURATION_PATTERN, parse_duration
 from ...errors import UserError
-from ...fleet.options import drain_option, lease_option, ledger_option
+from ...fleet.options import (
+    drain_option,
+    lease_option,
+    ledger_option,
+    needs_option,
+    offers_option,
+)
 from .manifests import objects as ko
 from .manifests import validation as v
 
@@ -204,6 +210,8 @@ class KubeOptions:
     ledger: str | None = ledger_option()
     lease: float = lease_option()
     drain: bool | None = drain_option()
+    offers: list = offers_option()
+    needs: list = needs_option()
     orphan_age: float = option("--orphan-age", "", default=60.0, parse=seconds_or_zero, hidden=True)
     lease_duration: float = option("--lease-duration", "", default=15.0, parse=seconds, hidden=True)
     renew_deadline: float = option("--renew-deadline", "", default=10.0, parse=seconds, hidden=True)

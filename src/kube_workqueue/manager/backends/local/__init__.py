@@ -42,7 +42,13 @@ from dataclasses import dataclass
 from ...declared import option, split_words
 from ...durations import parse_duration
 from ...errors import UserError
-from ...fleet.options import drain_option, lease_option, ledger_option
+from ...fleet.options import (
+    drain_option,
+    lease_option,
+    ledger_option,
+    needs_option,
+    offers_option,
+)
 from ...items import QueueRecord
 from ...setup_parts import ManagerSeeds, Parts
 
@@ -106,6 +112,8 @@ class LocalOptions:
     ledger: str | None = ledger_option()
     lease: float = lease_option()
     drain: bool | None = drain_option()
+    offers: list = offers_option()
+    needs: list = needs_option()
 
     @property
     def where(self) -> LocalQueue:

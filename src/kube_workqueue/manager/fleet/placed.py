@@ -1,0 +1,75 @@
+"""Placement in the shared ledger: which items this manager may claim - a part of
+`ledger.PostgresLedger` (a mixin over its state: `db`, `placement`, `_writes`).
+
+    offers    this manager's attributes (`--offers`), written with its managers row at every
+              registration (`statements.REGISTER`) - what `status` shows and judges by
+    needs     an item's need (`--needs GLOB=NEED`, `manager.placement`) is recorded with it,
+              as the id of its text in the `needs` table - interned once by whichever manager
+              meets it first (`INTERN_NEED`), cached here
+    may       the ids of the needs this manager's offers meet: every claim statement takes
+              only items with no need or one of these (`statements.FREE`'s `{may}`). The new
+              ones are read when the queue's settings (read at most every `SETTINGS_SECONDS`)
+              show a newer need (ids only grow); a need recorded meanwhile is simply not yet
+              among them - an item is never taken by a manager that has not judged its need
+
+Invariant: `_need_ids` maps a need's text to its id (both fixed once made); `_may` is the
+sorted ids of the needs, up to `_needs_seen`, this manager's offers meet. Under `_writes`.
+"""
+
+from __future__ import annotations
+
+from ..placement import Placement
+from . import statements as sql
+
+
+class PlacedClaims:
+    """Placement (see the module docstring): mixed into `PostgresLedger`."""
+
+    placement: Placement | None = None
+    _need_ids: dict[str, int]
+    _may: tuple[int, ...] = ()
+    _needs_seen = 0
+
+    def place(self, placement: Placement) -> None:
+        """This manager's offers and the queue's need rules (before it joins: its row is
+        written with its offers)."""
+        self.placement = placement
+        self.liveness.offers = dict(placement.offers)
+
+    def need_ids_of(self, names: list[str]) -> list[int | None]:
+        """The need id of each name by the rules (None: any manager), interning new needs."""
+        if self.placement is None or not self.placement.rules:
+            return [None] * len(names)
+        found: list[int | None] = []
+        for name in names:
+            need = self.placement.need_of(name)
+            found.append(None if need is None else self._need_id(need.text))
+        return found
+
+    def _need_id(self, text: str) -> int:
+        with self._writes:
+            if text not in self._need_ids:
+                self._need_ids[text] = self.db.run(sql.INTERN_NEED, expr=text)[0][0]
+            return self._need_ids[text]
+
+    def _free(self) -> dict[str, str]:
+        """The `{turn}` and `{may}` of `statements.FREE` for this manager, now."""
+        return {"turn": self._turn(), "may": self._may_array()}
+
+    def _may_array(self) -> str:
+        """The needs this manager meets, as an SQL array constant (integers only). The newest
+        need's id comes with the queue's settings (`statements.SETTINGS`, read anyway): the
+        needs themselves are read only when one is new - no round trip of its own."""
+        newest = self._read_settings()[4]
+        with self._writes:
+            if newest > self._needs_seen:
+                new = self.db.run(sql.NEEDS_SINCE, seen=self._needs_seen)
+                offers = self.placement.offers if self.placement is not None else {}
+                met = [i for i, text in new if _meets(offers, text)]
+                self._may = tuple(sorted({*self._may, *met}))
+                self._needs_seen = max((i for i, _ in new), default=newest)
+            return "'{" + ",".join(str(int(i)) for i in self._may) + "}'"
+
+
+def _meets(offers: dict[str, str], text: str) -> bool:
+    return Placement(offers.items()).meets(text)

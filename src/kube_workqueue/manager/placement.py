@@ -1,0 +1,189 @@
+"""Placement: what a manager offers and what an item needs, so that a fleet on one shared
+ledger runs each item only where it may run.
+
+    --offers gpu=a100 --offers region=eu        a manager's attributes (KEY=VALUE, repeatable)
+    --needs 'render/*=gpu'                      items whose name matches the glob need this
+    --needs 'eu-*/*=region==eu,spot!=true'      (repeatable; the first glob that matches wins)
+
+A need is a Kubernetes label selector over the offers - the language platform engineers write
+already, and no more: terms joined by commas, all of which must hold -
+
+    key=value, key==value     offered, with that value
+    key!=value                not offered with that value (absent counts)
+    key in (a,b)              offered with one of these values
+    key notin (a,b)           not offered with any of them (absent counts)
+    key                       offered, with any value
+    !key                      not offered
+
+Nothing else is taken: another operator (`gpu>2`, `gpu~=a`), a key or value outside the label
+alphabet, an empty term, or a need no offers at all could satisfy (`gpu,!gpu`) is an
+`InputError` naming it, before anything is claimed.
+
+`Need.text` is the need written one way (terms sorted, values sorted): two rules that mean the
+same interning to one id in the ledger (`fleet.statements.NEEDS`). Pure functions and values:
+no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from .errors import InputError
+from .priority_rules import Rules, unclosed_bracket
+
+# a label's name (an optional DNS prefix and `/`) and value, as Kubernetes allows them
+KEY = r"(?:[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+VALUE = r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?"
+_KEY = re.compile(rf"^{KEY}$")
+_VALUE = re.compile(rf"^{VALUE}$")
+_SET = re.compile(rf"^\s*({KEY})\s+(in|notin)\s+\(([^()]*)\)\s*$")
+_COMPARE = re.compile(rf"^\s*({KEY})\s*(==|=|!=)\s*([^\s]*)\s*$")
+_OPERATOR_CHARS = re.compile(r"[<>~=!]")
+
+
+@dataclass(frozen=True, order=True)
+class Term:
+    key: str
+    op: str  # "=", "!=", "in", "notin", "exists", "absent"
+    values: tuple[str, ...] = ()
+
+    def holds(self, offers: Mapping[str, str]) -> bool:
+        value = offers.get(self.key)
+        if self.op == "exists":
+            return value is not None
+        if self.op == "absent":
+            return value is None
+        if self.op in ("=", "in"):
+            return value in self.values
+        return value not in self.values  # "!=", "notin": absent counts
+
+    @property
+    def text(self) -> str:
+        if self.op == "exists":
+            return self.key
+        if self.op == "absent":
+            return f"!{self.key}"
+        if self.op in ("=", "!="):
+            return f"{self.key}{self.op}{self.values[0]}"
+        return f"{self.key} {self.op} ({','.join(self.values)})"
+
+
+@dataclass(frozen=True)
+class Need:
+    terms: tuple[Term, ...]
+
+    @property
+    def text(self) -> str:
+        return ",".join(term.text for term in self.terms)
+
+    def met_by(self, offers: Mapping[str, str]) -> bool:
+        return all(term.holds(offers) for term in self.terms)
+
+
+def _split_terms(text: str) -> list[str]:
+    """The terms of a selector: commas split them, except inside `in (...)`."""
+    terms, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif char == "," and depth == 0:
+            terms.append(text[start:i])
+            start = i + 1
+    terms.append(text[start:])
+    return terms
+
+
+def _term(text: str, whole: str) -> Term:
+    word = text.strip()
+    if not word:
+        raise InputError(f"an empty term in the need {whole!r}")
+    found = _SET.match(word)
+    if found:
+        values = tuple(sorted({v.strip() for v in found.group(3).split(",")}))
+        if not values or not all(v and _VALUE.match(v) for v in values):
+            raise InputError(f"a set of label values, e.g. 'zone in (a,b)': {word!r}")
+        return Term(found.group(1), found.group(2), values)
+    found = _COMPARE.match(word)
+    if found:
+        key, op, value = found.group(1), found.group(2), found.group(3)
+        if not _VALUE.match(value):
+            raise InputError(f"not a label value: {value!r} in {word!r}")
+        return Term(key, "=" if op == "==" else op, (value,))
+    if word.startswith("!") and _KEY.match(word[1:].strip()):
+        return Term(word[1:].strip(), "absent")
+    if _KEY.match(word):
+        return Term(word, "exists")
+    if _OPERATOR_CHARS.search(word) or " " in word:
+        raise InputError(
+            f"unknown operator in {word!r}: a need is key=value, key!=value, key in (a,b), "
+            "key notin (a,b), key or !key, joined by commas"
+        )
+    raise InputError(f"not a label key: {word!r}")
+
+
+def parse_need(text: str) -> Need:
+    """A need (the module docstring); `InputError` when it does not parse or no offers could
+    ever meet it."""
+    terms = tuple(sorted({_term(part, text) for part in _split_terms(text)}))
+    need = Need(terms)
+    if not possible(need):
+        raise InputError(f"no manager could ever offer what {text!r} needs")
+    return need
+
+
+def possible(need: Need) -> bool:
+    """Whether some offers meet `need`: per key, absent or one of the values its terms name,
+    or a value none names (each tried)."""
+    by_key: dict[str, list[Term]] = {}
+    for term in need.terms:
+        by_key.setdefault(term.key, []).append(term)
+    for key, terms in by_key.items():
+        named = {v for term in terms for v in term.values}
+        candidates: list[str | None] = [None, *sorted(named), "\x00unnamed"]
+        if not any(all(t.holds({} if v is None else {key: v}) for t in terms)
+                   for v in candidates):  # fmt: skip
+            return False
+    return True
+
+
+def need_rule(text: str) -> tuple[str, Need]:
+    """`GLOB=NEED` (`--needs`): the glob is everything before the first `=`."""
+    glob, sep, need = text.partition("=")
+    if not sep or not glob.strip() or not need.strip():
+        raise InputError(f"wants GLOB=NEED (for example 'render/*=gpu'): {text!r}")
+    if unclosed_bracket(glob):
+        raise InputError(f"the glob has a [ that nothing closes: {text!r}")
+    return glob.strip(), parse_need(need)
+
+
+def offer(text: str) -> tuple[str, str]:
+    """`KEY=VALUE` (`--offers`): a label's key and value."""
+    key, sep, value = text.partition("=")
+    if not sep or not _KEY.match(key.strip()) or not _VALUE.match(value.strip()):
+        raise InputError(f"wants KEY=VALUE with label characters (for example gpu=a100): {text!r}")
+    return key.strip(), value.strip()
+
+
+class Placement:
+    """A manager's offers and the queue's need rules, as the ledger uses them."""
+
+    def __init__(self, offers: Iterable[tuple[str, str]] = (),
+                 needs: Iterable[tuple[str, Need]] = ()) -> None:  # fmt: skip
+        self.offers: dict[str, str] = dict(offers)
+        self.rules = Rules(needs)
+
+    def need_of(self, name: str) -> Need | None:
+        """The need of the first rule whose glob matches `name`, or None (any manager)."""
+        return self.rules.of(name)
+
+    def meets(self, need_text: str) -> bool:
+        """Whether this manager's offers meet a need as the ledger holds it (its text). A text
+        that no longer parses (a rule of a newer version) is not met: never run blind."""
+        try:
+            return parse_need(need_text).met_by(self.offers)
+        except InputError:
+            return False

@@ -1,0 +1,67 @@
+"""The placement language (`manager.placement`): Kubernetes label selectors over a manager's
+offers - each operator, one text per meaning, and what is refused before anything runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from kube_workqueue.manager.errors import InputError
+from kube_workqueue.manager.placement import Placement, need_rule, offer, parse_need
+
+GPU_EU = {"gpu": "a100", "region": "eu"}
+
+
+@pytest.mark.parametrize(
+    ("need", "text", "met"),
+    [
+        ("gpu", "gpu", True),
+        ("region==eu", "region=eu", True),
+        ("region=us", "region=us", False),
+        ("spot!=true", "spot!=true", True),  # absent counts as not true
+        ("zone in (b, a)", "zone in (a,b)", False),
+        ("region in (us,eu)", "region in (eu,us)", True),
+        ("region notin (us)", "region notin (us)", True),
+        ("!spot", "!spot", True),
+        ("!gpu", "!gpu", False),
+        ("region=eu, gpu", "gpu,region=eu", True),  # terms sorted: one text per meaning
+        ("k8s.io/arch=amd64", "k8s.io/arch=amd64", False),
+    ],
+)
+def test_each_operator_over_the_offers(need, text, met):
+    parsed = parse_need(need)
+    assert parsed.text == text and parsed.met_by(GPU_EU) is met
+    assert parse_need(parsed.text) == parsed  # its text reads back as itself
+
+
+@pytest.mark.parametrize(
+    ("need", "said"),
+    [
+        ("gpu>2", "unknown operator in 'gpu>2'"),
+        ("gpu ~= a", "unknown operator"),
+        ("gpu,", "an empty term"),
+        ("zone in ()", "a set of label values"),
+        ("gpu=a b", "unknown operator"),
+        ("gpu,!gpu", "no manager could ever offer what 'gpu,!gpu' needs"),
+        ("gpu=a100,gpu=h100", "no manager could ever offer"),
+        ("zone in (a),zone notin (a)", "no manager could ever offer"),
+        ("-bad", "not a label key"),
+    ],
+)
+def test_what_does_not_parse_or_could_never_be_met_is_one_line(need, said):
+    with pytest.raises(InputError, match=said.replace("(", r"\(").replace(")", r"\)")):
+        parse_need(need)
+
+
+def test_rules_and_offers():
+    glob, need = need_rule("eu-*/*=region==eu")
+    assert glob == "eu-*/*" and need.text == "region=eu"
+    placement = Placement([offer("gpu=a100")], [need_rule("render/*=gpu"), need_rule("*=!spot")])
+    assert placement.need_of("render/a.mp4").text == "gpu"  # the first match wins
+    assert placement.need_of("plain.mp4").text == "!spot"
+    assert placement.meets("gpu") and not placement.meets("region=eu")
+    assert not placement.meets("gpu>2")  # a text it cannot read is never met
+    for bad in ("gpu", "=a", "gpu=a b"):
+        with pytest.raises(InputError):
+            offer(bad)
+    with pytest.raises(InputError, match="wants GLOB=NEED"):
+        need_rule("gpu")
