@@ -10,7 +10,7 @@ from collections import Counter
 
 from tests.support.servers import wait_until
 
-from .conftest import spawn_workqueue
+from .conftest import spawn_workqueue, workqueue
 from .test_shared_ledger import env_with, folder, rows, run_args, status_json
 
 NEEDS = ["--needs", "render-*=gpu"]
@@ -93,3 +93,48 @@ def test_a_killed_managers_items_go_only_to_a_manager_that_offers_their_need(
     assert Counter(marker_worker.ended()) == Counter(renders)  # each ended once
     assert ran_under(postgres, rescuer) == set(renders)
     assert not ran_under(postgres, cpu)
+
+
+def started_after_listing(url: str) -> dict[str, float]:
+    """name -> seconds from its recording to its (last) start, by the managers' clocks."""
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        found = conn.execute("SELECT name, started - first_seen FROM workqueue.items").fetchall()
+    return {name: waited for name, waited in found if waited is not None}
+
+
+def test_a_preferred_manager_has_every_item_first_and_the_others_take_it_after_its_spill_over(
+    tmp_path, postgres, marker_worker
+):
+    """--prefers 'spot!=true': a manager on spot nodes takes an item only once it waited
+    --spill-after in line; while a preferred manager frees a slot in time, it takes them all."""
+    names = [f"clip-{i}.txt" for i in range(4)]
+    items = folder(tmp_path, names)
+    prefer = ["--prefers", "spot!=true"]
+    env = env_with(SLEEP=1)
+    steady, spot = tmp_path / "steady", tmp_path / "spot"
+    first = spawn_workqueue(*run_args(items, steady, postgres, marker_worker, *prefer,
+                                      "--parallelism", "2"), env=env)  # fmt: skip
+    second = None
+    try:
+        wait_until(lambda: len(marker_worker.started()) >= 2, timeout=60)  # two wait for a slot
+        second = spawn_workqueue(*run_args(items, spot, postgres, marker_worker, *prefer,
+                                           "--spill-after", "20s", "--offers", "spot=true"),
+                                 env=env)  # fmt: skip
+        for run in (first, second):
+            _, err = run.communicate(timeout=120)
+            assert run.returncode == 0, err
+    finally:
+        for run in (first, second):
+            if run is not None and run.poll() is None:
+                run.kill()
+    assert ran_under(postgres, steady) == set(names) and not ran_under(postgres, spot)
+
+    (tmp_path / "later").mkdir()
+    late = folder(tmp_path / "later", [f"late-{i}.txt" for i in range(2)])
+    alone = workqueue(*run_args(late, spot, postgres, marker_worker, *prefer, "--spill-after",
+                                "2s", "--offers", "spot=true"), env=env)  # fmt: skip
+    assert alone.returncode == 0, alone.stderr
+    waited = started_after_listing(postgres)
+    assert all(waited[f"late-{i}.txt"] >= 1.9 for i in range(2)), waited  # its spill-over first

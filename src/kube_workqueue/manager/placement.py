@@ -4,6 +4,8 @@ ledger runs each item only where it may run.
     --offers gpu=a100 --offers region=eu        a manager's attributes (KEY=VALUE, repeatable)
     --needs 'render/*=gpu'                      items whose name matches the glob need this
     --needs 'eu-*/*=region==eu,spot!=true'      (repeatable; the first glob that matches wins)
+    --prefers 'spot!=true' --spill-after 2m     managers whose offers meet it have every item
+                                                first; the others take one that waited 2m
 
 A need is a Kubernetes label selector over the offers - the language platform engineers write
 already, and no more: terms joined by commas, all of which must hold -
@@ -169,12 +171,22 @@ def offer(text: str) -> tuple[str, str]:
 
 
 class Placement:
-    """A manager's offers and the queue's need rules, as the ledger uses them."""
+    """A manager's offers and the queue's need rules, as the ledger uses them; `prefers`: the
+    managers the queue prefers (whose offers meet it) have each item first, the others only
+    once it has waited `spill_after` seconds."""
 
     def __init__(self, offers: Iterable[tuple[str, str]] = (),
-                 needs: Iterable[tuple[str, Need]] = ()) -> None:  # fmt: skip
+                 needs: Iterable[tuple[str, Need]] = (), prefers: Need | None = None,
+                 spill_after: float = 0.0) -> None:  # fmt: skip
         self.offers: dict[str, str] = dict(offers)
         self.rules = Rules(needs)
+        self.prefers = prefers
+        self.spill_after = spill_after
+
+    @property
+    def preferred(self) -> bool:
+        """Whether this manager is one the queue prefers (with no preference, every one is)."""
+        return self.prefers is None or self.prefers.met_by(self.offers)
 
     def need_of(self, name: str) -> Need | None:
         """The need of the first rule whose glob matches `name`, or None (any manager)."""

@@ -16,12 +16,12 @@
     notifier.py   LISTEN for the line's notifications, on a connection of its own
     migrate.py    a local queue's SQLite ledger moved into a shared one (`workqueue ledger
                   migrate`)
-    options.py    `--ledger`, `--lease`, `--drain`, `--offers`, `--needs`, declared once for
-                  every backend
+    options.py    `--ledger`, `--lease`, `--drain`, `--offers`, `--needs`, `--prefers`,
+                  `--spill-after`, declared once for every backend
     joining.py    a manager joins the fleet: the ledger opened around a backend's runner, what
                   it held settled by the backend's one start hook
-    queue_commands.py  `status`, `retry`, `pause`, `resume`, `scale`, `drain` on a shared ledger (the
-                  rules `manager.queue_ops`'s, the hooks the database's)
+    queue_commands.py  `status`, `retry`, `pause`, `resume`, `scale`, `drain` on a shared
+                  ledger (the rules `manager.queue_ops`'s, the hooks the database's)
 
 The assembly opens it in place of the backend's own ledger (`joining.py`); the manager feeds
 its dispatcher from the claims (`manager.runtime.claims`), and the queue commands read and

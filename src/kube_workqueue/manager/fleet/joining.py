@@ -64,7 +64,9 @@ def join(backend_package: Any, backend_name: str, options: Any, seeds: ManagerSe
     try:
         ledger = open_shared(
             options.ledger, runner.owner, lease=options.lease, max_attempts=seeds.max_attempts,
-            retry_backoff=seeds.retry_backoff, placement=Placement(options.offers, options.needs),
+            retry_backoff=seeds.retry_backoff,
+            placement=Placement(options.offers, options.needs, options.prefers,
+                                options.spill_after),  # fmt: skip
         )  # fmt: skip
         runner.settle(ledger)
         let_go_unstarted(ledger)

@@ -18,7 +18,7 @@ from typing import Protocol, runtime_checkable
 from ..declared import option
 from ..durations import parse_duration
 from ..errors import InputError, UserError
-from ..placement import need_rule, offer
+from ..placement import need_rule, offer, parse_need
 
 DEFAULT_LEASE = 30.0
 
@@ -32,6 +32,8 @@ class NamesALedger(Protocol):
     drain: bool | None  # `--drain true|false`, written at the manager's join
     offers: list  # `--offers`: (key, value) pairs
     needs: list  # `--needs`: (glob, Need) rules
+    prefers: object  # `--prefers`: a Need, or None
+    spill_after: float  # `--spill-after` seconds
 
 
 def ledger_url(text: str) -> str:
@@ -135,4 +137,26 @@ def needs_option():
         repeat=True,
         metavar="GLOB=NEED",
         requires="ledger",
+    )
+
+
+def prefers_option():
+    return option(
+        "--prefers",
+        "with --ledger: the managers whose --offers meet NEED have every item first (e.g. "
+        "'spot!=true'); the others take an item once it waited --spill-after",
+        parse=parse_need,
+        metavar="NEED",
+        requires="ledger",
+    )
+
+
+def spill_after_option():
+    return option(
+        "--spill-after",
+        "with --prefers: how long an item waits for a preferred manager before any other that "
+        "may run it takes it (default 30s)",
+        default=30.0,
+        parse=parse_duration,
+        requires="prefers",
     )

@@ -6,6 +6,9 @@
     needs     an item's need (`--needs GLOB=NEED`, `manager.placement`) is recorded with it,
               as the id of its text in the `needs` table - interned once by whichever manager
               meets it first (`INTERN_NEED`), cached here
+    spill     `--prefers NEED --spill-after D`: a manager whose offers do not meet the
+              preference takes an item only once it has waited D in line - the preferred
+              managers have it first, and what they have no slot for spills over
     may       the ids of the needs this manager's offers meet: every claim statement takes
               only items with no need or one of these (`statements.FREE`'s `{may}`). The new
               ones are read when the queue's settings (read at most every `SETTINGS_SECONDS`)
@@ -53,8 +56,18 @@ class PlacedClaims:
             return self._need_ids[text]
 
     def _free(self) -> dict[str, str]:
-        """The `{turn}` and `{may}` of `statements.FREE` for this manager, now."""
-        return {"turn": self._turn(), "may": self._may_array()}
+        """The `{turn}`, `{may}` and `{spill}` of `statements.FREE` for this manager, now."""
+        return {"turn": self._turn(), "may": self._may_array(), "spill": self._spill()}
+
+    def _spill(self) -> str:
+        """For a manager the queue does not prefer (`--prefers`): only items that have been in
+        line `--spill-after` seconds - since they were recorded, or their backoff ended - by
+        the database's clock; else every item."""
+        if self.placement is None or self.placement.preferred:
+            return "true"
+        seconds = float(self.placement.spill_after)
+        return (f"greatest(listed_at, ready_at) < clock_timestamp() - "
+                f"interval '{seconds:.3f} seconds'")  # fmt: skip
 
     def _may_array(self) -> str:
         """The needs this manager meets, as an SQL array constant (integers only). The newest

@@ -145,11 +145,12 @@ PROBE = Statement("probe", "UPDATE managers SET said = clock_timestamp() WHERE i
 
 # A line item free to claim now: claimable, unowned, its backoff over, (for its first moment)
 # this manager's turn ({turn}: `claims._turn`), and a need this manager meets or none ({may}:
-# `claims._may`, the ids of the needs its offers meet, written into the text as a constant
-# array - one value of the statement, checked by a hash per row).
+# `placed._may_array`, the ids of the needs its offers meet, written into the text as a
+# constant array - one value of the statement, checked by a hash per row), and - for a manager
+# the queue does not prefer - an item that waited its spill-over time ({spill}: `placed._spill`).
 FREE = (
     "claimable AND owner IS NULL AND ready_at <= clock_timestamp() AND {turn} "
-    "AND (need IS NULL OR need = ANY({may}::integer[]))"
+    "AND (need IS NULL OR need = ANY({may}::integer[])) AND {spill}"
 )
 # ... and this manager takes new items at all: it was not asked to drain (`workqueue drain`).
 # In the claim statement itself, so that once a drain is written no claim of the manager's

@@ -22,6 +22,8 @@ from ...fleet.options import (
     ledger_option,
     needs_option,
     offers_option,
+    prefers_option,
+    spill_after_option,
 )
 from .manifests import objects as ko
 from .manifests import validation as v
@@ -212,6 +214,8 @@ class KubeOptions:
     drain: bool | None = drain_option()
     offers: list = offers_option()
     needs: list = needs_option()
+    prefers: object = prefers_option()
+    spill_after: float = spill_after_option()
     orphan_age: float = option("--orphan-age", "", default=60.0, parse=seconds_or_zero, hidden=True)
     lease_duration: float = option("--lease-duration", "", default=15.0, parse=seconds, hidden=True)
     renew_deadline: float = option("--renew-deadline", "", default=10.0, parse=seconds, hidden=True)

@@ -48,6 +48,8 @@ from ...fleet.options import (
     ledger_option,
     needs_option,
     offers_option,
+    prefers_option,
+    spill_after_option,
 )
 from ...items import QueueRecord
 from ...setup_parts import ManagerSeeds, Parts
@@ -114,6 +116,8 @@ class LocalOptions:
     drain: bool | None = drain_option()
     offers: list = offers_option()
     needs: list = needs_option()
+    prefers: object = prefers_option()
+    spill_after: float = spill_after_option()
 
     @property
     def where(self) -> LocalQueue:
