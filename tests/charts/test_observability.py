@@ -29,18 +29,22 @@ DURATION_COUNT = "workqueue_item_duration_seconds_count"
 LONGEST = "workqueue_longest_running_processor_seconds"
 
 
-def firing(rule: dict, name: str, value: str, at: str = "30m") -> dict:
+def firing(rule: dict, name: str, value: str, at: str = "30m", labels: dict | None = None) -> dict:
     """promtool's expectation that alert `name` fires at `at`, its annotations rendered with
-    `value` as Prometheus would humanize it."""
+    `value` as Prometheus would humanize it (and `labels`, the alert's own, as `$labels`)."""
     found = next(r for g in rule["spec"]["groups"] for r in g["rules"] if r.get("alert") == name)
-    annotations = {
-        key: re.sub(r"\{\{ \$value \| humanize\w* \}\}", value, text)
-        for key, text in found["annotations"].items()
-    }
+    annotations = {}
+    for key, text in found["annotations"].items():
+        text = re.sub(r"\{\{ \$value \| humanize\w* \}\}", value, text)
+        for label, said in (labels or {}).items():
+            text = text.replace(f"{{{{ $labels.{label} }}}}", said)
+        annotations[key] = text
     return {
         "eval_time": at,
         "alertname": name,
-        "exp_alerts": [{"exp_labels": found["labels"], "exp_annotations": annotations}],
+        "exp_alerts": [
+            {"exp_labels": {**found["labels"], **(labels or {})}, "exp_annotations": annotations}
+        ],
     }
 
 
@@ -70,6 +74,7 @@ def test_the_new_objects_render_and_core_ones_are_valid():
         "WorkqueueOldestItemWaiting",
         "WorkqueueItemStuck",
         "WorkqueueFailureRateHigh",
+        "WorkqueueItemsNoManagerCanRun",
     }
     assert not by_kind(render(), "PrometheusRule") and len(by_kind(render(), "ConfigMap")) == 0
 
@@ -122,7 +127,7 @@ def test_promtool_checks_the_rules(tmp_path):
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rule["spec"]))
     r = promtool("check", "rules", "rules.yaml", cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "SUCCESS: 5 rules found" in r.stdout
+    assert "SUCCESS: 6 rules found" in r.stdout
 
 
 def test_promtool_fires_the_alerts_on_series_that_should_fire_them(tmp_path):
@@ -158,12 +163,21 @@ def test_promtool_fires_the_alerts_on_series_that_should_fire_them(tmp_path):
                         "series": f'workqueue_items_stuck{{{sel}, reason="ImagePullBackOff"}}',
                         "values": "0x10 1x30",
                     },
+                    {  # three renders no live manager offers a gpu for, said by two managers
+                        "series": f'workqueue_items_unmet{{{sel}, manager="a", need="gpu"}}',
+                        "values": "3x40",
+                    },
+                    {
+                        "series": f'workqueue_items_unmet{{{sel}, manager="b", need="gpu"}}',
+                        "values": "3x40",
+                    },
                 ],
                 "alert_rule_test": [
                     firing(rule, "WorkqueueUtilizationHigh", "1.4"),
                     firing(rule, "WorkqueueBacklogGrowing", "61"),
                     firing(rule, "WorkqueueFailureRateHigh", "60%"),
                     firing(rule, "WorkqueueItemStuck", "1", at="40m"),
+                    firing(rule, "WorkqueueItemsNoManagerCanRun", "3", labels={"need": "gpu"}),
                 ],
             },
             {
@@ -183,6 +197,7 @@ def test_promtool_fires_the_alerts_on_series_that_should_fire_them(tmp_path):
                         "WorkqueueBacklogGrowing",
                         "WorkqueueFailureRateHigh",
                         "WorkqueueOldestItemWaiting",
+                        "WorkqueueItemsNoManagerCanRun",
                     )
                 ],
             },

@@ -437,6 +437,10 @@ class ClaimsWork(Protocol):
     def claim_counters(self) -> dict[str, float]:
         """claims, refused, lost, expired, done: what this manager's claims met so far."""
 
+    def unmet_needs(self) -> dict[str, int]:
+        """need -> how many items wait with it while no live manager offers what it needs
+        (`manager.placement`; a few seconds old at most)."""
+
     def release_mine(self, *, keep_running: bool = False) -> None:
         """A stopping manager: its running items back to pending (their attempts not
         counted) unless `keep_running` (its work runs on: a cluster's Jobs), its other

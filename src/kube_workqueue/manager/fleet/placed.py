@@ -21,8 +21,13 @@ sorted ids of the needs, up to `_needs_seen`, this manager's offers meet. Under 
 
 from __future__ import annotations
 
+import time
+
+from ..faults import StorageFault
 from ..placement import Placement
 from . import statements as sql
+
+UNMET_SECONDS = 5.0  # how old the metric's count of items no live manager may run can be
 
 
 class PlacedClaims:
@@ -32,6 +37,7 @@ class PlacedClaims:
     _need_ids: dict[str, int]
     _may: tuple[int, ...] = ()
     _needs_seen = 0
+    _unmet: tuple[float, dict[str, int]] = (-1e18, {})
 
     def place(self, placement: Placement) -> None:
         """This manager's offers and the queue's need rules (before it joins: its row is
@@ -82,6 +88,34 @@ class PlacedClaims:
                 self._may = tuple(sorted({*self._may, *met}))
                 self._needs_seen = max((i for i, _ in new), default=newest)
             return "'{" + ",".join(str(int(i)) for i in self._may) + "}'"
+
+    def unmet_needs(self) -> dict[str, int]:
+        """need -> waiting items with it, for each need no live manager's offers meet (the
+        `workqueue_items_unmet` metric); read at most every `UNMET_SECONDS`, and the last
+        answer kept while the database does not give one."""
+        at, found = self._unmet
+        if time.monotonic() - at < UNMET_SECONDS:
+            return found
+        try:
+            found = unmet_counts(self.db)
+        except StorageFault:
+            pass
+        self._unmet = (time.monotonic(), found)
+        return found
+
+
+def unmet_ids(db) -> dict[int, str]:
+    """id -> text of each need no live manager's offers meet."""
+    live = [dict(offers or {}) for _, offers in db.run(sql.LIVE_OFFERS)]
+    return {need: text for need, text in db.run(sql.NEEDS)
+            if not any(_meets(offers, text) for offers in live)}  # fmt: skip
+
+
+def unmet_counts(db) -> dict[str, int]:
+    unmet = unmet_ids(db)
+    if not unmet:
+        return {}
+    return dict(db.run(sql.UNMET_COUNTS, needs=sorted(unmet)))
 
 
 def _meets(offers: dict[str, str], text: str) -> bool:

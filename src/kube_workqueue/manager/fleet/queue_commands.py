@@ -23,12 +23,12 @@ from ..durations import human
 from ..errors import UserError
 from ..items import QueueRecord
 from ..log_tails import log_tail
-from ..placement import Placement
 from ..ports import State
 from ..queue_ops import QueueOps
 from . import statements as sql
 from .database import Database
 from .ledger import PostgresLedger
+from .placed import unmet_ids
 
 COMMANDS_OWNER = "workqueue-command"  # the commands never claim; an owner no manager has
 
@@ -112,8 +112,7 @@ class FleetQueueOps(QueueOps):
     def unmet(self, offers: dict[str, dict]) -> dict[str, str]:
         """name -> why, for each waiting item whose need no live manager's offers meet (the
         live ones: `offers`) - it waits for a manager that does."""
-        unmet = {need: text for need, text in self.db.run(sql.NEEDS)
-                 if not any(Placement(o.items()).meets(text) for o in offers.values())}  # fmt: skip
+        unmet = unmet_ids(self.db)
         if not unmet:
             return {}
         heard = f"none of {', '.join(sorted(offers))} does" if offers else "none heard from"

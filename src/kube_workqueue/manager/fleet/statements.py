@@ -276,6 +276,19 @@ UNMET = Statement(
     "ORDER BY items.name",
 )
 NEEDS = Statement("needs", "SELECT id, expr FROM needs ORDER BY id")
+# The metric's count: waiting items of each need given (the ones no live manager meets).
+UNMET_COUNTS = Statement(
+    "unmet_counts",
+    "SELECT needs.expr, count(*) FROM items JOIN needs ON needs.id = items.need "
+    "WHERE items.claimable AND items.owner IS NULL AND items.need = ANY(%(needs)s) "
+    "GROUP BY needs.expr",
+)
+# The live managers' offers (heard from within their lease, by the database's clock).
+LIVE_OFFERS = Statement(
+    "live_offers",
+    "SELECT id, offers FROM managers "
+    "WHERE clock_timestamp() - said <= make_interval(secs => lease) ORDER BY id",
+)
 OFFERS = Statement("offers", "SELECT id, offers FROM managers ORDER BY id")
 
 # After a listing that added many names: the line's statistics brought up to date. The claim's

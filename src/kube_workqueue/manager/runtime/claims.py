@@ -290,7 +290,9 @@ def claimed_line(ledger: ClaimsWork, rate_limiter, registry=None, *, free_slots=
         from ..views.observe import ClaimsCollector
 
         latencies = lambda: list(line.claim_seconds)  # noqa: E731 - read at scrape time
-        registry.register(ClaimsCollector(ledger.claim_counters, ledger.owner, latencies))
+        registry.register(
+            ClaimsCollector(ledger.claim_counters, ledger.owner, latencies, ledger.unmet_needs)
+        )
     return line
 
 

@@ -39,6 +39,9 @@ buildkite/agent-stack-k8s#953's reporter had to rebuild from logs:
     workqueue_claim_seconds{manager,quantile}
                                              a claim's round trip to the database, median
                                              and 99th percentile of the last 10,000
+    workqueue_items_unmet{manager,need}      items waiting with a need no live manager's
+                                             offers meet (`--needs`; every manager says the
+                                             same: alert on the max)
 
 Units and suffixes follow Prometheus' conventions (base units, `_seconds`, `_ratio`, `_info`).
 """
@@ -178,10 +181,12 @@ class ClaimsCollector:
         counters: Callable[[], dict[str, float]],
         manager: str,
         latencies: Callable[[], list[float]] | None = None,
+        unmet: Callable[[], dict[str, int]] | None = None,
     ) -> None:
         self.counters = counters
         self.manager = manager
         self.latencies = latencies
+        self.unmet = unmet
 
     def describe(self):
         return []
@@ -202,4 +207,13 @@ class ClaimsCollector:
             for quantile in (0.5, 0.99):
                 at = min(len(recent) - 1, int(quantile * len(recent)))
                 family.add_metric([self.manager, str(quantile)], recent[at])
+            yield family
+        if self.unmet is not None:
+            family = GaugeMetricFamily(
+                "workqueue_items_unmet",
+                "Items waiting for a manager that offers what they need (none live does).",
+                labels=["manager", "need"],
+            )
+            for need, count in sorted(self.unmet().items()):
+                family.add_metric([self.manager, need], count)
             yield family

@@ -1,0 +1,48 @@
+"""Placement in the shared ledger itself (`manager.fleet.placed`), on a real PostgreSQL: an
+item's need recorded by its id, claims that take only what this manager's offers meet (a need
+recorded after its last look included once it looks again), and the count of what waits for a
+manager no live one is - the `workqueue_items_unmet` metric."""
+
+from __future__ import annotations
+
+from kube_workqueue.manager.placement import Placement, need_rule, offer
+from kube_workqueue.manager.views.observe import ClaimsCollector
+
+RULES = [need_rule("render/*=gpu"), need_rule("eu/*=region in (eu,ch)")]
+
+
+def placed(open_ledger, owner: str, *offers: str):
+    ledger = open_ledger(owner, join=False)
+    ledger.place(Placement([offer(o) for o in offers], RULES))
+    ledger.join()
+    return ledger
+
+
+def test_each_manager_claims_only_what_its_offers_meet(open_ledger):
+    gpu, cpu = placed(open_ledger, "gpu", "gpu=a100"), placed(open_ledger, "cpu", "region=ch")
+    cpu.see(["render/a", "eu/b", "plain/c"])
+    assert sorted(cpu.claim(10)) == ["eu/b", "plain/c"]  # not the render
+    assert gpu.claim(10) == ["render/a"]
+    assert cpu.claim(10) == [] and gpu.claim(10) == []
+
+
+def test_a_need_recorded_after_a_managers_last_look_is_judged_before_it_claims(open_ledger):
+    gpu, cpu = placed(open_ledger, "gpu", "gpu=h100"), placed(open_ledger, "cpu")
+    assert cpu.claim(1) == [] and gpu.claim(1) == []  # both looked: no needs yet
+    cpu.see(["render/new"])  # a need neither has seen
+    cpu._settings = (-1e18, cpu._settings[1])  # (its settings a moment old, as they will be)
+    assert cpu.claim(1) == []
+    gpu._settings = (-1e18, gpu._settings[1])
+    assert gpu.claim(1) == ["render/new"]
+
+
+def test_what_no_live_manager_can_run_is_counted_by_need(open_ledger):
+    cpu = placed(open_ledger, "cpu", "region=us")
+    cpu.see(["render/a", "render/b", "eu/c", "plain/d"])
+    assert cpu.unmet_needs() == {"gpu": 2, "region in (ch,eu)": 1}
+    family = [f for f in ClaimsCollector(dict, "cpu", None, cpu.unmet_needs).collect()
+              if f.name == "workqueue_items_unmet"][0]  # fmt: skip
+    assert {s.labels["need"]: s.value for s in family.samples} == {"gpu": 2, "region in (ch,eu)": 1}
+    placed(open_ledger, "gpu", "gpu=a100")
+    cpu._unmet = (-1e18, {})  # (a scrape a few seconds later)
+    assert cpu.unmet_needs() == {"region in (ch,eu)": 1}
