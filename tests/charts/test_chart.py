@@ -345,6 +345,27 @@ def test_a_promise_that_would_not_hold_fails_to_render_saying_what_to_set(values
     assert says in str(refused.value)
 
 
+def test_placement_reaches_the_manager_as_its_flags_and_needs_a_shared_ledger():
+    from helm_python.errors import HelmRenderError
+
+    from kube_workqueue.manager.backends.kubernetes import KubeOptions
+    from kube_workqueue.manager.cli import build_parser
+    from kube_workqueue.manager.declared import from_words
+
+    placement = {"offers": ["gpu=a100"], "needs": ["render/*=gpu,spot!=true"],
+                 "prefers": "region=eu", "spillAfter": "90s"}  # fmt: skip
+    values = {"placement": placement, "manager": {"sharedLedger": {"secret": "ledger"}}}
+    found, _ = containers(render(values))
+    args = [a.replace("$(POD_NAMESPACE)", "media") for a in found["manager"]["args"]]
+    args.append("--ledger=postgresql://wq@db/queue")  # (the pod's WORKQUEUE_LEDGER)
+    options = from_words(KubeOptions, vars(build_parser().parse_args(args)))
+    assert options.offers == [("gpu", "a100")] and options.spill_after == 90.0
+    assert [need.text for _, need in options.needs] == ["gpu,spot!=true"]
+    assert options.prefers.text == "region=eu"
+    with pytest.raises(HelmRenderError, match="set manager.sharedLedger.secret"):
+        render({"placement": placement})
+
+
 def test_batches_as_big_as_the_autoscaler_may_go_render():
     render({"manager": {"batchSize": 20, "parallelism": 2},
             "autoscaling": {"mode": "builtin", "maxParallelism": 20}})  # fmt: skip

@@ -34,7 +34,7 @@ def spec_schema() -> dict:
 def test_every_rule_compiles_and_none_is_a_transition_rule():
     found = rules(spec_schema())
     assert {where for where, _ in found} == {".spec", ".spec.source", ".spec.source.url"}
-    assert len(found) == 7
+    assert len(found) == 8
     for _, rule in found:
         compiled(rule)
 
@@ -110,6 +110,11 @@ def test_the_stand_in_refuses_a_broken_rule_on_every_write(custom):
         custom.create_namespaced_custom_object(G, V, NS, P, queue(drain=True))
     assert alone.value.status == 422 and "drain is for a manager of a shared ledger" in (
         alone.value.body
+    )
+    with pytest.raises(ApiException) as unplaced:
+        custom.create_namespaced_custom_object(G, V, NS, P, queue(placement={"offers": ["a=b"]}))
+    assert unplaced.value.status == 422 and "among the managers of a shared ledger" in (
+        unplaced.value.body
     )
     with pytest.raises(ApiException) as secret:
         custom.create_namespaced_custom_object(

@@ -73,6 +73,20 @@ def test_drain_reaches_the_queues_manager_and_changing_it_restarts_it():
     assert drained.fingerprint != undrained.fingerprint
 
 
+def test_placement_reaches_the_queues_manager_read_as_its_flags_read_it():
+    ledger = {"ledgerSecret": {"name": "ledger"}}
+    placement = {"offers": ["gpu=a100", "region=eu"], "needs": ["render/*=gpu,region in (eu,ch)"],
+                 "prefers": "spot!=true", "spillAfter": "2m"}  # fmt: skip
+    kube = plan(queue(**ledger, placement=placement), SETTINGS).kube
+    assert kube.offers == [("gpu", "a100"), ("region", "eu")]
+    assert [(glob, need.text) for glob, need in kube.needs] == [
+        ("render/*", "gpu,region in (ch,eu)")
+    ]
+    assert kube.prefers.text == "spot!=true" and kube.spill_after == 120.0
+    with pytest.raises(SpecProblem, match=r"spec.placement.needs: .*unknown operator"):
+        plan(queue(**ledger, placement={"needs": ["*=gpu>2"]}), SETTINGS)
+
+
 def test_what_a_running_manager_follows_does_not_restart_it():
     first = plan(queue(parallelism=2), SETTINGS).fingerprint
     assert plan(queue(parallelism=9, paused=True, limits=["a=1"]), SETTINGS).fingerprint == first

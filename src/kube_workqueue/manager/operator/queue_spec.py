@@ -189,6 +189,29 @@ def _manager_options(spec: dict) -> ManagerOptions:
     return ManagerOptions(**fields, tenancy=rules.TenancyOptions(**tenancy))
 
 
+def _placement(placement: dict) -> dict[str, Any]:
+    """`spec.placement` as the manager's --offers, --needs, --prefers, --spill-after (each
+    read by its flag's parser; a list's items one by one: a need holds commas)."""
+    from ..durations import parse_duration
+    from ..placement import need_rule, offer, parse_need
+
+    found: dict[str, Any] = {}
+    for field, key, parse in (("offers", "offers", offer), ("needs", "needs", need_rule)):
+        words = placement.get(key) or []
+        try:
+            found[field] = [parse(word) for word in words]
+        except UserError as exc:
+            raise UserError(f"spec.placement.{key}: {exc}") from None
+    try:
+        if placement.get("prefers"):
+            found["prefers"] = parse_need(placement["prefers"])
+        if placement.get("spillAfter"):
+            found["spill_after"] = parse_duration(placement["spillAfter"])
+    except UserError as exc:
+        raise UserError(f"spec.placement: {exc}") from None
+    return found
+
+
 def _worker_patch(worker: dict) -> dict | None:
     """The parts of `spec.worker` the pod options have no field for, as a partial pod spec:
     env entries with valueFrom, envFrom, resources - over the given podTemplate."""
@@ -220,6 +243,7 @@ def plan(obj: dict, settings: Settings) -> Plan:
     ledger_secret = (ledger["name"], ledger.get("key") or "url") if ledger else None
     try:  # the backend's options a WorkQueue field sets, each read by its flag's parser
         declared = from_spec(KubeOptions, spec)
+        declared.update(_placement(spec.get("placement") or {}))
     except UserError as exc:
         raise SpecProblem("InvalidSpec", str(exc)) from None
     env = {e["name"]: e.get("value", "") for e in worker.get("env") or () if "valueFrom" not in e}
