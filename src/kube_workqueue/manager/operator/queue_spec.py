@@ -196,10 +196,10 @@ def _placement(placement: dict) -> dict[str, Any]:
     from ..placement import need_rule, offer, parse_need
 
     found: dict[str, Any] = {}
-    for field, key, parse in (("offers", "offers", offer), ("needs", "needs", need_rule)):
+    for key, parse in (("offers", offer), ("needs", need_rule)):
         words = placement.get(key) or []
         try:
-            found[field] = [parse(word) for word in words]
+            found[key] = [parse(word) for word in words]
         except UserError as exc:
             raise UserError(f"spec.placement.{key}: {exc}") from None
     try:
