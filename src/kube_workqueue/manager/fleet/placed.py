@@ -16,7 +16,8 @@
               among them - an item is never taken by a manager that has not judged its need
 
 Invariant: `_need_ids` maps a need's text to its id (both fixed once made); `_may` is the
-sorted ids of the needs, up to `_needs_seen`, this manager's offers meet. Under `_writes`.
+sorted ids of the needs, up to `_needs_seen`, this manager's offers meet, `_unmet_ids` those
+they do not (together: every need it has read). Under `_writes`.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class PlacedClaims:
     placement: Placement | None = None
     _need_ids: dict[str, int]
     _may: tuple[int, ...] = ()
+    _unmet_ids: tuple[int, ...] = ()
     _needs_seen = 0
     _unmet: tuple[float, dict[str, int]] = (-1e18, {})
 
@@ -63,7 +65,7 @@ class PlacedClaims:
 
     def _free(self) -> dict[str, str]:
         """The `{turn}`, `{may}` and `{spill}` of `statements.FREE` for this manager, now."""
-        return {"turn": self._turn(), "may": self._may_array(), "spill": self._spill()}
+        return {"turn": self._turn(), "may": self._may_condition(), "spill": self._spill()}
 
     def _spill(self) -> str:
         """For a manager the queue does not prefer (`--prefers`): only items that have been in
@@ -75,10 +77,12 @@ class PlacedClaims:
         return (f"greatest(listed_at, ready_at) < clock_timestamp() - "
                 f"interval '{seconds:.3f} seconds'")  # fmt: skip
 
-    def _may_array(self) -> str:
-        """The needs this manager meets, as an SQL array constant (integers only). The newest
-        need's id comes with the queue's settings (`statements.SETTINGS`, read anyway): the
-        needs themselves are read only when one is new - no round trip of its own."""
+    def _may_condition(self) -> str:
+        """Which needs this manager meets, as an SQL condition on `need` (integers only): one
+        of the met ids, or - when that is shorter - a need it has judged (up to the newest it
+        read) that is not among the unmet ones. The newest need's id comes with the queue's
+        settings (`statements.SETTINGS`, read anyway): the needs themselves are read only when
+        one is new - no round trip of its own."""
         newest = self._read_settings()[4]
         with self._writes:
             if newest > self._needs_seen:
@@ -86,8 +90,13 @@ class PlacedClaims:
                 offers = self.placement.offers if self.placement is not None else {}
                 met = [i for i, text in new if _meets(offers, text)]
                 self._may = tuple(sorted({*self._may, *met}))
+                self._unmet_ids = tuple(sorted({*self._unmet_ids,
+                                                *(i for i, _ in new if i not in met)}))  # fmt: skip
                 self._needs_seen = max((i for i, _ in new), default=newest)
-            return "'{" + ",".join(str(int(i)) for i in self._may) + "}'"
+            unmet = self._unmet_ids
+            if len(unmet) < len(self._may):
+                return f"(need <= {int(self._needs_seen)} AND NOT (need = ANY({_array(unmet)})))"
+            return f"need = ANY({_array(self._may)})"
 
     def unmet_needs(self) -> dict[str, int]:
         """need -> waiting items with it, for each need no live manager's offers meet (the
@@ -120,3 +129,7 @@ def unmet_counts(db) -> dict[str, int]:
 
 def _meets(offers: dict[str, str], text: str) -> bool:
     return Placement(offers.items()).meets(text)
+
+
+def _array(ids) -> str:
+    return "'{" + ",".join(str(int(i)) for i in ids) + "}'::integer[]"

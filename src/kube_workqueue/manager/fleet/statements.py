@@ -145,12 +145,13 @@ PROBE = Statement("probe", "UPDATE managers SET said = clock_timestamp() WHERE i
 
 # A line item free to claim now: claimable, unowned, its backoff over, (for its first moment)
 # this manager's turn ({turn}: `claims._turn`), and a need this manager meets or none ({may}:
-# `placed._may_array`, the ids of the needs its offers meet, written into the text as a
-# constant array - one value of the statement, checked by a hash per row), and - for a manager
-# the queue does not prefer - an item that waited its spill-over time ({spill}: `placed._spill`).
+# `placed._may_condition` - the ids of the needs its offers meet or, when shorter, of those up
+# to the newest it has judged that they do not, as a constant array the planner estimates from
+# the column's statistics, checked by a hash per row), and - for a manager the queue does not
+# prefer - an item that waited its spill-over time ({spill}: `placed._spill`).
 FREE = (
     "claimable AND owner IS NULL AND ready_at <= clock_timestamp() AND {turn} "
-    "AND (need IS NULL OR need = ANY({may}::integer[])) AND {spill}"
+    "AND (need IS NULL OR {may}) AND {spill}"
 )
 # ... and this manager takes new items at all: it was not asked to drain (`workqueue drain`).
 # In the claim statement itself, so that once a drain is written no claim of the manager's
