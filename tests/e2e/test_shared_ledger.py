@@ -242,10 +242,10 @@ def test_a_drained_manager_finishes_what_it_holds_and_the_other_takes_the_rest(
     as they would, counted by the workers' own marks), another manager takes every other item
     once, status says draining then drained - and a restart of it stays drained until
     --undo."""
-    names = [f"item-{i:02}.txt" for i in range(12)]
+    names = [f"item-{i:02}.txt" for i in range(8)]
     items = folder(tmp_path, names)
     first, second = tmp_path / "state-a", tmp_path / "state-b"
-    env = env_with(SLEEP=0.4)
+    env = env_with(SLEEP=0.3)
     a = spawn_workqueue(*run_args(items, first, postgres, marker_worker, "--parallelism", 2),
                         env=env)  # fmt: skip
     wait_until(lambda: len(marker_worker.started()) >= 1, timeout=60)
