@@ -97,3 +97,46 @@ def test_a_kubernetes_manager_killed_mid_run_and_restarted_takes_back_its_jobs(
     assert Counter(marker_worker.ended()) == Counter(names)
     assert sorted(marker_worker.started()) == sorted(names)  # none started again
     assert all(r[1] == 1 for r in rows(postgres).values())  # one attempt each: none expired
+
+
+def test_placement_holds_between_a_kubernetes_and_a_local_manager(
+    tmp_path, ambassador_server, marker_worker, cluster, postgres
+):
+    """Placement on both backends at once: the cluster's manager offers a GPU (as the chart's
+    `placement.offers` would say), the local one does not; every render runs on the cluster,
+    the rest on either, each once."""
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    server = ambassador_server(videos)
+    needs = ["--needs", "render-*=gpu"]
+    kube = spawn_workqueue(
+        *cluster.args(server.url, marker_worker, "--parallelism", "2", "--poll-interval", "0.2",
+                      "--ledger", postgres, "--offers", "gpu=a100", *needs)
+    )  # fmt: skip
+    local = spawn_workqueue(
+        "manager", "--source", server.url, "--backend", "local", "--ledger", postgres,
+        "--state-dir", tmp_path / "state", "--worker-cmd", marker_worker.path,
+        "--parallelism", "2", "--poll-interval", "0.2", "--offers", "arch=amd64", *needs,
+    )  # fmt: skip
+    renders = [f"render-{i:02}.mp4" for i in range(6)]
+    names = renders + [f"plain-{i:02}.mp4" for i in range(6)]
+    try:
+        wait_until(lambda: managers_live(postgres) == 2, timeout=60)
+        for name in names:
+            (videos / name).write_bytes(b"x")
+        wait_until(lambda: sum(r[0] == "succeeded" for r in rows(postgres).values()) == 12,
+                   timeout=120)  # fmt: skip
+        assert Counter(marker_worker.ended()) == Counter(names)  # each once
+        local_runs = {
+            n for n, r in rows(postgres).items() if r[2].startswith(str(tmp_path / "state"))
+        }
+        assert not local_runs & set(renders), local_runs  # no render on the local manager
+        offers = json.loads(workqueue("status", "--ledger", postgres, "--json").stdout)
+        assert sorted(offers["manager_offers"].values(), key=str) == [
+            {"arch": "amd64"}, {"gpu": "a100"}
+        ]  # fmt: skip
+    finally:
+        for process in (kube, local):
+            process.send_signal(signal.SIGTERM)
+        for process in (kube, local):
+            process.wait(timeout=60)
