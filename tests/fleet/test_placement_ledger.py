@@ -46,3 +46,18 @@ def test_what_no_live_manager_can_run_is_counted_by_need(open_ledger):
     placed(open_ledger, "gpu", "gpu=a100")
     cpu._unmet = (-1e18, {})  # (a scrape a few seconds later)
     assert cpu.unmet_needs() == {"region in (ch,eu)": 1}
+
+
+def test_a_tenants_items_are_pinned_by_its_group(open_ledger):
+    from kube_workqueue.manager.runtime.tenants import Tenants
+    from kube_workqueue.manager.tenancy.rules import TenancyOptions
+
+    rules = [need_rule("group:eu-*=region==eu")]
+    eu, us = (open_ledger(owner, join=False) for owner in ("eu", "us"))
+    for ledger, region in ((eu, "eu"), (us, "us")):
+        ledger.place(Placement([offer(f"region={region}")], rules))
+        ledger.join()
+        ledger.use_tenants(Tenants(TenancyOptions(group="^([^/]+)/")))
+    us.see(["eu-acme/a.mp4", "us-bob/b.mp4", "eu-acme/c.mp4"])
+    assert us.claim(10) == ["us-bob/b.mp4"]  # the EU tenant's items are not the US manager's
+    assert sorted(eu.claim(10)) == ["eu-acme/a.mp4", "eu-acme/c.mp4"]

@@ -65,3 +65,13 @@ def test_rules_and_offers():
             offer(bad)
     with pytest.raises(InputError, match="wants GLOB=NEED"):
         need_rule("gpu")
+
+
+def test_a_group_rule_pins_a_tenants_items_and_the_first_rule_still_wins():
+    placement = Placement(
+        [], [need_rule("urgent/*=gpu"), need_rule("group:eu-*=region==eu"), need_rule("*=!spot")]
+    )
+    assert placement.need_of("urgent/a", "eu-acme").text == "gpu"  # an earlier name rule
+    assert placement.need_of("b", "eu-acme").text == "region=eu"
+    assert placement.need_of("b", "us-bob").text == "!spot"
+    assert placement.need_of("b").text == "!spot"  # no group: group rules pass it by

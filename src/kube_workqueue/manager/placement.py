@@ -4,6 +4,8 @@ ledger runs each item only where it may run.
     --offers gpu=a100 --offers region=eu        a manager's attributes (KEY=VALUE, repeatable)
     --needs 'render/*=gpu'                      items whose name matches the glob need this
     --needs 'eu-*/*=region==eu,spot!=true'      (repeatable; the first glob that matches wins)
+    --needs 'group:eu-*=region==eu'             (`group:GLOB`: the item's group - a tenant - not
+                                                its name: a tenant's items pinned)
     --prefers 'spot!=true' --spill-after 2m     managers whose offers meet it have every item
                                                 first; the others take one that waited 2m
 
@@ -33,7 +35,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from .errors import InputError
-from .priority_rules import Rules, unclosed_bracket
+from .patterns import compile_globs, first_glob
+from .priority_rules import unclosed_bracket
+
+GROUP_PREFIX = "group:"  # a rule's glob over the item's group (a tenant), not its name
 
 # a label's name (an optional DNS prefix and `/`) and value, as Kubernetes allows them
 KEY = r"(?:[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
@@ -179,7 +184,12 @@ class Placement:
                  needs: Iterable[tuple[str, Need]] = (), prefers: Need | None = None,
                  spill_after: float = 0.0) -> None:  # fmt: skip
         self.offers: dict[str, str] = dict(offers)
-        self.rules = Rules(needs)
+        # (by group, the glob's pattern, the need), in the order given: the first match wins
+        self.rules = [
+            (glob.startswith(GROUP_PREFIX),
+             compile_globs([glob.removeprefix(GROUP_PREFIX)]), need)
+            for glob, need in needs
+        ]  # fmt: skip
         self.prefers = prefers
         self.spill_after = spill_after
 
@@ -188,9 +198,14 @@ class Placement:
         """Whether this manager is one the queue prefers (with no preference, every one is)."""
         return self.prefers is None or self.prefers.met_by(self.offers)
 
-    def need_of(self, name: str) -> Need | None:
-        """The need of the first rule whose glob matches `name`, or None (any manager)."""
-        return self.rules.of(name)
+    def need_of(self, name: str, group: str | None = None) -> Need | None:
+        """The need of the first rule whose glob matches `name` - or, a `group:` rule, the
+        item's `group` - or None (any manager)."""
+        for by_group, pattern, need in self.rules:
+            said = group if by_group else name
+            if said is not None and first_glob(pattern, said) is not None:
+                return need
+        return None
 
     def meets(self, need_text: str) -> bool:
         """Whether this manager's offers meet a need as the ledger holds it (its text). A text

@@ -53,7 +53,7 @@ class PlacedClaims:
             return [None] * len(names)
         found: list[int | None] = []
         for name in names:
-            need = self.placement.need_of(name)
+            need = self.placement.need_of(name, self.group_of(name))
             found.append(None if need is None else self._need_id(need.text))
         return found
 
