@@ -144,7 +144,6 @@ class Backlog:
 
 
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-_decode = json.JSONDecoder().decode
 
 
 def _fields_encoder():
@@ -170,7 +169,7 @@ _encode_fields = _fields_encoder()
 
 
 def _object_decoder():
-    """`_decode` for a text that starts with `{`, without `JSONDecoder.decode`'s Python steps
+    """`json.loads` for a text that starts with `{`, without `JSONDecoder.decode`'s Python steps
     (two regular expressions for whitespace, two calls): the scanner those steps end in, made
     once - what a million-record listing paid most for after the broker. Trailing whitespace
     is allowed, as `json.loads` allows it; anything else after the object is a ValueError."""
