@@ -129,8 +129,6 @@ def describe_error(exc: Exception, where: str) -> str:
     denied = isinstance(exc, az.HttpResponseError) and exc.status_code in (401, 403)
     if isinstance(exc, az.ClientAuthenticationError) or denied:  # a wrong key: 403 signed
         return f"{where}: access denied: {_denied_because(exc)}"
-    if isinstance(exc, ImportError):
-        raise exc  # the caller names the extra that installs it
     if isinstance(exc, az.ServiceRequestError | az.ServiceResponseError):
         return f"{where}: cannot reach the account's blob endpoint"
     if isinstance(exc, az.HttpResponseError):
@@ -174,6 +172,8 @@ class AzureType(ObjectStoreType):
                 name_starts_with=lister.prefix or None, results_per_page=1
             )
             next(iter(first), None)  # asks for the first page
+        except ImportError:
+            raise  # (azure-identity, for workload identity: the caller names the extra)
         except Exception as exc:
             raise SourceConfigError(describe_error(exc, where)) from None
 
