@@ -17,7 +17,8 @@
 
 Invariant: `_need_ids` maps a need's text to its id (both fixed once made); `_may` is the
 sorted ids of the needs, up to `_needs_seen`, this manager's offers meet, `_unmet_ids` those
-they do not (together: every need it has read). Under `_writes`.
+they do not (together: every need it has read); `_may_sql` is the claim's condition made from
+them. Under `_writes`.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class PlacedClaims:
     _may: tuple[int, ...] = ()
     _unmet_ids: tuple[int, ...] = ()
     _needs_seen = 0
+    _may_sql = "need = ANY('{}'::integer[])"  # `_may_condition`'s answer, made when needs come
     _unmet: tuple[float, dict[str, int]] = (-1e18, {})
 
     def place(self, placement: Placement) -> None:
@@ -93,10 +95,16 @@ class PlacedClaims:
                 self._unmet_ids = tuple(sorted({*self._unmet_ids,
                                                 *(i for i, _ in new if i not in met)}))  # fmt: skip
                 self._needs_seen = max((i for i, _ in new), default=newest)
-            unmet = self._unmet_ids
-            if len(unmet) < len(self._may):
-                return f"(need <= {int(self._needs_seen)} AND NOT (need = ANY({_array(unmet)})))"
-            return f"need = ANY({_array(self._may)})"
+                self._may_sql = self._condition()
+            return self._may_sql
+
+    def _condition(self) -> str:
+        """`_may_condition`'s text from what was judged (made once per new need, not per claim:
+        a thousand ids are a string of some kilobytes)."""
+        if len(self._unmet_ids) < len(self._may):
+            seen, unmet = int(self._needs_seen), _array(self._unmet_ids)
+            return f"(need <= {seen} AND NOT (need = ANY({unmet})))"
+        return f"need = ANY({_array(self._may)})"
 
     def unmet_needs(self) -> dict[str, int]:
         """need -> waiting items with it, for each need no live manager's offers meet (the
@@ -113,11 +121,17 @@ class PlacedClaims:
         return found
 
 
-def unmet_ids(db) -> dict[int, str]:
-    """id -> text of each need no live manager's offers meet."""
-    live = [dict(offers or {}) for _, offers in db.run(sql.LIVE_OFFERS)]
+def live_offers(db) -> dict[str, dict[str, str]]:
+    """manager -> offers, of each manager heard from within its lease."""
+    return {manager: dict(offers or {}) for manager, offers in db.run(sql.LIVE_OFFERS)}
+
+
+def unmet_ids(db, live: dict[str, dict[str, str]] | None = None) -> dict[int, str]:
+    """id -> text of each need none of the `live` managers' offers meet (read when not
+    given: `live_offers`)."""
+    offered = (live_offers(db) if live is None else live).values()
     return {need: text for need, text in db.run(sql.NEEDS)
-            if not any(_meets(offers, text) for offers in live)}  # fmt: skip
+            if not any(_meets(offers, text) for offers in offered)}  # fmt: skip
 
 
 def unmet_counts(db) -> dict[str, int]:

@@ -28,7 +28,7 @@ from ..queue_ops import QueueOps
 from . import statements as sql
 from .database import Database
 from .ledger import PostgresLedger
-from .placed import unmet_ids
+from .placed import live_offers, unmet_ids
 
 COMMANDS_OWNER = "workqueue-command"  # the commands never claim; an owner no manager has
 
@@ -80,10 +80,10 @@ class FleetQueueOps(QueueOps):
     def status(self, listed: list[str] | None = None) -> QueueRecord:
         ledger = self.ledger
         facts, silent = self.live_facts()
+        heard = live_offers(self.db)  # (judged by all heard from; shown: those with facts)
         live = set((facts or {}).get("managers") or ())
-        offers = {manager: dict(said or {}) for manager, said in self.db.run(sql.OFFERS)
-                  if manager in live}  # fmt: skip
-        reasons = self.unmet(offers)
+        offers = {manager: said for manager, said in heard.items() if manager in live}
+        reasons = self.unmet(heard, offers)
         if silent:
             by_id = {m["id"]: m for m in silent}
             held = self.db.run(sql.CLAIMS_OF, owners=list(by_id))
@@ -109,10 +109,10 @@ class FleetQueueOps(QueueOps):
             manager_offers=offers,
         )
 
-    def unmet(self, offers: dict[str, dict]) -> dict[str, str]:
-        """name -> why, for each waiting item whose need no live manager's offers meet (the
-        live ones: `offers`) - it waits for a manager that does."""
-        unmet = unmet_ids(self.db)
+    def unmet(self, heard: dict[str, dict], offers: dict[str, dict]) -> dict[str, str]:
+        """name -> why, for each waiting item whose need none of the managers `heard` from
+        offers (named by the live ones', `offers`) - it waits for a manager that does."""
+        unmet = unmet_ids(self.db, heard)
         if not unmet:
             return {}
         heard = f"none of {', '.join(sorted(offers))} does" if offers else "none heard from"

@@ -290,7 +290,6 @@ LIVE_OFFERS = Statement(
     "SELECT id, offers FROM managers "
     "WHERE clock_timestamp() - said <= make_interval(secs => lease) ORDER BY id",
 )
-OFFERS = Statement("offers", "SELECT id, offers FROM managers ORDER BY id")
 
 # After a listing that added many names: the line's statistics brought up to date. The claim's
 # plan follows them - statistics that last saw the line nearly empty (a new queue, or one
