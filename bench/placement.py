@@ -7,7 +7,9 @@ match costs a claim, a preferred manager's share, spill-over and drain times.
                 every item once
     claim       one claim's round trip (start and finish beside it) over 2,000 waiting items,
                 without needs, and with their needs spread over 10 and over 1,000 distinct
-                ones that the manager meets (goal <= 1.2x of without) - and meeting half
+                ones that the manager meets (goal <= 1.2x of without) - and meeting half, with
+                a second manager taking the other half, and with nobody taking it (the worst
+                case: those items gather at the line's head and each claim walks past them)
     prefer      a preferred manager and another (--prefers) over 100 items the preferred one
                 needs 10 s for: each one's share with a spill-over of 30 s and of 2 s; and with
                 no preferred manager running, how long the first item waits (its spill-over,
@@ -113,7 +115,10 @@ def claim_cost(waiting: int = 2000) -> None:
     from kube_workqueue.manager.fleet.ledger import PostgresLedger
     from kube_workqueue.manager.placement import Placement, need_rule, offer
 
-    def timed(distinct: int, met_share: float) -> float:
+    def timed(distinct: int, met_share: float, rival: bool = False) -> float:
+        """p50 of this manager's claims; with `rival`, a second manager that meets the needs
+        this one does not claims (untimed) after each of its claims - a fleet in which the
+        others take their items; without, nobody does and they gather at the line's head."""
         server = PostgresServer()
         try:
             db = Database(server.database())
@@ -122,12 +127,18 @@ def claim_cost(waiting: int = 2000) -> None:
             ledger = PostgresLedger(db, "bench")
             ledger.place(Placement(met, rules))
             ledger.join()
+            other = None
+            if rival:
+                rest = [offer(f"k{i}=y") for i in range(distinct) if i >= distinct * met_share]
+                other = PostgresLedger(Database(server.database()), "rival")
+                other.place(Placement(rest, rules))
+                other.join()
             names = [f"n{i % distinct:04}-{i:05}" if distinct else f"x-{i:05}"
                      for i in range(waiting)]  # fmt: skip
             ledger.see(names)
             with db.session() as session:
                 session.cursor.execute("ANALYZE items")
-            runs = int(waiting * (met_share if distinct else 1.0))
+            runs = int(waiting * (met_share if distinct else 0.5 if rival else 1.0))
             claims = []
             for _ in range(runs):
                 began = time.perf_counter()
@@ -135,7 +146,12 @@ def claim_cost(waiting: int = 2000) -> None:
                 claims.append(time.perf_counter() - began)
                 ledger.start(name, "log")
                 ledger.finish(name, True, 0, None)
+                for taken in other.claim(1) if other is not None else ():
+                    other.start(taken, "log")
+                    other.finish(taken, True, 0, None)
             ledger.close()
+            if other is not None:
+                other.close()
             claims.sort()
             return claims[len(claims) // 2]
         finally:
@@ -143,10 +159,16 @@ def claim_cost(waiting: int = 2000) -> None:
 
     base = timed(0, 1.0)
     print(f"claim: p50 over {waiting:,} waiting, no needs: {base * 1000:.3f} ms")
-    for distinct, share in ((10, 1.0), (1000, 1.0), (10, 0.5), (1000, 0.5)):
-        cost = timed(distinct, share)
-        print(f"claim: {distinct:,} distinct needs, {share:.0%} of them met: "
-              f"{cost * 1000:.3f} ms ({cost / base:.2f}x; goal <= 1.2x)")  # fmt: skip
+    pair = timed(0, 1.0, rival=True)
+    print(f"claim: the same, a second manager claiming beside it: {pair * 1000:.3f} ms")
+    for distinct, share, rival in ((10, 1.0, False), (1000, 1.0, False), (10, 0.5, True),
+                                   (1000, 0.5, True), (10, 0.5, False), (1000, 0.5, False)):
+        cost = timed(distinct, share, rival)
+        against = pair if rival else base
+        who = ("; a second manager takes the rest (against the pair without needs)" if rival
+               else "; nobody takes the rest" if share < 1 else "")  # fmt: skip
+        print(f"claim: {distinct:,} distinct needs, {share:.0%} of them met{who}: "
+              f"{cost * 1000:.3f} ms ({cost / against:.2f}x; goal <= 1.2x)")  # fmt: skip
 
 
 def prefer() -> None:

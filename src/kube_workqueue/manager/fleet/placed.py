@@ -10,15 +10,15 @@
               preference takes an item only once it has waited D in line - the preferred
               managers have it first, and what they have no slot for spills over
     may       the ids of the needs this manager's offers meet: every claim statement takes
-              only items with no need or one of these (`statements.FREE`'s `{may}`). The new
+              only items with no need or one of these (`statements.FREE`'s `{may}`, one bit
+              per need). The new
               ones are read when the queue's settings (read at most every `SETTINGS_SECONDS`)
               show a newer need (ids only grow); a need recorded meanwhile is simply not yet
               among them - an item is never taken by a manager that has not judged its need
 
 Invariant: `_need_ids` maps a need's text to its id (both fixed once made); `_may` is the
-sorted ids of the needs, up to `_needs_seen`, this manager's offers meet, `_unmet_ids` those
-they do not (together: every need it has read); `_may_sql` is the claim's condition made from
-them. Under `_writes`.
+sorted ids of the needs, up to `_needs_seen` (every one it has read), this manager's offers
+meet; `_may_sql` is the claim's condition made from them. Under `_writes`.
 """
 
 from __future__ import annotations
@@ -38,9 +38,8 @@ class PlacedClaims:
     placement: Placement | None = None
     _need_ids: dict[str, int]
     _may: tuple[int, ...] = ()
-    _unmet_ids: tuple[int, ...] = ()
     _needs_seen = 0
-    _may_sql = "need = ANY('{}'::integer[])"  # `_may_condition`'s answer, made when needs come
+    _may_sql = "false"  # `_may_condition`'s answer, made when needs come
     _unmet: tuple[float, dict[str, int]] = (-1e18, {})
 
     def place(self, placement: Placement) -> None:
@@ -80,9 +79,8 @@ class PlacedClaims:
                 f"interval '{seconds:.3f} seconds'")  # fmt: skip
 
     def _may_condition(self) -> str:
-        """Which needs this manager meets, as an SQL condition on `need` (integers only): one
-        of the met ids, or - when that is shorter - a need it has judged (up to the newest it
-        read) that is not among the unmet ones. The newest need's id comes with the queue's
+        """Which needs this manager meets, as an SQL condition on `need` (integers only: see
+        `_condition`). The newest need's id comes with the queue's
         settings (`statements.SETTINGS`, read anyway): the needs themselves are read only when
         one is new - no round trip of its own."""
         newest = self._read_settings()[4]
@@ -92,19 +90,24 @@ class PlacedClaims:
                 offers = self.placement.offers if self.placement is not None else {}
                 met = [i for i, text in new if _meets(offers, text)]
                 self._may = tuple(sorted({*self._may, *met}))
-                self._unmet_ids = tuple(sorted({*self._unmet_ids,
-                                                *(i for i, _ in new if i not in met)}))  # fmt: skip
                 self._needs_seen = max((i for i, _ in new), default=newest)
                 self._may_sql = self._condition()
             return self._may_sql
 
     def _condition(self) -> str:
-        """`_may_condition`'s text from what was judged (made once per new need, not per claim:
-        a thousand ids are a string of some kilobytes)."""
-        if len(self._unmet_ids) < len(self._may):
-            seen, unmet = int(self._needs_seen), _array(self._unmet_ids)
-            return f"(need <= {seen} AND NOT (need = ANY({unmet})))"
-        return f"need = ANY({_array(self._may)})"
+        """`_may_condition`'s text from what was judged, made once per new need, not per claim:
+        one bit per need judged, bit i set when need i is met, looked up by `get_bit` - a
+        constant, however many needs, for the planner to estimate. The claim is planned at
+        every call (a custom plan: its limit is a parameter), and a list of ids was estimated
+        id by id against the column's statistics: 0.8 ms of planning at 500 met ids, twice the
+        claim itself. CASE keeps `get_bit` from a need newer than the bits."""
+        if not self._may:
+            return "false"
+        bits = ["0"] * (self._needs_seen + 1)
+        for need in self._may:
+            bits[need] = "1"
+        return (f"CASE WHEN need <= {int(self._needs_seen)} "
+                f"THEN get_bit(B'{''.join(bits)}'::varbit, need) = 1 END")  # fmt: skip
 
     def unmet_needs(self) -> dict[str, int]:
         """need -> waiting items with it, for each need no live manager's offers meet (the
@@ -144,6 +147,3 @@ def unmet_counts(db) -> dict[str, int]:
 def _meets(offers: dict[str, str], text: str) -> bool:
     return Placement(offers.items()).meets(text)
 
-
-def _array(ids) -> str:
-    return "'{" + ",".join(str(int(i)) for i in ids) + "}'::integer[]"
