@@ -161,8 +161,14 @@ def claim_cost(waiting: int = 2000) -> None:
     print(f"claim: p50 over {waiting:,} waiting, no needs: {base * 1000:.3f} ms")
     pair = timed(0, 1.0, rival=True)
     print(f"claim: the same, a second manager claiming beside it: {pair * 1000:.3f} ms")
-    for distinct, share, rival in ((10, 1.0, False), (1000, 1.0, False), (10, 0.5, True),
-                                   (1000, 0.5, True), (10, 0.5, False), (1000, 0.5, False)):
+    for distinct, share, rival in (
+        (10, 1.0, False),
+        (1000, 1.0, False),
+        (10, 0.5, True),
+        (1000, 0.5, True),
+        (10, 0.5, False),
+        (1000, 0.5, False),
+    ):
         cost = timed(distinct, share, rival)
         against = pair if rival else base
         who = ("; a second manager takes the rest (against the pair without needs)" if rival

@@ -366,6 +366,38 @@ def test_placement_reaches_the_manager_as_its_flags_and_needs_a_shared_ledger():
         render({"placement": placement})
 
 
+def test_node_labels_reach_the_manager_with_the_one_cluster_wide_rule_it_needs():
+    """`placement.nodeLabels`: the manager's `--offers-node-label`s, and the one cluster-wide
+    permission it takes for them - list nodes, nothing else, bound to the manager's service
+    account, named with the namespace (a ClusterRole's name is the cluster's)."""
+    from helm_python.errors import HelmRenderError
+
+    from kube_workqueue.manager.backends.kubernetes import KubeOptions
+    from kube_workqueue.manager.cli import build_parser
+    from kube_workqueue.manager.declared import from_words
+
+    placement = {"nodeLabels": ["nvidia.com/gpu.product", "topology.kubernetes.io/region"]}
+    values = {"placement": placement, "manager": {"sharedLedger": {"secret": "ledger"}}}
+    docs = render(values)
+    for doc in by_kind(docs, "ClusterRole") + by_kind(docs, "ClusterRoleBinding"):
+        for version in VERSIONS:
+            kubernetes_validate.validate(doc, version, strict=True)
+    found, pod = containers(docs)
+    args = [a.replace("$(POD_NAMESPACE)", "media") for a in found["manager"]["args"]]
+    args.append("--ledger=postgresql://wq@db/queue")
+    options = from_words(KubeOptions, vars(build_parser().parse_args(args)))
+    assert options.offers_node_labels == placement["nodeLabels"]
+    (role,) = by_kind(docs, "ClusterRole")
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}]
+    assert role["metadata"]["name"].startswith("media-")
+    (binding,) = by_kind(docs, "ClusterRoleBinding")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": pod["serviceAccountName"],
+                                    "namespace": "media"}]  # fmt: skip
+    with pytest.raises(HelmRenderError, match="set manager.sharedLedger.secret"):
+        render({"placement": placement})
+
+
 def test_batches_as_big_as_the_autoscaler_may_go_render():
     render({"manager": {"batchSize": 20, "parallelism": 2},
             "autoscaling": {"mode": "builtin", "maxParallelism": 20}})  # fmt: skip

@@ -175,6 +175,14 @@ def offer(text: str) -> tuple[str, str]:
     return key.strip(), value.strip()
 
 
+def label_key(text: str) -> str:
+    """`KEY` (`--offers-node-label`): a label's key, as Kubernetes allows it."""
+    if not _KEY.match(text.strip()):
+        raise InputError(f"wants a node label's key (for example "
+                         f"topology.kubernetes.io/region): {text!r}")  # fmt: skip
+    return text.strip()
+
+
 class Placement:
     """A manager's offers and the queue's need rules, as the ledger uses them; `prefers`: the
     managers the queue prefers (whose offers meet it) have each item first, the others only

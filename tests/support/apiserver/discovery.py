@@ -20,7 +20,7 @@ def _resources(group_version: str, names: dict[str, tuple[str, bool]]) -> dict:
 
 CORE = _resources("v1", {"configmaps": ("ConfigMap", True), "events": ("Event", True),
                          "pods": ("Pod", True), "services": ("Service", True),
-                         "secrets": ("Secret", True)})  # fmt: skip
+                         "secrets": ("Secret", True), "nodes": ("Node", False)})  # fmt: skip
 BUILT_IN_GROUPS = {
     ("batch", "v1"): _resources("batch/v1", {"jobs": ("Job", True)}),
     ("apps", "v1"): _resources("apps/v1", {"deployments": ("Deployment", True)}),

@@ -14,7 +14,7 @@ from .discovery import BUILT_IN_GROUPS, root_discovery
 from .errors import ApiError, status_body
 from .faults import Faults
 from .selectors import selector_matches
-from .store import Store
+from .store import CLUSTER_SCOPED, Store
 
 _PATH = re.compile(
     r"^/(?:api/v1|apis/(?P<group>[^/]+)/(?P<version>v[0-9a-z]+))(?:/namespaces/(?P<ns>[^/]+))?/"
@@ -195,7 +195,9 @@ class ApiServer:
             f"{group}/{m.group('version')}" if definition is not None else None
         )  # objects are answered at the version asked for (conversion strategy None)
         watch = query.get("watch") in ("true", "1")
-        if ns is None and (name or method != "GET"):  # only lists and watches span namespaces
+        if (ns is not None) == (resource in CLUSTER_SCOPED) or (
+            ns is None and resource not in CLUSTER_SCOPED and (name or method != "GET")
+        ):  # a cluster-scoped kind has no namespace; only lists and watches span namespaces
             return self._send(
                 h,
                 404,

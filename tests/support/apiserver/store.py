@@ -20,12 +20,14 @@ from .errors import ApiError, now_rfc3339
 from .patches import apply_patch
 from .selectors import selector_matches
 
+CLUSTER_SCOPED = frozenset({"nodes"})  # no namespace in their path, every verb without one
 RESOURCES = {
     ("", "configmaps"): ("v1", "ConfigMap"),
     ("", "events"): ("v1", "Event"),
     ("", "pods"): ("v1", "Pod"),
     ("", "services"): ("v1", "Service"),
     ("", "secrets"): ("v1", "Secret"),
+    ("", "nodes"): ("v1", "Node"),
     ("batch", "jobs"): ("batch/v1", "Job"),
     ("apps", "deployments"): ("apps/v1", "Deployment"),
     ("networking.k8s.io", "networkpolicies"): ("networking.k8s.io/v1", "NetworkPolicy"),

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import UserError
@@ -42,7 +42,9 @@ log = logging.getLogger(__name__)
 @dataclass
 class FleetRunner:
     """What a backend hands `join`: see the module docstring. `owner_is` words whose claims
-    they are in the log line ("this manager", "this installation")."""
+    they are in the log line ("this manager", "this installation"); `offers`, facts the
+    backend found true of where its work runs (a cluster's node labels), offered beside
+    `--offers`."""
 
     backend: Backend
     owner: str
@@ -51,6 +53,7 @@ class FleetRunner:
     elector: Elector | None = None
     owner_is: str = "this manager"
     fence: Callable[[float], bool] = lambda timeout: True  # `Parts.fence`, the runner's part
+    offers: dict[str, str] = field(default_factory=dict)
 
 
 def join(backend_package: Any, backend_name: str, options: Any, seeds: ManagerSeeds) -> Parts:
@@ -65,8 +68,8 @@ def join(backend_package: Any, backend_name: str, options: Any, seeds: ManagerSe
         ledger = open_shared(
             options.ledger, runner.owner, lease=options.lease, max_attempts=seeds.max_attempts,
             retry_backoff=seeds.retry_backoff,
-            placement=Placement(options.offers, options.needs, options.prefers,
-                                options.spill_after),  # fmt: skip
+            placement=Placement([*runner.offers.items(), *options.offers], options.needs,
+                                options.prefers, options.spill_after),  # fmt: skip
         )  # fmt: skip
         runner.settle(ledger)
         let_go_unstarted(ledger)

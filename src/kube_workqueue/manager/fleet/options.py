@@ -18,7 +18,7 @@ from typing import Protocol, runtime_checkable
 from ..declared import option
 from ..durations import parse_duration
 from ..errors import InputError, UserError
-from ..placement import need_rule, offer, parse_need
+from ..placement import label_key, need_rule, offer, parse_need
 
 DEFAULT_LEASE = 30.0
 
@@ -123,6 +123,19 @@ def offers_option():
         parse=lambda words: [offer(word) for word in words],
         repeat=True,
         metavar="KEY=VALUE",
+        requires="ledger",
+    )
+
+
+def node_labels_option():
+    return option(
+        "--offers-node-label",
+        "with --ledger: offer KEY=VALUE when every node the worker pods may use has that "
+        "label with that one value, read at start (repeatable: topology.kubernetes.io/region, "
+        "nvidia.com/gpu.product); the pods are pinned to it",
+        parse=lambda words: [label_key(word) for word in words],
+        repeat=True,
+        metavar="KEY",
         requires="ledger",
     )
 

@@ -146,4 +146,3 @@ def unmet_counts(db) -> dict[str, int]:
 
 def _meets(offers: dict[str, str], text: str) -> bool:
     return Placement(offers.items()).meets(text)
-

@@ -140,3 +140,82 @@ def test_placement_holds_between_a_kubernetes_and_a_local_manager(
             process.send_signal(signal.SIGTERM)
         for process in (kube, local):
             process.wait(timeout=60)
+
+
+def _node(name: str, labels: dict, *, taints=(), cordoned: bool = False) -> dict:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
+            "spec": {"unschedulable": cordoned, "taints": list(taints)}}  # fmt: skip
+
+
+def test_a_kubernetes_manager_offers_what_every_node_its_jobs_may_use_says_and_pins_them(
+    tmp_path, ambassador_server, marker_worker, cluster, postgres
+):
+    """`--offers-node-label`: the cluster's manager reads its nodes at start and offers a
+    label every node its pods may use has with one value - a cordoned node and one whose
+    taint the pods do not tolerate do not count, and a label the usable nodes disagree on is
+    not offered. Its Jobs are pinned to what it offers; the renders that need the GPU run on
+    the cluster only, the rest on either, each once."""
+    gpu = "nvidia.com/gpu.product"
+    zone = "topology.kubernetes.io/zone"
+    for node in (
+        _node("gpu-a", {gpu: "A100", zone: "eu-west-1a", "pool": "batch"}),
+        _node("gpu-b", {gpu: "A100", zone: "eu-west-1b", "pool": "batch"}),
+        _node("cordoned", {"pool": "batch"}, cordoned=True),
+        _node("infra", {"pool": "batch"},
+              taints=[{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}]),
+        _node("other-pool", {"pool": "web"}),
+    ):  # fmt: skip
+        cluster.server.store.create("", "nodes", None, node)
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    server = ambassador_server(videos)
+    needs = ["--needs", f"render-*={gpu}=A100"]
+    kube = spawn_workqueue(
+        *cluster.args(server.url, marker_worker, "--parallelism", "2", "--poll-interval", "0.2",
+                      "--ledger", postgres, "--node-selector", "pool=batch",
+                      "--offers-node-label", gpu, "--offers-node-label", zone, *needs)
+    )  # fmt: skip
+    local = spawn_workqueue(
+        "manager", "--source", server.url, "--backend", "local", "--ledger", postgres,
+        "--state-dir", tmp_path / "state", "--worker-cmd", marker_worker.path,
+        "--parallelism", "2", "--poll-interval", "0.2", *needs,
+    )  # fmt: skip
+    renders = [f"render-{i:02}.mp4" for i in range(4)]
+    names = renders + [f"plain-{i:02}.mp4" for i in range(4)]
+    try:
+        wait_until(lambda: managers_live(postgres) == 2, timeout=60)
+        status = json.loads(workqueue("status", "--ledger", postgres, "--json").stdout)
+        assert list(status["manager_offers"].values()) == [{gpu: "A100"}]  # no zone: they differ
+        for name in names:
+            (videos / name).write_bytes(b"x")
+        wait_until(lambda: sum(r[0] == "succeeded" for r in rows(postgres).values()) == 8,
+                   timeout=120)  # fmt: skip
+        assert Counter(marker_worker.ended()) == Counter(names)  # each once
+        local_runs = {
+            n for n, r in rows(postgres).items() if r[2].startswith(str(tmp_path / "state"))
+        }
+        assert not local_runs & set(renders), local_runs  # no render off the cluster
+        selectors = [j["spec"]["template"]["spec"]["nodeSelector"] for j in cluster.objects("jobs")]
+        assert selectors and all(s == {"pool": "batch", gpu: "A100"} for s in selectors)
+    finally:
+        for process in (kube, local):
+            process.send_signal(signal.SIGTERM)
+        said = [process.communicate(timeout=60)[1] for process in (kube, local)]
+    assert f"offers from node labels: {gpu}=A100 (and its Jobs pinned to them)" in said[0]
+    disagree = "the nodes its Jobs may use disagree (eu-west-1a, eu-west-1b)"
+    assert f"not offering {zone} from node labels: {disagree}" in said[0]  # as the docs show
+
+
+def test_offers_that_the_nodes_contradict_are_one_line_before_anything_is_claimed(
+    tmp_path, ambassador_server, marker_worker, cluster, postgres
+):
+    cluster.server.store.create("", "nodes", None, _node("n1", {"gpu": "h100"}))
+    server = ambassador_server(tmp_path)
+    contradicted = ["--offers", "gpu=a100", "--offers-node-label", "gpu"]
+    said = workqueue(*cluster.args(server.url, marker_worker, "--ledger", postgres, *contradicted))
+    assert said.returncode == 2, said.stderr
+    assert "--offers gpu=a100, but the nodes its Jobs may use all have gpu=h100" in said.stderr
+    assert "Traceback" not in said.stderr and said.stderr.count("\n") == 1, said.stderr
+    bad = workqueue(*cluster.args(server.url, marker_worker, "--ledger", postgres,
+                                  "--offers-node-label", "gpu model"))  # fmt: skip
+    assert bad.returncode == 2 and "wants a node label's key" in bad.stderr, bad.stderr

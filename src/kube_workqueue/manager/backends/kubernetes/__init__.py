@@ -8,6 +8,7 @@ contracts hold it):
     queue_commands.py  `status`, `retry`, `pause`, `resume` on the cluster (`KubeQueueOps`)
     fleet.py           the runner on a shared ledger (`--ledger postgresql://…`): claims in
                        the database, Jobs in the cluster, an owner id kept in a ConfigMap
+    node_offers.py     offers from the labels of the nodes its Jobs may use, the Jobs pinned
     dispatch/          running the work: the backend, batches, adoption, orphans, the settler
     steering/          pause, the WorkQueue, leadership, stuck pods
     records/           the durable record and the `Ledger` over it

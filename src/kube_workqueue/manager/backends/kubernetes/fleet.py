@@ -79,9 +79,11 @@ def fleet_runner(options, seeds: ManagerSeeds) -> FleetRunner:
     except BaseException:
         made.close()
         raise
+    pinned = backend.pod.node_selector or {}  # `node_offers.pin`: what its Jobs are held to
+    offers = {key: pinned[key] for key in options.offers_node_labels if key in pinned}
     return FleetRunner(backend, owner, lambda ledger: take_back(ledger, backend), made.close,
                        elector=made.elector, owner_is="this installation",
-                       fence=made.fence)  # fmt: skip
+                       fence=made.fence, offers=offers)  # fmt: skip
 
 
 def take_back(ledger, backend) -> None:

@@ -21,6 +21,7 @@ from ...fleet.options import (
     lease_option,
     ledger_option,
     needs_option,
+    node_labels_option,
     offers_option,
     prefers_option,
     spill_after_option,
@@ -213,6 +214,7 @@ class KubeOptions:
     lease: float = lease_option()
     drain: bool | None = drain_option()
     offers: list = offers_option()
+    offers_node_labels: list = node_labels_option()
     needs: list = needs_option()
     prefers: object = prefers_option()
     spill_after: float = spill_after_option()

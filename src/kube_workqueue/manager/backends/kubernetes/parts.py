@@ -16,6 +16,7 @@ import socket
 
 from ...errors import UserError
 from ...setup_parts import Parts
+from . import node_offers
 from .client.api import KubeApi, KubeError, load_configuration, pool_size
 from .client.cache import ClusterCache
 from .dispatch.backend import KubernetesBackend
@@ -175,6 +176,8 @@ def setup(
     )
     try:
         check_server_version(api)
+        if options.offers_node_labels:  # offers from node labels, the pods pinned to them
+            pod, _ = node_offers.pin(api, pod, options.offers_node_labels, dict(options.offers))
         own(api, where.queue, options.owner_deployment, parallelism)
         record = load_record(api, where)
         batches = load_batches(api, where)

@@ -55,7 +55,9 @@ _KINDS = {
     "services": "/api/v1",
     "secrets": "/api/v1",
     "networkpolicies": "/apis/networking.k8s.io/v1",
+    "nodes": "/api/v1",
 }
+CLUSTER_SCOPED = frozenset({"nodes"})  # kinds with no namespace in their path
 # the Content-Type of a patch: a list is a JSON patch; an object is a strategic merge for a
 # built-in kind (as the official client sends it) and a merge patch for a custom one, which
 # has no strategic merge (the API server answers 415)
@@ -191,7 +193,8 @@ class KubeApi:
 
     def _path(self, verb: str, kind: str, name: str | None) -> str:
         # namespace None: every namespace (a cluster-wide list or watch)
-        where = "" if self.namespace is None else f"/namespaces/{quote(self.namespace)}"
+        where = ("" if self.namespace is None or kind in CLUSTER_SCOPED
+                 else f"/namespaces/{quote(self.namespace)}")  # fmt: skip
         if kind in CUSTOM:
             group, version, plural = CUSTOM[kind]
             base = f"/apis/{group}/{version}{where}/{plural}"
