@@ -353,7 +353,7 @@ def test_placement_reaches_the_manager_as_its_flags_and_needs_a_shared_ledger():
     from kube_workqueue.manager.declared import from_words
 
     placement = {"offers": ["gpu=a100"], "needs": ["render/*=gpu,spot!=true"],
-                 "prefers": "region=eu", "spillAfter": "90s"}  # fmt: skip
+                 "prefers": "region=eu", "spillAfter": "90s", "needsFromData": True}  # fmt: skip
     values = {"placement": placement, "manager": {"sharedLedger": {"secret": "ledger"}}}
     found, _ = containers(render(values))
     args = [a.replace("$(POD_NAMESPACE)", "media") for a in found["manager"]["args"]]
@@ -361,9 +361,11 @@ def test_placement_reaches_the_manager_as_its_flags_and_needs_a_shared_ledger():
     options = from_words(KubeOptions, vars(build_parser().parse_args(args)))
     assert options.offers == [("gpu", "a100")] and options.spill_after == 90.0
     assert [need.text for _, need in options.needs] == ["gpu,spot!=true"]
-    assert options.prefers.text == "region=eu"
+    assert options.prefers.text == "region=eu" and options.needs_from_data is True
     with pytest.raises(HelmRenderError, match="set manager.sharedLedger.secret"):
         render({"placement": placement})
+    with pytest.raises(HelmRenderError, match="set manager.sharedLedger.secret"):
+        render({"placement": {"needsFromData": True}})
 
 
 def test_node_labels_reach_the_manager_with_the_one_cluster_wide_rule_it_needs():

@@ -138,3 +138,52 @@ def test_a_preferred_manager_has_every_item_first_and_the_others_take_it_after_i
     assert alone.returncode == 0, alone.stderr
     waited = started_after_listing(postgres)
     assert all(waited[f"late-{i}.txt"] >= 1.9 for i in range(2)), waited  # its spill-over first
+
+
+def test_needs_from_the_items_data_in_process_and_over_http_a_rule_first(
+    tmp_path, postgres, marker_worker, redis_store, ambassador_server
+):
+    """`--needs-from-data`: an item no `--needs` rule matches needs what its data's `needs`
+    says - read by a manager over the source in process (a Redis set with a data hash) and by
+    one over the ambassador's full view. A rule comes first (a tenant's data cannot move its
+    item off where the rules pin it); data whose `needs` does not parse waits for a manager
+    that offers it - none can - and `status` says so, instead of running anywhere."""
+    import json
+
+    from tests.support.stores import unique
+
+    r, key, data = redis_store.client(), unique("set"), unique("hash")
+    renders = [f"render-{i}" for i in range(3)]
+    plain = [f"plain-{i}" for i in range(3)]
+    said = {**{n: {"needs": "gpu"} for n in renders}, **{n: {} for n in plain},
+            "pinned-0": {"needs": "gpu"}, "bad-0": {"needs": "gpu>2"}}  # fmt: skip
+    r.sadd(key, *said)
+    r.hset(data, mapping={n: json.dumps(d) for n, d in said.items()})
+    url = f"{redis_store.url}?set={key}&data={data}"
+    rule = ["--needs", "pinned-*=arch", "--needs-from-data"]
+    cpu, gpu = tmp_path / "state-cpu", tmp_path / "state-gpu"
+    server = ambassador_server(url)
+    managers = [
+        spawn_workqueue("run", url, "--ledger", postgres, "--state-dir", cpu, *rule,
+                        "--offers", "arch=amd64", "--", marker_worker.path),
+        spawn_workqueue("manager", "--source", server.url, "--backend", "local", "--ledger",
+                        postgres, "--state-dir", gpu, "--worker-cmd", marker_worker.path,
+                        "--poll-interval", "0.2", *rule, "--offers", "gpu=a100"),
+    ]  # fmt: skip
+    try:
+        runnable = renders + plain + ["pinned-0"]
+        wait_until(lambda: sorted(marker_worker.ended()) == sorted(runnable), timeout=90)
+        shown = status_json(postgres)
+        (bad,) = [i for i in shown["items"] if i["name"] == "bad-0"]
+        assert bad["state"] == "pending"
+        assert bad["reason"].startswith(
+            "waiting for a manager that offers (needs in its data that do not parse) (none of "
+        ), bad
+    finally:
+        for run in managers:
+            run.send_signal(signal.SIGTERM)
+        logs = "".join(run.communicate(timeout=60)[1] for run in managers)
+    assert Counter(marker_worker.ended()) == Counter(runnable)  # each once
+    assert ran_under(postgres, gpu) >= set(renders)  # what the data pins, on the gpu manager
+    assert ran_under(postgres, cpu) >= {"pinned-0"}  # the rule first
+    assert "bad-0: its data's needs 'gpu>2' do not parse" in logs

@@ -75,3 +75,15 @@ def test_a_group_rule_pins_a_tenants_items_and_the_first_rule_still_wins():
     assert placement.need_of("b", "eu-acme").text == "region=eu"
     assert placement.need_of("b", "us-bob").text == "!spot"
     assert placement.need_of("b").text == "!spot"  # no group: group rules pass it by
+
+
+def test_a_need_from_an_items_data_is_read_as_a_rules_and_what_does_not_parse_is_met_by_none():
+    from kube_workqueue.manager.placement import MAX_DATA_NEED, UNREADABLE
+
+    placement = Placement([offer("gpu=a100")], [], from_data=True)
+    assert placement.data_need("region in (ch, eu), gpu") == "gpu,region in (ch,eu)"
+    assert placement.data_need(None) is None and placement.data_need("") is None
+    for unreadable in ("gpu>2", ["gpu"], 7, "gpu,!gpu", "a" * (MAX_DATA_NEED + 1), "x\x1b[2J"):
+        assert placement.data_need(unreadable) == UNREADABLE, unreadable
+    assert not placement.meets(UNREADABLE)
+    assert not Placement([offer("a=b")]).meets(UNREADABLE)  # no offers could meet it

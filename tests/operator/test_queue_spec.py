@@ -83,6 +83,9 @@ def test_placement_reaches_the_queues_manager_read_as_its_flags_read_it():
         ("render/*", "gpu,region in (ch,eu)")
     ]
     assert kube.prefers.text == "spot!=true" and kube.spill_after == 120.0
+    assert kube.needs_from_data is False
+    with_data = plan(queue(**ledger, placement={"needsFromData": True}), SETTINGS).kube
+    assert with_data.needs_from_data is True
     with pytest.raises(SpecProblem, match=r"spec.placement.needs: .*unknown operator"):
         plan(queue(**ledger, placement={"needs": ["*=gpu>2"]}), SETTINGS)
 

@@ -38,6 +38,10 @@ from .errors import InputError
 from .patterns import compile_globs, first_glob
 from .priority_rules import unclosed_bracket
 
+# the need of an item whose data's `needs` does not parse: not the language, so no offers meet
+# it (`Placement.meets`), and what `status` shows as the need it waits for
+UNREADABLE = "(needs in its data that do not parse)"
+MAX_DATA_NEED = 1024  # characters of a data's `needs` read at most
 GROUP_PREFIX = "group:"  # a rule's glob over the item's group (a tenant), not its name
 
 # a label's name (an optional DNS prefix and `/`) and value, as Kubernetes allows them
@@ -190,8 +194,9 @@ class Placement:
 
     def __init__(self, offers: Iterable[tuple[str, str]] = (),
                  needs: Iterable[tuple[str, Need]] = (), prefers: Need | None = None,
-                 spill_after: float = 0.0) -> None:  # fmt: skip
+                 spill_after: float = 0.0, from_data: bool = False) -> None:  # fmt: skip
         self.offers: dict[str, str] = dict(offers)
+        self.from_data = from_data  # an item no rule matches: its data's `needs` (`data_need`)
         # (by group, the glob's pattern, the need), in the order given: the first match wins
         self.rules = [
             (glob.startswith(GROUP_PREFIX),
@@ -214,6 +219,22 @@ class Placement:
             if said is not None and first_glob(pattern, said) is not None:
                 return need
         return None
+
+    def data_need(self, said: object) -> str | None:
+        """The need an item's data says (`needs`, `--needs-from-data`), as the ledger holds
+        it: None when it says none; `UNREADABLE` - which no offers meet - when it says one
+        that does not parse (not a string, too long, not the language, or one no offers
+        could ever meet): such an item waits, and `status` says why, instead of running
+        anywhere."""
+        if said is None or said == "":
+            return None
+        if not isinstance(said, str) or len(said) > MAX_DATA_NEED:
+            return UNREADABLE
+        try:
+            need = parse_need(said)
+        except InputError:
+            return UNREADABLE
+        return need.text if possible(need) else UNREADABLE
 
     def meets(self, need_text: str) -> bool:
         """Whether this manager's offers meet a need as the ledger holds it (its text). A text

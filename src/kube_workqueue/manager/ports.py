@@ -437,6 +437,10 @@ class ClaimsWork(Protocol):
     def claim_counters(self) -> dict[str, float]:
         """claims, refused, lost, expired, done: what this manager's claims met so far."""
 
+    def read_needs_from(self, source) -> bool:
+        """With `--needs-from-data`: read each new item's `needs` from `source` (its `peek`,
+        else `get_item`) as it is recorded; whether it will."""
+
     def unmet_needs(self) -> dict[str, int]:
         """need -> how many items wait with it while no live manager offers what it needs
         (`manager.placement`; a few seconds old at most)."""

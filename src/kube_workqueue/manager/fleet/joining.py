@@ -69,7 +69,8 @@ def join(backend_package: Any, backend_name: str, options: Any, seeds: ManagerSe
             options.ledger, runner.owner, lease=options.lease, max_attempts=seeds.max_attempts,
             retry_backoff=seeds.retry_backoff,
             placement=Placement([*runner.offers.items(), *options.offers], options.needs,
-                                options.prefers, options.spill_after),  # fmt: skip
+                                options.prefers, options.spill_after,
+                                from_data=options.needs_from_data),  # fmt: skip
         )  # fmt: skip
         runner.settle(ledger)
         let_go_unstarted(ledger)

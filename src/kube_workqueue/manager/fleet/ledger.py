@@ -197,13 +197,13 @@ class PostgresLedger(Claims, GroupClaims, PlacedClaims):
         if all(n in self._state for n in names):
             return []
         self.refresh()
-        fresh = [n for n in names if n not in self._state]
+        fresh, needs = self.need_ids_of([n for n in names if n not in self._state])
         if not fresh:
             return []
         with self.db.session() as session:
             found = session.run(sql.SEE, now=self.clock(), names=fresh,
                                 groups=[self.group_of(n) for n in fresh],
-                                needs=self.need_ids_of(fresh))  # fmt: skip
+                                needs=needs)  # fmt: skip
             if found:  # the payload names who answers first (`first_to_answer`)
                 session.run(sql.NOTIFY_NEW, payload=str(found[0][1]))
         with self._lock:

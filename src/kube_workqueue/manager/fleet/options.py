@@ -153,6 +153,16 @@ def needs_option():
     )
 
 
+def needs_from_data_option():
+    return option(
+        "--needs-from-data",
+        "with --ledger: an item no --needs rule matches needs what its data's 'needs' says "
+        "(a label selector, as NEED); give it every manager of the queue",
+        switch=True,
+        requires="ledger",
+    )
+
+
 def prefers_option():
     return option(
         "--prefers",

@@ -3,9 +3,10 @@
 
     offers    this manager's attributes (`--offers`), written with its managers row at every
               registration (`statements.REGISTER`) - what `status` shows and judges by
-    needs     an item's need (`--needs GLOB=NEED`, `manager.placement`) is recorded with it,
-              as the id of its text in the `needs` table - interned once by whichever manager
-              meets it first (`INTERN_NEED`), cached here
+    needs     an item's need (`--needs GLOB=NEED`, `manager.placement`; where no rule
+              matches and `--needs-from-data`, its data's `needs`) is recorded with it, as the
+              id of its text in the `needs` table - interned once by whichever manager meets
+              it first (`INTERN_NEED`), cached here
     spill     `--prefers NEED --spill-after D`: a manager whose offers do not meet the
               preference takes an item only once it has waited D in line - the preferred
               managers have it first, and what they have no slot for spills over
@@ -23,12 +24,15 @@ meet; `_may_sql` is the claim's condition made from them. Under `_writes`.
 
 from __future__ import annotations
 
+import logging
 import time
 
 from ..faults import StorageFault
-from ..placement import Placement
+from ..placement import UNREADABLE, Placement
+from ..ports import SourceError
 from . import statements as sql
 
+log = logging.getLogger(__name__)
 UNMET_SECONDS = 5.0  # how old the metric's count of items no live manager may run can be
 
 
@@ -37,6 +41,7 @@ class PlacedClaims:
 
     placement: Placement | None = None
     _need_ids: dict[str, int]
+    _data_needs = None  # the source an item's `needs` is read from (`read_needs_from`), or None
     _may: tuple[int, ...] = ()
     _needs_seen = 0
     _may_sql = "false"  # `_may_condition`'s answer, made when needs come
@@ -48,15 +53,52 @@ class PlacedClaims:
         self.placement = placement
         self.liveness.offers = dict(placement.offers)
 
-    def need_ids_of(self, names: list[str]) -> list[int | None]:
-        """The need id of each name by the rules (None: any manager), interning new needs."""
-        if self.placement is None or not self.placement.rules:
-            return [None] * len(names)
+    def need_ids_of(self, names: list[str]) -> tuple[list[str], list[int | None]]:
+        """The names to record now and the need id of each (None: any manager), interning
+        new needs: the first rule that matches, else - with `--needs-from-data` - what its
+        data says. A name whose data the source cannot give now is left out: recorded by a
+        later listing, never without its need."""
+        placement = self.placement
+        if placement is None or not (placement.rules or self._data_needs is not None):
+            return names, [None] * len(names)
+        kept: list[str] = []
         found: list[int | None] = []
         for name in names:
-            need = self.placement.need_of(name, self.group_of(name))
-            found.append(None if need is None else self._need_id(need.text))
-        return found
+            need = placement.need_of(name, self.group_of(name))
+            try:
+                text = need.text if need is not None else self._data_need_of(name)
+            except SourceError as exc:
+                log.warning("%s: not recorded yet, its data (its needs) not read: %s", name, exc)
+                continue
+            kept.append(name)
+            found.append(None if text is None else self._need_id(text))
+        return kept, found
+
+    def read_needs_from(self, source) -> bool:
+        """`ports.ClaimsWork.read_needs_from`: with `--needs-from-data`, the `needs` of a new
+        item no rule matches comes from its data - held from the listing (`peek`), else asked
+        of the source (`get_item`: an item a watch event brought carries none). Never a
+        guess: an item whose data cannot be read now is not recorded without its need (the
+        source's error ends the recording, which the next listing tries again)."""
+        if self.placement is None or not self.placement.from_data:
+            return False
+        self._data_needs = source
+        log.info("items' needs come from their data (needs), where no --needs rule matches")
+        return True
+
+    def _data_need_of(self, name: str) -> str | None:
+        source = self._data_needs
+        if source is None:
+            return None
+        data = source.peek(name)
+        if data is None:
+            data = source.get_item(name)
+        said = None if data is None else data.get("needs")
+        text = self.placement.data_need(said)
+        if text == UNREADABLE:
+            log.warning("%s: its data's needs %.80r do not parse: it waits for a manager "
+                        "that offers what it needs, which none can", name, said)  # fmt: skip
+        return text
 
     def _need_id(self, text: str) -> int:
         with self._writes:

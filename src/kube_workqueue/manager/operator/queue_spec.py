@@ -190,8 +190,9 @@ def _manager_options(spec: dict) -> ManagerOptions:
 
 
 def _placement(placement: dict) -> dict[str, Any]:
-    """`spec.placement` as the manager's --offers, --needs, --prefers, --spill-after (each
-    read by its flag's parser; a list's items one by one: a need holds commas)."""
+    """`spec.placement` as the manager's --offers, --needs, --needs-from-data, --prefers,
+    --spill-after (each read by its flag's parser; a list's items one by one: a need holds
+    commas)."""
     from ..durations import parse_duration
     from ..placement import need_rule, offer, parse_need
 
@@ -202,6 +203,8 @@ def _placement(placement: dict) -> dict[str, Any]:
             found[key] = [parse(word) for word in words]
         except UserError as exc:
             raise UserError(f"spec.placement.{key}: {exc}") from None
+    if placement.get("needsFromData"):
+        found["needs_from_data"] = True
     try:
         if placement.get("prefers"):
             found["prefers"] = parse_need(placement["prefers"])

@@ -98,6 +98,10 @@ class Alone:
     def use_tenants(self, tenants) -> None:
         """The queue's groups and rules: alone, its own line holds them (`tenants.order`)."""
 
+    def reads_needs_from(self, source) -> bool:
+        """Whether items' needs come from their data (`--needs-from-data`): only a fleet's."""
+        return False
+
     def when_claims_lost(self, told: Callable[[list[str]], None]) -> None:
         pass  # nobody takes its items from it
 
@@ -138,6 +142,11 @@ class Fleet(Alone):
     def use_tenants(self, tenants) -> None:
         """The ledger's claims hold the groups' rules, for every manager together."""
         self.ledger.use_tenants(tenants)
+
+    def reads_needs_from(self, source) -> bool:
+        """With `--needs-from-data`: the ledger reads each new item's `needs` from `source` as
+        it records it (`fleet.placed`), and says so."""
+        return self.ledger.read_needs_from(source)
 
     def when_claims_lost(self, told: Callable[[list[str]], None]) -> None:
         """`told(names)` when this manager was declared dead while they ran (its claims were

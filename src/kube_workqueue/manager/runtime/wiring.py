@@ -139,9 +139,11 @@ def wire(manager, *, registry=None, mode: Alone) -> ManagerParts:
         )  # fmt: skip
     # Keep listed data only of items that will run - unless every item's listed version is
     # compared with the one it ran at (--on-change rerun), which needs them all (and items
-    # whose group is their data's - no --group pattern - are listed with it)
+    # whose group is their data's - no --group pattern - or whose needs are
+    # (--needs-from-data) are listed with it)
     groups_in_data = tenants is not None and not options.tenancy.group
-    if options.on_change != "rerun" and not groups_in_data:
+    needs_in_data = mode.reads_needs_from(source)
+    if options.on_change != "rerun" and not groups_in_data and not needs_in_data:
         source.keep_data_of(needs_work)
     poller = Poller(
         source, manager.enqueue, interval=options.poll_interval, stop=manager.stop_event,

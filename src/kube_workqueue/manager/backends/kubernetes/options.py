@@ -20,6 +20,7 @@ from ...fleet.options import (
     drain_option,
     lease_option,
     ledger_option,
+    needs_from_data_option,
     needs_option,
     node_labels_option,
     offers_option,
@@ -216,6 +217,7 @@ class KubeOptions:
     offers: list = offers_option()
     offers_node_labels: list = node_labels_option()
     needs: list = needs_option()
+    needs_from_data: bool = needs_from_data_option()
     prefers: object = prefers_option()
     spill_after: float = spill_after_option()
     orphan_age: float = option("--orphan-age", "", default=60.0, parse=seconds_or_zero, hidden=True)

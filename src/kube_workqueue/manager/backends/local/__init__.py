@@ -46,6 +46,7 @@ from ...fleet.options import (
     drain_option,
     lease_option,
     ledger_option,
+    needs_from_data_option,
     needs_option,
     offers_option,
     prefers_option,
@@ -116,6 +117,7 @@ class LocalOptions:
     drain: bool | None = drain_option()
     offers: list = offers_option()
     needs: list = needs_option()
+    needs_from_data: bool = needs_from_data_option()
     prefers: object = prefers_option()
     spill_after: float = spill_after_option()
 
