@@ -52,6 +52,24 @@ def test_every_namespace_is_a_cluster_role_and_listed_ones_are_roles_there():
 
 
 @pytest.mark.parametrize("values", [CLUSTER, LISTED], ids=["cluster", "namespaces"])
+def test_reading_nodes_is_one_cluster_rule_of_its_own_and_only_when_asked(values):
+    """`operator.readNodes` (a WorkQueue's `spec.placement.nodeLabels`): list on nodes, in a
+    ClusterRole of its own - whether the operator's other rules are cluster-wide or not."""
+    asked = {**values, "operator": {**values.get("operator", {}), "readNodes": True}}
+    docs = render(asked)
+    (nodes,) = [r for r in by_kind(docs, "ClusterRole") if r["metadata"]["name"].endswith("-nodes")]
+    assert nodes["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}]
+    for doc in by_kind(docs, "ClusterRole") + by_kind(docs, "ClusterRoleBinding"):
+        for version in VERSIONS:
+            kubernetes_validate.validate(doc, version, strict=True)
+    binding = next(b for b in by_kind(docs, "ClusterRoleBinding")
+                   if b["roleRef"]["name"] == nodes["metadata"]["name"])  # fmt: skip
+    assert binding["subjects"][0]["kind"] == "ServiceAccount"
+    assert not any(r["metadata"]["name"].endswith("-nodes")
+                   for r in by_kind(render(values), "ClusterRole"))  # fmt: skip
+
+
+@pytest.mark.parametrize("values", [CLUSTER, LISTED], ids=["cluster", "namespaces"])
 def test_the_cli_accepts_the_operators_arguments(values):
     from kube_workqueue.manager.cli import build_parser
 

@@ -390,3 +390,19 @@ def test_unknown_resources_are_404_status(kube):
     with pytest.raises(ApiException) as exc:
         kube.core.list_namespaced_persistent_volume_claim(NS)
     assert exc.value.status == 404 and json.loads(exc.value.body)["kind"] == "Status"
+
+
+def test_nodes_are_cluster_scoped_and_namespaced_kinds_list_across_namespaces(apiserver):
+    """As the real server: a Node has no namespace in its path (404 under one), and a
+    namespaced kind is listed across namespaces without one, but never created there."""
+    import requests
+
+    base = apiserver.url
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "labels": {"a": "b"}}}
+    assert requests.post(f"{base}/api/v1/nodes", json=node, timeout=10).status_code == 201
+    listed = requests.get(f"{base}/api/v1/nodes", timeout=10).json()
+    assert [n["metadata"]["name"] for n in listed["items"]] == ["n1"]
+    assert requests.get(f"{base}/api/v1/namespaces/x/nodes", timeout=10).status_code == 404
+    assert requests.get(f"{base}/api/v1/configmaps", timeout=10).status_code == 200
+    made = requests.post(f"{base}/api/v1/configmaps", json={"metadata": {"name": "c"}}, timeout=10)
+    assert made.status_code == 404

@@ -1,7 +1,7 @@
-"""Placement through the operator: a WorkQueue whose `spec.placement` offers a GPU shares its
-queue, through `ledgerSecret` and a real PostgreSQL, with a local manager that offers none -
-every render runs on the cluster (the operator's queue), each item once, by the workers' own
-marks."""
+"""Placement through the operator: a WorkQueue whose `spec.placement` offers a GPU (its one
+node's label, `nodeLabels`) shares its queue, through `ledgerSecret` and a real PostgreSQL,
+with a local manager that offers none - every render runs on the cluster (the operator's
+queue), each item once, by the workers' own marks."""
 
 from __future__ import annotations
 
@@ -33,8 +33,11 @@ def test_a_workqueues_placement_holds_beside_a_local_manager(
     secret = base64.b64encode(postgres.encode()).decode()
     operated.server.store.create("", "secrets", NS, {"metadata": {"name": "ledger"},
                                                       "data": {"url": secret}})  # fmt: skip
+    node = {"name": "gpu-node", "labels": {"gpu": "a100"}}
+    operated.server.store.create("", "nodes", None, {"kind": "Node", "metadata": node})
+    placement = {"offers": ["zone=x"], "nodeLabels": ["gpu"], "needs": NEEDS}
     queue = items_queue("thumbs", served.url, operated, tmp_path, ledgerSecret={"name": "ledger"},
-                        placement={"offers": ["gpu=a100"], "needs": NEEDS})  # fmt: skip
+                        placement=placement)  # fmt: skip
     operated.start_operator()
     operated.kubectl("apply", "--validate=false", "-n", NS, "-f", "-", stdin=yaml.safe_dump(queue))
     local = subprocess.Popen(
@@ -57,6 +60,16 @@ def test_a_workqueues_placement_holds_beside_a_local_manager(
         assert Counter(ran()) == Counter(names)  # each once, on one side or the other
         on_local = {json.loads(line)["name"] for line in marks(tmp_path / "local.marks")}
         assert not on_local & set(renders), on_local  # every render on the cluster's manager
+        said = subprocess.run(
+            [sys.executable, "-m", "kube_workqueue.manager.cli", "status", "--ledger", postgres,
+             "--json"], capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        offered = json.loads(said.stdout)["manager_offers"].values()
+        assert {"gpu": "a100", "zone": "x"} in offered  # its node's label beside its offers
+        jobs = [j for (r, _, _), j in operated.server.store.objects.items() if r == "jobs"]
+        assert jobs and all(
+            j["spec"]["template"]["spec"].get("nodeSelector", {}).get("gpu") == "a100" for j in jobs
+        )  # pinned to the node's label
     finally:
         local.terminate()
         local.wait(60)

@@ -195,8 +195,8 @@ class ApiServer:
             f"{group}/{m.group('version')}" if definition is not None else None
         )  # objects are answered at the version asked for (conversion strategy None)
         watch = query.get("watch") in ("true", "1")
-        if (ns is not None) == (resource in CLUSTER_SCOPED) or (
-            ns is None and resource not in CLUSTER_SCOPED and (name or method != "GET")
+        if (resource in CLUSTER_SCOPED and ns is not None) or (
+            resource not in CLUSTER_SCOPED and ns is None and (name or method != "GET")
         ):  # a cluster-scoped kind has no namespace; only lists and watches span namespaces
             return self._send(
                 h,
