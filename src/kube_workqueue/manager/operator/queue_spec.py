@@ -191,17 +191,17 @@ def _manager_options(spec: dict) -> ManagerOptions:
 
 def _placement(placement: dict) -> dict[str, Any]:
     """`spec.placement` as the manager's --offers, --offers-node-label, --needs,
-    --needs-from-data, --prefers, --spill-after (each read by its flag's parser; a list's items one by one: a need holds
-    commas)."""
+    --needs-from-data, --prefers, --spill-after (each read by its flag's parser; a list's
+    items one by one: a need holds commas)."""
     from ..durations import parse_duration
     from ..placement import label_key, need_rule, offer, parse_need
 
     found: dict[str, Any] = {}
-    for key, field, parse in (("offers", "offers", offer), ("needs", "needs", need_rule),
-                              ("nodeLabels", "offers_node_labels", label_key)):  # fmt: skip
+    for key, option, parse in (("offers", "offers", offer), ("needs", "needs", need_rule),
+                               ("nodeLabels", "offers_node_labels", label_key)):  # fmt: skip
         words = placement.get(key) or []
         try:
-            found[field] = [parse(word) for word in words]
+            found[option] = [parse(word) for word in words]
         except UserError as exc:
             raise UserError(f"spec.placement.{key}: {exc}") from None
     if placement.get("needsFromData"):
