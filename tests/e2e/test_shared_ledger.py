@@ -246,8 +246,10 @@ def test_a_drained_manager_finishes_what_it_holds_and_the_other_takes_the_rest(
     items = folder(tmp_path, names)
     first, second = tmp_path / "state-a", tmp_path / "state-b"
     env = env_with(SLEEP=0.3)
+    # A's items are slow (3 s): alone, it is still running them when the drain lands however
+    # long that takes to start - with B's speed it could finish all 8 and leave first
     a = spawn_workqueue(*run_args(items, first, postgres, marker_worker, "--parallelism", 2),
-                        env=env)  # fmt: skip
+                        env=env_with(SLEEP=3))  # fmt: skip
     wait_until(lambda: len(marker_worker.started()) >= 1, timeout=60)
     a_id = (first / "manager-id").read_text().strip()
     said = workqueue("drain", a_id, "--ledger", postgres)
