@@ -36,6 +36,33 @@ def test_a_need_recorded_after_a_managers_last_look_is_judged_before_it_claims(o
     assert gpu.claim(1) == ["render/new"]
 
 
+def test_a_need_whose_lower_id_commits_after_a_higher_one_is_still_judged(open_ledger, postgres):
+    """Ids are handed out when a need is interned, not when it commits: a need made in a
+    transaction that commits after a later one's must still be judged - not skipped as
+    "older than what was read" (its items waited for ever on the one manager that meets
+    it), and never taken before it is judged."""
+    import psycopg
+
+    gpu, cpu = placed(open_ledger, "gpu", "gpu=a100"), placed(open_ledger, "cpu", "region=ch")
+    with psycopg.connect(postgres) as slow:
+        slow.execute("SET search_path TO workqueue")
+        (early,) = slow.execute("INSERT INTO needs (expr) VALUES ('gpu') RETURNING id").fetchone()
+        cpu.see(["eu/x"])  # a later need (region in (ch,eu)) commits first, with a higher id
+        for ledger in (gpu, cpu):
+            ledger._settings = (-1e18, ledger._settings[1])
+        assert cpu.claim(5) == ["eu/x"] and gpu.claim(5) == []  # both judged what they saw
+        slow.commit()
+    assert gpu._needs_seen > early  # what it read was above the early id
+    with psycopg.connect(postgres) as other:  # an item of the early need, as a manager writes it
+        other.execute("SET search_path TO workqueue")
+        other.execute("INSERT INTO items (name, state, attempts, first_seen, need) "
+                      "VALUES ('render/late', 'pending', 0, 0, %s)", (early,))  # fmt: skip
+    for ledger in (gpu, cpu):
+        ledger._settings = (-1e18, ledger._settings[1])
+    assert cpu.claim(5) == []  # judged now: not its need
+    assert gpu.claim(5) == ["render/late"]
+
+
 def test_what_no_live_manager_can_run_is_counted_by_need(open_ledger):
     cpu = placed(open_ledger, "cpu", "region=us")
     cpu.see(["render/a", "render/b", "eu/c", "plain/d"])

@@ -12,14 +12,16 @@
               managers have it first, and what they have no slot for spills over
     may       the ids of the needs this manager's offers meet: every claim statement takes
               only items with no need or one of these (`statements.FREE`'s `{may}`, one bit
-              per need). The new
-              ones are read when the queue's settings (read at most every `SETTINGS_SECONDS`)
-              show a newer need (ids only grow); a need recorded meanwhile is simply not yet
-              among them - an item is never taken by a manager that has not judged its need
+              per need). The new ones are read when the queue's settings (read at most every
+              `SETTINGS_SECONDS`) count more needs than it judged; a need recorded meanwhile
+              is simply not yet among them - an item is never taken by a manager that has
+              not judged its need
 
-Invariant: `_need_ids` maps a need's text to its id (both fixed once made); `_may` is the
-sorted ids of the needs, up to `_needs_seen` (every one it has read), this manager's offers
-meet; `_may_sql` is the claim's condition made from them. Under `_writes`.
+Invariant: `_need_ids` maps a need's text to its id (both fixed once made); `_judged` is the
+ids of every need this manager has read and judged, `_needs_seen` the highest of them; `_may`
+the sorted ids among them its offers meet; `_may_sql` the claim's condition made from `_may`
+(a need not judged - not yet read, even with an id below `_needs_seen` - is never met).
+Under `_writes`.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ class PlacedClaims:
     _data_needs = None  # the source an item's `needs` is read from (`read_needs_from`), or None
     _may: tuple[int, ...] = ()
     _needs_seen = 0
+    _judged: frozenset[int] = frozenset()
     _may_sql = "false"  # `_may_condition`'s answer, made when needs come
     _unmet: tuple[float, dict[str, int]] = (-1e18, {})
 
@@ -122,17 +125,18 @@ class PlacedClaims:
 
     def _may_condition(self) -> str:
         """Which needs this manager meets, as an SQL condition on `need` (integers only: see
-        `_condition`). The newest need's id comes with the queue's
-        settings (`statements.SETTINGS`, read anyway): the needs themselves are read only when
-        one is new - no round trip of its own."""
-        newest = self._read_settings()[4]
+        `_condition`). How many needs the queue has comes with its settings
+        (`statements.SETTINGS`, read anyway): the needs themselves are read only when there
+        are more than it has judged - no round trip of its own."""
+        recorded = self._read_settings()[4]
         with self._writes:
-            if newest > self._needs_seen:
-                new = self.db.run(sql.NEEDS_SINCE, seen=self._needs_seen)
+            if recorded > len(self._judged):
+                new = self.db.run(sql.NEEDS_UNJUDGED, judged=sorted(self._judged))
                 offers = self.placement.offers if self.placement is not None else {}
                 met = [i for i, text in new if _meets(offers, text)]
                 self._may = tuple(sorted({*self._may, *met}))
-                self._needs_seen = max((i for i, _ in new), default=newest)
+                self._judged = self._judged | {i for i, _ in new}
+                self._needs_seen = max(self._judged, default=0)
                 self._may_sql = self._condition()
             return self._may_sql
 

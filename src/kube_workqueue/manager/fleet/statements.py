@@ -267,8 +267,12 @@ INTERN_NEED = Statement(
     "INSERT INTO needs (expr) VALUES (%(expr)s) "
     "ON CONFLICT (expr) DO UPDATE SET expr = excluded.expr RETURNING id",
 )
-# The needs recorded since this manager last looked (ids only grow).
-NEEDS_SINCE = Statement("needs_since", "SELECT id, expr FROM needs WHERE id > %(seen)s ORDER BY id")
+# The needs this manager has not judged yet. Not "ids above the highest it read": ids are
+# handed out when a need is interned, not when it commits - a need with a lower id than one
+# already read may become visible after it.
+NEEDS_UNJUDGED = Statement(
+    "needs_unjudged", "SELECT id, expr FROM needs WHERE NOT (id = ANY(%(judged)s)) ORDER BY id"
+)
 # `status`: the waiting items whose need no live manager meets (ids given), and their needs.
 UNMET = Statement(
     "unmet",
@@ -449,7 +453,7 @@ HISTORY = Statement(
 SETTINGS = Statement(
     "settings",
     "SELECT paused_since, parallelism, removals_accepted, group_rules, "
-    "(SELECT coalesce(max(id), 0) FROM needs) FROM queue",
+    "(SELECT count(*) FROM needs) FROM queue",
     hot=True,
 )
 SETTING = {
