@@ -110,7 +110,7 @@ def misplaced(items: int) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def claim_cost(waiting: int = 2000) -> None:
+def claim_cost(waiting: int = 2000, rounds: int = 3) -> None:
     from kube_workqueue.manager.fleet.database import Database
     from kube_workqueue.manager.fleet.ledger import PostgresLedger
     from kube_workqueue.manager.placement import Placement, need_rule, offer
@@ -157,24 +157,36 @@ def claim_cost(waiting: int = 2000) -> None:
         finally:
             server.close()
 
-    base = timed(0, 1.0)
-    print(f"claim: p50 over {waiting:,} waiting, no needs: {base * 1000:.3f} ms")
-    pair = timed(0, 1.0, rival=True)
-    print(f"claim: the same, a second manager claiming beside it: {pair * 1000:.3f} ms")
-    for distinct, share, rival in (
-        (10, 1.0, False),
-        (1000, 1.0, False),
-        (10, 0.5, True),
-        (1000, 0.5, True),
-        (10, 0.5, False),
-        (1000, 0.5, False),
-    ):
-        cost = timed(distinct, share, rival)
-        against = pair if rival else base
+    cases = [(10, 1.0, False), (1000, 1.0, False), (10, 0.5, True), (1000, 0.5, True),
+             (10, 0.5, False), (1000, 0.5, False)]  # fmt: skip
+    bases: list[float] = []
+    pairs: list[float] = []
+    ratios: dict[tuple, list[float]] = {case: [] for case in cases}
+    costs: dict[tuple, list[float]] = {case: [] for case in cases}
+    for _ in range(rounds):  # interleaved: each round's ratios against that round's bases
+        base, pair = timed(0, 1.0), timed(0, 1.0, rival=True)
+        bases.append(base)
+        pairs.append(pair)
+        for case in cases:
+            cost = timed(*case)
+            costs[case].append(cost)
+            ratios[case].append(cost / (pair if case[2] else base))
+    print(f"claim: p50 over {waiting:,} waiting, no needs: {spread(bases, 1000)} ms "
+          f"(min / median / max of {rounds} rounds)")  # fmt: skip
+    print(f"claim: the same, a second manager claiming beside it: {spread(pairs, 1000)} ms")
+    for case in cases:
+        distinct, share, rival = case
         who = ("; a second manager takes the rest (against the pair without needs)" if rival
                else "; nobody takes the rest" if share < 1 else "")  # fmt: skip
+        cost, ratio = spread(costs[case], 1000), spread(ratios[case])
         print(f"claim: {distinct:,} distinct needs, {share:.0%} of them met{who}: "
-              f"{cost * 1000:.3f} ms ({cost / against:.2f}x; goal <= 1.2x)")  # fmt: skip
+              f"{cost} ms ({ratio}x; goal <= 1.2x)")  # fmt: skip
+
+
+def spread(values: list[float], scale: float = 1.0) -> str:
+    """min / median / max, of `values` times `scale`."""
+    ordered = sorted(v * scale for v in values)
+    return " / ".join(f"{v:.2f}" for v in (ordered[0], ordered[len(ordered) // 2], ordered[-1]))
 
 
 def prefer() -> None:
@@ -257,12 +269,13 @@ SECTIONS = ("misplaced", "claim", "prefer", "drain")
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=3000)
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of the claim section")
     parser.add_argument("--only", nargs="*", choices=SECTIONS, default=list(SECTIONS))
     args = parser.parse_args()
     if "misplaced" in args.only:
         misplaced(args.items)
     if "claim" in args.only:
-        claim_cost()
+        claim_cost(rounds=args.rounds)
     if "prefer" in args.only:
         prefer()
     if "drain" in args.only:
