@@ -8,8 +8,11 @@ match costs a claim, a preferred manager's share, spill-over and drain times.
     claim       one claim's round trip (start and finish beside it) over 2,000 waiting items,
                 without needs, and with their needs spread over 10 and over 1,000 distinct
                 ones that the manager meets (goal <= 1.2x of without) - and meeting half, with
-                a second manager taking the other half, and with nobody taking it (the worst
-                case: those items gather at the line's head and each claim walks past them)
+                a second manager (on the same ledger) taking the other half, and with nobody
+                taking it (those items leave the line once the manager's heartbeat settles
+                which items no live manager can run: the bench settles once before timing)
+    backlog     10,000 items no live manager may run ahead of 400 of this manager's own: a
+                claim before the settling took them out of the line, and after
     prefer      a preferred manager and another (--prefers) over 100 items the preferred one
                 needs 10 s for: each one's share with a spill-over of 30 s and of 2 s; and with
                 no preferred manager running, how long the first item waits (its spill-over,
@@ -121,7 +124,8 @@ def claim_cost(waiting: int = 2000, rounds: int = 3) -> None:
         others take their items; without, nobody does and they gather at the line's head."""
         server = PostgresServer()
         try:
-            db = Database(server.database())
+            url = server.database()  # (each call is a new database: one for both managers)
+            db = Database(url)
             rules = [need_rule(f"n{i:04}-*=k{i}") for i in range(distinct)]
             met = [offer(f"k{i}=y") for i in range(distinct) if i < distinct * met_share]
             ledger = PostgresLedger(db, "bench")
@@ -130,7 +134,7 @@ def claim_cost(waiting: int = 2000, rounds: int = 3) -> None:
             other = None
             if rival:
                 rest = [offer(f"k{i}=y") for i in range(distinct) if i >= distinct * met_share]
-                other = PostgresLedger(Database(server.database()), "rival")
+                other = PostgresLedger(Database(url), "rival")
                 other.place(Placement(rest, rules))
                 other.join()
             names = [f"n{i % distinct:04}-{i:05}" if distinct else f"x-{i:05}"
@@ -138,6 +142,7 @@ def claim_cost(waiting: int = 2000, rounds: int = 3) -> None:
             ledger.see(names)
             with db.session() as session:
                 session.cursor.execute("ANALYZE items")
+            ledger.settle_unmet()  # (its heartbeat's: what no live manager meets leaves the line)
             runs = int(waiting * (met_share if distinct else 0.5 if rival else 1.0))
             claims = []
             for _ in range(runs):
@@ -181,6 +186,47 @@ def claim_cost(waiting: int = 2000, rounds: int = 3) -> None:
         cost, ratio = spread(costs[case], 1000), spread(ratios[case])
         print(f"claim: {distinct:,} distinct needs, {share:.0%} of them met{who}: "
               f"{cost} ms ({ratio}x; goal <= 1.2x)")  # fmt: skip
+
+
+def backlog(stuck: int = 10000, own: int = 400) -> None:
+    """A backlog only an absent manager may run (`stuck` items of a need no live manager
+    meets) at the head of the line, this manager's `own` items behind it: a claim's p50
+    before its heartbeat settled which items no live manager can run, and after."""
+    from kube_workqueue.manager.fleet.database import Database
+    from kube_workqueue.manager.fleet.ledger import PostgresLedger
+    from kube_workqueue.manager.placement import Placement, need_rule, offer
+
+    server = PostgresServer()
+    try:
+        db = Database(server.database())
+        ledger = PostgresLedger(db, "bench")
+        ledger.place(Placement([offer("cpu=y")], [need_rule("gpu-*=gpu")]))
+        ledger.join()
+        for first in range(0, stuck, 5000):
+            ledger.see([f"gpu-{i:06}" for i in range(first, min(stuck, first + 5000))])
+        ledger.see([f"cpu-{i:06}" for i in range(own)])
+        with db.session() as session:
+            session.cursor.execute("ANALYZE items")
+
+        def p50(claims: int) -> float:
+            took = []
+            for _ in range(claims):
+                began = time.perf_counter()
+                (name,) = ledger.claim(1)
+                took.append(time.perf_counter() - began)
+                ledger.start(name, "log")
+                ledger.finish(name, True, 0, None)
+            return sorted(took)[claims // 2]
+
+        before = p50(own // 2)
+        ledger.settle_unmet()
+        after = p50(own // 2)
+        ledger.close()
+    finally:
+        server.close()
+    print(f"backlog: {stuck:,} items no live manager may run ahead of {own} of its own: a "
+          f"claim's p50 {before * 1000:.2f} ms before its heartbeat took them out of the line, "
+          f"{after * 1000:.2f} ms after")  # fmt: skip
 
 
 def spread(values: list[float], scale: float = 1.0) -> str:
@@ -263,7 +309,7 @@ def drain() -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-SECTIONS = ("misplaced", "claim", "prefer", "drain")
+SECTIONS = ("misplaced", "claim", "backlog", "prefer", "drain")
 
 
 def main() -> None:
@@ -276,6 +322,8 @@ def main() -> None:
         misplaced(args.items)
     if "claim" in args.only:
         claim_cost(rounds=args.rounds)
+    if "backlog" in args.only:
+        backlog()
     if "prefer" in args.only:
         prefer()
     if "drain" in args.only:

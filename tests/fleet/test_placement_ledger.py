@@ -1,12 +1,22 @@
 """Placement in the shared ledger itself (`manager.fleet.placed`), on a real PostgreSQL: an
 item's need recorded by its id, claims that take only what this manager's offers meet (a need
-recorded after its last look included once it looks again), and the count of what waits for a
-manager no live one is - the `workqueue_items_unmet` metric."""
+recorded after its last look included once it looks again), the count of what waits for a
+manager no live one is - the `workqueue_items_unmet` metric - and those items out of the line
+(`settle_unmet`), so that claims do not walk past them."""
 
 from __future__ import annotations
 
+import threading
+
+import psycopg
+
+from kube_workqueue.manager.fleet import statements as sql_statements
+from kube_workqueue.manager.fleet.placed import UNMET_LOCK_KEY
 from kube_workqueue.manager.placement import Placement, need_rule, offer
 from kube_workqueue.manager.views.observe import ClaimsCollector
+from tests.support.servers import wait_until
+
+from .conftest import sql
 
 RULES = [need_rule("render/*=gpu"), need_rule("eu/*=region in (eu,ch)")]
 
@@ -41,8 +51,6 @@ def test_a_need_whose_lower_id_commits_after_a_higher_one_is_still_judged(open_l
     transaction that commits after a later one's must still be judged - not skipped as
     "older than what was read" (its items waited for ever on the one manager that meets
     it), and never taken before it is judged."""
-    import psycopg
-
     gpu, cpu = placed(open_ledger, "gpu", "gpu=a100"), placed(open_ledger, "cpu", "region=ch")
     with psycopg.connect(postgres) as slow:
         slow.execute("SET search_path TO workqueue")
@@ -88,3 +96,66 @@ def test_a_tenants_items_are_pinned_by_its_group(open_ledger):
     us.see(["eu-acme/a.mp4", "us-bob/b.mp4", "eu-acme/c.mp4"])
     assert us.claim(10) == ["us-bob/b.mp4"]  # the EU tenant's items are not the US manager's
     assert sorted(eu.claim(10)) == ["eu-acme/a.mp4", "eu-acme/c.mp4"]
+
+
+def walked_past(ledger, url: str) -> int:
+    """How many rows the claim's walk of the line read and passed over: EXPLAIN ANALYZE of
+    the claim statement as this manager would run it, in a transaction rolled back."""
+    text = sql_statements.CLAIM.sql.format(**ledger._free())
+    text = text.replace("%(owner)s", f"'{ledger.owner}'").replace("%(limit)s", "1")
+    with psycopg.connect(url) as conn:
+        conn.execute("SET search_path TO workqueue")
+        (plan,) = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + text).fetchone()
+        conn.rollback()
+    passed = []
+
+    def visit(node):
+        if node.get("Index Name") == "items_line":
+            passed.append(node.get("Rows Removed by Filter", 0))
+        for child in node.get("Plans", ()):
+            visit(child)
+
+    visit(plan[0]["Plan"])
+    assert passed, plan  # (the claim walks the line's index)
+    return sum(passed)
+
+
+def test_what_no_live_manager_can_run_leaves_the_line_and_comes_back_when_one_can(
+    open_ledger, postgres
+):
+    cpu = placed(open_ledger, "cpu", "region=us")
+    cpu.see([f"render/{i:04}" for i in range(300)] + ["plain/a", "plain/b"])
+    assert cpu.claim(1) == ["plain/a"]
+    assert walked_past(cpu, postgres) == 300  # each claim reads past renders none may run
+    cpu.heartbeat_round()  # its heartbeat settles which items wait for a manager none is
+    assert sql(cpu, "SELECT count(*) FROM items WHERE unmet")[0][0] == 300
+    assert walked_past(cpu, postgres) == 0
+    assert cpu.claim(5) == ["plain/b"]
+    gpu = placed(open_ledger, "gpu", "gpu=a100")  # its first claim judges, and brings them back
+    assert gpu.claim(2) == ["render/0000", "render/0001"]
+    assert sql(cpu, "SELECT count(*) FROM items WHERE unmet")[0][0] == 0
+
+
+def test_a_settling_that_read_the_offers_before_a_manager_joined_cannot_hide_its_items(
+    open_ledger, postgres
+):
+    """A settling reads the live offers, then marks: a manager that meets a need and joins in
+    between unmarks its items only once that settling has committed - not before, to have
+    them marked again behind it (out of the line with a live manager that meets them)."""
+    cpu = placed(open_ledger, "cpu", "region=us")
+    cpu.see(["render/a", "render/b", "render/c"])
+    (need,) = sql(cpu, "SELECT DISTINCT need FROM items")[0]
+    with psycopg.connect(postgres) as settling:  # has the lock, has read: no gpu anywhere
+        settling.execute("SET search_path TO workqueue")
+        settling.execute("SELECT pg_try_advisory_xact_lock(%s)", (UNMET_LOCK_KEY,))
+        gpu = placed(open_ledger, "gpu", "gpu=a100")
+        claimed: list[list[str]] = []
+        joining = threading.Thread(target=lambda: claimed.append(gpu.claim(1)))
+        joining.start()
+        wait_until(lambda: sql(cpu, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                                    "AND NOT granted")[0][0] == 1, timeout=30)  # fmt: skip
+        settling.execute("UPDATE items SET unmet = true WHERE need = %s", (need,))
+        settling.commit()
+        joining.join(timeout=60)
+    assert claimed == [["render/a"]]
+    assert sql(cpu, "SELECT name FROM items WHERE unmet") == []

@@ -142,7 +142,8 @@ class Claims:
 
     def heartbeat_round(self) -> list[tuple[str, str]]:
         """One round of the heartbeat's thread: beat when due, look at the others (their
-        dead's items let go: (item, owner) of each), settle writes whose answer was lost. A
+        dead's items let go: (item, owner) of each), settle writes whose answer was lost and
+        which items wait for a manager no live one is (`placed.settle_unmet`). A
         `StorageFault` when the database does not take it."""
         if self.unregistered or self.liveness.beat_due():
             self.liveness.beat()
@@ -151,6 +152,7 @@ class Claims:
         self.counters["expired"] = self.liveness.expired
         if self._in_doubt:
             self.settle_doubts()
+        self.settle_unmet()
         return let_go
 
     def _declared_dead(self) -> None:

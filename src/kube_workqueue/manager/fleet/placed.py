@@ -16,12 +16,23 @@
               `SETTINGS_SECONDS`) count more needs than it judged; a need recorded meanwhile
               is simply not yet among them - an item is never taken by a manager that has
               not judged its need
+    unmet     a waiting item whose need no live manager meets is out of the line (`unmet`):
+              a claim walks the line in order, and a backlog only an absent cluster may run
+              would otherwise be walked past by every claim of every other manager (100,000
+              of them made a claim 16.6 ms where it is 0.4 ms). Every manager's heartbeat
+              thread settles it every `UNMET_SECONDS` (`settle_unmet`: the live managers'
+              offers read, then the items of the needs none meets marked, those of the needs
+              one meets unmarked), one manager at a time (a transaction-scoped advisory
+              lock); a manager that judges a need it meets unmarks its items at once, under
+              the same lock - so a settling that read the offers before this manager
+              registered cannot mark them after it unmarked them
 
 Invariant: `_need_ids` maps a need's text to its id (both fixed once made); `_judged` is the
 ids of every need this manager has read and judged, `_needs_seen` the highest of them; `_may`
 the sorted ids among them its offers meet; `_may_sql` the claim's condition made from `_may`
 (a need not judged - not yet read, even with an id below `_needs_seen` - is never met).
-Under `_writes`.
+Under `_writes`. In the ledger: an item is `unmet` only while it waits (claimable, unowned) -
+a mark at most `UNMET_SECONDS` (and a lease) late either way, never taken by a claim.
 """
 
 from __future__ import annotations
@@ -35,7 +46,9 @@ from ..ports import SourceError
 from . import statements as sql
 
 log = logging.getLogger(__name__)
-UNMET_SECONDS = 5.0  # how old the metric's count of items no live manager may run can be
+UNMET_SECONDS = 5.0  # how old the metric's count of items no live manager may run can be,
+# and how often a manager settles which items are out of the line for it (`settle_unmet`)
+UNMET_LOCK_KEY = 0x776F726B75  # the advisory lock of settling them ("worku")
 
 
 class PlacedClaims:
@@ -49,6 +62,7 @@ class PlacedClaims:
     _judged: frozenset[int] = frozenset()
     _may_sql = "false"  # `_may_condition`'s answer, made when needs come
     _unmet: tuple[float, dict[str, int]] = (-1e18, {})
+    _last_settled = -1e18  # when `settle_unmet` last ran (the heartbeat's clock)
 
     def place(self, placement: Placement) -> None:
         """This manager's offers and the queue's need rules (before it joins: its row is
@@ -134,11 +148,48 @@ class PlacedClaims:
                 new = self.db.run(sql.NEEDS_UNJUDGED, judged=sorted(self._judged))
                 offers = self.placement.offers if self.placement is not None else {}
                 met = [i for i, text in new if _meets(offers, text)]
+                if met:
+                    self._bring_back(met)
                 self._may = tuple(sorted({*self._may, *met}))
                 self._judged = self._judged | {i for i, _ in new}
                 self._needs_seen = max(self._judged, default=0)
                 self._may_sql = self._condition()
             return self._may_sql
+
+    def _bring_back(self, needs: list[int]) -> None:
+        """The waiting items of `needs` (ones this manager meets) back in the line, under the
+        settling's lock: a settling that read the offers before this manager registered has
+        committed first, or reads them after."""
+        with self.db.transaction() as session:
+            session.run(sql.UNMET_WAIT, key=UNMET_LOCK_KEY)
+            if session.count(sql.MARK_MET, needs=needs):
+                session.run(sql.NOTIFY_LINE)
+
+    def settle_unmet(self) -> None:
+        """Which waiting items are out of the line (see the module docstring): at most every
+        `UNMET_SECONDS` of the heartbeat's clock, and only while the queue has needs; skipped
+        when another manager is settling. Called by the heartbeat's thread; a database that
+        does not answer is left for the next round (logged, not raised)."""
+        now = self.liveness.clock()
+        if now - self._last_settled < UNMET_SECONDS or not self._read_settings()[4]:
+            return
+        self._last_settled = now
+        try:
+            with self.db.transaction() as session:
+                if not session.run(sql.UNMET_LOCK, key=UNMET_LOCK_KEY)[0][0]:
+                    return
+                unmet = unmet_ids(session, live_offers(session))
+                met = [need for need, _ in session.run(sql.NEEDS) if need not in unmet]
+                out = session.count(sql.MARK_UNMET, needs=sorted(unmet)) if unmet else 0
+                back = session.count(sql.MARK_MET, needs=met) if met else 0
+                if back:
+                    session.run(sql.NOTIFY_LINE)
+        except StorageFault as exc:
+            log.info("which items no live manager can run not settled now: %s", exc)
+            return
+        if out or back:
+            log.info("items out of the line for a manager no live one is: %d marked, %d back",
+                     out, back)  # fmt: skip
 
     def _condition(self) -> str:
         """`_may_condition`'s text from what was judged, made once per new need, not per claim:

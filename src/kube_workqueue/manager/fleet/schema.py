@@ -32,11 +32,12 @@ Tables:
                when: a row here and the manager's claims stop, whether it runs now or not
     needs      each distinct need (`manager.placement`, its one text) once, by a small id:
                an item's `need` is that id (NULL: any manager may run it), and a claim takes
-               only items whose need is NULL or one its manager's `offers` meet
+               only items whose need is NULL or one its manager's `offers` meet; `unmet`
+               marks a waiting item whose need no live manager meets (out of the line)
 
-Indexes keep the hot statements O(log n) at a million rows: the line (`claimable` and
-unowned, by priority then arrival: a claim reads its head), the claims (by owner), the
-changes (by transaction id).
+Indexes keep the hot statements O(log n) at a million rows: the line (`claimable`, unowned
+and not `unmet`, by priority then arrival: a claim reads its head), the claims (by owner),
+the changes (by transaction id), the waiting items by need.
 
 Version 1 (workqueue before the ledger had a schema of its own) kept its tables in `public`:
 when the ledger's schema is the default one and does not exist yet, a version-1 ledger found
@@ -155,6 +156,20 @@ MIGRATIONS: list[tuple[int, str]] = [
             expr text NOT NULL UNIQUE
         );
         ALTER TABLE items ADD COLUMN need integer;
+        """,
+    ),
+    (
+        # placement: an item whose need no live manager meets leaves the line (`unmet`, set
+        # and cleared by `placed.PlacedClaims.settle_unmet`), so that claims do not walk past
+        # a backlog only an absent cluster may run; its need, to find such items by
+        6,
+        """
+        ALTER TABLE items ADD COLUMN unmet boolean NOT NULL DEFAULT false;
+        DROP INDEX items_line;
+        CREATE INDEX items_line ON items (priority DESC, seq)
+            WHERE claimable AND owner IS NULL AND NOT unmet;
+        CREATE INDEX items_needs ON items (need, unmet)
+            WHERE claimable AND owner IS NULL AND need IS NOT NULL;
         """,
     ),
 ]

@@ -143,14 +143,14 @@ PROBE = Statement("probe", "UPDATE managers SET said = clock_timestamp() WHERE i
 
 # -- claims --------------------------------------------------------------------------------
 
-# A line item free to claim now: claimable, unowned, its backoff over, (for its first moment)
-# this manager's turn ({turn}: `claims._turn`), and a need this manager meets or none ({may}:
-# `placed._may_condition` - the ids of the needs its offers meet or, when shorter, of those up
-# to the newest it has judged that they do not, as a constant array the planner estimates from
-# the column's statistics, checked by a hash per row), and - for a manager the queue does not
-# prefer - an item that waited its spill-over time ({spill}: `placed._spill`).
+# A line item free to claim now: claimable, unowned, not waiting for a manager no live one is
+# (`unmet`), its backoff over, (for its first moment) this manager's turn ({turn}:
+# `claims._turn`), and a need this manager meets or none ({may}: `placed._may_condition` - one
+# constant bit string of the needs it judged, a bit looked up per row), and - for a manager
+# the queue does not prefer - an item that waited its spill-over time ({spill}:
+# `placed._spill`).
 FREE = (
-    "claimable AND owner IS NULL AND ready_at <= clock_timestamp() AND {turn} "
+    "claimable AND owner IS NULL AND NOT unmet AND ready_at <= clock_timestamp() AND {turn} "
     "AND (need IS NULL OR {may}) AND {spill}"
 )
 # ... and this manager takes new items at all: it was not asked to drain (`workqueue drain`).
@@ -281,6 +281,21 @@ UNMET = Statement(
     "ORDER BY items.name",
 )
 NEEDS = Statement("needs", "SELECT id, expr FROM needs ORDER BY id")
+# Out of the line and back (`placed.PlacedClaims.settle_unmet`): waiting items of the needs
+# given - the ones no live manager meets, then the ones one does - marked, by the `items_needs`
+# index. Only one manager at a time settles (the lock, tried: a busy one skips its turn).
+UNMET_LOCK = Statement("unmet_lock", "SELECT pg_try_advisory_xact_lock(%(key)s)")
+UNMET_WAIT = Statement("unmet_wait", "SELECT pg_advisory_xact_lock(%(key)s)")
+MARK_UNMET = Statement(
+    "mark_unmet",
+    "UPDATE items SET unmet = true WHERE claimable AND owner IS NULL "
+    "AND need = ANY(%(needs)s) AND NOT unmet",
+)
+MARK_MET = Statement(
+    "mark_met",
+    "UPDATE items SET unmet = false WHERE claimable AND owner IS NULL "
+    "AND need = ANY(%(needs)s) AND unmet",
+)
 # The metric's count: waiting items of each need given (the ones no live manager meets).
 UNMET_COUNTS = Statement(
     "unmet_counts",
