@@ -171,10 +171,12 @@ class PlacedClaims:
         when another manager is settling. Called by the heartbeat's thread; a database that
         does not answer is left for the next round (logged, not raised)."""
         now = self.liveness.clock()
-        if now - self._last_settled < UNMET_SECONDS or not self._read_settings()[4]:
+        if now - self._last_settled < UNMET_SECONDS:
             return
         self._last_settled = now
         try:
+            if not self._read_settings()[4]:  # (no needs: nothing to settle)
+                return
             with self.db.transaction() as session:
                 if not session.run(sql.UNMET_LOCK, key=UNMET_LOCK_KEY)[0][0]:
                     return
