@@ -144,21 +144,11 @@ def claim_cost(waiting: int = 2000, rounds: int = 3) -> None:
                 session.cursor.execute("ANALYZE items")
             ledger.settle_unmet()  # (its heartbeat's: what no live manager meets leaves the line)
             runs = int(waiting * (met_share if distinct else 0.5 if rival else 1.0))
-            claims = []
-            for _ in range(runs):
-                began = time.perf_counter()
-                (name,) = ledger.claim(1)
-                claims.append(time.perf_counter() - began)
-                ledger.start(name, "log")
-                ledger.finish(name, True, 0, None)
-                for taken in other.claim(1) if other is not None else ():
-                    other.start(taken, "log")
-                    other.finish(taken, True, 0, None)
+            took = claim_p50(ledger, runs, other)
             ledger.close()
             if other is not None:
                 other.close()
-            claims.sort()
-            return claims[len(claims) // 2]
+            return took
         finally:
             server.close()
 
@@ -188,6 +178,22 @@ def claim_cost(waiting: int = 2000, rounds: int = 3) -> None:
               f"{cost} ms ({ratio}x; goal <= 1.2x)")  # fmt: skip
 
 
+def claim_p50(ledger, claims: int, other=None) -> float:
+    """The p50 of `claims` claims of one item by `ledger`, each started and finished; with
+    `other`, a second manager's claim of one (untimed, started and finished) after each."""
+    took = []
+    for _ in range(claims):
+        began = time.perf_counter()
+        (name,) = ledger.claim(1)
+        took.append(time.perf_counter() - began)
+        ledger.start(name, "log")
+        ledger.finish(name, True, 0, None)
+        for taken in other.claim(1) if other is not None else ():
+            other.start(taken, "log")
+            other.finish(taken, True, 0, None)
+    return sorted(took)[claims // 2]
+
+
 def backlog(stuck: int = 10000, own: int = 400) -> None:
     """A backlog only an absent manager may run (`stuck` items of a need no live manager
     meets) at the head of the line, this manager's `own` items behind it: a claim's p50
@@ -207,20 +213,9 @@ def backlog(stuck: int = 10000, own: int = 400) -> None:
         ledger.see([f"cpu-{i:06}" for i in range(own)])
         with db.session() as session:
             session.cursor.execute("ANALYZE items")
-
-        def p50(claims: int) -> float:
-            took = []
-            for _ in range(claims):
-                began = time.perf_counter()
-                (name,) = ledger.claim(1)
-                took.append(time.perf_counter() - began)
-                ledger.start(name, "log")
-                ledger.finish(name, True, 0, None)
-            return sorted(took)[claims // 2]
-
-        before = p50(own // 2)
+        before = claim_p50(ledger, own // 2)
         ledger.settle_unmet()
-        after = p50(own // 2)
+        after = claim_p50(ledger, own // 2)
         ledger.close()
     finally:
         server.close()

@@ -180,8 +180,7 @@ class PlacedClaims:
             with self.db.transaction() as session:
                 if not session.run(sql.UNMET_LOCK, key=UNMET_LOCK_KEY)[0][0]:
                     return
-                unmet = unmet_ids(session, live_offers(session))
-                met = [need for need, _ in session.run(sql.NEEDS) if need not in unmet]
+                unmet, met = judged_needs(session, live_offers(session))
                 out = session.count(sql.MARK_UNMET, needs=sorted(unmet)) if unmet else 0
                 back = session.count(sql.MARK_MET, needs=met) if met else 0
                 if back:
@@ -231,9 +230,21 @@ def live_offers(db) -> dict[str, dict[str, str]]:
 def unmet_ids(db, live: dict[str, dict[str, str]] | None = None) -> dict[int, str]:
     """id -> text of each need none of the `live` managers' offers meet (read when not
     given: `live_offers`)."""
+    return judged_needs(db, live)[0]
+
+
+def judged_needs(db, live: dict[str, dict[str, str]] | None = None):
+    """Every need, judged against the `live` managers' offers (read when not given): (id ->
+    text of each none meets, [id of each one meets])."""
     offered = (live_offers(db) if live is None else live).values()
-    return {need: text for need, text in db.run(sql.NEEDS)
-            if not any(_meets(offers, text) for offers in offered)}  # fmt: skip
+    unmet: dict[int, str] = {}
+    met: list[int] = []
+    for need, text in db.run(sql.NEEDS):
+        if any(_meets(offers, text) for offers in offered):
+            met.append(need)
+        else:
+            unmet[need] = text
+    return unmet, met
 
 
 def unmet_counts(db) -> dict[str, int]:
