@@ -4,8 +4,10 @@ checked through the official `kubernetes` client over real HTTP."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
+from urllib.parse import urlsplit
 
 import pytest
 from kubernetes.client.rest import ApiException
@@ -74,6 +76,34 @@ def test_update_with_a_stale_resource_version_is_409_conflict(kube):
     with pytest.raises(ApiException) as exc:
         kube.core.replace_namespaced_config_map("a", NS, dict(made, data={"k": "3"}))
     assert exc.value.status == 409 and json.loads(exc.value.body)["reason"] == "Conflict"
+
+
+def test_an_update_whose_body_names_another_object_is_400(kube):
+    made = raw(kube.core.create_namespaced_config_map(NS, cm("a"), _preload_content=False))
+    for named in ("b", ""):
+        body = dict(made, metadata={**made["metadata"], "name": named})
+        with pytest.raises(ApiException) as exc:
+            kube.core.replace_namespaced_config_map("a", NS, body)
+        assert exc.value.status == 400 and json.loads(exc.value.body)["reason"] == "BadRequest"
+    assert kube.core.read_namespaced_config_map("a", NS).data == {"k": "v"}
+
+
+def test_a_request_whose_body_is_cut_short_is_never_acted_on(kube, apiserver):
+    """A client killed between its headers and its body (urllib3 sends them apart): the real
+    server reads to the end of the body it was promised, meets the end of the connection, and
+    acts on none of it - the stand-in once took the missing body for an empty object."""
+    made = kube.core.create_namespaced_config_map(NS, cm("a"))
+    host, port = urlsplit(apiserver.url).hostname, urlsplit(apiserver.url).port
+    with socket.create_connection((host, port), timeout=30) as conn:
+        conn.sendall(
+            f"PUT /api/v1/namespaces/{NS}/configmaps/a HTTP/1.1\r\nHost: {host}\r\n"
+            "Content-Type: application/json\r\nContent-Length: 400\r\n\r\n{}".encode()
+        )
+        conn.shutdown(socket.SHUT_WR)
+        assert conn.recv(4096) == b""  # no answer: the connection is closed
+    got = kube.core.read_namespaced_config_map("a", NS)
+    assert got.data == {"k": "v"}
+    assert got.metadata.resource_version == made.metadata.resource_version
 
 
 def test_label_selectors(kube):

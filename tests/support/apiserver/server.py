@@ -160,6 +160,9 @@ class ApiServer:
         m = _PATH.match(url.path)
         length = int(h.headers.get("Content-Length") or 0)
         raw = h.rfile.read(length) if length else b""
+        if len(raw) < length:  # the client died mid-body: the real server acts on no part of it
+            h.close_connection = True
+            return None
         if method == "GET" and url.path.rstrip("/") == "/version":  # what kubectl version reads
             major, minor = self.version
             # every field the real one gives (the client refuses a VersionInfo without one)
@@ -262,6 +265,10 @@ class ApiServer:
                 result = store.create(group, resource, ns, body)
                 return self._send(h, 201, self._at_version(h, result))
             elif verb == "update":
+                named = (body.get("metadata") or {}).get("name") or ""
+                if named != name:  # the real server's checkName: never a nameless write
+                    raise ApiError(400, "BadRequest", f"the name of the object ({named}) does "
+                                   f"not match the name on the URL ({name})")  # fmt: skip
                 result = store.replace(resource, ns, name, body, status_only=bool(sub))
             elif verb == "patch":
                 result = store.patch(
