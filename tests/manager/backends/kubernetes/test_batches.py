@@ -132,6 +132,32 @@ def test_a_crash_between_the_claim_and_the_job_makes_no_second_batch(
     validate_all(cluster)
 
 
+def test_a_once_run_waits_for_the_batches_it_finds_unrecorded(
+    tmp_path, ambassador_server, marker_worker, cluster, monkeypatch
+):
+    """A claim a crash left without its Job: the `--once` run creates the Job, and reports
+    its members only once they have ended - it once counted them "already done" and exited
+    while they ran."""
+    import requests
+
+    monkeypatch.setenv("SLEEP", "0.5")  # the stand-in's pods run in this process's env
+    names = ["a.mp4", "b.mp4", "c.mp4"]
+    make_items(tmp_path / "videos", names)
+    server = ambassador_server(tmp_path / "videos")
+    data = {n: requests.get(f"{server.url}/api/v1/items/{n}", timeout=5).json()["data"]
+            for n in names}  # fmt: skip
+    claim = bo.config_map("thumbs", NS, 1, [bo.member(n, data[n], 1) for n in names[:2]])
+    cluster.server.store.create("", "configmaps", NS, claim)
+    args = cluster.args(server.url, marker_worker, "--once", "--parallelism", "4",
+                        "--batch-size", "4")  # fmt: skip
+    done = workqueue(*args, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "3 items: 3 succeeded" in done.stdout, done.stdout
+    assert Counter(marker_worker.ended()) == Counter(names)  # ended before the run did
+    assert Counter(marker_worker.started()) == Counter(names)
+    assert len(recorded(cluster)) == 3
+
+
 def test_two_rival_managers_put_each_item_in_exactly_one_batch(
     tmp_path, ambassador_server, marker_worker, cluster, monkeypatch
 ):

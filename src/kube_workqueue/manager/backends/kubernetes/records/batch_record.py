@@ -204,6 +204,19 @@ class BatchRecords:
         with self._lock:
             return sorted(s for s, b in self._batches.items() if not b.recorded)
 
+    def running_members(self) -> list[tuple[str, int, int]]:
+        """(name, seq, attempt) of every member an unrecorded batch still speaks for (not
+        released, and that batch the newest holding it): the work a manager adopts at start."""
+        out = []
+        with self._lock:
+            for seq, held in sorted(self._batches.items()):
+                if held.recorded or held.names is None:
+                    continue
+                for i, name in enumerate(held.names):
+                    if i not in held.released and self._where.get(held.hashes[i]) == _at(seq, i):
+                        out.append((name, seq, held.attempts[i]))
+        return out
+
     def __len__(self) -> int:
         return len(self._where)
 
