@@ -3,6 +3,7 @@
     backend.py   `KubernetesBackend`: the Job, its ConfigMap, the wait for the recorded outcome
     batches.py   `--batch-size`: up to that many items dispatched as one Indexed Job
     adopted.py   one-item Jobs found running at start, taken over like this manager's own
+    adopted_batches.py  the members of batches found unrecorded at start, awaited to their record
     orphans.py   what a crash between a Job and its ConfigMap leaves, and its cleaning
     settler.py   the controller that settles finished Jobs (record, finalizer, history)
 

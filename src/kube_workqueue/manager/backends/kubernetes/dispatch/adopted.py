@@ -20,7 +20,7 @@ over instead (`manager.ports.AdoptsWork`, `manager.runtime.adoption`):
     runs, or a crash left its claim without one and `BatchRunner.adopt_unstarted` has just
     created it). A batch's Job is not in `running_items`: its claim ConfigMap speaks for its
     members. Each is awaited through `run()` until its batch's record says how it ended
-    (`BatchRunner.await_member`) - the same slot per member as a batch this manager claimed.
+    (`adopted_batches.AdoptedMembers`) - the same slot per member as a batch this manager claimed.
     Found by a `--once` run that counted a running batch's members "already done" and ended
     before them.
 

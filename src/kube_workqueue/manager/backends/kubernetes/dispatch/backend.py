@@ -137,14 +137,14 @@ class KubernetesBackend:
         the members of batches not recorded yet."""
         units = self._adoptions.offer(self.cache)
         if self.batcher is not None:
-            units += self._adoptions.offer_members(self.batcher.adopt_running())
+            units += self._adoptions.offer_members(self.batcher.adopted.take())
         return units
 
     def run(self, name: str, data: dict[str, Any], attempt: int, cancel: Cancel) -> Outcome:
         if self.batcher is not None:
             seq = self._adoptions.take_member(name)
             if seq is not None:  # adopted in a batch found unrecorded: its record tells
-                return self.batcher.await_member(name, seq)
+                return self.batcher.adopted.await_member(name, seq)
         version = data.get("version")
         job_name = ko.object_name(self.queue, name, version)
         adopted = self._adoptions.take(name)

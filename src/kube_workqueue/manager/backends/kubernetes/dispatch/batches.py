@@ -38,6 +38,7 @@ from ..client.cache import ClusterCache, finished
 from ..manifests import batch_objects as bo
 from ..manifests import objects as ko
 from ..records.batch_record import BatchRecords
+from .adopted_batches import AdoptedMembers
 
 log = logging.getLogger(__name__)
 
@@ -77,10 +78,9 @@ class BatchRunner:
         self.in_flight = in_flight
         self.metrics = metrics
         self.batch_bytes = bo.MAX_BATCH_BYTES  # what a batch's items may take of its ConfigMap
-        # seq -> members adopted at start and not yet awaited to their end; while any is, the
-        # batch's Job is in `in_flight` (its slots are the adopted runs', not others')
-        self._adopted: dict[int, int] = {}
-        self._adopting = threading.Lock()
+        # the members of batches found unrecorded at start (`adopted_batches.py`)
+        self.adopted = AdoptedMembers(api, queue, cache, batches, stopping, in_flight,
+                                      self._outcome)  # fmt: skip
 
     def item_bytes(self, name: str, data: dict, attempt: int) -> int:
         """What one item takes of its batch's ConfigMap (`batch_objects.member_bytes`): the
@@ -183,70 +183,6 @@ class BatchRunner:
             self._create_job(seq, batch.size)
             made += 1
         return made
-
-    def adopt_running(self) -> list[tuple[str, int, int]]:
-        """The members of every unrecorded batch, (name, seq, attempt), handed over to this
-        manager at start: each is awaited by `await_member`. Call after `adopt_unstarted`."""
-        members = self.batches.running_members()
-        with self._adopting:
-            for _, seq, _ in members:
-                self._adopted[seq] = self._adopted.get(seq, 0) + 1
-                self.in_flight.add(bo.batch_name(self.queue, seq))
-        return members
-
-    def await_member(self, name: str, seq: int) -> Outcome:
-        """An adopted member's outcome, once its batch's is in the record (whoever writes
-        it); interrupted when the manager stops first (it stays running for the next); failed
-        when its Job is deleted before its outcome was recorded."""
-        job_name = bo.batch_name(self.queue, seq)
-        where = f"job/{job_name} (kubectl logs {job_name}-<index>-…)"
-        try:
-            gone = not self._wait_recorded_or_gone(seq, job_name)
-        finally:
-            with self._adopting:
-                self._adopted[seq] -= 1
-                if not self._adopted[seq]:
-                    del self._adopted[seq]
-                    self.in_flight.discard(job_name)
-        found = self.batches.lookup(ko.item_hash(self.queue, name))
-        if found is None or found.seq != seq:  # released meanwhile (a retry): pending again
-            return Outcome(False, interrupted=True, log_path=where)
-        if found.state != "running":
-            return self._outcome(found.state == "succeeded", None, where, found.state)
-        if gone:
-            return Outcome(
-                False,
-                exit_code=1,
-                log_path=where,
-                final=True,
-                error="its batch's Job was deleted before its outcome was recorded",
-            )
-        return Outcome(False, interrupted=True, log_path=where)
-
-    def _wait_recorded_or_gone(self, seq: int, job_name: str) -> bool:
-        """Wait until the batch is recorded (True) or its Job is gone unrecorded (False), or
-        the manager stops (True: nothing is concluded). Every 5 s without news the batch is
-        read afresh (a rival may have recorded it); an API error only delays the next look."""
-
-        def recorded() -> bool:
-            batch = self.batches.batch(seq)
-            return batch is not None and batch.recorded
-
-        while not recorded() and not self.stopping.is_set():
-            if self.cache.wait_for(lambda: recorded() or self.stopping.is_set(), timeout=5.0):
-                continue
-            try:
-                self.batches.reread(seq)
-                unrecorded_without_job = (
-                    not recorded()
-                    and self.cache.get(job_name) is None
-                    and self.api.find("jobs", job_name) is None
-                )
-                if unrecorded_without_job:
-                    return False
-            except KubeError as exc:
-                log.warning("batch %s: cannot read it now (%s); waiting on", job_name, exc)
-        return True
 
     def _await(self, job_name: str, seq: int, runs: list, report, where: str) -> None:
         began = time.monotonic()
