@@ -103,19 +103,25 @@ def test_retry_of_a_member_runs_that_item_alone(
     assert first["data"]["released"] == "2"  # its batch let go of it, and of nothing else
 
 
-def test_a_crash_between_the_claim_and_the_job_makes_no_second_batch(
-    tmp_path, ambassador_server, marker_worker, cluster
-):
+def claim_left_without_its_job(tmp_path, ambassador_server, cluster, names):
+    """The items served, and what a manager killed after its claim and before its Job
+    leaves: batch 1's ConfigMap holding the first two. Returns the ambassador."""
     import requests
 
-    names = ["a.mp4", "b.mp4", "c.mp4"]
     make_items(tmp_path / "videos", names)
     server = ambassador_server(tmp_path / "videos")
     data = {n: requests.get(f"{server.url}/api/v1/items/{n}", timeout=5).json()["data"]
-            for n in names}  # fmt: skip
-    # what a manager killed after its claim and before its Job leaves: batch 1's ConfigMap
+            for n in names[:2]}  # fmt: skip
     claim = bo.config_map("thumbs", NS, 1, [bo.member(n, data[n], 1) for n in names[:2]])
     cluster.server.store.create("", "configmaps", NS, claim)
+    return server
+
+
+def test_a_crash_between_the_claim_and_the_job_makes_no_second_batch(
+    tmp_path, ambassador_server, marker_worker, cluster
+):
+    names = ["a.mp4", "b.mp4", "c.mp4"]
+    server = claim_left_without_its_job(tmp_path, ambassador_server, cluster, names)
     args = cluster.args(server.url, marker_worker, "--parallelism", "4", "--batch-size", "4")
     proc = spawn_workqueue(*args)
     try:
@@ -138,16 +144,9 @@ def test_a_once_run_waits_for_the_batches_it_finds_unrecorded(
     """A claim a crash left without its Job: the `--once` run creates the Job, and reports
     its members only once they have ended - it once counted them "already done" and exited
     while they ran."""
-    import requests
-
     monkeypatch.setenv("SLEEP", "0.5")  # the stand-in's pods run in this process's env
     names = ["a.mp4", "b.mp4", "c.mp4"]
-    make_items(tmp_path / "videos", names)
-    server = ambassador_server(tmp_path / "videos")
-    data = {n: requests.get(f"{server.url}/api/v1/items/{n}", timeout=5).json()["data"]
-            for n in names}  # fmt: skip
-    claim = bo.config_map("thumbs", NS, 1, [bo.member(n, data[n], 1) for n in names[:2]])
-    cluster.server.store.create("", "configmaps", NS, claim)
+    server = claim_left_without_its_job(tmp_path, ambassador_server, cluster, names)
     args = cluster.args(server.url, marker_worker, "--once", "--parallelism", "4",
                         "--batch-size", "4")  # fmt: skip
     done = workqueue(*args, timeout=120)
