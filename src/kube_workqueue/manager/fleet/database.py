@@ -33,7 +33,10 @@ Invariant: `Database._conn` is None or an open connection in autocommit mode who
 search_path is the ledger's schema, never one that answered as `session_unusable` says; it is
 used under `_lock` only, one statement (or one `transaction()`) at a time. Each `Database` is
 one connection: a part that must not wait for another (the heartbeat) has a `sibling()` of its
-own.
+own. `_cursor` is None or a cursor of `_conn`, kept open for the sessions that are not nested in
+another: a cursor made for each statement cost a third of psycopg's own time a statement (81-101
+against 58-60 us of CPU, measured on one `UPDATE ... RETURNING`), on the path every item takes
+twice. A nested session (a statement run inside another's) gets a cursor of its own.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ log = logging.getLogger(__name__)
 SCHEMES = ("postgresql", "postgres")
 DEFAULT_SCHEMA = "workqueue"
 CONNECT_SECONDS = 5
+KEPT_ROWS = 256  # the most rows a kept cursor holds on to after its session (`_cursor`)
 STATEMENT_SECONDS = 60  # no statement of ours takes this long; a hung one must not hang a thread
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_$]{0,62}")
 # what libpq says at a connection when the user's settings are wrong, and what to tell them
@@ -263,6 +267,8 @@ class Database:
         self.psycopg = _driver()
         self._lock = threading.RLock()
         self._conn = None
+        self._cursor = None  # (see the module docstring's invariant)
+        self._sessions = 0  # how many sessions are open now (nested: the same thread)
         self.connected_once = False  # after a first connection, mistakes are faults
         # set once the ledger is set up (its schema made or checked, the manager joined):
         # until then a statement refused for want of a privilege is the user's to fix, not a
@@ -330,10 +336,19 @@ class Database:
         """Statements one at a time on this connection (autocommit: each commits), under the
         lock; any database error leaves as a `StorageFault` (a lost connection dropped)."""
         with self._lock:
+            self._sessions += 1
             try:
                 conn = self._connected()
-                with conn.cursor() as cur:
-                    yield Session(cur, self)
+                if self._sessions > 1:  # nested in another session: a cursor of its own
+                    with conn.cursor() as cur:
+                        yield Session(cur, self)
+                else:
+                    if self._cursor is None or self._cursor.closed:
+                        self._cursor = conn.cursor()
+                    try:
+                        yield Session(self._cursor, self)
+                    finally:
+                        self._let_go_of_big_results()
             except self.psycopg.Error as exc:
                 if not self._set_up.is_set() and isinstance(
                     exc, self.psycopg.errors.InsufficientPrivilege
@@ -348,6 +363,8 @@ class Database:
                     _SAID_IN_FULL.add(self.where)  # a bug or a changed schema: said in full once
                     log.error("the shared ledger %s: %s", self.where, fault.detail, exc_info=exc)
                 raise fault from None
+            finally:
+                self._sessions -= 1
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Session]:
@@ -383,8 +400,19 @@ class Database:
             self._lock.release()
         return True
 
+    def _let_go_of_big_results(self) -> None:
+        """A kept cursor holds its last result until its next statement: one of more than
+        `KEPT_ROWS` rows (a full read of a million items) is not kept alive - that cursor is
+        closed, and the next session makes another."""
+        cursor = self._cursor
+        result = None if cursor is None else cursor.pgresult
+        if result is not None and result.ntuples > KEPT_ROWS:
+            self._cursor = None
+            with contextlib.suppress(Exception):
+                cursor.close()
+
     def _drop(self) -> None:
-        conn, self._conn = self._conn, None
+        conn, self._conn, self._cursor = self._conn, None, None
         if conn is not None:
             with contextlib.suppress(Exception):
                 conn.close()
