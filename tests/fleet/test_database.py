@@ -7,8 +7,9 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from kube_workqueue.manager.fleet.database import KEPT_ROWS, Database
+from kube_workqueue.manager.fleet.database import KEPT_ROWS, Database, _ended
 from kube_workqueue.manager.fleet.statements import Statement
+from tests.support.servers import wait_until
 
 ECHO = Statement("echo", "SELECT %(value)s::int")
 SERIES = Statement("series", "SELECT generate_series(1, %(rows)s)")
@@ -49,5 +50,6 @@ def test_a_connection_the_server_ended_takes_its_cursor_with_it(db, postgres):
     kept = db._cursor
     with psycopg.connect(postgres, autocommit=True) as admin:
         admin.execute("SELECT pg_terminate_backend(%s)", (first,))
+    wait_until(lambda: _ended(db._conn), timeout=30)  # its farewell is on the socket
     assert db.run(BACKEND)[0][0] != first  # a new connection, and a new cursor with it
     assert db._cursor is not kept
