@@ -15,7 +15,10 @@
                  and a slot's shim - the least that keeps the promise), PgQueuer's and
                  procrastinate's drain of 5,000 jobs that each start `true` (their own
                  environment, `.venv-peers`, made on first use), and the floor of a process
-                 per item on one machine: a bare thread pool spawning `true`
+                 per item on one machine: a bare thread pool spawning `true`. Beside each
+                 rate, the CPU it took an item: the launched processes' trees (managers,
+                 keepers, shims, workers - or a peer's processes and the programs they
+                 started) and PostgreSQL's. On two cores a fleet of four is bound by it
 
 Every row count is PostgreSQL's own (`pg_stat_user_tables`, its counters flushed first).
 """
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -145,6 +149,48 @@ def peers_python() -> str:
     return str(python)
 
 
+class Cpu:
+    """CPU seconds spent from `Cpu(server)` to `per_item(n)`, in two parts: this process's
+    children and everything they waited for (`RUSAGE_CHILDREN`: a drain's processes, their
+    keepers, shims and workers - each reaped by its parent - or a peer's processes and the
+    programs they started), and PostgreSQL's processes (their own CPU, a backend that ended
+    counted through the postmaster that reaped it; one not yet reaped still shows its own)."""
+
+    def __init__(self, server: PostgresServer) -> None:
+        self.server = server
+        self.clients, self.database = _children_cpu(), _server_cpu(server)
+
+    def per_item(self, items: int) -> tuple[float, float]:
+        """(clients, server) milliseconds of CPU an item since this was made."""
+        clients, database = _children_cpu() - self.clients, _server_cpu(self.server) - self.database
+        return clients / items * 1000, database / items * 1000
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _server_cpu(server: PostgresServer) -> float:
+    with open(os.path.join(server.data, "postmaster.pid")) as f:
+        postmaster = int(f.readline())
+    ticks = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:  # ended meanwhile: reaped, counted in the postmaster's below
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()  # state, ppid, ...: utime is the 12th
+        if int(entry) == postmaster:
+            ticks += sum(int(value) for value in fields[11:15])  # its own and its reaped
+        elif int(fields[1]) == postmaster:
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def _together(commands: list[list[str]], **popen) -> tuple[list[str], list[float]]:
     """`commands` launched together and each waited for (exit 0, or the bench stops with its
     stderr): their outputs and the wall-clock time each was seen to end."""
@@ -160,11 +206,13 @@ def _together(commands: list[list[str]], **popen) -> tuple[list[str], list[float
 
 
 def _fleet_drain(server: PostgresServer, folder: Path, work: Path, managers: int,
-                 parallelism: int) -> tuple[float, list[float]]:  # fmt: skip
+                 parallelism: int) -> tuple[float, list[float], tuple[float, float]]:  # fmt: skip
     """`managers` runs of `workqueue run --ledger` over `folder`: items/s from launch to the
-    last exit, and each run's exit after the ledger's last finish."""
+    last exit, each run's exit after the ledger's last finish, and the CPU an item took
+    (`Cpu.per_item`)."""
     url = server.database()
     env = {**os.environ, "WORKQUEUE_LEDGER": url}
+    cpu = Cpu(server)
     began = time.monotonic()
     _, exits = _together([
         [sys.executable, "-m", "kube_workqueue.manager.cli", "run", str(folder), "--suffix", ".txt",
@@ -173,22 +221,27 @@ def _fleet_drain(server: PostgresServer, folder: Path, work: Path, managers: int
         for i in range(managers)
     ], env=env, stdout=subprocess.DEVNULL)  # fmt: skip
     took = time.monotonic() - began
+    items = len(list(folder.iterdir()))
+    spent = cpu.per_item(items)
     with psycopg.connect(url) as conn:
         last, count = conn.execute(
             "SELECT max(finished), count(*) FILTER (WHERE state = 'succeeded') FROM workqueue.items"
         ).fetchone()
-    assert count == len(list(folder.iterdir())), count
-    return count / took, [at - last for at in exits]
+    assert count == items, count
+    return count / took, [at - last for at in exits], spent
 
 
-def _peer_fleet(python: str, script: str, url: str, jobs: int, workers: int,
-                concurrency: int) -> float:  # fmt: skip
+def _peer_fleet(python: str, script: str, server: PostgresServer, jobs: int, workers: int,
+                concurrency: int) -> tuple[float, tuple[float, float]]:  # fmt: skip
     """A peer's fleet: `jobs` jobs enqueued, then `workers` worker processes launched together,
     each at `concurrency`, each job a process it starts (`--spawn`): jobs a second from launch
-    to the last exit - measured as ours is, start-up included."""
+    to the last exit - measured as ours is, start-up included - and the CPU a job took from
+    launch (`Cpu.per_item`; the enqueue before it is not counted)."""
     script_path = str(ROOT / "bench" / "peers" / script)
+    url = server.database()
     subprocess.run([python, script_path, url, str(jobs), "--phase", "enqueue"],
                    capture_output=True, check=True, cwd=tempfile.gettempdir())  # fmt: skip
+    cpu = Cpu(server)
     began = time.monotonic()
     outputs, _ = _together([
         [python, script_path, url, str(jobs), "--phase", "drain", "--spawn", "--concurrency",
@@ -196,15 +249,19 @@ def _peer_fleet(python: str, script: str, url: str, jobs: int, workers: int,
     ], stdout=subprocess.PIPE, cwd=tempfile.gettempdir())  # fmt: skip
     ran = sum(json.loads(out.strip().splitlines()[-1])["jobs"] for out in outputs)
     took = time.monotonic() - began
+    spent = cpu.per_item(jobs)
     assert ran == jobs, (ran, jobs)  # every job once: a drain that ran one twice is no figure
-    return jobs / took
+    return jobs / took, spent
 
 
-def _floor_fleet(url: str, folder: Path, work: Path, processes: int, parallelism: int) -> float:
+def _floor_fleet(server: PostgresServer, folder: Path, work: Path, processes: int,
+                 parallelism: int) -> tuple[float, tuple[float, float]]:  # fmt: skip
     """The fleet's floor (`bench.local_floor --durable --kept --shim --ledger`): `processes`
     processes draining one table, each item claimed-and-started in one statement and ended in
     another, its worker started through a keeper's journal and a slot's shim: items a second
-    from launch to the last exit, measured as ours is."""
+    from launch to the last exit, measured as ours is, and the CPU an item took."""
+    url = server.database()
+    cpu = Cpu(server)
     began = time.monotonic()
     _together([
         [sys.executable, "-m", "bench.local_floor", str(folder), "true", "--suffix", ".txt",
@@ -212,12 +269,13 @@ def _floor_fleet(url: str, folder: Path, work: Path, processes: int, parallelism
          "--kept", "--shim", "--ledger", url] for i in range(processes)
     ], cwd=ROOT)  # fmt: skip
     took = time.monotonic() - began
+    spent = cpu.per_item(len(list(folder.iterdir())))
     with psycopg.connect(url) as conn:
         count, most = conn.execute(
             "SELECT count(*) FILTER (WHERE state = 'succeeded'), max(attempts) FROM floor_items"
         ).fetchone()
     assert count == len(list(folder.iterdir())) and most == 1, (count, most)
-    return count / took
+    return count / took, spent
 
 
 def drains(items: int = 5000, parallelism: int = 4, fleets=(1, 2, 4), rounds: int = 3) -> None:
@@ -236,6 +294,7 @@ def drains(items: int = 5000, parallelism: int = 4, fleets=(1, 2, 4), rounds: in
     floors: dict[int, list[float]] = {n: [] for n in fleets}
     theirs: dict[tuple[str, int], list[float]] = {(p, n): [] for _, p in peers for n in fleets}
     lags: list[float] = []
+    spent: dict[tuple[str, int], list[tuple[float, float]]] = {}  # (who, processes): CPU
     try:
         python = peers_python()
         print(f"\ndrains of {items:,} items, parallelism {parallelism} a manager or worker "
@@ -243,17 +302,18 @@ def drains(items: int = 5000, parallelism: int = 4, fleets=(1, 2, 4), rounds: in
               f"load {os.getloadavg()[0]:.2f} at the start:")  # fmt: skip
         for _ in range(rounds):
             for managers in fleets:
-                rate, exits = _fleet_drain(server, folder, work, managers, parallelism)
+                rate, exits, cpu = _fleet_drain(server, folder, work, managers, parallelism)
                 ours[managers].append(rate)
+                spent.setdefault(("ours", managers), []).append(cpu)
                 lags += exits
-                floors[managers].append(
-                    _floor_fleet(server.database(), folder, work, managers, parallelism)
-                )
+                rate, cpu = _floor_fleet(server, folder, work, managers, parallelism)
+                floors[managers].append(rate)
+                spent.setdefault(("the floor", managers), []).append(cpu)
             for script, name in peers:
                 for workers in fleets:
-                    theirs[(name, workers)].append(
-                        _peer_fleet(python, script, server.database(), items, workers, parallelism)
-                    )
+                    rate, cpu = _peer_fleet(python, script, server, items, workers, parallelism)
+                    theirs[(name, workers)].append(rate)
+                    spent.setdefault((name, workers), []).append(cpu)
         for managers in fleets:
             print(f"  workqueue run --ledger, {managers} manager(s): "
                   f"{spread(ours[managers])} items/s")  # fmt: skip
@@ -269,6 +329,13 @@ def drains(items: int = 5000, parallelism: int = 4, fleets=(1, 2, 4), rounds: in
                 print(f"  {name}, {workers} worker process(es) spawning `true` per job: "
                       f"{spread(rates)} jobs/s; ours / theirs per round "
                       f"{spread(ratios, '.2f')}")  # fmt: skip
+        print("  CPU an item, the processes' trees + PostgreSQL, ms (min / median / max of "
+              "their sum over the rounds; the parts at its median):")  # fmt: skip
+        for processes in fleets:
+            print(f"    {processes} process(es): " + "; ".join(
+                f"{who} {_cpu_spread(spent[(who, processes)])}"
+                for who in ("ours", "the floor", *(name for _, name in peers))
+            ))  # fmt: skip
         most, one = ours[fleets[-1]], ours[fleets[0]]
         print(f"  {fleets[-1]} managers / {fleets[0]}, per round: "
               + ", ".join(f"{f / o:.2f}" for f, o in zip(most, one, strict=True))
@@ -289,6 +356,15 @@ def drains(items: int = 5000, parallelism: int = 4, fleets=(1, 2, 4), rounds: in
     finally:
         server.close()
         subprocess.run(["rm", "-rf", str(work)], check=False)
+
+
+def _cpu_spread(rounds: list[tuple[float, float]]) -> str:
+    """A drain's CPU an item over its rounds: the sums' min / median / max, and the median
+    round's two parts."""
+    ordered = sorted(rounds, key=sum)
+    middle = ordered[len(ordered) // 2]
+    return (f"{sum(ordered[0]):.2f} / {sum(middle):.2f} / {sum(ordered[-1]):.2f} "
+            f"({middle[0]:.2f} + {middle[1]:.2f})")  # fmt: skip
 
 
 if __name__ == "__main__":
