@@ -48,7 +48,7 @@ def add_parser(subparsers) -> None:
 
 def _shared_url(text: str) -> str:
     from ..errors import UserError
-    from ..fleet.database import check_url, has_password
+    from ..fleet.address import check_url, has_password
 
     if has_password(text):
         raise argparse.ArgumentTypeError(

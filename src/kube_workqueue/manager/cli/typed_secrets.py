@@ -19,7 +19,7 @@ def typed(args, dest: str) -> bool:
 
 def no_password_in_source(args, dest: str = "source", flag: str = "--source") -> None:
     """A `UserError` when the items API URL typed for `flag` holds a password."""
-    from ..fleet.database import has_password
+    from ..fleet.address import has_password
 
     url = getattr(args, dest, None)
     if url and typed(args, dest) and has_password(url):

@@ -1,7 +1,9 @@
 """A ledger many managers share: one queue worked by many machines or clusters, in PostgreSQL.
 
-    database.py   the connections: a checked URL shown without its password, the ledger's own
-                  schema, every answer of the database a fault (`StorageFault`) or a mistake
+    address.py    a ledger's URL checked, the schema it names, and the URL shown without its
+                  password
+    database.py   the connections: the ledger's own schema on each, every answer of the
+                  database a fault (`StorageFault`) or a mistake
     statements.py every statement the ledger sends, named and commented
     schema.py     the tables (in a schema of their own) and their numbered migrations
     ledger.py     `PostgresLedger`: the `Ledger` port over the items table, kept in memory

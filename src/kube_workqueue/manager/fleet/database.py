@@ -1,15 +1,6 @@
-"""The shared ledger's connections: a checked URL shown without its password, the ledger's own
-schema on every connection, and every error the database can return turned into either the
+"""The shared ledger's connections: the ledger's own schema on every connection (its checked
+address from `address.py`), and every error the database can return turned into either the
 user's mistake or the manager's one kind of machine fault.
-
-    postgresql://user@host:5432/db[?schema=NAME]
-        the password from the environment (PGPASSWORD) or a file (PGPASSFILE, ~/.pgpass), as
-        libpq reads them; `schema` (as Prisma's URLs name it) is the PostgreSQL schema the
-        ledger's tables live in - `workqueue` by default - so a queue shares a database with
-        other applications safely; every other query parameter is libpq's own
-
-`shown(url)` is the URL with any password (`user:PASSWORD@`, `?password=`) replaced by `***`:
-what logs, `status` and errors print.
 
 What the database says, sorted once here (`fault_of`), so that no thread that talks to it ever
 dies of an answer:
@@ -47,20 +38,25 @@ import re
 import select
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
-from ..errors import InputError, UserError
+from ..errors import UserError
 from ..faults import LEDGER_ERROR, LEDGER_FULL, LEDGER_READ_ONLY, UNREACHABLE, StorageFault
+from .address import (  # noqa: F401 - (check_url, has_password, shown: importable here still)
+    DEFAULT_SCHEMA,
+    SCHEMES,
+    Address,
+    address,
+    check_url,
+    driver,
+    has_password,
+    shown,
+)
 from .statements import Statement
 
 log = logging.getLogger(__name__)
-SCHEMES = ("postgresql", "postgres")
-DEFAULT_SCHEMA = "workqueue"
 CONNECT_SECONDS = 5
 KEPT_ROWS = 256  # the most rows a kept cursor holds on to after its session (`_cursor`)
 STATEMENT_SECONDS = 60  # no statement of ours takes this long; a hung one must not hang a thread
-_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_$]{0,62}")
 # what libpq says at a connection when the user's settings are wrong, and what to tell them
 _MISTAKES = (
     (re.compile(r"password authentication failed for user \"([^\"]*)\""),
@@ -80,111 +76,6 @@ _MISTAKES = (
      "SSL: {0} (check sslmode and the certificates)"),
     (re.compile(r"invalid (\w+) value: \"?([^\"\n]*)"), "invalid {0} in the URL: {1}"),
 )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Address:
-    """A checked shared-ledger URL: what libpq connects to (`conninfo`, without our
-    `schema`), the schema, and the URL as it may be printed."""
-
-    url: str
-    conninfo: str
-    schema: str
-    where: str
-
-
-def check_url(text: str) -> str:
-    """A shared ledger's URL, checked (see `address`); the URL itself."""
-    return address(text).url
-
-
-def address(text: str) -> Address:
-    """`text` checked: `postgresql://…` naming a database, options libpq knows, a schema name
-    PostgreSQL takes unquoted. An `InputError` naming what is wrong, never the password."""
-    url = text.strip()
-    try:
-        parts = urlsplit(url)
-    except ValueError as exc:  # "Invalid IPv6 URL": a bracket without its pair
-        raise InputError(f"not a URL ({exc}): {shown(url)}") from None
-    if parts.scheme not in SCHEMES:
-        raise InputError(f"not a PostgreSQL URL (postgresql://user@host/database): {shown(url)}")
-    if not parts.path.strip("/"):
-        raise InputError(f"name the database (postgresql://host/NAME): {shown(url)}")
-    try:
-        parts.port  # noqa: B018 - a port that is not a number raises here
-    except ValueError:
-        raise InputError(f"the port is not a number: {shown(url)}") from None
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    schema = DEFAULT_SCHEMA
-    rest = []
-    for key, value in query:
-        if key == "schema":
-            schema = value
-        else:
-            rest.append((key, value))
-    if not _SCHEMA_NAME.fullmatch(schema):
-        raise InputError(
-            f"schema={schema!r}: a schema name is lower-case letters, digits and _ "
-            "(up to 63), not starting with a digit"
-        )
-    if schema.startswith("pg_") or schema == "information_schema":
-        raise InputError(
-            f"schema={schema}: that is PostgreSQL's own (the pg_ names and "
-            "information_schema): name a schema of the ledger's own, or leave it out"
-        )
-    # (built by hand: urlunsplit writes `postgresql:///db` - the local socket - as
-    # `postgresql:/db`, which libpq reads otherwise)
-    query_text = urlencode(rest, quote_via=quote)  # (a space is %20: libpq reads + as +)
-    conninfo = f"{parts.scheme}://{parts.netloc}{parts.path}" + (f"?{query_text}" if rest else "")
-    conninfo_to_dict = _driver().conninfo.conninfo_to_dict
-    try:
-        conninfo_to_dict(conninfo)
-    except Exception as exc:  # psycopg.ProgrammingError: an option libpq does not know
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InputError(f"{first.replace('URI', 'URL')}: {shown(url)}") from None
-    return Address(url, conninfo, schema, shown(url))
-
-
-def has_password(url: str) -> bool:
-    """Whether `url` carries a password (`user:PASSWORD@` or `?password=`); a URL that cannot
-    be parsed is judged by its text."""
-    try:
-        parts = urlsplit(url.strip())
-        if parts.password is not None:
-            return True
-        return any(k == "password" for k, _ in parse_qsl(parts.query, keep_blank_values=True))
-    except ValueError:
-        return bool(re.search(r"//[^/@]*:[^/@]*@|[?&]password=", url))
-
-
-def shown(url: str) -> str:
-    """`url` as it may be printed: any password replaced by ***."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:  # not a URL: whatever looks like a password is hidden all the same
-        url = re.sub(r"(//[^/@:]*:)[^/@]*@", r"\1***@", url)
-        return re.sub(r"([?&]password=)[^&]*", r"\1***", url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, _, hostport = netloc.rpartition("@")
-        if ":" in userinfo:
-            netloc = f"{userinfo.split(':', 1)[0]}:***@{hostport}"
-    query = re.sub(r"(^|&)password=[^&]*", r"\1password=***", parts.query)
-    shown_url = urlunsplit(parts._replace(netloc=netloc, query=query))
-    if not netloc and url.startswith(f"{parts.scheme}://"):  # (`postgresql:///db`: kept so)
-        shown_url = shown_url.replace(f"{parts.scheme}:", f"{parts.scheme}://", 1)
-    return shown_url
-
-
-def _driver():
-    try:
-        import psycopg
-        import psycopg.conninfo  # noqa: F401 - (address() checks URLs with it)
-    except ImportError:
-        raise UserError(
-            "a shared ledger needs the PostgreSQL driver: pip install 'kube-workqueue[postgresql]'"
-        ) from None
-    return psycopg
 
 
 def _first_line(exc: BaseException) -> str:
@@ -264,7 +155,7 @@ class Database:
         self.where = self.address.where
         self.schema = self.address.schema
         self.purpose = purpose
-        self.psycopg = _driver()
+        self.psycopg = driver()
         self._lock = threading.RLock()
         self._conn = None
         self._cursor = None  # (see the module docstring's invariant)

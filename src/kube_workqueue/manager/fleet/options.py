@@ -37,7 +37,7 @@ class NamesALedger(Protocol):
 
 
 def ledger_url(text: str) -> str:
-    from .database import check_url
+    from .address import check_url
 
     return check_url(text)
 
@@ -46,7 +46,7 @@ def no_password_typed(text: str) -> None:
     """A password typed in `--ledger` is refused: every user of the machine sees a process's
     arguments (`ps`) for its whole life, and a shell keeps them in its history. (Rewriting
     the process's own arguments after start would still show them until then.)"""
-    from .database import has_password
+    from .address import has_password
 
     if has_password(text):
         raise UserError(
