@@ -232,7 +232,10 @@ def test_a_manager_stopped_during_a_read_only_spell_runs_nothing_twice(
 
 def test_a_full_disk_holds_and_passes(tmp_path, postgres_server, marker_worker):
     """The ledger's tables on a tablespace whose file system fills up for longer than the
-    lease."""
+    lease. A transaction held open meanwhile (a long report elsewhere) keeps every row version
+    the managers write from then on, so their writes need new pages while the disk is full:
+    without it PostgreSQL could reuse the space of versions it pruned, and a loaded machine's
+    managers met no full disk at all (seen twice)."""
     space = Path(tempfile.mkdtemp(prefix="wq-small-"))  # (the server's user must reach it)
     space.chmod(0o755)
     try:
@@ -247,13 +250,21 @@ def test_a_full_disk_holds_and_passes(tmp_path, postgres_server, marker_worker):
             conn.execute(f"CREATE TABLESPACE {name} LOCATION '{space}'")
             conn.execute(f"CREATE DATABASE {name} TABLESPACE {name}")
         url = postgres_server.role(name, postgres_server.url(name))
-        items, names = folder(tmp_path, 30)
-        runs = start_fleet(tmp_path, url, marker_worker, items)
+        items, names = folder(tmp_path, 60)
+        runs = start_fleet(tmp_path, url, marker_worker, items, sleep=0.3)
         running_soon(marker_worker, url=url)
-        ballast = space / "ballast"
-        subprocess.run(["dd", "if=/dev/zero", f"of={ballast}", "bs=64k"], capture_output=True)
-        time.sleep(FAULT_SECONDS)
-        ballast.unlink()
+        server_log = os.path.join(postgres_server.folder, "log")
+        logged = os.path.getsize(server_log)
+        with psycopg.connect(postgres_server.url(name)) as report:  # (not autocommit)
+            report.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            report.execute("SELECT count(*) FROM workqueue.items")  # its snapshot, held
+            ballast = space / "ballast"
+            subprocess.run(["dd", "if=/dev/zero", f"of={ballast}", "bs=64k"],
+                           capture_output=True)  # fmt: skip
+            wait_until(lambda: "No space left on device"
+                       in PostgresServer._log_since(server_log, logged), timeout=120)  # fmt: skip
+            time.sleep(FAULT_SECONDS)  # (the fault met: it lasts longer than the lease)
+            ballast.unlink()
         outs = finish(runs)
         once_each(marker_worker, names)
         assert any("has no room" in err for _, err in outs)  # the fault was met, and held
