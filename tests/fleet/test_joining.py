@@ -1,5 +1,5 @@
 """A manager's start on a shared ledger rides out a connection ended under its last statements
-(`joining.riding_out_a_lost_connection`): a failover's `pg_terminate_backend` between the
+(`ledger.riding_out_a_lost_connection`): a failover's `pg_terminate_backend` between the
 manager's registration and its look at its drain ended a `--once` run with exit 3."""
 
 from __future__ import annotations
@@ -8,10 +8,8 @@ import psycopg
 import pytest
 
 from kube_workqueue.manager.faults import LEDGER_ERROR, UNREACHABLE, StorageFault
-from kube_workqueue.manager.fleet.joining import (
-    riding_out_a_lost_connection,
-    settle_claims_and_drain,
-)
+from kube_workqueue.manager.fleet.joining import RETRY_PAUSE_SECONDS, settle_claims_and_drain
+from kube_workqueue.manager.fleet.ledger import riding_out_a_lost_connection
 from tests.support.servers import wait_until
 
 from .conftest import sql
@@ -47,7 +45,9 @@ def test_a_connection_ended_under_the_starts_last_statements_is_ridden_out(open_
     ledger.see(["x"])
     assert ledger.claim(1) == ["x"]  # claimed, never started: let go at the start
     ledger.db.statement_hook = cut = EndsTheConnectionBefore(admin, "is_drained")
-    drained = riding_out_a_lost_connection(lambda: settle_claims_and_drain(ledger, "a", True))
+    drained = riding_out_a_lost_connection(
+        lambda: settle_claims_and_drain(ledger, "a", True), pause=RETRY_PAUSE_SECONDS
+    )
     assert cut.done and drained is True
     assert sql(ledger, "SELECT owner FROM items WHERE name = 'x'") == [(None,)]
 
@@ -69,7 +69,7 @@ def test_a_refusal_no_wait_mends_is_raised_at_once():
         raise StorageFault(LEDGER_ERROR, "the ledger", "column does not exist")
 
     with pytest.raises(StorageFault):
-        riding_out_a_lost_connection(refused)
+        riding_out_a_lost_connection(refused, pause=RETRY_PAUSE_SECONDS)
     assert len(tries) == 1
 
 
@@ -81,5 +81,5 @@ def test_a_database_that_stays_away_is_raised_once_the_time_is_up():
         raise StorageFault(UNREACHABLE, "the ledger", "connection refused")
 
     with pytest.raises(StorageFault):
-        riding_out_a_lost_connection(away, seconds=0.0)
+        riding_out_a_lost_connection(away, seconds=0.0, pause=RETRY_PAUSE_SECONDS)
     assert len(tries) >= 1

@@ -20,28 +20,25 @@ Everything else is written once, here: the ledger opened under that owner, the h
 claims that never started let go (`let_go_unstarted`), who the manager is said once, and the
 closing order (the runner first, so no end is reported to a closed ledger). Like the ledger's
 opening, the start's last statements ride out a database that does not answer for a while
-(`riding_out_a_lost_connection`): a connection ended under them is no reason to exit. A
+(`ledger.riding_out_a_lost_connection`): a connection ended under them is no reason to exit. A
 backend without `fleet_runner` cannot share a ledger, and says so in one line.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from ..errors import UserError
-from ..faults import LEDGER_ERROR, StorageFault
 from ..placement import Placement
 from ..ports import Backend, Elector, State
 from ..setup_parts import ManagerSeeds, Parts, SharesALedger
 from . import statements as sql
-from .ledger import STARTUP_SECONDS, PostgresLedger, open_shared
+from .ledger import PostgresLedger, open_shared, riding_out_a_lost_connection
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 RETRY_PAUSE_SECONDS = 0.2  # between two tries of the start's last statements
 
 
@@ -80,7 +77,8 @@ def join(backend_package: Any, backend_name: str, options: Any, seeds: ManagerSe
         )  # fmt: skip
         runner.settle(ledger)
         drained = riding_out_a_lost_connection(
-            lambda: settle_claims_and_drain(ledger, runner.owner, options.drain)
+            lambda: settle_claims_and_drain(ledger, runner.owner, options.drain),
+            pause=RETRY_PAUSE_SECONDS,
         )
     except BaseException:
         try:
@@ -117,25 +115,6 @@ def settle_claims_and_drain(ledger: PostgresLedger, owner: str, drain: bool | No
     if drain is not None:
         ledger.db.run(sql.DRAIN if drain else sql.UNDRAIN, manager=owner)
     return bool(ledger.db.run(sql.IS_DRAINED, owner=owner)[0][0])
-
-
-def riding_out_a_lost_connection(step: Callable[[], T], *,
-                                 seconds: float = STARTUP_SECONDS) -> T:  # fmt: skip
-    """`step()` - statements safe to run again - tried again while the database does not
-    answer, for `seconds` from now, as `open_shared` rides out a start's first statements: a
-    failover's `pg_terminate_backend` that lands between the manager's registration and these
-    ended a `--once` run with exit 3 before it took a single item (seen under a loaded
-    suite). A refusal no wait mends (`LEDGER_ERROR`), and a fault that outlasts `seconds`,
-    are raised."""
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            return step()
-        except StorageFault as fault:
-            if time.monotonic() > deadline or fault.kind == LEDGER_ERROR:
-                raise
-            log.warning("%s; trying again", fault.short)
-        time.sleep(RETRY_PAUSE_SECONDS)  # (the connection was dropped: the next try opens one)
 
 
 def let_go_unstarted(ledger: PostgresLedger) -> None:

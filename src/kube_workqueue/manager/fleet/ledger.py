@@ -34,6 +34,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 from ..faults import LEDGER_ERROR, StorageFault
 from ..lifecycle import keep_version, may_rerun
@@ -49,6 +50,7 @@ from .notifier import Notifier
 from .placed import PlacedClaims
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 RELOAD_SECONDS = 600.0  # the safety net's full read (changes are read in commit order)
 STARTUP_SECONDS = 10.0  # how long a manager's start rides out a database that does not answer
 ANALYZE_AFTER = 1000  # new names in one listing that bring the line's statistics up to date
@@ -499,8 +501,8 @@ def open_shared(
     from ..retry import Backoff
 
     backoff = Backoff(*retry_backoff)
-    deadline = time.monotonic() + STARTUP_SECONDS
-    while True:
+
+    def opened() -> PostgresLedger:
         db = Database(url)
         ledger = None
         try:
@@ -512,16 +514,29 @@ def open_shared(
                 ledger.place(placement)  # (its offers are written with its row at `join`)
             ledger.join()
             return ledger
-        except StorageFault as fault:  # a connection lost at start: tried again a while
-            if ledger is not None:
-                ledger.close()
-            db.close()
-            if time.monotonic() > deadline or fault.kind == LEDGER_ERROR:
-                raise  # (a refusal no wait mends: a bug, a changed schema - said in full)
-            log.warning("%s; trying again", fault.short)
-            time.sleep(1.0)
         except BaseException:
             if ledger is not None:
                 ledger.close()
             db.close()
             raise
+
+    return riding_out_a_lost_connection(opened, pause=1.0)
+
+
+def riding_out_a_lost_connection(step: Callable[[], T], *, seconds: float = STARTUP_SECONDS,
+                                 pause: float) -> T:  # fmt: skip
+    """`step()` - statements safe to run again - tried again every `pause` seconds while the
+    database does not answer, for `seconds` from now: a manager's start (`open_shared`, and
+    `joining`'s last statements) rides out a connection lost meanwhile - a failover's
+    `pg_terminate_backend` between its registration and its look at its drain ended a `--once`
+    run with exit 3 before it took a single item. A refusal no wait mends (`LEDGER_ERROR`: a
+    bug, a changed schema - said in full), and a fault that outlasts `seconds`, are raised."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return step()
+        except StorageFault as fault:
+            if time.monotonic() > deadline or fault.kind == LEDGER_ERROR:
+                raise
+            log.warning("%s; trying again", fault.short)
+        time.sleep(pause)  # (a lost connection was dropped: the next try opens another)
