@@ -1,8 +1,12 @@
 """What the shared ledger's tests share: ledgers on a real PostgreSQL (one database per test),
-a monotonic clock the test steps, a heartbeat watched over stepped time, raw SQL."""
+a monotonic clock the test steps, a heartbeat watched over stepped time, raw SQL, and a
+connection lost at one statement (`Cut`)."""
 
 from __future__ import annotations
 
+import time
+
+import psycopg
 import pytest
 
 from kube_workqueue.manager.fleet.database import Database
@@ -50,3 +54,30 @@ def sql(ledger: PostgresLedger, text: str, *values):
         session.cursor.execute(text, values)
         cur = session.cursor
         return cur.fetchall() if cur.description else cur.rowcount
+
+
+class Cut:
+    """Loses the connection at the first run of one statement: `before` the server got it
+    (the backend terminated from outside), or `after` it committed (the answer dropped)."""
+
+    def __init__(self, admin: psycopg.Connection, statement: str, phase: str) -> None:
+        self.admin = admin
+        self.statement = statement
+        self.phase = phase
+        self.done = False
+
+    def __call__(self, name: str, phase: str, cursor) -> None:
+        if self.done or name != self.statement or phase != self.phase:
+            return
+        self.done = True
+        if phase == "before":
+            pid = cursor.connection.info.backend_pid
+            self.admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            deadline = time.monotonic() + 30
+            gone = "SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = %s)"
+            while not self.admin.execute(gone, (pid,)).fetchone()[0]:
+                assert time.monotonic() < deadline, "the backend was not terminated"
+                time.sleep(0.01)
+        else:
+            cursor.connection.close()
+            raise psycopg.OperationalError("the answer was lost (the test cut the connection)")

@@ -10,28 +10,8 @@ import pytest
 from kube_workqueue.manager.faults import LEDGER_ERROR, UNREACHABLE, StorageFault
 from kube_workqueue.manager.fleet.joining import RETRY_PAUSE_SECONDS, settle_claims_and_drain
 from kube_workqueue.manager.fleet.ledger import riding_out_a_lost_connection
-from tests.support.servers import wait_until
 
-from .conftest import sql
-
-
-class EndsTheConnectionBefore:
-    """Ends the ledger's connection from outside just before the first run of `statement`,
-    and waits for the server's goodbye: the statement then meets a dead connection."""
-
-    def __init__(self, admin: psycopg.Connection, statement: str) -> None:
-        self.admin = admin
-        self.statement = statement
-        self.done = False
-
-    def __call__(self, name: str, phase: str, cursor) -> None:
-        if self.done or name != self.statement or phase != "before":
-            return
-        self.done = True
-        pid = cursor.connection.info.backend_pid
-        self.admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-        gone = "SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = %s)"
-        wait_until(lambda: self.admin.execute(gone, (pid,)).fetchone()[0], timeout=30)
+from .conftest import Cut, sql
 
 
 @pytest.fixture
@@ -44,7 +24,7 @@ def test_a_connection_ended_under_the_starts_last_statements_is_ridden_out(open_
     ledger = open_ledger("a")
     ledger.see(["x"])
     assert ledger.claim(1) == ["x"]  # claimed, never started: let go at the start
-    ledger.db.statement_hook = cut = EndsTheConnectionBefore(admin, "is_drained")
+    ledger.db.statement_hook = cut = Cut(admin, "is_drained", "before")
     drained = riding_out_a_lost_connection(
         lambda: settle_claims_and_drain(ledger, "a", True), pause=RETRY_PAUSE_SECONDS
     )
@@ -55,7 +35,7 @@ def test_a_connection_ended_under_the_starts_last_statements_is_ridden_out(open_
 def test_the_same_statements_alone_fail_on_the_ended_connection(open_ledger, admin):
     """(What the test above rides out is a fault indeed.)"""
     ledger = open_ledger("a")
-    ledger.db.statement_hook = EndsTheConnectionBefore(admin, "is_drained")
+    ledger.db.statement_hook = Cut(admin, "is_drained", "before")
     with pytest.raises(StorageFault) as raised:
         settle_claims_and_drain(ledger, "a", None)
     assert raised.value.kind == UNREACHABLE

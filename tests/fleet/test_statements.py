@@ -6,8 +6,6 @@ running that nobody knows of, and no item run twice."""
 
 from __future__ import annotations
 
-import time
-
 import psycopg
 import pytest
 
@@ -16,7 +14,7 @@ from kube_workqueue.manager.fleet import group_claims
 from kube_workqueue.manager.fleet import statements as sql_statements
 from kube_workqueue.manager.fleet.statements import Statement
 
-from .conftest import sql
+from .conftest import Cut, sql
 
 INDEXED = {  # hot statement -> the index its plan must use
     "claim": "items_line",
@@ -80,33 +78,6 @@ def _inline(text: str, **given) -> str:
     for key, value in {**PARAMS, **given}.items():
         text = text.replace(f"%({key})s", repr(value) if isinstance(value, str) else str(value))
     return text
-
-
-class Cut:
-    """Loses the connection at the first run of one statement: `before` the server got it
-    (the backend terminated from outside), or `after` it committed (the answer dropped)."""
-
-    def __init__(self, admin: psycopg.Connection, statement: str, phase: str) -> None:
-        self.admin = admin
-        self.statement = statement
-        self.phase = phase
-        self.done = False
-
-    def __call__(self, name: str, phase: str, cursor) -> None:
-        if self.done or name != self.statement or phase != self.phase:
-            return
-        self.done = True
-        if phase == "before":
-            pid = cursor.connection.info.backend_pid
-            self.admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-            deadline = time.monotonic() + 30
-            gone = "SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = %s)"
-            while not self.admin.execute(gone, (pid,)).fetchone()[0]:
-                assert time.monotonic() < deadline, "the backend was not terminated"
-                time.sleep(0.01)
-        else:
-            cursor.connection.close()
-            raise psycopg.OperationalError("the answer was lost (the test cut the connection)")
 
 
 CASES = [
