@@ -269,12 +269,13 @@ def _floor_fleet(server: PostgresServer, folder: Path, work: Path, processes: in
          "--kept", "--shim", "--ledger", url] for i in range(processes)
     ], cwd=ROOT)  # fmt: skip
     took = time.monotonic() - began
-    spent = cpu.per_item(len(list(folder.iterdir())))
+    items = len(list(folder.iterdir()))
+    spent = cpu.per_item(items)
     with psycopg.connect(url) as conn:
         count, most = conn.execute(
             "SELECT count(*) FILTER (WHERE state = 'succeeded'), max(attempts) FROM floor_items"
         ).fetchone()
-    assert count == len(list(folder.iterdir())) and most == 1, (count, most)
+    assert count == items and most == 1, (count, most)
     return count / took, spent
 
 

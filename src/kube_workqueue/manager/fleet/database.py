@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterator
 
 from ..errors import UserError
 from ..faults import LEDGER_ERROR, LEDGER_FULL, LEDGER_READ_ONLY, UNREACHABLE, StorageFault
-from .address import (  # noqa: F401 - (check_url, has_password, shown: importable here still)
+from .address import (  # noqa: F401 - (all but Address, address, driver: re-exported)
     DEFAULT_SCHEMA,
     SCHEMES,
     Address,
