@@ -4,13 +4,12 @@ connection lost at one statement (`Cut`)."""
 
 from __future__ import annotations
 
-import time
-
 import psycopg
 import pytest
 
 from kube_workqueue.manager.fleet.database import Database
 from kube_workqueue.manager.fleet.ledger import PostgresLedger
+from tests.support.servers import wait_until
 
 
 class Ticking:
@@ -73,11 +72,8 @@ class Cut:
         if phase == "before":
             pid = cursor.connection.info.backend_pid
             self.admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-            deadline = time.monotonic() + 30
             gone = "SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = %s)"
-            while not self.admin.execute(gone, (pid,)).fetchone()[0]:
-                assert time.monotonic() < deadline, "the backend was not terminated"
-                time.sleep(0.01)
+            wait_until(lambda: self.admin.execute(gone, (pid,)).fetchone()[0], timeout=30)
         else:
             cursor.connection.close()
             raise psycopg.OperationalError("the answer was lost (the test cut the connection)")
