@@ -36,7 +36,6 @@ runs unchanged.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import json
 import queue
@@ -259,9 +258,11 @@ def _malloc_trim():
 
 
 def _glibc(function: str):
-    """glibc's `function`, or None where the C library is not glibc."""
+    """glibc's `function`, or None where the C library is not glibc. By its soname, as
+    `publication.py` loads it: `ctypes.util.find_library` runs `ldconfig -p` to find it - two
+    processes started by every worker at its boot."""
     try:
-        return getattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), function)
+        return getattr(ctypes.CDLL("libc.so.6"), function)
     except (OSError, AttributeError):  # not glibc
         return None
 
