@@ -47,3 +47,42 @@ def test_every_command_has_help(command):
     with pytest.raises(SystemExit) as done:
         main([command, "--help"])
     assert done.value.code == 0
+
+
+def test_each_command_builds_only_its_modules_parser_the_same_as_the_full_one():
+    """A command builds only its own module's parser (`COMMAND_MODULES`): the table names
+    every command the full parser has but `completion` (which reads them all), and each
+    command's parser, built alone, is the full parser's - the same help, the same defaults."""
+    import argparse
+    import importlib
+
+    main = importlib.import_module("kube_workqueue.manager.cli.main")
+    assert set(main.COMMAND_MODULES) | {"completion"} == set(COMMANDS)
+
+    def defaults(parser):
+        return [(a.dest, a.default, a.option_strings) for a in parser._actions]
+
+    def commands_of(parser):
+        return next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+
+    full = commands_of(main.build_parser())
+    for name, module in main.COMMAND_MODULES.items():
+        alone = commands_of(main.build_parser(name))
+        assert set(alone) == {n for n, m in main.COMMAND_MODULES.items() if m == module}
+        assert alone[name].format_help() == full[name].format_help(), name
+        assert defaults(alone[name]) == defaults(full[name]), name
+    assert set(commands_of(main.build_parser("completion"))) == set(COMMANDS)
+    assert set(commands_of(main.build_parser("no-such-command"))) == set(COMMANDS)
+
+
+def test_a_command_imports_no_other_commands_module():
+    """`workqueue status` does not import the ambassador's server, the run command or the lab."""
+    code = (
+        "import sys; from kube_workqueue.manager.cli import main\n"
+        "try:\n    main(['status', '--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('kube_workqueue.ambassador.server', "
+        "'kube_workqueue.manager.cli.run_cmd', 'kube_workqueue.manager.cli.lab_cmd', "
+        "'kube_workqueue.manager.cli.operator_cmd') if m in sys.modules), file=sys.stderr)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stderr.strip() == "[]"
