@@ -49,7 +49,7 @@ PROBED_ON = {
     "self._stream": "a wrapped terminal stream: every other attribute is the stream's",
     "action.type": "an argparse action's type: a function or a class",
     "conn": "gunicorn's connection: our worker marks the ones whose head was read",
-    "ctypes.CDLL(ctypes.util.find_library('c') or 'libc.so.6')": "libc's function by name",
+    "ctypes.CDLL('libc.so.6')": "libc's function by name",
 }
 
 

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from ..views.queue_view import ItemView, QueueView
 
 
-def add_parsers(subparsers) -> None:
+def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "status",
         help="where every item is, why, and when the waiting ones will run",
