@@ -11,6 +11,7 @@ URLs cannot blow up the label set.
 
 from __future__ import annotations
 
+import glob
 import os
 import time
 from collections.abc import Callable
@@ -129,12 +130,8 @@ def install_metrics(app: Flask, source) -> Callable[[float], None]:
         if figures is not None:
             unread.set(figures[0])
             unread_age.set(figures[1])
-        if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-            merged = CollectorRegistry()
-            multiprocess.MultiProcessCollector(merged)
-            body = generate_latest(merged)
-        else:
-            body = generate_latest(registry)
+        folder = os.environ.get("PROMETHEUS_MULTIPROC_DIR")  # (several workers: their files)
+        body = merged_metrics(folder) if folder else generate_latest(registry)
         return Response(body, mimetype=CONTENT_TYPE_LATEST)
 
     whole_listing = requests_total.labels(ROUTE, "GET", "200")
@@ -144,3 +141,33 @@ def install_metrics(app: Flask, source) -> Callable[[float], None]:
         listing_seconds.observe(time.perf_counter() - started)
 
     return count_listing
+
+
+def merged_metrics(folder: str) -> bytes:
+    """Every worker's figures from the multiprocess files in `folder`, in the text format -
+    prometheus-client's merge, minus the files a process has made and not yet sized.
+
+    A process creates its file and only then sizes it; read in between, the empty file failed
+    the whole merge (`struct.error`: prometheus/client_python#1199, open in 0.26), so a scrape
+    that met a worker booting answered 500 - and a worker killed in that moment left the empty
+    file behind for good. An empty file holds no figure yet: it is left out."""
+    registry = CollectorRegistry()
+    registry.register(_SizedFiles(folder))
+    return generate_latest(registry)
+
+
+class _SizedFiles:
+    """A collector of the multiprocess files in one folder that have their header."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+
+    def collect(self):
+        files = []
+        for path in glob.glob(os.path.join(self.folder, "*.db")):
+            try:
+                if os.path.getsize(path) >= 8:  # a file only grows: read below as it is now
+                    files.append(path)
+            except OSError:  # removed since the listing (a dead worker's live gauge)
+                continue
+        return multiprocess.MultiProcessCollector.merge(files, accumulate=True)
