@@ -159,3 +159,37 @@ def test_a_settling_that_read_the_offers_before_a_manager_joined_cannot_hide_its
         joining.join(timeout=60)
     assert claimed == [["render/a"]]
     assert sql(cpu, "SELECT name FROM items WHERE unmet") == []
+
+
+def test_what_only_a_draining_manager_could_run_is_unmet_until_the_drain_is_lifted(
+    open_ledger, postgres
+):
+    """A manager asked to drain takes nothing new: a need only it meets waits for a manager
+    that does - counted on the metric, out of the line, and said so by `status` - and is back
+    in the line at the next settling once the drain is lifted."""
+    from kube_workqueue.manager.fleet.queue_commands import FleetQueueOps
+
+    gpu, cpu = placed(open_ledger, "gpu", "gpu=a100"), placed(open_ledger, "cpu", "region=us")
+    renders = [f"render/{i}" for i in range(3)]
+    cpu.see([*renders, "plain/a"])
+    assert cpu.unmet_needs() == {}  # the gpu manager takes them
+    for ledger in (gpu, cpu):
+        ledger.note_manager({"parallelism": 1, "max_attempts": 3, "retry_backoff": 1,
+                             "retry_backoff_cap": 10})  # fmt: skip
+    gpu.db.run(sql_statements.DRAIN, manager="gpu")
+    cpu._unmet = (-1e18, {})  # (a scrape a few seconds later)
+    assert cpu.unmet_needs() == {"gpu": 3}
+    cpu.heartbeat_round()
+    assert sql(cpu, "SELECT count(*) FROM items WHERE unmet")[0][0] == 3
+    with FleetQueueOps(postgres) as ops:
+        record = ops.status()
+    assert {name: record.reasons[name] for name in renders} == dict.fromkeys(
+        renders, "waiting for a manager that offers gpu (none of cpu does; gpu is draining)"
+    )
+    sql(cpu, "UPDATE items SET listed_at = now() - interval '1 second'")  # (turns are over)
+    assert gpu.claim(5) == [] and cpu.claim(5) == ["plain/a"]
+    gpu.db.run(sql_statements.UNDRAIN, manager="gpu")
+    cpu._last_settled = -1e18  # (the next settling, `UNMET_SECONDS` later)
+    cpu.heartbeat_round()
+    assert sql(cpu, "SELECT count(*) FROM items WHERE unmet")[0][0] == 0
+    assert sorted(gpu.claim(5)) == renders

@@ -16,8 +16,9 @@
               `SETTINGS_SECONDS`) count more needs than it judged; a need recorded meanwhile
               is simply not yet among them - an item is never taken by a manager that has
               not judged its need
-    unmet     a waiting item whose need no live manager meets is out of the line (`unmet`):
-              a claim walks the line in order, and a backlog only an absent cluster may run
+    unmet     a waiting item whose need no live manager meets is out of the line (`unmet`;
+              a manager asked to drain counts as none, it takes nothing new): a claim
+              walks the line in order, and a backlog only an absent cluster may run
               would otherwise be walked past by every claim of every other manager (100,000
               of them made a claim 16.6 ms where it is 0.4 ms). Every manager's heartbeat
               thread settles it every `UNMET_SECONDS` (`settle_unmet`: the live managers'
@@ -180,7 +181,7 @@ class PlacedClaims:
             with self.db.transaction() as session:
                 if not session.run(sql.UNMET_LOCK, key=UNMET_LOCK_KEY)[0][0]:
                     return
-                unmet, met = judged_needs(session, live_offers(session))
+                unmet, met = judged_needs(session, live_offers(session, taking=True))
                 out = session.count(sql.MARK_UNMET, needs=sorted(unmet)) if unmet else 0
                 back = session.count(sql.MARK_MET, needs=met) if met else 0
                 if back:
@@ -222,21 +223,25 @@ class PlacedClaims:
         return found
 
 
-def live_offers(db) -> dict[str, dict[str, str]]:
-    """manager -> offers, of each manager heard from within its lease."""
-    return {manager: dict(offers or {}) for manager, offers in db.run(sql.LIVE_OFFERS)}
+def live_offers(db, *, taking: bool = False) -> dict[str, dict[str, str]]:
+    """manager -> offers, of each manager heard from within its lease - with `taking`, of
+    those among them that take new items: a manager asked to drain runs nothing new, so a
+    need only it meets waits for a manager that does, as if it were gone."""
+    return {manager: dict(offers or {})
+            for manager, offers, draining in db.run(sql.LIVE_OFFERS)
+            if not (taking and draining)}  # fmt: skip
 
 
 def unmet_ids(db, live: dict[str, dict[str, str]] | None = None) -> dict[int, str]:
     """id -> text of each need none of the `live` managers' offers meet (read when not
-    given: `live_offers`)."""
+    given: `live_offers` of those taking new items)."""
     return judged_needs(db, live)[0]
 
 
 def judged_needs(db, live: dict[str, dict[str, str]] | None = None):
-    """Every need, judged against the `live` managers' offers (read when not given): (id ->
-    text of each none meets, [id of each one meets])."""
-    offered = (live_offers(db) if live is None else live).values()
+    """Every need, judged against the `live` managers' offers (read when not given, of those
+    taking new items): (id -> text of each none meets, [id of each one meets])."""
+    offered = (live_offers(db, taking=True) if live is None else live).values()
     unmet: dict[int, str] = {}
     met: list[int] = []
     for need, text in db.run(sql.NEEDS):

@@ -83,7 +83,8 @@ class FleetQueueOps(QueueOps):
         heard = live_offers(self.db)  # (judged by all heard from; shown: those with facts)
         live = set((facts or {}).get("managers") or ())
         offers = {manager: said for manager, said in heard.items() if manager in live}
-        reasons = self.unmet(heard, offers)
+        drains = self.drains()
+        reasons = self.unmet(heard, offers, draining={d["id"] for d in drains})
         if silent:
             by_id = {m["id"]: m for m in silent}
             held = self.db.run(sql.CLAIMS_OF, owners=list(by_id))
@@ -105,18 +106,25 @@ class FleetQueueOps(QueueOps):
             # a running item whose manager is gone runs again once its claim runs out
             work_outlives_manager=False,
             silent_managers=silent,
-            draining_managers=self.drains(),
+            draining_managers=drains,
             manager_offers=offers,
         )
 
-    def unmet(self, heard: dict[str, dict], offers: dict[str, dict]) -> dict[str, str]:
+    def unmet(self, heard: dict[str, dict], offers: dict[str, dict],
+              draining: set[str]) -> dict[str, str]:  # fmt: skip
         """name -> why, for each waiting item whose need none of the managers `heard` from
-        offers (named by the live ones', `offers`) - it waits for a manager that does."""
-        unmet = unmet_ids(self.db, heard)
+        and not `draining` offers (named by the live ones', `offers`) - it waits for a
+        manager that does."""
+        taking = {manager: said for manager, said in heard.items() if manager not in draining}
+        unmet = unmet_ids(self.db, taking)
         if not unmet:
             return {}
-        heard = f"none of {', '.join(sorted(offers))} does" if offers else "none heard from"
-        return {name: f"waiting for a manager that offers {text} ({heard})"
+        named = sorted(manager for manager in offers if manager not in draining)
+        said = f"none of {', '.join(named)} does" if named else "none heard from"
+        drained = sorted(manager for manager in offers if manager in draining)
+        if drained:  # (whatever they offer: they take nothing new)
+            said += f"; {', '.join(drained)} {'is' if len(drained) == 1 else 'are'} draining"
+        return {name: f"waiting for a manager that offers {text} ({said})"
                 for name, text in self.db.run(sql.UNMET, needs=sorted(unmet))}  # fmt: skip
 
     def drains(self) -> list[dict]:

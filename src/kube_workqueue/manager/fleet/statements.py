@@ -303,11 +303,12 @@ UNMET_COUNTS = Statement(
     "WHERE items.claimable AND items.owner IS NULL AND items.need = ANY(%(needs)s) "
     "GROUP BY needs.expr",
 )
-# The live managers' offers (heard from within their lease, by the database's clock).
+# The live managers' offers (heard from within their lease, by the database's clock), and
+# whether each was asked to drain (`workqueue drain`: it takes nothing new).
 LIVE_OFFERS = Statement(
     "live_offers",
-    "SELECT id, offers FROM managers "
-    "WHERE clock_timestamp() - said <= make_interval(secs => lease) ORDER BY id",
+    "SELECT id, offers, EXISTS (SELECT 1 FROM drains WHERE drains.manager = managers.id) "
+    "FROM managers WHERE clock_timestamp() - said <= make_interval(secs => lease) ORDER BY id",
 )
 
 # After a listing that added many names: the line's statistics brought up to date. The claim's
