@@ -261,8 +261,8 @@ def _worker_leaves(code) -> None:
     A worker is a fork of the master: tearing the interpreter down touches every object it
     inherited (reference counts), so each page of the master's heap was copied into the worker
     only to be freed - measured 0.1 s of CPU a worker at each stop, more than its boot. Nothing
-    of a worker's needs the teardown: its metrics are written to their files as they change,
-    and the master, not the worker, marks them dead."""
+    of a worker's needs the teardown: its metrics are in files it maps, written as they
+    change, and what its sockets and files hold is the kernel's to close."""
     import atexit
     import sys
 
