@@ -212,3 +212,23 @@ def test_one_snapshot_whatever_the_workers_a_listing_never_goes_back(tmp_path, a
     counts = [n for _, n in seen]
     assert versions == sorted(versions) and counts == sorted(counts), seen
     assert counts[-1] == 3_000 and len(set(counts)) > 1  # it did watch the folder fill up
+
+
+def test_a_worker_leaves_with_its_exit_handlers_run_its_streams_flushed_and_its_code():
+    """A gunicorn worker ends without the interpreter's teardown (`server._worker_leaves`),
+    but as an exit would: its exit handlers run (logging's flush), what it wrote is flushed,
+    and its exit code is gunicorn's (a boot error's 3; a message is said, exit code 1)."""
+    code = (
+        "import atexit, sys\n"
+        "from kube_workqueue.ambassador.server import _worker_leaves\n"
+        "atexit.register(lambda: sys.stderr.write('handlers ran\\n'))\n"
+        "sys.stdout.write('buffered, no newline')\n"
+        "_worker_leaves(eval(sys.argv[1]))\n"
+        "print('never here')\n"
+    )
+    for given, code_out, said in ((3, 3, ""), (None, 0, ""), ("why", 1, "why\n")):
+        done = subprocess.run([sys.executable, "-c", code, repr(given)], capture_output=True,
+                              text=True, timeout=60)  # fmt: skip
+        assert done.returncode == code_out, (given, done.stderr)
+        assert done.stdout == "buffered, no newline"
+        assert done.stderr == "handlers ran\n" + said
