@@ -5,7 +5,6 @@ events the same as the source's own - over one base, and across a new one."""
 from __future__ import annotations
 
 import os
-import queue
 import random
 
 import pytest
@@ -14,6 +13,7 @@ from kube_workqueue.ambassador.publication import Publisher
 from kube_workqueue.ambassador.shared_snapshot import SharedSnapshot
 from kube_workqueue.ambassador.sources import delta_format
 from kube_workqueue.ambassador.sources.packed_listing import PackedListing
+from kube_workqueue.ambassador.timed_queue import TimedQueue
 from tests.support.servers import wait_until
 
 SORTED_SET = {"SOURCE_TYPE": "redis", "REDIS_URL": "redis://127.0.0.1:1/0", "REDIS_KEY": "k",
@@ -24,7 +24,7 @@ def meta(priority: int, data: str = "-") -> str:
     return f"p{priority}:{data}"  # a sorted set member's: its score, its data's meta
 
 
-def events_until(worker: SharedSnapshot, q: queue.SimpleQueue, version: int) -> list[dict]:
+def events_until(worker: SharedSnapshot, q: TimedQueue, version: int) -> list[dict]:
     """The events `q` got up to `version`: the follower puts a version's events and then
     notes the watcher at it, under one lock, so once it is noted they are all there."""
     wait_until(lambda: worker._watchers.get(q) == version, timeout=30)

@@ -57,6 +57,7 @@ from .limits import (
     ENV_MAX_HEAD,
     ENV_MAX_LINE,
 )
+from .timed_queue import TimedQueue
 
 RECV_BYTES = 16 * 1024
 # the Status bodies' reasons, as the app words them (werkzeug's names)
@@ -276,7 +277,7 @@ class ShrinkingPool:
     def __init__(self, most: int, idle: float = 30.0) -> None:
         self.most = most
         self.idle = idle
-        self._work: queue.SimpleQueue = queue.SimpleQueue()
+        self._work: TimedQueue = TimedQueue()
         self._lock = threading.Lock()
         self._threads = 0
         self._waiting = 0  # threads blocked on `_work`, free for the next task

@@ -78,6 +78,7 @@ from .sources.base import CountsBacklog, HoldsPacked
 from .sources.delta_format import Entry
 from .sources.packed_listing import PackedListing
 from .sources.registry import open_source
+from .timed_queue import TimedQueue
 
 log = logging.getLogger(__name__)
 
@@ -308,7 +309,7 @@ def run_publisher(config: dict, folder: str, stop: threading.Event | None = None
         source.stop()
 
 
-def _listing_of(source, changes: queue.SimpleQueue) -> tuple[int, PackedListing | bytes,
+def _listing_of(source, changes: TimedQueue) -> tuple[int, PackedListing | bytes,
                                                              list[dict] | None]:  # fmt: skip
     """(version, its listing, the events up to it from `changes`): a listed source's listing
     as it holds it, packed as a base and a delta (sources/listed.py); a folder's names joined
@@ -340,7 +341,7 @@ def _write_line(path: str, line: str) -> None:
     os.replace(path + ".part", path)
 
 
-def _drain(q: queue.SimpleQueue) -> None:
+def _drain(q: TimedQueue) -> None:
     while True:
         try:
             q.get_nowait()

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import threading
 import time
 from typing import Any
@@ -43,6 +42,7 @@ from .sources.base import RanksMetas
 from .sources.listed import reranked
 from .sources.packed_listing import PackedListing
 from .sources.registry import kind_of, source_type
+from .timed_queue import TimedQueue
 
 
 class SharedSnapshot:
@@ -65,7 +65,7 @@ class SharedSnapshot:
         # a base `current` names as coming, read ahead by a thread: [file, thread, listing or
         # None until read]; the thread sets only the listing
         self._ahead: list | None = None
-        self._watchers: dict[queue.SimpleQueue, int] = {}  # queue -> version it has seen
+        self._watchers: dict[TimedQueue, int] = {}  # queue -> version it has seen
         # Invariant: holds the listing of every version some watcher is at (listings over one
         # base share it: a version costs its delta); built only while there are watchers.
         self._seen: dict[int, PackedListing] = {}
@@ -295,32 +295,32 @@ class SharedSnapshot:
         age = max(0.0, time.time() - float(oldest)) if float(oldest) > 0 else 0.0
         return int(unread), age
 
-    def subscribe(self) -> tuple[list[str], queue.SimpleQueue]:
+    def subscribe(self) -> tuple[list[str], TimedQueue]:
         """Every current name, and a queue of each later event. The caller's duty:
         `unsubscribe(q)`."""
         self._refresh()
-        q: queue.SimpleQueue = queue.SimpleQueue()
+        q: TimedQueue = TimedQueue()
         with self._lock:
             self._watch_from_now(q)
             names = self._listing.page(None, None)[0]
         return names, q
 
-    def subscribe_events(self) -> queue.SimpleQueue:
+    def subscribe_events(self) -> TimedQueue:
         """A queue of each change after the current version (a watch pages the names
         itself). The caller's duty: `unsubscribe(q)`."""
         self._refresh()
-        q: queue.SimpleQueue = queue.SimpleQueue()
+        q: TimedQueue = TimedQueue()
         with self._lock:
             self._watch_from_now(q)
         return q
 
-    def subscribe_lines(self) -> tuple[bytes, queue.SimpleQueue]:
+    def subscribe_lines(self) -> tuple[bytes, TimedQueue]:
         """As `subscribe`, with the current names already as the stream's ADDED lines: built
         once a version and shared by every watch (3,000 watches each joining 10,000 lines of
         their own cost 25 ms of the interpreter apiece, and memory they never gave back). The
         caller's duty: `unsubscribe(q)`."""
         self._refresh()
-        q: queue.SimpleQueue = queue.SimpleQueue()
+        q: TimedQueue = TimedQueue()
         with self._lock:
             self._watch_from_now(q)
             if self._added is None or self._added[0] != self._version:
@@ -328,7 +328,7 @@ class SharedSnapshot:
             lines = self._added[1]
         return lines, q
 
-    def _watch_from_now(self, q: queue.SimpleQueue) -> None:
+    def _watch_from_now(self, q: TimedQueue) -> None:
         """`q` gets every change after the current version, told by the follower thread,
         started with the first watch. The caller holds `_lock`."""
         self._watchers[q] = self._version
@@ -339,7 +339,7 @@ class SharedSnapshot:
             )
             self._follower.start()
 
-    def unsubscribe(self, q: queue.SimpleQueue) -> None:
+    def unsubscribe(self, q: TimedQueue) -> None:
         with self._lock:
             self._watchers.pop(q, None)
 

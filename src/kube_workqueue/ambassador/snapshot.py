@@ -27,11 +27,12 @@ names (at most `_BULK`) are deleted in place, a bisect and a memmove each.
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable, Iterable
+
+from .timed_queue import TimedQueue
 
 Event = dict  # {"type": "ADDED" | "DELETED", "item": name}
 
@@ -54,7 +55,7 @@ class Snapshot:
         # sorted insert (a million of them, handed over in chunks, sorted once).
         self._at_rest: dict[str, None] = {}  # an ordered set
         self.version = 0
-        self._subscribers: set[queue.SimpleQueue] = set()
+        self._subscribers: set[TimedQueue] = set()
 
     # -- written by the source -------------------------------------------------------------
 
@@ -175,23 +176,23 @@ class Snapshot:
 
     # -- watchers --------------------------------------------------------------------------
 
-    def subscribe(self) -> tuple[list[str], queue.SimpleQueue]:
+    def subscribe(self) -> tuple[list[str], TimedQueue]:
         """Every current name, and a queue that receives each later event. The caller's duty:
         `unsubscribe(q)` when done, or the queue keeps growing."""
-        q: queue.SimpleQueue = queue.SimpleQueue()
+        q: TimedQueue = TimedQueue()
         with self._lock:
             self._subscribers.add(q)
             return list(self._names), q
 
-    def subscribe_events(self) -> queue.SimpleQueue:
+    def subscribe_events(self) -> TimedQueue:
         """A queue that receives each event from now on (a watch pages the names itself).
         The caller's duty: `unsubscribe(q)`."""
-        q: queue.SimpleQueue = queue.SimpleQueue()
+        q: TimedQueue = TimedQueue()
         with self._lock:
             self._subscribers.add(q)
         return q
 
-    def unsubscribe(self, q: queue.SimpleQueue) -> None:
+    def unsubscribe(self, q: TimedQueue) -> None:
         with self._lock:
             self._subscribers.discard(q)
 

@@ -16,8 +16,9 @@ served), `Ranks` and `RanksMetas` (priorities). A lister's own (`listed.py`): `R
 
 from __future__ import annotations
 
-import queue
 from typing import Any, Protocol, runtime_checkable
+
+from ..timed_queue import TimedQueue
 
 
 class Source(Protocol):
@@ -37,10 +38,10 @@ class Source(Protocol):
     def get(self, name: str) -> dict[str, Any] | None:
         """The item's data, or None when `name` is not an item (never raises for bad names)."""
 
-    def subscribe(self) -> tuple[list[str], queue.SimpleQueue]:
+    def subscribe(self) -> tuple[list[str], TimedQueue]:
         """Current names and a queue of later {"type","item"} events; see unsubscribe."""
 
-    def unsubscribe(self, q: queue.SimpleQueue) -> None: ...
+    def unsubscribe(self, q: TimedQueue) -> None: ...
 
     def ready(self) -> bool:
         """True when the source can list items right now."""
@@ -64,7 +65,7 @@ class ServesPrebuilt(Protocol):
     def json_names(self) -> tuple[bytes, int]:
         """Every name as a JSON array, and the version."""
 
-    def subscribe_lines(self) -> tuple[bytes, queue.SimpleQueue]:
+    def subscribe_lines(self) -> tuple[bytes, TimedQueue]:
         """As `subscribe`, with the current names as the stream's ADDED lines."""
 
 
@@ -72,7 +73,7 @@ class ServesPrebuilt(Protocol):
 class HoldsPacked(Protocol):
     """A source that holds its listing as the publisher writes it (`listed.ListedSource`)."""
 
-    def published(self, told: queue.SimpleQueue) -> tuple[int, Any, list[dict]]:
+    def published(self, told: TimedQueue) -> tuple[int, Any, list[dict]]:
         """The version, its listing (a `packed_listing.PackedListing`: a base and a delta),
         and the events `told` (a subscription of the caller's) got up to that version."""
 
@@ -82,7 +83,7 @@ class StreamsEvents(Protocol):
     """A source that hands a watcher its later events alone: the stream pages through the
     listing instead of holding a copy of every name (`subscribe` hands them over)."""
 
-    def subscribe_events(self) -> queue.SimpleQueue:
+    def subscribe_events(self) -> TimedQueue:
         """A queue of the later {"type","item"} events; see `Source.unsubscribe`."""
 
 

@@ -32,13 +32,13 @@ removed" - and makes `ready()` False (`problem` says why) until a listing succee
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from ..sorted_names import names_diff
+from ..timed_queue import TimedQueue
 from .base import RanksMetas
 from .log_records import Backlog
 from .packed_listing import PackedListing
@@ -124,7 +124,7 @@ class ListedSource:
         self.relist_interval = relist_interval
         self._listing = PackedListing()
         self._version = 0
-        self._watchers: set[queue.SimpleQueue] = set()
+        self._watchers: set[TimedQueue] = set()
         self._writing = threading.Lock()  # one writer at a time: the lister's two threads
         self._lock = threading.Lock()  # the swap and the watchers: held briefly
         # Invariant (under _writing): while a full listing runs, the names `apply` changed
@@ -338,7 +338,7 @@ class ListedSource:
         names, remaining = listing.page(after, limit)
         return names, remaining, version
 
-    def published(self, told: queue.SimpleQueue) -> tuple[int, PackedListing, list[dict]]:
+    def published(self, told: TimedQueue) -> tuple[int, PackedListing, list[dict]]:
         """The version and its listing, as the publisher writes it (publication.py): a base,
         written once, and a small delta over it, written each version - and every event `told`
         (a queue of ours, `subscribe_events`) holds, which are those up to this version and no
@@ -375,19 +375,19 @@ class ListedSource:
                 out[name] = found
         return out
 
-    def subscribe(self) -> tuple[list[str], queue.SimpleQueue]:
+    def subscribe(self) -> tuple[list[str], TimedQueue]:
         """Every current name, and a queue of each later event. The caller's duty:
         `unsubscribe(q)`."""
-        q: queue.SimpleQueue = queue.SimpleQueue()
+        q: TimedQueue = TimedQueue()
         with self._writing, self._lock:  # no swap between the names and the first event
             self._watchers.add(q)
             listing = self._listing
         return listing.page(None, None)[0], q
 
-    def subscribe_events(self) -> queue.SimpleQueue:
+    def subscribe_events(self) -> TimedQueue:
         """A queue of each event from now on (a watch pages the names itself). The caller's
         duty: `unsubscribe(q)`."""
-        q: queue.SimpleQueue = queue.SimpleQueue()
+        q: TimedQueue = TimedQueue()
         with self._lock:
             self._watchers.add(q)
         return q

@@ -40,6 +40,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..naming import SkippedNames
+from ..timed_queue import TimedQueue
 from .listed import Change, SourceUnreachable
 from .log_records import (
     TOMBSTONE_FIELD,
@@ -130,7 +131,7 @@ class JetStreamLister:
         except Exception:  # (closing a broken connection: nothing to say)
             pass
 
-    async def _subscribe(self, start: int, deliver: queue.SimpleQueue | None = None):
+    async def _subscribe(self, start: int, deliver: TimedQueue | None = None):
         from nats.js.api import ConsumerConfig, DeliverPolicy
 
         client = await self._connected()
@@ -145,7 +146,7 @@ class JetStreamLister:
         )
 
     @staticmethod
-    def _deliver_to(deliver: queue.SimpleQueue):
+    def _deliver_to(deliver: TimedQueue):
         async def delivered(msg) -> None:
             deliver.put(msg)
 
@@ -196,14 +197,14 @@ class JetStreamLister:
 
     def changes(self, stop: threading.Event) -> Iterator[list[Change] | object]:
         """The messages after the newest one read, as the server delivers them."""
-        delivered: queue.SimpleQueue = queue.SimpleQueue()
+        delivered: TimedQueue = TimedQueue()
         try:
             sub = self._loop.run(self._subscribe(self.read_to + 1, delivered), CONNECT_SECONDS * 3)
         except Exception as exc:
             raise SourceUnreachable(f"{self.where}: following: {describe_error(exc)}") from None
         return self._follow(sub, delivered, stop)
 
-    def _follow(self, sub, delivered: queue.SimpleQueue, stop: threading.Event):
+    def _follow(self, sub, delivered: TimedQueue, stop: threading.Event):
         try:
             while not stop.is_set():
                 try:
