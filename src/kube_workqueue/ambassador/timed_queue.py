@@ -15,8 +15,9 @@ queue module, private there): a deque and a semaphore that counts its items, who
 `threading`'s - its lock recomputes the time left after a signal and gives up once it has run
 out. Not queue's Queue, which waits as well: three conditions and a lock a queue - 36 KB an
 idle watcher at the margin of 1,000 (`bench.ambassador`), against 31 with SimpleQueue and 34
-with this one, a semaphore's condition and a deque. Invariant: the semaphore's count is the number of items in the deque
-(an item is appended before it is counted, and taken after its count is).
+with this one, a semaphore's condition and a deque. Invariant: the semaphore's count is the
+number of items in the deque (an item is appended before it is counted, and taken after its
+count is).
 """
 
 from __future__ import annotations
