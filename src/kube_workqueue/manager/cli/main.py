@@ -87,7 +87,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(
         dest="subcommand", required=True, metavar="COMMAND", parser_class=OneLineParser
     )
-    wanted = COMMAND_MODULES.get(command) if command is not None else None
+    wanted = COMMAND_MODULES.get(command)  # (None: every command's)
     for module in dict.fromkeys(COMMAND_MODULES.values()):
         if wanted is None or module == wanted:
             _add_parsers(module, subparsers)

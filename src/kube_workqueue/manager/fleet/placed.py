@@ -181,7 +181,7 @@ class PlacedClaims:
             with self.db.transaction() as session:
                 if not session.run(sql.UNMET_LOCK, key=UNMET_LOCK_KEY)[0][0]:
                     return
-                unmet, met = judged_needs(session, live_offers(session, taking=True))
+                unmet, met = judged_needs(session)  # (by the offers of those taking work)
                 out = session.count(sql.MARK_UNMET, needs=sorted(unmet)) if unmet else 0
                 back = session.count(sql.MARK_MET, needs=met) if met else 0
                 if back:
