@@ -4,8 +4,9 @@
 shims, workers) and PostgreSQL. This splits the tree, in a steady state: one `workqueue run
 --ledger` and one `bench.local_floor --durable --kept --shim --ledger` (the least a fleet's
 manager does and still keeps the promise) drain the same folder in turn on one PostgreSQL,
-and over a window in the middle of each drain (from a fifth of the items on, `--window`
-seconds) it reads from `/proc`
+and PgQueuer's worker process the same number of jobs that each start `true` (`bench/peers/`,
+no keeper or shims: the peer keeps no such promise). Over a window in the middle of each
+drain (from a fifth of the items on, `--window` seconds) it reads from `/proc`
 
     the dispatching process   its own CPU (every thread's), and its context switches (every
                               thread's, voluntary and not: a thread that waits for a lock,
@@ -16,7 +17,9 @@ seconds) it reads from `/proc`
 each divided by the items that ended in the window (the ledger's count). Both processes run
 their threads the same way - a thread per slot, the keeper's ends read by a thread of their
 own - so the context switches say how much of a difference is threads handing work and the
-GIL to each other, and the CPU how much is work done per item.
+GIL to each other, and the CPU how much is work done per item. PgQueuer's line is what ours
+must come under to drain ahead of it on two cores: its process's CPU a job, against ours
+with its keeper and shims.
 
     python -m bench.fleet_process [--items 6000] [--rounds 3] [--window 3]
 """
@@ -34,6 +37,7 @@ from pathlib import Path
 import psycopg
 
 from bench import spread
+from bench.fleet import peers_python
 from tests.support.postgres import PostgresServer
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -82,39 +86,50 @@ def _helpers(root: int) -> dict[int, float]:
     return found
 
 
-def _ended(url: str, table: str) -> int:
+def _count(url: str, query: str) -> int:
     with psycopg.connect(url, autocommit=True) as conn:
         try:
-            query = f"SELECT count(*) FROM {table} WHERE state = 'succeeded'"
             return conn.execute(query).fetchone()[0]
         except psycopg.errors.UndefinedTable:  # not made yet
             return 0
+
+
+def _succeeded(table: str):
+    """Items ended so far, for a drain that keeps a row an item (ours, the floor)."""
+    return lambda url, items: _count(url, f"SELECT count(*) FROM {table} WHERE state = 'succeeded'")
+
+
+def _dequeued(url: str, items: int) -> int:
+    """Jobs PgQueuer has ended: its queue's rows go as they end (a few at a time: it acks in
+    small batches, so the count trails by a batch at most)."""
+    return items - _count(url, "SELECT count(*) FROM pgqueuer")
 
 
 def _sample(pid: int) -> tuple[float, int, dict[int, float]]:
     return _stat(pid)[2], _switches(pid), _helpers(pid)
 
 
-def measure(command: list[str], url: str, table: str, items: int, window: float) -> dict:
+def measure(command: list[str], url: str, ended, items: int, window: float) -> dict:
     """One drain: the dispatching process's CPU and context switches an item over the window,
-    its keeper's and shims' CPU an item, and the drain's items a second (launch to exit)."""
+    its keeper's and shims' CPU an item, and the drain's items a second (launch to exit).
+    `ended(url, items)`: how many have ended so far."""
     began = time.monotonic()
     run = subprocess.Popen(command, cwd=Path(__file__).resolve().parent.parent,
                            env={**os.environ, "WORKQUEUE_LEDGER": url},
                            stdout=subprocess.DEVNULL)  # fmt: skip
     try:
-        while _ended(url, table) < items // 5:
-            assert run.poll() is None, f"{command[2]} ended early ({run.returncode})"
+        while ended(url, items) < items // 5:
+            assert run.poll() is None, f"{command[1:3]} ended early ({run.returncode})"
             time.sleep(0.05)
-        first, cpu0, switches0, helpers0 = _ended(url, table), *_sample(run.pid)
+        first, cpu0, switches0, helpers0 = ended(url, items), *_sample(run.pid)
         time.sleep(window)
         cpu1, switches1, helpers1 = _sample(run.pid)
-        done = _ended(url, table) - first
-        assert run.wait(timeout=600) == 0, f"{command[2]} failed"
+        done = ended(url, items) - first
+        assert run.wait(timeout=600) == 0, f"{command[1:3]} failed"
     finally:
         if run.poll() is None:
             run.kill()
-    assert _ended(url, table) == items
+    assert ended(url, items) == items
     helpers = sum(cpu - helpers0.get(pid, 0.0) for pid, cpu in helpers1.items())
     return {
         "process": (cpu1 - cpu0) / done * 1000,
@@ -122,6 +137,35 @@ def measure(command: list[str], url: str, table: str, items: int, window: float)
         "helpers": helpers / done * 1000,
         "rate": items / (time.monotonic() - began),
     }
+
+
+def _ours(python: str, url: str, folder: Path, state: str, items: int):
+    return [sys.executable, "-m", "kube_workqueue.manager.cli", "run", str(folder), "--suffix",
+            ".txt", "--settle", "0", "--parallelism", "4", "--state-dir", state, "--log-level",
+            "warning", "--", "true"], _succeeded("workqueue.items")  # fmt: skip
+
+
+def _floor(python: str, url: str, folder: Path, state: str, items: int):
+    return [sys.executable, "-m", "bench.local_floor", str(folder), "true", "--suffix", ".txt",
+            "--parallelism", "4", "--durable", state, "--kept", "--shim", "--ledger",
+            url], _succeeded("floor_items")  # fmt: skip
+
+
+def _pgqueuer(python: str, url: str, folder: Path, state: str, items: int):
+    """PgQueuer's worker process, each job a `true` it starts (`bench/peers/`), its queue
+    filled first."""
+    script = str(Path(__file__).resolve().parent / "peers" / "pgqueuer_drain.py")
+    subprocess.run([python, script, url, str(items), "--phase", "enqueue"], check=True,
+                   capture_output=True)  # fmt: skip
+    return [python, script, url, str(items), "--phase", "drain", "--spawn", "--concurrency",
+            "4"], _dequeued  # fmt: skip
+
+
+CONTENDERS = {
+    "workqueue run --ledger": _ours,
+    "the fleet's floor": _floor,
+    "PgQueuer (spawning)": _pgqueuer,
+}
 
 
 def main() -> None:
@@ -136,7 +180,8 @@ def main() -> None:
     for i in range(args.items):
         (folder / f"item-{i:05}.txt").touch()
     server = PostgresServer()
-    found: dict[str, list[dict]] = {"workqueue run --ledger": [], "the fleet's floor": []}
+    found: dict[str, list[dict]] = {name: [] for name in CONTENDERS}
+    python = peers_python()
     try:
         print(f"\none drain of {args.items:,} `true` items at parallelism 4 each, in turn, "
               f"{args.rounds} rounds, a {args.window:g} s window from a fifth of the items on; "
@@ -145,18 +190,8 @@ def main() -> None:
             for who, rows in found.items():
                 url = server.database()
                 state = str(work / f"state-{round_}-{len(rows)}-{who[:3]}")
-                if who.startswith("workqueue"):
-                    command = [sys.executable, "-m", "kube_workqueue.manager.cli", "run",
-                               str(folder), "--suffix", ".txt", "--settle", "0", "--parallelism",
-                               "4", "--state-dir", state, "--log-level", "warning", "--",
-                               "true"]  # fmt: skip
-                    table = "workqueue.items"
-                else:
-                    command = [sys.executable, "-m", "bench.local_floor", str(folder), "true",
-                               "--suffix", ".txt", "--parallelism", "4", "--durable", state,
-                               "--kept", "--shim", "--ledger", url]  # fmt: skip
-                    table = "floor_items"
-                rows.append(measure(command, url, table, args.items, args.window))
+                command, ended = CONTENDERS[who](python, url, folder, state, args.items)
+                rows.append(measure(command, url, ended, args.items, args.window))
         for who, rows in found.items():
             print(f"  {who}: {spread([r['rate'] for r in rows])} items/s; the dispatching "
                   f"process {spread([r['process'] for r in rows], '.2f')} ms of CPU and "
