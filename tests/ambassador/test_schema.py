@@ -3,6 +3,8 @@ generated input (names, paging tokens, limits, methods) makes the server answer 
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -12,7 +14,10 @@ from hypothesis import HealthCheck, settings
 
 from kube_workqueue.ambassador import create_app
 
+# made at import (the parametrized cases need the app to be collected), so every process that
+# collects this module - each xdist worker, a collect-only run - makes one: each removes its own
 _root = Path(tempfile.mkdtemp(prefix="wq-schema-"))
+atexit.register(shutil.rmtree, _root, ignore_errors=True)
 for _name in ["a.mp4", "b.mp4", "ünï cødé.mp4", "c.MP4"]:
     (_root / _name).write_bytes(b"x")
 APP = create_app({"ROOT": str(_root), "SETTLE": 0})
