@@ -93,8 +93,10 @@ class Server:
     """A real `workqueue ambassador` process on a loopback port."""
 
     def __init__(self, root, port: int, extra: tuple[str, ...], *, stderr=None,
-                 cwd=None) -> None:  # fmt: skip
-        """`cwd`: a checkout whose code serves instead (a benchmark's peer: peer_code.py)."""
+                 cwd=None, tmpdir=None) -> None:  # fmt: skip
+        """`cwd`: a checkout whose code serves instead (a benchmark's peer: peer_code.py);
+        `tmpdir`: where its temporary folders go - a test that kills it with SIGKILL, which
+        leaves them behind, passes one of its own."""
         import subprocess
 
         from tests.support.peer_code import peer_code
@@ -113,8 +115,9 @@ class Server:
         ]
         if "--settle" not in extra and "://" not in str(root):
             args += ["--settle", "0"]
+        env = peer.env if tmpdir is None else {**peer.env, "TMPDIR": str(tmpdir)}
         self.process = subprocess.Popen([*args, *extra], stderr=stderr, cwd=peer.cwd,
-                                        env=peer.env)  # fmt: skip
+                                        env=env)  # fmt: skip
 
     def wait_ready(self, timeout: float = 20) -> None:
         """Until /readyz answers 200 (the source's first listing is in), `timeout` seconds."""
