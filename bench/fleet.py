@@ -42,6 +42,7 @@ from tests.support.postgres import PostgresServer
 
 ROOT = Path(__file__).resolve().parent.parent
 PEERS = ROOT / ".venv-peers"
+PEER_SCRIPTS = ROOT / "bench" / "peers"
 PEER_PACKAGES = ["pgqueuer==1.6.0", "procrastinate==3.10.0", "asyncpg", "psycopg[binary]"]
 
 
@@ -205,6 +206,41 @@ def _together(commands: list[list[str]], **popen) -> tuple[list[str], list[float
     return outputs, exits
 
 
+def drain_folder(work: Path, items: int) -> Path:
+    """`work`/items: `items` empty `.txt` files, the folder every drain here runs over."""
+    folder = work / "items"
+    folder.mkdir()
+    for i in range(items):
+        (folder / f"item-{i:05}.txt").touch()
+    return folder
+
+
+def manager_command(folder: Path, state: Path | str, parallelism: int) -> list[str]:
+    """One manager of a drain (`WORKQUEUE_LEDGER` in its environment names the ledger)."""
+    return [sys.executable, "-m", "kube_workqueue.manager.cli", "run", str(folder), "--suffix",
+            ".txt", "--settle", "0", "--parallelism", str(parallelism), "--state-dir",
+            str(state), "--log-level", "warning", "--", "true"]  # fmt: skip
+
+
+def floor_command(folder: Path, state: Path | str, parallelism: int, url: str) -> list[str]:
+    """One process of the fleet's floor (run from the repository's root)."""
+    return [sys.executable, "-m", "bench.local_floor", str(folder), "true", "--suffix", ".txt",
+            "--parallelism", str(parallelism), "--durable", str(state), "--kept", "--shim",
+            "--ledger", url]  # fmt: skip
+
+
+def peer_enqueue(python: str, script: str, url: str, jobs: int) -> None:
+    """A peer's queue (`script` in `bench/peers/`) filled with `jobs` jobs."""
+    subprocess.run([python, str(PEER_SCRIPTS / script), url, str(jobs), "--phase", "enqueue"],
+                   capture_output=True, check=True, cwd=tempfile.gettempdir())  # fmt: skip
+
+
+def peer_drain_command(python: str, script: str, url: str, jobs: int, concurrency: int):
+    """One worker process of that peer draining them, each job a `true` it starts."""
+    return [python, str(PEER_SCRIPTS / script), url, str(jobs), "--phase", "drain", "--spawn",
+            "--concurrency", str(concurrency)]  # fmt: skip
+
+
 def _fleet_drain(server: PostgresServer, folder: Path, work: Path, managers: int,
                  parallelism: int) -> tuple[float, list[float], tuple[float, float]]:  # fmt: skip
     """`managers` runs of `workqueue run --ledger` over `folder`: items/s from launch to the
@@ -215,9 +251,7 @@ def _fleet_drain(server: PostgresServer, folder: Path, work: Path, managers: int
     cpu = Cpu(server)
     began = time.monotonic()
     _, exits = _together([
-        [sys.executable, "-m", "kube_workqueue.manager.cli", "run", str(folder), "--suffix", ".txt",
-         "--settle", "0", "--parallelism", str(parallelism), "--state-dir",
-         str(work / f"state-{managers}-{i}"), "--log-level", "warning", "--", "true"]
+        manager_command(folder, work / f"state-{managers}-{i}", parallelism)
         for i in range(managers)
     ], env=env, stdout=subprocess.DEVNULL)  # fmt: skip
     took = time.monotonic() - began
@@ -237,15 +271,12 @@ def _peer_fleet(python: str, script: str, server: PostgresServer, jobs: int, wor
     each at `concurrency`, each job a process it starts (`--spawn`): jobs a second from launch
     to the last exit - measured as ours is, start-up included - and the CPU a job took from
     launch (`Cpu.per_item`; the enqueue before it is not counted)."""
-    script_path = str(ROOT / "bench" / "peers" / script)
     url = server.database()
-    subprocess.run([python, script_path, url, str(jobs), "--phase", "enqueue"],
-                   capture_output=True, check=True, cwd=tempfile.gettempdir())  # fmt: skip
+    peer_enqueue(python, script, url, jobs)
     cpu = Cpu(server)
     began = time.monotonic()
     outputs, _ = _together([
-        [python, script_path, url, str(jobs), "--phase", "drain", "--spawn", "--concurrency",
-         str(concurrency)] for _ in range(workers)
+        peer_drain_command(python, script, url, jobs, concurrency) for _ in range(workers)
     ], stdout=subprocess.PIPE, cwd=tempfile.gettempdir())  # fmt: skip
     ran = sum(json.loads(out.strip().splitlines()[-1])["jobs"] for out in outputs)
     took = time.monotonic() - began
@@ -264,9 +295,8 @@ def _floor_fleet(server: PostgresServer, folder: Path, work: Path, processes: in
     cpu = Cpu(server)
     began = time.monotonic()
     _together([
-        [sys.executable, "-m", "bench.local_floor", str(folder), "true", "--suffix", ".txt",
-         "--parallelism", str(parallelism), "--durable", str(work / f"floor-{processes}-{i}"),
-         "--kept", "--shim", "--ledger", url] for i in range(processes)
+        floor_command(folder, work / f"floor-{processes}-{i}", parallelism, url)
+        for i in range(processes)
     ], cwd=ROOT)  # fmt: skip
     took = time.monotonic() - began
     items = len(list(folder.iterdir()))
@@ -285,10 +315,7 @@ def drains(items: int = 5000, parallelism: int = 4, fleets=(1, 2, 4), rounds: in
     of the machine falls on all of them): items a second, min / median / max over the rounds,
     and each peer's per-round ratio to ours at the same count."""
     work = Path(tempfile.mkdtemp(prefix="wq-drains-"))
-    folder = work / "items"
-    folder.mkdir()
-    for i in range(items):
-        (folder / f"item-{i:05}.txt").touch()
+    folder = drain_folder(work, items)
     server = PostgresServer()
     peers = (("pgqueuer_drain.py", "PgQueuer"), ("procrastinate_drain.py", "procrastinate"))
     ours: dict[int, list[float]] = {n: [] for n in fleets}

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -37,7 +36,14 @@ from pathlib import Path
 import psycopg
 
 from bench import spread
-from bench.fleet import peers_python
+from bench.fleet import (
+    drain_folder,
+    floor_command,
+    manager_command,
+    peer_drain_command,
+    peer_enqueue,
+    peers_python,
+)
 from tests.support.postgres import PostgresServer
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -140,25 +146,18 @@ def measure(command: list[str], url: str, ended, items: int, window: float) -> d
 
 
 def _ours(python: str, url: str, folder: Path, state: str, items: int):
-    return [sys.executable, "-m", "kube_workqueue.manager.cli", "run", str(folder), "--suffix",
-            ".txt", "--settle", "0", "--parallelism", "4", "--state-dir", state, "--log-level",
-            "warning", "--", "true"], _succeeded("workqueue.items")  # fmt: skip
+    return manager_command(folder, state, 4), _succeeded("workqueue.items")
 
 
 def _floor(python: str, url: str, folder: Path, state: str, items: int):
-    return [sys.executable, "-m", "bench.local_floor", str(folder), "true", "--suffix", ".txt",
-            "--parallelism", "4", "--durable", state, "--kept", "--shim", "--ledger",
-            url], _succeeded("floor_items")  # fmt: skip
+    return floor_command(folder, state, 4, url), _succeeded("floor_items")
 
 
 def _pgqueuer(python: str, url: str, folder: Path, state: str, items: int):
     """PgQueuer's worker process, each job a `true` it starts (`bench/peers/`), its queue
     filled first."""
-    script = str(Path(__file__).resolve().parent / "peers" / "pgqueuer_drain.py")
-    subprocess.run([python, script, url, str(items), "--phase", "enqueue"], check=True,
-                   capture_output=True)  # fmt: skip
-    return [python, script, url, str(items), "--phase", "drain", "--spawn", "--concurrency",
-            "4"], _dequeued  # fmt: skip
+    peer_enqueue(python, "pgqueuer_drain.py", url, items)
+    return peer_drain_command(python, "pgqueuer_drain.py", url, items, 4), _dequeued
 
 
 CONTENDERS = {
@@ -175,10 +174,7 @@ def main() -> None:
     parser.add_argument("--window", type=float, default=3.0)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="wq-fleet-process-"))
-    folder = work / "items"
-    folder.mkdir()
-    for i in range(args.items):
-        (folder / f"item-{i:05}.txt").touch()
+    folder = drain_folder(work, args.items)
     server = PostgresServer()
     found: dict[str, list[dict]] = {name: [] for name in CONTENDERS}
     python = peers_python()
