@@ -101,8 +101,8 @@ def test_a_tenants_items_are_pinned_by_its_group(open_ledger):
 def walked_past(ledger, url: str) -> int:
     """How many rows the claim's walk of the line read and passed over: EXPLAIN ANALYZE of
     the claim statement as this manager would run it, in a transaction rolled back."""
-    text = sql_statements.CLAIM.sql.format(**ledger._free())
-    text = text.replace("%(owner)s", f"'{ledger.owner}'").replace("%(limit)s", "1")
+    text = sql_statements.CLAIM.sql.format(**sql_statements.claim_format(ledger._free(), 1))
+    text = text.replace("%(owner)s", f"'{ledger.owner}'")
     with psycopg.connect(url) as conn:
         conn.execute("SET search_path TO workqueue")
         (plan,) = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + text).fetchone()

@@ -65,7 +65,7 @@ class Claims:
         with self._writes:
             try:
                 if asked is None and self.tenants is None:
-                    found = self.db.run(sql.CLAIM, turn, owner=self.owner, limit=limit)
+                    found = self.db.run(sql.CLAIM, sql.claim_format(turn, limit), owner=self.owner)
                 else:
                     with self.db.transaction() as session:
                         session.run(sql.BOUND_LOCK, key=QUEUE_LIMIT_LOCK)
@@ -76,7 +76,8 @@ class Claims:
                         if room > 0 and self.tenants is not None:  # `group_claims`
                             found = self._claim_grouped(session, turn, room)
                         elif room > 0:
-                            found = session.run(sql.CLAIM, turn, owner=self.owner, limit=room)
+                            found = session.run(sql.CLAIM, sql.claim_format(turn, room),
+                                                    owner=self.owner)  # fmt: skip
             except StorageFault:
                 self._in_doubt = True  # it may have claimed: `settle_doubts` lets go
                 raise

@@ -309,8 +309,8 @@ class PostgresLedger(Claims, GroupClaims, PlacedClaims):
     def _finish_and_claim(self, session, claim: int, **params) -> list[tuple]:
         """`FINISH_AND_CLAIM` (under `_writes`): the finish's row(s), as FINISH returns them;
         each item taken noted as claimed here and told to the line."""
-        rows = session.run(sql.FINISH_AND_CLAIM, self._free(), owner=self.owner,
-                           limit=claim, **params)  # fmt: skip
+        rows = session.run(sql.FINISH_AND_CLAIM, sql.claim_format(self._free(), claim),
+                           owner=self.owner, **params)  # fmt: skip
         self._finish_claims[1](self._hold_claimed([row for row in rows if row[0] == "taken"]))
         return [row[2:] for row in rows if row[0] == "finished"]
 
