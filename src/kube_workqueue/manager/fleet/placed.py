@@ -196,10 +196,11 @@ class PlacedClaims:
     def _condition(self) -> str:
         """`_may_condition`'s text from what was judged, made once per new need, not per claim:
         one bit per need judged, bit i set when need i is met, looked up by `get_bit` - a
-        constant, however many needs, for the planner to estimate. The claim is planned at
-        every call (a custom plan: its limit is a parameter), and a list of ids was estimated
+        constant, however many needs, for the planner to estimate. A list of ids was estimated
         id by id against the column's statistics: 0.8 ms of planning at 500 met ids, twice the
-        claim itself. CASE keeps `get_bit` from a need newer than the bits."""
+        claim itself, paid at every claim while its limit was a parameter (custom plans; the
+        limit is written in now, `statements.CLAIM_TAKES`) and still at each new statement's
+        first plans. CASE keeps `get_bit` from a need newer than the bits."""
         if not self._may:
             return "false"
         bits = ["0"] * (self._needs_seen + 1)
