@@ -1,5 +1,5 @@
 """A manager's start on a shared ledger rides out a connection ended under its last statements
-(`ledger.riding_out_a_lost_connection`): a failover's `pg_terminate_backend` between the
+(`joining.riding_out_a_lost_connection`): a failover's `pg_terminate_backend` between the
 manager's registration and its look at its drain ended a `--once` run with exit 3."""
 
 from __future__ import annotations
@@ -8,8 +8,11 @@ import psycopg
 import pytest
 
 from kube_workqueue.manager.faults import LEDGER_ERROR, UNREACHABLE, StorageFault
-from kube_workqueue.manager.fleet.joining import RETRY_PAUSE_SECONDS, settle_claims_and_drain
-from kube_workqueue.manager.fleet.ledger import riding_out_a_lost_connection
+from kube_workqueue.manager.fleet.joining import (
+    RETRY_PAUSE_SECONDS,
+    riding_out_a_lost_connection,
+    settle_claims_and_drain,
+)
 
 from .conftest import Cut, sql
 

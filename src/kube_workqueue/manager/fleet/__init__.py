@@ -14,14 +14,17 @@
                   the database for every manager together
     placed.py     placement: this manager's offers with its row, each item's need recorded as
                   an interned id, the needs its offers meet in every claim
+    queue_wide.py the queue as a whole: its settings row (read at most twice a second), its
+                  rows read whole for `status`
     liveness.py   one heartbeat per manager, and when a silent one's claims may be taken
     notifier.py   LISTEN for the line's notifications, on a connection of its own
     migrate.py    a local queue's SQLite ledger moved into a shared one (`workqueue ledger
                   migrate`)
     options.py    `--ledger`, `--lease`, `--drain`, `--offers`, `--needs`, `--prefers`,
                   `--spill-after`, declared once for every backend
-    joining.py    a manager joins the fleet: the ledger opened around a backend's runner, what
-                  it held settled by the backend's one start hook
+    joining.py    a manager joins the fleet: the ledger opened (riding out a database that does
+                  not answer yet) around a backend's runner, what it held settled by the
+                  backend's one start hook
     queue_commands.py  `status`, `retry`, `pause`, `resume`, `scale`, `drain` on a shared
                   ledger (the rules `manager.queue_ops`'s, the hooks the database's)
 

@@ -20,26 +20,31 @@ Everything else is written once, here: the ledger opened under that owner, the h
 claims that never started let go (`let_go_unstarted`), who the manager is said once, and the
 closing order (the runner first, so no end is reported to a closed ledger). Like the ledger's
 opening, the start's last statements ride out a database that does not answer for a while
-(`ledger.riding_out_a_lost_connection`): a connection ended under them is no reason to exit. A
+(`riding_out_a_lost_connection`): a connection ended under them is no reason to exit. A
 backend without `fleet_runner` cannot share a ledger, and says so in one line.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import UserError
+from ..faults import LEDGER_ERROR, StorageFault
 from ..placement import Placement
 from ..ports import Backend, Elector, State
 from ..setup_parts import ManagerSeeds, Parts, SharesALedger
 from . import statements as sql
-from .ledger import PostgresLedger, open_shared, riding_out_a_lost_connection
+from .database import Database
+from .ledger import PostgresLedger
 
 log = logging.getLogger(__name__)
 RETRY_PAUSE_SECONDS = 0.2  # between two tries of the start's last statements
+STARTUP_SECONDS = 10.0  # how long a manager's start rides out a database that does not answer
+T = TypeVar("T")
 
 
 @dataclass
@@ -123,3 +128,61 @@ def let_go_unstarted(ledger: PostgresLedger) -> None:
     for name, state, _ in ledger.owned():
         if state != State.RUNNING:
             ledger.release(name)
+
+
+def open_shared(
+    url: str,
+    owner: str,
+    *,
+    lease: float,
+    max_attempts: int,
+    retry_backoff: tuple[float, float],
+    placement: Placement | None = None,
+) -> PostgresLedger:
+    """A manager's shared ledger at `url` under `owner`, its schema brought up to date and
+    this manager registered; a failed retry waits `retry_backoff` (first wait, cap) doubling,
+    as the manager's own retries do. A database that does not answer is tried again for
+    `STARTUP_SECONDS` (a connection lost at start is no reason to give up); its connections are
+    closed again when it cannot be opened."""
+    from ..retry import Backoff
+
+    backoff = Backoff(*retry_backoff)
+
+    def opened() -> PostgresLedger:
+        db = Database(url)
+        ledger = None
+        try:
+            ledger = PostgresLedger(
+                db, owner, lease=lease, max_attempts=max_attempts,
+                backoff=lambda attempts: backoff.delay(max(attempts - 1, 0)),
+            )  # fmt: skip
+            if placement is not None:
+                ledger.place(placement)  # (its offers are written with its row at `join`)
+            ledger.join()
+            return ledger
+        except BaseException:
+            if ledger is not None:
+                ledger.close()
+            db.close()
+            raise
+
+    return riding_out_a_lost_connection(opened, pause=1.0)
+
+
+def riding_out_a_lost_connection(step: Callable[[], T], *, seconds: float = STARTUP_SECONDS,
+                                 pause: float) -> T:  # fmt: skip
+    """`step()` - statements safe to run again - tried again every `pause` seconds while the
+    database does not answer, for `seconds` from now: a manager's start (`open_shared`, and
+    `joining`'s last statements) rides out a connection lost meanwhile - a failover's
+    `pg_terminate_backend` between its registration and its look at its drain ended a `--once`
+    run with exit 3 before it took a single item. A refusal no wait mends (`LEDGER_ERROR`: a
+    bug, a changed schema - said in full), and a fault that outlasts `seconds`, are raised."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return step()
+        except StorageFault as fault:
+            if time.monotonic() > deadline or fault.kind == LEDGER_ERROR:
+                raise
+            log.warning("%s; trying again", fault.short)
+        time.sleep(pause)  # (a lost connection was dropped: the next try opens another)

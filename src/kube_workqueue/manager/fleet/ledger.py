@@ -34,25 +34,22 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import TypeVar
 
-from ..faults import LEDGER_ERROR, StorageFault
+from ..faults import StorageFault
 from ..lifecycle import keep_version, may_rerun
-from ..placement import Placement
-from ..ports import PENDING_PAIR, ClaimLost, Row, State, keep_priority, pair
+from ..ports import PENDING_PAIR, ClaimLost, State, keep_priority, pair
 from . import schema
 from . import statements as sql
-from .claims import SETTINGS_SECONDS, Claims
+from .claims import Claims
 from .database import Database
 from .group_claims import GroupClaims
 from .liveness import Liveness
 from .notifier import Notifier
 from .placed import PlacedClaims
+from .queue_wide import QueueWide
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 RELOAD_SECONDS = 600.0  # the safety net's full read (changes are read in commit order)
-STARTUP_SECONDS = 10.0  # how long a manager's start rides out a database that does not answer
 ANALYZE_AFTER = 1000  # new names in one listing that bring the line's statistics up to date
 TAKEN = (  # the error a run's end records when its claim went to another manager meanwhile
     "its claim was taken (this manager was declared dead while it ran): this run's end is "
@@ -60,7 +57,7 @@ TAKEN = (  # the error a run's end records when its claim went to another manage
 )
 
 
-class PostgresLedger(Claims, GroupClaims, PlacedClaims):
+class PostgresLedger(Claims, GroupClaims, PlacedClaims, QueueWide):
     arrivals_known = True
     keeps_status = False  # `workqueue status` reads the database itself
 
@@ -392,74 +389,8 @@ class PostgresLedger(Claims, GroupClaims, PlacedClaims):
         found = self.db.run(sql.HISTORY, name=name)
         return [{"version": v, "state": s, "attempts": a, "finished": f} for v, s, a, f in found]
 
-    # -- the whole queue -------------------------------------------------------------------
-
-    def row(self, name: str) -> Row | None:
-        found = self.db.run(sql.ROW, name=name)
-        return Row(*found[0]) if found else None
-
-    def rows(self, state: str | None = None) -> list[Row]:
-        if state is None:
-            return [Row(*found) for found in self.db.run(sql.ROWS)]
-        return [Row(*found) for found in self.db.run(sql.ROWS_IN, state=state)]
-
-    def counts(self) -> dict[str, int]:
-        counts = {s.value: 0 for s in State}
-        counts.update(dict(self.db.run(sql.COUNTS)))
-        return counts
-
     def __len__(self) -> int:
         return len(self._state)
-
-    # -- the queue's settings --------------------------------------------------------------
-
-    def _read_settings(self, *, fresh: bool = False) -> tuple:
-        at, settings = self._settings
-        if time.monotonic() - at < SETTINGS_SECONDS and not fresh:
-            return settings
-        settings = self.db.run(sql.SETTINGS)[0]
-        self._settings = (time.monotonic(), settings)
-        return settings
-
-    def paused_since(self) -> float | None:
-        return self._read_settings()[0]
-
-    def wanted_parallelism(self) -> int | None:
-        return self._read_settings()[1]
-
-    def removals_accepted(self) -> float | None:
-        return self._read_settings()[2]
-
-    def removals_held_since(self) -> float | None:
-        return self.db.run(sql.HELD_SINCE)[0][0]
-
-    def hold_removals(self, since: float | None) -> None:
-        self.set_setting("removals_held_since", since)
-
-    def set_setting(self, column: str, value) -> None:
-        """Write one of the queue's settings (`paused_since`, `parallelism`,
-        `removals_accepted`, `removals_held_since`, `group_rules`): every manager reads all
-        but the fourth within `SETTINGS_SECONDS`."""
-        self.db.count(sql.SETTING[column], value=value)
-        self._settings = (-1e18, self._settings[1])
-
-    def want_parallelism(self, parallelism: int) -> None:
-        self.set_setting("parallelism", parallelism)
-
-    def set_paused(self, since: float | None) -> None:
-        self.set_setting("paused_since", since)
-
-    def accept_removals(self) -> None:
-        self.set_setting("removals_accepted", time.time())
-
-    def wanted_group_rules(self) -> dict | None:
-        return self._read_settings()[3]
-
-    def want_group_rules(self, rules: dict) -> None:
-        from psycopg.types.json import Jsonb
-
-        self.set_setting("group_rules", Jsonb({**(self._read_settings(fresh=True)[3] or {}),
-                                               **rules}))  # fmt: skip
 
     def report(self, status: dict) -> None:
         pass  # `workqueue status` reads the items table itself
@@ -482,61 +413,3 @@ class PostgresLedger(Claims, GroupClaims, PlacedClaims):
             self._notifier.stop()
         self.liveness.db.close()
         self.db.close()
-
-
-def open_shared(
-    url: str,
-    owner: str,
-    *,
-    lease: float,
-    max_attempts: int,
-    retry_backoff: tuple[float, float],
-    placement: Placement | None = None,
-) -> PostgresLedger:
-    """A manager's shared ledger at `url` under `owner`, its schema brought up to date and
-    this manager registered; a failed retry waits `retry_backoff` (first wait, cap) doubling,
-    as the manager's own retries do. A database that does not answer is tried again for
-    `STARTUP_SECONDS` (a connection lost at start is no reason to give up); its connections are
-    closed again when it cannot be opened."""
-    from ..retry import Backoff
-
-    backoff = Backoff(*retry_backoff)
-
-    def opened() -> PostgresLedger:
-        db = Database(url)
-        ledger = None
-        try:
-            ledger = PostgresLedger(
-                db, owner, lease=lease, max_attempts=max_attempts,
-                backoff=lambda attempts: backoff.delay(max(attempts - 1, 0)),
-            )  # fmt: skip
-            if placement is not None:
-                ledger.place(placement)  # (its offers are written with its row at `join`)
-            ledger.join()
-            return ledger
-        except BaseException:
-            if ledger is not None:
-                ledger.close()
-            db.close()
-            raise
-
-    return riding_out_a_lost_connection(opened, pause=1.0)
-
-
-def riding_out_a_lost_connection(step: Callable[[], T], *, seconds: float = STARTUP_SECONDS,
-                                 pause: float) -> T:  # fmt: skip
-    """`step()` - statements safe to run again - tried again every `pause` seconds while the
-    database does not answer, for `seconds` from now: a manager's start (`open_shared`, and
-    `joining`'s last statements) rides out a connection lost meanwhile - a failover's
-    `pg_terminate_backend` between its registration and its look at its drain ended a `--once`
-    run with exit 3 before it took a single item. A refusal no wait mends (`LEDGER_ERROR`: a
-    bug, a changed schema - said in full), and a fault that outlasts `seconds`, are raised."""
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            return step()
-        except StorageFault as fault:
-            if time.monotonic() > deadline or fault.kind == LEDGER_ERROR:
-                raise
-            log.warning("%s; trying again", fault.short)
-        time.sleep(pause)  # (a lost connection was dropped: the next try opens another)
