@@ -85,7 +85,11 @@ test:
 	# six workers on two cores, tests handed out by work stealing: most of a test's time is
 	# spent waiting on real processes, and the longest ones must not end up queued behind each
 	# other (measured on this 2-core machine: 6m27 with two workers, 5m31 with four, 4m37 with
-	# six and --dist worksteal)
+	# six and --dist worksteal). Since then the suite has grown to use the CPU it waits on: on
+	# 2026-12-07, 1,848 tests in 6m05-7m22 kept both cores 96% busy (about 800 s of CPU: 83%
+	# of it in the tests' children - about 2,100 Python processes, managers, ambassadors and
+	# commands - and 17% in the workers themselves), no test above 2.5% of it. More workers
+	# cannot make it faster; only less CPU can.
 	$(BIN)/python -m pytest -q -n 6 --dist worksteal
 
 lint: $(STAMP)
