@@ -14,9 +14,10 @@ LOCAL = Path(wire.__file__).parent
 
 
 def built_records() -> list[tuple[str, str, set[str]]]:
-    """(where, record, the fields given) for each `wire.Record(...)` call in the two sides."""
+    """(where, record, the fields given) for each `wire.Record(...)` call in the two sides (the
+    keeper in two modules)."""
     found = []
-    for name in ("keeper.py", "kept.py"):
+    for name in ("keeper.py", "keeper_shims.py", "kept.py"):
         tree = ast.parse((LOCAL / name).read_text())
         for node in ast.walk(tree):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)

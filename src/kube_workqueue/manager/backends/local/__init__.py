@@ -2,13 +2,15 @@
 
     process.py     runs one item: WORK_ITEM_FILE, its own process group, a log per item
     keeper.py      the workers' parent, a process of its own: their ends outlive the manager
+    keeper_shims.py  the keeper's side of its slots' shims: forked, heard, watched, their
+                   deaths settled
     kept.py        the manager's side of a keeper (`KeeperLink`, `KeptChild`)
     keeper_protocol.py  what a manager and its keeper say, and the keeper's journal: typed
                    records in one place
     recovery.py    what a manager that died left: adopted, recorded, or back in line
     spawn.py       the worker's program found and its environment made once (`Spawner`)
-    shim.py        a shim per worker: its parent, which writes its end beside it, so the end
-                   outlives the keeper too
+    shim.py        a shim per slot: each worker's parent, which writes its end beside it, so
+                   the end outlives the keeper too
     ledger.py      `SqliteLedger`: the record of every item under the state directory, and
                    its recovery
     statements.py  every statement the SQLite ledger sends, named (hot ones' plans checked)

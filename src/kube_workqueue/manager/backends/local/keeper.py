@@ -10,9 +10,10 @@ when containerd restarts.
 
 One keeper per manager run, started by it (`kept.KeeperLink.start`) in a session of its own - a
 kill of the manager's process group, a closed terminal (SIGHUP) or a Ctrl-C (SIGINT) does not
-reach it. It is small on purpose (the standard library, `shim` and `keeper_protocol` only, run
-as a script), and does four things (five for a manager on a shared ledger, whose workers end
-with it when it dies: another manager runs their items once its claims run out):
+reach it. It is small on purpose (the standard library, `shim`, `keeper_protocol` and its
+shims' half, `keeper_shims`, only: run as a script), and does four things (five for a manager
+on a shared ledger, whose workers end with it when it dies: another manager runs their items
+once its claims run out):
 
   * starts each worker the manager asks for through its slot's shim (`shim.py`: forked once a
     slot, in a session of its own, each worker's parent - it writes the worker's end beside it
@@ -62,24 +63,16 @@ import time
 try:
     from . import keeper_protocol as wire
     from . import shim
+    from .keeper_shims import ShimSlots, SlotShim
 except ImportError:  # run as a script: the sibling modules
     import keeper_protocol as wire  # type: ignore[no-redef]
     import shim  # type: ignore[no-redef]
+    from keeper_shims import ShimSlots, SlotShim  # type: ignore[no-redef]
 
-LEFTOVER_GRACE_SECONDS = 5.0  # what a worker left in its group gets after SIGTERM
 COMPACT_BYTES = 1 << 20  # the journal is rewritten with only what still matters past this
 
 
-class SlotShim:
-    """A slot's shim (`shim.py`): its process, its end of their socket pair, its status file,
-    and the id of the worker it runs now (None: idle)."""
-
-    def __init__(self, slot: int, pid: int, ticks: str, sock: socket.socket, status: str):
-        self.slot, self.pid, self.ticks, self.sock, self.status = slot, pid, ticks, sock, status
-        self.current: int | None = None
-
-
-class Keeper:
+class Keeper(ShimSlots):
     """The keeper's state. Invariants: every id in `children` names a worker started whose end
     is not yet journaled - run by a shim of this keeper (`slot_of` maps it to its slot, whose
     shim's `current` it is) or watched (a dead keeper's shim: `watched` maps its pidfd back);
@@ -277,167 +270,6 @@ class Keeper:
             end = wire.End(id=ident, code=None, error=why, errno=exc.errno, refused=part)
             self._send(wire.Ended(op=wire.ENDED, end=end))
 
-    def _idle_shim(self) -> SlotShim:
-        """An idle slot's shim - forked for a new slot when none is idle."""
-        while self.free_slots:
-            runner = self.shims.get(self.free_slots.pop())
-            if runner is not None:
-                return runner
-        slot = self.slots
-        self.slots += 1
-        return self._start(slot)
-
-    def _start(self, slot: int) -> SlotShim:
-        """The slot's shim, forked (`shim.serve` never returns in the child)."""
-        status = shim.status_path(self.keepers_dir, self.id, slot)
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        try:
-            pid = os.fork()
-        except OSError:
-            ours.close()
-            theirs.close()
-            raise
-        if pid == 0:
-            ours.close()
-            shim.serve(theirs, status, self.program, self.argv, self.env, self.manager)
-        theirs.close()
-        runner = SlotShim(slot, pid, shim.ticks_now(), ours, status)
-        self.shims[slot] = runner
-        self.by_pid[pid] = runner
-        self.by_fd[ours.fileno()] = runner
-        self.poller.register(ours.fileno(), select.EPOLLIN)
-        return runner
-
-    def _heard(self, runner: SlotShim) -> None:
-        """The shim's word on its worker: its end (`shim._say`)."""
-        try:
-            data = runner.sock.recv(4096)
-        except OSError:
-            data = b""
-        if not data:  # it is ending: reaped, then said (`_shim_died`)
-            self._forget_fd(runner)
-            return
-        token, _, word = data.decode("utf-8", "replace").partition(" ")
-        ident = runner.current
-        if ident is None or self.children[ident].get("token") != token:
-            return  # (a word on a worker this keeper has settled already)
-        runner.current = None
-        child = self.children.pop(ident)
-        end = shim.end_of(child, shim.parse_word(word), None, time.time())
-        self._ended(end)
-
-    def _forget_fd(self, runner: SlotShim) -> None:
-        fd = runner.sock.fileno()
-        if self.by_fd.pop(fd, None) is not None:
-            try:
-                self.poller.unregister(fd)
-            except (OSError, ValueError):
-                pass
-
-    def _watch(self, message: wire.Watch) -> None:
-        """A shim a keeper that died left: watched through a pidfd, its worker's end reported
-        as this keeper's own (under the id the manager gave it here)."""
-        ident = message["id"]
-        record = wire.Start(id=ident, name=message["name"], attempt=message["attempt"],
-                            pid=message["pid"], ticks=message["ticks"],
-                            boot=message.get("boot"), began=message.get("began"),
-                            status=message["status"], token=message.get("token"))  # fmt: skip
-        self.children[ident] = record
-        self._write({"start": record})
-        fd = shim.open_pidfd(record["pid"], record["ticks"])
-        if fd is None:  # ended meanwhile: its file says how
-            self._shim_ended(ident, None)
-            return
-        self.watched[fd] = ident
-        self.poller.register(fd, select.EPOLLIN)
-
-    def _signal(self, ident: int, sig: int) -> None:
-        """The worker's whole group (its shim's: the shim outlives what it ignores), only while
-        the shim runs this worker - and a watched one only while its shim is that process."""
-        child = self.children.get(ident)
-        if child is None:
-            return
-        slot = self.slot_of.get(ident)
-        if slot is not None:
-            runner = self.shims.get(slot)
-            if runner is None or runner.current != ident:
-                return
-        elif not shim.same_process(child["pid"], child["ticks"]):
-            return
-        try:
-            os.killpg(child["pid"], sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-    def _end_all(self) -> None:
-        """The manager is gone without a goodbye: every worker's group is killed, its end
-        journaled as interrupted (the attempt does not count: the item runs again)."""
-        for ident, child in self.children.items():
-            child["interrupted"] = True
-            self._signal(ident, signal.SIGKILL)
-
-    def _reap(self) -> None:
-        while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
-            runner = self.by_pid.pop(pid, None)
-            if runner is not None:
-                self._shim_died(runner, os.waitstatus_to_exitcode(status))
-
-    def _shim_died(self, runner: SlotShim, code: int) -> None:
-        """A slot's shim ended (killed, or with its manager): what it still said is heard; a
-        worker it ran is settled by its file, ended with its group (`_shim_ended`); the slot's
-        next worker gets a new shim."""
-        if runner.sock.fileno() in self.by_fd:
-            runner.sock.setblocking(False)
-            try:
-                while runner.current is not None and runner.sock.fileno() in self.by_fd:
-                    self._heard(runner)
-            except BlockingIOError:
-                pass
-            self._forget_fd(runner)
-        runner.sock.close()
-        if self.shims.get(runner.slot) is runner:
-            del self.shims[runner.slot]  # (an idle slot's next worker gets a new shim)
-        if runner.current is not None:
-            ident, runner.current = runner.current, None
-            self._shim_ended(ident, code)
-
-    def _shim_ended(self, ident: int, code: int | None) -> None:
-        """A shim ended with `ident` its worker (`code`: its exit; None: a watched one, not
-        ours to reap): the worker's end as the shim wrote it, after its leftovers."""
-        child = self.children.pop(ident)
-        written = shim.read_status(child["status"], shim.token_of(child))
-        end = shim.end_of(child, written, code, time.time())
-        if written is None and code is None:  # a watched shim that left no word: killed with
-            end["interrupted"] = True  # its worker - not the item's doing: it runs again,
-            end["error"] = "its worker's shim ended without a word (killed with it)"  # uncounted
-        elif written is None and code == 0:  # it left without taking this worker: never run
-            end["interrupted"] = True
-        pid = child["pid"]
-        try:  # what it left in its group: ended before the end is reported
-            os.killpg(pid, signal.SIGTERM)
-        except (ProcessLookupError, PermissionError):
-            self._ended(end)
-            return
-        self.leftovers[pid] = (time.monotonic() + LEFTOVER_GRACE_SECONDS, end)
-
-    def _check_leftovers(self) -> None:
-        now = time.monotonic()
-        for pid, (kill_at, end) in list(self.leftovers.items()):
-            try:
-                os.killpg(pid, signal.SIGKILL if now >= kill_at else 0)
-                if now < kill_at:
-                    continue
-            except (ProcessLookupError, PermissionError):
-                pass
-            del self.leftovers[pid]
-            self._ended(end)
-
     def _ended(self, end: wire.End) -> None:
         journaled, reported = wire.end_lines(wire.encoded_end(end))  # encoded once, for both
         self._write_line(journaled)
@@ -518,9 +350,6 @@ class Keeper:
                 pass
         for slot in set(self.free_slots):  # (a slot still taken: its shim writes there yet)
             shim.forget_status(shim.status_path(self.keepers_dir, self.id, slot))
-
-    def _slot_files(self) -> set[str]:
-        return {runner.status for runner in self.shims.values()}
 
 
 def main() -> None:
