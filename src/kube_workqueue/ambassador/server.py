@@ -32,7 +32,6 @@ import contextlib
 import os
 import shutil
 import subprocess
-import tempfile
 
 from kube_workqueue.safelog.logs import logging_config
 
@@ -202,11 +201,17 @@ def serve(args, user_error: type[Exception]) -> int:
     host, port = listener.getsockname()[:2]
     where = f"http://{_bind_host(host)}:{port}"
     print(f"workqueue ambassador: serving {_shown(config)} on {where}", flush=True)
+    from .private_folders import make_held, remove_left_behind
+
+    remove_left_behind()  # an ambassador killed with SIGKILL left its folders
+    held = []  # the folders' locked descriptors: open for this process's life (and its forks')
     metrics_dir = None  # (even with one worker: its refusals are counted outside the app)
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        metrics_dir = tempfile.mkdtemp(prefix="workqueue-ambassador-metrics-")
+        metrics_dir, fd = make_held("workqueue-ambassador-metrics-")
+        held.append(fd)
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
-    snapshot_dir = tempfile.mkdtemp(prefix="workqueue-ambassador-snapshot-")
+    snapshot_dir, fd = make_held("workqueue-ambassador-snapshot-")
+    held.append(fd)
     publisher = _start_publisher(config, snapshot_dir, user_error)
     from .publication import large_blocks_go_back
 
@@ -238,6 +243,8 @@ def serve(args, user_error: type[Exception]) -> int:
             shutil.rmtree(snapshot_dir, ignore_errors=True)
             if metrics_dir:
                 shutil.rmtree(metrics_dir, ignore_errors=True)
+            for fd in held:
+                os.close(fd)
     return 0
 
 
