@@ -14,7 +14,8 @@ or the end of a `--once` run) shuts the queue, closes capacity so nothing new st
 running work a grace period before the backend ends it; interrupted items go back to pending.
 What a listing puts in line is `intake`'s, cancels of items that left the source are
 `cancellation`'s, a record that cannot be written is `fault_hold`'s, what is asked of the
-queue and what it tells back is `asked`'s, and what a `--once` run did is `run_report`'s.
+queue and what it tells back is `asked`'s, and a `--once` run is `once_run`'s (what it did,
+`run_report`'s).
 
 The manager is handed what it drives - source, ledger, backend (the ports of `manager.ports`),
 options, and the leader elector when there is one; `manager.assembly` builds them - and takes
@@ -45,6 +46,7 @@ from ..tenancy.rules import TenancyOptions
 from .dispatcher import Dispatcher, dispatcher_for
 from .manager_options import ManagerOptions
 from .modes import Alone, mode_for
+from .once_run import OnceRun
 from .reconciler import Result
 from .run_report import TERMINAL, RunReport
 from .tenants import Tenants, listed_groups_of
@@ -53,7 +55,7 @@ from .wiring import ManagerParts, wire
 log = logging.getLogger(__name__)
 
 
-class Manager:
+class Manager(OnceRun):
     def __init__(
         self,
         source: Source,
@@ -349,128 +351,6 @@ class Manager:
         while not self.stop_event.wait(0.5 if main else None):
             pass
         self._drain()
-
-    def run_once(self, on_start: Callable[[RunReport], None] | None = None) -> RunReport:
-        """Process every item the source lists now; return when each has finished (or stop())."""
-        # A fault ends a run, except a shared ledger's outage: its claims would run out and
-        # the items whose ends it holds would run again elsewhere - it waits for the database.
-        self.hold.once = not self.mode.waits_out_faults
-        self.hold.shared = self.mode.waits_out_faults
-        names = self.poller.first_listing(self.options.source_timeout)
-        if names is None:  # stopped before the source ever answered: nothing ran
-            now = time.time()
-            return RunReport(targets=[], started=now, finished=now, interrupted=True, listed=False)
-        # what a held removal keeps is the run's too: it ends when the hold does (cancelled,
-        # or run if it comes back) - a run that ignored it would leave it pending for good
-        held = self.leaving.held_names(most=None)
-        # and so is the work it adopted, listed or not: a run that ended before an adopted
-        # worker would stop it and put its item back (or, gone from the source, leave it
-        # pending with nothing to end it)
-        targets = set(names) | set(held) | self.adoption.names
-        report = RunReport(targets=sorted(targets), started=time.time())
-        with report.changed:  # nothing is noted before the skipped targets are
-            self._report = report
-            if not self._recorded_first(lambda: self._take_targets(report)):
-                report.interrupted, report.finished = True, time.time()
-                return report
-        if on_start is not None:
-            on_start(report)
-        self.start_workers()
-        if self.others is not None:  # what the other managers finish counts for this run too
-            threading.Thread(
-                target=self.others.follow, args=(report, self.stop_event), name="others",
-                daemon=True,
-            ).start()  # fmt: skip
-        if self.options.cancel_removed:  # the targets are fixed; what leaves still counts
-            threading.Thread(
-                target=self.poller.watch_removals, name="removals", daemon=True
-            ).start()
-        threading.Thread(target=self._follow_retries, args=(report,), name="retries",
-                         daemon=True).start()  # fmt: skip
-        # Every target not settled above goes on the queue as it is: the reconciler decides
-        # again, and its every answer is reported. (Filtering again here could drop an item a
-        # rival manager began meanwhile: neither queued nor reported, the run would never end.)
-        now = time.time()
-        for name in report.targets:
-            if name not in report.results and name not in self.adoption.names:
-                self.intake.wait(name, now)
-        report.wait_for_all(lambda: self.stop_event.is_set() or self._say_when_held(report))
-        report.interrupted = self.stop_event.is_set()
-        report.finished = time.time()
-        self.stop_event.set()
-        self._drain()
-        return report
-
-    def _follow_retries(self, report: RunReport) -> None:
-        """`workqueue retry` while a `--once` run runs: what it asks runs again in this run
-        (a long-running manager takes the requests with each listing; a run lists once)."""
-        while not self.stop_event.wait(self.options.follow_interval):
-            try:
-                names = self.ledger.take_retry_requests()
-            except StorageFault as fault:
-                self.hold.hold_for(fault)
-                continue
-            if not names:
-                continue
-            now = time.time()
-            for name in report.again(names):
-                self.intake.wait(name, now)
-            log.info("retry asked while the run runs: %s", ", ".join(names))
-
-    def _say_when_held(self, report: RunReport) -> bool:
-        """Say once (again after it changed) when the run waits only on groups held by a limit
-        of 0 (`--limit GLOB=0`, a per-tenant pause): nothing runs and every target left is in
-        such a group, so only `workqueue scale --limit` (or Ctrl-C) moves it on - rather than
-        wait in silence. Always False: it is `wait_for_all`'s look, never its end."""
-        tenants = self.tenants
-        if tenants is None or self.capacity.in_use or self.adoption.names:
-            self._held_said = None
-            return False
-        groups: set[str] = set()
-        left = 0
-        for name in report.targets:  # (the first one not held ends the look)
-            if name in report.results:
-                continue
-            group = tenants.group_of(name)
-            if group is None or tenants.gate.rules.of(group)[0] != 0:
-                self._held_said = None
-                return False
-            groups.add(group)
-            left += 1
-        said = (left, tuple(sorted(groups)))
-        if left and said != self._held_said:
-            self._held_said = said
-            log.warning("waiting: the %d item(s) left are in group(s) held by a limit of 0 (%s): "
-                        "`workqueue scale --limit GROUP=N` releases them; Ctrl-C ends the run",
-                        left, ", ".join(said[1]))  # fmt: skip
-        return False
-
-    def _take_targets(self, report: RunReport) -> None:
-        """A `--once` run's targets recorded, those that need no work noted SKIPPED."""
-        self.ledger.see(report.targets)
-        self.intake.revisit(report.targets)
-        for name in report.targets:  # adopted work reports when its worker ends
-            if name in self.adoption.names or self.reconciler.needs_work(name):
-                continue
-            if self.mode.someone_else_runs(name):  # heard from the ledger when it ends
-                continue
-            report.results[name] = Result.SKIPPED
-        self.intake.prioritize([n for n in report.targets if n not in report.results])
-
-    def _recorded_first(self, write: Callable[[], None]) -> bool:
-        """`write()` done; on a shared ledger an outage meanwhile is waited out (held, said
-        once, tried again every probe interval) rather than ending the run - its claims and
-        outcomes are the fleet's. False when stopped first."""
-        while True:
-            try:
-                write()
-                return True
-            except StorageFault as fault:
-                if not self.mode.waits_out_faults:
-                    raise
-                self.hold.hold_for(fault)
-            if self.stop_event.wait(self.options.probe_interval):
-                return False
 
     def stop(self) -> None:
         """Stop taking items; running work gets the grace period (see the module docstring)."""
