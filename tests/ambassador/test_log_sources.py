@@ -176,9 +176,7 @@ def test_records_added_while_the_ambassador_was_killed_run_once_after_its_restar
     for i in range(5):
         log.append(f"early-{i}.mp4")
     port = free_port()
-    leftovers = tmp_path / "tmp"  # a SIGKILLed ambassador leaves its folders: here, not /tmp
-    leftovers.mkdir()
-    ambassador = Server(url, port, (), tmpdir=leftovers)
+    ambassador = Server(url, port, ())  # (its folders, left by the kill, go at the restart)
     ambassador.wait_ready()
     worker, marks = marking_worker(tmp_path, 0.05)
     manager = spawn_workqueue(

@@ -95,8 +95,8 @@ class Server:
     def __init__(self, root, port: int, extra: tuple[str, ...], *, stderr=None,
                  cwd=None, tmpdir=None) -> None:  # fmt: skip
         """`cwd`: a checkout whose code serves instead (a benchmark's peer: peer_code.py);
-        `tmpdir`: where its temporary folders go - a test that kills it with SIGKILL, which
-        leaves them behind, passes one of its own."""
+        `tmpdir`: where its temporary folders go - a test that looks at them (one killed with
+        SIGKILL leaves them for the next start to remove) passes one of its own."""
         import subprocess
 
         from tests.support.peer_code import peer_code
