@@ -9,8 +9,7 @@ import threading
 import psycopg
 import pytest
 
-from kube_workqueue.manager.fleet import schema
-from kube_workqueue.manager.fleet import statements as sql_statements
+from kube_workqueue.manager.fleet import manager_statements, schema
 from kube_workqueue.manager.fleet.database import Database
 from kube_workqueue.manager.fleet.ledger import PostgresLedger
 from kube_workqueue.manager.ports import ClaimLost, ClaimsWork, Ledger
@@ -354,6 +353,6 @@ def test_a_fenced_ledger_opens_no_session_on_any_of_its_connections(open_ledger)
     assert ledger.db.fence(10) is True
     for db in (ledger.db, heartbeat, ledger.db.sibling("later")):
         with pytest.raises(StorageFault, match="replaced"):
-            db.run(sql_statements.PROBE, owner="m1")
+            db.run(manager_statements.PROBE, owner="m1")
     with pytest.raises(StorageFault):
         ledger.probe()

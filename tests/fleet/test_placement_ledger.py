@@ -10,6 +10,7 @@ import threading
 
 import psycopg
 
+from kube_workqueue.manager.fleet import manager_statements
 from kube_workqueue.manager.fleet import statements as sql_statements
 from kube_workqueue.manager.fleet.placed import UNMET_LOCK_KEY
 from kube_workqueue.manager.placement import Placement, need_rule, offer
@@ -176,7 +177,7 @@ def test_what_only_a_draining_manager_could_run_is_unmet_until_the_drain_is_lift
     for ledger in (gpu, cpu):
         ledger.note_manager({"parallelism": 1, "max_attempts": 3, "retry_backoff": 1,
                              "retry_backoff_cap": 10})  # fmt: skip
-    gpu.db.run(sql_statements.DRAIN, manager="gpu")
+    gpu.db.run(manager_statements.DRAIN, manager="gpu")
     cpu._unmet = (-1e18, {})  # (a scrape a few seconds later)
     assert cpu.unmet_needs() == {"gpu": 3}
     cpu.heartbeat_round()
@@ -188,7 +189,7 @@ def test_what_only_a_draining_manager_could_run_is_unmet_until_the_drain_is_lift
     )
     sql(cpu, "UPDATE items SET listed_at = now() - interval '1 second'")  # (turns are over)
     assert gpu.claim(5) == [] and cpu.claim(5) == ["plain/a"]
-    gpu.db.run(sql_statements.UNDRAIN, manager="gpu")
+    gpu.db.run(manager_statements.UNDRAIN, manager="gpu")
     cpu._last_settled = -1e18  # (the next settling, `UNMET_SECONDS` later)
     cpu.heartbeat_round()
     assert sql(cpu, "SELECT count(*) FROM items WHERE unmet")[0][0] == 0

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from kube_workqueue.manager.faults import StorageFault
-from kube_workqueue.manager.fleet import group_claims
+from kube_workqueue.manager.fleet import group_claims, manager_statements, placement_statements
 from kube_workqueue.manager.fleet import statements as sql_statements
 from kube_workqueue.manager.fleet.statements import Statement
 
@@ -39,7 +39,7 @@ PARAMS = {"owner": "a", "key": 1, "longest": 60, "each": 4, "held": "{}",
 def hot_statements() -> list[Statement]:
     return [
         s
-        for module in (sql_statements, group_claims)
+        for module in (sql_statements, manager_statements, placement_statements, group_claims)
         for s in vars(module).values()
         if isinstance(s, Statement) and s.hot
     ]

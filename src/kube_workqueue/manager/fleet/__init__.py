@@ -4,7 +4,10 @@
                   password
     database.py   the connections: the ledger's own schema on each, every answer of the
                   database a fault (`StorageFault`) or a mistake
-    statements.py every statement the ledger sends, named and commented
+    statements.py every statement the ledger sends for an item, named and commented
+    manager_statements.py  the managers' own: their rows, heartbeats, the dead's items let
+                  go, drains
+    placement_statements.py  placement's: needs interned, the unmet marked out of the line
     schema.py     the tables (in a schema of their own) and their numbered migrations
     ledger.py     `PostgresLedger`: the `Ledger` port over the items table, kept in memory
                   for the cheap reads, every write of an item conditional on its claim

@@ -37,7 +37,7 @@ from ..faults import LEDGER_ERROR, StorageFault
 from ..placement import Placement
 from ..ports import Backend, Elector, State
 from ..setup_parts import ManagerSeeds, Parts, SharesALedger
-from . import statements as sql
+from . import manager_statements as managers_sql
 from .database import Database
 from .ledger import PostgresLedger
 
@@ -118,8 +118,8 @@ def settle_claims_and_drain(ledger: PostgresLedger, owner: str, drain: bool | No
     leaves the ledger's drains as they stand), and whether `owner` is drained."""
     let_go_unstarted(ledger)
     if drain is not None:
-        ledger.db.run(sql.DRAIN if drain else sql.UNDRAIN, manager=owner)
-    return bool(ledger.db.run(sql.IS_DRAINED, owner=owner)[0][0])
+        ledger.db.run(managers_sql.DRAIN if drain else managers_sql.UNDRAIN, manager=owner)
+    return bool(ledger.db.run(managers_sql.IS_DRAINED, owner=owner)[0][0])
 
 
 def let_go_unstarted(ledger: PostgresLedger) -> None:

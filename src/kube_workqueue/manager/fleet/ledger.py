@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable
 from ..faults import StorageFault
 from ..lifecycle import keep_version, may_rerun
 from ..ports import PENDING_PAIR, ClaimLost, State, keep_priority, pair
+from . import manager_statements as managers_sql
 from . import schema
 from . import statements as sql
 from .claims import Claims
@@ -399,14 +400,14 @@ class PostgresLedger(Claims, GroupClaims, PlacedClaims, QueueWide):
         """This manager's facts where `status` reads them (None: it stopped noting)."""
         from psycopg.types.json import Jsonb
 
-        self.db.count(sql.NOTE_FACTS, owner=self.owner, lease=self.lease,
+        self.db.count(managers_sql.NOTE_FACTS, owner=self.owner, lease=self.lease,
                       facts=None if facts is None else Jsonb(facts))  # fmt: skip
 
     def probe(self) -> None:
         """The fault hold's probe: a write (a read-only or full database refuses it), on a
         session of its own, opened for it - never one a fault may have left unusable."""
         with self.db.sibling("workqueue probe") as db:
-            db.count(sql.PROBE, owner=self.owner)
+            db.count(managers_sql.PROBE, owner=self.owner)
 
     def close(self) -> None:
         if self._notifier is not None:

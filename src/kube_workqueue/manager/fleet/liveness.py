@@ -40,6 +40,7 @@ import time
 from collections.abc import Callable
 
 from ..faults import StorageFault
+from . import manager_statements as managers_sql
 from . import statements as sql
 from .database import Database
 
@@ -86,7 +87,9 @@ class Liveness:
         """Say this manager is here (at start, and after it was declared dead)."""
         from psycopg.types.json import Jsonb
 
-        self.db.run(sql.REGISTER, owner=self.owner, lease=self.lease, offers=Jsonb(self.offers))
+        self.db.run(
+            managers_sql.REGISTER, owner=self.owner, lease=self.lease, offers=Jsonb(self.offers)
+        )
         self._last_beat = self.clock()
 
     def beat_due(self) -> bool:
@@ -96,7 +99,7 @@ class Liveness:
         """One heartbeat. When rivals declared this manager dead meanwhile (its row is gone),
         `on_declared_dead` is told first, then it registers afresh. `StorageFault` when the
         database does not take it."""
-        found = self.db.run(sql.BEAT, owner=self.owner)
+        found = self.db.run(managers_sql.BEAT, owner=self.owner)
         if not found:
             log.warning("this manager (%s) was silent longer than its lease (stopped, or cut "
                         "off from the database): the other managers took its claims",
@@ -109,7 +112,7 @@ class Liveness:
 
     def leave(self) -> None:
         """This manager stops cleanly and holds nothing: its row goes."""
-        self.db.run(sql.LEAVE, owner=self.owner)
+        self.db.run(managers_sql.LEAVE, owner=self.owner)
 
     # -- the others ----------------------------------------------------------------------
 
@@ -119,7 +122,7 @@ class Liveness:
         `StorageFault`."""
         now = self.clock()
         try:
-            read_only, managers = self.db.run(sql.OBSERVE)[0]
+            read_only, managers = self.db.run(managers_sql.OBSERVE)[0]
             orphans = self._orphans(now)
         except StorageFault:
             self._restart_window(None)
@@ -157,7 +160,7 @@ class Liveness:
         if now - self._last_orphans < self.lease / 3:
             return [r for r, (beat, _) in self._seen.items() if beat is None]
         self._last_orphans = now
-        return [row[0] for row in self.db.run(sql.ORPHANS)]
+        return [row[0] for row in self.db.run(managers_sql.ORPHANS)]
 
     def _restart_window(self, now: float | None) -> None:
         """Every count starts again at `now` (a good look), or at the next good look."""
@@ -170,10 +173,13 @@ class Liveness:
         """Declare `rival` dead if its counter is still `beat` (None: an orphan owner), and
         let go of its items; their names (none when it beat after all)."""
         with self.db.transaction() as session:
-            if beat is not None and not session.run(sql.DECLARE_DEAD, rival=rival, beat=beat):
+            if beat is not None and not session.run(
+                managers_sql.DECLARE_DEAD, rival=rival, beat=beat
+            ):
                 return []  # it beat meanwhile: alive
             names = [row[0] for row in session.run(
-                sql.RELEASE_DEAD, rival=rival, now=self.wall(), max_attempts=self.max_attempts
+                managers_sql.RELEASE_DEAD, rival=rival, now=self.wall(),
+                max_attempts=self.max_attempts,
             )]  # fmt: skip
             if names:
                 session.run(sql.NOTIFY_LINE)

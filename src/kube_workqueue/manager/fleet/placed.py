@@ -2,7 +2,7 @@
 `ledger.PostgresLedger` (a mixin over its state: `db`, `placement`, `_writes`).
 
     offers    this manager's attributes (`--offers`), written with its managers row at every
-              registration (`statements.REGISTER`) - what `status` shows and judges by
+              registration (`manager_statements.REGISTER`) - what `status` shows and judges by
     needs     an item's need (`--needs GLOB=NEED`, `manager.placement`; where no rule
               matches and `--needs-from-data`, its data's `needs`) is recorded with it, as the
               id of its text in the `needs` table - interned once by whichever manager meets
@@ -44,6 +44,7 @@ import time
 from ..faults import StorageFault
 from ..placement import UNREADABLE, Placement
 from ..ports import SourceError
+from . import placement_statements as placement_sql
 from . import statements as sql
 
 log = logging.getLogger(__name__)
@@ -121,7 +122,7 @@ class PlacedClaims:
     def _need_id(self, text: str) -> int:
         with self._writes:
             if text not in self._need_ids:
-                self._need_ids[text] = self.db.run(sql.INTERN_NEED, expr=text)[0][0]
+                self._need_ids[text] = self.db.run(placement_sql.INTERN_NEED, expr=text)[0][0]
             return self._need_ids[text]
 
     def _free(self) -> dict[str, str]:
@@ -146,7 +147,7 @@ class PlacedClaims:
         recorded = self._read_settings()[4]
         with self._writes:
             if recorded > len(self._judged):
-                new = self.db.run(sql.NEEDS_UNJUDGED, judged=sorted(self._judged))
+                new = self.db.run(placement_sql.NEEDS_UNJUDGED, judged=sorted(self._judged))
                 offers = self.placement.offers if self.placement is not None else {}
                 met = [i for i, text in new if _meets(offers, text)]
                 if met:
@@ -162,8 +163,8 @@ class PlacedClaims:
         settling's lock: a settling that read the offers before this manager registered has
         committed first, or reads them after."""
         with self.db.transaction() as session:
-            session.run(sql.UNMET_WAIT, key=UNMET_LOCK_KEY)
-            if session.count(sql.MARK_MET, needs=needs):
+            session.run(placement_sql.UNMET_WAIT, key=UNMET_LOCK_KEY)
+            if session.count(placement_sql.MARK_MET, needs=needs):
                 session.run(sql.NOTIFY_LINE)
 
     def settle_unmet(self) -> None:
@@ -179,11 +180,11 @@ class PlacedClaims:
             if not self._read_settings()[4]:  # (no needs: nothing to settle)
                 return
             with self.db.transaction() as session:
-                if not session.run(sql.UNMET_LOCK, key=UNMET_LOCK_KEY)[0][0]:
+                if not session.run(placement_sql.UNMET_LOCK, key=UNMET_LOCK_KEY)[0][0]:
                     return
                 unmet, met = judged_needs(session)  # (by the offers of those taking work)
-                out = session.count(sql.MARK_UNMET, needs=sorted(unmet)) if unmet else 0
-                back = session.count(sql.MARK_MET, needs=met) if met else 0
+                out = session.count(placement_sql.MARK_UNMET, needs=sorted(unmet)) if unmet else 0
+                back = session.count(placement_sql.MARK_MET, needs=met) if met else 0
                 if back:
                     session.run(sql.NOTIFY_LINE)
         except StorageFault as exc:
@@ -229,7 +230,7 @@ def live_offers(db, *, taking: bool = False) -> dict[str, dict[str, str]]:
     those among them that take new items: a manager asked to drain runs nothing new, so a
     need only it meets waits for a manager that does, as if it were gone."""
     return {manager: dict(offers or {})
-            for manager, offers, draining in db.run(sql.LIVE_OFFERS)
+            for manager, offers, draining in db.run(placement_sql.LIVE_OFFERS)
             if not (taking and draining)}  # fmt: skip
 
 
@@ -245,7 +246,7 @@ def judged_needs(db, live: dict[str, dict[str, str]] | None = None):
     offered = (live_offers(db, taking=True) if live is None else live).values()
     unmet: dict[int, str] = {}
     met: list[int] = []
-    for need, text in db.run(sql.NEEDS):
+    for need, text in db.run(placement_sql.NEEDS):
         if any(_meets(offers, text) for offers in offered):
             met.append(need)
         else:
@@ -257,7 +258,7 @@ def unmet_counts(db) -> dict[str, int]:
     unmet = unmet_ids(db)
     if not unmet:
         return {}
-    return dict(db.run(sql.UNMET_COUNTS, needs=sorted(unmet)))
+    return dict(db.run(placement_sql.UNMET_COUNTS, needs=sorted(unmet)))
 
 
 def _meets(offers: dict[str, str], text: str) -> bool:

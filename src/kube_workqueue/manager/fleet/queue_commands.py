@@ -25,6 +25,8 @@ from ..items import QueueRecord
 from ..log_tails import log_tail
 from ..ports import State
 from ..queue_ops import QueueOps
+from . import manager_statements as managers_sql
+from . import placement_statements as placement_sql
 from . import statements as sql
 from .database import Database
 from .ledger import PostgresLedger
@@ -87,7 +89,7 @@ class FleetQueueOps(QueueOps):
         reasons = self.unmet(heard, offers, draining={d["id"] for d in drains})
         if silent:
             by_id = {m["id"]: m for m in silent}
-            held = self.db.run(sql.CLAIMS_OF, owners=list(by_id))
+            held = self.db.run(managers_sql.CLAIMS_OF, owners=list(by_id))
             for name, owner, state in held:
                 quiet = by_id[owner]
                 doing = "running" if state == State.RUNNING else "claimed"
@@ -125,7 +127,8 @@ class FleetQueueOps(QueueOps):
         if drained:  # (whatever they offer: they take nothing new)
             said += f"; {', '.join(drained)} {'is' if len(drained) == 1 else 'are'} draining"
         return {name: f"waiting for a manager that offers {text} ({said})"
-                for name, text in self.db.run(sql.UNMET, needs=sorted(unmet))}  # fmt: skip
+                for name, text in self.db.run(placement_sql.UNMET,
+                                              needs=sorted(unmet))}  # fmt: skip
 
     def drains(self) -> list[dict]:
         """Each manager asked to drain: {id, since_seconds, holding} - drained once it holds
@@ -133,7 +136,7 @@ class FleetQueueOps(QueueOps):
         return [
             {"id": manager, "since_seconds": round(max(0.0, float(since)), 1),
              "holding": int(holding)}
-            for manager, since, holding in self.db.run(sql.DRAINS)
+            for manager, since, holding in self.db.run(managers_sql.DRAINS)
         ]  # fmt: skip
 
     def drain(self, manager: str, *, undo: bool = False) -> str:
@@ -149,16 +152,16 @@ class FleetQueueOps(QueueOps):
         if undo:
             if manager not in drained:
                 return f"{self.where}: manager {manager} was not draining"
-            self.db.run(sql.UNDRAIN, manager=manager)
+            self.db.run(managers_sql.UNDRAIN, manager=manager)
             self.db.run(sql.NOTIFY_LINE)  # it may claim at once: wake it
             return f"{self.where}: manager {manager} takes work again"
         if manager in drained:
             return f"{self.where}: manager {manager} is draining already"
-        known = [row[0] for row in self.db.run(sql.MANAGERS)]
+        known = [row[0] for row in self.db.run(managers_sql.MANAGERS)]
         if manager not in known:
             live = ", ".join(sorted(known)) or "none"
             raise UserError(f"no manager {manager!r} in {self.where} (its managers: {live})")
-        self.db.run(sql.DRAIN, manager=manager)
+        self.db.run(managers_sql.DRAIN, manager=manager)
         return (f"{self.where}: manager {manager} is draining: it takes nothing new, finishes "
                 f"what it holds, and the other managers take the rest (workqueue drain --undo "
                 f"{manager} to give it work again)")  # fmt: skip
@@ -168,7 +171,7 @@ class FleetQueueOps(QueueOps):
         (see the module docstring)."""
         asked = self.ledger.wanted_parallelism()  # (the ledger first: its schema checked)
         live, silent = [], []
-        for manager, facts, lease, heard in self.db.run(sql.MANAGERS):
+        for manager, facts, lease, heard in self.db.run(managers_sql.MANAGERS):
             heard = max(0.0, float(heard))
             if heard > lease / 2:
                 silent.append({"id": manager, "heard_seconds": round(heard, 1),

@@ -1,4 +1,6 @@
-"""Every statement the shared ledger sends, named and commented, in one place.
+"""Every statement the shared ledger sends on an item's behalf, named and commented, in one place;
+the managers' own (their rows, heartbeats and drains) are `manager_statements.py`, placement's
+`placement_statements.py`, the group limits' claims `group_claims.py`.
 
 A `Statement` is its name (what logs, the fault-injection tests and the EXPLAIN regression test
 call it by) and its SQL; `hot` marks the ones on a claim's, a renewal's or a change-reader's
@@ -37,109 +39,6 @@ class Statement:
     sql: str
     hot: bool = False  # on the claim/renewal/change path: its plan is checked (see above)
 
-
-# -- the managers: liveness ----------------------------------------------------------------
-
-# A manager says it is here (at start, and again after rivals declared it dead): its row, its
-# lease, its counter. An existing row (a restart on the same id) keeps its counter going.
-REGISTER = Statement(
-    "register",
-    "INSERT INTO managers (id, facts, lease, said, beat, offers) "
-    "VALUES (%(owner)s, NULL, %(lease)s, clock_timestamp(), 1, %(offers)s) "
-    "ON CONFLICT (id) DO UPDATE SET lease = excluded.lease, said = clock_timestamp(), "
-    "beat = managers.beat + 1, offers = excluded.offers RETURNING beat",
-)
-
-# The heartbeat: one row write per manager per third of its lease, whatever it holds. No row
-# comes back when rivals declared this manager dead (its claims are gone).
-BEAT = Statement(
-    "beat",
-    "UPDATE managers SET beat = beat + 1, said = clock_timestamp() WHERE id = %(owner)s "
-    "RETURNING beat",
-    hot=True,
-)
-
-# What an observer reads each sweep: every manager's counter and lease, and whether the
-# database takes writes now (a read-only spell is no time in which a rival could renew).
-OBSERVE = Statement(
-    "observe",
-    "SELECT current_setting('transaction_read_only') = 'on', "
-    "coalesce((SELECT json_agg(json_build_array(id, beat, lease)) FROM managers), '[]')",
-)
-
-# A rival that did not beat for a whole lease of a working database (as this observer saw it)
-# is declared dead - only if its counter is still the one observed: a beat that lands first
-# keeps it alive. Its row is deleted, then (a statement of its own: a new snapshot that sees
-# every claim it committed before the delete got its lock) its items are let go.
-DECLARE_DEAD = Statement(
-    "declare_dead",
-    "DELETE FROM managers WHERE id = %(rival)s AND beat = %(beat)s RETURNING id",
-)
-
-# The items of a dead manager (or of an owner no managers row names: `ORPHANS`): a claimed
-# item goes back to the line as it was; a running one is failed, its attempt counted, and
-# claimable again while attempts remain.
-RELEASE_DEAD = Statement(
-    "release_dead",
-    "UPDATE items SET "
-    "state = CASE WHEN state = 'running' THEN 'failed' ELSE state END, "
-    "last_error = CASE WHEN state = 'running' THEN 'its manager ' || owner || "
-    "' went silent for its whole lease (no heartbeat)' ELSE last_error END, "
-    "finished = CASE WHEN state = 'running' THEN %(now)s ELSE finished END, "
-    "claimable = (state <> 'running' OR attempts < %(max_attempts)s), "
-    "ready_at = '-infinity', owner = NULL, changed = pg_current_xact_id() "
-    "WHERE owner = %(rival)s AND NOT EXISTS (SELECT 1 FROM managers WHERE id = %(rival)s) "
-    "RETURNING name",
-)
-
-# Owners of claims that no managers row names (a row deleted by hand, a ledger upgraded from
-# the lease-per-row schema): observed like silent managers, let go after a lease.
-ORPHANS = Statement(
-    "orphans",
-    "SELECT DISTINCT owner FROM items WHERE owner IS NOT NULL "
-    "AND NOT EXISTS (SELECT 1 FROM managers WHERE managers.id = items.owner)",
-)
-
-# A manager leaves (it stopped cleanly): its row goes, nothing it holds goes with it.
-LEAVE = Statement("leave", "DELETE FROM managers WHERE id = %(owner)s")
-
-# The facts `workqueue status` shows of a manager (parallelism, policy, why it holds).
-NOTE_FACTS = Statement(
-    "note_facts",
-    "UPDATE managers SET facts = %(facts)s, lease = %(lease)s WHERE id = %(owner)s",
-)
-
-# `status`: every manager with its facts and how long ago it beat (database time), and
-# whether that is more than its lease.
-MANAGERS = Statement(
-    "managers",
-    "SELECT id, facts, lease, extract(epoch FROM clock_timestamp() - said) FROM managers "
-    "ORDER BY said DESC",
-)
-
-# `workqueue drain`: a manager asked to take nothing new, and asked again to take work.
-DRAIN = Statement(
-    "drain",
-    "INSERT INTO drains (manager) VALUES (%(manager)s) ON CONFLICT (manager) DO NOTHING",
-)
-UNDRAIN = Statement("undrain", "DELETE FROM drains WHERE manager = %(manager)s")
-IS_DRAINED = Statement(
-    "is_drained", "SELECT EXISTS (SELECT 1 FROM drains WHERE manager = %(owner)s)"
-)
-# `status`: each drain, for how long, and how many items its manager still holds.
-DRAINS = Statement(
-    "drains",
-    "SELECT manager, extract(epoch FROM clock_timestamp() - since), "
-    "(SELECT count(*) FROM items WHERE owner = drains.manager) FROM drains ORDER BY manager",
-)
-
-# `status`: the items the silent managers hold.
-CLAIMS_OF = Statement(
-    "claims_of", "SELECT name, owner, state FROM items WHERE owner = ANY(%(owners)s)"
-)
-
-# The write the fault hold probes with: a read-only or full database refuses it.
-PROBE = Statement("probe", "UPDATE managers SET said = clock_timestamp() WHERE id = %(owner)s")
 
 # -- claims --------------------------------------------------------------------------------
 
@@ -271,58 +170,6 @@ SEE = Statement(
     "%(groups)s::text[], %(needs)s::integer[]) "
     "WITH ORDINALITY AS t(n, g, d, i) ORDER BY i ON CONFLICT (name) DO NOTHING "
     "RETURNING name, (hashtext(name) & 2147483647)",
-)
-
-# -- placement (`manager.placement`) ---------------------------------------------------------
-
-# A need's id, made the first time any manager records an item with it.
-INTERN_NEED = Statement(
-    "intern_need",
-    "INSERT INTO needs (expr) VALUES (%(expr)s) "
-    "ON CONFLICT (expr) DO UPDATE SET expr = excluded.expr RETURNING id",
-)
-# The needs this manager has not judged yet. Not "ids above the highest it read": ids are
-# handed out when a need is interned, not when it commits - a need with a lower id than one
-# already read may become visible after it.
-NEEDS_UNJUDGED = Statement(
-    "needs_unjudged", "SELECT id, expr FROM needs WHERE NOT (id = ANY(%(judged)s)) ORDER BY id"
-)
-# `status`: the waiting items whose need no live manager meets (ids given), and their needs.
-UNMET = Statement(
-    "unmet",
-    "SELECT items.name, needs.expr FROM items JOIN needs ON needs.id = items.need "
-    "WHERE items.claimable AND items.owner IS NULL AND items.need = ANY(%(needs)s) "
-    "ORDER BY items.name",
-)
-NEEDS = Statement("needs", "SELECT id, expr FROM needs ORDER BY id")
-# Out of the line and back (`placed.PlacedClaims.settle_unmet`): waiting items of the needs
-# given - the ones no live manager meets, then the ones one does - marked, by the `items_needs`
-# index. Only one manager at a time settles (the lock, tried: a busy one skips its turn).
-UNMET_LOCK = Statement("unmet_lock", "SELECT pg_try_advisory_xact_lock(%(key)s)")
-UNMET_WAIT = Statement("unmet_wait", "SELECT pg_advisory_xact_lock(%(key)s)")
-MARK_UNMET = Statement(
-    "mark_unmet",
-    "UPDATE items SET unmet = true WHERE claimable AND owner IS NULL "
-    "AND need = ANY(%(needs)s) AND NOT unmet",
-)
-MARK_MET = Statement(
-    "mark_met",
-    "UPDATE items SET unmet = false WHERE claimable AND owner IS NULL "
-    "AND need = ANY(%(needs)s) AND unmet",
-)
-# The metric's count: waiting items of each need given (the ones no live manager meets).
-UNMET_COUNTS = Statement(
-    "unmet_counts",
-    "SELECT needs.expr, count(*) FROM items JOIN needs ON needs.id = items.need "
-    "WHERE items.claimable AND items.owner IS NULL AND items.need = ANY(%(needs)s) "
-    "GROUP BY needs.expr",
-)
-# The live managers' offers (heard from within their lease, by the database's clock), and
-# whether each was asked to drain (`workqueue drain`: it takes nothing new).
-LIVE_OFFERS = Statement(
-    "live_offers",
-    "SELECT id, offers, EXISTS (SELECT 1 FROM drains WHERE drains.manager = managers.id) "
-    "FROM managers WHERE clock_timestamp() - said <= make_interval(secs => lease) ORDER BY id",
 )
 
 # After a listing that added many names: the line's statistics brought up to date. The claim's
