@@ -18,7 +18,11 @@
                  per item on one machine: a bare thread pool spawning `true`. Beside each
                  rate, the CPU it took an item: the launched processes' trees (managers,
                  keepers, shims, workers - or a peer's processes and the programs they
-                 started) and PostgreSQL's. On two cores a fleet of four is bound by it
+                 started) and PostgreSQL's. On two cores a fleet of four is bound by it.
+                 Ours is timed from its managers' launch, its schema made, the folder listed
+                 and the names recorded; each peer both from its workers' launch (its queue
+                 filled before) and from its enqueue's launch (schema and jobs put in), the
+                 same drain measured both ways, so neither side is timed from a later start
 
 Every row count is PostgreSQL's own (`pg_stat_user_tables`, its counters flushed first).
 """
@@ -265,13 +269,22 @@ def _fleet_drain(server: PostgresServer, folder: Path, work: Path, managers: int
     return count / took, [at - last for at in exits], spent
 
 
+Spent = tuple[float, float]  # (clients, server) ms of CPU an item: `Cpu.per_item`
+
+
 def _peer_fleet(python: str, script: str, server: PostgresServer, jobs: int, workers: int,
-                concurrency: int) -> tuple[float, tuple[float, float]]:  # fmt: skip
+                concurrency: int) -> tuple[float, Spent, float, Spent]:  # fmt: skip
     """A peer's fleet: `jobs` jobs enqueued, then `workers` worker processes launched together,
-    each at `concurrency`, each job a process it starts (`--spawn`): jobs a second from launch
-    to the last exit - measured as ours is, start-up included - and the CPU a job took from
-    launch (`Cpu.per_item`; the enqueue before it is not counted)."""
+    each at `concurrency`, each job a process it starts (`--spawn`).
+
+    Two measures of one drain: jobs a second from the workers' launch to the last exit, start-up
+    included, and the CPU a job took from that launch (`Cpu.per_item`) - the enqueue before it
+    not counted; then the same from the enqueue's launch, its schema installed and its jobs
+    inserted - the work ours does in its run (its schema, the folder's listing and the names
+    recorded), so the two sides are timed alike from the items' arrival."""
     url = server.database()
+    cpu_arrived = Cpu(server)
+    arrived = time.monotonic()
     peer_enqueue(python, script, url, jobs)
     cpu = Cpu(server)
     began = time.monotonic()
@@ -279,10 +292,10 @@ def _peer_fleet(python: str, script: str, server: PostgresServer, jobs: int, wor
         peer_drain_command(python, script, url, jobs, concurrency) for _ in range(workers)
     ], stdout=subprocess.PIPE, cwd=tempfile.gettempdir())  # fmt: skip
     ran = sum(json.loads(out.strip().splitlines()[-1])["jobs"] for out in outputs)
-    took = time.monotonic() - began
-    spent = cpu.per_item(jobs)
+    ended = time.monotonic()
+    spent, spent_arrived = cpu.per_item(jobs), cpu_arrived.per_item(jobs)
     assert ran == jobs, (ran, jobs)  # every job once: a drain that ran one twice is no figure
-    return jobs / took, spent
+    return jobs / (ended - began), spent, jobs / (ended - arrived), spent_arrived
 
 
 def _floor_fleet(server: PostgresServer, folder: Path, work: Path, processes: int,
@@ -321,6 +334,7 @@ def drains(items: int = 5000, parallelism: int = 4, fleets=(1, 2, 4), rounds: in
     ours: dict[int, list[float]] = {n: [] for n in fleets}
     floors: dict[int, list[float]] = {n: [] for n in fleets}
     theirs: dict[tuple[str, int], list[float]] = {(p, n): [] for _, p in peers for n in fleets}
+    arrived: dict[tuple[str, int], list[float]] = {(p, n): [] for _, p in peers for n in fleets}
     lags: list[float] = []
     spent: dict[tuple[str, int], list[tuple[float, float]]] = {}  # (who, processes): CPU
     try:
@@ -339,9 +353,13 @@ def drains(items: int = 5000, parallelism: int = 4, fleets=(1, 2, 4), rounds: in
                 spent.setdefault(("the floor", managers), []).append(cpu)
             for script, name in peers:
                 for workers in fleets:
-                    rate, cpu = _peer_fleet(python, script, server, items, workers, parallelism)
+                    rate, cpu, whole, cpu_whole = _peer_fleet(
+                        python, script, server, items, workers, parallelism
+                    )
                     theirs[(name, workers)].append(rate)
                     spent.setdefault((name, workers), []).append(cpu)
+                    arrived[(name, workers)].append(whole)
+                    spent.setdefault((f"{name} from its enqueue", workers), []).append(cpu_whole)
         for managers in fleets:
             print(f"  workqueue run --ledger, {managers} manager(s): "
                   f"{spread(ours[managers])} items/s")  # fmt: skip
@@ -357,12 +375,19 @@ def drains(items: int = 5000, parallelism: int = 4, fleets=(1, 2, 4), rounds: in
                 print(f"  {name}, {workers} worker process(es) spawning `true` per job: "
                       f"{spread(rates)} jobs/s; ours / theirs per round "
                       f"{spread(ratios, '.2f')}")  # fmt: skip
+                wholes = arrived[(name, workers)]
+                ratios = [o / t for o, t in zip(ours[workers], wholes, strict=True)]
+                print(f"    the same from its enqueue's launch (schema and jobs in, as ours "
+                      f"lists and records): {spread(wholes)} jobs/s; ours / theirs per round "
+                      f"{spread(ratios, '.2f')}")  # fmt: skip
         print("  CPU an item, the processes' trees + PostgreSQL, ms (min / median / max of "
               "their sum over the rounds; the parts at its median):")  # fmt: skip
         for processes in fleets:
             print(f"    {processes} process(es): " + "; ".join(
                 f"{who} {_cpu_spread(spent[(who, processes)])}"
-                for who in ("ours", "the floor", *(name for _, name in peers))
+                for who in ("ours", "the floor",
+                            *(f"{name}{whence}" for _, name in peers
+                              for whence in ("", " from its enqueue")))
             ))  # fmt: skip
         most, one = ours[fleets[-1]], ours[fleets[0]]
         print(f"  {fleets[-1]} managers / {fleets[0]}, per round: "
