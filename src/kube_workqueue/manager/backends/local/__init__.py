@@ -4,7 +4,9 @@
     keeper.py      the workers' parent, a process of its own: their ends outlive the manager
     keeper_shims.py  the keeper's side of its slots' shims: forked, heard, watched, their
                    deaths settled
-    kept.py        the manager's side of a keeper (`KeeperLink`, `KeptChild`)
+    kept.py        the manager's side of a keeper (`KeeperLink`): started or adopted, its
+                   workers asked for, their ends heard
+    kept_child.py  one worker through it (`KeptChild`), with the face of a child process
     keeper_protocol.py  what a manager and its keeper say, and the keeper's journal: typed
                    records in one place
     recovery.py    what a manager that died left: adopted, recorded, or back in line

@@ -37,6 +37,7 @@ from collections.abc import Callable
 from . import keeper_protocol as wire
 from . import spawn
 from .keeper_protocol import read_journal
+from .kept_child import KeptChild
 from .shim import start_ticks, token_of
 
 log = logging.getLogger(__name__)
@@ -68,62 +69,6 @@ def _killed(pid: int, within: float = 2.0) -> bool:
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.01)
-
-
-class KeptChild:
-    """One worker of a keeper. `returncode` once it ended (negative: the signal, as
-    `Popen.returncode`); `error` when it never started or its end was lost; `began` and
-    `ended` are wall-clock times from the keeper."""
-
-    def __init__(self, link: KeeperLink, ident: int, began: float | None = None) -> None:
-        self.link = link
-        self.id = ident
-        self.returncode: int | None = None
-        self.error: str | None = None
-        self.began = began
-        self.ended: float | None = None
-        self.refused: tuple[str, int | None] | None = None
-        self.interrupted = False
-        self._done = threading.Event()
-
-    def _end(self, message: dict) -> None:
-        self.returncode = message.get("code")
-        self.error = message.get("error")
-        # a start refused: "log" (the state directory's disk) or "program", with the errno
-        self.refused: tuple[str, int | None] | None = None
-        if message.get("refused"):
-            self.refused = (message["refused"], message.get("errno"))
-        # ended by its shim because the manager that started it died (a shared ledger's
-        # worker, watched here after its keeper died too): not the item's failure
-        self.interrupted = bool(message.get("interrupted"))
-        self.began = message.get("began", self.began)
-        self.ended = message.get("at") or time.time()
-        self._done.set()
-
-    def wait(self, timeout: float | None = None) -> int | None:
-        """The exit code once it ended; None if still running after `timeout` s (or if it
-        never started: see `error`)."""
-        self._done.wait(timeout)
-        return self.returncode
-
-    def exited_within(self, timeout: float) -> bool:
-        return self._done.wait(timeout)
-
-    @property
-    def done(self) -> bool:
-        return self._done.is_set()
-
-    def signal_group(self, sig: int) -> bool:
-        """Ask the keeper to signal the worker's process group (it does only while the worker
-        is not reaped). False when it has already ended."""
-        if self._done.is_set():
-            return False
-        return self.link.signal(self.id, sig)
-
-    def end(self, grace: float) -> None:
-        """SIGTERM the group; SIGKILL it if the worker has not exited `grace` s later."""
-        if self.signal_group(signal.SIGTERM) and not self.exited_within(grace):
-            self.signal_group(signal.SIGKILL)
 
 
 class KeeperLink:
