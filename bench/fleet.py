@@ -154,6 +154,11 @@ def peers_python() -> str:
     return str(python)
 
 
+Spent = tuple[float, float]  # (clients, server) ms of CPU an item: `Cpu.per_item`
+# a peer's drain timed from its enqueue's launch, beside the same drain from its workers'
+FROM_ENQUEUE = " from its enqueue"
+
+
 class Cpu:
     """CPU seconds spent from `Cpu(server)` to `per_item(n)`, in two parts: this process's
     children and everything they waited for (`RUSAGE_CHILDREN`: a drain's processes, their
@@ -165,7 +170,7 @@ class Cpu:
         self.server = server
         self.clients, self.database = _children_cpu(), _server_cpu(server)
 
-    def per_item(self, items: int) -> tuple[float, float]:
+    def per_item(self, items: int) -> Spent:
         """(clients, server) milliseconds of CPU an item since this was made."""
         clients, database = _children_cpu() - self.clients, _server_cpu(self.server) - self.database
         return clients / items * 1000, database / items * 1000
@@ -246,7 +251,7 @@ def peer_drain_command(python: str, script: str, url: str, jobs: int, concurrenc
 
 
 def _fleet_drain(server: PostgresServer, folder: Path, work: Path, managers: int,
-                 parallelism: int) -> tuple[float, list[float], tuple[float, float]]:  # fmt: skip
+                 parallelism: int) -> tuple[float, list[float], Spent]:  # fmt: skip
     """`managers` runs of `workqueue run --ledger` over `folder`: items/s from launch to the
     last exit, each run's exit after the ledger's last finish, and the CPU an item took
     (`Cpu.per_item`)."""
@@ -267,9 +272,6 @@ def _fleet_drain(server: PostgresServer, folder: Path, work: Path, managers: int
         ).fetchone()
     assert count == items, count
     return count / took, [at - last for at in exits], spent
-
-
-Spent = tuple[float, float]  # (clients, server) ms of CPU an item: `Cpu.per_item`
 
 
 def _peer_fleet(python: str, script: str, server: PostgresServer, jobs: int, workers: int,
@@ -299,7 +301,7 @@ def _peer_fleet(python: str, script: str, server: PostgresServer, jobs: int, wor
 
 
 def _floor_fleet(server: PostgresServer, folder: Path, work: Path, processes: int,
-                 parallelism: int) -> tuple[float, tuple[float, float]]:  # fmt: skip
+                 parallelism: int) -> tuple[float, Spent]:  # fmt: skip
     """The fleet's floor (`bench.local_floor --durable --kept --shim --ledger`): `processes`
     processes draining one table, each item claimed-and-started in one statement and ended in
     another, its worker started through a keeper's journal and a slot's shim: items a second
@@ -336,7 +338,7 @@ def drains(items: int = 5000, parallelism: int = 4, fleets=(1, 2, 4), rounds: in
     theirs: dict[tuple[str, int], list[float]] = {(p, n): [] for _, p in peers for n in fleets}
     arrived: dict[tuple[str, int], list[float]] = {(p, n): [] for _, p in peers for n in fleets}
     lags: list[float] = []
-    spent: dict[tuple[str, int], list[tuple[float, float]]] = {}  # (who, processes): CPU
+    spent: dict[tuple[str, int], list[Spent]] = {}  # (who, processes): CPU
     try:
         python = peers_python()
         print(f"\ndrains of {items:,} items, parallelism {parallelism} a manager or worker "
@@ -359,7 +361,7 @@ def drains(items: int = 5000, parallelism: int = 4, fleets=(1, 2, 4), rounds: in
                     theirs[(name, workers)].append(rate)
                     spent.setdefault((name, workers), []).append(cpu)
                     arrived[(name, workers)].append(whole)
-                    spent.setdefault((f"{name} from its enqueue", workers), []).append(cpu_whole)
+                    spent.setdefault((name + FROM_ENQUEUE, workers), []).append(cpu_whole)
         for managers in fleets:
             print(f"  workqueue run --ledger, {managers} manager(s): "
                   f"{spread(ours[managers])} items/s")  # fmt: skip
@@ -387,7 +389,7 @@ def drains(items: int = 5000, parallelism: int = 4, fleets=(1, 2, 4), rounds: in
                 f"{who} {_cpu_spread(spent[(who, processes)])}"
                 for who in ("ours", "the floor",
                             *(f"{name}{whence}" for _, name in peers
-                              for whence in ("", " from its enqueue")))
+                              for whence in ("", FROM_ENQUEUE)))
             ))  # fmt: skip
         most, one = ours[fleets[-1]], ours[fleets[0]]
         print(f"  {fleets[-1]} managers / {fleets[0]}, per round: "
@@ -411,7 +413,7 @@ def drains(items: int = 5000, parallelism: int = 4, fleets=(1, 2, 4), rounds: in
         subprocess.run(["rm", "-rf", str(work)], check=False)
 
 
-def _cpu_spread(rounds: list[tuple[float, float]]) -> str:
+def _cpu_spread(rounds: list[Spent]) -> str:
     """A drain's CPU an item over its rounds: the sums' min / median / max, and the median
     round's two parts."""
     ordered = sorted(rounds, key=sum)
