@@ -25,7 +25,7 @@ class Link(Protocol):
 
     def signal(self, ident: int, sig: int) -> bool: ...
     def ack(self, ident: int) -> None: ...
-    def close(self, wait: float = 10.0) -> None: ...
+    def close(self, wait: float = ...) -> None: ...
 
 
 class KeptChild:
@@ -48,7 +48,7 @@ class KeptChild:
         self.returncode = message.get("code")
         self.error = message.get("error")
         # a start refused: "log" (the state directory's disk) or "program", with the errno
-        self.refused: tuple[str, int | None] | None = None
+        self.refused = None
         if message.get("refused"):
             self.refused = (message["refused"], message.get("errno"))
         # ended by its shim because the manager that started it died (a shared ledger's
