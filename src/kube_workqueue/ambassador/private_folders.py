@@ -34,7 +34,9 @@ import tempfile
 
 log = logging.getLogger(__name__)
 
-PREFIXES = ("workqueue-ambassador-snapshot-", "workqueue-ambassador-metrics-")
+SNAPSHOT_PREFIX = "workqueue-ambassador-snapshot-"
+METRICS_PREFIX = "workqueue-ambassador-metrics-"
+PREFIXES = (SNAPSHOT_PREFIX, METRICS_PREFIX)  # what the sweep at start looks at
 HELD_MARK = "held"  # written in a folder once its maker holds the lock on it
 
 
@@ -44,7 +46,7 @@ def make_held(prefix: str) -> tuple[str, int]:
     as long as the folder is in use (a fork inherits the lock), and remove the folder when it
     is done with it."""
     path = tempfile.mkdtemp(prefix=prefix)
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    fd = _open_folder(path)
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # (a new folder: nobody else has it)
     mark = os.open(os.path.join(path, HELD_MARK), os.O_WRONLY | os.O_CREAT | os.O_EXCL
                    | os.O_CLOEXEC, 0o600)  # fmt: skip
@@ -79,7 +81,7 @@ def _removed_if_left_behind(path: str) -> bool:
     found = os.lstat(path)
     if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid():
         return False
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    fd = _open_folder(path)
     try:
         if not os.path.samestat(found, os.fstat(fd)):  # swapped since it was looked at
             return False
@@ -97,3 +99,9 @@ def _removed_if_left_behind(path: str) -> bool:
         return True
     finally:
         os.close(fd)  # (the lock with it)
+
+
+def _open_folder(path: str) -> int:
+    """A descriptor of the folder `path` itself, to lock: never through a symlink, not
+    inherited by a program this process starts."""
+    return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)

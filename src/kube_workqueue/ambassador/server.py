@@ -201,16 +201,16 @@ def serve(args, user_error: type[Exception]) -> int:
     host, port = listener.getsockname()[:2]
     where = f"http://{_bind_host(host)}:{port}"
     print(f"workqueue ambassador: serving {_shown(config)} on {where}", flush=True)
-    from .private_folders import make_held, remove_left_behind
+    from .private_folders import METRICS_PREFIX, SNAPSHOT_PREFIX, make_held, remove_left_behind
 
     remove_left_behind()  # an ambassador killed with SIGKILL left its folders
     held = []  # the folders' locked descriptors: open for this process's life (and its forks')
     metrics_dir = None  # (even with one worker: its refusals are counted outside the app)
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        metrics_dir, fd = make_held("workqueue-ambassador-metrics-")
+        metrics_dir, fd = make_held(METRICS_PREFIX)
         held.append(fd)
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
-    snapshot_dir, fd = make_held("workqueue-ambassador-snapshot-")
+    snapshot_dir, fd = make_held(SNAPSHOT_PREFIX)
     held.append(fd)
     publisher = _start_publisher(config, snapshot_dir, user_error)
     from .publication import large_blocks_go_back
