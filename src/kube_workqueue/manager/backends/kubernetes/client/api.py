@@ -24,7 +24,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
-from urllib.parse import quote
 
 import urllib3
 from kubernetes import client, config
@@ -32,73 +31,12 @@ from kubernetes.client.rest import ApiException
 
 from ....retry import API_CALL, Backoff
 from ....workqueue.rate_limiters import BucketRateLimiter
+from . import routes
+from .answers import KubeError, KubeUnavailable, classify, kube_error, retry_after, why
 
 log = logging.getLogger(__name__)
 
 RETRY_STATUSES = {429, 500, 502, 503, 504}
-
-# custom kinds -> (group, version, plural). A queue's own manager reads v1alpha1, which every
-# installed CRD serves (Helm never upgrades a CRD); the operator reads the whole queue at v1beta1
-CUSTOM = {
-    "workqueues": ("workqueue.dev", "v1alpha1", "workqueues"),
-    "workqueues.v1beta1": ("workqueue.dev", "v1beta1", "workqueues"),
-}
-
-# kind -> the API group and version it is served under
-_KINDS = {
-    "jobs": "/apis/batch/v1",
-    "configmaps": "/api/v1",
-    "events": "/api/v1",
-    "pods": "/api/v1",
-    "leases": "/apis/coordination.k8s.io/v1",
-    "deployments": "/apis/apps/v1",
-    "services": "/api/v1",
-    "secrets": "/api/v1",
-    "networkpolicies": "/apis/networking.k8s.io/v1",
-    "nodes": "/api/v1",
-}
-CLUSTER_SCOPED = frozenset({"nodes"})  # kinds with no namespace in their path
-# the Content-Type of a patch: a list is a JSON patch; an object is a strategic merge for a
-# built-in kind (as the official client sends it) and a merge patch for a custom one, which
-# has no strategic merge (the API server answers 415)
-JSON_PATCH = "application/json-patch+json"
-STRATEGIC_MERGE = "application/strategic-merge-patch+json"
-MERGE_PATCH = "application/merge-patch+json"
-# verb -> (HTTP method, whether it names one object, the subresource)
-_VERBS = {
-    "create": ("POST", False, ""),
-    "list": ("GET", False, ""),
-    "read": ("GET", True, ""),
-    "read_status": ("GET", True, "/status"),
-    "replace": ("PUT", True, ""),
-    "patch": ("PATCH", True, ""),
-    "patch_status": ("PATCH", True, "/status"),
-    "patch_scale": ("PATCH", True, "/scale"),
-    "delete": ("DELETE", True, ""),
-}
-# the verbs that change something: refused once the client is fenced (`KubeApi.fence`)
-WRITES = frozenset({"create", "replace", "patch", "patch_status", "patch_scale", "delete"})
-# keyword -> the query parameter it is
-_QUERY = {
-    "label_selector": "labelSelector",
-    "limit": "limit",
-    "watch": "watch",
-    "resource_version": "resourceVersion",
-    "timeout_seconds": "timeoutSeconds",
-    "allow_watch_bookmarks": "allowWatchBookmarks",
-}
-
-
-class KubeError(Exception):
-    """An API answer the caller must act on: `status` (HTTP), `reason` (Status reason)."""
-
-    def __init__(self, status: int, reason: str, message: str) -> None:
-        super().__init__(f"{status} {reason}: {message}")
-        self.status, self.reason, self.message = status, reason, message
-
-
-class KubeUnavailable(KubeError):
-    """The API server kept failing (429/5xx/timeouts) through every retry."""
 
 
 def load_configuration(kubeconfig: str | None = None) -> client.Configuration:
@@ -158,7 +96,7 @@ class KubeApi:
         self._writes_done = threading.Condition()
 
     def fence(self, timeout: float) -> bool:
-        """From now on every write (`WRITES`) is refused - `KubeUnavailable` reason Fenced -
+        """From now on every write (`routes.WRITES`) is refused - `KubeUnavailable` reason Fenced -
         and this returns once the writes in flight have ended (False if some still had not
         after `timeout`): a manager replaced by another run of its queue can change nothing
         more, whatever its threads are doing (`manager.operator.queue_runner`)."""
@@ -191,32 +129,13 @@ class KubeApi:
 
     # -- plumbing --------------------------------------------------------------------------
 
-    def _path(self, verb: str, kind: str, name: str | None) -> str:
-        # namespace None: every namespace (a cluster-wide list or watch)
-        where = ("" if self.namespace is None or kind in CLUSTER_SCOPED
-                 else f"/namespaces/{quote(self.namespace)}")  # fmt: skip
-        if kind in CUSTOM:
-            group, version, plural = CUSTOM[kind]
-            base = f"/apis/{group}/{version}{where}/{plural}"
-        else:
-            base = f"{_KINDS[kind]}{where}/{kind}"
-        _, named, sub = _VERBS[verb]
-        return base + (f"/{quote(name, safe='')}{sub}" if named else "")
-
     def _send(self, verb: str, kind: str, name: str | None, body: Any, timeout: Any,
               query: dict[str, Any]):  # fmt: skip
         """One request; the urllib3 response of a 2xx answer, else ApiException."""
-        method = _VERBS[verb][0]
-        headers = {"Accept": "application/json"}
-        if method == "PATCH":
-            patch_type = MERGE_PATCH if kind in CUSTOM else STRATEGIC_MERGE
-            headers["Content-Type"] = JSON_PATCH if isinstance(body, list) else patch_type
-        elif body is not None:
-            headers["Content-Type"] = "application/json"
-        params = [(_QUERY[k], _query_value(v)) for k, v in query.items() if v is not None]
         request = self.api_client.param_serialize(
-            method=method, resource_path=self._path(verb, kind, name), query_params=params,
-            header_params=headers, body=body, auth_settings=["BearerToken"],
+            method=routes.method(verb), resource_path=routes.path(self.namespace, verb, kind, name),
+            query_params=routes.query_params(query), header_params=routes.headers(verb, kind, body),
+            body=body, auth_settings=["BearerToken"],
         )  # fmt: skip
         answer = self.api_client.call_api(*request, _request_timeout=timeout)
         if not 200 <= answer.status <= 299:
@@ -235,7 +154,7 @@ class KubeApi:
         """One API call with throttling and retries: `verb` of `kind` (`name`d for a verb on
         one object), `query` its parameters by keyword (`label_selector`, `watch`, ...); a
         dict, or the raw response if `stream`."""
-        if verb not in WRITES:
+        if verb not in routes.WRITES:
             return self._call(verb, kind, name, body, stream, timeout, query)
         with self._writes_done:
             if self._fenced:
@@ -269,11 +188,11 @@ class KubeApi:
                     self.on_call(verb, kind, time.monotonic() - started)
                 if exc.status not in RETRY_STATUSES:
                     self._reached()
-                    raise _kube_error(exc, verb) from None
+                    raise kube_error(exc, verb) from None
                 last = f"HTTP {exc.status}"
-                delay = _retry_after(exc) or self.backoff.delay(attempt)
+                delay = retry_after(exc) or self.backoff.delay(attempt)
             except (urllib3.exceptions.HTTPError, OSError) as exc:
-                last = _why(exc)
+                last = why(exc)
                 delay = self.backoff.delay(attempt)
             self._trouble(last)
             if attempt < self.retries:
@@ -467,83 +386,3 @@ class KubeApi:
             return  # a broken stream ends the watch; the caller resumes from its last version
         finally:
             response.release_conn()
-
-
-def _query_value(value: Any) -> str:
-    """A query parameter as the API server reads it (booleans lower-case)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def _why(exc: Exception) -> str:
-    """A short reason for a failed connection: the innermost cause's words."""
-    reason = getattr(exc, "reason", None) or exc
-    text = str(reason)
-    return text.split(": ", 1)[-1][:160] if text else type(exc).__name__
-
-
-def _retry_after(exc: ApiException) -> float | None:
-    headers = exc.headers or {}
-    value = headers.get("Retry-After") or headers.get("retry-after")
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
-
-
-# The Status reasons Kubernetes defines (metav1.StatusReason). An answer whose reason is not one
-# of them - a proxy's, an aggregated API's, an HTTP reason phrase - is classified by its HTTP
-# code instead, as client-go's errors.IsNotFound / IsConflict do.
-KNOWN_REASONS = frozenset(
-    {
-        "Unauthorized", "Forbidden", "NotFound", "AlreadyExists", "Conflict", "Gone",
-        "Invalid", "ServerTimeout", "StoreReadError", "Timeout", "TooManyRequests",
-        "BadRequest", "MethodNotAllowed", "NotAcceptable", "RequestEntityTooLarge",
-        "UnsupportedMediaType", "InternalError", "Expired", "ServiceUnavailable",
-    }
-)  # fmt: skip
-REASON_BY_CODE = {
-    400: "BadRequest",
-    401: "Unauthorized",
-    403: "Forbidden",
-    404: "NotFound",
-    405: "MethodNotAllowed",
-    409: "Conflict",
-    410: "Gone",
-    413: "RequestEntityTooLarge",
-    415: "UnsupportedMediaType",
-    422: "Invalid",
-    429: "TooManyRequests",
-    500: "InternalError",
-    503: "ServiceUnavailable",
-    504: "Timeout",
-}
-
-
-def classify(status: int, reason: str | None, verb: str | None = None) -> str:
-    """The reason to act on: the answer's own when Kubernetes defines it, else the one its
-    HTTP code stands for ("Unknown" when neither says). A 409 to a create that does not say
-    why is AlreadyExists: the API conventions give a create no other conflict
-    (https://github.com/kubernetes/community/blob/master/contributors/devel/sig-architecture/api-conventions.md,
-    "HTTP Status codes"); an emulator such as kmock answers it without a reason."""
-    if reason in KNOWN_REASONS:
-        return reason
-    if status == 409 and verb == "create":
-        return "AlreadyExists"
-    return REASON_BY_CODE.get(status, "Unknown")
-
-
-def _kube_error(exc: ApiException, verb: str | None = None) -> KubeError:
-    try:
-        body = json.loads(exc.body or "{}")
-    except ValueError:
-        body = {}
-    if not isinstance(body, dict):
-        body = {}
-    status = exc.status or 0
-    return KubeError(
-        status,
-        classify(status, body.get("reason"), verb),
-        body.get("message") or str(exc.reason),
-    )
