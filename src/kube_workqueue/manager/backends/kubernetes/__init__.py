@@ -3,7 +3,8 @@
 In sub-packages by concern, layered (top imports bottom, never the reverse; pyproject's import
 contracts hold it):
 
-    options.py         the typed options (`KubeOptions`, `KubeQueue`)
+    options.py         the typed options (`KubeOptions`, `KubeQueue`), over option_values.py
+                       (each flag's words as a typed value, or a one-line refusal)
     parts.py           the set-up of one manager (`setup`)
     queue_commands.py  `status`, `retry`, `pause`, `resume` on the cluster (`KubeQueueOps`)
     fleet.py           the runner on a shared ledger (`--ledger postgresql://…`): claims in
