@@ -16,11 +16,11 @@ page's items whose priority is not 0; in the full view an item's `data.priority`
 stream an ADDED event's `priority`. The last complete listing's (and the watch events' since)
 are `listed_priorities()`; a value that is not an integer is ignored.
 
-Every call retries connection errors, timeouts and 5xx answers with `retry.SOURCE_CALL`'s
-backoff, then raises `SourceUnavailable` - one line saying what failed and where, never a
-traceback for the user. An answer that is not the API (not JSON, wrong `kind`, wrong shape)
-raises `SourceProtocolError`: that is a misconfiguration (a wrong URL), and retrying will not
-fix it.
+Every call (`source_calls.py`) retries connection errors, timeouts and 5xx answers with
+`retry.SOURCE_CALL`'s backoff, then raises `SourceUnavailable` - one line saying what failed
+and where, never a traceback for the user. An answer that is not the API (not JSON, wrong
+`kind`, wrong shape) raises `SourceProtocolError`: that is a misconfiguration (a wrong URL),
+and retrying will not fix it.
 A 404 for one item is not an error of the source: `get_item` returns None (the item is gone).
 
 One `requests.Session` is kept, so polls and item fetches reuse a keep-alive connection.
@@ -29,11 +29,9 @@ One `requests.Session` is kept, so polls and item fetches reuse a keep-alive con
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlsplit
 
 if TYPE_CHECKING:  # imported when a client is made: `workqueue run` never needs it
     import requests
@@ -50,6 +48,7 @@ from ..retry import SOURCE_CALL, Backoff
 from ..tenancy.rules import valid_group
 from .held_data import DATA_PAGE, HeldData, NoPage, page_items
 from .promised_data import PromisedData
+from .source_calls import SourceCalls, check_source_url, item_path, session_for, short_reason
 
 __all__ = [
     "SourceClient",
@@ -67,7 +66,7 @@ class _NoFullView(Exception):
     """The source does not serve `view=full`."""
 
 
-class SourceClient:
+class SourceClient(SourceCalls):
     def __init__(
         self,
         base_url: str,
@@ -83,7 +82,7 @@ class SourceClient:
         self.retries = retries
         self.backoff = backoff
         self.timeout = timeout
-        self.session = session or _session_for(self.base_url)
+        self.session = session or session_for(self.base_url)
         self.sleep = sleep
         # Whether the source serves `view=full` (None: not asked yet).
         self.full_view: bool | None = None
@@ -321,85 +320,13 @@ class SourceClient:
                             continue  # trimmed before this manager heard of it
                         yield event
         except requests.RequestException as exc:
-            raise SourceUnavailable(f"watch stream of {url} broke: {_short(exc)}") from None
+            raise SourceUnavailable(f"watch stream of {url} broke: {short_reason(exc)}") from None
 
     def _note_priority(self, event: dict) -> None:
         name, kind = event["item"], event.get("type")
         priority = valid_priority(event.get("priority")) if kind == "ADDED" else None
         # (a dict's get, set and pop are atomic: readers only look names up)
         keep_priority(self._priorities, name, priority)
-
-    # -- plumbing --------------------------------------------------------------------------
-
-    def _get_json(
-        self,
-        path: str,
-        params,
-        *,
-        expect_kind: str,
-        allow_404: bool = False,
-        refused_ok: bool = False,
-    ):
-        """The answer's JSON; None for a 404 Status when `allow_404`, or for a 400 when
-        `refused_ok` (a source that does not know a parameter)."""
-        import requests
-
-        url = self.base_url + path
-        last = "no answer"
-        for attempt in range(self.retries + 1):
-            timeout = self.timeout
-            if self.answer_by is not None:
-                left = self.answer_by - time.monotonic()
-                if attempt and left <= 0:
-                    break
-                timeout = max(0.1, min(timeout, left))
-            if attempt:
-                self.sleep(self.backoff.delay(attempt - 1))
-            try:
-                r = self.session.get(url, params=params, timeout=timeout)
-            except requests.exceptions.SSLError as exc:  # no retry mends a wrong scheme
-                raise SourceProtocolError(_tls_failed(url, exc)) from None
-            except requests.RequestException as exc:
-                last = _short(exc)
-                continue
-            if r.status_code >= 500 or r.status_code == 429:
-                last = f"HTTP {r.status_code}"
-                continue
-            if r.status_code == 404 and allow_404 and _is_status(r):
-                return None
-            if r.status_code == 400 and refused_ok:
-                return None
-            hint = "is it the items API?"
-            if r.status_code != 200:
-                raise SourceProtocolError(f"{url} answered HTTP {r.status_code}: {hint}")
-            try:
-                body = r.json()
-            except ValueError:
-                raise SourceProtocolError(f"{url} did not answer JSON: {hint}") from None
-            if not isinstance(body, dict) or body.get("kind") != expect_kind:
-                raise SourceProtocolError(f"{url} did not answer a {expect_kind}: {hint}")
-            return body
-        if last == "timed out" and self.base_url.lower().startswith("https://"):
-            last += ": does it speak HTTPS? a plain-HTTP server never answers a TLS handshake"
-        raise SourceUnavailable(f"source {self.base_url} unreachable ({last})")
-
-
-def _session_for(base_url: str) -> requests.Session:
-    """A session with the environment's settings for `base_url` (proxies and no_proxy, CA
-    bundle, netrc credentials) resolved once, here. requests would otherwise look them up
-    again on every call - reading the environment and looking for ~/.netrc per item fetch,
-    0.13 ms of the 1 ms a loopback fetch costs here; the source's URL does not change, so
-    neither do they.
-    """
-    import requests
-
-    session = requests.Session()
-    settings = session.merge_environment_settings(base_url, {}, None, None, None)
-    session.proxies.update(settings["proxies"])
-    session.verify = settings["verify"]
-    session.auth = requests.utils.get_netrc_auth(base_url)
-    session.trust_env = False
-    return session
 
 
 def _resource_version(metadata: dict) -> int | None:
@@ -408,51 +335,3 @@ def _resource_version(metadata: dict) -> int | None:
         return int(metadata.get("resourceVersion"))
     except (TypeError, ValueError):
         return None
-
-
-def _is_status(response: requests.Response) -> bool:
-    try:
-        return response.json().get("kind") == "Status"
-    except ValueError:
-        return False
-
-
-def check_source_url(url: str) -> None:
-    """A `SourceProtocolError` (one line, exit 2) for a source URL no retry can mend: not
-    http(s), no host, a malformed IPv6 address, a port out of range."""
-    if not url.startswith(("http://", "https://")):
-        raise SourceProtocolError(f"source URL must start with http:// or https://: {url}")
-    try:
-        parts = urlsplit(url)
-        host, _ = parts.hostname, parts.port  # the port is checked (0-65535) when read
-    except ValueError as exc:
-        raise SourceProtocolError(f"not a source URL ({exc}): {url}") from None
-    if not host:
-        raise SourceProtocolError(f"no host in the source URL: {url}")
-
-
-def _tls_failed(url: str, exc: Exception) -> str:
-    reason = str(exc)
-    found = re.search(r"\[SSL: [A-Z_]+\][^'\"()]*|certificate verify failed[^'\"()]*", reason)
-    short = found.group(0).strip() if found else reason[:120]
-    hint = " - is it a plain http:// server?" if "WRONG_VERSION_NUMBER" in reason else ""
-    return f"TLS with {url} failed{hint} ({short})"
-
-
-def _short(exc: Exception) -> str:
-    import requests
-
-    if isinstance(exc, requests.ConnectionError):
-        return "connection refused or reset"
-    if isinstance(exc, requests.Timeout):
-        return "timed out"
-    return type(exc).__name__
-
-
-def item_path(name: str) -> str:
-    """The item's URL path. Its slashes stay slashes (readable logs), except in a name with a
-    `.` or `..` segment - an object key such as `../a.mp4` is a name, never a path: HTTP clients
-    resolve dot segments before sending, so every slash of such a name is sent encoded."""
-    segments = name.split("/")
-    dotted = any(part in (".", "..") for part in segments)
-    return "/api/v1/items/" + quote(name, safe="" if dotted else "/")
