@@ -3,8 +3,8 @@
 
 A backend hands over its rows (`manager.ports.Row`) and what it knows of the manager running
 the queue (`Context`: the parallelism in force, the retry policy); this module turns them into
-a `QueueView` - counts by state, one `ItemView` per item with its reason in words, and a
-`Forecast` - the same way for every backend and every reader.
+a `QueueView` - counts by state, one `ItemView` per item with its reason in words (made in
+`item_view.py`), and a `Forecast` - the same way for every backend and every reader.
 
 The prediction is the mean-value schedule of the line as it stands (`schedule.py`): each
 item's position in the line, its predicted start (`eta_seconds`) and the forecast's
@@ -18,12 +18,9 @@ reasons say so and the numbers are null, never a made-up 0.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
-from ..durations import human, moment
 from ..items import QueueRecord
 from ..planning.measure import Measured, measure_rows
 from ..planning.scaling import recommended_parallelism, verdict_for
@@ -31,37 +28,10 @@ from ..ports import Row, State
 from ..priority_rules import Rules
 from ..tenancy.rules import TenancyOptions
 from .groups_view import group_facts, record_gate
+from .item_view import Context, ItemView, iso, item_view, rounded
 from .schedule import line_of, schedule
 
-if TYPE_CHECKING:  # retry imports the workqueue and so prometheus-client: not at parse time
-    from ..retry import RetryPolicy
-
 STATES = tuple(s.value for s in State)
-
-
-@dataclass(frozen=True)
-class Context:
-    """What is known of the manager running the queue, if one is."""
-
-    now: float
-    parallelism: int | None = None  # None: no manager runs the queue now
-    policy: RetryPolicy | None = None  # tells an item backing off from one failed for good
-    paused_since: float | None = None
-    target_utilization: float = 0.9
-    window: float = 3600.0  # how far back arrivals and service times are measured
-    measured: Measured | None = None  # given figures; else measured from the rows (`measured`)
-    not_started: frozenset[str] = frozenset()  # running items whose work has not begun yet
-    # False when the rows' first-seen times are not arrivals (Kubernetes: a Job's creation is
-    # its dispatch); then no arrival rate is measured from them.
-    arrivals_known: bool = True
-    held: str | None = None  # why the running manager holds dispatch (`manager.faults`)
-    # why the running manager holds the cancels of items that left the source all at once
-    removals_held: str | None = None
-    withheld: frozenset[str] = frozenset()  # what that hold keeps: not started, not cancelled
-    # False when running items are only what a stopped manager left (local processes): they
-    # run again when a manager starts; True when they go on without one (a cluster's Jobs).
-    work_outlives_manager: bool = True
-    tenancy: TenancyOptions | None = None  # the running manager's groups and their rules
 
 
 def context_from_facts(facts: dict | None, now: float) -> Context:
@@ -93,47 +63,6 @@ def context_from_facts(facts: dict | None, now: float) -> Context:
         return Context(now=now)  # facts from another version: no schedule rather than a wrong one
 
 
-@dataclass
-class ItemView:
-    name: str
-    state: str
-    attempts: int
-    reason: str
-    since: float | None
-    position: int | None = None  # 1 = the next to start
-    eta_seconds: float | None = None
-    exit_code: int | None = None
-    log: str | None = None
-    ready_at: float | None = None  # a failed item backing off: when it may run again
-    first_seen: float | None = None
-    ran_seconds: float | None = None  # a finished item's last attempt
-    priority: int = 0  # higher starts first (shown when not 0)
-    group: str | None = None  # its tenant (`--group`), when the queue has groups
-
-    def as_json(self) -> dict:
-        out = {
-            "name": self.name,
-            "state": self.state,
-            "attempts": self.attempts,
-            "reason": self.reason,
-            "since": _iso(self.since),
-        }
-        if self.priority:
-            out["priority"] = self.priority
-        if self.group is not None:
-            out["group"] = self.group
-        if self.position is not None:
-            out["position"] = self.position
-            out["eta_seconds"] = _round(self.eta_seconds)
-        if self.exit_code is not None:
-            out["exit_code"] = self.exit_code
-        if self.ran_seconds is not None:
-            out["ran_seconds"] = _round(self.ran_seconds)
-        if self.log is not None:
-            out["log"] = self.log
-        return out
-
-
 @dataclass(frozen=True)
 class Forecast:
     drain_seconds: float | None
@@ -146,12 +75,12 @@ class Forecast:
 
     def as_json(self) -> dict:
         return {
-            "drain_seconds": _round(self.drain_seconds),
-            "utilization": _round(self.utilization, 4),
+            "drain_seconds": rounded(self.drain_seconds),
+            "utilization": rounded(self.utilization, 4),
             "verdict": self.verdict,
             "recommended_parallelism": self.recommended_parallelism,
-            "service_seconds": _round(self.service_seconds),
-            "interarrival_seconds": _round(self.interarrival_seconds),
+            "service_seconds": rounded(self.service_seconds),
+            "interarrival_seconds": rounded(self.interarrival_seconds),
             "parallelism": self.parallelism,
         }
 
@@ -189,12 +118,12 @@ class QueueView:
                 left_out = {"items_left_out": len(line) - waiting}
         return {
             "where": self.where,
-            "generated": _iso(self.now),
+            "generated": iso(self.now),
             "counts": dict(self.counts),
             "items": [i.as_json() for i in items],
             **left_out,
             "forecast": self.forecast.as_json(),
-            "paused_since": _iso(self.paused_since),
+            "paused_since": iso(self.paused_since),
             "held": self.held,
             "removals_held": self.removals_held,
             **self.extra,
@@ -289,7 +218,7 @@ def build(
     items: dict[str, ItemView] = {}
     for row in rows:
         counts[row.state] = counts.get(row.state, 0) + 1
-        items[row.name] = _item(row, context)
+        items[row.name] = item_view(row, context)
     measured = context.measured or measured_from(rows, context)
     service = measured.service_seconds if measured else None
     for name, reason in (reasons or {}).items():
@@ -343,83 +272,6 @@ def _tenants(rows: list[Row], items: dict[str, ItemView], context: Context):
     )
 
 
-def _item(row: Row, context: Context) -> ItemView:
-    now = context.now
-    view = ItemView(row.name, row.state, row.attempts, "", row.first_seen or None)
-    view.log = row.log_path
-    view.first_seen = row.first_seen or None
-    view.priority = row.priority
-    if row.state in (State.SUCCEEDED, State.FAILED) and row.started and row.finished:
-        view.ran_seconds = max(0.0, row.finished - row.started)
-    if row.state in (State.PENDING, State.FAILED) and row.name in context.withheld:
-        view.reason = (
-            "held: it left the source with many others at once; neither started nor cancelled "
-            "until the hold ends (it comes back, its time passes, or `workqueue resume "
-            "--accept-removals`)"
-        )
-    elif row.state == State.PENDING:
-        if context.paused_since is not None:
-            view.reason = f"waiting: the queue is paused since {moment(context.paused_since)}"
-        elif context.held is not None and context.parallelism is not None:
-            view.reason = f"waiting: the manager holds dispatch - {context.held}"
-        elif context.parallelism is None:
-            view.reason = "waiting for a manager to run the queue"
-        elif context.parallelism == 0:
-            view.reason = "waiting: the parallelism is 0, nothing new starts (workqueue scale)"
-        else:
-            view.reason = "waiting for a free slot"
-    elif row.state == State.RUNNING:
-        view.since = row.started or row.first_seen or None
-        started = f" since {moment(row.started)}" if row.started else ""
-        if context.parallelism is None and not context.work_outlives_manager:
-            view.reason = (
-                f"its manager stopped while it ran (attempt {row.attempts}"
-                f"{', started ' + moment(row.started) if row.started else ''}): the next "
-                "manager records how its worker ended, and runs it again only if it never "
-                "finished"
-            )
-        else:
-            ran = f" ({human(now - row.started)} so far)" if row.started else ""
-            view.reason = f"running{started}{ran}, attempt {row.attempts}"
-    elif row.state == State.SUCCEEDED:
-        view.since = row.finished
-        took = view.ran_seconds
-        view.reason = f"succeeded in {human(took)}" if took is not None else "succeeded"
-        view.exit_code = row.exit_code
-    elif row.state == State.CANCELLED:
-        view.since = row.finished
-        when = f" at {moment(row.finished)}" if row.finished else ""
-        if row.attempts:
-            view.reason = f"cancelled{when}: it left the source (attempt {row.attempts} ended)"
-        else:
-            view.reason = f"cancelled{when}: it left the source before it started"
-    else:  # failed: for good, or backing off before another attempt
-        view.since = row.finished
-        view.exit_code = row.exit_code
-        why = _failure(row)
-        policy = context.policy
-        if (
-            policy is not None
-            and context.parallelism is not None
-            and policy.needs_work(row.state, row.attempts)
-        ):
-            ready = (row.finished or now) + policy.item_backoff.delay(max(row.attempts - 1, 0))
-            view.ready_at = ready
-            when = f"until {moment(ready)}" if ready > now else "done, retrying"
-            view.reason = (
-                f"backing off {when} ({why}; attempt {row.attempts} of {policy.max_attempts})"
-            )
-        else:
-            view.reason = f"{why} after {row.attempts} attempt{'s' * (row.attempts != 1)}"
-    return view
-
-
-def _failure(row: Row) -> str:
-    if row.exit_code is not None:
-        return f"failed with exit code {row.exit_code}"
-    return f"failed: {row.last_error}" if row.last_error else "failed"
-
-
 def _forecast(measured: Measured | None, context: Context, drain: float | None) -> Forecast:
     service = measured.service_seconds if measured else None
     interarrival = measured.interarrival_seconds if measured else math.inf
@@ -450,18 +302,6 @@ def _display_order(item: ItemView):
     if item.position is not None:
         return (1, item.position, item.name)
     return (rank.get(item.state, 4), -(item.since or 0), item.name)
-
-
-def _iso(when: float | None) -> str | None:
-    if when is None:
-        return None
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when))
-
-
-def _round(value: float | None, digits: int = 3) -> float | None:
-    if value is None or math.isinf(value) or math.isnan(value):
-        return None
-    return round(value, digits)
 
 
 def _offering(offers: dict[str, dict]) -> dict[str, dict]:
