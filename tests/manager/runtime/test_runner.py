@@ -8,6 +8,8 @@ import io
 import os
 from contextlib import contextmanager
 
+import pytest
+
 from kube_workqueue.manager.backends.local.ledger import SqliteLedger
 from kube_workqueue.manager.backends.local.process import LocalBackend
 from kube_workqueue.manager.cli.once import run_with_progress
@@ -110,3 +112,35 @@ def test_a_once_run_ends_when_a_rival_starts_an_item_between_listing_and_queuein
     assert done, "the --once run never ended"
     report = done[0]
     assert set(report.results) == {"a", "b"}
+
+
+@pytest.mark.parametrize("waits_out_faults", [True, False])
+def test_an_outage_met_reading_what_was_asked_at_start_is_waited_out_where_faults_are(
+    tmp_path, waits_out_faults
+):
+    """The reads before any worker takes a slot (a pause in force, the parallelism asked) met
+    a fault - a fleet's manager that came up during an outage, after it had joined: where the
+    manager waits out faults it holds and reads again, and the run goes on; a `--once` run on
+    its own record ends on the fault, as on any other."""
+    from kube_workqueue.manager.faults import UNREACHABLE, StorageFault
+    from kube_workqueue.manager.runtime.reconciler import Result
+
+    refusals = [StorageFault(UNREACHABLE, "db", "too many connections")] * 2
+    with manager_over(tmp_path, ["a.x", "b.x"], probe_interval=0.05) as (manager, ledger):
+        paused_since = ledger.paused_since
+
+        def refusing():
+            if refusals:
+                raise refusals.pop()
+            return paused_since()
+
+        ledger.paused_since = refusing
+        manager.mode.waits_out_faults = waits_out_faults  # (a fleet's mode says True)
+        if not waits_out_faults:
+            with pytest.raises(StorageFault):
+                manager.run_once()
+            return
+        report = manager.run_once()
+    assert not refusals  # read again after each refusal
+    assert report.results == {"a.x": Result.SUCCEEDED, "b.x": Result.SUCCEEDED}
+    assert manager.final_fault() is None

@@ -320,7 +320,7 @@ class Manager(OnceRun):
         """Start dispatching: the pause follower, the dispatcher and its workers, and the
         autoscaler when there is one."""
         self.started = time.time()
-        self.asked.at_start()  # before any worker may take a slot
+        self._asked_at_start()  # before any worker may take a slot
         threading.Thread(target=self.watch_pause, args=(self.options.follow_interval,),
                          name="pause", daemon=True).start()  # fmt: skip
         self.asked.note_manager()
@@ -336,6 +336,24 @@ class Manager(OnceRun):
             threading.Thread(
                 target=self.autoscaler.run, args=(self.stop_event,), name="autoscaler", daemon=True
             ).start()
+
+    def _asked_at_start(self) -> None:
+        """`asked.at_start()`: a pause in force and what was asked of the queue, read before any
+        worker may take a slot. Where this manager waits out faults (a shared ledger's `--once`
+        run, a long-running manager) a fault in those reads is held and they are read again
+        every `probe_interval` until they pass or the manager stops - a fleet's manager that
+        came up during an outage ended with exit 3 once it had joined; a `--once` run on its
+        own record ends on the fault, as on any other."""
+        while True:
+            try:
+                self.asked.at_start()
+                return
+            except StorageFault as fault:
+                if self.hold.once:
+                    raise
+                self.hold.hold_for(fault)
+            if self.stop_event.wait(self.options.probe_interval):
+                return  # stopped meanwhile: the run ends as on any stop
 
     def run_forever(self) -> None:
         """Poll (or watch) and work until `stop()`."""
