@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
-from importlib.metadata import entry_points
 from typing import Any, NamedTuple, Protocol
 from urllib.parse import parse_qs, urlsplit
 
@@ -88,8 +87,17 @@ def forms(*, third_party: bool = True) -> str:
     built_in = [entry.form for entry in BUILT_IN]
     if not third_party:
         return ", ".join(built_in)
-    others = sorted({e.name for e in entry_points(group=ENTRY_POINT_GROUP)} - _schemes())
+    others = sorted({e.name for e in _third_party()} - _schemes())
     return ", ".join(built_in + [f"{scheme}://…" for scheme in others])
+
+
+def _third_party():
+    """The installed distributions' source types (their entry points), read when asked:
+    importing `importlib.metadata` costs a command 20-30 ms of CPU (the `email` package with
+    it), and a built-in source never needs it."""
+    from importlib.metadata import entry_points
+
+    return entry_points(group=ENTRY_POINT_GROUP)
 
 
 def _schemes() -> set[str]:
@@ -166,7 +174,7 @@ def source_type(kind_or_scheme: str, query: str | None = None) -> SourceType:
     entry = _built_in(kind_or_scheme, query)
     if entry is not None:
         return importlib.import_module(f"{__package__}.{entry.module}").SOURCE_TYPE
-    for found in entry_points(group=ENTRY_POINT_GROUP):
+    for found in _third_party():
         if found.name == kind_or_scheme:
             return found.load()
     raise SourceConfigError(f"unknown source scheme {kind_or_scheme!r}: use {forms()}")
