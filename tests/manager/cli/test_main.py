@@ -59,7 +59,7 @@ def test_building_the_parser_imports_nothing_heavy():
 
 def test_the_run_command_reads_no_installed_distribution_to_start():
     """`workqueue run` (and any built-in source) never looks at third-party source types:
-    importing `importlib.metadata` for them cost every start 20-30 ms of CPU."""
+    importing `importlib.metadata` for them cost every start tens of ms of CPU."""
     code = (
         "from kube_workqueue.manager.cli.main import build_parser; build_parser('run')\n"
         "from kube_workqueue.ambassador.sources.registry import resolve; resolve('/tmp')"

@@ -93,7 +93,7 @@ def forms(*, third_party: bool = True) -> str:
 
 def _third_party():
     """The installed distributions' source types (their entry points), read when asked:
-    importing `importlib.metadata` costs a command 20-30 ms of CPU (the `email` package with
+    importing `importlib.metadata` costs a command tens of ms of CPU (the `email` package with
     it), and a built-in source never needs it."""
     from importlib.metadata import entry_points
 
