@@ -1,11 +1,10 @@
 """Where a call of `KubeApi` goes and how it is sent: a verb on a kind as an HTTP request.
 
-Requests are made by path through the client's `ApiClient`, never through its typed API
-classes (importing those cost every command 1.2 s of CPU before its first call), so the paths
-are written here: a built-in kind under the API group and version that serves it, a custom kind
-under its own; a namespaced kind under `/namespaces/<namespace>` unless the call is across every
-namespace; a verb on one object with the object's name (quoted whole: a name never adds a path
-segment) and its subresource.
+Requests are made by path through the client's `ApiClient`, never its typed API classes
+(`api.py` says why), so the paths are written here: a built-in kind under the API group and
+version that serves it, a custom kind under its own; a namespaced kind under
+`/namespaces/<namespace>` unless the call is across every namespace; a verb on one object with
+the object's name (quoted whole: a name never adds a path segment) and its subresource.
 """
 
 from __future__ import annotations
