@@ -18,6 +18,9 @@ while it lives, and lets them go - a part of `ledger.PostgresLedger` (a mixin ov
                  the drain is written takes an item; what it holds it runs to the end
     liveness     a claim lives while its owner's heartbeat does (`liveness.py`): nothing per
                  row is renewed; a dead manager's items are let go by the others
+    with a finish  a slot's next item is claimed in its finish's statement
+                 (`FINISH_AND_CLAIM`, `claim_with_finishes`) where a claim alone would take no
+                 lock - no parallelism asked, no groups: a round trip saved an item
     a bound      a parallelism asked of the queue bounds every manager's claims together;
                  so do the queue's group limits and rates (`group_claims.py`), under one lock
     doubt        a write whose answer was lost (the connection died mid-statement) may or may
@@ -88,6 +91,32 @@ class Claims:
                 self.unregistered = True
                 return []
             return self._hold_claimed(found)
+
+    # -- claims made by a finish (`FINISH_AND_CLAIM`) ------------------------------------
+
+    def claim_with_finishes(self, wanted: Callable[[], int],
+                            took: Callable[[list[str]], None]) -> None:  # fmt: skip
+        """Claim with each finish, in its statement, where a claim alone would take no lock
+        (no asked parallelism, no groups): `wanted()` - asked by the finishing thread - says
+        how many items the slots about to be taken want (0: none), `took(names)` is told what
+        the finish claimed (perhaps nothing). A round trip and a transaction an item saved."""
+        self._finish_claims = (wanted, took)
+
+    def _claim_with_finish(self) -> int:
+        """How many items the next finish claims (0: it only finishes)."""
+        if self._finish_claims is None or self.tenants is not None:
+            return 0
+        if self.wanted_parallelism() is not None:  # a bounded claim counts under its lock
+            return 0
+        return max(0, self._finish_claims[0]())
+
+    def _finish_and_claim(self, session, claim: int, **params) -> list[tuple]:
+        """`FINISH_AND_CLAIM` (under `_writes`): the finish's row(s), as FINISH returns them;
+        each item taken noted as claimed here and told to the line."""
+        rows = session.run(sql.FINISH_AND_CLAIM, sql.claim_format(self._free(), claim),
+                           owner=self.owner, **params)  # fmt: skip
+        self._finish_claims[1](self._hold_claimed([row for row in rows if row[0] == "taken"]))
+        return [row[2:] for row in rows if row[0] == "finished"]
 
     def _hold_claimed(self, taken: list[tuple]) -> list[str]:
         """Rows a claim took - (kind, name, state, attempts, version, priority) - noted as this

@@ -288,30 +288,6 @@ class PostgresLedger(Claims, GroupClaims, PlacedClaims, QueueWide):
         self._recorded(name, found)
         return found
 
-    def claim_with_finishes(self, wanted: Callable[[], int],
-                            took: Callable[[list[str]], None]) -> None:  # fmt: skip
-        """Claim with each finish, in its statement, where a claim alone would take no lock
-        (no asked parallelism, no groups): `wanted()` - asked by the finishing thread - says
-        how many items the slots about to be taken want (0: none), `took(names)` is told what
-        the finish claimed (perhaps nothing). A round trip and a transaction an item saved."""
-        self._finish_claims = (wanted, took)
-
-    def _claim_with_finish(self) -> int:
-        """How many items the next finish claims (0: it only finishes)."""
-        if self._finish_claims is None or self.tenants is not None:
-            return 0
-        if self.wanted_parallelism() is not None:  # a bounded claim counts under its lock
-            return 0
-        return max(0, self._finish_claims[0]())
-
-    def _finish_and_claim(self, session, claim: int, **params) -> list[tuple]:
-        """`FINISH_AND_CLAIM` (under `_writes`): the finish's row(s), as FINISH returns them;
-        each item taken noted as claimed here and told to the line."""
-        rows = session.run(sql.FINISH_AND_CLAIM, sql.claim_format(self._free(), claim),
-                           owner=self.owner, **params)  # fmt: skip
-        self._finish_claims[1](self._hold_claimed([row for row in rows if row[0] == "taken"]))
-        return [row[2:] for row in rows if row[0] == "finished"]
-
     def _recorded(self, name: str, found: tuple) -> None:
         """An end written (state, attempts, version, priority as the row has them now): kept
         in memory, and told to `on_recorded` (the local backend's keeper may forget it)."""
