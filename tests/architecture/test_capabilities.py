@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 
 from kube_workqueue.ambassador.shared_snapshot import SharedSnapshot
-from kube_workqueue.ambassador.sources import listed, nats_stream, redis_stream, s3
+from kube_workqueue.ambassador.sources import listed, listers, nats_stream, redis_stream, s3
 from kube_workqueue.ambassador.sources.base import CountsBacklog, StreamsEvents
 from kube_workqueue.manager import backends
 from kube_workqueue.manager.backends.kubernetes.dispatch.backend import KubernetesBackend
@@ -116,11 +116,11 @@ def test_the_ambassadors_sources_and_listers_say_what_they_can():
     nats_log = nats_stream.JetStreamLister({"NATS_STREAM": "S"})
     try:
         for lister in (redis_log, nats_log):
-            assert isinstance(lister, listed.Resumes) and lister.resumes is True
-            assert isinstance(lister, listed.HoldsBacklog)
-        assert isinstance(nats_log, listed.HoldsConnection)  # closed when the source stops
-        assert not isinstance(redis_log, listed.HoldsConnection)  # (a pool, closed with it)
+            assert isinstance(lister, listers.Resumes) and lister.resumes is True
+            assert isinstance(lister, listers.HoldsBacklog)
+        assert isinstance(nats_log, listers.HoldsConnection)  # closed when the source stops
+        assert not isinstance(redis_log, listers.HoldsConnection)  # (a pool, closed with it)
     finally:
         nats_log._loop.loop.call_soon_threadsafe(nats_log._loop.loop.stop)
     bucket = s3.S3Lister.__new__(s3.S3Lister)
-    assert not isinstance(bucket, listed.Resumes) and not isinstance(bucket, listed.HoldsBacklog)
+    assert not isinstance(bucket, listers.Resumes) and not isinstance(bucket, listers.HoldsBacklog)

@@ -8,6 +8,8 @@ opens it. The modules:
   listed.py           a source found by listing a remote store, diffed and watched; its
                       listing held packed as two blobs (packed_listing.py), its delta as
                       the publisher writes it whole or a version's changes (delta_format.py)
+  listers.py          what a listed source asks of its store (`Lister`) and what a lister
+                      may also be (resumes, holds a backlog or a connection)
   objects.py          the object-store core: which keys are items, the meta kept of each
                       object, versions from its MD5, the item data
   s3.py               an S3 bucket's keys, with S3 notifications through SQS (s3_events.py),

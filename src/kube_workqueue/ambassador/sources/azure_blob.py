@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 from ...clouds.azure_client import KEY_VARIABLES, AzureSetupError, entra_refusal, service_client
-from .listed import SourceUnreachable
+from .listers import SourceUnreachable
 from .objects import ObjectLister, ObjectStoreType, common_config, packed_md5
 from .registry import SourceConfigError
 
@@ -75,7 +75,7 @@ def client(account: str):
 
 
 class AzureLister(ObjectLister):
-    """The `Lister` of listed.py for one container and prefix."""
+    """The `Lister` (listers.py) for one container and prefix."""
 
     scheme = "azblob"
     tag_keys = ("md5", "etag")

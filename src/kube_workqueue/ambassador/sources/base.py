@@ -10,7 +10,7 @@ from them asks `isinstance`, never an attribute: `ServesPrebuilt` (a gunicorn wo
 snapshot: the listing's JSON and the watch's first lines built once a version), `HoldsPacked`
 (a listed source: the listing already as the publisher writes it), `StreamsEvents` (a watch's
 later events without a copy of the names), `CountsBacklog` (a log's records read and not yet
-served), `Ranks` and `RanksMetas` (priorities). A lister's own (`listed.py`): `Resumes`,
+served), `Ranks` and `RanksMetas` (priorities). A lister's own (`listers.py`): `Resumes`,
 `HoldsBacklog`, `HoldsConnection`.
 """
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from .listed import SourceUnreachable
+from .listers import SourceUnreachable
 from .objects import (
     ObjectLister,
     ObjectStoreType,
@@ -65,7 +65,7 @@ def retry():
 
 
 class GcsLister(ObjectLister):
-    """The `Lister` of listed.py for one bucket and prefix."""
+    """The `Lister` (listers.py) for one bucket and prefix."""
 
     scheme = "gs"
     tag_keys = ("md5", "generation")

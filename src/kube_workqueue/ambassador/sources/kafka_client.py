@@ -23,7 +23,7 @@ import re
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from .listed import SourceUnreachable, intervals
+from .listers import SourceUnreachable, intervals
 from .log_records import name_field, removals
 
 CONNECT_SECONDS = 5.0

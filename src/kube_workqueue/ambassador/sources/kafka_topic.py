@@ -45,7 +45,7 @@ from typing import Any
 
 from ..naming import SkippedNames
 from .kafka_client import check, config_from_url, describe_error, partitions, settings
-from .listed import Change, SourceUnreachable
+from .listers import Change, SourceUnreachable
 from .log_records import TOMBSTONE_FIELD, Backlog, LogShape, describe, payload_fields, priority_of
 
 PAGE = 1000  # records taken at once at most: the change feed's batch
@@ -104,7 +104,7 @@ def seconds_of(msg) -> float:
 
 
 class KafkaLister:
-    """The `Lister` of listed.py for one Kafka topic.
+    """The `Lister` (listers.py) for one Kafka topic.
 
     Invariant: `next_offsets[p]` is the offset after the newest record of partition `p` that
     a listing or the feed read (a listing's end: the offset its end-of-partition event gave) -

@@ -1,10 +1,10 @@
 """A source whose items are found by listing a remote store: an object store's keys, a Redis set.
 
-The remote store is read through a `Lister` (s3.py, redis_set.py): `list_all()` gives every
-item's name with its *meta* - a short string the lister makes from what the listing says of the
-item (an object's ETag, size and time; a member's data) and later turns back into the item's
-data (`describe`). Nothing else is kept per item, and a request reads only memory: listing a
-bucket, fetching an item or watching costs no request to the store.
+The remote store is read through a `Lister` (listers.py; s3.py, redis_set.py): `list_all()`
+gives every item's name with its *meta* - a short string the lister makes from what the listing
+says of the item (an object's ETag, size and time; a member's data) and later turns back into
+the item's data (`describe`). Nothing else is kept per item, and a request reads only memory:
+listing a bucket, fetching an item or watching costs no request to the store.
 
 Finding changes:
   * polling: a full listing every `poll_interval`, compared with the current one (one LIST
@@ -35,73 +35,24 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from ..sorted_names import names_diff
 from ..timed_queue import TimedQueue
 from .base import RanksMetas
-from .log_records import Backlog
+from .listers import (
+    RELIST,
+    Change,
+    HoldsBacklog,
+    HoldsConnection,
+    Lister,
+    Resumes,
+    SourceUnreachable,
+    intervals,
+)
 from .packed_listing import PackedListing
 
 log = logging.getLogger(__name__)
-
-Change = tuple[str, "str | None"]  # (name, meta) - meta None: the item is gone
-RELIST = object()  # what a change feed yields for "something changed: list everything again"
-
-
-class SourceUnreachable(Exception):
-    """The store could not be listed right now (network, credentials, throttling)."""
-
-
-class Lister(Protocol):
-    where: str  # "s3://bucket/prefix/", for logs
-
-    def list_all(self) -> dict[str, str] | Iterable[tuple[str, str]]:
-        """Every item's name -> meta (a dict, or (name, meta) pairs - best as the store's pages
-        come, in name order where the store lists in it); raises SourceUnreachable, also
-        while the pairs are being read. The whole listing or an exception: never a part."""
-
-    def describe(self, name: str, meta: str) -> dict[str, Any]:
-        """The item's data from its meta."""
-
-    def changes(self, stop: threading.Event) -> Iterator[list[Change] | object] | None:
-        """Batches of changes as the store reports them (or RELIST when it says only that
-        something changed), until `stop`; None when the store reports none (then it polls)."""
-
-
-@runtime_checkable
-class Resumes(Protocol):
-    """A lister whose feed can start again after it broke (a log: from the newest position it
-    read) - the source polls until a listing works, then follows a new feed."""
-
-    resumes: bool
-
-
-@runtime_checkable
-class HoldsBacklog(Protocol):
-    """A lister that counts what it read and the listing does not carry yet (a log's
-    `log_records.Backlog`): the source's `backlog()`."""
-
-    backlog: Backlog
-
-
-@runtime_checkable
-class HoldsConnection(Protocol):
-    """A lister holding a connection to its store, closed when the source stops."""
-
-    def stop(self) -> None: ...
-
-
-RELIST_SECONDS = 300.0  # a listed source's full re-listing, unless --relist-interval says
-
-
-def intervals(given: Mapping[str, Any], poll: float) -> dict[str, float]:
-    """A listed source's POLL_INTERVAL and RELIST_INTERVAL: as `given` (the options, or an app
-    configuration) says, else `poll` - the source type's own - and RELIST_SECONDS."""
-    return {
-        "POLL_INTERVAL": float(given.get("POLL_INTERVAL") or poll),
-        "RELIST_INTERVAL": float(given.get("RELIST_INTERVAL") or RELIST_SECONDS),
-    }
 
 
 class ListedSource:

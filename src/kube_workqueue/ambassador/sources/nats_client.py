@@ -12,7 +12,7 @@ import os
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from .listed import SourceUnreachable, intervals
+from .listers import SourceUnreachable, intervals
 from .log_records import name_field, removals
 
 CONNECT_SECONDS = 5.0

@@ -41,7 +41,7 @@ from typing import Any
 
 from ..naming import SkippedNames
 from ..timed_queue import TimedQueue
-from .listed import Change, SourceUnreachable
+from .listers import Change, SourceUnreachable
 from .log_records import (
     TOMBSTONE_FIELD,
     Backlog,
@@ -87,7 +87,7 @@ def fields_of(msg) -> dict[str, str]:
 
 
 class JetStreamLister:
-    """The `Lister` of listed.py for one JetStream stream."""
+    """The `Lister` (listers.py) for one JetStream stream."""
 
     resumes = True  # the feed starts again after an outage (`changes` from `read_to`)
 

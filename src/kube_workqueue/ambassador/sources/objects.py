@@ -36,14 +36,15 @@ from urllib.parse import urlsplit
 
 from ..naming import SkippedNames, normalise_suffixes
 from .items import content_type, rfc3339
-from .listed import ListedSource, intervals
+from .listed import ListedSource
+from .listers import intervals
 from .registry import SourceConfigError, not_for
 
 FOLDER_ONLY = ("SETTLE", "VERSION_BY", "FORCE_POLLING")
 
 
 class ObjectLister:
-    """What every object store's `Lister` (listed.py) shares: the keys that are items, and the
+    """What every object store's `Lister` (listers.py) shares: the keys that are items, and the
     item data. A subclass sets `scheme` and `tag_keys`, says where a configuration's bucket is
     (`located`), and writes `list_all` (and `changes`, where the store tells of changes)."""
 

@@ -43,7 +43,8 @@ from typing import Any
 
 from ..naming import SkippedNames, normalise_suffixes
 from .items import content_type
-from .listed import RELIST, Change, ListedSource, SourceUnreachable, intervals
+from .listed import ListedSource
+from .listers import RELIST, Change, SourceUnreachable, intervals
 from .redis_client import address, connect, key_type
 from .registry import FOLDER_ONLY, SourceConfigError, not_for
 
@@ -53,7 +54,7 @@ BURST_SECONDS = 0.05  # notifications this close together share one re-listing
 
 
 class RedisLister:
-    """The `Lister` of listed.py for one set (and its data hash)."""
+    """The `Lister` (listers.py) for one set (and its data hash)."""
 
     def __init__(self, config: dict) -> None:
         self.config = config

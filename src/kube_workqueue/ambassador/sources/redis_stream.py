@@ -27,7 +27,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..naming import SkippedNames, normalise_suffixes
-from .listed import Change, ListedSource, SourceUnreachable, intervals
+from .listed import ListedSource
+from .listers import Change, SourceUnreachable, intervals
 from .log_records import Backlog, LogShape, describe, name_field, priority_of, removals
 from .redis_client import address, connect, key_type
 from .registry import FOLDER_ONLY, SourceConfigError, not_for
@@ -37,7 +38,7 @@ BLOCK_MS = 1000  # how long an XREAD waits for a record before it looks at `stop
 
 
 class StreamLister:
-    """The `Lister` of listed.py for one stream."""
+    """The `Lister` (listers.py) for one stream."""
 
     resumes = True  # the feed starts again after an outage (`changes` from `read_to`)
 

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
-from .listed import SourceUnreachable
+from .listers import SourceUnreachable
 from .objects import ObjectLister, ObjectStoreType, common_config, meta_of, split_bucket_url
 from .registry import SourceConfigError
 
@@ -61,7 +61,7 @@ def split_url(url: str) -> tuple[str, str]:
 
 
 class S3Lister(ObjectLister):
-    """The `Lister` of listed.py for one bucket and prefix."""
+    """The `Lister` (listers.py) for one bucket and prefix."""
 
     scheme = "s3"
     tag_keys = ("etag", "etag")

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Iterator
 from urllib.parse import unquote_plus
 
-from .listed import Change, SourceUnreachable
+from .listers import Change, SourceUnreachable
 
 log = logging.getLogger(__name__)
 

@@ -62,7 +62,7 @@ def run_folder(args) -> int:
     # --cancel-removed: the folder is listed every ~2 s for what left it (in-process: cheap)
     options = manager_options(args, poll_interval=2.0)
     ungrouped(options.tenancy, spec.kind)
-    from kube_workqueue.ambassador.sources.listed import SourceUnreachable
+    from kube_workqueue.ambassador.sources.listers import SourceUnreachable
     from kube_workqueue.ambassador.sources.registry import source_type
 
     from ..sources.folder import open_source
