@@ -10,7 +10,8 @@ run(name, data, attempt) - called by a reconciler worker holding a capacity slot
      a kubelet waits for any ConfigMap volume;
   3. wait until the Job's outcome is in the durable record (record.py) - whoever wrote it: a
      rival manager may record it and remove the finalizer before this manager's cache sees the
-     Job finish, so a finished Job without the finalizer sends us to read the record afresh.
+     Job finish, so a finished Job without the finalizer sends us to read the record afresh
+     (`outcome.py`).
 A crash between 1 and 2 leaves a Job whose pod cannot mount its data: the next manager adopts
 the running Job and writes its ConfigMap (`adopted.py`); `orphans.py` deletes such a Job (it
 never ran) once it is a minute old when nobody could.
@@ -45,14 +46,13 @@ from ..records.record import RecordStore
 from .adopted import Adoptions
 from .batches import BatchRunner, create_job, unfinished_members
 from .orphans import ORPHAN_AGE_SECONDS, clean_orphans
+from .outcome import AwaitsOutcome
 from .settler import CompletionController
 
 log = logging.getLogger(__name__)
 
-RECORD_LOOKS = 10  # fresh reads of the record for a Job that finished elsewhere
 
-
-class KubernetesBackend:
+class KubernetesBackend(AwaitsOutcome):
     work_outlives_manager = True  # its Jobs run on when it stops (a shared ledger keeps them)
 
     def __init__(
@@ -242,84 +242,6 @@ class KubernetesBackend:
             return
         if self.api.find("jobs", job_name) is None:
             self.api.remove("configmaps", job_name, stale["metadata"]["uid"])
-
-    def _await(self, name: str, job: dict, where: str, cancel: Cancel | None = None) -> Outcome:
-        cancel = cancel or Cancel()
-        item_hash = ko.item_hash(self.queue, name)
-        attempt = ko.job_attempt(job)
-
-        job_name = job["metadata"]["name"]
-        seen = {"job": False}
-
-        version = ko.job_version(job)
-
-        def recorded() -> bool:
-            entry = self.record.entry(item_hash)
-            if entry is None or entry.state == "pending" or entry.attempts < attempt:
-                return False
-            return version is None or entry.version in (None, version)
-
-        def settled_elsewhere() -> bool:
-            """Recorded by someone else (a rival manager removed the finalizer first, which it
-            does only after writing the record), or gone after we saw it."""
-            cached = self.cache.get(job_name)
-            if cached is None:
-                return seen["job"]
-            seen["job"] = True
-            finalizers = cached["metadata"].get("finalizers") or []
-            return finished(cached) is not None and ko.RECORD_FINALIZER not in finalizers
-
-        outlived = {"cancel": False}  # the Job finished before the cancel could end it
-
-        def cancelled() -> bool:
-            return cancel.is_set() and not outlived["cancel"] and not recorded()
-
-        for _ in range(RECORD_LOOKS):
-            self.cache.wait_for(
-                lambda: recorded() or self._stopping.is_set() or settled_elsewhere() or cancelled()
-            )
-            if cancelled():
-                if self._end_job(job_name) is False:  # it finished first: its outcome stands
-                    outlived["cancel"] = True
-                    continue
-                return self._cancelled_outcome(where)
-            if recorded() or self._stopping.is_set():
-                break
-            self.record.reload(item_hash)  # the outcome is in the record: read it afresh
-            if recorded():
-                break
-            if self.cache.get(job_name) is None:
-                return Outcome(
-                    False, error="its Job was deleted before its outcome was recorded",
-                    log_path=where,
-                )  # fmt: skip
-            self._stopping.wait(1.0)  # a rival may be mid-write: look again shortly
-        else:  # finished, its finalizer gone, and no record of it: someone else removed it
-            return Outcome(False, error="its Job finished but nobody recorded it", log_path=where)
-        if not recorded():  # stopping: the Job runs on, whoever manages the queue next records it
-            return Outcome(False, interrupted=True, log_path=where, outlives=True)
-        state, _ = self.record.get(item_hash)
-        if state == "succeeded":
-            return Outcome(True, exit_code=0, log_path=where)
-        stuck = self.completions.stuck.pop(job_name, None)
-        if stuck is not None:
-            return Outcome(False, error=stuck, log_path=where)
-        if self.record.final(item_hash):
-            code = ko.fail_fast_code(self.cache.get(job_name))
-            why = f"exit code {code}" if code is not None else "an exit code"
-            return Outcome(
-                False,
-                exit_code=code,
-                error=f"{why} listed in --fail-fast-exit-codes: failed for good",
-                log_path=where,
-                final=True,
-            )
-        return Outcome(False, exit_code=1, error="Job failed", log_path=where)
-
-    @staticmethod
-    def _cancelled_outcome(where: str) -> Outcome:
-        error = "cancelled: it left the source"
-        return Outcome(False, error=error, log_path=where, cancelled=True)
 
     def _forget_older_run(self, name: str, attempt: int) -> None:
         """A shared ledger's attempt `attempt` is new: an entry of this cluster's record at
