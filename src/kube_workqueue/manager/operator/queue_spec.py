@@ -228,7 +228,7 @@ def _worker_patch(worker: dict) -> dict | None:
             container[key] = worker[key]
     template = dict(worker.get("podTemplate") or {})
     if len(container) > 1:
-        from ..backends.kubernetes.manifests.objects import merge
+        from ..backends.kubernetes.manifests.pod_patch import merge
 
         template = merge(template, {"containers": [container]})
     return template or None

@@ -32,6 +32,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from .pod_patch import merge
+
 GROUP = "workqueue.dev"
 QUEUE_LABEL = f"{GROUP}/queue"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -369,49 +371,3 @@ def owner_reference(job_object: dict[str, Any]) -> dict[str, Any]:
         "controller": True,
         "blockOwnerDeletion": True,
     }
-
-
-# The patch merge keys of the pod spec's lists (Kubernetes' strategic merge patch): a list
-# field named here merges element by element on that key; any other list is replaced whole.
-MERGE_KEYS = {
-    "containers": "name",
-    "initContainers": "name",
-    "ephemeralContainers": "name",
-    "volumes": "name",
-    "volumeMounts": "mountPath",
-    "volumeDevices": "devicePath",
-    "env": "name",
-    "ports": "containerPort",
-    "imagePullSecrets": "name",
-    "hostAliases": "ip",
-    "resourceClaims": "name",
-}
-
-
-def merge(base: Any, patch: Any, field: str | None = None) -> Any:
-    """Merge a partial pod spec into one, as `kubectl patch --type strategic` would: dicts
-    merge key by key; a list whose field has a merge key (`MERGE_KEYS`: containers by name,
-    volumeMounts by mountPath, ports by containerPort, …) merges element by element on it;
-    any other value in the patch replaces the base's."""
-    if isinstance(base, dict) and isinstance(patch, dict):
-        out = dict(base)
-        for key, value in patch.items():
-            out[key] = merge(base[key], value, key) if key in base else copy.deepcopy(value)
-        return out
-    key = MERGE_KEYS.get(field or "")
-    if (
-        key is not None
-        and isinstance(base, list)
-        and isinstance(patch, list)
-        and all(isinstance(x, dict) and key in x for x in base + patch)
-    ):
-        merged = {x[key]: x for x in base}
-        order = [x[key] for x in base]
-        for x in patch:
-            if x[key] in merged:
-                merged[x[key]] = merge(merged[x[key]], x)
-            else:
-                merged[x[key]] = copy.deepcopy(x)
-                order.append(x[key])
-        return [merged[k] for k in order]
-    return copy.deepcopy(patch)
