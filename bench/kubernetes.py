@@ -271,7 +271,7 @@ def bench_batches(work: Path, count: int = 100_000, per_item_count: int = 200) -
 def bench_memory(work: Path, known: int = 1_000_000, batch: int = 1_000) -> None:
     """A manager over `known` finished items in recorded batches, its source listing them."""
     from kube_workqueue.manager.backends.kubernetes.manifests import batch_objects as bo
-    from kube_workqueue.manager.backends.kubernetes.records.batch_record import Batch, render
+    from kube_workqueue.manager.backends.kubernetes.records.batch_data import Batch, render
 
     server = ApiServer(history=1_000).start()
     names = [f"{i:07d}.x" for i in range(known)]

@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 from kube_workqueue.manager.backends.kubernetes.manifests import batch_objects as bo  # noqa: E402
 from kube_workqueue.manager.backends.kubernetes.manifests import objects as ko  # noqa: E402
-from kube_workqueue.manager.backends.kubernetes.records.batch_record import Batch, render  # noqa: E402
+from kube_workqueue.manager.backends.kubernetes.records.batch_data import Batch, render  # noqa: E402
 from tests.support.apiserver import ApiServer  # noqa: E402
 from tests.support.peer_code import peer_code  # noqa: E402
 
