@@ -2,7 +2,8 @@
 (boto3 only for `s3://`), run once per item by the manager, never imported by it.
 
     fetch_run_put.py   the generic worker: download an object, run a user script on it, upload
-                       the result (console script `fetch-run-put`)
+                       the result (console script `fetch-run-put`); its transfers in and
+                       out, and its one-line failures, in transfers.py
     thumbnail.py       the example thumbnailer: one video in, one PNG out (console script
                        `workqueue-thumbnail`)
 
