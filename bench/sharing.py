@@ -21,8 +21,9 @@ the lease - and again, items run more than once.
 The peer is buildkite/agent-stack-k8s#953's measurement (26% of reservations refused); it is
 a figure from the issue, not re-run here.
 
-Then the fleet's figures (`bench/fleet.py`): writes at rest with 10,000 claimed items, the claim
-ceiling with batched claims, and end-to-end drains beside PgQueuer and procrastinate.
+Then the fleet's figures: writes at rest with 10,000 claimed items and the claim ceiling with
+batched claims (`bench/fleet_ledger.py`), and end-to-end drains beside PgQueuer and
+procrastinate (`bench/fleet.py`).
 
 Run: .venv/bin/python -m bench.sharing [--seconds 60] [--rate 8] [--burst 150]
      [--service 0.5] [--parallelism 4] [--lease 5] [--only SECTION ...]
@@ -280,7 +281,7 @@ def main() -> None:
                         help="the sections to run (default: all)")  # fmt: skip
     args = parser.parse_args()
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    from . import fleet
+    from . import fleet, fleet_ledger
 
     if "sessions" in args.only:
         for managers in args.managers:
@@ -291,9 +292,9 @@ def main() -> None:
     if "kill" in args.only:
         session(args, 2, kill=True)
     if "at-rest" in args.only:
-        fleet.at_rest()
+        fleet_ledger.at_rest()
     if "ceiling" in args.only:
-        fleet.ceiling()
+        fleet_ledger.ceiling()
     if "drains" in args.only:
         fleet.drains()
 
