@@ -41,7 +41,7 @@ import time
 
 import requests
 
-from bench.ambassador import free_port, rss_tree_mb, wait_listed
+from bench.serving import free_port, rss_tree_mb, wait_listed
 from tests.support.stores import ObjectStore
 
 LIST_PRICE_PER_1000 = 0.005  # USD, S3 Standard LIST requests (us-east-1)

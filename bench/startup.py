@@ -30,7 +30,7 @@ import time
 import requests
 
 from bench import spread
-from bench.ambassador import free_port
+from bench.serving import free_port
 
 WORKQUEUE = [sys.executable, "-m", "kube_workqueue.manager.cli"]
 QUIET_LOOKS = 5  # looks 50 ms apart in which no process of the server used any CPU
