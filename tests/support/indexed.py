@@ -254,7 +254,7 @@ class IndexedRun:
     @staticmethod
     def _condition(ok: bool, reason: str, message: str) -> tuple[dict, dict]:
         """(interim, terminal) conditions of an end."""
-        from .kubelet import job_condition
+        from .pod_objects import job_condition
 
         if ok:
             reason, message = "CompletionsReached", "Reached expected number of succeeded pods"

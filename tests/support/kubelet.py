@@ -61,14 +61,6 @@ def backoff_delay(backoff: tuple[float, float], failures: int) -> float:
     return 0.0 if failures <= 0 else min(first * 2 ** (failures - 1), longest)
 
 
-def uncounted(uid: str, ok: bool) -> dict:
-    """The status patch of a pod that finished but is not counted yet."""
-    return {"uncountedTerminatedPods": {"succeeded" if ok else "failed": [uid]}}
-
-
-COUNTED = {"uncountedTerminatedPods": {"succeeded": None, "failed": None}}  # emptied again
-
-
 class Kubelet:
     def __init__(
         self,
@@ -223,8 +215,8 @@ class Kubelet:
             uid = self.store.get("pods", ns, pod_name)["metadata"]["uid"] if pod_name else ""
         except ApiError:
             uid = ""
-        self._status(ns, name, {"active": 0, "ready": 0, **uncounted(uid, ok)})
-        self._status(ns, name, {**counts, **COUNTED})
+        self._status(ns, name, {"active": 0, "ready": 0, **po.uncounted(uid, ok)})
+        self._status(ns, name, {**counts, **po.COUNTED})
 
     def prepare(
         self, job: dict, root: str, index: int | None = None
@@ -374,10 +366,10 @@ class Kubelet:
             reason, message = "CompletionsReached", "Reached expected number of succeeded pods"
         else:
             message = message or f"Job failed: {reason}"
-        interim = job_condition("SuccessCriteriaMet" if ok else "FailureTarget", reason, message)
+        interim = po.job_condition("SuccessCriteriaMet" if ok else "FailureTarget", reason, message)
         self._status(ns, name, {"conditions": [interim], "active": 0, "ready": 0, **(counts or {})})
         time.sleep(self.settle)
-        terminal = job_condition("Complete" if ok else "Failed", reason, message)
+        terminal = po.job_condition("Complete" if ok else "Failed", reason, message)
         status: dict = {"conditions": [interim, terminal], "terminating": 0}
         if ok:
             status["completionTime"] = terminal["lastTransitionTime"]
@@ -395,10 +387,3 @@ class Kubelet:
     def runs_of(self, name: str) -> list[int]:
         with self._lock:
             return [code for job, code in self.runs if job == name]
-
-
-def job_condition(kind: str, reason: str, message: str) -> dict:
-    """A Job condition of `kind`, True, stamped now."""
-    stamp = now_rfc3339()
-    return {"type": kind, "status": "True", "reason": reason, "message": message,
-            "lastProbeTime": stamp, "lastTransitionTime": stamp}  # fmt: skip

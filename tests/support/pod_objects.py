@@ -1,5 +1,6 @@
 """The objects the test kubelet writes, as the Job controller and a kubelet leave them: Pods
-through their life, Job conditions, and the rules it reads from a Job's spec.
+through their life, Job conditions, a finished pod's passage through the Job's
+`uncountedTerminatedPods`, and the rules it reads from a Job's spec.
 
 A pod of a Job carries the template's labels plus `batch.kubernetes.io/job-name` and
 `job-name`, is owned by its Job (controller, blockOwnerDeletion: deleting the Job deletes it),
@@ -164,3 +165,18 @@ def with_index_env(pod_spec: dict) -> dict:
                         "valueFrom": {"fieldRef": {"fieldPath": path}}})  # fmt: skip
         containers.append({**container, "env": env})
     return {**pod_spec, "containers": containers}
+
+
+def job_condition(kind: str, reason: str, message: str) -> dict:
+    """A Job condition of `kind`, True, stamped now."""
+    stamp = now_rfc3339()
+    return {"type": kind, "status": "True", "reason": reason, "message": message,
+            "lastProbeTime": stamp, "lastTransitionTime": stamp}  # fmt: skip
+
+
+def uncounted(uid: str, ok: bool) -> dict:
+    """The status patch of a pod that finished but is not counted yet."""
+    return {"uncountedTerminatedPods": {"succeeded" if ok else "failed": [uid]}}
+
+
+COUNTED = {"uncountedTerminatedPods": {"succeeded": None, "failed": None}}  # emptied again
