@@ -27,7 +27,7 @@ Faults on demand (`faults.add`): 429 with Retry-After, 500, slow answers, watch 
 after N events. Every request is recorded as (verb, group, resource, subresource) in `requests`,
 so the RBAC a client needs can be derived from what it actually did.
 
-Split by concern: `selectors`, `patches`, `faults`, `store`, `server` (HTTP and watch),
+Split by concern: `selectors`, `patches`, `faults`, `store`, `server` (HTTP), `watches`,
 `custom` (CRDs), `discovery`, `errors` (Status bodies).
 """
 

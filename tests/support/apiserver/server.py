@@ -1,5 +1,5 @@
-"""The stand-in's HTTP face: routing a request to the store, Status errors, faults, and watch
-streams (chunked JSON lines, replayed from the store's change log)."""
+"""The stand-in's HTTP face: routing a request to the store, Status errors, faults; its watch
+streams are `watches.py`'s."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from urllib.parse import parse_qs, urlsplit
 from .discovery import BUILT_IN_GROUPS, root_discovery
 from .errors import ApiError, status_body
 from .faults import Faults
-from .selectors import selector_matches
 from .store import CLUSTER_SCOPED, Store
+from .watches import ServesWatches
 
 _PATH = re.compile(
     r"^/(?:api/v1|apis/(?P<group>[^/]+)/(?P<version>v[0-9a-z]+))(?:/namespaces/(?P<ns>[^/]+))?/"
@@ -28,24 +28,6 @@ _PROXY = re.compile(
 _DISCOVERY = re.compile(r"^/apis/(?P<group>[^/]+)/(?P<version>[^/]+)/?$")
 
 
-def seen_as(kind: str, selector: str | None, before: dict | None, now: dict) -> str | None:
-    """What a watch with a label selector sees of a change: an object that starts matching is
-    ADDED, one that stops matching is DELETED, one that never matched is nothing
-    (https://kubernetes.io/docs/reference/using-api/api-concepts/#efficient-detection-of-changes:
-    the watch cache compares the object before and after the change with the selector)."""
-    matches_now = selector_matches(selector, now)
-    if kind == "ADDED":
-        return kind if matches_now else None
-    matched = before is not None and selector_matches(selector, before)
-    if kind == "DELETED":
-        return kind if matched else None
-    if matches_now and not matched:
-        return "ADDED"
-    if matched and not matches_now:
-        return "DELETED"
-    return kind if matches_now else None
-
-
 def _json_or_none(raw: bytes) -> dict | None:
     try:
         body = json.loads(raw) if raw else None
@@ -54,7 +36,7 @@ def _json_or_none(raw: bytes) -> dict | None:
     return body if isinstance(body, dict) else None
 
 
-class ApiServer:
+class ApiServer(ServesWatches):
     def __init__(self, history: int = 10_000, version: tuple[int, int] = (1, 31)) -> None:
         self.store = Store(history)
         self.version = version  # (major, minor) at /version, as the real server reports it
@@ -352,81 +334,3 @@ class ApiServer:
             h.send_header(k, v)
         h.end_headers()
         h.wfile.write(data)
-
-    def _watch(self, h, resource: str, ns: str, query: dict, fault: dict | None) -> None:
-        store = self.store
-        selector = query.get("labelSelector")
-        timeout = float(query.get("timeoutSeconds") or 3600)
-        deadline = time.monotonic() + timeout
-        cut_after = fault["after_events"] if fault and fault["kind"] == "cut" else None
-        h.send_response(200)
-        h.send_header("Content-Type", "application/json")
-        h.send_header("Transfer-Encoding", "chunked")
-        h.end_headers()
-        sent = 0
-
-        def emit(event: dict) -> None:
-            data = (json.dumps(event) + "\n").encode()
-            h.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-            h.wfile.flush()
-
-        try:
-            with store.cond:
-                start = query.get("resourceVersion") or ""
-                backlog: list = []
-                if start in ("", "0"):
-                    items, last = store.list(resource, ns, selector)
-                    backlog = [{"type": "ADDED", "object": self._at_version(h, o)} for o in items]
-                else:
-                    last = int(start)
-                    if last < store.oldest_rv() - 1:
-                        backlog = [
-                            {
-                                "type": "ERROR",
-                                "object": status_body(
-                                    410,
-                                    "Expired",
-                                    f"too old resource version: {last} ({store.oldest_rv() - 1})",
-                                ),
-                            }
-                        ]
-                        last = None
-            for event in backlog:
-                if cut_after is not None and sent >= cut_after:
-                    break
-                emit(event)
-                sent += 1
-            while last is not None and not self.closing.is_set():
-                if cut_after is not None and sent >= cut_after:
-                    break  # the stream is cut, without a final chunk
-                with store.cond:
-                    fresh = []
-                    for rv, r, n, t, o, before in reversed(store.log):  # newest first
-                        if rv <= last:
-                            break
-                        if r == resource and (ns is None or n == ns):
-                            fresh.append((rv, t, o, before))
-                    fresh.reverse()
-                    if not fresh:
-                        remaining = deadline - time.monotonic()
-                        if remaining <= 0:
-                            break
-                        store.cond.wait(min(remaining, 1.0))
-                        continue
-                for rv, kind, obj, before in fresh:
-                    last = rv
-                    kind = seen_as(kind, selector, before, obj["metadata"].get("labels") or {})
-                    if kind is not None:
-                        emit({"type": kind, "object": self._at_version(h, obj)})
-                        sent += 1
-                        if cut_after is not None and sent >= cut_after:
-                            break
-            else:
-                h.wfile.write(b"0\r\n\r\n")
-                return
-            if cut_after is None:
-                h.wfile.write(b"0\r\n\r\n")
-            else:
-                h.close_connection = True
-        except (BrokenPipeError, ConnectionResetError):
-            h.close_connection = True
