@@ -5,43 +5,13 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
-import time
 from urllib.parse import urlsplit
 
 import pytest
 from kubernetes.client.rest import ApiException
-from urllib3.exceptions import ProtocolError
 
+from tests.kube.stand_in_objects import NS, cm, job, raw, read_watch
 from tests.support.apiserver import selector_matches
-
-NS = "media"
-
-
-def cm(name, labels=None, **meta):
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": name, "labels": labels or {}, **meta},
-        "data": {"k": "v"},
-    }
-
-
-def job(name, labels=None):
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "labels": labels or {}},
-        "spec": {
-            "template": {
-                "spec": {"restartPolicy": "Never", "containers": [{"name": "w", "image": "i:1"}]}
-            }
-        },
-    }
-
-
-def raw(response) -> dict:
-    return json.loads(response.data)
 
 
 def test_create_sets_uid_timestamp_and_increasing_resource_versions(kube):
@@ -212,89 +182,6 @@ def test_delete_preconditions(kube):
     )
 
 
-def read_watch(response, count, timeout=5.0):
-    events, deadline = [], time.monotonic() + timeout
-    buffer = b""
-    while len(events) < count and time.monotonic() < deadline:
-        try:
-            chunk = response.read1(65536) if hasattr(response, "read1") else response.read(1)
-        except ProtocolError:  # the stream was cut: what arrived before still counts
-            break
-        if not chunk:
-            break
-        buffer += chunk
-        while b"\n" in buffer:
-            line, buffer = buffer.split(b"\n", 1)
-            if line.strip():
-                events.append(json.loads(line))
-    return events
-
-
-def test_watch_from_a_resource_version_sees_added_modified_deleted(kube):
-    first = raw(
-        kube.core.create_namespaced_config_map(NS, cm("a", {"q": "x"}), _preload_content=False)
-    )
-    rv = first["metadata"]["resourceVersion"]
-    stream = kube.core.list_namespaced_config_map(
-        NS,
-        label_selector="q=x",
-        watch=True,
-        resource_version=rv,
-        timeout_seconds=5,
-        _preload_content=False,
-    )
-
-    def changes():
-        kube.core.create_namespaced_config_map(NS, cm("b", {"q": "x"}))
-        kube.core.create_namespaced_config_map(NS, cm("other", {"q": "y"}))
-        kube.core.patch_namespaced_config_map("b", NS, {"data": {"k": "2"}})
-        kube.core.delete_namespaced_config_map("b", NS)
-
-    writer = threading.Thread(target=changes)
-    writer.start()
-    events = read_watch(stream, 3)
-    stream.release_conn()
-    writer.join(30)
-    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
-        ("ADDED", "b"),
-        ("MODIFIED", "b"),
-        ("DELETED", "b"),
-    ]
-
-
-def test_a_watch_with_a_selector_sees_an_object_arrive_and_leave_as_its_labels_change(kube):
-    """https://kubernetes.io/docs/reference/using-api/api-concepts/#efficient-detection-of-changes:
-    a selector watch reports an object relabelled into the selection as ADDED and one
-    relabelled out of it as DELETED (the manager's informer would otherwise keep a Job that
-    no longer belongs to it)."""
-    first = raw(kube.core.create_namespaced_config_map(NS, cm("a"), _preload_content=False))
-    stream = kube.core.list_namespaced_config_map(
-        NS,
-        label_selector="q=x",
-        watch=True,
-        resource_version=first["metadata"]["resourceVersion"],
-        timeout_seconds=5,
-        _preload_content=False,
-    )
-
-    def changes():
-        kube.core.patch_namespaced_config_map("a", NS, {"metadata": {"labels": {"q": "x"}}})
-        kube.core.patch_namespaced_config_map("a", NS, {"data": {"k": "2"}})
-        kube.core.patch_namespaced_config_map("a", NS, {"metadata": {"labels": {"q": "y"}}})
-        kube.core.patch_namespaced_config_map("a", NS, {"data": {"k": "3"}})  # unseen
-
-    writer = threading.Thread(target=changes)
-    writer.start()
-    events = read_watch(stream, 3)
-    stream.release_conn()
-    writer.join(30)  # its last change made before the server is torn down
-    assert [(e["type"], e["object"]["metadata"]["labels"]["q"]) for e in events] == [
-        ("ADDED", "x"),
-        ("MODIFIED", "x"),
-        ("DELETED", "y"),  # the object as it now is, no longer matching
-    ]
-
-
 def test_a_list_with_a_limit_comes_in_pages_joined_by_continue_tokens(kube):
     """https://kubernetes.io/docs/reference/using-api/api-concepts/#retrieving-large-results-sets-in-chunks:
     `limit` caps a page, `metadata.continue` fetches the next, every page carries the first
@@ -358,16 +245,6 @@ def test_a_job_pod_template_must_not_restart_always_and_replacement_needs_failed
         assert refused.value.status == 422
     replaced["spec"]["podReplacementPolicy"] = "Failed"
     kube.batch.create_namespaced_job(NS, replaced)  # the allowed pair
-
-
-def test_watch_from_a_compacted_resource_version_is_410(kube, apiserver):
-    for i in range(60):  # history is 50 changes
-        kube.core.create_namespaced_config_map(NS, cm(f"c{i}"))
-    stream = kube.core.list_namespaced_config_map(
-        NS, watch=True, resource_version="101", timeout_seconds=2, _preload_content=False
-    )
-    events = read_watch(stream, 1)
-    assert events[0]["type"] == "ERROR" and events[0]["object"]["code"] == 410
 
 
 def test_faults_429_with_retry_after_500_and_a_cut_watch(kube, apiserver):
