@@ -12,8 +12,9 @@ import pytest
 import yaml
 from helm_python import Chart, lint
 
+from tests.support.folders import make_items
+
 from ..e2e.conftest import workqueue
-from ..e2e.test_local_backend import make_items
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "workqueue"
 CRD_FILE = "workqueues.workqueue.dev.yaml"

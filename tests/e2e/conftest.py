@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -126,3 +127,21 @@ def mean_brightness(png: Path, env) -> float:
         env=env,
     ).stdout
     return sum(raw) / len(raw)
+
+
+def ledger_states(state_dir) -> dict[str, str]:
+    with sqlite3.connect(state_dir / "ledger.sqlite3") as db:
+        return dict(db.execute("SELECT name, state FROM items"))
+
+
+def manager_args(source_url, worker, state_dir, *extra, once=True) -> list:
+    """`workqueue manager` arguments for the local backend with `worker` (a path or an object
+    with `.path`)."""
+    worker_path = str(getattr(worker, "path", worker))
+    args = ["manager", "--source", source_url, "--backend", "local"]
+    args += ["--worker-cmd", worker_path, "--state-dir", state_dir]
+    return [*args, *(["--once"] if once else []), *extra]
+
+
+def manager_once(server, worker, state_dir, *extra, env=None, cwd=None):
+    return workqueue(*manager_args(server.url, worker, state_dir, *extra), env=env, cwd=cwd)

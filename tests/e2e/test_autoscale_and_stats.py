@@ -10,9 +10,10 @@ import signal
 
 import requests
 
+from tests.support.folders import make_items
+
 from ..conftest import free_port, wait_until
 from .conftest import spawn_workqueue, workqueue
-from .test_local_backend import make_items
 
 
 def test_autoscaler_scales_up_under_a_backlog_and_reports(

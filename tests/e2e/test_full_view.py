@@ -10,7 +10,9 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import requests
 
-from .test_local_backend import make_items, manager_once
+from tests.support.folders import make_items
+
+from .conftest import manager_once
 
 
 def item_gets(server) -> float:
@@ -65,9 +67,10 @@ class OldAmbassador(BaseHTTPRequestHandler):
 
 
 def test_against_a_source_without_the_full_view_each_item_is_fetched(tmp_path, marker_worker):
-    OldAmbassador.root = str(tmp_path)
-    OldAmbassador.gets = []
-    http = ThreadingHTTPServer(("127.0.0.1", 0), OldAmbassador)
+    class Old(OldAmbassador):  # its own GETs, and the items the class says (never another test's)
+        root, gets = str(tmp_path), []
+
+    http = ThreadingHTTPServer(("127.0.0.1", 0), Old)
     threading.Thread(target=http.serve_forever, daemon=True).start()
     try:
 
@@ -79,4 +82,4 @@ def test_against_a_source_without_the_full_view_each_item_is_fetched(tmp_path, m
         http.shutdown()
     assert r.returncode == 0, r.stderr
     assert sorted(marker_worker.ended()) == ["a.mp4", "b.mp4"]
-    assert sorted(OldAmbassador.gets) == ["a.mp4", "b.mp4"]  # one GET per item
+    assert sorted(Old.gets) == ["a.mp4", "b.mp4"]  # one GET per item

@@ -11,9 +11,9 @@ import pytest
 
 from kube_workqueue.manager.backends.local import integrity
 from kube_workqueue.manager.backends.local.ledger import LedgerBusy, SqliteLedger
+from tests.support.folders import make_items
 
-from .conftest import workqueue
-from .test_local_backend import make_items, manager_once
+from .conftest import manager_once, workqueue
 
 NAMES = [f"clip-{i}.mp4" for i in range(5)]
 

@@ -11,8 +11,8 @@ import kubernetes_validate
 
 from kube_workqueue.manager.backends.kubernetes.manifests import objects as ko
 from tests.e2e.conftest import spawn_workqueue, workqueue
-from tests.e2e.test_local_backend import make_items
 from tests.manager.backends.kubernetes.test_rivals import created_jobs
+from tests.support.folders import make_items
 
 NS = "media"
 VERSIONS = ["1.30.0", kubernetes_validate.latest_version()]

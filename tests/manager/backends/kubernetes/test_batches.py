@@ -9,8 +9,8 @@ from collections import Counter
 from kube_workqueue.manager.backends.kubernetes.manifests import batch_objects as bo
 from kube_workqueue.manager.backends.kubernetes.manifests import objects as ko
 from tests.e2e.conftest import spawn_workqueue, workqueue
-from tests.e2e.test_local_backend import make_items
 from tests.manager.backends.kubernetes.test_backend import validate_all
+from tests.support.folders import make_items
 from tests.support.servers import wait_until
 
 NS = "media"

@@ -11,7 +11,7 @@ import sys
 from kube_workqueue.manager.backends.kubernetes.manifests import objects as ko
 from kube_workqueue.manager.backends.kubernetes.records.record import Entry
 from tests.e2e.conftest import spawn_workqueue, workqueue
-from tests.e2e.test_local_backend import make_items
+from tests.support.folders import make_items
 from tests.support.servers import wait_until
 
 WORKER = """#!{python}

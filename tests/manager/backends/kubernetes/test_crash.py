@@ -15,7 +15,7 @@ from collections import Counter
 import pytest
 
 from tests.e2e.conftest import spawn_workqueue, workqueue
-from tests.e2e.test_local_backend import make_items
+from tests.support.folders import make_items
 from tests.support.servers import wait_until
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from tests.e2e.conftest import workqueue
-from tests.e2e.test_local_backend import make_items
+from tests.support.folders import make_items
 
 
 def test_the_planning_commands_measure_a_kubernetes_queue(

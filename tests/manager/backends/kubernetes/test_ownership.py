@@ -10,7 +10,7 @@ from __future__ import annotations
 import yaml
 
 from tests.e2e.conftest import workqueue
-from tests.e2e.test_local_backend import make_items
+from tests.support.folders import make_items
 
 from .test_workqueue_resource import CRD, NS, P
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from tests.e2e.conftest import spawn_workqueue, workqueue
-from tests.e2e.test_local_backend import make_items
+from tests.support.folders import make_items
 from tests.support.servers import free_port, holding, wait_until
 
 

@@ -9,7 +9,7 @@ import os
 from collections import Counter
 
 from tests.e2e.conftest import spawn_workqueue
-from tests.e2e.test_local_backend import make_items
+from tests.support.folders import make_items
 
 NS = "media"
 

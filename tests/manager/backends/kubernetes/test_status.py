@@ -10,7 +10,7 @@ import signal
 import jsonschema
 
 from tests.e2e.conftest import REPO, spawn_workqueue, workqueue
-from tests.e2e.test_local_backend import make_items
+from tests.support.folders import make_items
 from tests.support.servers import wait_until
 
 SCHEMA = json.loads((REPO / "docs" / "status.schema.json").read_text())
