@@ -16,7 +16,7 @@ import yaml
 from kube_workqueue.manager.runtime import run_options
 from kube_workqueue.manager.runtime.run_options import RUN_OPTIONS, RunOption
 
-from .test_chart import CHART, CRD_FILE, containers, render
+from .rendering import CHART, CRD_FILE, containers, render
 
 SCHEMA = json.loads((CHART / "values.schema.json").read_text())
 VALUES = yaml.safe_load((CHART / "values.yaml").read_text())

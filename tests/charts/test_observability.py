@@ -16,7 +16,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from .test_chart import VERSIONS, by_kind, containers, render
+from .rendering import VERSIONS, by_kind, containers, render
 
 ALL_ON = {
     "serviceMonitor": {"enabled": True},

@@ -10,7 +10,7 @@ import kubernetes_validate
 import pytest
 from helm_python import lint
 
-from .test_chart import CHART, VERSIONS, by_kind, render
+from .rendering import CHART, VERSIONS, by_kind, render
 
 CLUSTER = {"mode": "operator"}
 LISTED = {"mode": "operator", "operator": {"namespaces": ["media", "batch"], "workers": 8}}

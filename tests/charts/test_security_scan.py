@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from .test_chart import EVERYTHING, containers, render
+from .rendering import EVERYTHING, containers, render
 
 REPO = Path(__file__).resolve().parents[2]
 USERS_CHOICE = {

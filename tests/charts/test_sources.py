@@ -10,7 +10,7 @@ from helm_python import lint
 
 from kube_workqueue.ambassador.sources.registry import resolve
 
-from .test_chart import CHART, VERSIONS, by_kind, containers, render
+from .rendering import CHART, VERSIONS, by_kind, containers, render
 
 S3 = {
     "source": {

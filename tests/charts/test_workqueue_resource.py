@@ -14,7 +14,7 @@ from helm_python import lint
 
 from tests.support.apiserver.custom import Definition, apply_defaults
 
-from .test_chart import CHART, VERSIONS, by_kind, containers, render
+from .rendering import CHART, VERSIONS, by_kind, containers, render
 
 CRD = CHART / "crds" / "workqueues.workqueue.dev.yaml"
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "workqueue" / "workqueue.yaml"

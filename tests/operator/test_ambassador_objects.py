@@ -12,7 +12,7 @@ import yaml
 from kube_workqueue.manager.backends.kubernetes.client.api import KubeApi
 from kube_workqueue.manager.operator import ambassador_objects
 from kube_workqueue.manager.operator.queue_spec import Settings, SpecProblem, plan
-from tests.charts.test_chart import VERSIONS
+from tests.charts.rendering import VERSIONS
 from tests.support.apiserver import ApiServer
 
 from .conftest import CRD, NS

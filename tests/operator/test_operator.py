@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.charts.test_chart import by_kind, render
+from tests.charts.rendering import by_kind, render
 from tests.support.servers import wait_until
 
 from .conftest import NS, ROOT, marks

@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 import requests
 
-from tests.charts.test_chart import containers, render
+from tests.charts.rendering import containers, render
 from tests.e2e.conftest import workqueue
 from tests.support.logs import KafkaLog, NatsLog, RedisLog
 from tests.support.servers import free_port, wait_until
