@@ -5,7 +5,8 @@ file exists, logs `done NAME` and exits with the code asked - so a test holds wo
 while it kills a manager, a keeper or a shim, then lets them end when it chooses. `run` is the
 `workqueue run` command over a folder of `items` (suffix `.x`, no settling); `rows` reads what
 the state directory's ledger recorded, `status_of` what `workqueue status --json` says, and
-`kill_mid_run` kills a manager (-9) once as many workers as asked have started.
+`kill_mid_run` kills a manager (-9) once as many workers as asked have started;
+`run_on_a_thread` runs one item through a `LocalBackend` directly, on a thread of its own.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from kube_workqueue.manager.backends.local.ledger import SqliteLedger
+from kube_workqueue.manager.ports import Cancel
 from tests.support.servers import wait_until
 
 WORKER = """#!/bin/sh
@@ -81,3 +84,14 @@ def kill_mid_run(folder, state, script, log, started: int):
     wait_until(lambda: len(lines(log)) >= started, timeout=60)
     proc.kill()
     proc.wait(30)
+
+
+def run_on_a_thread(backend, name: str = "a") -> tuple[threading.Thread, list]:
+    """`backend.run` of `name` (attempt 1, its data only its name) started on a thread of its
+    own: the thread, and the list its outcome is appended to when the run returns."""
+    results: list = []
+    thread = threading.Thread(
+        target=lambda: results.append(backend.run(name, {"name": name}, 1, Cancel()))
+    )
+    thread.start()
+    return thread, results

@@ -25,6 +25,7 @@ from tests.support.gated_workers import (
     lines,
     rows,
     run,
+    run_on_a_thread,
     status_of,
     worker,
 )
@@ -165,11 +166,7 @@ def test_a_keeper_killed_under_a_live_manager_costs_its_workers_nothing(tmp_path
     worker's own - not ended, not counted failed."""
     script, log, gate = worker(tmp_path)
     backend = LocalBackend([str(script)], str(tmp_path / "state"))
-    results = []
-    thread = threading.Thread(
-        target=lambda: results.append(backend.run("a", {"name": "a"}, 1, Cancel()))
-    )
-    thread.start()
+    thread, results = run_on_a_thread(backend)
     wait_until(lambda: lines(log) == ["start a"], timeout=30)
     keeper = backend._link.process
     os.kill(keeper, signal.SIGKILL)
@@ -192,11 +189,7 @@ def test_a_spawn_its_keeper_died_before_starting_goes_back_uncounted(tmp_path):
     backend = LocalBackend([str(script)], str(tmp_path / "state"))
     link = backend._keeper()
     os.kill(link.process, signal.SIGSTOP)
-    results = []
-    thread = threading.Thread(
-        target=lambda: results.append(backend.run("a", {"name": "a"}, 1, Cancel()))
-    )
-    thread.start()
+    thread, results = run_on_a_thread(backend)
     try:
         wait_until(lambda: link.running == 1, timeout=30)  # asked, not yet read
         os.kill(link.process, signal.SIGKILL)
@@ -365,11 +358,7 @@ def test_a_worker_started_after_the_stop_had_looked_is_ended_not_awaited(tmp_pat
     backend = LocalBackend([str(script)], str(tmp_path / "state"))
     backend.shutdown(grace=5)  # nothing running: it looked, and left
     backend._stopping.clear()  # as for a run() past its own check of the stop: the race
-    results = []
-    thread = threading.Thread(
-        target=lambda: results.append(backend.run("a", {"name": "a"}, 1, Cancel()))
-    )
-    thread.start()
+    thread, results = run_on_a_thread(backend)
     thread.join(60)  # the gate never opens: an awaited worker would run forever
     try:
         assert not thread.is_alive() and not results[0].succeeded

@@ -10,14 +10,13 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 from kube_workqueue.manager.backends.local import shim
 from kube_workqueue.manager.backends.local.process import LocalBackend
 from kube_workqueue.manager.ports import Cancel
 from tests.support.crash_drive import keepers_of
-from tests.support.gated_workers import items, lines, rows, run, status_of, worker
+from tests.support.gated_workers import items, lines, rows, run, run_on_a_thread, status_of, worker
 from tests.support.servers import wait_until
 
 SHIM_WITHOUT_A_COMMAND = """
@@ -151,11 +150,7 @@ def test_a_shim_killed_under_its_worker_ends_that_worker_alone_and_the_slot_goes
     script, log, gate = worker(tmp_path)
     backend = LocalBackend([str(script)], str(tmp_path / "state"))
     try:
-        results = []
-        thread = threading.Thread(
-            target=lambda: results.append(backend.run("a", {"name": "a"}, 1, Cancel()))
-        )
-        thread.start()
+        thread, results = run_on_a_thread(backend)
         wait_until(lambda: lines(log) == ["start a"], timeout=30)
         keeper = backend._link.process
         (shim_pid,) = shims_of(keeper)
