@@ -264,3 +264,26 @@ def test_a_deltas_changes_take_it_from_one_version_to_the_next():
         got, count = delta_format.applied(before, listed, blob)
         assert got == after
         assert count == 100 + sum(delta_format.effect(e) for e in after.values())
+
+
+def test_a_page_of_data_is_read_through_one_look_at_the_newest_version(published, monkeypatch):
+    """`reader` (how the full view reads a page: `sources.base.ReadsPages`) looks at `current`
+    once and reads every name from the version it found, even one published meanwhile; `get`
+    looks each time (one stat an item made half the CPU of a full listing)."""
+    publisher, worker, _ = published
+    names = [f"n{i:04d}.mp4" for i in range(100)]
+    publisher.write(1, PackedListing.build((n, meta(1)) for n in names))
+    first = [worker.get(n) for n in names]
+    looks: list[str] = []
+    stat = os.stat
+
+    def counted(path, *args, **kwargs):
+        looks.extend([str(path)] if str(path).endswith("current") else [])
+        return stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", counted)
+    read = worker.reader()
+    publisher.write(2, PackedListing.build((n, meta(2, '"b"')) for n in names[1:]))
+    assert [read(n) for n in names] == first and len(looks) == 1
+    assert worker.get(names[0]) is None and worker.get(names[1]) != first[1]
+    assert len(looks) == 3

@@ -47,13 +47,14 @@ import json
 import queue
 import re
 import time
+from collections.abc import Callable
 
 from flask import Blueprint, Response, current_app, request
 from werkzeug.exceptions import BadRequest, NotFound, ServiceUnavailable, TooManyRequests
 from werkzeug.wsgi import wrap_file
 
 from .full_listing import item_list, list_metadata, priorities_of
-from .sources.base import Ranks, ServesPrebuilt, StreamsEvents
+from .sources.base import Ranks, ReadsPages, ServesPrebuilt, StreamsEvents
 from .watch_slots import RETRY_AFTER_SECONDS
 
 bp = Blueprint("items", __name__, url_prefix="/api/v1")
@@ -193,13 +194,19 @@ def _page_at(start: str, limit: int | None) -> tuple[list[str], int, int]:
 def _with_data(names: list[str]) -> list[dict]:
     """`view=full`: each item with its data, as `GET /api/v1/items/<name>` gives it. An item
     whose file went between the listing and its stat is left out (it is gone)."""
-    get = _source().get
+    get = _page_reader(_source())
     out = []
     for name in names:
         data = get(name)
         if data is not None:
             out.append({"name": name, "data": data})
     return out
+
+
+def _page_reader(source) -> Callable[[str], dict | None]:
+    """How one page reads its items' data: through one `reader` where the source has one
+    (`ReadsPages`), else `get`."""
+    return source.reader() if isinstance(source, ReadsPages) else source.get
 
 
 def _full_listing_response() -> Response:
@@ -244,10 +251,11 @@ def _watch(timeout_seconds: int | None, full: bool = False) -> Response:
         raise
     deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
 
-    def line(event: dict, ranks: dict[str, int] | None = None) -> bytes:
-        """`event` as a line; `ranks`: the priorities already looked up (the first burst's)."""
+    def line(event: dict, ranks: dict[str, int] | None = None, get=None) -> bytes:
+        """`event` as a line; `ranks`: the priorities already looked up (the first burst's);
+        `get`: how its data is read (the first burst's, a page at a time: `_page_reader`)."""
         if full and event.get("type") == "ADDED":
-            data = source.get(event["item"])
+            data = (get or source.get)(event["item"])
             if data is not None:
                 event = {**event, "data": data}
         if ranked and event.get("type") == "ADDED":
@@ -274,7 +282,8 @@ def _watch(timeout_seconds: int | None, full: bool = False) -> Response:
                 return
             # the page's priorities in one pass, not one lookup a name
             ranks = source.priorities(names) if ranked else None
-            yield b"".join(line({"type": "ADDED", "item": n}, ranks) for n in names)
+            get = _page_reader(source) if full else None
+            yield b"".join(line({"type": "ADDED", "item": n}, ranks, get) for n in names)
             after = names[-1]
 
     def stream():

@@ -2,12 +2,11 @@
 docstring has the files and the invariants), read as a base and a delta, with the Source
 interface of `sources/base.py`.
 
-Reading: `current` is looked at once a request (one stat); when it names a newer version the
-worker reads that version's delta over the base it already holds, or, when it names another
-base, that base whole - read ahead by a thread of its own once `current` named it as coming -
-then the changes files since (the publisher writes a version's delta whole only now and then). A
-version's listing never changes once read, so a request takes the current one and reads it
-without the lock.
+Reading: `current` is looked at once a request (one stat, a page of items' data too: `reader`).
+When it names a newer version the worker reads that version's delta over the base it holds, or,
+for another base, that base whole (read ahead by a thread once `current` named it as coming),
+then the changes files since. A version's listing never changes once read, so a request takes
+the current one and reads it without the lock.
 
 Watches: a follower thread (every `FOLLOW_SECONDS`, started with the first watch) hands each
 watcher the events from the version it last saw to the newest - the publisher's events files,
@@ -20,10 +19,12 @@ Readiness: the publisher's heartbeat, read at most every `READY_SECONDS`; one ol
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from .publication import (
@@ -189,13 +190,10 @@ class SharedSnapshot:
         with open(os.path.join(self.folder, file_name), "rb") as f:
             raw = f.read()
         raw.decode("utf-8")  # the publisher writes UTF-8: anything else is a torn file
-        metas = b""
-        try:
-            with open(os.path.join(self.folder, "meta-" + file_name.removeprefix("names-")),
-                      "rb") as f:  # fmt: skip
-                metas = f.read()
-        except FileNotFoundError:
-            pass  # a source whose items are described afresh (a folder)
+        metas = b""  # (none: a source whose items are described afresh, a folder)
+        path = os.path.join(self.folder, "meta-" + file_name.removeprefix("names-"))
+        with contextlib.suppress(FileNotFoundError), open(path, "rb") as f:
+            metas = f.read()
         return PackedListing(SortedNames(raw), SortedNames(metas))  # metas: read by index only
 
     def _current(self) -> tuple[PackedListing, int]:
@@ -245,11 +243,13 @@ class SharedSnapshot:
         return out
 
     def get(self, name: str) -> dict[str, Any] | None:
-        listing, _ = self._current()
-        meta = listing.meta(name)
-        if meta is None:
-            return None
-        return self.kind.describe(self.config, name, meta or None)
+        return self.reader()(name)
+
+    def reader(self) -> Callable[[str], dict[str, Any] | None]:
+        """`get` over the version current now: a page of names, one look (`ReadsPages`)."""
+        listing, describe, config = self._current()[0], self.kind.describe, self.config
+        return lambda name: (None if (meta := listing.meta(name)) is None
+                             else describe(config, name, meta or None))  # fmt: skip
 
     def __len__(self) -> int:
         return len(self._listing)

@@ -7,7 +7,8 @@ in-process (`manager/sources/folder.py`) through the same methods.
 
 What only some sources do is declared as protocols of their own, and the code that profits
 from them asks `isinstance`, never an attribute: `ServesPrebuilt` (a gunicorn worker's shared
-snapshot: the listing's JSON and the watch's first lines built once a version), `HoldsPacked`
+snapshot: the listing's JSON and the watch's first lines built once a version; `ReadsPages`, a
+page of its items' data through one look at the newest version), `HoldsPacked`
 (a listed source: the listing already as the publisher writes it), `StreamsEvents` (a watch's
 later events without a copy of the names), `CountsBacklog` (a log's records read and not yet
 served), `Ranks` and `RanksMetas` (priorities). A lister's own (`listers.py`): `Resumes`,
@@ -16,6 +17,7 @@ served), `Ranks` and `RanksMetas` (priorities). A lister's own (`listers.py`): `
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from ..timed_queue import TimedQueue
@@ -67,6 +69,17 @@ class ServesPrebuilt(Protocol):
 
     def subscribe_lines(self) -> tuple[bytes, TimedQueue]:
         """As `subscribe`, with the current names as the stream's ADDED lines."""
+
+
+@runtime_checkable
+class ReadsPages(Protocol):
+    """A source whose `get` first looks for a newer version (`shared_snapshot.SharedSnapshot`:
+    a stat of the publisher's `current`): the full view reads a page of items' data through
+    one `reader`, so the look is paid once a page, not once an item (it was half the CPU of
+    a full listing)."""
+
+    def reader(self) -> Callable[[str], dict[str, Any] | None]:
+        """`get` over the version current now, for the names of one page."""
 
 
 @runtime_checkable
