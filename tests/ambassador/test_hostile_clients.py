@@ -161,3 +161,32 @@ def test_a_watcher_that_never_reads_costs_what_it_read_not_the_folder(tmp_path):
             assert cost < 128, (query, cost)  # (the floor: a thread, its socket, one page)
     finally:
         server.stop()
+
+
+def test_an_unread_watch_stream_holds_half_a_megabyte_queued_not_its_whole_listing(tmp_path):
+    """A watch stream's send buffer is fixed (`watch_slots.bound_send_queue`): left to TCP's
+    autotuning, a client that never read had the whole first listing made and queued for it -
+    2.1 MB of the kernel's memory for this folder's full view (3.9 MB at 20,000 files), which
+    no process's RSS shows, and the CPU of making every line."""
+    from tests.support.abuse import server_send_queue
+
+    for i in range(8_000):
+        (tmp_path / f"clip-{i:06d}.mp4").touch()
+    server = Server(tmp_path, free_port(), ("--workers", "1"))
+    try:
+        server.wait_ready()
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before its window is set
+        s.connect(("127.0.0.1", server.port))
+        s.sendall(b"GET /api/v1/items?watch=true&view=full HTTP/1.1\r\nHost: x\r\n\r\n")
+        looks: list[int | None] = []
+
+        def held_still() -> bool:  # the same count for a second: the server waits on the socket
+            looks.append(server_send_queue(server.port, s))
+            return len(looks) > 10 and looks[-1] is not None and len(set(looks[-11:])) == 1
+
+        wait_until(held_still, timeout=60, interval=0.1)
+        assert 64 * 1024 < looks[-1] <= 1024 * 1024, looks[-1]  # (the kernel doubles 256 KB)
+        s.close()
+    finally:
+        server.stop()

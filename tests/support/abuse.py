@@ -197,3 +197,16 @@ def steady_rss_mb(pid: int, timeout: float = 60.0) -> float:
         if len(last) == 3 and max(last) - min(last) <= 0.01 * max(last):
             return last[-1]
     return looks[-1]
+
+
+def server_send_queue(server_port: int, client: socket.socket) -> int | None:
+    """The bytes the server's end of `client`'s connection holds queued for it, not yet taken
+    by the client (the kernel's `tx_queue`, /proc/net/tcp); None when that socket is gone."""
+    want = (f"{server_port:04X}", f"{client.getsockname()[1]:04X}")
+    with open("/proc/net/tcp", encoding="ascii") as table:
+        for row in table.readlines()[1:]:
+            fields = row.split()
+            local, remote = fields[1].split(":")[1], fields[2].split(":")[1]
+            if (local, remote) == want:
+                return int(fields[4].split(":")[0], 16)
+    return None

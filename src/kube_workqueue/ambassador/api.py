@@ -55,7 +55,7 @@ from werkzeug.wsgi import wrap_file
 
 from .full_listing import item_list, list_metadata, priorities_of
 from .sources.base import Ranks, ReadsPages, ServesPrebuilt, StreamsEvents
-from .watch_slots import RETRY_AFTER_SECONDS
+from .watch_slots import RETRY_AFTER_SECONDS, bound_send_queue
 
 bp = Blueprint("items", __name__, url_prefix="/api/v1")
 
@@ -238,6 +238,7 @@ def _watch(timeout_seconds: int | None, full: bool = False) -> Response:
             f"try again in {RETRY_AFTER_SECONDS} s",
             retry_after=RETRY_AFTER_SECONDS,
         )
+    bound_send_queue(request.environ)  # an unread stream queues 0.5 MB, not its whole listing
     try:
         source = _source()
         ranked = isinstance(source, Ranks) and source.ranks
