@@ -254,3 +254,21 @@ def test_a_lookup_from_a_known_lower_bound_finds_what_a_bisection_finds():
             place = bisect.bisect_left(raw, key)
             assert packed.bisect_left(key) == place
             assert packed.bisect_left(key, rng.randrange(place + 1)) == place
+
+
+def test_metas_asked_in_a_pages_order_or_any_other_read_as_meta_does():
+    """`metas_in_order` (a full view's page: each search starts at the last name's place)
+    answers as `meta` does - for a page's names in their order, for names asked out of order,
+    twice, unlisted, or changed in the delta (came, went, described anew)."""
+    rng = random.Random(13)
+    names = [f"item-{i:05d}.mp4" for i in range(0, 3000, 2)]
+    listing = PackedListing.build((n, f"meta-{n}") for n in names)
+    listing, _, _ = listing.with_changes({"item-00003.mp4": "came", "item-00010.mp4": None,
+                                          "item-00012.mp4": "anew"})  # fmt: skip
+    for _ in range(30):
+        after = rng.choice([None, *rng.sample(names, 3)])
+        page = listing.page(after, rng.choice([1, 32, 1000]))[0]
+        asked = page + rng.sample(page, min(3, len(page)))  # then some of them again
+        asked += [f"item-{rng.randrange(3100):05d}.mp4" for _ in range(5)]  # any, any order
+        meta_of = listing.metas_in_order()
+        assert [meta_of(n) for n in asked] == [listing.meta(n) for n in asked]

@@ -247,9 +247,9 @@ class SharedSnapshot:
 
     def reader(self) -> Callable[[str], dict[str, Any] | None]:
         """`get` over the version current now: a page of names, one look (`ReadsPages`)."""
-        listing, describe, config = self._current()[0], self.kind.describe, self.config
-        return lambda name: (None if (meta := listing.meta(name)) is None
-                             else describe(config, name, meta or None))  # fmt: skip
+        meta_of, describe = self._current()[0].metas_in_order(), self.kind.describe
+        return lambda name: (None if (meta := meta_of(name)) is None
+                             else describe(self.config, name, meta or None))  # fmt: skip
 
     def __len__(self) -> int:
         return len(self._listing)

@@ -130,10 +130,14 @@ class SortedNames:
                 high = mid
         return low
 
-    def index(self, name: str) -> int | None:
-        """Where `name` is, or None."""
+    def index(self, name: str, low: int = 0) -> int | None:
+        """Where `name` is, or None. `low`: names asked in their order pass the place after
+        the last one's (a gallop from there, a look or two, not a search of the whole
+        listing); a name that does not sort after name `low - 1` is searched from the start."""
         key = name.encode("utf-8", "surrogateescape")
-        i = self.bisect_left(key)
+        if low and (low > self._count or self.raw(low - 1) >= key):
+            low = 0
+        i = self.bisect_left(key, low)
         return i if i < self._count and self.raw(i) == key else None
 
     def page(self, after: str | None, limit: int | None) -> tuple[list[str], int]:

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import itertools
 from bisect import bisect_right
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from itertools import accumulate
 
 from ..sorted_names import Joined, SortedNames, names_diff
@@ -119,6 +119,25 @@ class PackedListing:
         if i is None:
             return None
         return self._metas[i] if len(self._metas) else ""  # (names published without metas)
+
+    def metas_in_order(self) -> Callable[[str], str | None]:
+        """`meta`, for names asked in their order (a page's): each search of the base starts
+        at the last name's place, so a page's next name costs a look, not a search (the
+        search was a quarter of a full view's CPU). Any order is still answered right."""
+        place = 0
+
+        def meta(name: str) -> str | None:
+            nonlocal place
+            changed = self._delta.get(name)
+            if changed is not None:
+                return changed[0]
+            i = self._names.index(name, place)
+            if i is None:
+                return None
+            place = i + 1
+            return self._metas[i] if len(self._metas) else ""
+
+        return meta
 
     def page(self, after: str | None, limit: int | None) -> tuple[list[str], int]:
         """Names strictly after `after` (all when None), at most `limit`, and how many remain."""
