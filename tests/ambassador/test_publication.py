@@ -269,7 +269,7 @@ def test_a_deltas_changes_take_it_from_one_version_to_the_next():
 def test_a_page_of_data_is_read_through_one_look_at_the_newest_version(published, monkeypatch):
     """`reader` (how the full view reads a page: `sources.base.ReadsPages`) looks at `current`
     once and reads every name from the version it found, even one published meanwhile; `get`
-    looks each time (one stat an item made half the CPU of a full listing)."""
+    looks each time."""
     publisher, worker, _ = published
     names = [f"n{i:04d}.mp4" for i in range(100)]
     publisher.write(1, PackedListing.build((n, meta(1)) for n in names))
