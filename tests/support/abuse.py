@@ -199,6 +199,30 @@ def steady_rss_mb(pid: int, timeout: float = 60.0) -> float:
     return looks[-1]
 
 
+def unread_stream_queued(port: int, query: str = "watch=true&view=full") -> int:
+    """The bytes the ambassador on `port` holds queued in the kernel for one watch stream
+    whose client never reads, once it holds still (pages queued, then the same count for 11
+    looks: the server waits on the socket) - the one way the bench, the docs and the test
+    measure it."""
+    from .servers import wait_until
+
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before its window is set
+    try:
+        s.connect(("127.0.0.1", port))
+        s.sendall(f"GET /api/v1/items?{query} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        looks: list[int] = []
+
+        def held_still() -> bool:
+            looks.append(server_send_queue(port, s) or 0)
+            return looks[-1] > 64 * 1024 and len(looks) > 10 and len(set(looks[-11:])) == 1
+
+        wait_until(held_still, timeout=60, interval=0.1)
+        return looks[-1]
+    finally:
+        s.close()
+
+
 def server_send_queue(server_port: int, client: socket.socket) -> int | None:
     """The bytes the server's end of `client`'s connection holds queued for it, not yet taken
     by the client (the kernel's `tx_queue`, /proc/net/tcp); None when that socket is gone."""
