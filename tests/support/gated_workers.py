@@ -5,17 +5,20 @@ file exists, logs `done NAME` and exits with the code asked - so a test holds wo
 while it kills a manager, a keeper or a shim, then lets them end when it chooses. `run` is the
 `workqueue run` command over a folder of `items` (suffix `.x`, no settling); `rows` reads what
 the state directory's ledger recorded, `status_of` what `workqueue status --json` says, and
-`kill_mid_run` kills a manager (-9) once as many workers as asked have started;
+`kill_mid_run` kills a manager (-9) once as many workers as asked have started, and
+`manager_again` starts the next one over the same state (as a restart would);
 `run_on_a_thread` runs one item through a `LocalBackend` directly, on a thread of its own.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from kube_workqueue.manager.backends.local.ledger import SqliteLedger
@@ -84,6 +87,20 @@ def kill_mid_run(folder, state, script, log, started: int):
     wait_until(lambda: len(lines(log)) >= started, timeout=60)
     proc.kill()
     proc.wait(30)
+
+
+@contextlib.contextmanager
+def manager_again(command: list[str], state: Path) -> Iterator[subprocess.Popen]:
+    """The manager `command` started over `state` after another died, yielded once it is the
+    one `workqueue status` names (it has taken over what was running); killed at the block's
+    end if it is still running then (the block's duty: `communicate` with it)."""
+    again = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: (status_of(state).get("manager") or {}).get("pid") == again.pid, 30)
+        yield again
+    finally:
+        if again.poll() is None:
+            again.kill()
 
 
 def run_on_a_thread(backend, name: str = "a") -> tuple[threading.Thread, list]:

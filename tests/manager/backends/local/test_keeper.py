@@ -23,6 +23,7 @@ from tests.support.gated_workers import (
     items,
     kill_mid_run,
     lines,
+    manager_again,
     rows,
     run,
     run_on_a_thread,
@@ -56,18 +57,13 @@ def test_a_worker_still_running_is_adopted_shown_running_and_its_failure_retried
     state = tmp_path / "state"
     kill_mid_run(folder, state, script, log, started=1)
     command = run(folder, state, script, "--max-attempts", "2", "--retry-backoff", "0.1s")
-    second = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_until(lambda: (status_of(state).get("manager") or {}).get("pid") == second.pid, 30)
+    with manager_again(command, state) as second:
         body = status_of(state)
         assert body["manager"]["adopted"] == 1
         assert [(i["name"], i["state"]) for i in body["items"]] == [("a.x", "running")]
         assert lines(log) == ["start a.x"]  # adopted, not started again
         gate.touch()
         out, err = second.communicate(timeout=60)
-    finally:
-        if second.poll() is None:
-            second.kill()
     assert second.returncode == 1, err
     # the adopted attempt failed (exit 3) and counted; the retry was attempt 2
     assert lines(log) == ["start a.x", "done a.x", "start a.x", "done a.x"]

@@ -16,7 +16,16 @@ from kube_workqueue.manager.backends.local import shim
 from kube_workqueue.manager.backends.local.process import LocalBackend
 from kube_workqueue.manager.ports import Cancel
 from tests.support.crash_drive import keepers_of
-from tests.support.gated_workers import items, lines, rows, run, run_on_a_thread, status_of, worker
+from tests.support.gated_workers import (
+    items,
+    lines,
+    manager_again,
+    rows,
+    run,
+    run_on_a_thread,
+    status_of,
+    worker,
+)
 from tests.support.servers import wait_until
 
 SHIM_WITHOUT_A_COMMAND = """
@@ -89,16 +98,11 @@ def test_a_worker_still_running_after_its_keeper_and_manager_died_is_watched(tmp
     state = tmp_path / "state"
     kill_both_mid_run(folder, state, script, log, started=1)
     command = run(folder, state, script, "--max-attempts", "1")
-    second = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_until(lambda: (status_of(state).get("manager") or {}).get("pid") == second.pid, 30)
+    with manager_again(command, state) as second:
         assert [(i["name"], i["state"]) for i in status_of(state)["items"]] == [("a.x", "running")]
         assert lines(log) == ["start a.x"]  # watched, not started again
         gate.touch()
         out, err = second.communicate(timeout=60)
-    finally:
-        if second.poll() is None:
-            second.kill()
     assert second.returncode == 1, err  # its own failure (exit 3), as its shim saw it
     assert lines(log) == ["start a.x", "done a.x"]
     assert rows(state) == {"a.x": ("failed", 1, 3)}
