@@ -115,10 +115,15 @@ class PackedListing:
         return self._base_meta(name)
 
     def _base_meta(self, name: str) -> str | None:
-        i = self._names.index(name)
+        return self._base_meta_from(name, 0)[0]
+
+    def _base_meta_from(self, name: str, low: int) -> tuple[str | None, int]:
+        """The base's meta of `name` (None: not in the base), its search begun at `low`
+        (`SortedNames.index`), and where the next name in order may begin its own."""
+        i = self._names.index(name, low)
         if i is None:
-            return None
-        return self._metas[i] if len(self._metas) else ""  # (names published without metas)
+            return None, low
+        return (self._metas[i] if len(self._metas) else ""), i + 1  # ("": published without)
 
     def metas_in_order(self) -> Callable[[str], str | None]:
         """`meta`, for names asked in their order (a page's): each search of the base starts
@@ -131,11 +136,8 @@ class PackedListing:
             changed = self._delta.get(name)
             if changed is not None:
                 return changed[0]
-            i = self._names.index(name, place)
-            if i is None:
-                return None
-            place = i + 1
-            return self._metas[i] if len(self._metas) else ""
+            found, place = self._base_meta_from(name, place)
+            return found
 
         return meta
 
