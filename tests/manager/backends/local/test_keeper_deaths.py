@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
+from kube_workqueue.manager.backends.local import keeper_protocol as wire
 from kube_workqueue.manager.backends.local import shim
+from kube_workqueue.manager.backends.local.kept import KeeperLink
 from kube_workqueue.manager.backends.local.process import LocalBackend
 from kube_workqueue.manager.ports import Cancel
 from tests.support.crash_drive import keepers_of
@@ -201,3 +204,48 @@ def test_what_a_worker_leaves_running_is_ended_before_the_slot_s_next_worker(tmp
     finally:
         backend.shutdown(1)
         backend.close()
+
+
+def test_a_worker_that_ends_before_the_adopting_manager_asks_is_in_the_keeper_s_answer(
+    tmp_path, monkeypatch
+):
+    """The keeper takes a later manager's connection, a worker ends, then the manager asks
+    what runs: the end belongs in the answer. Sent on its own before it, it was read as the
+    answer and the manager died of it (KeyError 'running', once in CI)."""
+    script, log, gate = worker(tmp_path)
+    backend = LocalBackend([str(script)], str(tmp_path / "state"))
+    thread, first = run_on_a_thread(backend)
+    wait_until(lambda: lines(log) == ["start a"], timeout=30)
+    link = backend._link
+    link.conn.shutdown(socket.SHUT_RDWR)  # as if its manager had died
+    thread.join(30)
+    keepers = tmp_path / "state" / "keepers"
+    journal = keepers / f"{link.keeper_id}.journal"
+    sockets_before = sockets_of(link.process)
+    send = KeeperLink._send
+
+    def end_then_ask(self, message):
+        if message.get("op") == wire.ADOPT:
+            wait_until(lambda: sockets_of(link.process) - sockets_before, 30)  # taken
+            gate.touch()
+            wait_until(lambda: b'{"end":' in journal.read_bytes(), 30)
+        return send(self, message)
+
+    monkeypatch.setattr(KeeperLink, "_send", end_then_ask)
+    other, running, ended = KeeperLink.adopt(str(keepers), link.keeper_id)
+    assert running == [] and [end["code"] for end in ended] == [0]
+    assert lines(log) == ["start a", "done a"]
+    other.close(wait=0)
+
+
+def sockets_of(pid: int) -> set[str]:
+    """The sockets process `pid` holds open, by inode."""
+    held = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:  # closed meanwhile
+            continue
+        if target.startswith("socket:"):
+            held.add(target)
+    return held

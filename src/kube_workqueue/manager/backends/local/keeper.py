@@ -114,6 +114,11 @@ class Keeper(ShimSlots):
         self.leftovers: dict[int, tuple[float, dict]] = {}  # pid -> (SIGKILL at, end record)
         self.unacked: dict[int, dict] = {}  # id -> end record the manager has not recorded
         self.conn: socket.socket | None = owner
+        # Invariant: False from a later manager's connect until its `adopt` is answered.
+        # Nothing is sent to it before: the answer must be the first line it reads, and an
+        # end meanwhile is in `unacked`, so in the answer (sent alone before it, it was read
+        # as the answer).
+        self.asked = True
         self.buffer = pending
         self.bye = False
         # A manager on a shared ledger (`manager.fleet`): its workers end with it. Its claims
@@ -173,7 +178,7 @@ class Keeper(ShimSlots):
         self._send_line(wire.line(message))
 
     def _send_line(self, line: bytes) -> None:
-        if self.conn is None:
+        if self.conn is None or not self.asked:
             return
         try:
             self.conn.sendall(line)
@@ -225,6 +230,7 @@ class Keeper(ShimSlots):
         elif op == wire.ADOPT:  # a later manager: what still runs; ends come as they happen
             running = list(self.children.values())
             ended = list(self.unacked.values()) + [e for _, e in self.leftovers.values()]
+            self.asked = True
             self._send(wire.Children(op=wire.CHILDREN, running=running, ended=ended))
         elif op == wire.BYE:
             self._acked(message.get("ack", []))
@@ -308,7 +314,7 @@ class Keeper(ShimSlots):
                     conn, _ = self.listener.accept()
                     self._drain_conn()  # what the last manager sent before it died counts
                     self._drop_conn()  # one manager at a time: the newest
-                    self.conn = conn
+                    self.conn, self.asked = conn, False
                     self.poller.register(conn.fileno(), select.EPOLLIN)
                 elif fd in self.by_fd:  # a slot's shim: a worker's end
                     self._heard(self.by_fd[fd])
