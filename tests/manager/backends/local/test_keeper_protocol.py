@@ -1,14 +1,20 @@
 """The keeper's protocol (`keeper_protocol.py`): every message the manager and the keeper build
 is one of its records with exactly that record's fields (a TypedDict checks nothing at run
-time, so this does), and a journal reads back as the keeper wrote it."""
+time, so this does), a journal reads back as the keeper wrote it, and the manager's side reads
+the keeper's answer to `adopt` as the answer and the end that comes with it as an end."""
 
 from __future__ import annotations
 
 import ast
 import json
+import socket
+import threading
 from pathlib import Path
 
+import pytest
+
 from kube_workqueue.manager.backends.local import keeper_protocol as wire
+from kube_workqueue.manager.backends.local.kept import KeeperLink
 
 LOCAL = Path(wire.__file__).parent
 
@@ -66,3 +72,49 @@ def test_a_journal_reads_back_without_what_was_acknowledged_or_torn(tmp_path):
 def test_a_request_carries_a_name_the_file_system_gave_as_bytes():
     name = b"caf\xe9.mp4".decode("utf-8", "surrogateescape")
     assert b"caf\xe9.mp4" in wire.request_line({"op": wire.SPAWN, "name": name})
+
+
+def test_an_end_read_with_the_adopt_answer_is_heard_without_another_message(tmp_path):
+    """A worker that ends just after the keeper answers `adopt` may arrive in the same read as
+    the answer. The link's reader must take it from what was already read, not wait for more
+    from a keeper that has nothing more to say (the adopted worker was never heard to end)."""
+    ours, keepers_side = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    link = KeeperLink(ours, str(tmp_path), "k1")
+    running = [{"id": 7, "name": "a", "attempt": 1, "began": 1.0}]
+    end = {"id": 7, "code": 3}
+    keepers_side.sendall(
+        wire.line({"op": wire.CHILDREN, "running": running, "ended": []})
+        + wire.line({"op": wire.ENDED, "end": end})
+    )
+    try:
+        answer = link._read_reply()
+        assert answer["op"] == wire.CHILDREN
+        child = link._adopt_children(answer["running"])[7]
+        link._start_reader()
+        assert child.wait(30) == 3
+    finally:
+        keepers_side.close()
+        ours.close()
+
+
+def test_a_keeper_whose_first_word_is_not_its_answer_is_not_adopted(tmp_path):
+    """Anything but the answer first is refused as an OSError - the survey asks again (a new
+    connection) instead of the manager dying of a KeyError at start, as it once did in CI."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(tmp_path / "k1.sock"))
+    listener.listen(1)
+
+    def end_first():
+        conn, _ = listener.accept()
+        conn.recv(65536)  # the adopt
+        conn.sendall(wire.line({"op": wire.ENDED, "end": {"id": 1, "code": 0}}))
+        conn.close()
+
+    keeper = threading.Thread(target=end_first)
+    keeper.start()
+    try:
+        with pytest.raises(OSError, match="answered 'ended'"):
+            KeeperLink.adopt(str(tmp_path), "k1")
+    finally:
+        keeper.join(30)
+        listener.close()

@@ -162,13 +162,24 @@ class KeeperLink:
         link._send(wire.Adopt(op=wire.ADOPT))
         reply = link._read_reply()
         conn.settimeout(None)
-        for record in reply["running"]:
-            child = KeptChild(link, record["id"], record["began"])
-            with link._lock:
-                link._children[record["id"]] = child
-            link._adopted[record["id"]] = child
+        if reply.get("op") != wire.CHILDREN:  # (the keeper answers before it says anything)
+            conn.close()
+            raise OSError(
+                errno.EPROTO, f"the workers' keeper {keeper_id} answered {reply.get('op')!r}"
+            )
+        link._adopt_children(reply["running"])
         link._start_reader()
         return link, reply["running"], reply["ended"]
+
+    def _adopt_children(self, running: list[dict]) -> dict[int, KeptChild]:
+        """A child for each start record the keeper named running (before the reader starts:
+        an end it reads next must find its child)."""
+        for record in running:
+            child = KeptChild(self, record["id"], record["began"])
+            with self._lock:
+                self._children[record["id"]] = child
+            self._adopted[record["id"]] = child
+        return self._adopted
 
     def _read_reply(self) -> dict:
         while b"\n" not in self._buffer:
@@ -282,13 +293,8 @@ class KeeperLink:
     def _read(self) -> None:
         try:
             while True:
-                try:
-                    chunk = self.conn.recv(65536)
-                except OSError:
-                    chunk = b""
-                if not chunk:
-                    break
-                self._buffer += chunk
+                # what came with the first answer first: an end in the same read as `adopt`'s
+                # answer is already in the buffer, and the keeper may say nothing more
                 *lines, self._buffer = self._buffer.split(b"\n")
                 for line in lines:
                     message = json.loads(line)
@@ -298,6 +304,13 @@ class KeeperLink:
                             child = self._children.pop(end["id"], None)
                         if child is not None:
                             child._end(end)
+                try:
+                    chunk = self.conn.recv(65536)
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    break
+                self._buffer += chunk
         finally:
             self._lost()
 
