@@ -147,7 +147,8 @@ class KeeperLink:
     @classmethod
     def adopt(cls, keepers_dir: str, keeper_id: str) -> tuple[KeeperLink, list[dict], list[dict]]:
         """Connect to a live keeper a manager that died left: (the link, the start records of
-        the workers it still runs, the ends it holds unrecorded). `OSError` if it is gone."""
+        the workers it still runs, the ends it holds unrecorded). `OSError` (`ValueError`: not a
+        line of JSON) if it is gone or does not answer first; the connection is closed then."""
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         dir_fd = os.open(keepers_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:  # through the folder's descriptor: a socket's path is limited to 108 bytes
@@ -159,14 +160,17 @@ class KeeperLink:
         finally:
             os.close(dir_fd)
         link = cls(conn, keepers_dir, keeper_id)
-        link._send(wire.Adopt(op=wire.ADOPT))
-        reply = link._read_reply()
-        conn.settimeout(None)
-        if reply.get("op") != wire.CHILDREN:  # (the keeper answers before it says anything)
+        try:
+            link._send(wire.Adopt(op=wire.ADOPT))
+            reply = link._read_reply()
+            if reply.get("op") != wire.CHILDREN:  # (the keeper answers before anything else)
+                raise OSError(
+                    errno.EPROTO, f"the workers' keeper {keeper_id} answered {reply.get('op')!r}"
+                )
+        except (OSError, ValueError):  # not adopted: the survey asks again, on a new connection
             conn.close()
-            raise OSError(
-                errno.EPROTO, f"the workers' keeper {keeper_id} answered {reply.get('op')!r}"
-            )
+            raise
+        conn.settimeout(None)
         link._adopt_children(reply["running"])
         link._start_reader()
         return link, reply["running"], reply["ended"]
