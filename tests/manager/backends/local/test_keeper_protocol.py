@@ -89,9 +89,9 @@ def test_an_end_read_with_the_adopt_answer_is_heard_without_another_message(tmp_
     try:
         answer = link._read_reply()
         assert answer["op"] == wire.CHILDREN
-        child = link._adopt_children(answer["running"])[7]
+        link._adopt_children(answer["running"])
         link._start_reader()
-        assert child.wait(30) == 3
+        assert link.child(7).wait(30) == 3
     finally:
         keepers_side.close()
         ours.close()

@@ -175,15 +175,14 @@ class KeeperLink:
         link._start_reader()
         return link, reply["running"], reply["ended"]
 
-    def _adopt_children(self, running: list[dict]) -> dict[int, KeptChild]:
+    def _adopt_children(self, running: list[dict]) -> None:
         """A child for each start record the keeper named running (before the reader starts:
-        an end it reads next must find its child)."""
+        an end it reads next must find its child); `child` finds each."""
         for record in running:
             child = KeptChild(self, record["id"], record["began"])
             with self._lock:
                 self._children[record["id"]] = child
             self._adopted[record["id"]] = child
-        return self._adopted
 
     def _read_reply(self) -> dict:
         while b"\n" not in self._buffer:
