@@ -6,9 +6,11 @@ the keeper's answer to `adopt` as the answer and the end that comes with it as a
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import socket
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -74,47 +76,52 @@ def test_a_request_carries_a_name_the_file_system_gave_as_bytes():
     assert b"caf\xe9.mp4" in wire.request_line({"op": wire.SPAWN, "name": name})
 
 
+@contextlib.contextmanager
+def keeper_answering(keepers_dir: Path, *messages: dict) -> Iterator[str]:
+    """A stand-in keeper `k1` in `keepers_dir` that reads a manager's `adopt` and says
+    `messages` in one write, then nothing more until the block ends; yields its id."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(keepers_dir / "k1.sock"))
+    listener.listen(1)
+    done = threading.Event()
+
+    def answer():
+        conn, _ = listener.accept()
+        conn.recv(65536)  # the adopt
+        conn.sendall(b"".join(wire.line(message) for message in messages))
+        done.wait(60)
+        conn.close()
+
+    keeper = threading.Thread(target=answer)
+    keeper.start()
+    try:
+        yield "k1"
+    finally:
+        done.set()
+        keeper.join(30)
+        listener.close()
+
+
 def test_an_end_read_with_the_adopt_answer_is_heard_without_another_message(tmp_path):
     """A worker that ends just after the keeper answers `adopt` may arrive in the same read as
     the answer. The link's reader must take it from what was already read, not wait for more
     from a keeper that has nothing more to say (the adopted worker was never heard to end)."""
-    ours, keepers_side = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    link = KeeperLink(ours, str(tmp_path), "k1")
     running = [{"id": 7, "name": "a", "attempt": 1, "began": 1.0}]
-    end = {"id": 7, "code": 3}
-    keepers_side.sendall(
-        wire.line({"op": wire.CHILDREN, "running": running, "ended": []})
-        + wire.line({"op": wire.ENDED, "end": end})
-    )
-    try:
-        answer = link._read_reply()
-        assert answer["op"] == wire.CHILDREN
-        link._adopt_children(answer["running"])
-        link._start_reader()
-        assert link.child(7).wait(30) == 3
-    finally:
-        keepers_side.close()
-        ours.close()
+    answer = {"op": wire.CHILDREN, "running": running, "ended": []}
+    ended = {"op": wire.ENDED, "end": {"id": 7, "code": 3}}
+    with keeper_answering(tmp_path, answer, ended) as keeper_id:
+        link, adopted, _ = KeeperLink.adopt(str(tmp_path), keeper_id)
+        try:
+            assert adopted == running
+            assert link.child(7).wait(30) == 3
+        finally:
+            link.conn.close()
 
 
 def test_a_keeper_whose_first_word_is_not_its_answer_is_not_adopted(tmp_path):
     """Anything but the answer first is refused as an OSError - the survey asks again (a new
     connection) instead of the manager dying of a KeyError at start, as it once did in CI."""
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(tmp_path / "k1.sock"))
-    listener.listen(1)
-
-    def end_first():
-        conn, _ = listener.accept()
-        conn.recv(65536)  # the adopt
-        conn.sendall(wire.line({"op": wire.ENDED, "end": {"id": 1, "code": 0}}))
-        conn.close()
-
-    keeper = threading.Thread(target=end_first)
-    keeper.start()
-    try:
-        with pytest.raises(OSError, match="answered 'ended'"):
-            KeeperLink.adopt(str(tmp_path), "k1")
-    finally:
-        keeper.join(30)
-        listener.close()
+    ended = {"op": wire.ENDED, "end": {"id": 1, "code": 0}}
+    with (keeper_answering(tmp_path, ended) as keeper_id,
+          pytest.raises(OSError, match="answered 'ended'")):  # fmt: skip
+        KeeperLink.adopt(str(tmp_path), keeper_id)

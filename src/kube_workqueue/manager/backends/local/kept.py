@@ -171,18 +171,13 @@ class KeeperLink:
             conn.close()
             raise
         conn.settimeout(None)
-        link._adopt_children(reply["running"])
+        for record in reply["running"]:  # before the reader: an end it reads finds its child
+            child = KeptChild(link, record["id"], record["began"])
+            with link._lock:
+                link._children[record["id"]] = child
+            link._adopted[record["id"]] = child
         link._start_reader()
         return link, reply["running"], reply["ended"]
-
-    def _adopt_children(self, running: list[dict]) -> None:
-        """A child for each start record the keeper named running (before the reader starts:
-        an end it reads next must find its child); `child` finds each."""
-        for record in running:
-            child = KeptChild(self, record["id"], record["began"])
-            with self._lock:
-                self._children[record["id"]] = child
-            self._adopted[record["id"]] = child
 
     def _read_reply(self) -> dict:
         while b"\n" not in self._buffer:
