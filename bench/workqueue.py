@@ -37,6 +37,8 @@ from kube_workqueue.manager.workqueue import (
 class WrappedFifo:
     """A FIFO line strategy in Python methods over a deque: what `ordering.Fifo` was."""
 
+    moves = False  # (the `Order` protocol: a touch never moves a key)
+
     def __init__(self) -> None:
         self._keys: deque = deque()
 
