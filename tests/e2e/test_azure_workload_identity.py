@@ -31,11 +31,26 @@ def pod_env(identity, **changes) -> dict[str, str]:
     return env
 
 
+# what fetch-run-put needs of the pod's identity, and the endpoint's connection string (a
+# credential's variable, though it holds no key here): withheld from workers unless named
+WORKLOAD_IDENTITY = tuple(
+    word
+    for name in (
+        "AZURE_FEDERATED_TOKEN_FILE",
+        "AZURE_CLIENT_ID",
+        "AZURE_TENANT_ID",
+        "AZURE_STORAGE_CONNECTION_STRING",
+    )  # fmt: skip
+    for word in ("--worker-env", name)
+)
+
+
 def run_command(identity, bucket: str, tmp_path) -> tuple:
     azurite = identity.azurite
     return (
         "run", azurite.url(bucket, "in/"), "--suffix", ".txt", "--state-dir", tmp_path / "state",
-        "--", sys.executable, FETCH_RUN_PUT, "--output", azurite.url(bucket, "out/{stem}.up"),
+        *WORKLOAD_IDENTITY, "--", sys.executable, FETCH_RUN_PUT, "--output",
+        azurite.url(bucket, "out/{stem}.up"),
         upper_script(tmp_path),
     )  # fmt: skip
 

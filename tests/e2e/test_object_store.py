@@ -12,6 +12,8 @@ import os
 import subprocess
 import sys
 
+from tests.support.buckets import passed_on
+
 from .conftest import REPO, THUMBNAIL, workqueue
 
 FETCH_RUN_PUT = REPO / "worker-images" / "generic" / "fetch-run-put"
@@ -27,7 +29,7 @@ def test_workqueue_run_thumbnails_a_bucket(tmp_path, s3, sample_videos, ffmpeg_e
     env = dict(ffmpeg_env, **s3.env)
     command = (
         "run", f"s3://{bucket}/in/", "--suffix", ".mp4", "--state-dir", tmp_path / "state",
-        "--max-attempts", "1", "--",
+        "--max-attempts", "1", *passed_on(s3.env), "--",
         sys.executable, FETCH_RUN_PUT, "--output", f"s3://{bucket}/thumbs/{{stem}}.png",
         sys.executable, THUMBNAIL,
     )  # fmt: skip
@@ -95,7 +97,8 @@ def test_workqueue_run_puts_each_object_of_a_bucket_through_its_worker_once(tmp_
     bucket = store.bucket(*(f"in/{n}" for n in names), "in/skip.bin", body=b"hello")
     command = (
         "run", store.url(bucket, "in/"), "--suffix", ".txt", "--state-dir", tmp_path / "state",
-        "--", sys.executable, FETCH_RUN_PUT, "--output", store.url(bucket, "out/{stem}.up"),
+        *passed_on(store.env), "--", sys.executable, FETCH_RUN_PUT, "--output",
+        store.url(bucket, "out/{stem}.up"),
         upper_script(tmp_path),
     )  # fmt: skip
     env = {**os.environ, **store.env}

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 
+from kube_workqueue.ambassador.sources.registry import credential_variables
 from kube_workqueue.safelog.redaction import redact_text, redact_url
 from tests.support.servers import free_port, wait_until
 
@@ -168,7 +169,10 @@ def descendants(pid: int) -> list[int]:
 def test_no_worker_gets_the_managers_secrets(tmp_path, postgres):
     """On a shared ledger every worker's environment lacks the ledger's URL, libpq's
     credentials and the dashboard's token (an item's worker could write the ledger); without
-    one, a user's own PG* settings stay the worker's."""
+    one, a user's own PG* settings stay the worker's. No worker ever gets a source's or a
+    cloud client's credential (every one the registry declares: an item's worker could write
+    to or delete the queue's own source) - but one named by `--worker-env`, and the settings
+    beside them (an endpoint) are the worker's."""
     folder = tmp_path / "items"
     folder.mkdir()
     for i in range(3):
@@ -178,6 +182,8 @@ def test_no_worker_gets_the_managers_secrets(tmp_path, postgres):
     dump.chmod(0o755)
     secrets = {"WORKQUEUE_LEDGER": postgres, "PGPASSWORD": SECRET, "PGUSER": "postgres",
                "WORKQUEUE_UI_TOKEN": "a-long-dashboard-token-1234567890"}  # fmt: skip
+    sources = {name: SECRET for name in credential_variables()}
+    secrets.update(sources, AWS_ENDPOINT_URL="http://127.0.0.1:9/")  # (a setting: passed on)
     for shared in (True, False):
         envs = tmp_path / f"env-{shared}"
         envs.mkdir()
@@ -195,18 +201,23 @@ def test_no_worker_gets_the_managers_secrets(tmp_path, postgres):
             "0",
             "--state-dir",
             tmp_path / f"state-{shared}",
+            *([] if shared else ["--worker-env", "AZURE_STORAGE_CONNECTION_STRING"]),
             "--",
             dump,
             env=env,
         )
         assert ran.returncode == 0, ran.stderr
+        assert "REDIS_PASSWORD" in ran.stderr and SECRET not in ran.stderr  # said, by name
         seen = [p.read_text() for p in envs.iterdir()]
         assert len(seen) == 3
+        passed = set() if shared else {"AZURE_STORAGE_CONNECTION_STRING"}
         for text in seen:
             names = {line.split("=", 1)[0] for line in text.splitlines() if "=" in line}
             assert not names & {"WORKQUEUE_LEDGER", "WORKQUEUE_UI_TOKEN"}, names
             assert ("PGPASSWORD" in names) is not shared and ("PGUSER" in names) is not shared
+            assert names & set(sources) == passed, names & set(sources)
             assert "ENV_DIR" in names and "WORK_ITEM_FILE" in names
+            assert "AWS_ENDPOINT_URL" in names
 
 
 def test_a_variable_in_the_environment_lets_no_secret_in_on_the_command_line(postgres):

@@ -23,6 +23,19 @@ from pathlib import Path
 from .servers import free_port, wait_until
 from .stores import ObjectStore, end
 
+
+def passed_on(env: dict) -> list[str]:
+    """`--worker-env NAME` for each credential in `env` (a store's): what a worker that reads
+    or writes the store itself (fetch-run-put) must be handed by name - the manager withholds
+    every source credential from workers otherwise."""
+    from kube_workqueue.ambassador.sources.registry import credential_variables
+
+    flags: list[str] = []
+    for name in sorted(set(env) & credential_variables()):
+        flags += ["--worker-env", name]
+    return flags
+
+
 ROOT = Path(__file__).resolve().parents[2]
 AZURITE = ROOT / ".venv" / "node" / "node_modules" / ".bin" / "azurite-blob"
 # Azurite's well-known development account (public: Microsoft's docs print it)

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..ambassador.sources.registry import credential_variables
 from . import backends
 from .errors import UserError
 from .fleet.options import NamesALedger
@@ -79,7 +80,7 @@ def assemble(
         registry = CollectorRegistry()
     seeds = ManagerSeeds(
         registry, options.parallelism, options.max_attempts,
-        (options.retry_backoff, options.retry_backoff_cap),
+        (options.retry_backoff, options.retry_backoff_cap), credential_variables(),
     )  # fmt: skip
     package = backends.load(backend_name)
     # a fleet's ledger, in place of the backend's own

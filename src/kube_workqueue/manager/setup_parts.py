@@ -19,7 +19,8 @@ from .ports import Backend, Elector, Ledger
 @dataclass(frozen=True)
 class ManagerSeeds:
     """What a backend may read of the manager it is set up for (`BackendPackage.setup`): where
-    its metrics go (None: nowhere), its parallelism at start, its attempts per item. A backend
+    its metrics go (None: nowhere), its parallelism at start, its attempts per item, the
+    credentials its workers must not inherit. A backend
     takes what it needs - the local one none; the cluster's seeds its WorkQueue and sizes its
     connection pool with the parallelism, and gives an Indexed Job's items as many retries."""
 
@@ -27,6 +28,9 @@ class ManagerSeeds:
     parallelism: int = 1
     max_attempts: int = 3
     retry_backoff: tuple[float, float] = (1.0, 300.0)  # a failed item's first wait, and cap
+    # the credentials the queue's sources and cloud clients read from the environment: a
+    # local worker never inherits them (`--worker-env` names one it may have)
+    credentials: frozenset[str] = frozenset()
 
 
 @dataclass

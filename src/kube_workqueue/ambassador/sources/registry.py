@@ -18,9 +18,11 @@ only lists and describes items; everything above it - the one published snapshot
     kafka://host:9092/TOPIC     kafka_topic   a Kafka topic's records, over the same log core
 
 Each is one line of `BUILT_IN` (a `Registered`: its kind, module, schemes, the query key that
-picks it among types of one scheme, and its URL's form), and every help text and error that
-lists the sources is made from those lines (`forms()`): a new scheme is its module, its line
-and its test.
+picks it among types of one scheme, its URL's form, and the environment variables its client
+reads - credentials, which no worker inherits, and settings), and every help text and error
+that lists the sources is made from those lines (`forms()`): a new scheme is its module, its
+line and its test (`tests/architecture/test_credentials.py` fails for a variable read and not
+declared).
 
 A source type (`SourceType`) turns a URL and the common options into an app configuration - a
 flat JSON-able dict, so the snapshot publisher (a process of its own) and every gunicorn worker
@@ -55,18 +57,58 @@ class Registered(NamedTuple):
     schemes: tuple[str, ...]
     form: str  # its URL, as help texts show it
     query_key: str = ""  # among types of one scheme, the one whose URL's query holds this key
+    # the environment variables its client reads: credentials (never a worker's: see
+    # `credential_variables`) and settings (an endpoint, a protocol: nothing to hide)
+    credentials: tuple[str, ...] = ()
+    settings: tuple[str, ...] = ()
 
+
+# What the cloud clients read (boto3, google-cloud-storage, `clouds.azure_client`): a source's
+# and fetch-run-put's, one rule for both
+AWS_CREDENTIALS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                   "AWS_SECURITY_TOKEN", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN")  # fmt: skip
+AWS_SETTINGS = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_DEFAULT_REGION", "AWS_REGION",
+                "AWS_PROFILE", "AWS_EC2_METADATA_DISABLED")  # fmt: skip
+GCP_CREDENTIALS = ("GOOGLE_APPLICATION_CREDENTIALS",)
+GCP_SETTINGS = ("STORAGE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT")
+AZURE_CREDENTIALS = ("AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_KEY",
+                     "AZURE_STORAGE_SAS_TOKEN", "AZURE_FEDERATED_TOKEN_FILE", "AZURE_CLIENT_ID",
+                     "AZURE_TENANT_ID")  # fmt: skip
+AZURE_SETTINGS = ("AZURE_AUTHORITY_HOST",)
+REDIS_CREDENTIALS = ("REDIS_PASSWORD",)
 
 BUILT_IN = (
     Registered("filesystem", "filesystem", ("file",), "a folder, file:///path"),
-    Registered("s3", "s3", ("s3",), "s3://bucket/prefix/"),
-    Registered("gcs", "gcs", ("gs",), "gs://bucket/prefix/"),
-    Registered("azure", "azure_blob", ("azblob",), "azblob://account/container/prefix/"),
+    Registered(
+        "s3",
+        "s3",
+        ("s3",),
+        "s3://bucket/prefix/",
+        credentials=AWS_CREDENTIALS,
+        settings=AWS_SETTINGS,
+    ),  # fmt: skip
+    Registered(
+        "gcs",
+        "gcs",
+        ("gs",),
+        "gs://bucket/prefix/",
+        credentials=GCP_CREDENTIALS,
+        settings=GCP_SETTINGS,
+    ),  # fmt: skip
+    Registered(
+        "azure",
+        "azure_blob",
+        ("azblob",),
+        "azblob://account/container/prefix/",
+        credentials=AZURE_CREDENTIALS,
+        settings=AZURE_SETTINGS,
+    ),  # fmt: skip
     Registered(
         "redis",
         "redis_set",
         ("redis", "rediss"),
         "redis://host:port/db?set=KEY (or zset=KEY)[&data=HASH]",
+        credentials=REDIS_CREDENTIALS,
     ),  # fmt: skip
     Registered(
         "redis-stream",
@@ -74,10 +116,33 @@ BUILT_IN = (
         ("redis", "rediss"),
         "redis://host:port/db?stream=KEY[&name=FIELD]",
         query_key="stream",
+        credentials=REDIS_CREDENTIALS,
     ),  # fmt: skip
-    Registered("nats", "nats_stream", ("nats",), "nats://host:4222/STREAM[?subject=F][&name=KEY]"),
-    Registered("kafka", "kafka_topic", ("kafka",), "kafka://host:9092/TOPIC[?name=key|FIELD]"),
+    Registered(
+        "nats",
+        "nats_stream",
+        ("nats",),
+        "nats://host:4222/STREAM[?subject=F][&name=KEY]",
+        credentials=("NATS_USER", "NATS_PASSWORD", "NATS_TOKEN"),
+    ),  # fmt: skip
+    Registered(
+        "kafka",
+        "kafka_topic",
+        ("kafka",),
+        "kafka://host:9092/TOPIC[?name=key|FIELD]",
+        credentials=("KAFKA_SASL_USERNAME", "KAFKA_SASL_PASSWORD"),
+        settings=("KAFKA_SASL_MECHANISM", "KAFKA_SECURITY_PROTOCOL"),
+    ),  # fmt: skip
 )
+
+
+def credential_variables() -> frozenset[str]:
+    """Every credential a built-in source's client reads from the environment (each line's
+    `credentials`, the cloud clients' among them): the list no local worker inherits - the
+    manager withholds them, and `--worker-env NAME` passes one on by name
+    (`manager.backends.local.spawn`). A third-party type's client is its author's to keep out
+    of workers' way."""
+    return frozenset(name for entry in BUILT_IN for name in entry.credentials)
 
 
 def forms(*, third_party: bool = True) -> str:

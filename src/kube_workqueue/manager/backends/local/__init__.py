@@ -124,6 +124,15 @@ class LocalOptions:
     needs_from_data: bool = needs_from_data_option()
     prefers: object = prefers_option()
     spill_after: float = spill_after_option()
+    worker_env: list = option(
+        "--worker-env",
+        "pass this variable on to the workers (repeatable): the credentials the queue's own "
+        "parts read (a source's password, a cloud client's key, libpq's on a shared ledger) "
+        "are withheld from them otherwise",
+        repeat=True,
+        metavar="NAME",
+        parse=lambda words: [_passed(word) for word in words],
+    )
 
     @property
     def where(self) -> LocalQueue:
@@ -138,7 +147,9 @@ def setup(options: LocalOptions, seeds: ManagerSeeds) -> Parts:
 
     _check(options)
     ledger = open_ledger(options.state_dir)
-    backend = LocalBackend(options.worker_argv, ledger.state_dir, timeout=options.timeout)
+    backend = LocalBackend(options.worker_argv, ledger.state_dir, timeout=options.timeout,
+                           credentials=seeds.credentials,
+                           passed=tuple(options.worker_env))  # fmt: skip
     try:
         settle_at_start(backend, ledger.state_dir)(ledger)
     except BaseException:
@@ -159,7 +170,7 @@ def fleet_runner(options: LocalOptions, seeds: ManagerSeeds):
     from .fleet import fleet_runner as runner
 
     _check(options)
-    return runner(options, settle_at_start)
+    return runner(options, settle_at_start, seeds.credentials)
 
 
 def settle_at_start(backend, state_dir: str):
@@ -178,9 +189,18 @@ def settle_at_start(backend, state_dir: str):
     return settle
 
 
+def _passed(word: str) -> str:
+    from .spawn import passed_variable
+
+    return passed_variable(word)
+
+
 def _check(options: LocalOptions) -> None:
     if not options.worker_argv:
         raise UserError("--worker-cmd is required with --backend local")
+    for name in options.worker_env:
+        if name not in os.environ:
+            raise UserError(f"--worker-env {name}: {name} is not set in this environment")
 
 
 def queue_ops(queue: LocalQueue):

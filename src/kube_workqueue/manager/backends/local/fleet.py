@@ -46,10 +46,12 @@ def manager_id(state_dir: str) -> str:
     return made
 
 
-def fleet_runner(options, settle_at_start) -> FleetRunner:
+def fleet_runner(options, settle_at_start,
+                 credentials: frozenset[str] = frozenset()) -> FleetRunner:  # fmt: skip
     """The process runner on a shared ledger (`manager.fleet.joining.join` opens the ledger):
     the state directory locked and made when missing, its manager id, and the start hook
-    `settle_at_start(backend, state_dir)` (the one the SQLite ledger's start uses too)."""
+    `settle_at_start(backend, state_dir)` (the one the SQLite ledger's start uses too);
+    `credentials`: what its workers never inherit (`spawn.worker_environment`)."""
     from .ledger_file import lock_state_dir
     from .process import LocalBackend
 
@@ -61,7 +63,12 @@ def fleet_runner(options, settle_at_start) -> FleetRunner:
     try:
         owner = manager_id(state_dir)
         backend = LocalBackend(
-            options.worker_argv, state_dir, timeout=options.timeout, end_with_manager=True
+            options.worker_argv,
+            state_dir,
+            timeout=options.timeout,
+            end_with_manager=True,
+            credentials=credentials,
+            passed=tuple(options.worker_env),
         )
     except BaseException:
         held.close()

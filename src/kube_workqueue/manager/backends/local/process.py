@@ -76,15 +76,20 @@ class LocalBackend:
         timeout: float | None = None,
         env: dict[str, str] | None = None,
         end_with_manager: bool = False,
+        credentials: frozenset[str] = frozenset(),
+        passed: tuple[str, ...] = (),
     ) -> None:
         """`end_with_manager`: the workers end when this manager dies (a shared ledger: its
-        claims run out and the items run elsewhere), instead of waiting for the next one."""
+        claims run out and the items run elsewhere), instead of waiting for the next one.
+        `credentials`: the variables no worker inherits (the sources' and cloud clients'),
+        but for `passed` (`--worker-env`): see `spawn.worker_environment`."""
         if not argv:
             raise ValueError("the worker command is empty")
         self.argv = argv
         self.timeout = timeout
         self.env = env
         self.end_with_manager = end_with_manager
+        self.credentials, self.passed = credentials, passed
         self._spawner: Spawner | None = None  # made at the first run: a missing program fails
         self._link: KeeperLink | None = None  # this manager's keeper, started at the first run
         self._free_slots: list[tuple[int, int]] = []  # item-file slots not in use, open
@@ -228,7 +233,9 @@ class LocalBackend:
                 return self._link
             if self._spawner is None:
                 # (a manager whose workers end with it is one of a fleet: a shared ledger)
-                self._spawner = Spawner(self.argv, self.env, shared_ledger=self.end_with_manager)
+                self._spawner = Spawner(self.argv, self.env, credentials=self.credentials,
+                                        passed=self.passed,
+                                        shared_ledger=self.end_with_manager)  # fmt: skip
             for tries_left in range(KEEPER_TRIES - 1, -1, -1):
                 try:
                     self._link = KeeperLink.start(
