@@ -80,6 +80,21 @@ def test_s3_renders_the_bucket_with_credentials_from_a_secret_or_irsa():
     assert "--settle" not in " ".join(ambassador["args"])
 
 
+def test_an_object_store_s_workers_may_read_the_objects_it_lists_and_no_other_source_s_do():
+    """The manager gives workers the source's prefix (fetch-run-put reads those objects
+    without an --input-url, and no other bucket a record names); a user's own value wins."""
+    for values, listed in ((S3, "s3://media-in/videos/"), (REDIS, None)):
+        found, _ = containers(render(values))
+        args = found["manager"]["args"]
+        told = [a for a in args if a.startswith("--env=WORKQUEUE_SOURCE_OBJECTS=")]
+        assert told == ([f"--env=WORKQUEUE_SOURCE_OBJECTS={listed}"] if listed else []), args
+    own = {**S3, "worker": {"env": {"WORKQUEUE_SOURCE_OBJECTS": "s3://media-in/"}}}
+    args = containers(render(own))[0]["manager"]["args"]
+    assert [a for a in args if "WORKQUEUE_SOURCE_OBJECTS" in a] == [
+        "--env=WORKQUEUE_SOURCE_OBJECTS=s3://media-in/"
+    ]
+
+
 def test_redis_renders_the_set_with_the_password_from_a_secret():
     ambassador, _ = ambassador_of(REDIS)
     args = parsed(ambassador)

@@ -267,6 +267,15 @@ def test_an_item_can_name_no_http_object_outside_the_input_urls(tmp_path, store,
         "another host": ({"url": base.replace("127.0.0.1", "localhost") + "/in/x"}, allowed),
         "a longer path": ({"input": f"{base}/inbox/x"}, ("--input-url", f"{base}/in")),
         "redirected out": ({"url": f"{base}/in/../redirect/internal/secret"}, allowed),
+        # what the check and the fetch could read apart: refused, never guessed at
+        "a user part": ({"url": base.replace("//", "//evil@") + "/in/a%20b.txt"}, allowed),
+        "a tab": ({"url": f"{base}/in/a\tb.txt"}, allowed),
+        "a newline": ({"url": f"{base}/in/a\nb.txt"}, allowed),
+        "a NUL": ({"url": f"{base}/in/a\x00b.txt"}, allowed),
+        "a backslash host": (
+            {"url": base.replace("127.0.0.1", "127.0.0.1\\@x") + "/in/"},
+            allowed,
+        ),  # fmt: skip
     }
     for why, (item, options) in refused.items():
         r = run_with(tmp_path, {"name": "s.txt", **item}, *options, "--output", template, upper)
@@ -326,3 +335,64 @@ def test_the_command_line_is_checked_whole_and_said_in_one_line(tmp_path, store,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert (out / "a.up").read_text() == "ABC"
+
+
+def test_an_item_can_name_no_object_of_a_store_outside_the_input_urls(tmp_path, s3, upper):
+    """A stream record or a Redis member can say `bucket=secret-bucket key=creds.json`: in
+    command-line mode an s3://, gs:// or azblob:// input is fetched only under an --input-url
+    prefix or the queue's own source (`WORKQUEUE_SOURCE_OBJECTS`, which `workqueue run` gives
+    its workers) - refused with one line and exit 2 before any request otherwise (moto's S3
+    here; the other stores' endpoints point at nothing, so only a refusal can answer)."""
+    from kube_workqueue.ambassador.sources.log_records import LogShape, describe
+
+    secret = s3.bucket("creds.json", body=b"the keys")
+    media = s3.bucket("in/a.txt", "inbox/b.txt", body=b"hello")
+    out = tmp_path / "out"
+    template = f"file://{out}/{{stem}}.up"
+    env = {**s3.env, "AWS_EC2_METADATA_DISABLED": "true",
+           "STORAGE_EMULATOR_HOST": "http://127.0.0.1:9",
+           "AZURE_STORAGE_CONNECTION_STRING": "BlobEndpoint=http://127.0.0.1:9/acct"}  # fmt: skip
+
+    def record(**fields):
+        name, meta = LogShape(None).change("1733250000000-0", fields)
+        return describe(name, meta, "jobs")
+
+    def fetched(item, *argv, **more):
+        item_file = tmp_path / "item.json"
+        item_file.write_text(json.dumps(item))
+        return subprocess.run(
+            [str(WORKER), *argv, "--output", template, upper],
+            env={**os.environ, **env, **more, "WORK_ITEM_FILE": str(item_file)},
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+
+    allowed = ("--input-url", f"s3://{media}/in/")
+    stolen = record(bucket=secret, key="creds.json")
+    for why, item, argv, more in (
+        ("no prefix", stolen, (), {}),
+        ("another bucket", stolen, allowed, {}),
+        ("beside the source", stolen, (), {"WORKQUEUE_SOURCE_OBJECTS": f"s3://{media}/in/"}),
+        ("a longer prefix", record(bucket=media, key="inbox/b.txt"), allowed, {}),
+        ("a url field", record(url=f"s3://{secret}/creds.json"), allowed, {}),
+        ("Cloud Storage", record(url="gs://secret/creds.json"), ("--input-url", "gs://media/"), {}),
+        (
+            "Azure",
+            record(url="azblob://acct/secret/creds.json"),
+            ("--input-url", "azblob://acct/media/"),
+            {},
+        ),  # fmt: skip
+        ("a newline in a key", record(bucket=media, key="in/a\n.txt"), allowed, {}),
+    ):
+        r = fetched(item, *argv, **more)
+        assert r.returncode == 2, (why, r.stderr)
+        said = r.stderr.strip().splitlines()
+        assert len(said) == 1 and said[0].startswith("fetch-run-put: "), (why, r.stderr)
+        assert "failed" not in said[0], (why, said)  # refused, never tried
+    assert not out.exists()
+    for why, argv, more in (("an --input-url", allowed, {}),
+                            ("the queue's own source", (),
+                             {"WORKQUEUE_SOURCE_OBJECTS": f"s3://{media}/in/"})):  # fmt: skip
+        r = fetched(record(bucket=media, key="in/a.txt"), *argv, **more)
+        assert r.returncode == 0, (why, r.stderr)
+        assert (out / "1733250000000-0.up").read_bytes() == b"HELLO"
+        (out / "1733250000000-0.up").unlink()

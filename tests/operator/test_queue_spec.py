@@ -32,6 +32,17 @@ def test_a_served_source_gets_an_ambassador_reached_by_the_url_template():
     assert made.ambassador.credentials_secret == "rc" and made.secrets == ("rc",)
 
 
+def test_an_object_store_s_workers_may_read_the_objects_it_lists():
+    """fetch-run-put reads the objects the source lists without an --input-url (and nothing
+    else a record names): the workers are told the prefix, unless the spec says otherwise."""
+    made = plan(queue(source={"url": "s3://incoming/reports/"}), SETTINGS)
+    assert made.kube.pod().env == {"WORKQUEUE_SOURCE_OBJECTS": "s3://incoming/reports/"}
+    own = {"image": "w:1", "env": [{"name": "WORKQUEUE_SOURCE_OBJECTS", "value": "s3://x/"}]}
+    made = plan(queue(source={"url": "s3://incoming/reports/"}, worker=own), SETTINGS)
+    assert made.kube.pod().env == {"WORKQUEUE_SOURCE_OBJECTS": "s3://x/"}
+    assert plan(queue(source={"url": "redis://r:6379/0?set=jobs"}), SETTINGS).kube.pod().env == {}
+
+
 def test_a_folder_on_a_claim_is_mounted_in_the_ambassador_and_the_workers():
     made = plan(queue(source={"volume": {"claimName": "media", "path": "in/", "writable": True},
                               "suffixes": [".mov"]}), SETTINGS)  # fmt: skip

@@ -20,11 +20,15 @@ command line says the rest:
 URL as the name it is: percent-encoded in an http(s):// or file:// template (`clip?a`, `x#1`,
 `a%20b` and `a b` are four outputs, never one), as written in an s3:// key; any other `{...}`
 is refused at once. In this mode the item is data, not a request: it may name a local file (a
-folder's `path`, a `file://` url or input) only under a folder an `--input-root` names, and an
-http(s) object only under a prefix an `--input-url` names - an item can never have another
-local file (`/etc/shadow`, `/proc/self/environ`) or an internal service's answer copied to the
-output; one line, exit 2 (`input_rules.py`). In either mode no link-local address (instance
-metadata) is fetched from or put to, redirects included; a request item is held to the roots
+folder's `path`, a `file://` url or input) only under a folder an `--input-root` names, an
+http(s) object only under a prefix an `--input-url` names, and an object of a store (`s3://`,
+`gs://`, `azblob://`) only under an `--input-url` prefix of its store or the queue's own
+source's (`WORKQUEUE_SOURCE_OBJECTS`) - an item can never have another local file
+(`/etc/shadow`, `/proc/self/environ`), an internal service's answer or another bucket's object
+copied to the output; one line, exit 2, before any request (`input_rules.py`, whose one parser
+the fetch reads too: a user part or a control character in an item's URL is refused). In
+either mode no link-local address (instance metadata) is fetched from or put to, redirects
+included; a request item is held to the roots
 and prefixes too when they are given. Options come in any order, before the script. s3:// goes
 through boto3 with its standard configuration (credentials chain, AWS_PROFILE, web identity /
 IRSA, AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL for MinIO, Ceph, R2); an object key is a name,
@@ -133,13 +137,15 @@ def parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="PREFIX",
-        help="an http(s) URL prefix whose objects an item may name (repeatable)",
+        help="a prefix whose objects an item may name: http(s)://HOST/PATH, s3://BUCKET/PREFIX, "
+        "gs://BUCKET/PREFIX or azblob://ACCOUNT/CONTAINER/PREFIX (repeatable; the queue's own "
+        "object-store source, $WORKQUEUE_SOURCE_OBJECTS, is allowed without one)",
     )
     p.add_argument(
         "--output",
         metavar="TEMPLATE",
-        help="where the result goes: s3://, http(s):// or file:// with {name} or "
-        "{stem} (the item's name, its last part without the suffix)",
+        help="where the result goes: s3://, gs://, azblob://, http(s):// or file:// with "
+        "{name} or {stem} (the item's name, its last part without the suffix)",
     )
     p.add_argument(
         "script",
@@ -178,17 +184,25 @@ def command_line(argv: list[str]) -> argparse.Namespace:
 
 def allowed_input(url: str, args: argparse.Namespace, *, as_object: bool) -> None:
     """One line and exit 2 unless the item may make this worker read `url` (`input_rules`):
-    as the object (command-line mode), or as a request held to the roots and prefixes given."""
-    scheme = scheme_of(url)
+    as the object (command-line mode), or as a request held to the roots and prefixes given.
+    Whatever the mode, a URL the check and the fetch could read differently is refused."""
+    try:
+        found = input_rules.location(url)
+        if found.scheme in cloud_objects.SCHEMES:
+            cloud_objects.parts(url)  # (a key, too: an input is an object, not a prefix)
+    except (ValueError, cloud_objects.Refused) as exc:
+        fail(str(exc), 2)
     restricted = as_object or args.input_root or args.input_url
-    if scheme == "file" and restricted:
+    if not restricted:
+        return
+    if found.scheme == "file":
         refused = input_rules.under_roots(url, args.input_root)
-        if refused:
-            fail(refused, 2)
-    if scheme in ("http", "https") and restricted:
+    elif found.scheme in cloud_objects.SCHEMES:
+        refused = input_rules.under_prefixes(url, args.input_url + input_rules.source_objects())
+    else:
         refused = input_rules.under_prefixes(url, args.input_url)
-        if refused:
-            fail(refused, 2)
+    if refused:
+        fail(refused, 2)
 
 
 def in_template(value: str, template: str) -> str:
@@ -264,6 +278,13 @@ def redirect_refused(url: str, args: argparse.Namespace, as_object: bool) -> str
     return f"a redirect to {url}"
 
 
+def output_location(url: str) -> None:
+    """One line and exit 2 for an output that holds a control character (a tab, a newline,
+    NUL: what one parser drops and another keeps)."""
+    if input_rules.CONTROL.search(url):
+        fail(f"a location must not hold a control character (a tab, a newline, NUL): {url!r}", 2)
+
+
 def main() -> None:
     args = command_line(sys.argv[1:])
     data = request_of(read_item(), args)
@@ -280,6 +301,7 @@ def main() -> None:
             fail(f"{key!r} must be a URL string", 2)
         if key == "output" or inline is None:
             scheme_of(data[key])
+    output_location(data["output"])
     with tempfile.TemporaryDirectory(prefix="fetch-run-put-") as work:
         where = data["input"].rstrip("/")  # an object's key is a name, taken as written
         if inline is not None:

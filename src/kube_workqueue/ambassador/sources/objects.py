@@ -178,6 +178,20 @@ class ObjectStoreType:
         return describe_object(scheme, tag_keys, bucket, prefix, name, meta)
 
 
+def listed_objects(url: str) -> str | None:
+    """`SCHEME://BUCKET/PREFIX/` of an object-store source's URL - the objects it lists, which
+    its workers may read without being told (fetch-run-put's `WORKQUEUE_SOURCE_OBJECTS`) - or
+    None for any other source (and for one this machine has no client library for)."""
+    from .registry import resolve, source_type
+
+    try:
+        kind, config = resolve(url)
+        found = source_type(kind)
+    except (SourceConfigError, ImportError):
+        return None
+    return found.shown(config) if isinstance(found, ObjectStoreType) else None
+
+
 def split_bucket_url(url: str, bucket_names: re.Pattern, said: str) -> tuple[str, str]:
     """(bucket, prefix) of `SCHEME://bucket/prefix/` - the prefix ends with `/` unless empty;
     a bucket `bucket_names` does not match, a query or a fragment: `said` and the URL, one

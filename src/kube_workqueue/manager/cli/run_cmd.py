@@ -68,6 +68,7 @@ def run_folder(args) -> int:
     from ..sources.folder import open_source
 
     where = source_type(spec.kind).shown(spec.config)
+    objects_for_workers(args.dir)
     try:
         source = open_source(spec.config, where)
     except ValueError as exc:
@@ -89,6 +90,21 @@ def run_folder(args) -> int:
         return code
     finally:
         source.stop()
+
+
+def objects_for_workers(url: str) -> None:
+    """An object-store source's prefix in `WORKQUEUE_SOURCE_OBJECTS` (beside any already
+    there), which every worker inherits: fetch-run-put reads the objects the queue lists
+    without an `--input-url`, and nothing else a record or member may name."""
+    import os
+
+    from kube_workqueue.ambassador.sources.objects import listed_objects
+    from kube_workqueue.workers.input_rules import SOURCE_OBJECTS
+
+    listed = listed_objects(url)
+    if listed:
+        given = os.environ.get(SOURCE_OBJECTS, "").split()
+        os.environ[SOURCE_OBJECTS] = " ".join(dict.fromkeys([*given, listed]))
 
 
 def suffix_hint(config: dict, most: int = 10_000) -> str | None:

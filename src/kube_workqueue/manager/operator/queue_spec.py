@@ -216,6 +216,17 @@ def _placement(placement: dict) -> dict[str, Any]:
     return found
 
 
+def _listed_objects(spec: dict) -> str | None:
+    """The objects an object-store source lists (`s3://incoming/reports/`), which its
+    workers may read without an `--input-url`; None for any other source."""
+    url = (spec.get("source") or {}).get("url")
+    if not url:
+        return None
+    from kube_workqueue.ambassador.sources.objects import listed_objects
+
+    return listed_objects(url)
+
+
 def _worker_patch(worker: dict) -> dict | None:
     """The parts of `spec.worker` the pod options have no field for, as a partial pod spec:
     env entries with valueFrom, envFrom, resources - over the given podTemplate."""
@@ -251,6 +262,9 @@ def plan(obj: dict, settings: Settings) -> Plan:
     except UserError as exc:
         raise SpecProblem("InvalidSpec", str(exc)) from None
     env = {e["name"]: e.get("value", "") for e in worker.get("env") or () if "valueFrom" not in e}
+    listed = _listed_objects(spec)
+    if listed and "WORKQUEUE_SOURCE_OBJECTS" not in env:  # what fetch-run-put may read unasked
+        env["WORKQUEUE_SOURCE_OBJECTS"] = listed
     kube = KubeOptions(
         namespace=namespace,
         queue=name,
