@@ -237,6 +237,57 @@ def test_a_statement_timeout_in_the_urls_options_is_never_called_an_outage(postg
         one_line_exit_2(r, "cancelled the ledger's first statement", "statement_timeout")
 
 
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        ("-c%20x", "give -c x without a value"),
+        ("-c%20work_mem%3Dbanana", 'set work_mem to "banana"'),
+        ("-c%20no_such_setting%3D1", "no_such_setting, a setting the server does not know"),
+        ("-c%20default_transaction_read_only%3Dbogus", "takes a Boolean value"),
+    ],
+)
+def test_a_setting_the_server_refuses_is_named_never_an_outage(postgres_server, options, says):
+    """A setting in the URL's options that the server refuses at the connection's start: one
+    line naming it, exit 2 - it was called "does not answer" (exit 3), an outage."""
+    r = in_process("status", "--ledger", postgres_server.database() + f"?options={options}")
+    one_line_exit_2(r, says)
+    assert "does not answer" not in r.stderr
+
+
+def test_a_need_too_long_for_the_ledger_s_index_is_refused_at_start(postgres, tmp_path):
+    """`--needs '*=zone in (z0,…,z999)'` (4.9 KB) passed the start and then failed every write
+    on PostgreSQL's index row limit, said as an outage every 2 s while nothing ran: now one
+    line at start, exit 2, before the database is touched; the same for --prefers, and an
+    error the server gives for what was asked is a refusal, never "does not answer"."""
+    need = "zone in (" + ",".join(f"z{i}" for i in range(1000)) + ")"
+    for flags in (["--needs", f"*={need}"], ["--prefers", need]):
+        r = in_process("run", tmp_path, "--ledger", postgres, *flags, "--", "true")
+        one_line_exit_2(r, "at most 1,024 characters", "2,704 bytes")
+    with psycopg.connect(postgres, autocommit=True) as conn:
+        made = conn.execute("SELECT count(*) FROM information_schema.schemata "
+                            "WHERE schema_name = 'workqueue'").fetchone()[0]  # fmt: skip
+    assert made == 0  # refused before any connection
+
+
+def test_an_answer_about_what_was_asked_is_a_refusal_not_an_outage(postgres):
+    """What the database returns about a statement (a row too large for its index: class 54,
+    which psycopg files under OperationalError) is the ledger refusing it; only a lost or
+    refused connection is "does not answer"."""
+    from kube_workqueue.manager.faults import LEDGER_ERROR, UNREACHABLE
+    from kube_workqueue.manager.fleet.database import fault_of
+
+    with psycopg.connect(postgres, autocommit=True) as conn:
+        conn.execute("CREATE TABLE wide (expr text UNIQUE)")
+        with pytest.raises(psycopg.Error) as refused:
+            conn.execute("INSERT INTO wide VALUES (%s)", (os.urandom(2000).hex(),))
+    assert isinstance(refused.value, psycopg.OperationalError)  # (psycopg's filing of it)
+    fault = fault_of(refused.value, "the ledger")
+    assert fault.kind == LEDGER_ERROR and "does not answer" not in str(fault), fault
+    with pytest.raises(psycopg.OperationalError) as lost:
+        psycopg.connect("postgresql://postgres@127.0.0.1:9/x", connect_timeout=2)
+    assert fault_of(lost.value, "the ledger").kind == UNREACHABLE
+
+
 def test_a_write_that_makes_the_queue_says_so(postgres):
     """`pause` or `scale` on a database (or schema) without a queue makes one - a pause before
     any manager starts is a use - and says so, so a mistyped name is seen; only the first."""

@@ -87,3 +87,40 @@ def test_a_need_from_an_items_data_is_read_as_a_rules_and_what_does_not_parse_is
         assert placement.data_need(unreadable) == UNREADABLE, unreadable
     assert not placement.meets(UNREADABLE)
     assert not Placement([offer("a=b")]).meets(UNREADABLE)  # no offers could meet it
+
+
+def test_what_only_the_whole_list_shows_is_refused_before_anything_runs():
+    """A key offered twice, a glob given twice (the second rule could never apply), a
+    `group:` rule without a glob, more than the ledger keeps: each one line, at start."""
+    from kube_workqueue.manager.placement import MAX_NEED, MAX_OFFERS, need_rules, offers
+
+    with pytest.raises(InputError, match=r"gpu is offered twice \(a100, h100\)"):
+        offers(["gpu=a100", "gpu=h100"])
+    with pytest.raises(InputError, match="at most 64 offers"):
+        offers([f"k{i}=v" for i in range(MAX_OFFERS + 1)])
+    with pytest.raises(InputError, match="'render/\\*' is given twice"):
+        need_rules(["render/*=gpu", "render/*=!spot"])
+    with pytest.raises(InputError, match="group: wants a glob of groups"):
+        need_rules(["group:=gpu"])
+    with pytest.raises(InputError, match="at most 1,024 characters"):
+        parse_need("zone in (" + ",".join(f"z{i}" for i in range(MAX_NEED)) + ")")
+    assert [g for g, _ in need_rules(["a/*=gpu", "group:b=gpu"])] == ["a/*", "group:b"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--prefers", "gpu", "--prefers", "!spot"], "--prefers is given twice"),
+        (["--needs", "group:eu-*=region==eu"], "a group: rule matches an item's group"),
+        (["--needs-from-data"], "--needs-from-data reads a 'needs' field"),
+        (["--offers", "gpu=a100", "--offers", "gpu=h100"], "gpu is offered twice"),
+    ],
+)
+def test_placement_a_folder_could_never_use_is_one_line(tmp_path, argv, said):
+    """On a folder (items without a group or data of their own) a `group:` rule and
+    `--needs-from-data` would match nothing, silently: refused, as a second --prefers is."""
+    from tests.fleet.test_mistakes import in_process
+    from tests.manager.cli.test_user_errors import one_line_exit_2
+
+    ledger = "postgresql://postgres@127.0.0.1:9/never_reached"
+    one_line_exit_2(in_process("run", tmp_path, "--ledger", ledger, *argv, "--", "true"), said)

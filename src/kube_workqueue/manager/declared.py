@@ -49,6 +49,7 @@ def option(
     hidden: bool = False,
     typed: Callable[[Any], None] | None = None,
     requires: str | None = None,
+    once: bool = False,
     chart: str | None = None,
     crd: str | None = None,
     schema: dict | None = None,
@@ -59,7 +60,8 @@ def option(
     `typed(word)` checks a word typed on the command line - not one from the environment -
     and raises `UserError` for what must not be there (a secret `ps` would show). `requires`:
     the name of a field this flag means nothing without (`--lease` without `--ledger`): given
-    alone, it is a `UserError` rather than quietly ignored."""
+    alone, it is a `UserError` rather than quietly ignored. `once`: typed twice, it is a
+    `UserError` rather than the last one taken (a preference given twice: which was meant?)."""
     meta = {
         "flag": flag,
         "help": help,
@@ -70,6 +72,7 @@ def option(
         "hidden": hidden,
         "typed": typed,
         "requires": requires,
+        "once": once,
         "places": {
             place: (path, own or schema)
             for place, path, own in (("chart", chart, chart_schema), ("crd", crd, crd_schema))

@@ -41,7 +41,13 @@ from .priority_rules import unclosed_bracket
 # the need of an item whose data's `needs` does not parse: not the language, so no offers meet
 # it (`Placement.meets`), and what `status` shows as the need it waits for
 UNREADABLE = "(needs in its data that do not parse)"
-MAX_DATA_NEED = 1024  # characters of a data's `needs` read at most
+# A need is held by the shared ledger whole, once, under a unique index (`needs.expr`), whose
+# rows PostgreSQL's B-tree caps at 2,704 bytes: a need of at most this many characters (label
+# characters, one byte each) always fits - `--needs`, `--prefers` and a data's `needs` alike.
+MAX_NEED = 1024
+MAX_DATA_NEED = MAX_NEED  # characters of a data's `needs` read at most
+MAX_OFFERS = 64  # attributes one manager offers (its row's `offers`, matched at every claim)
+MAX_RULES = 256  # --needs rules (each item's name is matched against them in order)
 GROUP_PREFIX = "group:"  # a rule's glob over the item's group (a tenant), not its name
 
 # a label's name (an optional DNS prefix and `/`) and value, as Kubernetes allows them
@@ -137,8 +143,13 @@ def _term(text: str, whole: str) -> Term:
 
 
 def parse_need(text: str) -> Need:
-    """A need (the module docstring); `InputError` when it does not parse or no offers could
-    ever meet it."""
+    """A need (the module docstring); `InputError` when it does not parse, is longer than the
+    shared ledger can index (`MAX_NEED`), or no offers could ever meet it."""
+    if len(text) > MAX_NEED:
+        raise InputError(
+            f"a need is at most {MAX_NEED:,} characters (the shared ledger indexes each need "
+            f"whole, and PostgreSQL's index rows hold 2,704 bytes): this one has {len(text):,}"
+        )
     terms = tuple(sorted({_term(part, text) for part in _split_terms(text)}))
     need = Need(terms)
     if not possible(need):
@@ -166,9 +177,44 @@ def need_rule(text: str) -> tuple[str, Need]:
     glob, sep, need = text.partition("=")
     if not sep or not glob.strip() or not need.strip():
         raise InputError(f"wants GLOB=NEED (for example 'render/*=gpu'): {text!r}")
+    if not glob.strip().removeprefix(GROUP_PREFIX):
+        raise InputError(f"group: wants a glob of groups after it ('group:eu-*=region==eu'): "
+                         f"{text!r}")  # fmt: skip
     if unclosed_bracket(glob):
         raise InputError(f"the glob has a [ that nothing closes: {text!r}")
     return glob.strip(), parse_need(need)
+
+
+def need_rules(words: Iterable[str]) -> list[tuple[str, Need]]:
+    """Every `--needs GLOB=NEED`, and what only the whole list shows: a glob given twice (the
+    second rule could never match: the first wins), more than MAX_RULES rules."""
+    rules = [need_rule(word) for word in words]
+    if len(rules) > MAX_RULES:
+        raise InputError(f"at most {MAX_RULES} need rules, not {len(rules)}")
+    seen: set[str] = set()
+    for glob, _ in rules:
+        if glob in seen:
+            raise InputError(f"the glob {glob!r} is given twice: the first rule that matches "
+                             "wins, so the second would never apply - give it once")  # fmt: skip
+        seen.add(glob)
+    return rules
+
+
+def offers(words: Iterable[str]) -> list[tuple[str, str]]:
+    """Every `--offers KEY=VALUE`, and what only the whole list shows: a key offered twice (a
+    manager offers one value a key: `gpu=a100` and `gpu=h100` would leave one of them unsaid),
+    more than MAX_OFFERS."""
+    found = [offer(word) for word in words]
+    if len(found) > MAX_OFFERS:
+        raise InputError(f"at most {MAX_OFFERS} offers, not {len(found)}")
+    given: dict[str, str] = {}
+    for key, value in found:
+        if key in given:
+            raise InputError(f"{key} is offered twice ({given[key]}, {value}): a manager offers "
+                             "one value a key - run one manager per value, or name the keys "
+                             "apart (gpu.a100=true)")  # fmt: skip
+        given[key] = value
+    return found
 
 
 def offer(text: str) -> tuple[str, str]:

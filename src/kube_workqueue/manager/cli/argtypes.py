@@ -137,7 +137,21 @@ def add_declared(group, cls: type, *, skip: set[str] = frozenset(), seen: set[st
             kwargs.update(action="append", default=[], metavar=meta["metavar"] or placeholder)
         else:
             kwargs["metavar"] = meta["metavar"] or placeholder
+            if meta.get("once"):
+                kwargs["action"] = GivenOnce
         group.add_argument(meta["flag"], **kwargs)
+
+
+class GivenOnce(argparse.Action):
+    """A flag that may be typed once: a second one is argparse's one-line error, exit 2 (a
+    later value silently winning hides which one was meant)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        typed = f"_typed_{self.dest}"
+        if getattr(namespace, typed, False):
+            parser.error(f"{option_string} is given twice: give it once")
+        setattr(namespace, typed, True)
+        setattr(namespace, self.dest, values)
 
 
 def add_row(p, row: run_options.RunOption, **overrides) -> None:

@@ -62,6 +62,7 @@ def run_folder(args) -> int:
     # --cancel-removed: the folder is listed every ~2 s for what left it (in-process: cheap)
     options = manager_options(args, poll_interval=2.0)
     ungrouped(options.tenancy, spec.kind)
+    unplaced(local, options.tenancy, spec.kind)
     from kube_workqueue.ambassador.sources.listers import SourceUnreachable
     from kube_workqueue.ambassador.sources.registry import source_type
 
@@ -133,6 +134,28 @@ def suffix_hint(config: dict, most: int = 10_000) -> str | None:
     asked = ", ".join(suffixes)
     return (f"hint: {root} has {seen:,}{'+' if seen >= most else ''} file(s), none ending with "
             f"{asked}; most end with {common}: give --suffix {common}")  # fmt: skip
+
+
+def unplaced(local: LocalOptions, tenancy, kind: str) -> None:
+    """A `UserError` for placement that could never apply to this source's items: a
+    `group:` need rule without `--group` where items carry no group of their own, or
+    `--needs-from-data` where an item's data cannot say a need (a file's, an object's: what
+    the store lists of it)."""
+    from ..placement import GROUP_PREFIX
+
+    if source_type(kind).data_groups:
+        return
+    by_group = [glob for glob, _ in local.needs if glob.startswith(GROUP_PREFIX)]
+    if by_group and not tenancy.group:
+        raise UserError(
+            f"--needs {by_group[0]}=…: a group: rule matches an item's group, and this "
+            "source's items have none of their own: give --group REGEX, or match names"
+        )
+    if local.needs_from_data:
+        raise UserError(
+            "--needs-from-data reads a 'needs' field of an item's data, and this source's "
+            "items (files, objects) have no such field: give --needs GLOB=NEED rules"
+        )
 
 
 def ungrouped(tenancy, kind: str) -> None:

@@ -12,7 +12,9 @@ dies of an answer:
                                      `StorageFault(LEDGER_READ_ONLY)`
     no room (a full disk or tablespace)   `StorageFault(LEDGER_FULL)`
     no answer (refused, reset, limited, shut down, timed out)   `StorageFault(UNREACHABLE)`
-    anything else it can return      `StorageFault(LEDGER_ERROR)`, logged once in full
+    anything else it can return      `StorageFault(LEDGER_ERROR)` - a refusal, never "does not
+                                     answer" (an index row too large, a permission) -, logged
+                                     once in full
 The manager holds dispatch and probes for every fault (`manager.runtime.fault_hold`).
 
 Every fault is a hold that ends by itself: a session that answered read-only, or with any
@@ -75,7 +77,25 @@ _MISTAKES = (
     (re.compile(r"(server does not support SSL[^\n]*|SSL[^\n]*|[^\n]*certificate[^\n]*)"),
      "SSL: {0} (check sslmode and the certificates)"),
     (re.compile(r"invalid (\w+) value: \"?([^\"\n]*)"), "invalid {0} in the URL: {1}"),
+    # the URL's `options` (`-c NAME=VALUE`), which the server reads at the connection's start
+    (re.compile(r"invalid value for parameter \"([^\"]*)\": \"([^\"]*)\""),
+     "the URL's options set {0} to \"{1}\", which the server refuses"),
+    (re.compile(r"unrecognized configuration parameter \"([^\"]*)\""),
+     "the URL's options set {0}, a setting the server does not know"),
+    (re.compile(r"parameter \"([^\"]*)\" requires an? (\w+) value"),
+     "the URL's options set {0}, which takes a {1} value"),
+    (re.compile(r"-c (\S+) requires a value"),
+     "the URL's options give -c {0} without a value (options=-c NAME=VALUE)"),
+    (re.compile(r"permission denied to set parameter \"([^\"]*)\""),
+     "the user may not set {0} (the URL's options)"),
+    (re.compile(r"parameter \"([^\"]*)\" cannot be (?:changed|set)[^\n]*"),
+     "the URL's options set {0}, which cannot be set for a session"),
+    (re.compile(r"(invalid command-line argument[^\n]*)"), "the URL's options: {0}"),
 )  # fmt: skip
+# what a server says at a connection's start that is a passing state, not the user's settings
+_PASSING = re.compile(r"starting up|shutting down|not yet accepting|in recovery|too many "
+                      r"(clients|connections)|connection slots|administrator command|"
+                      r"terminating connection|not accepting connections")  # fmt: skip
 
 
 def _first_line(exc: BaseException) -> str:
@@ -100,12 +120,18 @@ def not_allowed(exc: BaseException, where: str, schema: str) -> str:
 
 
 def mistake_of(exc: BaseException) -> str | None:
-    """What the user must fix, when a failed connection says it was their settings."""
+    """What the user must fix, when a failed connection says it was their settings: one of
+    `_MISTAKES`, or any other refusal the server gave at the connection's start (`FATAL:`)
+    that is not a passing state (`_PASSING`: starting, too many clients) - the server
+    answered, so it is no outage."""
     text = str(exc)
     for pattern, say in _MISTAKES:
         found = pattern.search(text)
         if found:
             return say.format(*found.groups())
+    refused = re.search(r"FATAL:\s+([^\n]+)", text)
+    if refused and not _PASSING.search(refused.group(1)):
+        return f"the server refused the connection: {refused.group(1).strip()}"
     return None
 
 
@@ -127,6 +153,13 @@ def session_unusable(exc: BaseException) -> bool:
     return state[:2] in _UNUSABLE_CLASSES or state in _UNUSABLE_CODES
 
 
+# SQLSTATE classes of a connection that is lost, refused or ended, or a server out of room for
+# one more session: an outage. Every other answer (a value too large for an index - class 54,
+# which psycopg files under OperationalError too -, bad data, a permission) is the server
+# refusing what was asked: never "does not answer".
+_OUTAGE_CLASSES = ("08", "57", "53")
+
+
 def fault_of(exc: BaseException, where: str) -> StorageFault:
     """The fault a database error is (see the module docstring)."""
     from psycopg import errors
@@ -135,7 +168,10 @@ def fault_of(exc: BaseException, where: str) -> StorageFault:
         return StorageFault(LEDGER_READ_ONLY, where, "")
     if isinstance(exc, errors.DiskFull):
         return StorageFault(LEDGER_FULL, where, _first_line(exc))
-    if isinstance(exc, errors.OperationalError | errors.InterfaceError):
+    state = getattr(exc, "sqlstate", None) or ""
+    if isinstance(exc, errors.OperationalError | errors.InterfaceError) and (
+        not state or state[:2] in _OUTAGE_CLASSES
+    ):  # (no SQLSTATE: the client's own - refused, reset, timed out)
         return StorageFault(UNREACHABLE, where, _first_line(exc))
     return StorageFault(LEDGER_ERROR, where, f"{type(exc).__name__}: {_first_line(exc)}")
 

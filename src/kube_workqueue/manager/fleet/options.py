@@ -18,7 +18,7 @@ from typing import Protocol, runtime_checkable
 from ..declared import option
 from ..durations import parse_duration
 from ..errors import InputError, UserError
-from ..placement import label_key, need_rule, offer, parse_need
+from ..placement import label_key, need_rules, offers, parse_need
 
 DEFAULT_LEASE = 30.0
 
@@ -120,7 +120,7 @@ def offers_option():
         "--offers",
         "with --ledger: what this manager offers, KEY=VALUE (repeatable: gpu=a100, region=eu): "
         "it claims only items whose need these meet",
-        parse=lambda words: [offer(word) for word in words],
+        parse=offers,
         repeat=True,
         metavar="KEY=VALUE",
         requires="ledger",
@@ -146,7 +146,7 @@ def needs_option():
         "with --ledger: items whose name matches GLOB run only on managers whose --offers meet "
         "NEED, a label selector (repeatable, first match wins: 'render/*=gpu', "
         "'eu-*=region==eu', '*=spot!=true')",
-        parse=lambda words: [need_rule(word) for word in words],
+        parse=need_rules,
         repeat=True,
         metavar="GLOB=NEED",
         requires="ledger",
@@ -171,6 +171,7 @@ def prefers_option():
         parse=parse_need,
         metavar="NEED",
         requires="ledger",
+        once=True,
     )
 
 

@@ -194,14 +194,15 @@ def _placement(placement: dict) -> dict[str, Any]:
     --needs-from-data, --prefers, --spill-after (each read by its flag's parser; a list's
     items one by one: a need holds commas)."""
     from ..durations import parse_duration
-    from ..placement import label_key, need_rule, offer, parse_need
+    from ..placement import label_key, need_rules, offers, parse_need
 
     found: dict[str, Any] = {}
-    for key, option, parse in (("offers", "offers", offer), ("needs", "needs", need_rule),
-                               ("nodeLabels", "offers_node_labels", label_key)):  # fmt: skip
+    for key, option, parse in (("offers", "offers", offers), ("needs", "needs", need_rules),
+                               ("nodeLabels", "offers_node_labels",
+                                lambda words: [label_key(word) for word in words])):  # fmt: skip
         words = placement.get(key) or []
         try:
-            found[option] = [parse(word) for word in words]
+            found[option] = parse(words)
         except UserError as exc:
             raise UserError(f"spec.placement.{key}: {exc}") from None
     if placement.get("needsFromData"):
