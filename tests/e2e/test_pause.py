@@ -1,6 +1,7 @@
 """`workqueue pause` / `resume` on the local backend, with real processes: running work
 finishes, nothing new starts, the state survives a restart, and a --once run waits and carries
-on; `retry --failed` / `--matching`."""
+on - or, if nobody resumes, says so and ends after --wait-for; `retry --failed` /
+`--matching`."""
 
 from __future__ import annotations
 
@@ -54,8 +55,19 @@ def counts(state) -> dict:
 def test_pause_while_running_lets_running_work_finish_and_starts_nothing_new(tmp_path):
     videos, state, worker, started, gate = setup(tmp_path, ["a-gate.mp4", "b.mp4", "c.mp4"])
     run = spawn_workqueue(
-        "run", videos, "--state-dir", state, "--parallelism", "1", "--settle", "0", "--", worker
-    )
+        "run",
+        videos,
+        "--state-dir",
+        state,
+        "--parallelism",
+        "1",
+        "--settle",
+        "0",
+        "--wait-for",
+        "10m",
+        "--",
+        worker,
+    )  # fmt: skip  (paused: it waits for the resume)
     try:
         wait_until(lambda: started_names(started) == ["a-gate.mp4"], timeout=30)
         r = workqueue("pause", "--state-dir", state)
@@ -91,8 +103,8 @@ def test_a_paused_queue_stays_paused_across_a_restart_and_a_once_run_waits(tmp_p
     assert workqueue("pause", "--state-dir", state).returncode == 0
     port = free_port()
     run = spawn_workqueue(
-        "run", videos, "--state-dir", state, "--settle", "0", "--metrics-port", port, "--",
-        worker,
+        "run", videos, "--state-dir", state, "--settle", "0", "--metrics-port", port,
+        "--wait-for", "10m", "--", worker,
     )  # fmt: skip
     try:
         # The manager's own word that it holds: both new items in its line, the queue paused
@@ -107,6 +119,25 @@ def test_a_paused_queue_stays_paused_across_a_restart_and_a_once_run_waits(tmp_p
         if run.poll() is None:
             run.kill()
     assert sorted(started_names(started)) == ["a.mp4", "b.mp4", "c.mp4", "d.mp4"]
+
+
+def test_a_once_run_on_a_queue_that_stays_paused_says_so_and_ends(tmp_path):
+    """Paused, and nobody resumes it: the run says why once, and ends after --wait-for with
+    exit 4 (it waited for ever) - what ran before is kept, what waits waits in the ledger."""
+    videos, state, worker, started, gate = setup(tmp_path, ["a.mp4"])
+    assert workqueue("run", videos, "--state-dir", state, "--settle", "0", "--", worker)\
+        .returncode == 0  # fmt: skip
+    (videos / "b.mp4").write_bytes(b"x")
+    assert workqueue("pause", "--state-dir", state).returncode == 0
+    done = workqueue("run", videos, "--state-dir", state, "--settle", "0", "--wait-for", "1s",
+                     "--", worker)  # fmt: skip
+    assert done.returncode == 4, done.stderr
+    assert "2 items: 0 succeeded, 1 already done, 0 failed, 1 not run" in done.stdout
+    assert ("not run: the queue is paused: 1 item waits (`workqueue resume` releases them)"
+            in done.stdout)  # fmt: skip
+    assert done.stderr.count("waiting: the queue is paused") == 1
+    assert started_names(started) == ["a.mp4"]
+    assert counts(state)["pending"] == 1
 
 
 def test_retry_failed_and_matching(tmp_path):
@@ -138,8 +169,19 @@ def test_scale_changes_a_running_local_manager_and_zero_starts_nothing(tmp_path)
     names = [f"{c}-gate.mp4" for c in "abcdef"]
     videos, state, worker, started, gate = setup(tmp_path, names)
     run = spawn_workqueue(
-        "run", videos, "--state-dir", state, "--parallelism", "1", "--settle", "0", "--", worker
-    )
+        "run",
+        videos,
+        "--state-dir",
+        state,
+        "--parallelism",
+        "1",
+        "--settle",
+        "0",
+        "--wait-for",
+        "10m",
+        "--",
+        worker,
+    )  # fmt: skip  (at parallelism 0: it waits for the scale)
     try:
         wait_until(lambda: len(started_names(started)) == 1, timeout=30)
         r = workqueue("scale", "--parallelism", "3", "--state-dir", state)

@@ -30,8 +30,20 @@ def test_an_item_runs_only_where_its_need_is_offered_and_waits_saying_why(
     cpu, gpu = tmp_path / "state-cpu", tmp_path / "state-gpu"
     env = env_with(SLEEP=0.2)
 
-    first = spawn_workqueue(*run_args(items, cpu, postgres, marker_worker, *NEEDS,
-                                      "--offers", "arch=amd64"), env=env)  # fmt: skip
+    first = spawn_workqueue(
+        *run_args(
+            items,
+            cpu,
+            postgres,
+            marker_worker,
+            *NEEDS,
+            "--offers",
+            "arch=amd64",
+            "--wait-for",
+            "10m",
+        ),
+        env=env,
+    )  # fmt: skip  (the gpu manager comes: it waits for it)
     try:
         wait_until(lambda: sorted(marker_worker.ended()) == sorted(plain), timeout=60)
         shown = status_json(postgres)
@@ -187,3 +199,47 @@ def test_needs_from_the_items_data_in_process_and_over_http_a_rule_first(
     assert ran_under(postgres, gpu) >= set(renders)  # what the data pins, on the gpu manager
     assert ran_under(postgres, cpu) >= {"pinned-0"}  # the rule first
     assert "bad-0: its data's needs 'gpu>2' do not parse" in logs
+
+
+def test_a_run_no_live_manager_may_finish_says_why_and_ends(tmp_path, postgres, marker_worker):
+    """Items that need what nobody offers kept `workqueue run` waiting until killed, with one
+    line about items "out of the line": now it says each cause and ends after --wait-for with
+    exit 4, the items left waiting in the ledger (nothing ran, nothing was lost)."""
+    renders = [f"render-{i}.txt" for i in range(3)]
+    items = folder(tmp_path, [*renders, "plain.txt"])
+    done = workqueue(*run_args(items, tmp_path / "state", postgres, marker_worker, *NEEDS,
+                               "--wait-for", "1s"), timeout=120)  # fmt: skip
+    assert done.returncode == 4, (done.stdout, done.stderr)
+    assert "4 items: 1 succeeded, 0 failed, 3 not run (nothing may run them here)" in done.stdout
+    assert "not run: 3 items need gpu, which no live manager offers" in done.stdout
+    assert "the run ends in 1.0 s unless that changes (--wait-for)" in done.stderr
+    assert marker_worker.ended() == ["plain.txt"]
+    assert {name: row[0] for name, row in rows(postgres).items() if name in renders} == \
+        dict.fromkeys(renders, "pending")  # fmt: skip
+
+
+def test_a_live_manager_that_offers_the_need_keeps_a_run_waiting_and_it_says_so(
+    tmp_path, postgres, marker_worker
+):
+    """While another live manager offers what the items left need, a run that cannot run them
+    itself waits however long that takes - past its --wait-for - and says why; it ends when
+    they are done there, exit 0."""
+    renders = [f"render-{i}.txt" for i in range(3)]
+    items = folder(tmp_path, renders)
+    env = env_with(SLEEP=1)
+    gpu = spawn_workqueue(*run_args(items, tmp_path / "gpu", postgres, marker_worker, *NEEDS,
+                                    "--offers", "gpu=a100", "--parallelism", "1"),
+                          env=env)  # fmt: skip
+    try:
+        wait_until(lambda: any(r[0] == "running" for r in rows(postgres).values()), timeout=60)
+        cpu = workqueue(*run_args(items, tmp_path / "cpu", postgres, marker_worker, *NEEDS,
+                                  "--wait-for", "1s"), env=env, timeout=120)  # fmt: skip
+        assert cpu.returncode == 0, (cpu.stdout, cpu.stderr)
+        assert "which another live manager offers: it runs them" in cpu.stderr, cpu.stderr
+        assert "not run" not in cpu.stdout
+        _, err = gpu.communicate(timeout=120)
+        assert gpu.returncode == 0, err
+    finally:
+        if gpu.poll() is None:
+            gpu.kill()
+    assert Counter(marker_worker.ended()) == Counter(renders)  # each once, all on the gpu one

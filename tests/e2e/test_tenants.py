@@ -149,7 +149,8 @@ def test_a_limit_of_zero_holds_a_group_until_scale_frees_it(tmp_path):
     state = tmp_path / "state"
     manager = spawn_workqueue(
         "run", source, "--suffix", ".txt", "--recursive", "--settle", "0", "--state-dir", state,
-        "--group", "^([^/]+)/", "--limit", "api=0", "--parallelism", "4", "--", worker,
+        "--group", "^([^/]+)/", "--limit", "api=0", "--parallelism", "4", "--wait-for", "10m",
+        "--", worker,
     )  # fmt: skip
     try:
 

@@ -103,7 +103,7 @@ def test_on_a_shared_ledger_status_says_what_holds_a_group_and_scale_frees_it(tm
     run = spawn_workqueue(
         "run", source, "--suffix", ".txt", "--recursive", "--settle", "0", "--ledger", postgres,
         "--state-dir", tmp_path / "state", "--parallelism", "4", "--group", "^([^/]+)/",
-        "--limit", "api=0", "--", worker,
+        "--limit", "api=0", "--wait-for", "10m", "--", worker,
     )  # fmt: skip
     try:
 

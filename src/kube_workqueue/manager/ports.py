@@ -363,6 +363,12 @@ class ClaimsWork(Protocol):
         """need -> how many items wait with it while no live manager offers what it needs
         (`manager.placement`; a few seconds old at most)."""
 
+    def needs_left(self, names: list[str]) -> dict[str, tuple[str, str]]:
+        """Of `names`, each that waits with a need or runs elsewhere: (the need, who will run
+        it: "none" - no live manager, "me" - this one, "others" - another live one; ("",
+        "running") - another manager holds it). A `StorageFault` when the database does not
+        answer."""
+
     def release_mine(self, *, keep_running: bool = False) -> None:
         """A stopping manager: its running items back to pending (their attempts not
         counted) unless `keep_running` (its work runs on: a cluster's Jobs), its other

@@ -68,9 +68,13 @@ def _log_tail(path: str | None, lines: int = 5) -> list[str]:
     return [ln for ln in text.splitlines() if ln.strip()][-lines:]
 
 
+CANNOT_FINISH = 4  # the exit code of a run that ended with items nothing may run here
+
+
 def print_summary(report, ledger: Ledger, out=None) -> int:
     """Print what the run did; return the exit code (0 all succeeded - or were cancelled, which
-    is what the source asked for - 1 any failed or was left unfinished)."""
+    is what the source asked for - 1 any failed or was left unfinished, CANNOT_FINISH items
+    were left that nothing may run here: `runtime.cannot_finish`)."""
     out = out or sys.stdout
     if not report.listed:
         print("workqueue: stopped before the source answered: nothing ran", file=out)
@@ -100,7 +104,9 @@ def print_summary(report, ledger: Ledger, out=None) -> int:
         parts.append(f"{len(gone)} gone from the source")
     if cancelled:
         parts.append(f"{len(cancelled)} cancelled (left the source)")
-    if unfinished:
+    if unfinished and report.cannot_run:
+        parts.append(f"{len(unfinished)} not run (nothing may run them here)")
+    elif unfinished:
         parts.append(f"{len(unfinished)} not finished (interrupted)")
     print(
         f"workqueue: {len(report.targets)} items: " + ", ".join(parts) + f" in {took:.1f}s",
@@ -121,8 +127,12 @@ def print_summary(report, ledger: Ledger, out=None) -> int:
         )
         for line in _log_tail(row.log_path if row else None):
             print(f"    | {line}", file=out)
+    for line in report.cannot_run:  # why the rest could not run: one line a cause
+        print(f"not run: {line}", file=out)
     wanted = set(report.targets)
     figures = measure_rows(r for r in ledger.rows() if r.name in wanted)
     if figures is not None:
         print(figures.describe(), file=out)
+    if report.cannot_run:
+        return CANNOT_FINISH
     return 1 if failed or already_failed or unfinished else 0

@@ -210,6 +210,32 @@ class PlacedClaims:
         return (f"CASE WHEN need <= {int(self._needs_seen)} "
                 f"THEN get_bit(B'{''.join(bits)}'::varbit, need) = 1 END")  # fmt: skip
 
+    def needs_left(self, names: list[str]) -> dict[str, tuple[str, str]]:
+        """Of `names`, each that waits with a need or runs elsewhere: (its need, who will run
+        it - "me": this manager, "others": another live one that takes new items and offers
+        it, "none": no live manager; ("", "running") for one another manager holds). Judged
+        now against the live managers' offers, not by the `unmet` mark (which a settling
+        makes up to UNMET_SECONDS late). What a `--once` run asks while it waits
+        (`runtime.cannot_finish`)."""
+        if not names or not self._read_settings()[4]:  # (no need recorded in the queue)
+            return {}
+        rows = self.db.run(placement_sql.NEEDS_LEFT, names=names)
+        if not rows:
+            return {}
+        live = live_offers(self.db, taking=True)
+        found = {}
+        for name, need, owner in rows:
+            if owner is not None:
+                found[name] = ("", "me" if owner == self.owner else "running")
+            elif self.owner in live and _meets(live[self.owner], need):
+                found[name] = (need, "me")
+            elif any(_meets(offers, need) for holder, offers in live.items()
+                     if holder != self.owner):  # fmt: skip
+                found[name] = (need, "others")
+            else:
+                found[name] = (need, "none")
+        return found
+
     def unmet_needs(self) -> dict[str, int]:
         """need -> waiting items with it, for each need no live manager's offers meet (the
         `workqueue_items_unmet` metric); read at most every `UNMET_SECONDS`, and the last

@@ -32,6 +32,16 @@ UNMET = Statement(
     "ORDER BY items.name",
 )
 NEEDS = Statement("needs", "SELECT id, expr FROM needs ORDER BY id")
+# A `--once` run's look at its items left (`runtime.cannot_finish`): of the names given, the
+# ones that wait with a need (the need) and the ones another manager holds (its id). By the
+# primary key: as many rows as the run has items left, at most.
+NEEDS_LEFT = Statement(
+    "needs_left",
+    "SELECT items.name, needs.expr, items.owner FROM items "
+    "LEFT JOIN needs ON needs.id = items.need "
+    "WHERE items.name = ANY(%(names)s) AND items.claimable "
+    "AND (items.owner IS NOT NULL OR items.need IS NOT NULL)",
+)
 # Out of the line and back (`placed.PlacedClaims.settle_unmet`): waiting items of the needs
 # given - the ones no live manager meets, then the ones one does - marked, by the `items_needs`
 # index. Only one manager at a time settles (the lock, tried: a busy one skips its turn).

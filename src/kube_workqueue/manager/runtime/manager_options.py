@@ -45,6 +45,8 @@ class ManagerOptions:
     mass_removal_fraction: float = 0.5
     mass_removal_min: int = 10
     source_timeout: float | None = None  # --once: give up on an unreachable source after this
+    # --once: end a run whose items left none may run here (`cannot_finish`) after this long
+    wait_for: float = 30.0
     # how often what is asked of the queue (its WorkQueue's spec, a pause) is looked at
     follow_interval: float = 0.5
     # look at what is asked when the ledger says it changed (`asked_changed`), not every

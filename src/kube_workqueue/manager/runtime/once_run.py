@@ -3,10 +3,14 @@ each until it has finished - its targets fixed at the first listing (with what a
 keeps and the work it adopted), recorded before anything runs, followed until each is settled,
 and `workqueue retry` heard while it runs.
 
+A run that cannot finish - every item left is one nothing may run here: the queue paused, a
+group held at 0, a need no live manager offers - says why and ends after `--wait-for`, exit 4
+(`cannot_finish`).
+
 `OnceRun` is a part of `runner.Manager`, not a class of its own: the state it reads and writes
-(`_report`, the run's `RunReport` while it runs; `_held_said`, what `_say_when_held` said
-last) is made in `Manager.__init__`, and it drives the same parts the long-running manager
-does (the poller, the intake, the hold, the workers).
+(`_report`, the run's `RunReport` while it runs; `_blocked_by`, its `cannot_finish.Blocked`;
+`_blocked_next`, when it looks again) is made in `Manager.__init__`, and it drives the same
+parts the long-running manager does (the poller, the intake, the hold, the workers).
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ import time
 from collections.abc import Callable
 
 from ..faults import StorageFault
+from ..ports import ClaimsWork
+from .cannot_finish import Blocked, causes
 from .reconciler import Result
 from .run_report import RunReport
 
@@ -70,7 +76,8 @@ class OnceRun:
         for name in report.targets:
             if name not in report.results and name not in self.adoption.names:
                 self.intake.wait(name, now)
-        report.wait_for_all(lambda: self.stop_event.is_set() or self._say_when_held(report))
+        self._blocked_by = Blocked(self.options.wait_for)
+        report.wait_for_all(lambda: self.stop_event.is_set() or self._blocked(report))
         report.interrupted = self.stop_event.is_set()
         report.finished = time.time()
         self.stop_event.set()
@@ -93,33 +100,44 @@ class OnceRun:
                 self.intake.wait(name, now)
             log.info("retry asked while the run runs: %s", ", ".join(names))
 
-    def _say_when_held(self, report: RunReport) -> bool:
-        """Say once (again after it changed) when the run waits only on groups held by a limit
-        of 0 (`--limit GLOB=0`, a per-tenant pause): nothing runs and every target left is in
-        such a group, so only `workqueue scale --limit` (or Ctrl-C) moves it on - rather than
-        wait in silence. Always False: it is `wait_for_all`'s look, never its end."""
-        tenants = self.tenants
-        if tenants is None or self.capacity.in_use or self.adoption.names:
-            self._held_said = None
+    def _blocked(self, report: RunReport) -> bool:
+        """Whether the run ends now because nothing may run what it has left
+        (`cannot_finish`): looked at by the run's wait at most once a second; the lines it
+        ends with go to `report.cannot_run`. Never an end while anything of this manager
+        runs or a look cannot be made (a ledger that does not answer: the hold says so)."""
+        now = time.monotonic()
+        if now < self._blocked_next:
             return False
-        groups: set[str] = set()
-        left = 0
-        for name in report.targets:  # (the first one not held ends the look)
-            if name in report.results:
-                continue
-            group = tenants.group_of(name)
-            if group is None or tenants.gate.rules.of(group)[0] != 0:
-                self._held_said = None
-                return False
-            groups.add(group)
-            left += 1
-        said = (left, tuple(sorted(groups)))
-        if left and said != self._held_said:
-            self._held_said = said
-            log.warning("waiting: the %d item(s) left are in group(s) held by a limit of 0 (%s): "
-                        "`workqueue scale --limit GROUP=N` releases them; Ctrl-C ends the run",
-                        left, ", ".join(said[1]))  # fmt: skip
-        return False
+        self._blocked_next = now + 1.0
+        try:
+            found = self._why_blocked(report)
+        except StorageFault as fault:
+            self.hold.hold_for(fault)
+            found = None
+        ends = self._blocked_by.look(found)
+        if ends is None:
+            return False
+        report.cannot_run = ends
+        return True
+
+    def _why_blocked(self, report: RunReport):
+        """What `cannot_finish.causes` says of the targets left now (None: something runs)."""
+        if self.capacity.in_use or self.adoption.names:
+            return None
+        left = [name for name in report.targets if name not in report.results]
+        if not left:
+            return None
+        tenants = self.tenants
+
+        def held_group(name: str) -> str | None:
+            group = None if tenants is None else tenants.group_of(name)
+            return group if group is not None and tenants.gate.rules.of(group)[0] == 0 else None
+
+        ledger = self.ledger
+        needs = ledger.needs_left(left) if isinstance(ledger, ClaimsWork) else {}
+        return causes(left, paused=self.paused_since is not None,
+                      parallelism=self.capacity.limit, held_group=held_group,
+                      needs=needs)  # fmt: skip
 
     def _take_targets(self, report: RunReport) -> None:
         """A `--once` run's targets recorded, those that need no work noted SKIPPED."""

@@ -296,6 +296,11 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     RunOption("--on-change", choice("ignore", "rerun"), "ignore",
               "a finished item whose version changes (new bytes, a new upload): ignore it "
               "(default) or run it again", field="on_change", crd="onChange"),
+    RunOption("--wait-for", DURATION, 30.0,
+              "--once: when no item left may run here - its need offered by no live manager, "
+              "its group held at 0, the queue paused or at parallelism 0 - end after this long "
+              "(exit 4), saying why; a live manager that will run them keeps the run waiting "
+              "(default 30s)", field="wait_for"),
     RunOption("--cancel-removed", SWITCH, False,
               "an item that leaves the source is cancelled: never started if it waits, ended "
               "if it runs (told only by a newer complete listing or a DELETED event)",

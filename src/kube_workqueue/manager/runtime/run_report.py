@@ -38,6 +38,9 @@ class RunReport:
     finished: float = 0.0
     interrupted: bool = False
     listed: bool = True  # False: stopped before the source answered its first listing
+    # why the run ended with targets left that nothing may run (`cannot_finish`): one line per
+    # cause; empty for a run that ended otherwise
+    cannot_run: list[str] = field(default_factory=list)
     changed: threading.Condition = field(
         default_factory=threading.Condition, repr=False, compare=False
     )

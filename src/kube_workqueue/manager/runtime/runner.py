@@ -80,7 +80,8 @@ class Manager(OnceRun):
         self.stop_event = threading.Event()
         self.tenants: Tenants | None = None  # (`use`, and `use_tenants` while it runs)
         self._report: RunReport | None = None  # a --once run's, while it runs
-        self._held_said: tuple | None = None  # what `_say_when_held` said last
+        self._blocked_by = None  # a `--once` run's look at whether it is blocked (once_run)
+        self._blocked_next = 0.0  # when it looks again (monotonic)
         self._dispatcher: Dispatcher | None = None
         self._stopping = threading.Lock()
         self._stopped = False
