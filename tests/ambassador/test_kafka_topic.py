@@ -11,6 +11,7 @@ from kube_workqueue.ambassador.sources.kafka_client import GROUP_ID, settings
 from kube_workqueue.ambassador.sources.registry import SourceConfigError, resolve
 from tests.ambassador.test_redis_source import opened
 from tests.e2e.conftest import workqueue
+from tests.support.logs import KafkaLog
 from tests.support.servers import free_port, wait_until
 from tests.support.stores import unique
 
@@ -27,12 +28,13 @@ def test_every_partition_is_read_and_every_record_named_by_its_partition_and_off
 ):
     positions = kafka_store.produce(topic, [(f"k{i}", {"n": str(i)}, None) for i in range(12)])
     assert len({p.split("-")[0] for p in positions}) > 1  # the keys spread over partitions
+    name = KafkaLog.of(kafka_store, topic).name  # a position, within the topic's id
     source = opened(f"{kafka_store.url}/{topic}")
     try:
-        assert source.page(None, None)[0] == sorted(positions)  # a partition's in log order
-        first = source.get(positions[0])
+        assert source.page(None, None)[0] == sorted(map(name, positions))  # each partition in
+        first = source.get(name(positions[0]))  # its log order
         assert (first["n"], first["key"], first["log"]) == ("0", "k0", topic)
-        later = kafka_store.produce(topic, [(None, "plain text", None)])[0]
+        later = name(kafka_store.produce(topic, [(None, "plain text", None)])[0])
         wait_until(lambda: later in source.page(None, None)[0])
         assert source.get(later)["body"] == "plain text"  # not JSON: the value as `body`
     finally:

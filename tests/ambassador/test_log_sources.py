@@ -67,12 +67,12 @@ def test_keyed_records_are_items_whose_version_is_their_newest_position(log):
     try:
         assert source.mode == "events" and source.page(None, None)[0] == ["a.mp4", "b.mp4"]
         a = source.get("a.mp4")
-        assert a["version"] == f"o-{first}" and a["position"] == first
+        assert a["version"] == log.version(first) and a["position"] == first
         assert (a["width"], a["priority"], a["group"]) == ("320", 5, "acme")
         assert source.get("b.mp4")["field.name"] == "clash"  # the API's own keys stay its own
         assert source.priorities(None) == {"a.mp4": 5}
         newer = log.append("a.mp4", width="640")  # pushed: no polling
-        wait_until(lambda: source.get("a.mp4")["version"] == f"o-{newer}")
+        wait_until(lambda: source.get("a.mp4")["version"] == log.version(newer))
         log.tombstone("b.mp4")
         wait_until(lambda: source.page(None, None)[0] == ["a.mp4"])
         seen = {(e["type"], e["item"]) for e in (events.get(timeout=5) for _ in range(2))}
@@ -83,19 +83,20 @@ def test_keyed_records_are_items_whose_version_is_their_newest_position(log):
         source.stop()
     again = opened(log.url(keyed=True))  # a restart reads the log again
     try:
-        assert again.get("a.mp4")["version"] == f"o-{newer}"  # the same record, the same version
+        assert again.get("a.mp4")["version"] == log.version(newer)  # the same record, version
     finally:
         again.stop()
 
 
 def test_every_record_is_an_item_named_by_its_position_and_retention_takes_it_away(log):
     positions = [log.append(f"clip-{i}.mp4", n=str(i)) for i in range(3)]
+    names = [log.name(p) for p in positions]  # positions, within the log's identity
     source = opened(log.url(keyed=False))
     try:
-        assert source.page(None, None)[0] == positions  # names sort in log order
-        assert source.get(positions[1])["n"] == "1"
-        later = log.append("clip-3.mp4")
-        wait_until(lambda: source.page(None, None)[0] == [*positions, later])
+        assert source.page(None, None)[0] == names  # names sort in log order
+        assert source.get(names[1])["n"] == "1" and source.get(names[1])["position"] == positions[1]
+        later = log.name(log.append("clip-3.mp4"))
+        wait_until(lambda: source.page(None, None)[0] == [*names, later])
         trimmed(log)  # (what follows needs a log that can be trimmed)
         log.trim(keep=1)  # retention: the trimmed records leave at the next full listing
         source._relist()
@@ -229,7 +230,8 @@ def test_records_trimmed_by_retention_are_never_cancelled(tmp_path, log):
     ambassador = Server(log.url(keyed=False), port, ("--relist-interval", "0.5"))
     ambassador.wait_ready()
     listing = requests.get(f"{ambassador.url}/api/v1/items", timeout=10).json()
-    assert listing["items"] == positions and listing["metadata"]["removals"] == "retention"
+    assert listing["items"] == [log.name(p) for p in positions]
+    assert listing["metadata"]["removals"] == "retention"
     manager_log = tmp_path / "manager.log"
     with open(manager_log, "w") as err:
         manager = subprocess.Popen(
@@ -251,7 +253,7 @@ def test_records_trimmed_by_retention_are_never_cancelled(tmp_path, log):
         manager.wait(30)
         ambassador.stop()
     ran = sorted(started.read_text().split("\n")[:-1])
-    assert ran == sorted(f"{p} {i}" for i, p in enumerate(positions))  # each ran, its data whole
+    assert ran == sorted(f"{log.name(p)} {i}" for i, p in enumerate(positions))  # data whole
     said = workqueue("status", "--state-dir", tmp_path / "state", "--json").stdout
     assert json.loads(said)["counts"]["cancelled"] == 0
 
@@ -276,9 +278,9 @@ def test_records_trimmed_mid_burst_run_from_the_data_the_manager_listed(tmp_path
     worker.chmod(0o755)
     ambassador = Server(log.url(keyed=False), free_port(), ("--relist-interval", "0.5"))
     ambassador.wait_ready()
-    positions = requests.get(f"{ambassador.url}/api/v1/items", params={"limit": count + 1},
-                             timeout=10).json()["items"]  # fmt: skip
-    assert len(positions) == count
+    names = requests.get(f"{ambassador.url}/api/v1/items", params={"limit": count + 1},
+                         timeout=10).json()["items"]  # fmt: skip
+    assert len(names) == count
     state, manager_log = tmp_path / "state", tmp_path / "manager.log"
     with open(manager_log, "w") as err:
         manager = subprocess.Popen(
@@ -306,4 +308,5 @@ def test_records_trimmed_mid_burst_run_from_the_data_the_manager_listed(tmp_path
         manager.send_signal(signal.SIGTERM)
         manager.wait(30)
         ambassador.stop()
-    assert sorted(ran.read_text().split()) == sorted(positions)  # each once, none gone
+    ran_names = [log.name(p) for p in ran.read_text().split()]  # (each wrote its position)
+    assert sorted(ran_names) == sorted(names)  # each once, none gone

@@ -24,7 +24,8 @@ def test_a_message_s_fields_are_its_payload_s_its_headers_and_its_subject(nats_s
     source = opened(log.url(keyed=False))
     try:
         names = source.page(None, None)[0]
-        assert names == ["000000000001", "000000000002", "000000000003"]  # sequences, padded
+        tag = log.tag()  # the stream's identity (its created time), in every name
+        assert names == [f"{tag}-000000000001", f"{tag}-000000000002", f"{tag}-000000000003"]
         first, text, raw = (source.get(name) for name in names)
         assert (first["width"], first["tags"], first["file"]) == ("320", '["x"]', "a.mp4")
         assert first["header.Trace"] == "t1" and first["subject"] == f"{p}.a"

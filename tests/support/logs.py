@@ -1,14 +1,34 @@
 """The log sources' servers behind one face, for the contract suite every log source passes
-(tests/ambassador/test_log_sources.py): append a record for a key, a tombstone, trim, and the
-source's URL in either shape. `trims` says whether the server can trim a log at all."""
+(tests/ambassador/test_log_sources.py): append a record for a key, a tombstone, trim, make the
+log again (`remake`), and the source's URL in either shape; `name(position)` and
+`version(position)` are what the source calls a record at a position in the log's life now
+(its identity's tag, where the server gives one). `trims` says whether the server can trim a
+log at all."""
 
 from __future__ import annotations
+
+from kube_workqueue.ambassador.sources.log_records import LogIdentity
 
 from .stores import KafkaServer, NatsServer, RedisServer, unique
 
 
-class RedisLog:
-    """A Redis stream: a record is `XADD key * file NAME ...`, a tombstone `deleted true`."""
+class Named:
+    """`name` and `version` of a position, from `tag()` (the log's identity's, "" for none)."""
+
+    def tag(self) -> str:
+        return ""
+
+    def name(self, position: str) -> str:
+        tag = self.tag()
+        return f"{tag}-{position}" if tag else position
+
+    def version(self, position: str) -> str:
+        return f"o-{self.name(position)}"
+
+
+class RedisLog(Named):
+    """A Redis stream: a record is `XADD key * file NAME ...`, a tombstone `deleted true`;
+    made again: DEL, and its next record makes it (Redis gives no identity: ids go on)."""
 
     kind = "redis"
     trims = True
@@ -37,10 +57,14 @@ class RedisLog:
     def trim(self, keep: int) -> None:
         self.client.xtrim(self.key, maxlen=keep, approximate=False)
 
+    def remake(self) -> None:
+        self.client.delete(self.key)
 
-class NatsLog:
+
+class NatsLog(Named):
     """A JetStream stream on subjects `<prefix>.>`: a record is a JSON message on
-    `<prefix>.NAME`, a tombstone a key-value delete marker (`KV-Operation: DEL`)."""
+    `<prefix>.NAME`, a tombstone a key-value delete marker (`KV-Operation: DEL`); made again:
+    deleted and added (its sequences start over at 1, under a new created time)."""
 
     kind = "nats"
     trims = True
@@ -71,11 +95,20 @@ class NatsLog:
     def trim(self, keep: int) -> None:
         self.server.run(lambda js: js.purge_stream(self.stream, keep=keep))
 
+    def tag(self) -> str:
+        from kube_workqueue.ambassador.sources.nats_stream import identity_of
 
-class KafkaLog:
+        return identity_of(self.server.run(lambda js: js.stream_info(self.stream))).tag
+
+    def remake(self) -> None:
+        self.server.run(lambda js: js.delete_stream(self.stream))
+        self.server.add_stream(self.stream, [f"{self.prefix}.>"])
+
+
+class KafkaLog(Named):
     """A Kafka topic of one partition (so that positions are in append order, as the other
     logs' are): a record is keyed by NAME with a JSON value of the fields, a tombstone a
-    null value. Tansu refuses DeleteRecords (it closes the connection) and has no retention
+    null value; made again: deleted and created (its offsets start over, under a new id). Tansu refuses DeleteRecords (it closes the connection) and has no retention
     to wait for: it cannot trim."""
 
     kind = "kafka"
@@ -85,6 +118,13 @@ class KafkaLog:
         self.server = server
         self.topic = unique("t")
         server.create_topic(self.topic, partitions)
+
+    @classmethod
+    def of(cls, server: KafkaServer, topic: str) -> KafkaLog:
+        """The face of a topic made already."""
+        found = cls.__new__(cls)
+        found.server, found.topic = server, topic
+        return found
 
     def url(self, keyed: bool) -> str:
         return f"{self.server.url}/{self.topic}" + ("?name=key" if keyed else "")
@@ -100,3 +140,21 @@ class KafkaLog:
 
     def trim(self, keep: int) -> None:
         raise NotImplementedError("the broker under test cannot trim a topic (see trims)")
+
+    def tag(self) -> str:
+        from confluent_kafka.admin import AdminClient
+
+        from kube_workqueue.ambassador.sources.kafka_client import topic_identity
+
+        admin = AdminClient({"bootstrap.servers": self.server.brokers})
+        return LogIdentity(topic_identity(admin, self.topic)).tag
+
+    def remake(self) -> None:
+        """The broker loses its log (restarted without its storage: Tansu's memory), and the
+        topic is made again - not a DeleteTopics under a live consumer, which Tansu answers in
+        a way that crashes librdkafka 2.16 (a metadata reply with no topic name: a NULL
+        strcmp in its metadata cache). Only for a broker of the test's own."""
+        self.server.stop()
+        self.server.start()
+        self.server._producer = None  # (its connection and metadata were the old broker's)
+        self.server.create_topic(self.topic)

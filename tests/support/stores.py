@@ -271,6 +271,16 @@ class KafkaServer:
         for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
             future.result(timeout=15)
 
+    def remake_topic(self, name: str, partitions: int = 1) -> None:
+        """Delete the topic and create it again (a new topic id; its offsets from 0), once
+        the brokers no longer list the old one."""
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.brokers})
+        admin.delete_topics([name])[name].result(timeout=15)
+        wait_until(lambda: name not in admin.list_topics(timeout=5).topics, timeout=15)
+        self.create_topic(name, partitions)
+
     def produce(self, topic: str, records) -> list[str]:
         """(key, value, headers) each, in order (a dict value is sent as JSON, None is a null
         value); their positions, `PARTITION-OFFSET` as the source names them."""

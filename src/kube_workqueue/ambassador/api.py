@@ -53,7 +53,7 @@ from flask import Blueprint, Response, current_app, request
 from werkzeug.exceptions import BadRequest, NotFound, ServiceUnavailable, TooManyRequests
 from werkzeug.wsgi import wrap_file
 
-from .full_listing import item_list, list_metadata, priorities_of
+from .full_listing import item_list, list_metadata, log_of, priorities_of
 from .sources.base import Ranks, ReadsPages, ServesPrebuilt, StreamsEvents
 from .watch_slots import RETRY_AFTER_SECONDS, bound_send_queue
 
@@ -178,7 +178,8 @@ def list_items() -> Response:
 
 
 def _metadata(version: int) -> dict:
-    return list_metadata(version, current_app.config.get("REMOVALS") == "retention")
+    by_retention = current_app.config.get("REMOVALS") == "retention"
+    return list_metadata(version, by_retention, log_of(_source()))
 
 
 def _page_at(start: str, limit: int | None) -> tuple[list[str], int, int]:

@@ -32,7 +32,7 @@ from typing import Any
 from werkzeug.wsgi import wrap_file
 
 from .metrics import ROUTE
-from .sources.base import Ranks, ServesPrebuilt
+from .sources.base import DescribesLog, Ranks, ServesPrebuilt
 
 HEAD = b'{"kind":"ItemList","apiVersion":"v1","items":'
 
@@ -45,14 +45,22 @@ def item_list(items: list, metadata: dict, priorities: dict | None = None) -> st
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
 
 
-def list_metadata(version: int, by_retention: bool) -> dict:
-    """A listing's metadata: its version, and `removals: retention` where items leave the
-    source only by its retention (a log's every-record shape: `log_records.removals`) - so a
-    manager never takes a removal for a cancellation."""
+def list_metadata(version: int, by_retention: bool, log: dict | None = None) -> dict:
+    """A listing's metadata: its version, `removals: retention` where items leave the source
+    only by its retention (a log's every-record shape: `log_records.removals`) - so a manager
+    never takes a removal for a cancellation - and, for a log, `log`: its identity and when
+    it last started over (`log_records.Lives.facts`), which a manager shows in `status`."""
     metadata: dict = {"resourceVersion": str(version)}
     if by_retention:
         metadata["removals"] = "retention"
+    if log:
+        metadata["log"] = log
     return metadata
+
+
+def log_of(source) -> dict | None:
+    """The log facts of `source` (`DescribesLog`), or None."""
+    return source.log_facts() if isinstance(source, DescribesLog) else None
 
 
 def priorities_of(source, names: list[str] | None) -> dict[str, int]:
@@ -93,12 +101,14 @@ class ListingFile:
         ranked = isinstance(source, Ranks) and source.ranks
         if isinstance(source, ServesPrebuilt) and not ranked:
             array, version = source.json_names()  # a worker's shared snapshot: JSON already
-            metadata = json.dumps(list_metadata(version, self._by_retention), separators=(",", ":"))
+            metadata = json.dumps(list_metadata(version, self._by_retention, log_of(source)),
+                                  separators=(",", ":"))  # fmt: skip
             body = b"".join((HEAD, array, b',"metadata":', metadata.encode(), b"}"))
         else:
             names, _, version = source.page(None, None)
             priorities = priorities_of(source, None) if ranked else None  # in one pass
-            body = item_list(names, list_metadata(version, self._by_retention), priorities).encode()
+            metadata = list_metadata(version, self._by_retention, log_of(source))
+            body = item_list(names, metadata, priorities).encode()
         kept: Any = body
         if os.path.isdir("/proc/self/fd"):
             kept = tempfile.TemporaryFile()  # noqa: SIM115 - kept open for later requests

@@ -74,7 +74,7 @@ import time
 from collections.abc import Mapping
 
 from .sources import delta_format
-from .sources.base import CountsBacklog, HoldsPacked
+from .sources.base import CountsBacklog, DescribesLog, HoldsPacked
 from .sources.delta_format import Entry
 from .sources.packed_listing import PackedListing
 from .sources.registry import open_source
@@ -85,6 +85,7 @@ log = logging.getLogger(__name__)
 CURRENT = "current"
 HEARTBEAT = "heartbeat"
 BACKLOG = "log-backlog"  # a log source's "unread oldest-time", written with each heartbeat
+LOG_FACTS = "log-facts"  # a log source's identity (JSON: `metadata.log`), with each heartbeat
 FOLLOW_SECONDS = 0.05  # how often a worker with watchers looks for a new version
 PUBLISH_SECONDS = 0.02  # how long the publisher gathers changes into one version
 STALE_SECONDS = 10.0  # a publisher silent this long is gone: the worker is not ready
@@ -331,6 +332,9 @@ def _beat(path: str, source) -> None:
         unread, age = figures
         oldest = time.time() - age if age > 0 else 0.0
         _write_line(os.path.join(os.path.dirname(path), BACKLOG), f"{unread} {oldest:.3f}")
+    facts = source.log_facts() if isinstance(source, DescribesLog) else None
+    if facts is not None:  # (a log's identity, beside the backlog: `metadata.log`)
+        _write_line(os.path.join(os.path.dirname(path), LOG_FACTS), json.dumps(facts))
     state = "ok" if source.ready() else (source.problem or "the source cannot be read")
     _write_line(path, state.replace("\n", " "))
 

@@ -35,6 +35,7 @@ from .publication import (
     DELTA,
     FOLLOW_SECONDS,
     HEARTBEAT,
+    LOG_FACTS,
     READY_SECONDS,
     STALE_SECONDS,
 )
@@ -294,6 +295,14 @@ class SharedSnapshot:
             return None
         age = max(0.0, time.time() - float(oldest)) if float(oldest) > 0 else 0.0
         return int(unread), age
+
+    def log_facts(self) -> dict | None:
+        """A log source's identity as the publisher last wrote it (`_beat`), or None."""
+        try:
+            with open(os.path.join(self.folder, LOG_FACTS), encoding="utf-8") as f:
+                return json.loads(f.read())
+        except (FileNotFoundError, ValueError):
+            return None
 
     def subscribe(self) -> tuple[list[str], TimedQueue]:
         """Every current name, and a queue of each later event. The caller's duty:

@@ -111,6 +111,16 @@ class CountsBacklog(Protocol):
 
 
 @runtime_checkable
+class DescribesLog(Protocol):
+    """A source that may know the identity of the log it reads, and when it last started
+    over (`log_records.Lives`): a listing's `metadata.log`."""
+
+    def log_facts(self) -> dict | None:
+        """The log's identity and its last start over (`Lives.facts`); None when this source
+        reads no log, or has not listed it yet."""
+
+
+@runtime_checkable
 class Ranks(Protocol):
     """A source whose items may have priorities (a Redis sorted set's scores, an item data
     field `priority`): the listing carries them (`ItemList.priorities`, the watch's ADDED

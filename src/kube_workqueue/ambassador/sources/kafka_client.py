@@ -76,6 +76,35 @@ class _QuietLog:
         log.debug(message, *args)
 
 
+def topic_identity(admin, topic: str) -> str | None:
+    """The topic's id (KIP-516: a UUID the brokers give each topic when it is made, another for
+    a topic made again under the same name), from an AdminClient; None where the brokers give
+    none (before Kafka 2.8: an all-zero id). Raises SourceUnreachable (the brokers do not
+    answer) or LookupError (no such topic)."""
+    from confluent_kafka import KafkaError, KafkaException, TopicCollection
+
+    try:
+        found = admin.describe_topics(TopicCollection([topic]),
+                                      request_timeout=CONNECT_SECONDS)[topic].result()  # fmt: skip
+    except KafkaException as exc:
+        error = exc.args[0] if exc.args else None
+        if isinstance(error, KafkaError) and error.code() in (
+            KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.UNKNOWN_TOPIC_ID,
+        ):  # fmt: skip
+            raise LookupError("no such topic") from None
+        raise SourceUnreachable(f"cannot reach the brokers: {describe_error(exc)}") from None
+    token = str(found.topic_id) if found.topic_id is not None else ""
+    return None if not token.strip("A=") else token
+
+
+def admin_settings(config: dict) -> dict[str, Any]:
+    """`settings` for an AdminClient: the brokers, credentials and logger, no consumer's."""
+    found = settings(config)
+    for key in ("group.id", "enable.auto.commit", "enable.auto.offset.store"):
+        found.pop(key, None)
+    return found
+
+
 def partitions(consumer, topic: str) -> list[int]:
     """The topic's partition ids, from the brokers' metadata; raises SourceUnreachable (the
     brokers do not answer) or LookupError (no such topic, or one without partitions)."""

@@ -32,7 +32,20 @@ from its start. Like the other logs, the retained topic is the durable position:
 reads it again, and the manager's ledger says what ran - nothing the brokers still hold is
 missed. Retention (`retention.ms`, `retention.bytes`, DeleteRecords) takes the records it drops
 out of the listing at the next full listing (`--relist-interval`): in the every-record shape,
-never a cancellation (`log_records.removals`).
+never a cancellation (`log_records.removals`). librdkafka drops no record on the client's
+side; each listing is held to the ends the brokers gave at its start all the same (a
+partition read short of its end is read again, then held: `listers.ListedShort`).
+
+Identity (`log_records.LogIdentity`): the topic's id (KIP-516; brokers before Kafka 2.8 give
+none, and then names carry no tag). A topic made again - deleted and created, or lost with a
+broker's storage - starts its offsets at 0 under a new id: each listing reads the id first,
+and the feed looks every IDENTITY_LOOK_SECONDS and at once when an offset goes back or the
+topic is unknown; a new id is a new life of the log, read from its start by a new listing
+(`<tag>-PARTITION-OFFSET` in the every-record shape), never applied by the old feed. A
+partition that ends below an offset already read in the same life (truncated by an unclean
+leader election) is held (`PositionWentBack`). What is left: a topic deleted, made again and
+written past the offset read, between two looks of the feed (two seconds), has those records
+named under the old id once before the new listing names them anew.
 """
 
 from __future__ import annotations
@@ -44,13 +57,33 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..naming import SkippedNames
-from .kafka_client import check, config_from_url, describe_error, partitions, settings
-from .listers import Change, SourceUnreachable
-from .log_records import TOMBSTONE_FIELD, Backlog, LogShape, describe, payload_fields, priority_of
+from .kafka_client import (
+    CONNECT_SECONDS,
+    admin_settings,
+    check,
+    config_from_url,
+    describe_error,
+    partitions,
+    settings,
+    topic_identity,
+)
+from .listers import RESTART, Change, ListedShort, PositionWentBack, SourceUnreachable
+from .log_records import (
+    TOMBSTONE_FIELD,
+    Backlog,
+    Lives,
+    LogIdentity,
+    LogShape,
+    describe,
+    payload_fields,
+    priority_of,
+)
 
 PAGE = 1000  # records taken at once at most: the change feed's batch
 IDLE_SECONDS = 30.0  # a listing that hears nothing this long has lost its brokers
 PARTITIONS_LOOK_SECONDS = 10.0  # the feed looks for partitions added this often
+IDENTITY_LOOK_SECONDS = 2.0  # the feed looks at the topic's id this often
+READS = 3  # a listing short of the brokers' ends is read this many times before it is held
 WAIT_MS = 100  # how long a broker holds a fetch that finds nothing new (librdkafka: 500)
 
 
@@ -107,9 +140,10 @@ class KafkaLister:
     """The `Lister` (listers.py) for one Kafka topic.
 
     Invariant: `next_offsets[p]` is the offset after the newest record of partition `p` that
-    a listing or the feed read (a listing's end: the offset its end-of-partition event gave) -
-    only ever grows; the feed starts there after an outage. Written by the listing and the
-    feed threads, each partition's value under `_lock`."""
+    a listing or the feed read (a listing's end: the offset its end-of-partition event gave)
+    in the topic's current life (`lives.current`) - only ever grows within it, and starts
+    empty again when the topic is made again; the feed starts there after an outage. Written
+    by the listing and the feed threads, each partition's value under `_lock`."""
 
     resumes = True  # the feed starts again after an outage, from `next_offsets`
 
@@ -120,8 +154,29 @@ class KafkaLister:
         self.skipped = SkippedNames(self.where)
         self.shape = LogShape(config.get("KAFKA_NAME") or None, self.skipped.check)
         self.backlog = Backlog()
+        self.lives = Lives(self.where)
         self.next_offsets: dict[int, int] = {}
         self._lock = threading.Lock()
+        self._admin = None
+
+    def _identity(self) -> LogIdentity | None:
+        """The topic's id now (None where the brokers give none); raises SourceUnreachable -
+        also for a topic that is gone: an outage until it is there again, never "all gone"."""
+        if self._admin is None:
+            from confluent_kafka.admin import AdminClient
+
+            self._admin = AdminClient(admin_settings(self.config))
+        try:
+            token = topic_identity(self._admin, self.topic)
+        except LookupError as exc:
+            raise SourceUnreachable(f"{self.where}: {exc} now") from None
+        return None if token is None else LogIdentity(token)
+
+    def _read_to(self) -> str:
+        """The newest position read in each partition (what `Lives` says of an old life)."""
+        with self._lock:
+            reached = sorted(self.next_offsets.items())
+        return ", ".join(position_of(p, o - 1) for p, o in reached if o > 0)
 
     def _advance(self, reached: dict[int, int]) -> None:
         with self._lock:
@@ -160,24 +215,60 @@ class KafkaLister:
 
     def list_all(self) -> dict[str, str]:
         """Every item of the retained topic, folded as the records come (a million records are
-        never all held: only the items they leave)."""
-        consumer, errors = self._consumer(**{"enable.partition.eof": True})
-        reached: dict[int, int] = {}
-        try:
-            found = self.shape.items(self._retained(consumer, errors, reached))
-        finally:
-            consumer.close()
+        never all held: only the items they leave) - in the topic's current life, each
+        partition read up to at least the end the brokers gave at its start."""
+        identity = self._identity()
+        if self.lives.seen(identity, self._read_to()):
+            with self._lock:
+                self.next_offsets = {}  # a new life: its offsets start over
+        self.shape.tag = identity.tag if identity is not None else ""
+        for _ in range(READS):
+            consumer, errors = self._consumer(**{"enable.partition.eof": True})
+            reached: dict[int, int] = {}
+            ends: dict[int, int] = {}
+            try:
+                found = self.shape.items(self._retained(consumer, errors, reached, ends))
+            finally:
+                consumer.close()
+            short = {p: (reached.get(p, 0), end) for p, end in ends.items()
+                     if reached.get(p, 0) < end}  # fmt: skip
+            if not short:
+                break
+        else:
+            said = ", ".join(f"partition {p} to {got} of {end}" for p, (got, end) in short.items())
+            raise ListedShort(f"{self.where}: read {said}, {READS} times: held, not served "
+                              "short")  # fmt: skip
+        with self._lock:
+            back = {p: (o, self.next_offsets[p]) for p, o in reached.items()
+                    if o < self.next_offsets.get(p, 0)}  # fmt: skip
+        if back:
+            said = ", ".join(f"partition {p} ends at {o}, below {n}" for p, (o, n) in back.items())
+            raise PositionWentBack(
+                f"{self.where}: {said} already read in this life of the topic (truncated?) - "
+                "held, so that no new record is taken for one that ran (restart the ambassador "
+                "to serve it as it is)"
+            )
         self._advance(reached)
         return found
 
-    def _retained(self, consumer, errors: list, reached: dict[int, int]):
+    def log_facts(self) -> dict | None:
+        return self.lives.facts()
+
+    def _retained(self, consumer, errors: list, reached: dict[int, int], ends: dict[int, int]):
         """Every retained record, (position, fields), each partition's in its order, until
         every partition's end-of-partition event; `reached[p]` is told the offset after the
-        last one read of partition `p` (its end, where it has none). Raises
-        SourceUnreachable."""
-        from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+        last one read of partition `p` (its end, where it has none), `ends[p]` the end the
+        brokers gave before the read began (what it must reach). Raises SourceUnreachable."""
+        from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 
         ids = self._partitions(consumer)
+        for p in ids:
+            try:
+                _, ends[p] = consumer.get_watermark_offsets(
+                    TopicPartition(self.topic, p), timeout=CONNECT_SECONDS
+                )
+            except KafkaException as exc:
+                raise SourceUnreachable(f"{self.where}: {describe_error(exc)}") from None
         consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in ids])
         unfinished, heard = set(ids), time.monotonic()
         while unfinished:
@@ -229,15 +320,31 @@ class KafkaLister:
         return self._follow(consumer, errors, set(ids), stop)
 
     def _follow(self, consumer, errors: list, ids: set[int], stop: threading.Event):
-        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+        """The feed's batches; RESTART, without applying them, when the topic is a new one
+        (made again: the listing reads it from its start, and a new feed follows it) - looked
+        at every IDENTITY_LOOK_SECONDS, and at once when a record's offset goes back or the
+        brokers say the topic is unknown."""
+        from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
-        looked = time.monotonic()
+        looked = identified = time.monotonic()
         try:
             while not stop.is_set():
-                records = [m for m in batch_of(consumer, 1.0) if m.error() is None]
+                taken = batch_of(consumer, 1.0)
+                records = [m for m in taken if m.error() is None]
                 broken = self._broken(errors)
                 if broken:
                     raise SourceUnreachable(f"{self.where}: {broken}")
+                lost = any(m.error() is not None and m.error().code() in (
+                    KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.UNKNOWN_TOPIC_ID)
+                    for m in taken)  # fmt: skip
+                with self._lock:
+                    back = any(m.offset() < self.next_offsets.get(m.partition(), 0)
+                               for m in records)  # fmt: skip
+                if lost or back or time.monotonic() - identified > IDENTITY_LOOK_SECONDS:
+                    identified = time.monotonic()
+                    if self._started_over():
+                        yield RESTART
+                        return
                 if time.monotonic() - looked > PARTITIONS_LOOK_SECONDS:
                     added = set(self._partitions(consumer)) - ids
                     if added:
@@ -262,6 +369,12 @@ class KafkaLister:
                 self.backlog.served(len(records))
         finally:
             consumer.close()
+
+    def _started_over(self) -> bool:
+        """Whether the topic is not the one the listing read (its id changed); a topic that is
+        gone raises SourceUnreachable (an outage: the feed ends)."""
+        identity, current = self._identity(), self.lives.current
+        return identity is not None and current is not None and identity.token != current.token
 
     def _beyond(self, consumer, reached: dict[int, int]) -> int:
         """Records the brokers hold after the newest read, by the ends the last fetches

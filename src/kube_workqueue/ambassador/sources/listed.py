@@ -42,12 +42,14 @@ from ..timed_queue import TimedQueue
 from .base import RanksMetas
 from .listers import (
     RELIST,
+    RESTART,
     Change,
     HoldsBacklog,
     HoldsConnection,
     Lister,
     Resumes,
     SourceUnreachable,
+    TellsLog,
     intervals,
 )
 from .packed_listing import PackedListing
@@ -132,6 +134,8 @@ class ListedSource:
         while True:
             try:
                 for batch in events:
+                    if batch is RESTART:  # another store now (a log made again): listed
+                        break  # afresh below, then followed by a new feed
                     if batch is RELIST:
                         try:
                             self._relist()
@@ -139,7 +143,12 @@ class ListedSource:
                             self._failed(exc)
                     else:
                         self.apply(batch)
-                return
+                else:
+                    return
+                events = self._restarted()
+                if events is None:
+                    return
+                continue
             except Exception as exc:  # the feed broke: polling carries on
                 self._failed(exc)
                 self.mode = "polling"
@@ -148,6 +157,17 @@ class ListedSource:
             events = self._resumed()
             if events is None:
                 return
+
+    def _restarted(self) -> Iterator | None:
+        """After a feed's RESTART: a listing of the store as it is now, then a new feed (None:
+        stopped). A listing that fails is polled again, as after an outage."""
+        try:
+            self._relist()
+            return self.lister.changes(self._stop)
+        except Exception as exc:
+            self._failed(exc)
+            self.mode = "polling"
+        return self._resumed()
 
     def _resumed(self) -> Iterator | None:
         """Poll until a listing works, then a new feed (None: stopped)."""
@@ -161,6 +181,11 @@ class ListedSource:
             self.mode = "events"
             return events
         return None
+
+    def log_facts(self) -> dict | None:
+        """What identifies the log a log's lister reads, and when it last started over
+        (`log_records.Lives.facts`: a listing's `metadata.log`); None for any other source."""
+        return self.lister.log_facts() if isinstance(self.lister, TellsLog) else None
 
     def backlog(self) -> tuple[int, float] | None:
         """(records read from a log and not yet served, the oldest one's age in seconds), for

@@ -24,10 +24,25 @@ from .log_records import Backlog
 
 Change = tuple[str, "str | None"]  # (name, meta) - meta None: the item is gone
 RELIST = object()  # what a change feed yields for "something changed: list everything again"
+# what a change feed yields before it ends because its store is another one now (a log made
+# again): list everything, then follow a new feed (`changes`) from what that listing read
+RESTART = object()
 
 
 class SourceUnreachable(Exception):
     """The store could not be listed right now (network, credentials, throttling)."""
+
+
+class PositionWentBack(SourceUnreachable):
+    """A log's positions went back within one identity (`log_records`): the listing is held
+    as it was, not served - new records at positions already read could be taken for ones
+    that ran. The message says where, and what was read before."""
+
+
+class ListedShort(SourceUnreachable):
+    """A log's listing read fewer records than its server said it holds, again after reading
+    it anew: held as it was rather than served short (the message says how many of how
+    many)."""
 
 
 class Lister(Protocol):
@@ -60,6 +75,14 @@ class HoldsBacklog(Protocol):
     `log_records.Backlog`): the source's `backlog()`."""
 
     backlog: Backlog
+
+
+@runtime_checkable
+class TellsLog(Protocol):
+    """A log's lister that knows the log's identity (`log_records.Lives`): what a listing's
+    `metadata.log` says - the identity, and when the log last started over."""
+
+    def log_facts(self) -> dict | None: ...
 
 
 @runtime_checkable

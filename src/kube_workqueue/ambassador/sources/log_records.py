@@ -19,21 +19,41 @@ position), and the manager's ledger says what ran. So a record redelivered, re-r
 two ambassadors is one item at one version, and a record that arrived while the ambassador was
 down is listed at its next start.
 
+A name is unique within the log's *identity*. A log made again - a JetStream stream deleted and
+added, a Kafka topic recreated or lost with its broker's storage - starts its positions over,
+so record 1 of the new log would take the name of record 1 of the old one and be skipped as
+done. Each lister reads what identifies the log it reads (`LogIdentity`: JetStream's stream
+`created` time, Kafka's topic id) and names the items of the every-record shape within it -
+`<tag>-<position>`, the tag a short digest of the identity - so a new log's records are new
+items, and the old names' successes stay as they are; the versions of both shapes carry the
+tag too. When the identity changes under a running lister, it says so once - when, what it
+was, and the newest position read of the old log - in its log and in its listings'
+`metadata.log`, which the manager shows in `status`. Redis keeps no identity for a stream
+(`redis_stream.py` says what it does instead). A position that goes back *within* one identity
+(a Kafka partition truncated, a Redis stream made again with ids given by hand) is held: the
+listing fails (`listers.PositionWentBack`, kept as it was, `/readyz` says why) rather than take new
+records for ones that ran.
+
 An item's *meta* (what the listing keeps of it, `listed.py`) is compact JSON: `{"p": position,
-"f": fields}`. Its data is the fields (a field `name` or `version` is given as `field.name`,
-`field.version`: those two are the API's), with `position`, the log's name, and
-`version` = `o-<position>`; an integer field `priority` is the item's priority, a `group`
-field its group (`--group`'s fallback).
+"i": tag, "f": fields}` (no `i` for a log without an identity). Its data is the fields (a
+field `name` or `version` is given as `field.name`, `field.version`: those two are the API's),
+with `position`, the log's name, `logIdentity` (the tag) and `version` =
+`o-<tag>-<position>`; an integer field `priority` is the item's priority, a `group` field its
+group (`--group`'s fallback).
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
+import logging
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from .items import content_type
+
+log = logging.getLogger(__name__)
 
 TOMBSTONE_FIELD = "deleted"
 TOMBSTONE_VALUES = frozenset({"true", "1"})
@@ -41,35 +61,118 @@ PRIORITY_LIMIT = 2**31 - 1
 RESERVED = ("name", "version")  # the items API's own keys
 
 
+class LogIdentity(NamedTuple):
+    """What identifies the log a lister reads: `token`, the server's own word for it (a Kafka
+    topic id, a JetStream stream's created time); `since`, when the log was made, where the
+    server says (RFC 3339, else ""). `tag` names items within it."""
+
+    token: str
+    since: str = ""
+
+    @property
+    def tag(self) -> str:
+        """A short digest of the token: 8 hex digits (one log made again a million times has
+        one chance in 8,600 that two of its lives share one)."""
+        return hashlib.sha256(self.token.encode()).hexdigest()[:8]
+
+
+class Lives:
+    """The identities a lister has read its log under, and what it says when the log starts
+    over (see the module docstring). `current` is None until the first listing (and for a log
+    without an identity); `started_over` is what `metadata.log.startedOver` carries: when,
+    the identity before, and the newest position read of it. The listing's thread writes
+    (`seen`), any thread reads `facts()` (a dict replaced whole, never changed in place)."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.current: LogIdentity | None = None
+        self.started_over: dict | None = None
+
+    def seen(self, identity: LogIdentity | None, read_to: str) -> bool:
+        """The identity a listing found; whether the log started over since the last one
+        (then said once, with `read_to`, the newest position read of the old log)."""
+        before, self.current = self.current, identity
+        if before is None or identity is None or before.token == identity.token:
+            return False
+        import time
+
+        self.started_over = {
+            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "was": before.token,
+            "wasTag": before.tag,
+            "readTo": read_to,
+        }
+        log.warning("%s started over: it was made again (%s, was %s; read up to %s of the old "
+                    "one) - its records are new items, what ran of the old one stays done",
+                    self.where, _said(identity), _said(before), read_to or "nothing")  # fmt: skip
+        return True
+
+    def made_again(self, why: str, read_to: str) -> None:
+        """A log without an identity found made again some other way (a Redis stream's count of
+        records ever added went back): said once, and in `facts`, as `seen` would."""
+        import time
+
+        self.started_over = {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                             "was": "", "wasTag": "", "readTo": read_to}  # fmt: skip
+        log.warning("%s started over: %s (read up to %s of the old one)", self.where, why,
+                    read_to or "nothing")  # fmt: skip
+
+    def facts(self) -> dict | None:
+        """The log's identity as a listing's `metadata.log` says it (None before the first
+        listing of a log with one, and for a log without one that never started over)."""
+        identity = self.current
+        if identity is None and self.started_over is None:
+            return None
+        found: dict = {}
+        if identity is not None:
+            found.update(identity=identity.token, tag=identity.tag)
+            if identity.since:
+                found["since"] = identity.since
+        if self.started_over is not None:
+            found["startedOver"] = dict(self.started_over)
+        return found
+
+
+def _said(identity: LogIdentity) -> str:
+    return f"made {identity.since}" if identity.since else f"id {identity.token}"
+
+
 class LogShape:
     """How records become items (see the module docstring): keyed by `name_field`, or (None)
     every record an item. `check_name(name)` says whether a key can be an item's name (the
     source's `SkippedNames.check`: said once and counted when it cannot). `key_of(fields)`,
     where a client's key is not a field as it stands (a NATS subject less the stream's
-    filter), finds the key instead of `fields[name_field]`."""
+    filter), finds the key instead of `fields[name_field]`. `tag`: the identity's of the log
+    read now ("" for none), set by the lister before it reads: it names every-record items
+    and is in every meta."""
 
     def __init__(self, name_field: str | None, check_name=lambda name: True,
                  key_of=None) -> None:  # fmt: skip
         self.name_field = name_field
         self.check_name = check_name
         self.key_of = key_of or (lambda fields: fields.get(name_field))
+        self.tag = ""
 
     @property
     def keyed(self) -> bool:
         return self.name_field is not None
+
+    def name_of(self, position: str) -> str:
+        """An every-record item's name: its position, within the log's identity."""
+        return f"{self.tag}-{position}" if self.tag else position
 
     def change(self, position: str, fields: dict[str, str]) -> tuple[str, str | None] | None:
         """The change one record makes: (name, meta) - there now with this meta - or (name,
         None) - a tombstone: gone; None when the record is no item (no key, a key that cannot
         be a name)."""
         if not self.keyed:
-            return position, meta_of(position, fields)
+            return self.name_of(position), meta_of(position, fields, self.tag)
         name = self.key_of(fields)
         if not name or not self.check_name(name):
             return None
         if fields.get(TOMBSTONE_FIELD, "").lower() in TOMBSTONE_VALUES:
             return name, None
-        return name, meta_of(position, fields)
+        return name, meta_of(position, fields, self.tag)
 
     def fold(self, found: dict[str, str], position: str, fields: dict[str, str]) -> None:
         """Apply one record (the next in log order) to `found`, name -> meta."""
@@ -86,9 +189,11 @@ class LogShape:
         """name -> meta of every item `records` (in log order) leave: the newest record of a
         key wins, a tombstone takes its key away."""
         found: dict[str, str] = {}
+        tag = self.tag
         if not self.keyed:  # every record an item, named by its position: nothing to look up
+            name_of = self.name_of
             for position, fields in records:
-                found[position] = meta_of(position, fields)
+                found[name_of(position)] = meta_of(position, fields, tag)
             return found
         change_of = self.change
         for position, fields in records:  # (`fold`, inlined: a million records' hot path)
@@ -240,14 +345,15 @@ def payload_fields(data: bytes) -> dict[str, str]:
     return fields
 
 
-def meta_of(position: str, fields: dict[str, str]) -> str:
-    """`{"p": position, "f": fields}`, written as one string. The listing's hot path: a
-    position (a Kafka partition and offset, a stream id, a sequence) is digits and dashes a
-    JSON string holds as they are, and the fields - a dict of strings - go straight to the C
-    encoder (`_encode_fields`)."""
+def meta_of(position: str, fields: dict[str, str], tag: str = "") -> str:
+    """`{"p": position, "i": tag, "f": fields}` (no `i` without a tag), written as one string.
+    The listing's hot path: a position (a Kafka partition and offset, a stream id, a sequence)
+    and a tag are digits, letters and dashes a JSON string holds as they are, and the fields -
+    a dict of strings - go straight to the C encoder (`_encode_fields`)."""
+    identity = f'"i":"{tag}",' if tag else ""
     if '"' in position or "\\" in position:  # (no source's, but a meta must stay JSON)
-        return f'{{"p":{_encode(position)},"f":{_encode_fields(fields)}}}'
-    return f'{{"p":"{position}","f":{_encode_fields(fields)}}}'
+        return f'{{"p":{_encode(position)},{identity}"f":{_encode_fields(fields)}}}'
+    return f'{{"p":"{position}",{identity}"f":{_encode_fields(fields)}}}'
 
 
 def describe(name: str, meta: str, log: str) -> dict[str, Any]:
@@ -261,7 +367,11 @@ def describe(name: str, meta: str, log: str) -> dict[str, Any]:
         data["priority"] = priority
     elif "priority" in data:
         data["field.priority"] = data.pop("priority")  # not an integer: not a priority
-    data.update({"position": found["p"], "log": log, "version": f"o-{found['p']}"})
+    tag = found.get("i")
+    data.update({"position": found["p"], "log": log,
+                 "version": f"o-{tag}-{found['p']}" if tag else f"o-{found['p']}"})  # fmt: skip
+    if tag:
+        data["logIdentity"] = tag
     return data
 
 

@@ -44,17 +44,22 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-async def connect(config: dict):
+async def connect(config: dict, on_dropped=None):
     """A client of the source's server. A user and password come from the URL or, better
     (out of process listings and Helm values), from NATS_USER / NATS_PASSWORD; a token from
     NATS_TOKEN. The client never reconnects by itself: a lost connection is a closed client,
     the feed ends (an outage, `listed.py` polls), and the next listing connects anew - one
-    path back, the same after a blip as after a restart of the server. Raises
-    SourceUnreachable."""
+    path back, the same after a blip as after a restart of the server. `on_dropped()` is told
+    each message nats-py dropped for a slow consumer - which it reports through the error
+    callback alone, and which an ordered consumer does not see as a gap (it counts the
+    message as delivered when it arrives, before it is queued): the caller acts on it.
+    Raises SourceUnreachable."""
     import nats
+    from nats.errors import SlowConsumerError
 
     async def quiet(exc) -> None:  # nats-py logs every failed attempt with a traceback
-        return None
+        if isinstance(exc, SlowConsumerError) and on_dropped is not None:
+            on_dropped()
 
     options: dict[str, Any] = {
         "servers": [config["NATS_URL"]],

@@ -18,14 +18,30 @@ names sort in log order (`000000000042`). `name=` chooses the key of the keyed s
 A key-value bucket's delete and purge markers (header `KV-Operation: DEL`/`PURGE`) are
 tombstones, as is a `deleted: true` field.
 
-Reading: a listing is an *ordered consumer* (ephemeral, server-side flow control, no acks)
-from the stream's first retained message to the one the consumer reports nothing pending
-after; the change feed is another from the sequence after the last one read, for as long as
-the ambassador runs. Nothing is acknowledged and no durable consumer is left behind: the
-stream is read, never consumed (what ran is the manager's ledger's), so a restart reads the
-retained stream again - the retained log is the durable position, and nothing the server
-still holds is missed. Retention (max-msgs, max-age, a purge) takes the messages it drops out
-of the listing at the next full listing (`--relist-interval`).
+Reading: a listing is an ephemeral *pull* consumer (no acks), fetched a BATCH at a time from
+the stream's first retained message to the one the consumer reports nothing pending after -
+the server sends only what was asked for, so nothing can be dropped on the client's side (a
+pushed listing could: nats-py drops what overflows a slow consumer's queue and says so only to
+the error callback, and its ordered consumer counts the message as delivered first - a
+million-message cold start listed 945,487). The count read is held against the consumer's own
+count of what the stream holds, and a listing short of it is read again, then held
+(`listers.ListedShort`) rather than served short. The change feed is an *ordered consumer*
+(pushed, server-side flow control) from the sequence after the last one read, for as long as
+the ambassador runs; a message nats-py drops for it (`SlowConsumerError`) is counted
+(`dropped`) and answered by a full re-listing. Nothing is acknowledged and no durable
+consumer is left behind: the stream is read, never consumed (what ran is the manager's
+ledger's), so a restart reads the retained stream again - the retained log is the durable
+position, and nothing the server still holds is missed. Retention (max-msgs, max-age, a
+purge) takes the messages it drops out of the listing at the next full listing
+(`--relist-interval`).
+
+Identity (`log_records.LogIdentity`): the stream's `created` time. A stream deleted and added
+again starts its sequences at 1: each listing reads the stream's info first, and the feed
+looks every IDENTITY_LOOK_SECONDS, and at once when nats-py made its ordered consumer anew (a
+consumer sequence that starts over: the stream went away) - a new created time is a new life
+of the log, whose messages are new items (`<tag>-<sequence>` in the every-message shape) read
+from its start by a new listing, never applied by the old feed; a last sequence below the
+newest one read in the same life is held (`PositionWentBack`).
 
 nats-py is asyncio; this module runs one event loop on a thread of its own per lister, and
 the listing's threads hand it coroutines (`_Loop.run`).
@@ -34,17 +50,21 @@ the listing's threads hand it coroutines (`_Loop.run`).
 from __future__ import annotations
 
 import asyncio
+import logging
 import queue
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
 from ..naming import SkippedNames
 from ..timed_queue import TimedQueue
-from .listers import Change, SourceUnreachable
+from .listers import RELIST, RESTART, Change, ListedShort, PositionWentBack, SourceUnreachable
 from .log_records import (
     TOMBSTONE_FIELD,
     Backlog,
+    Lives,
+    LogIdentity,
     LogShape,
     describe,
     payload_fields,
@@ -60,8 +80,14 @@ from .nats_client import (
 )
 
 PAGE = 1000  # messages the change feed applies as one batch at most
+BATCH = 1000  # messages a listing's pull asks for at once
+FETCH_SECONDS = 2.0  # how long one pull waits for its first message
 IDLE_SECONDS = 30.0  # a listing that hears nothing this long has lost its server
+IDENTITY_LOOK_SECONDS = 2.0  # the feed looks at the stream's created time this often
+READS = 3  # a listing short of the stream's count is read this many times before it is held
 KV_TOMBSTONES = frozenset({"DEL", "PURGE"})
+
+log = logging.getLogger(__name__)
 
 
 class _Loop:
@@ -87,7 +113,12 @@ def fields_of(msg) -> dict[str, str]:
 
 
 class JetStreamLister:
-    """The `Lister` (listers.py) for one JetStream stream."""
+    """The `Lister` (listers.py) for one JetStream stream.
+
+    Invariant: `read_to` is the newest stream sequence a listing or the feed read in the
+    stream's current life (`lives.current`), 0 before any or after it started over - the
+    feed's start; `dropped` counts the messages nats-py dropped for a slow consumer (its
+    loop's thread adds, anyone reads)."""
 
     resumes = True  # the feed starts again after an outage (`changes` from `read_to`)
 
@@ -100,7 +131,9 @@ class JetStreamLister:
         name = config.get("NATS_NAME") or None
         self.shape = LogShape(name, self.skipped.check, self._key_finder(name))
         self.backlog = Backlog()
-        self.read_to = 0  # the newest sequence a listing or the feed read: the feed's start
+        self.lives = Lives(self.where)
+        self.read_to = 0
+        self.dropped = 0
         self._loop = _Loop()
         self._client = None
 
@@ -112,6 +145,9 @@ class JetStreamLister:
             return lambda fields: fields["subject"].rsplit(".", 1)[-1]
         return None
 
+    def _drop(self) -> None:
+        self.dropped += 1
+
     # -- the connection (on the loop) ------------------------------------------------------
 
     async def _connected(self):
@@ -121,7 +157,7 @@ class JetStreamLister:
             return self._client
         if self._client is not None:
             await self._close_quietly()
-        self._client = await connect(self.config)
+        self._client = await connect(self.config, self._drop)
         return self._client
 
     async def _close_quietly(self) -> None:
@@ -131,7 +167,18 @@ class JetStreamLister:
         except Exception:  # (closing a broken connection: nothing to say)
             pass
 
-    async def _subscribe(self, start: int, deliver: TimedQueue | None = None):
+    async def _identity(self) -> tuple[LogIdentity | None, int]:
+        """(the stream's identity - its created time -, its last sequence now)."""
+        from nats.js.errors import NotFoundError
+
+        client = await self._connected()
+        try:
+            info = await client.jetstream().stream_info(self.stream)
+        except NotFoundError:  # deleted: an outage until it is there again (never "all gone")
+            raise SourceUnreachable(f"{self.where}: no such stream now") from None
+        return identity_of(info), info.state.last_seq
+
+    async def _subscribe(self, start: int, deliver: TimedQueue):
         from nats.js.api import ConsumerConfig, DeliverPolicy
 
         client = await self._connected()
@@ -139,8 +186,7 @@ class JetStreamLister:
         if start > 1:
             options = {"config": ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
                                                 opt_start_seq=start)}  # fmt: skip
-        if deliver is not None:
-            options["cb"] = self._deliver_to(deliver)
+        options["cb"] = self._deliver_to(deliver)
         return await client.jetstream().subscribe(
             self.subject_filter, stream=self.stream, ordered_consumer=True, **options
         )
@@ -151,6 +197,26 @@ class JetStreamLister:
             deliver.put(msg)
 
         return delivered
+
+    async def _pending(self, start: int) -> int:
+        """How many messages the filter matches from sequence `start` on, now (an ephemeral
+        consumer's count, made and deleted)."""
+        from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+        js = (await self._connected()).jetstream()
+        config = ConsumerConfig(
+            deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=max(1, start),
+            ack_policy=AckPolicy.NONE, filter_subject=self.subject_filter or None,
+            inactive_threshold=IDLE_SECONDS, mem_storage=True,
+        )  # fmt: skip
+        info = await js.add_consumer(self.stream, config)
+        try:
+            return info.num_pending
+        finally:
+            try:
+                await js.delete_consumer(self.stream, info.name)
+            except Exception:  # (gone already: it was ephemeral)
+                pass
 
     # -- the listing -----------------------------------------------------------------------
 
@@ -165,24 +231,70 @@ class JetStreamLister:
             raise SourceUnreachable(f"{self.where}: {describe_error(exc)}") from None
 
     async def _list_all(self) -> dict[str, str]:
-        sub = await self._subscribe(1)
+        identity, last = await self._identity()
+        if self.lives.seen(identity, position_of(self.read_to) if self.read_to else ""):
+            self.read_to = 0  # a new life: its sequences start over
+        elif last < self.read_to:
+            raise PositionWentBack(
+                f"{self.where}: its last sequence is {last}, below {self.read_to} already read "
+                "in this life of the stream - held, so that no new message is taken for one "
+                "that ran (restart the ambassador to serve it as it is)"
+            )
+        self.shape.tag = identity.tag if identity is not None else ""
+        for _ in range(READS):
+            found, read, expected, newest = await self._read_all()
+            if read >= expected or read >= expected - await self._gone_since(newest, expected):
+                self.read_to = max(self.read_to, newest)
+                return found
+        raise ListedShort(f"{self.where}: read {read:,} of the {expected:,} messages the "
+                          f"stream held, {READS} times: held, not served short")  # fmt: skip
+
+    async def _read_all(self) -> tuple[dict[str, str], int, int, int]:
+        """(name -> meta of what the stream holds, messages read, messages the consumer said
+        there were at its start, the newest sequence read), by a pull consumer."""
+        import nats.errors
+        from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+        js = (await self._connected()).jetstream()
+        config = ConsumerConfig(
+            deliver_policy=DeliverPolicy.ALL, ack_policy=AckPolicy.NONE,
+            inactive_threshold=IDLE_SECONDS, mem_storage=True,
+        )  # fmt: skip
+        pull = await js.pull_subscribe(self.subject_filter, stream=self.stream, config=config)
         found: dict[str, str] = {}
-        last = 0
+        read = newest = 0
         try:
-            info = await sub.consumer_info()
-            if info.num_pending == 0 and not info.delivered.consumer_seq:
-                return found  # an empty stream, or a filter nothing matches yet
-            while True:
-                msg = await sub.next_msg(timeout=IDLE_SECONDS)
-                meta = msg.metadata
-                last = meta.sequence.stream
-                self.shape.fold(found, position_of(last), fields_of(msg))
-                if meta.num_pending == 0:
+            expected = (await pull.consumer_info()).num_pending
+            heard = time.monotonic()
+            fold = self.shape.fold
+            while expected:  # (none: an empty stream, or a filter nothing matches yet)
+                try:
+                    messages = await pull.fetch(BATCH, timeout=FETCH_SECONDS)
+                except nats.errors.TimeoutError:
+                    if time.monotonic() - heard > IDLE_SECONDS:
+                        raise SourceUnreachable(f"{self.where}: the server went quiet") from None
+                    if not (await pull.consumer_info()).num_pending:
+                        break  # nothing left to read: fewer than counted (retention)
+                    continue
+                heard = time.monotonic()
+                for msg in messages:
+                    newest = msg.metadata.sequence.stream
+                    read += 1
+                    fold(found, position_of(newest), fields_of(msg))
+                if messages and messages[-1].metadata.num_pending == 0:
                     break
         finally:
-            await sub.unsubscribe()
-        self.read_to = max(self.read_to, last)
-        return found
+            try:
+                await pull.unsubscribe()
+            except Exception:  # the connection is gone already: so is the consumer
+                pass
+        return found, read, expected, newest
+
+    async def _gone_since(self, newest: int, expected: int) -> int:
+        """How many of the `expected` messages the stream no longer holds (retention took them
+        while the listing ran): what it counted then, less what it holds now up to `newest`."""
+        holds = await self._pending(1) - await self._pending(newest + 1)
+        return max(0, expected - holds)
 
     def describe(self, name: str, meta: str) -> dict[str, Any]:
         return describe(name, meta, self.stream)
@@ -192,6 +304,9 @@ class JetStreamLister:
 
     def priority(self, meta: str) -> int | None:
         return priority_of(meta)
+
+    def log_facts(self) -> dict | None:
+        return self.lives.facts()
 
     # -- the change feed -------------------------------------------------------------------
 
@@ -205,8 +320,22 @@ class JetStreamLister:
         return self._follow(sub, delivered, stop)
 
     def _follow(self, sub, delivered: TimedQueue, stop: threading.Event):
+        """The feed's batches; RELIST after a message nats-py dropped (the listing reads it),
+        RESTART when the stream is a new one (made again: the listing reads it from its
+        start, and a new feed follows it)."""
+        dropped, looked, delivered_to = self.dropped, time.monotonic(), 0
         try:
             while not stop.is_set():
+                if self.dropped != dropped:
+                    dropped = self.dropped
+                    log.warning("%s: the client dropped messages of a slow consumer (%d so far): "
+                                "listing it again", self.where, dropped)  # fmt: skip
+                    yield RELIST
+                if time.monotonic() - looked > IDENTITY_LOOK_SECONDS:
+                    looked = time.monotonic()
+                    if self._started_over():
+                        yield RESTART
+                        return
                 try:
                     messages = [delivered.get(timeout=1.0)]
                 except queue.Empty:
@@ -218,6 +347,14 @@ class JetStreamLister:
                         messages.append(delivered.get_nowait())
                     except queue.Empty:
                         break
+                first = messages[0].metadata.sequence.consumer
+                if first <= delivered_to and self._started_over():
+                    # nats-py made its ordered consumer anew (a gap, missed heartbeats: the
+                    # stream gone): on a stream made again, these are the new one's - named
+                    # by the listing of it, never under the old one's tag
+                    yield RESTART
+                    return
+                delivered_to = messages[-1].metadata.sequence.consumer
                 batch = []
                 self.backlog.read(
                     [m.metadata.timestamp.timestamp() for m in messages],
@@ -238,12 +375,28 @@ class JetStreamLister:
             except Exception:  # the connection is gone already: so is the consumer
                 pass
 
+    def _started_over(self) -> bool:
+        """Whether the stream is not the one the listing read (its created time changed)."""
+        identity, _ = self._loop.run(self._identity(), CONNECT_SECONDS * 3)
+        current = self.lives.current
+        return identity is not None and current is not None and identity.token != current.token
+
     def stop(self) -> None:
         if self._client is not None:
             try:
                 self._loop.run(self._close_quietly(), CONNECT_SECONDS)
             except Exception:
                 pass
+
+
+def identity_of(info) -> LogIdentity | None:
+    """A stream's identity from its info (nats-py's `StreamInfo`): its created time, to the
+    microsecond nats-py reads; None from a server that gives none."""
+    created = info.created
+    if created is None:
+        return None
+    stamp = created.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return LogIdentity(stamp, stamp)
 
 
 def position_of(sequence: int) -> str:
