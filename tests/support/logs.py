@@ -108,8 +108,9 @@ class NatsLog(Named):
 class KafkaLog(Named):
     """A Kafka topic of one partition (so that positions are in append order, as the other
     logs' are): a record is keyed by NAME with a JSON value of the fields, a tombstone a
-    null value; made again: deleted and created (its offsets start over, under a new id). Tansu refuses DeleteRecords (it closes the connection) and has no retention
-    to wait for: it cannot trim."""
+    null value; made again: its broker's log lost and the topic created (its offsets start
+    over, under a new id: `remake`). Tansu refuses DeleteRecords (it closes the connection)
+    and has no retention to wait for: it cannot trim."""
 
     kind = "kafka"
     trims = False

@@ -47,6 +47,7 @@ from .source_ports import (  # noqa: F401  (the source's ports, re-exported)
     SourceError,
     SourceProtocolError,
     SourceUnavailable,
+    TellsLog,
     TellsRetention,
     WatchUnsupported,
 )

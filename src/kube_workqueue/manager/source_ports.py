@@ -96,6 +96,15 @@ class TellsRetention(Protocol):
 
 
 @runtime_checkable
+class TellsLog(Protocol):
+    """A source that may say what identifies the log it reads, and when that log last started
+    over (`metadata.log`: a stream made again - its items are new ones, what ran of the old
+    log stays done): the manager says it once, and `status` shows it."""
+
+    log_facts: dict | None  # as the last complete listing said (None: it said none)
+
+
+@runtime_checkable
 class AnswersBy(Protocol):
     """A source that retries within one call (the HTTP client, across a server's restart):
     the caller may bound those retries by a deadline (a monotonic time; None: no bound)."""

@@ -121,6 +121,9 @@ class JetStreamLister:
     loop's thread adds, anyone reads)."""
 
     resumes = True  # the feed starts again after an outage (`changes` from `read_to`)
+    # messages nats-py queues for the feed before it drops one (a slow consumer): its own
+    # default; the contract suite makes it small to force drops
+    feed_pending = 512 * 1024
 
     def __init__(self, config: dict) -> None:
         self.config = config
@@ -188,8 +191,9 @@ class JetStreamLister:
                                                 opt_start_seq=start)}  # fmt: skip
         options["cb"] = self._deliver_to(deliver)
         return await client.jetstream().subscribe(
-            self.subject_filter, stream=self.stream, ordered_consumer=True, **options
-        )
+            self.subject_filter, stream=self.stream, ordered_consumer=True,
+            pending_msgs_limit=self.feed_pending, **options,
+        )  # fmt: skip
 
     @staticmethod
     def _deliver_to(deliver: TimedQueue):

@@ -266,6 +266,8 @@ class Asked:
             **({"priorities": [list(r) for r in options.priorities]} if options.priorities else {}),
             # its groups and their rules in force: `status` says which group holds an item
             **({"tenancy": m.tenants.options.facts()} if m.tenants is not None else {}),
+            # a log source's identity, and when it last started over (`status` says it)
+            **({"source_log": m.poller.log_facts} if m.poller.log_facts else {}),
         }
 
     def view(self, now: float | None = None, rows: list | None = None):

@@ -38,6 +38,7 @@ from ..ports import (
     Source,
     SourceError,
     SourceProtocolError,
+    TellsLog,
     TellsRetention,
     WatchUnsupported,
 )
@@ -86,6 +87,11 @@ class Poller:
         self.on_removed = on_removed
         self.removals = Removals(guard, baseline) if on_removed is not None else None
         self.trimmed = 0  # items that left by the source's retention: never cancelled
+        # a log source's identity as its last listing said (`ports.TellsLog`), and the start
+        # over said last (its `at`): each said once; `on_log_change()` is told (the facts)
+        self.log_facts: dict | None = None
+        self._started_over_said: str | None = None
+        self.on_log_change: Callable[[], None] | None = None
         self._listing = threading.Lock()  # one listing at a time (the removals compare them)
         self._listed_from = 0.0  # when the last complete listing began (time.monotonic())
 
@@ -125,6 +131,8 @@ class Poller:
         if self.source_down:
             log.info("source %s is back", self.source.base_url)
         self.source_down = False
+        if isinstance(self.source, TellsLog):
+            self._told_log(self.source.log_facts)
         retention_only = isinstance(self.source, TellsRetention) and self.source.retention_only
         if self.removals is not None and retention_only:
             # its items leave only by retention (a log trimming its oldest records:
@@ -140,6 +148,19 @@ class Poller:
                 self.on_removed(gone)
         self._listed_from = began
         return names
+
+    def _told_log(self, facts: dict | None) -> None:
+        """What a log source's listing says of its identity: a start over said once (when,
+        what it was, how far it was read - its records are new items, what ran of the old
+        log stays done), and the facts rewritten for `status`."""
+        changed = facts != self.log_facts
+        self.log_facts = facts
+        over = (facts or {}).get("startedOver")
+        if isinstance(over, dict) and over.get("at") != self._started_over_said:
+            self._started_over_said = over.get("at")
+            log.warning("source %s: %s", self.source.base_url, started_over_line(over))
+        if changed and self.on_log_change is not None:
+            self.on_log_change()
 
     def first_listing(self, timeout: float | None = None) -> list[str] | None:
         """The source's listing (nothing enqueued), tried again while it cannot be reached;
@@ -241,3 +262,12 @@ class Poller:
             self.enqueue([name])
         elif kind == "DELETED" and self.removals is not None and self.removals.deleted(name):
             self.poll_once_listing()  # proved (or not) by a listing, with all that left with it
+
+
+def started_over_line(over: dict) -> str:
+    """A log's start over (`metadata.log.startedOver`) as one line: the manager's log and
+    `status` say it so."""
+    was = f" (it was {over['was']})" if over.get("was") else ""
+    read = f"; read up to {over['readTo']} of the old one" if over.get("readTo") else ""
+    return (f"its log started over at {over.get('at', '?')}{was}: it was made again{read} - "
+            "its records are new items, what ran of the old one stays done")  # fmt: skip

@@ -37,6 +37,7 @@ class FolderSource:
         self.files = files
         self.base_url = where
         self.listing_version: int | None = None
+        self.log_facts: dict | None = None  # a log's identity, as the last listing said
         self._priorities: dict[str, int] = {}
 
     def start(self) -> FolderSource:
@@ -66,10 +67,12 @@ class FolderSource:
     # -- manager.ports.Source --------------------------------------------------------------
 
     def list_items(self) -> list[str]:
-        from kube_workqueue.ambassador.sources.base import Ranks
+        from kube_workqueue.ambassador.sources.base import DescribesLog, Ranks
 
         names, _, version = self.files.page(None, None)
         self.listing_version = version
+        if isinstance(self.files, DescribesLog):  # a log's identity (`ports.TellsLog`)
+            self.log_facts = self.files.log_facts()
         if isinstance(self.files, Ranks) and self.files.ranks:
             self._priorities = self.files.priorities(names)
         return names

@@ -100,6 +100,9 @@ class SourceClient(SourceCalls):
         # (`metadata.removals: retention`, a log's every-record shape): then a removal is never
         # a cancellation (`manager.runtime.poller`).
         self.retention_only = False
+        # What the last complete listing said of the log it reads (`metadata.log`: its
+        # identity, when it last started over), or None (`ports.TellsLog`).
+        self.log_facts: dict | None = None
         # Invariant: the priorities (not 0) of the last complete listing, and of the watch
         # events since; replaced whole by each listing, changed in place by an event.
         self._priorities: dict[str, int] = {}
@@ -203,6 +206,8 @@ class SourceClient(SourceCalls):
             token = metadata.get("continue")
             if not token:
                 self.retention_only = metadata.get("removals") == "retention"
+                told = metadata.get("log")
+                self.log_facts = told if isinstance(told, dict) else None
                 self._priorities = priorities
                 if full:
                     self._groups = groups
