@@ -238,7 +238,7 @@ producer.flush(60)
     def floor(self, log: str) -> float:
         from confluent_kafka import KafkaError
 
-        from kube_workqueue.ambassador.sources.kafka_topic import batch_of
+        from kube_workqueue.ambassador.sources.kafka_client import batch_of
 
         consumer = self._bare_consumer(**{"enable.partition.eof": True})
         began = time.perf_counter()

@@ -339,6 +339,32 @@ def _beat(path: str, source) -> None:
     _write_line(path, state.replace("\n", " "))
 
 
+class BesideHeartbeat:
+    """What the publisher writes beside its heartbeat, as a worker reads it: a log source's
+    backlog and its identity (`_beat`)."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+
+    def backlog(self) -> tuple[int, float] | None:
+        """(records read and not yet served, the oldest one's age in seconds), or None."""
+        try:
+            with open(os.path.join(self.folder, BACKLOG), encoding="utf-8") as f:
+                unread, oldest = f.read().split()
+        except (FileNotFoundError, ValueError):
+            return None
+        age = max(0.0, time.time() - float(oldest)) if float(oldest) > 0 else 0.0
+        return int(unread), age
+
+    def log_facts(self) -> dict | None:
+        """The log's identity and its last start over (`metadata.log`), or None."""
+        try:
+            with open(os.path.join(self.folder, LOG_FACTS), encoding="utf-8") as f:
+                return json.loads(f.read())
+        except (FileNotFoundError, ValueError):
+            return None
+
+
 def _write_line(path: str, line: str) -> None:
     with open(path + ".part", "w", encoding="utf-8") as f:
         f.write(line)

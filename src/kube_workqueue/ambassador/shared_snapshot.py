@@ -28,16 +28,15 @@ from collections.abc import Callable
 from typing import Any
 
 from .publication import (
-    BACKLOG,
     CHANGES,
     COMING,
     CURRENT,
     DELTA,
     FOLLOW_SECONDS,
     HEARTBEAT,
-    LOG_FACTS,
     READY_SECONDS,
     STALE_SECONDS,
+    BesideHeartbeat,
 )
 from .sorted_names import SortedNames
 from .sources.base import RanksMetas
@@ -286,23 +285,14 @@ class SharedSnapshot:
         return None if state == "ok" else state
 
     def backlog(self) -> tuple[int, float] | None:
-        """A log source's backlog as the publisher last wrote it (`_beat`): (records read and
-        not yet served, the oldest one's age in seconds); None for any other source."""
-        try:
-            with open(os.path.join(self.folder, BACKLOG), encoding="utf-8") as f:
-                unread, oldest = f.read().split()
-        except (FileNotFoundError, ValueError):
-            return None
-        age = max(0.0, time.time() - float(oldest)) if float(oldest) > 0 else 0.0
-        return int(unread), age
+        """A log source's backlog as the publisher last wrote it (`publication.BesideHeartbeat`):
+        (records read and not yet served, the oldest one's age in seconds); None for any
+        other source."""
+        return BesideHeartbeat(self.folder).backlog()
 
     def log_facts(self) -> dict | None:
-        """A log source's identity as the publisher last wrote it (`_beat`), or None."""
-        try:
-            with open(os.path.join(self.folder, LOG_FACTS), encoding="utf-8") as f:
-                return json.loads(f.read())
-        except (FileNotFoundError, ValueError):
-            return None
+        """A log source's identity as the publisher last wrote it, or None."""
+        return BesideHeartbeat(self.folder).log_facts()
 
     def subscribe(self) -> tuple[list[str], TimedQueue]:
         """Every current name, and a queue of each later event. The caller's duty:

@@ -19,12 +19,17 @@ opens it. The modules:
   redis_set.py        a Redis set's members, with keyspace notifications
   redis_client.py     a client of a Redis source's server (password, timeouts)
   redis_stream.py     a Redis stream's records (XRANGE, XREAD BLOCK), over the log core
-  nats_stream.py      a NATS JetStream stream's messages (ordered consumers), over the log core
+  nats_stream.py      a NATS JetStream stream's messages (an ordered consumer's feed), over
+                      the log core
+  nats_listing.py     a stream's listing, pulled and held to the server's count; what a
+                      message is to the log core
   nats_client.py      a client of a NATS source's server; the URL, the start-up check
   kafka_topic.py      a Kafka topic's records (assigned partitions, never a group), over the
                       log core
-  kafka_client.py     a client of a Kafka source's brokers; the URL, the start-up check
-  log_records.py      the log core: records as items, keyed or every one, and the backlog
+  kafka_client.py     a client of a Kafka source's brokers; the URL, the start-up check, the
+                      topic's id; what a record is to the log core
+  log_records.py      the log core: records as items, keyed or every one, named within the
+                      log's identity (its lives), and the backlog
   items.py            what every source's item data shares (content types, RFC 3339 times)
 """
 

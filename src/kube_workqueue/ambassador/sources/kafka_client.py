@@ -17,16 +17,19 @@ A URL with a user or password in it is refused.
 
 from __future__ import annotations
 
+import base64
 import logging
 import os
 import re
+import time
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from .listers import SourceUnreachable, intervals
-from .log_records import name_field, removals
+from .log_records import TOMBSTONE_FIELD, name_field, payload_fields, removals
 
 CONNECT_SECONDS = 5.0
+PAGE = 1000  # records taken at once at most: the change feed's batch
 GROUP_ID = "workqueue-ambassador"  # (never joined, never committed: see the module docstring)
 TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")  # Kafka's own rule for a topic's name
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -186,3 +189,56 @@ def config_from_url(url: str, options: dict) -> dict:
         "SUFFIXES": [],  # (a record is an item whatever its name ends with)
         **intervals(options, 2.0),
     }
+
+
+# -- a record, as the log core takes it (`kafka_topic.py`) ----------------------------------
+
+
+def text_field(fields: dict[str, str], key: str, value: bytes | None) -> None:
+    """`fields[key]` = `value` as UTF-8 text, or `fields[key + ".base64"]` when it is not."""
+    if value is None:
+        return
+    try:
+        fields[key] = value.decode("utf-8")
+    except UnicodeDecodeError:
+        fields[f"{key}.base64"] = base64.b64encode(value).decode("ascii")
+
+
+def fields_of(msg) -> dict[str, str]:
+    """A record's fields (`kafka_topic`'s module docstring); a null value adds the tombstone
+    field."""
+    value = msg.value()
+    fields = payload_fields(value) if value is not None else {}
+    headers = msg.headers()
+    if headers:
+        for name, header in headers:
+            text_field(fields, f"header.{name}", header if header is not None else b"")
+    key = msg.key()
+    if key is not None:  # (`text_field`, inlined: a million records' hot path)
+        try:
+            fields["key"] = key.decode("utf-8")
+        except UnicodeDecodeError:
+            fields["key.base64"] = base64.b64encode(key).decode("ascii")
+    if value is None:
+        fields[TOMBSTONE_FIELD] = "true"
+    return fields
+
+
+def batch_of(consumer, wait: float) -> list:
+    """What the consumer has, up to PAGE events: waits up to `wait` seconds for the first one
+    only (`consume(n, timeout)` waits for all n, or the whole timeout: a trickle of records
+    would each wait it out), then takes what is already there."""
+    first = consumer.poll(wait)
+    if first is None:
+        return []
+    return [first, *consumer.consume(PAGE - 1, 0)]
+
+
+def position_of(partition: int, offset: int) -> str:
+    """A record's position, and in the every-record shape its item's name."""
+    return f"{partition:04d}-{offset:012d}"
+
+
+def seconds_of(msg) -> float:
+    kind, stamp = msg.timestamp()
+    return stamp / 1000.0 if kind and stamp > 0 else time.time()

@@ -50,7 +50,6 @@ named under the old id once before the new listing names them anew.
 
 from __future__ import annotations
 
-import base64
 import threading
 import time
 from collections.abc import Iterator
@@ -60,80 +59,32 @@ from ..naming import SkippedNames
 from .kafka_client import (
     CONNECT_SECONDS,
     admin_settings,
+    batch_of,
     check,
     config_from_url,
     describe_error,
+    fields_of,
     partitions,
+    position_of,
+    seconds_of,
     settings,
     topic_identity,
 )
 from .listers import RESTART, Change, ListedShort, PositionWentBack, SourceUnreachable
 from .log_records import (
-    TOMBSTONE_FIELD,
     Backlog,
     Lives,
     LogIdentity,
     LogShape,
     describe,
-    payload_fields,
     priority_of,
 )
 
-PAGE = 1000  # records taken at once at most: the change feed's batch
 IDLE_SECONDS = 30.0  # a listing that hears nothing this long has lost its brokers
 PARTITIONS_LOOK_SECONDS = 10.0  # the feed looks for partitions added this often
 IDENTITY_LOOK_SECONDS = 2.0  # the feed looks at the topic's id this often
 READS = 3  # a listing short of the brokers' ends is read this many times before it is held
 WAIT_MS = 100  # how long a broker holds a fetch that finds nothing new (librdkafka: 500)
-
-
-def text_field(fields: dict[str, str], key: str, value: bytes | None) -> None:
-    """`fields[key]` = `value` as UTF-8 text, or `fields[key + ".base64"]` when it is not."""
-    if value is None:
-        return
-    try:
-        fields[key] = value.decode("utf-8")
-    except UnicodeDecodeError:
-        fields[f"{key}.base64"] = base64.b64encode(value).decode("ascii")
-
-
-def fields_of(msg) -> dict[str, str]:
-    """A record's fields (see the module docstring); a null value adds the tombstone field."""
-    value = msg.value()
-    fields = payload_fields(value) if value is not None else {}
-    headers = msg.headers()
-    if headers:
-        for name, header in headers:
-            text_field(fields, f"header.{name}", header if header is not None else b"")
-    key = msg.key()
-    if key is not None:  # (`text_field`, inlined: a million records' hot path)
-        try:
-            fields["key"] = key.decode("utf-8")
-        except UnicodeDecodeError:
-            fields["key.base64"] = base64.b64encode(key).decode("ascii")
-    if value is None:
-        fields[TOMBSTONE_FIELD] = "true"
-    return fields
-
-
-def batch_of(consumer, wait: float) -> list:
-    """What the consumer has, up to PAGE events: waits up to `wait` seconds for the first one
-    only (`consume(n, timeout)` waits for all n, or the whole timeout: a trickle of records
-    would each wait it out), then takes what is already there."""
-    first = consumer.poll(wait)
-    if first is None:
-        return []
-    return [first, *consumer.consume(PAGE - 1, 0)]
-
-
-def position_of(partition: int, offset: int) -> str:
-    """A record's position, and in the every-record shape its item's name."""
-    return f"{partition:04d}-{offset:012d}"
-
-
-def seconds_of(msg) -> float:
-    kind, stamp = msg.timestamp()
-    return stamp / 1000.0 if kind and stamp > 0 else time.time()
 
 
 class KafkaLister:

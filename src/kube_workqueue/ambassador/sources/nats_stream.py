@@ -18,22 +18,17 @@ names sort in log order (`000000000042`). `name=` chooses the key of the keyed s
 A key-value bucket's delete and purge markers (header `KV-Operation: DEL`/`PURGE`) are
 tombstones, as is a `deleted: true` field.
 
-Reading: a listing is an ephemeral *pull* consumer (no acks), fetched a BATCH at a time from
-the stream's first retained message to the one the consumer reports nothing pending after -
-the server sends only what was asked for, so nothing can be dropped on the client's side (a
-pushed listing could: nats-py drops what overflows a slow consumer's queue and says so only to
-the error callback, and its ordered consumer counts the message as delivered first - a
-million-message cold start listed 945,487). The count read is held against the consumer's own
-count of what the stream holds, and a listing short of it is read again, then held
-(`listers.ListedShort`) rather than served short. The change feed is an *ordered consumer*
-(pushed, server-side flow control) from the sequence after the last one read, for as long as
-the ambassador runs; a message nats-py drops for it (`SlowConsumerError`) is counted
-(`dropped`) and answered by a full re-listing. Nothing is acknowledged and no durable
-consumer is left behind: the stream is read, never consumed (what ran is the manager's
-ledger's), so a restart reads the retained stream again - the retained log is the durable
-position, and nothing the server still holds is missed. Retention (max-msgs, max-age, a
-purge) takes the messages it drops out of the listing at the next full listing
-(`--relist-interval`).
+Reading: a listing is pulled (`nats_listing.py`: an ephemeral consumer, no acks, nothing a
+client can drop) from the stream's first retained message to the one the consumer reports
+nothing pending after, held to the consumer's own count - a listing short of it is read again,
+then held (`listers.ListedShort`) rather than served short. The change feed is an *ordered
+consumer* (pushed, server-side flow control) from the sequence after the last one read, for as
+long as the ambassador runs; a message nats-py drops for it (`SlowConsumerError`) is counted
+(`dropped`) and answered by a full re-listing. Nothing is acknowledged and no durable consumer
+is left behind: the stream is read, never consumed (what ran is the manager's ledger's), so a
+restart reads the retained stream again - the retained log is the durable position, and nothing
+the server still holds is missed. Retention (max-msgs, max-age, a purge) takes the messages it
+drops out of the listing at the next full listing (`--relist-interval`).
 
 Identity (`log_records.LogIdentity`): the stream's `created` time. A stream deleted and added
 again starts its sequences at 1: each listing reads the stream's info first, and the feed
@@ -60,16 +55,7 @@ from typing import Any
 from ..naming import SkippedNames
 from ..timed_queue import TimedQueue
 from .listers import RELIST, RESTART, Change, ListedShort, PositionWentBack, SourceUnreachable
-from .log_records import (
-    TOMBSTONE_FIELD,
-    Backlog,
-    Lives,
-    LogIdentity,
-    LogShape,
-    describe,
-    payload_fields,
-    priority_of,
-)
+from .log_records import Backlog, Lives, LogIdentity, LogShape, describe, priority_of
 from .nats_client import (
     CONNECT_SECONDS,
     check,
@@ -78,14 +64,17 @@ from .nats_client import (
     describe_error,
     literal_prefix,
 )
+from .nats_listing import (  # noqa: F401 - (identity_of: what tests name records by)
+    IDLE_SECONDS,
+    PulledListing,
+    fields_of,
+    identity_of,
+    position_of,
+)
 
 PAGE = 1000  # messages the change feed applies as one batch at most
-BATCH = 1000  # messages a listing's pull asks for at once
-FETCH_SECONDS = 2.0  # how long one pull waits for its first message
-IDLE_SECONDS = 30.0  # a listing that hears nothing this long has lost its server
 IDENTITY_LOOK_SECONDS = 2.0  # the feed looks at the stream's created time this often
 READS = 3  # a listing short of the stream's count is read this many times before it is held
-KV_TOMBSTONES = frozenset({"DEL", "PURGE"})
 
 log = logging.getLogger(__name__)
 
@@ -99,17 +88,6 @@ class _Loop:
 
     def run(self, coro, timeout: float | None = None):
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-
-def fields_of(msg) -> dict[str, str]:
-    """A message's fields (see the module docstring)."""
-    fields = payload_fields(msg.data or b"")
-    for key, value in (msg.headers or {}).items():
-        fields[f"header.{key}"] = value
-    if (msg.headers or {}).get("KV-Operation", "").upper() in KV_TOMBSTONES:
-        fields[TOMBSTONE_FIELD] = "true"
-    fields["subject"] = msg.subject
-    return fields
 
 
 class JetStreamLister:
@@ -202,26 +180,6 @@ class JetStreamLister:
 
         return delivered
 
-    async def _pending(self, start: int) -> int:
-        """How many messages the filter matches from sequence `start` on, now (an ephemeral
-        consumer's count, made and deleted)."""
-        from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-
-        js = (await self._connected()).jetstream()
-        config = ConsumerConfig(
-            deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=max(1, start),
-            ack_policy=AckPolicy.NONE, filter_subject=self.subject_filter or None,
-            inactive_threshold=IDLE_SECONDS, mem_storage=True,
-        )  # fmt: skip
-        info = await js.add_consumer(self.stream, config)
-        try:
-            return info.num_pending
-        finally:
-            try:
-                await js.delete_consumer(self.stream, info.name)
-            except Exception:  # (gone already: it was ephemeral)
-                pass
-
     # -- the listing -----------------------------------------------------------------------
 
     def list_all(self) -> dict[str, str]:
@@ -245,60 +203,15 @@ class JetStreamLister:
                 "that ran (restart the ambassador to serve it as it is)"
             )
         self.shape.tag = identity.tag if identity is not None else ""
+        js = (await self._connected()).jetstream()
+        listing = PulledListing(js, self.stream, self.subject_filter, self.where)
         for _ in range(READS):
-            found, read, expected, newest = await self._read_all()
-            if read >= expected or read >= expected - await self._gone_since(newest, expected):
+            found, read, expected, newest = await listing.read(self.shape.fold)
+            if read >= expected or read >= expected - await listing.gone_since(newest, expected):
                 self.read_to = max(self.read_to, newest)
                 return found
         raise ListedShort(f"{self.where}: read {read:,} of the {expected:,} messages the "
                           f"stream held, {READS} times: held, not served short")  # fmt: skip
-
-    async def _read_all(self) -> tuple[dict[str, str], int, int, int]:
-        """(name -> meta of what the stream holds, messages read, messages the consumer said
-        there were at its start, the newest sequence read), by a pull consumer."""
-        import nats.errors
-        from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-
-        js = (await self._connected()).jetstream()
-        config = ConsumerConfig(
-            deliver_policy=DeliverPolicy.ALL, ack_policy=AckPolicy.NONE,
-            inactive_threshold=IDLE_SECONDS, mem_storage=True,
-        )  # fmt: skip
-        pull = await js.pull_subscribe(self.subject_filter, stream=self.stream, config=config)
-        found: dict[str, str] = {}
-        read = newest = 0
-        try:
-            expected = (await pull.consumer_info()).num_pending
-            heard = time.monotonic()
-            fold = self.shape.fold
-            while expected:  # (none: an empty stream, or a filter nothing matches yet)
-                try:
-                    messages = await pull.fetch(BATCH, timeout=FETCH_SECONDS)
-                except nats.errors.TimeoutError:
-                    if time.monotonic() - heard > IDLE_SECONDS:
-                        raise SourceUnreachable(f"{self.where}: the server went quiet") from None
-                    if not (await pull.consumer_info()).num_pending:
-                        break  # nothing left to read: fewer than counted (retention)
-                    continue
-                heard = time.monotonic()
-                for msg in messages:
-                    newest = msg.metadata.sequence.stream
-                    read += 1
-                    fold(found, position_of(newest), fields_of(msg))
-                if messages and messages[-1].metadata.num_pending == 0:
-                    break
-        finally:
-            try:
-                await pull.unsubscribe()
-            except Exception:  # the connection is gone already: so is the consumer
-                pass
-        return found, read, expected, newest
-
-    async def _gone_since(self, newest: int, expected: int) -> int:
-        """How many of the `expected` messages the stream no longer holds (retention took them
-        while the listing ran): what it counted then, less what it holds now up to `newest`."""
-        holds = await self._pending(1) - await self._pending(newest + 1)
-        return max(0, expected - holds)
 
     def describe(self, name: str, meta: str) -> dict[str, Any]:
         return describe(name, meta, self.stream)
@@ -391,22 +304,6 @@ class JetStreamLister:
                 self._loop.run(self._close_quietly(), CONNECT_SECONDS)
             except Exception:
                 pass
-
-
-def identity_of(info) -> LogIdentity | None:
-    """A stream's identity from its info (nats-py's `StreamInfo`): its created time, to the
-    microsecond nats-py reads; None from a server that gives none."""
-    created = info.created
-    if created is None:
-        return None
-    stamp = created.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return LogIdentity(stamp, stamp)
-
-
-def position_of(sequence: int) -> str:
-    """A message's position, and in the every-message shape its item's name: zero-padded so
-    names sort as the log does."""
-    return f"{sequence:012d}"
 
 
 class NatsType:

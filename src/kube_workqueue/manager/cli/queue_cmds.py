@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING
 from ..durations import moment
 from ..errors import UserError
 from ..ports import FINISHED, State
-from ..runtime.poller import started_over_line
 from ..runtime.run_options import ASKED_PARALLELISM, BY_FLAG
 from .argtypes import MAX_WORKERS, add_row, from_input, positive_int
 from .queues import add_queue_options, queue_of
@@ -186,6 +185,8 @@ def print_status(view: QueueView, *, recent: int = 10, waiting: int = 10) -> Non
         print("manager: none is running this queue")
     told = (manager or {}).get("source_log") or {}
     if isinstance(told.get("startedOver"), dict):
+        from ..runtime.poller import started_over_line  # (not at import: the parser's cost)
+
         print(f"source: {started_over_line(told['startedOver'])}")
     for quiet in view.extra.get("silent_managers") or ():
         print(f"manager {quiet['id']}: not heard from for {seconds(quiet['heard_seconds'])} "

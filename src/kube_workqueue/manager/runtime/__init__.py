@@ -2,6 +2,8 @@
 
     runner.py        the Manager: runs its parts until stopped or `--once`
     once_run.py      a `--once` run: its targets, recorded first, followed until settled
+    cannot_finish.py  a `--once` run nothing may finish: its causes said, its end after
+                     --wait-for
     wiring.py        the one place its parts are built, each after what it is handed
     intake.py        from a listing to the line (new names, changed versions, returns)
     priorities.py    each waiting item's priority (rules, then the source), recorded and placed

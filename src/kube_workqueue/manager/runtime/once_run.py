@@ -103,7 +103,7 @@ class OnceRun:
     def _blocked(self, report: RunReport) -> bool:
         """Whether the run ends now because nothing may run what it has left
         (`cannot_finish`): looked at by the run's wait at most once a second; the lines it
-        ends with go to `report.cannot_run`. Never an end while anything of this manager
+        ends with go to `RunReport.cannot_run`. Never an end while anything of this manager
         runs or a look cannot be made (a ledger that does not answer: the hold says so)."""
         now = time.monotonic()
         if now < self._blocked_next:

@@ -152,7 +152,7 @@ def wire(manager, *, registry=None, mode: Alone) -> ManagerParts:
     )  # fmt: skip
     if options.cancel_removed:
         leaving.relist = poller.relist_now  # (the one edge closed after both ends exist)
-    poller.on_log_change = lambda: manager.asked.note_manager()  # (status says a start over)
+    poller.on_log_change = asked.note_manager  # (status says when a log started over)
     # what a manager that died left running, waited for (`adoption`)
     adoption = Adoption(
         backend, reconciler, capacity, cancellations, retry=manager._retry_adopted,
