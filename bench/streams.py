@@ -77,9 +77,11 @@ def cold_start(bench, records: int) -> None:
     opened(bench.url("cold", keyed=False)).stop()
     took = min(took, time.perf_counter() - again)
     best = min(floors)
+    whole = "all of them" if count == records else f"SHORT by {records - count:,}"
     print(
-        f"[{bench.kind}] cold start: {count:,} records listed in {took:.2f} s; "
-        f"{bench.client_name} reading them {best:.2f} s ({took / best:.2f}x; goal <= 1.5x)"
+        f"[{bench.kind}] cold start: {count:,} of {records:,} records listed ({whole}) in "
+        f"{took:.2f} s; {bench.client_name} reading them {best:.2f} s ({took / best:.2f}x; "
+        "goal <= 1.5x)"
     )
     print(f"[{bench.kind}]   bytes an item: packed listing {packed / count:.0f} B, resident "
           f"growth {grown / count:.0f} B (goal <= 300 B)")  # fmt: skip
