@@ -29,6 +29,46 @@ def test_redaction_keeps_what_is_not_a_secret():
     assert redact_url(f"http://{SECRET}@h/") == "http://***@h/"
     assert redact_url("http://h/?set=videos") == "http://h/?set=videos"
     assert SECRET not in redact_text(f"x http://a:{SECRET}@[::1 y")
+    # an Azure account key (base64: `/`, `+`, `=`) typed as a password: no parser sees
+    # userinfo in it - it was printed back whole in the refusal
+    key = "c2Vj/cmV0+a2V5MTIz=="
+    assert redact_url(f"azblob://acct:{key}@container/in/") == "azblob://acct:***@container/in/"
+    assert redact_url("s3://bucket/user@example.com/a.mp4") == "s3://bucket/user@example.com/a.mp4"
+
+
+def test_an_azure_key_typed_in_a_source_url_is_refused_and_never_printed():
+    typed = f"azblob://acct:{SECRET}/x==@container/in/"
+    for command in (["run", typed, "--", "true"], ["ambassador", "--source", typed]):
+        done = in_process_cli(*command)
+        assert done.returncode == 2 and "password in the source URL" in done.stderr, done
+        assert SECRET not in done.stderr + done.stdout
+    done = in_process_cli("ambassador", env={"WORKQUEUE_SOURCE": f"azblob://a:{SECRET}/x@c/"})
+    assert done.returncode == 2 and SECRET not in done.stderr + done.stdout, done
+
+
+def in_process_cli(*args, env=None):
+    """A command in this process (a refusal needs no interpreter of its own)."""
+    import contextlib
+    import io
+
+    from kube_workqueue.manager.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    saved = {k: os.environ.get(k) for k in env or {}}
+    os.environ.update(env or {})
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main([str(a) for a in args])
+            except SystemExit as done:
+                code = done.code
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
 def test_a_password_in_the_source_url_is_never_printed(tmp_path, ambassador_server):

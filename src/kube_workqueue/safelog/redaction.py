@@ -32,8 +32,18 @@ SECRET_KEY = re.compile(
 URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s'\"<>`]+")
 
 
+# `user:password@` typed with a `/` in the password (an Azure account key is base64: `+`, `/`
+# and `=`): no URL parser takes it for userinfo - the authority ends at the first `/` - so the
+# key would be printed back as a path. A `:` before an `@` ahead of any `?` or `#` is taken
+# for one (a path `user@example.com` has no `:`, and stays).
+SLASHED_USERINFO = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.\-]*://)([^@?#\s:/]*):[^@?#\s]*@")
+
+
 def redact_url(url: str) -> str:
     """`url` with its userinfo and secret-looking query values hidden."""
+    slashed = SLASHED_USERINFO.match(url)
+    if slashed and "/" in url[slashed.end(2) : slashed.end()]:
+        url = f"{slashed.group(1)}{slashed.group(2)}:{HIDDEN}@{url[slashed.end():]}"
     try:
         parts = urlsplit(url)
     except ValueError:  # malformed (an unclosed IPv6 bracket): hide what looks like userinfo

@@ -269,10 +269,13 @@ def typed_secret(url: str, *, instead: str = "") -> str | None:
     scheme = scheme_of(url)
     if scheme == "file":
         return None
+    from kube_workqueue.safelog.redaction import SLASHED_USERINFO
+
     try:
         parts = urlsplit(url.strip())
         query = {k.lower() for k, _ in parse_qsl(parts.query, keep_blank_values=True)}
         secret = parts.password is not None or bool(query & {"password", "token"})
+        secret = secret or bool(SLASHED_USERINFO.match(url.strip()))  # (a key with a `/`)
         if scheme == "nats" and parts.username and parts.password is None:
             secret = True  # nats://TOKEN@host: a token
     except ValueError:
