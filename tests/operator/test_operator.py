@@ -165,11 +165,28 @@ def test_three_workqueues_run_once_each_through_patch_bad_spec_delete_and_restar
     (media / "clip-4.mp4").write_bytes(b"video")
     redis.zadd(zset, {"beta/e": 2})
     operated.operator = standby
-    wait_until(lambda: operated.server.store.objects[("leases", NS, "workqueue-operator")]
-               ["spec"].get("holderIdentity") == f"{holder.rsplit('-', 1)[0]}-{standby.pid}",
-               timeout=60)  # fmt: skip
+    counted: list[dict] = []  # each queue's status.counts, as the new operator's managers write
+
+    def took_over() -> bool:
+        for name in ("renders", "thumbs"):
+            counts = (operated.queue(name).get("status") or {}).get("counts")
+            if counts is not None:
+                counted.append(counts)
+        lease = operated.server.store.objects[("leases", NS, "workqueue-operator")]
+        return lease["spec"].get("holderIdentity") == \
+            f"{holder.rsplit('-', 1)[0]}-{standby.pid}"  # fmt: skip
+
+    wait_until(took_over, timeout=60)
     expected.update(thumbs=6, renders=5)
-    wait_until(lambda: len(ran("thumbs")) >= 6 and len(ran("renders")) >= 5, timeout=120)
+
+    def ran_all() -> bool:
+        took_over()
+        return len(ran("thumbs")) >= 6 and len(ran("renders")) >= 5
+
+    wait_until(ran_all, timeout=120)
+    # a manager just started knows no item until its first listing is recorded: it says no
+    # status before (one counting every state 0 read for 10-20 s over the true counts)
+    assert counted and all(sum(c.values()) > 0 for c in counted), counted
     for name, count in expected.items():
         seen = Counter(ran(name))
         assert len(seen) == count and set(seen.values()) == {1}, (name, seen)

@@ -118,7 +118,10 @@ class Asked:
             # the status is a view over every item: with a million known it takes seconds,
             # so it may use at most a tenth of the time between two
             gap = time.monotonic() - reported
-            if gap >= 10 * took and (self.answer_due or gap >= every):
+            # and only once a listing is recorded: a manager just started (an operator
+            # restarted) knows no item yet - its status would say every count is 0, over the
+            # true one its predecessor left, for as long as its first listing takes
+            if gap >= 10 * took and (self.answer_due or gap >= every) and m.intake.taken_once:
                 self.answer_due = False
                 reported = time.monotonic()
                 self.report()

@@ -57,11 +57,15 @@ class Intake:
         self.prioritizer = prioritizer
         self.waiting_is_listed = waiting_is_listed
         self.waiting_since: dict[str, float] = {}
+        # whether a listing's names are in the ledger yet: before, a ledger that knows only
+        # what this manager saw (the cluster's record) counts nothing - no status is due
+        self.taken_once = False
 
     def listed(self, names: list[str]) -> None:
         """A listing: everything in the module docstring, in that order. A `StorageFault`
         propagates (nothing more is recorded; the next listing brings the names again)."""
         new = self.ledger.see(names)
+        self.taken_once = True
         if new:
             self.window.arrived(len(new))
         if self.rerun_changed:

@@ -142,6 +142,7 @@ class OnceRun:
     def _take_targets(self, report: RunReport) -> None:
         """A `--once` run's targets recorded, those that need no work noted SKIPPED."""
         self.ledger.see(report.targets)
+        self.intake.taken_once = True  # (a status is due from now on: `Asked.follow`)
         self.intake.revisit(report.targets)
         for name in report.targets:  # adopted work reports when its worker ends
             if name in self.adoption.names or self.reconciler.needs_work(name):
