@@ -162,6 +162,51 @@ def test_the_getting_started_tour_makes_the_broken_video_it_asks_about(tmp_path,
     assert said.returncode == 0 and "failed" in said.stdout, said.stderr
 
 
+def readme_sessions(first: str) -> list[str]:
+    """The commands of README.md's console block whose first command starts with `first`,
+    each whole (a command continued on the next line joined), comments left out."""
+    text = (REPO / "README.md").read_text()
+    block = re.search(r"```console\n(\$ " + re.escape(first) + r".*?)```", text, re.DOTALL)
+    assert block, f"README.md no longer shows the session that starts with {first!r}"
+    joined = block.group(1).replace("\\\n", " ")
+    return [line[2:].split("  #")[0].strip() for line in joined.splitlines()
+            if line.startswith("$ ")]  # fmt: skip
+
+
+def test_the_readme_tour_runs_as_typed(tmp_path, ffmpeg_env):
+    """README.md's five-minute tour, every command as typed but the two that set up this
+    checkout (`make demo`, the venv's activate): in a folder of its own that sees the
+    repository's examples and workers where the tour names them. It broke at its third
+    command: the videos it made had no broken.mp4 for `status` and `retry` to name."""
+    import subprocess
+    import sys
+
+    for part in ("examples", "worker-images"):
+        (tmp_path / part).symlink_to(REPO / part)
+    tour = readme_sessions("make demo") + readme_sessions("workqueue status")
+    assert tour[:2] == ["make demo", ". .venv/bin/activate"], tour
+    env = {**ffmpeg_env, "PWD": str(tmp_path)}
+    codes = []
+    for command in tour[2:]:
+        words = shlex.split(command.replace("$PWD", str(tmp_path)))
+        assigned = {}
+        while "=" in words[0] and not words[0].startswith("-"):
+            key, _, value = words.pop(0).partition("=")
+            assigned[key] = value
+        if words[0] == "python":
+            done = subprocess.run([sys.executable, *words[1:]], cwd=tmp_path, capture_output=True,
+                                  text=True, env={**env, **assigned}, timeout=240)  # fmt: skip
+        else:
+            assert words[0] == "workqueue", command
+            done = workqueue(*words[1:], cwd=tmp_path, env={**env, **assigned}, timeout=240)
+        assert "Traceback" not in done.stderr, (command, done.stderr)
+        codes.append((command.split()[:3], done.returncode))
+        if "status broken.mp4" in command:
+            assert "failed" in done.stdout, done.stdout
+    assert [code for _, code in codes] == [0, 1, 0, 0, 0, 0], codes  # (the run: one failed)
+    assert (tmp_path / "thumbnails").is_dir()
+
+
 def test_the_sources_page_shows_what_a_stream_ambassador_answers(redis_store, ambassador_server):
     """The Redis stream session of docs/sources.md, replayed: each XADD for real (the ids it
     gave made alike in order), then the ambassador's answers."""
