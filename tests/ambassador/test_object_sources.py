@@ -167,6 +167,38 @@ def test_malformed_sources_are_one_line(url, options, said):
         resolve(url, options)
 
 
+def test_cloud_storage_s_own_settings_are_named_when_wrong(gcs_emulator, monkeypatch, tmp_path):
+    """The client's environment, checked where the client would only say "MissingSchema" or
+    "no credentials found": an emulator address that is no URL, a server there that is no
+    Cloud Storage (its 404 was "the bucket does not exist"), a key file missing or not JSON -
+    each one line naming the variable."""
+    import http.server
+    import threading
+
+    gcs = gcs_emulator
+    bucket = gcs.bucket("a.mp4")
+    setenv(monkeypatch, {"STORAGE_EMULATOR_HOST": "notaurl"})
+    with pytest.raises(SourceConfigError, match="STORAGE_EMULATOR_HOST must be an http"):
+        opened(gcs.url(bucket))
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        setenv(monkeypatch, {"STORAGE_EMULATOR_HOST": f"http://127.0.0.1:{other.server_port}"})
+        with pytest.raises(SourceConfigError, match="no Cloud Storage's words"):
+            opened(gcs.url(bucket))
+    finally:
+        other.shutdown()
+    setenv(monkeypatch, {**gcs.no_credentials_env})
+    for content, said in ((None, "cannot read it"), ("{not json", "not a JSON key file"),
+                          ('{"a": 1}', "not a Google Cloud key file")):  # fmt: skip
+        key = tmp_path / "key.json"
+        if content is not None:
+            key.write_text(content)
+        setenv(monkeypatch, {"GOOGLE_APPLICATION_CREDENTIALS": str(key)})
+        with pytest.raises(SourceConfigError, match=f"GOOGLE_APPLICATION_CREDENTIALS .*{said}"):
+            opened(gcs.url(bucket))
+
+
 def test_a_wrong_key_is_one_line_at_start(azurite, monkeypatch):
     """Of the three emulators only Azurite checks a signature (moto and gcp-storage-emulator take
     any credentials): a connection string with another account key is refused, in one line,

@@ -43,7 +43,7 @@ def redact_url(url: str) -> str:
     """`url` with its userinfo and secret-looking query values hidden."""
     slashed = SLASHED_USERINFO.match(url)
     if slashed and "/" in url[slashed.end(2) : slashed.end()]:
-        url = f"{slashed.group(1)}{slashed.group(2)}:{HIDDEN}@{url[slashed.end():]}"
+        url = f"{slashed.group(1)}{slashed.group(2)}:{HIDDEN}@{url[slashed.end() :]}"
     try:
         parts = urlsplit(url)
     except ValueError:  # malformed (an unclosed IPv6 bracket): hide what looks like userinfo

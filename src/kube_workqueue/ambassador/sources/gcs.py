@@ -24,6 +24,7 @@ what that costs, and what a user turns on instead).
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 
@@ -105,6 +106,44 @@ class GcsLister(ObjectLister):
             raise SourceUnreachable(describe_error(exc, self.where)) from None
 
 
+def _answered_as_storage(exc) -> bool:
+    """Whether a 404 came from a Cloud Storage API (a JSON error, or none - an emulator's), not
+    from some other web server (a page of HTML)."""
+    response = getattr(exc, "response", None)
+    kind = (response.headers.get("content-type") or "") if response is not None else ""
+    return "html" not in kind.lower()
+
+
+def checked_environment() -> None:
+    """What the client would take from the environment, checked before it does: an emulator's
+    address that is not an http(s) URL, a key file that is not there or not a JSON key - each
+    a one-line SourceConfigError naming the variable (the client says "MissingSchema", or "no
+    credentials found", for both)."""
+    import json
+    from urllib.parse import urlsplit
+
+    emulator = os.environ.get("STORAGE_EMULATOR_HOST")
+    if emulator:
+        parts = urlsplit(emulator)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise SourceConfigError(f"STORAGE_EMULATOR_HOST must be an http(s) URL "
+                                    f"(http://127.0.0.1:9023), not {emulator!r}")  # fmt: skip
+    key_file = os.environ.get("GOOGLE_APPLICATION_CREDENTIALS")
+    if key_file and not emulator:  # (an emulator is asked without credentials)
+        try:
+            with open(key_file, encoding="utf-8") as f:
+                found = json.load(f)
+        except OSError as exc:
+            raise SourceConfigError(f"GOOGLE_APPLICATION_CREDENTIALS {key_file}: cannot read "
+                                    f"it ({exc.strerror})") from None  # fmt: skip
+        except ValueError:
+            raise SourceConfigError(f"GOOGLE_APPLICATION_CREDENTIALS {key_file}: not a JSON "
+                                    "key file") from None  # fmt: skip
+        if not isinstance(found, dict) or "type" not in found:
+            raise SourceConfigError(f"GOOGLE_APPLICATION_CREDENTIALS {key_file}: not a Google "
+                                    "Cloud key file (no \"type\")")  # fmt: skip
+
+
 def describe_error(exc: Exception, where: str) -> str:
     """One line for what the client raised, naming the likely cause."""
     from google.api_core import exceptions as api
@@ -117,6 +156,10 @@ def describe_error(exc: Exception, where: str) -> str:
             "Workload Identity or the metadata server)"
         )
     if isinstance(exc, api.NotFound):
+        emulator = os.environ.get("STORAGE_EMULATOR_HOST")
+        if emulator and not _answered_as_storage(exc):
+            return (f"{where}: STORAGE_EMULATOR_HOST {emulator} answered 404 in no Cloud "
+                    "Storage's words: is it a Cloud Storage emulator?")  # fmt: skip
         return f"{where}: the bucket does not exist"
     if isinstance(exc, api.Forbidden | api.Unauthorized | auth.RefreshError):
         return f"{where}: access denied: check the credentials and the bucket's IAM policy"
@@ -143,6 +186,7 @@ class GcsType(ObjectStoreType):
 
     def check(self, config: dict) -> None:
         where = self.shown(config)
+        checked_environment()
         try:
             lister = GcsLister(config)
             blobs = lister.client.list_blobs(
