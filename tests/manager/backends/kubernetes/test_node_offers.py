@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kube_workqueue.manager.backends.kubernetes.node_offers import facts, tolerated, usable
+from kube_workqueue.manager.backends.kubernetes.node_offers import facts, pin, tolerated, usable
 
 TAINT = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
 
@@ -48,3 +48,30 @@ def test_a_label_is_offered_only_when_every_usable_node_has_it_with_one_value():
                    "spot": "1 of the 2 nodes its Jobs may use lack it",
                    "absent": "2 of the 2 nodes its Jobs may use lack it"}  # fmt: skip
     assert facts([], ["gpu"]) == ({}, {"gpu": "no node its Jobs may use"})
+
+
+def test_nodes_that_cannot_be_listed_say_why_the_rights_or_the_server():
+    """A 403 names the service account's missing right; an API server that does not answer
+    names that - it was blamed on RBAC too."""
+    from types import SimpleNamespace
+
+    from kube_workqueue.manager.backends.kubernetes.client.api import KubeError, KubeUnavailable
+    from kube_workqueue.manager.errors import UserError
+
+    pod = SimpleNamespace(node_selector=None, tolerations=None)
+    for raised, said in (
+        (KubeError(403, "Forbidden", "nodes is forbidden"), "needs list on nodes"),
+        (
+            KubeUnavailable(
+                503, "ServiceUnavailable", "list nodes failed after 4 tries (Connection refused)"
+            ),
+            "the API server does not answer",
+        ),  # fmt: skip
+    ):
+
+        def refused(kind, raised=raised):
+            raise raised
+
+        with pytest.raises(UserError, match=said) as told:
+            pin(SimpleNamespace(list=refused), pod, ["gpu"], {})
+        assert ("service account" in str(told.value)) is (raised.status == 403)

@@ -31,7 +31,7 @@ import logging
 from collections.abc import Iterable, Mapping
 
 from ...errors import UserError
-from .client.api import KubeError
+from .client.api import KubeError, KubeUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -99,10 +99,17 @@ def pin(api, pod, keys: list[str], offers: Mapping[str, str]):
     if wanted:
         try:
             nodes, _ = api.list("nodes")
+        except KubeUnavailable as exc:  # no answer: the API server, not the rights
+            raise UserError(
+                f"--offers-node-label: cannot list the cluster's nodes: the API server does "
+                f"not answer ({exc.message})"
+            ) from None
         except KubeError as exc:
+            cause = ("the manager's service account needs list on nodes"
+                     if exc.status in (401, 403) else exc.message)  # fmt: skip
             raise UserError(
                 f"--offers-node-label: cannot list the cluster's nodes ({exc.status} "
-                f"{exc.reason}): the manager's service account needs list on nodes"
+                f"{exc.reason}): {cause}"
             ) from None
         fit = [node for node in nodes if usable(node, selector, pod.tolerations or ())]
         found, missing = facts(fit, wanted)
