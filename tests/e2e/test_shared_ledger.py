@@ -297,12 +297,24 @@ def test_a_drained_manager_finishes_what_it_holds_and_the_other_takes_the_rest(
 
 
 def test_drain_names_a_manager_of_a_shared_ledger(tmp_path, postgres, marker_worker):
+    """A stopped manager is drained ahead of its restart (it takes nothing when it starts, and
+    a run of it says so and ends); an --undo of an id nothing drains is one line, exit 2."""
     items = folder(tmp_path, ["a.txt"])
     assert workqueue(*run_args(items, tmp_path / "s", postgres, marker_worker)).returncode == 0
-    unknown = workqueue("drain", "nobody", "--ledger", postgres)
-    assert unknown.returncode == 2, unknown.stderr
-    assert unknown.stderr.strip().startswith("workqueue drain: error: no manager 'nobody' in ")
-    assert "\n" not in unknown.stderr.strip()
+    stopped = (tmp_path / "s" / "manager-id").read_text().strip()
+    ahead = workqueue("drain", stopped, "--ledger", postgres)
+    assert ahead.returncode == 0 and "is not running now" in ahead.stdout, ahead
+    assert "drained ahead of its start" in ahead.stdout
+    (items / "b.txt").write_text("b")
+    held = workqueue(*run_args(items, tmp_path / "s", postgres, marker_worker, "--wait-for", "1s"))
+    assert held.returncode == 4, (held.stdout, held.stderr)
+    assert "1 item waits for a manager that takes new items: this one is drained" in held.stdout
+    typo = workqueue("drain", "--undo", "nobody", "--ledger", postgres)
+    assert typo.returncode == 2 and "no manager 'nobody'" in typo.stderr, typo
+    assert "\n" not in typo.stderr.strip()
+    assert workqueue("drain", "--undo", stopped, "--ledger", postgres).returncode == 0
+    again = workqueue(*run_args(items, tmp_path / "s", postgres, marker_worker))
+    assert again.returncode == 0 and "1 succeeded" in again.stdout, again.stdout
     local = workqueue("drain", "nobody", "--state-dir", tmp_path / "s")
     assert local.returncode == 2 and "drain names a manager of a shared --ledger" in local.stderr
 

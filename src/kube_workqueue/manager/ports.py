@@ -289,6 +289,11 @@ class ClaimLost(Exception):
     claims): nothing of the item is written by the manager that lost it."""
 
 
+# what `ClaimsWork.needs_left` says an item needs when it needs nothing, but the manager asking
+# was asked to drain (`workqueue drain`): only another manager may run it
+DRAINED = "(a manager that is not drained)"
+
+
 @runtime_checkable
 class ClaimsWork(Protocol):
     """A ledger many managers share (`manager.fleet`): a manager takes from the line only
@@ -367,8 +372,8 @@ class ClaimsWork(Protocol):
     def needs_left(self, names: list[str]) -> dict[str, tuple[str, str]]:
         """Of `names`, each that waits with a need or runs elsewhere: (the need, who will run
         it: "none" - no live manager, "me" - this one, "others" - another live one; ("",
-        "running") - another manager holds it). A `StorageFault` when the database does not
-        answer."""
+        "running") - another manager holds it; (DRAINED, ...) - one that needs nothing, of a
+        manager asked to drain). A `StorageFault` when the database does not answer."""
 
     def release_mine(self, *, keep_running: bool = False) -> None:
         """A stopping manager: its running items back to pending (their attempts not

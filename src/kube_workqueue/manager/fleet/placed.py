@@ -43,7 +43,8 @@ import time
 
 from ..faults import StorageFault
 from ..placement import UNREADABLE, Placement
-from ..ports import SourceError
+from ..ports import DRAINED, SourceError
+from . import manager_statements as managers_sql
 from . import placement_statements as placement_sql
 from . import statements as sql
 
@@ -217,12 +218,13 @@ class PlacedClaims:
         now against the live managers' offers, not by the `unmet` mark (which a settling
         makes up to UNMET_SECONDS late). What a `--once` run asks while it waits
         (`runtime.cannot_finish`)."""
-        if not names or not self._read_settings()[4]:  # (no need recorded in the queue)
+        drained = bool(self.db.run(managers_sql.IS_DRAINED, owner=self.owner)[0][0])
+        if not names or not drained and not self._read_settings()[4]:  # (no need recorded)
             return {}
         rows = self.db.run(placement_sql.NEEDS_LEFT, names=names)
-        if not rows:
+        if not rows and not drained:
             return {}
-        live = live_offers(self.db, taking=True)
+        live = live_offers(self.db, taking=True)  # (a drained one takes nothing new)
         found = {}
         for name, need, owner in rows:
             if owner is not None:
@@ -234,6 +236,10 @@ class PlacedClaims:
                 found[name] = (need, "others")
             else:
                 found[name] = (need, "none")
+        if drained:  # what needs nothing waits for another manager that takes new items
+            others = "others" if any(owner != self.owner for owner in live) else "none"
+            for name in names:
+                found.setdefault(name, (DRAINED, others))
         return found
 
     def unmet_needs(self) -> dict[str, int]:

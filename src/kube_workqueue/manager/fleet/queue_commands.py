@@ -149,19 +149,26 @@ class FleetQueueOps(QueueOps):
             schema.check(self.db)  # "no queue here", in its words: there is no manager to drain
         self._writable()  # (a ledger of an older version gains its drains table)
         drained = {d["id"] for d in self.drains()}
+        known = [row[0] for row in self.db.run(managers_sql.MANAGERS)]
         if undo:
             if manager not in drained:
+                if manager not in known:  # a typo: nothing to undo, and no such manager
+                    said = ", ".join(sorted(drained)) or "none"
+                    raise UserError(f"no manager {manager!r} in {self.where} is draining "
+                                    f"(draining: {said})")  # fmt: skip
                 return f"{self.where}: manager {manager} was not draining"
             self.db.run(managers_sql.UNDRAIN, manager=manager)
             self.db.run(sql.NOTIFY_LINE)  # it may claim at once: wake it
             return f"{self.where}: manager {manager} takes work again"
         if manager in drained:
             return f"{self.where}: manager {manager} is draining already"
-        known = [row[0] for row in self.db.run(managers_sql.MANAGERS)]
-        if manager not in known:
-            live = ", ".join(sorted(known)) or "none"
-            raise UserError(f"no manager {manager!r} in {self.where} (its managers: {live})")
         self.db.run(managers_sql.DRAIN, manager=manager)
+        if manager not in known:  # stopped (or not started yet): drained ahead of its start
+            running = ", ".join(sorted(known)) or "none"
+            return (f"{self.where}: manager {manager} is not running now (running: {running}): "
+                    "drained ahead of its start - it will take nothing new (its id is its "
+                    f"state directory's manager-id; workqueue drain --undo {manager} takes "
+                    "this back)")  # fmt: skip
         return (f"{self.where}: manager {manager} is draining: it takes nothing new, finishes "
                 f"what it holds, and the other managers take the rest (workqueue drain --undo "
                 f"{manager} to give it work again)")  # fmt: skip

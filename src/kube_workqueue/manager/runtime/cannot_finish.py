@@ -4,7 +4,8 @@ A run waits for each of its targets to settle. Some cannot, for as long as nobod
 something: the queue is paused (`workqueue pause`) or scaled to 0 (`workqueue scale
 --parallelism 0`), an item's group is held by a limit of 0 (`--limit api=0`), or - on a shared
 ledger - an item needs what no live manager offers (`--needs 'gpu-*=gpu'` and nobody offers
-`gpu`: the ledger has it out of the line, `manager.fleet.placed`). Such a run once waited
+`gpu`: the ledger has it out of the line, `manager.fleet.placed`), or the run's own manager
+was drained (`workqueue drain`) with no other live one taking new items. Such a run once waited
 until killed, saying at best `items out of the line for a manager no live one is: 3 marked`.
 
 `Blocked.look` is asked by the run's wait twice a second. It judges the targets left:
@@ -35,6 +36,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 
 from ..durations import human
+from ..ports import DRAINED
 
 log = logging.getLogger(__name__)
 
@@ -80,17 +82,30 @@ def causes(
             running += 1
         else:
             return None  # this one may run here: the run is not blocked
-    ends = [f"{_items(n, 'needs', 'need')} {need}, which no live manager offers"
-            for need, n in sorted(unmet.items())]  # fmt: skip
+    ends = [_need_line(need, n, "none") for need, n in sorted(unmet.items())]
     if held:
         groups = ", ".join(sorted(held))
         ends.append(f"{_items(sum(held.values()), 'is', 'are')} in group(s) held by a limit of "
                     f"0 ({groups}): `workqueue scale --limit GROUP=N` releases them")  # fmt: skip
-    waits = [f"{_items(n, 'needs', 'need')} {need}, which another live manager offers: it runs "
-             "them" for need, n in sorted(elsewhere.items())]  # fmt: skip
+    waits = [_need_line(need, n, "others") for need, n in sorted(elsewhere.items())]
     if running:
         waits.append(f"{_items(running, 'runs', 'run')} on another manager")
     return ends, waits
+
+
+def _need_line(need: str, count: int, who: str) -> str:
+    """What waits for a need that no live manager offers (`who` "none") or another does."""
+    if need == DRAINED:
+        if who == "none":
+            return (f"{_items(count, 'waits', 'wait')} for a manager that takes new items: this "
+                    "one is drained (`workqueue drain --undo ID`), and no other live one takes "
+                    "any")  # fmt: skip
+        return f"{_items(count, 'waits', 'wait')} for the other managers: this one is drained"
+    if who == "none":
+        return f"{_items(count, 'needs', 'need')} {need}, which no live manager offers"
+    return (
+        f"{_items(count, 'needs', 'need')} {need}, which another live manager offers: it runs them"
+    )
 
 
 def _items(count: int, one: str, many: str) -> str:
