@@ -261,6 +261,8 @@ def test_a_drained_manager_finishes_what_it_holds_and_the_other_takes_the_rest(
     assert said.stdout.strip() == shown  # the docs' session, as it prints
     (drain,) = status_json(postgres)["draining_managers"]
     assert drain["id"] == a_id
+    # the queue's parallelism no longer counts the drained one's slots: they take nothing new
+    assert status_json(postgres)["forecast"]["parallelism"] == 0
     with psycopg.connect(postgres) as conn:  # one snapshot: what A ran and what it holds
         done_or_held = conn.execute(
             "SELECT count(*) FROM workqueue.items WHERE owner = %s OR (state = 'succeeded' "
@@ -283,7 +285,9 @@ def test_a_drained_manager_finishes_what_it_holds_and_the_other_takes_the_rest(
 
     # a restart of the drained manager takes nothing, and says so; --undo gives it work
     (items / "late.txt").write_text("late")
-    again = spawn_workqueue(*run_args(items, first, postgres, marker_worker), env=env)
+    again = spawn_workqueue(
+        *run_args(items, first, postgres, marker_worker, "--wait-for", "10m"), env=env
+    )  # fmt: skip  (the drain is undone: it waits for it)
     wait_until(lambda: "late.txt" in rows(postgres), timeout=60)  # listed, not taken
     assert rows(postgres)["late.txt"][0] == "pending"
     assert status_json(postgres)["draining_managers"][0]["holding"] == 0

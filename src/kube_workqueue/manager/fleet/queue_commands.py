@@ -188,10 +188,13 @@ class FleetQueueOps(QueueOps):
         if not live:
             return None, silent
         facts = dict(live[0][1])
-        if len(live) > 1 and asked is None:
+        draining = {d["id"] for d in self.drains()}
+        if asked is None and (len(live) > 1 or draining):
             # each runs its own --parallelism: the queue's is their sum (an asked one is the
-            # whole queue's already, and every manager's facts say it)
-            facts["parallelism"] = sum(int(f.get("parallelism") or 0) for _, f in live)
+            # whole queue's already, and every manager's facts say it) - but a drained one's,
+            # whose slots take nothing new
+            facts["parallelism"] = sum(int(f.get("parallelism") or 0) for m, f in live
+                                       if m not in draining)  # fmt: skip
         facts["managers"] = sorted(manager for manager, _ in live)
         held = [f.get("held") for _, f in live if f.get("held")]
         if held:
