@@ -94,12 +94,41 @@ def test_reading_joins_no_group_and_commits_nothing(kafka_store, topic):
         ("kafka://127.0.0.1:9092/", "a Kafka source is kafka://"),
         ("kafka://127.0.0.1:9092/t?group=mine", "a Kafka source is kafka://"),
         ("kafka://127.0.0.1:9092/t?name=", "name= is empty"),
+        ("kafka://127.0.0.1:9092/t?name=header.", r"name=header\. names no field"),
+        ("kafka://127.0.0.1:9092/t?name=key&name=file", "name= is given 2 times"),
     ],
 )
 def test_a_malformed_url_is_one_line(url, said):
     with pytest.raises(SourceConfigError, match=said) as caught:
         resolve(url)
     assert "secret" not in str(caught.value)
+
+
+def test_what_only_s3_takes_is_refused_for_every_log():
+    """`--endpoint-url` (or `--sqs-queue-url`) with a log source was taken without a word."""
+    for url in ("kafka://127.0.0.1:9092/t", "nats://127.0.0.1:4222/S",
+                "redis://127.0.0.1:6379/0?stream=s"):  # fmt: skip
+        with pytest.raises(SourceConfigError, match="--endpoint-url applies to S3 sources only"):
+            resolve(url, {"S3_ENDPOINT_URL": "http://minio:9000"})
+
+
+def test_a_name_no_record_has_is_said_not_listed_as_nothing(kafka_store, topic, caplog):
+    """`?name=nosuchfield`: every record read, none named - said once, with the fields the
+    first record has, rather than "0 items" without a word."""
+    import logging
+
+    kafka_store.produce(topic, [("a", {"file": "a.mp4", "width": "1"}, None)])
+    with caplog.at_level(logging.WARNING):
+        source = opened(f"{kafka_store.url}/{topic}?name=nosuchfield")
+        try:
+            assert source.page(None, None)[0] == []
+            source._relist()
+        finally:
+            source.stop()
+    said = [r.getMessage() for r in caplog.records if "to name an item by" in r.getMessage()]
+    assert said == [f"kafka topic {topic!r}: 1 record(s) have no 'nosuchfield' to name an item "
+                    "by, so none is an item (the first has: file, key, width) - check name= in "
+                    "the source's URL"]  # fmt: skip
 
 
 def test_a_missing_topic_or_unreachable_brokers_are_one_line_at_start(kafka_store):

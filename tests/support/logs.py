@@ -7,7 +7,7 @@ log at all."""
 
 from __future__ import annotations
 
-from kube_workqueue.ambassador.sources.log_records import LogIdentity
+from kube_workqueue.ambassador.sources.log_lives import LogIdentity
 
 from .stores import KafkaServer, NatsServer, RedisServer, unique
 

@@ -49,7 +49,7 @@ def list_metadata(version: int, by_retention: bool, log: dict | None = None) -> 
     """A listing's metadata: its version, `removals: retention` where items leave the source
     only by its retention (a log's every-record shape: `log_records.removals`) - so a manager
     never takes a removal for a cancellation - and, for a log, `log`: its identity and when
-    it last started over (`log_records.Lives.facts`), which a manager shows in `status`."""
+    it last started over (`log_lives.Lives.facts`), which a manager shows in `status`."""
     metadata: dict = {"resourceVersion": str(version)}
     if by_retention:
         metadata["removals"] = "retention"

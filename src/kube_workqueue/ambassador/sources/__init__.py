@@ -29,7 +29,8 @@ opens it. The modules:
   kafka_client.py     a client of a Kafka source's brokers; the URL, the start-up check, the
                       topic's id; what a record is to the log core
   log_records.py      the log core: records as items, keyed or every one, named within the
-                      log's identity (its lives), and the backlog
+                      log's identity, and the backlog
+  log_lives.py        a log's identity, and what is said when it starts over
   items.py            what every source's item data shares (content types, RFC 3339 times)
 """
 

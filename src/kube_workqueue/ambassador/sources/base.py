@@ -113,7 +113,7 @@ class CountsBacklog(Protocol):
 @runtime_checkable
 class DescribesLog(Protocol):
     """A source that may know the identity of the log it reads, and when it last started
-    over (`log_records.Lives`): a listing's `metadata.log`."""
+    over (`log_lives.Lives`): a listing's `metadata.log`."""
 
     def log_facts(self) -> dict | None:
         """The log's identity and its last start over (`Lives.facts`); None when this source

@@ -36,7 +36,7 @@ never a cancellation (`log_records.removals`). librdkafka drops no record on the
 side; each listing is held to the ends the brokers gave at its start all the same (a
 partition read short of its end is read again, then held: `listers.ListedShort`).
 
-Identity (`log_records.LogIdentity`): the topic's id (KIP-516; brokers before Kafka 2.8 give
+Identity (`log_lives.LogIdentity`): the topic's id (KIP-516; brokers before Kafka 2.8 give
 none, and then names carry no tag). A topic made again - deleted and created, or lost with a
 broker's storage - starts its offsets at 0 under a new id: each listing reads the id first,
 and the feed looks every IDENTITY_LOOK_SECONDS and at once when an offset goes back or the
@@ -71,14 +71,8 @@ from .kafka_client import (
     topic_identity,
 )
 from .listers import RESTART, Change, ListedShort, PositionWentBack, SourceUnreachable
-from .log_records import (
-    Backlog,
-    Lives,
-    LogIdentity,
-    LogShape,
-    describe,
-    priority_of,
-)
+from .log_lives import Lives, LogIdentity
+from .log_records import Backlog, LogShape, describe, priority_of
 
 IDLE_SECONDS = 30.0  # a listing that hears nothing this long has lost its brokers
 PARTITIONS_LOOK_SECONDS = 10.0  # the feed looks for partitions added this often
@@ -200,6 +194,7 @@ class KafkaLister:
                 "to serve it as it is)"
             )
         self._advance(reached)
+        self.shape.unnamed(self.where, found)
         return found
 
     def log_facts(self) -> dict | None:
@@ -364,9 +359,9 @@ class KafkaType:
         return priority_of(meta)
 
     def config_from_url(self, url: str, options: dict) -> dict:
-        from .registry import FOLDER_ONLY, not_for
+        from .registry import neither_folder_nor_s3
 
-        not_for("kafka", options, FOLDER_ONLY)
+        neither_folder_nor_s3("kafka", options)
         return config_from_url(url, options)
 
     def check(self, config: dict) -> None:

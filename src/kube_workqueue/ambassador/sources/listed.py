@@ -184,7 +184,7 @@ class ListedSource:
 
     def log_facts(self) -> dict | None:
         """What identifies the log a log's lister reads, and when it last started over
-        (`log_records.Lives.facts`: a listing's `metadata.log`); None for any other source."""
+        (`log_lives.Lives.facts`: a listing's `metadata.log`); None for any other source."""
         return self.lister.log_facts() if isinstance(self.lister, TellsLog) else None
 
     def backlog(self) -> tuple[int, float] | None:

@@ -79,7 +79,7 @@ class HoldsBacklog(Protocol):
 
 @runtime_checkable
 class TellsLog(Protocol):
-    """A log's lister that knows the log's identity (`log_records.Lives`): what a listing's
+    """A log's lister that knows the log's identity (`log_lives.Lives`): what a listing's
     `metadata.log` says - the identity, and when the log last started over."""
 
     def log_facts(self) -> dict | None: ...

@@ -22,8 +22,8 @@ down is listed at its next start.
 A name is unique within the log's *identity*. A log made again - a JetStream stream deleted and
 added, a Kafka topic recreated or lost with its broker's storage - starts its positions over,
 so record 1 of the new log would take the name of record 1 of the old one and be skipped as
-done. Each lister reads what identifies the log it reads (`LogIdentity`: JetStream's stream
-`created` time, Kafka's topic id) and names the items of the every-record shape within it -
+done. Each lister reads what identifies the log it reads (`log_lives.LogIdentity`: JetStream's
+stream `created` time, Kafka's topic id) and names the items of the every-record shape within it -
 `<tag>-<position>`, the tag a short digest of the identity - so a new log's records are new
 items, and the old names' successes stay as they are; the versions of both shapes carry the
 tag too. When the identity changes under a running lister, it says so once - when, what it
@@ -45,11 +45,10 @@ group (`--group`'s fallback).
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import logging
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from typing import Any
 
 from .items import content_type
 
@@ -59,82 +58,6 @@ TOMBSTONE_FIELD = "deleted"
 TOMBSTONE_VALUES = frozenset({"true", "1"})
 PRIORITY_LIMIT = 2**31 - 1
 RESERVED = ("name", "version")  # the items API's own keys
-
-
-class LogIdentity(NamedTuple):
-    """What identifies the log a lister reads: `token`, the server's own word for it (a Kafka
-    topic id, a JetStream stream's created time); `since`, when the log was made, where the
-    server says (RFC 3339, else ""). `tag` names items within it."""
-
-    token: str
-    since: str = ""
-
-    @property
-    def tag(self) -> str:
-        """A short digest of the token: 8 hex digits (one log made again a million times has
-        one chance in 8,600 that two of its lives share one)."""
-        return hashlib.sha256(self.token.encode()).hexdigest()[:8]
-
-
-class Lives:
-    """The identities a lister has read its log under, and what it says when the log starts
-    over (see the module docstring). `current` is None until the first listing (and for a log
-    without an identity); `started_over` is what `metadata.log.startedOver` carries: when,
-    the identity before, and the newest position read of it. The listing's thread writes
-    (`seen`), any thread reads `facts()` (a dict replaced whole, never changed in place)."""
-
-    def __init__(self, where: str) -> None:
-        self.where = where
-        self.current: LogIdentity | None = None
-        self.started_over: dict | None = None
-
-    def seen(self, identity: LogIdentity | None, read_to: str) -> bool:
-        """The identity a listing found; whether the log started over since the last one
-        (then said once, with `read_to`, the newest position read of the old log)."""
-        before, self.current = self.current, identity
-        if before is None or identity is None or before.token == identity.token:
-            return False
-        import time
-
-        self.started_over = {
-            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "was": before.token,
-            "wasTag": before.tag,
-            "readTo": read_to,
-        }
-        log.warning("%s started over: it was made again (%s, was %s; read up to %s of the old "
-                    "one) - its records are new items, what ran of the old one stays done",
-                    self.where, _said(identity), _said(before), read_to or "nothing")  # fmt: skip
-        return True
-
-    def made_again(self, why: str, read_to: str) -> None:
-        """A log without an identity found made again some other way (a Redis stream's count of
-        records ever added went back): said once, and in `facts`, as `seen` would."""
-        import time
-
-        self.started_over = {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                             "was": "", "wasTag": "", "readTo": read_to}  # fmt: skip
-        log.warning("%s started over: %s (read up to %s of the old one)", self.where, why,
-                    read_to or "nothing")  # fmt: skip
-
-    def facts(self) -> dict | None:
-        """The log's identity as a listing's `metadata.log` says it (None before the first
-        listing of a log with one, and for a log without one that never started over)."""
-        identity = self.current
-        if identity is None and self.started_over is None:
-            return None
-        found: dict = {}
-        if identity is not None:
-            found.update(identity=identity.token, tag=identity.tag)
-            if identity.since:
-                found["since"] = identity.since
-        if self.started_over is not None:
-            found["startedOver"] = dict(self.started_over)
-        return found
-
-
-def _said(identity: LogIdentity) -> str:
-    return f"made {identity.since}" if identity.since else f"id {identity.token}"
 
 
 class LogShape:
@@ -152,6 +75,11 @@ class LogShape:
         self.check_name = check_name
         self.key_of = key_of or (lambda fields: fields.get(name_field))
         self.tag = ""
+        # keyed: records read that had no key (not a field of theirs), and the first one's
+        # field names - what `unnamed` says when a listing found no item at all
+        self.unkeyed = 0
+        self.first_fields: list[str] | None = None
+        self._unnamed_said = False
 
     @property
     def keyed(self) -> bool:
@@ -168,11 +96,27 @@ class LogShape:
         if not self.keyed:
             return self.name_of(position), meta_of(position, fields, self.tag)
         name = self.key_of(fields)
-        if not name or not self.check_name(name):
+        if not name:
+            self.unkeyed += 1
+            if self.first_fields is None:
+                self.first_fields = sorted(fields)
+            return None
+        if not self.check_name(name):
             return None
         if fields.get(TOMBSTONE_FIELD, "").lower() in TOMBSTONE_VALUES:
             return name, None
         return name, meta_of(position, fields, self.tag)
+
+    def unnamed(self, where: str, found: dict[str, str]) -> None:
+        """After a listing that found no item (`found`): when records were read that had no
+        key - `?name=` names a field they do not have -, say so once, with the fields the
+        first of them has (a mistyped name listed "0 items" without a word)."""
+        if found or not self.unkeyed or self._unnamed_said:
+            return
+        self._unnamed_said = True
+        log.warning("%s: %d record(s) have no %r to name an item by, so none is an item (the "
+                    "first has: %s) - check name= in the source's URL", where, self.unkeyed,
+                    self.name_field, ", ".join(self.first_fields or []) or "no field")  # fmt: skip
 
     def fold(self, found: dict[str, str], position: str, fields: dict[str, str]) -> None:
         """Apply one record (the next in log order) to `found`, name -> meta."""
@@ -305,11 +249,16 @@ def name_field(query: dict[str, list[str]]) -> str | None:
     given = query.get("name")
     if given is None:
         return None
+    if len(given) > 1:
+        raise ValueError(f"name= is given {len(given)} times: an item is named by one field")
     if not given[0].strip():
         raise ValueError(
             "name= is empty: give the field whose value names an item (&name=FIELD), or leave "
             "it out for every record an item"
         )
+    if given[0].endswith("."):  # `header.`, `field.`: a prefix with no field after it
+        raise ValueError(f"name={given[0]} names no field: give one after the dot "
+                         f"({given[0]}NAME)")  # fmt: skip
     return given[0]
 
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 import time
 
 from .listers import SourceUnreachable
-from .log_records import TOMBSTONE_FIELD, LogIdentity, payload_fields
+from .log_lives import LogIdentity
+from .log_records import TOMBSTONE_FIELD, payload_fields
 
 BATCH = 1000  # messages a listing's pull asks for at once
 FETCH_SECONDS = 2.0  # how long one pull waits for its first message

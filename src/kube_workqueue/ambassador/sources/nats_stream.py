@@ -30,7 +30,7 @@ restart reads the retained stream again - the retained log is the durable positi
 the server still holds is missed. Retention (max-msgs, max-age, a purge) takes the messages it
 drops out of the listing at the next full listing (`--relist-interval`).
 
-Identity (`log_records.LogIdentity`): the stream's `created` time. A stream deleted and added
+Identity (`log_lives.LogIdentity`): the stream's `created` time. A stream deleted and added
 again starts its sequences at 1: each listing reads the stream's info first, and the feed
 looks every IDENTITY_LOOK_SECONDS, and at once when nats-py made its ordered consumer anew (a
 consumer sequence that starts over: the stream went away) - a new created time is a new life
@@ -55,7 +55,8 @@ from typing import Any
 from ..naming import SkippedNames
 from ..timed_queue import TimedQueue
 from .listers import RELIST, RESTART, Change, ListedShort, PositionWentBack, SourceUnreachable
-from .log_records import Backlog, Lives, LogIdentity, LogShape, describe, priority_of
+from .log_lives import Lives, LogIdentity
+from .log_records import Backlog, LogShape, describe, priority_of
 from .nats_client import (
     CONNECT_SECONDS,
     check,
@@ -209,6 +210,7 @@ class JetStreamLister:
             found, read, expected, newest = await listing.read(self.shape.fold)
             if read >= expected or read >= expected - await listing.gone_since(newest, expected):
                 self.read_to = max(self.read_to, newest)
+                self.shape.unnamed(self.where, found)
                 return found
         raise ListedShort(f"{self.where}: read {read:,} of the {expected:,} messages the "
                           f"stream held, {READS} times: held, not served short")  # fmt: skip
@@ -327,9 +329,9 @@ class NatsType:
         return priority_of(meta)
 
     def config_from_url(self, url: str, options: dict) -> dict:
-        from .registry import FOLDER_ONLY, not_for
+        from .registry import neither_folder_nor_s3
 
-        not_for("nats", options, FOLDER_ONLY)
+        neither_folder_nor_s3("nats", options)
         return config_from_url(url, options)
 
     def check(self, config: dict) -> None:

@@ -46,7 +46,7 @@ from .items import content_type
 from .listed import ListedSource
 from .listers import RELIST, Change, SourceUnreachable, intervals
 from .redis_client import address, connect, key_type
-from .registry import FOLDER_ONLY, SourceConfigError, not_for
+from .registry import SourceConfigError, neither_folder_nor_s3
 
 PRIORITY_LIMIT = 2**31 - 1
 SCAN_COUNT = 1000
@@ -248,7 +248,7 @@ class RedisType:
         return priority_of(meta)
 
     def config_from_url(self, url: str, options: dict) -> dict:
-        not_for("redis", options, FOLDER_ONLY)
+        neither_folder_nor_s3("redis", options)
         base, db, query, key = address(url, {"set", "zset", "data"}, ("set", "zset"))
         suffixes = options.get("SUFFIXES") or []
         try:

@@ -43,9 +43,10 @@ from typing import Any
 from ..naming import SkippedNames, normalise_suffixes
 from .listed import ListedSource
 from .listers import RESTART, Change, ListedShort, PositionWentBack, SourceUnreachable, intervals
-from .log_records import Backlog, Lives, LogShape, describe, name_field, priority_of, removals
+from .log_lives import Lives
+from .log_records import Backlog, LogShape, describe, name_field, priority_of, removals
 from .redis_client import address, connect, key_type
-from .registry import FOLDER_ONLY, SourceConfigError, not_for
+from .registry import SourceConfigError, neither_folder_nor_s3
 
 PAGE = 1000  # records an XRANGE or XREAD call returns at most
 IDENTITY_LOOK_SECONDS = 2.0  # the feed looks at whether the stream was made again this often
@@ -123,6 +124,7 @@ class StreamLister:
             self.seen_added = added
         self.read_to = newest(self.read_to, last[0])
         self.listed_to = last[0] if last[0] != "0-0" else self.listed_to
+        self.shape.unnamed(self.where, items)
         return items
 
     def _info(self, client) -> dict | None:
@@ -259,7 +261,7 @@ class RedisStreamType:
         return priority_of(meta)
 
     def config_from_url(self, url: str, options: dict) -> dict:
-        not_for("redis", options, FOLDER_ONLY)
+        neither_folder_nor_s3("redis", options)
         base, db, query, _ = address(url, {"stream", "name"}, ("stream",))
         try:
             normalise_suffixes(options.get("SUFFIXES") or [])  # (given, it must still be one)

@@ -306,6 +306,14 @@ def open_source(config: dict):
 # the options only a folder takes: given for a log or a Redis set, they would mislead (an S3
 # prefix takes RECURSIVE too)
 FOLDER_ONLY = ("SETTLE", "VERSION_BY", "FORCE_POLLING", "RECURSIVE")
+S3_ONLY = ("S3_ENDPOINT_URL", "SQS_QUEUE_URL")  # the options only an S3 source takes
+
+
+def neither_folder_nor_s3(kind: str, options: Mapping[str, Any]) -> None:
+    """Refuse, for a source of `kind` that is neither, what only a folder or S3 takes (an
+    `--endpoint-url` given for Kafka was taken without a word)."""
+    not_for(kind, options, FOLDER_ONLY)
+    not_for(kind, options, S3_ONLY, only="S3 sources")
 
 
 def not_for(kind: str, options: Mapping[str, Any], folder_only: tuple[str, ...],
