@@ -340,7 +340,10 @@ def test_drain_true_at_start_takes_nothing_and_drain_false_gives_work_again(
     assert {state for state, *_ in rows(postgres).values()} == {"pending"}
     assert marker_worker.started() == []
     drained.send_signal(signal.SIGTERM)  # a --once run alone and drained would wait for others
-    drained.communicate(timeout=60)
+    _, err = drained.communicate(timeout=60)
+    # declared, it is undone where it was declared (an operator's WorkQueue: its spec.drain) -
+    # `workqueue drain --undo` would last only until the next start declares it again
+    assert "started with --drain true - a WorkQueue's spec.drain: set it false" in err, err
     again = workqueue(*run_args(items, state, postgres, marker_worker, "--drain", "false"))
     assert again.returncode == 0, again.stderr
     assert Counter(marker_worker.ended()) == Counter(names)

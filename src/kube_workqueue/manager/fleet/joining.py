@@ -94,7 +94,12 @@ def join(backend_package: Any, backend_name: str, options: Any, seeds: ManagerSe
         raise
     log.info("shared ledger %s: %s is %s (its claims outlive its heartbeat by %gs)",
              ledger.where, runner.owner_is, runner.owner, options.lease)  # fmt: skip
-    if drained:
+    if drained and options.drain:  # declared: a restart declares it again - undo it there
+        log.warning("%s is drained: it takes nothing new, the other managers do (it was "
+                    "started with --drain true - a WorkQueue's spec.drain: set it false to give "
+                    "it work again; `workqueue drain --undo` lasts only until its restart)",
+                    runner.owner)  # fmt: skip
+    elif drained:
         log.warning("%s is drained: it takes nothing new, the other managers do (workqueue "
                     "drain --undo %s --ledger ... gives it work again)", runner.owner,
                     runner.owner)  # fmt: skip
