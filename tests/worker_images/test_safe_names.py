@@ -143,3 +143,27 @@ def test_the_thumbnailer_refuses_a_folder_that_leads_out(tmp_path, sample_videos
                           timeout=120)  # fmt: skip
     assert done.returncode == 2 and "outside OUTPUT_DIR" in done.stderr, done.stderr
     assert list(elsewhere.iterdir()) == []
+
+
+def test_the_thumbnailer_makes_output_dir_itself_but_never_its_parents(
+    tmp_path, sample_videos, ffmpeg_env
+):
+    """OUTPUT_DIR missing: made when its parent is there; a mistyped one whose parent is not
+    (`/nonexistent/dir`, which as root made `/nonexistent`) is one line, exit 2, nothing made."""
+    video = sorted(p for p in sample_videos.iterdir() if p.name != "broken.mp4")[0]
+    item = tmp_path / "item.json"
+    item.write_text(json.dumps({"name": "a.mp4", "path": str(video)}))
+
+    def thumbnail(out):
+        return subprocess.run([str(IMAGES["thumbnailer"])], capture_output=True, text=True,
+                              env=dict(ffmpeg_env, WORK_ITEM_FILE=str(item), OUTPUT_DIR=str(out)),
+                              timeout=120)  # fmt: skip
+
+    deep = tmp_path / "nonexistent" / "dir"
+    done = thumbnail(deep)
+    assert done.returncode == 2 and "no such folder" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "nonexistent").exists()
+    done = thumbnail(tmp_path / "thumbs")  # its parent is there: made
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "thumbs" / "a.png").is_file()

@@ -135,6 +135,24 @@ def safe_base_name(text: str, fallback: str) -> str:
     return name or fallback
 
 
+def made(out_dir: str) -> None:
+    """OUTPUT_DIR, made when it is missing and its parent is there - never more: a mistyped
+    `/nonexistent/dir` (as root, which may write anywhere) made `/nonexistent`. One line and
+    exit 2 otherwise."""
+    if os.path.isdir(out_dir):
+        return
+    parent = os.path.dirname(os.path.abspath(out_dir))
+    if not os.path.isdir(parent):
+        fail(f"OUTPUT_DIR {out_dir}: no such folder, and no {parent} to make it in (the "
+             "thumbnailer makes only the last folder)", 2)  # fmt: skip
+    try:
+        os.mkdir(out_dir)
+    except FileExistsError:  # another worker made it meanwhile
+        pass
+    except OSError as exc:
+        fail(f"cannot make OUTPUT_DIR {out_dir}: {exc.strerror}", 2)
+
+
 def output_path(data: dict, out_dir: str) -> str:
     """OUTPUT_DIR/<sub-folders of the item's name>/<stem>.png, each part made safe: whatever
     the name says, the thumbnail lands inside OUTPUT_DIR (checked after symlinks too)."""
@@ -166,6 +184,7 @@ def main() -> None:
         out_dir = os.environ.get("OUTPUT_DIR")
         if not out_dir:
             fail("OUTPUT_DIR is not set", 2)
+        made(out_dir)
         video, target = data["path"], output_path(data, out_dir)
     if not os.path.isfile(video):
         fail(f"video not found: {video}")
