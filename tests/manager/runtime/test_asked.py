@@ -81,11 +81,3 @@ def test_a_ledger_that_keeps_no_status_never_has_one_built():
         asked.report()
         assert built == ([True] if keeps else [])
         assert reported == ([{"counts": {}}] if keeps else [])
-
-
-def test_no_status_is_reported_before_a_listing_is_recorded():
-    """A manager just started (an operator restarted) knows no item before its first listing
-    is recorded: a status then would say every count is 0, over the true one left before."""
-    manager = _manager(paused_from=None, wanted_from=None, stop_after=4)
-    manager.intake.taken_once = False
-    assert _reports(manager) == []

@@ -52,6 +52,7 @@ class Asked:
         self.refused: object = None  # the last parallelism refused (said once)
         self.refusal: str | None = None  # why, for `status`
         self.rules_seen: object = None  # the group rules asked, as last read
+        self.counted = False  # whether the counts are known (a listing recorded): then said
 
     def at_start(self) -> None:
         """Before any worker may take a slot: a pause in force, and what was asked."""
@@ -115,13 +116,13 @@ class Asked:
             self.follow_parallelism()
             self.follow_accepts()
             self.follow_group_rules()
+            if not self.counted and m.intake.taken_once:
+                self.counted = True
+                self.answer_due = True  # the first counts: said as soon as they are known
             # the status is a view over every item: with a million known it takes seconds,
             # so it may use at most a tenth of the time between two
             gap = time.monotonic() - reported
-            # and only once a listing is recorded: a manager just started (an operator
-            # restarted) knows no item yet - its status would say every count is 0, over the
-            # true one its predecessor left, for as long as its first listing takes
-            if gap >= 10 * took and (self.answer_due or gap >= every) and m.intake.taken_once:
+            if gap >= 10 * took and (self.answer_due or gap >= every):
                 self.answer_due = False
                 reported = time.monotonic()
                 self.report()
@@ -227,8 +228,13 @@ class Asked:
             view = self.view()
             counts = dict(view.counts)
         forecast = view.forecast
+        # counts only once a listing is recorded: a manager just started (an operator
+        # restarted) knows no item yet - its counts would all be 0, over the true ones its
+        # predecessor left, for as long as its first listing takes (a source that is down: as
+        # long as it is); its conditions are said meanwhile
+        known = {"counts": counts} if m.intake.taken_once else {}
         return {
-            "counts": counts,
+            **known,
             "parallelism": m.capacity.limit,
             "oldest_waiting_seconds": m.intake.oldest(),
             "service_seconds": forecast.service_seconds,

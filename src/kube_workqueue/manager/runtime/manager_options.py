@@ -28,7 +28,7 @@ class ManagerOptions:
     poll_interval: float = 10.0
     watch: bool = False
     retry_backoff: float = 1.0  # the first retry's delay; doubled per attempt up to the cap
-    retry_backoff_cap: float = 300.0
+    retry_backoff_cap: float = 300.0  # (`run_options.LONGEST_RETRY`: --retry-backoff's bound)
     grace: float = 10.0  # stopping: how long running work may finish before it is ended
     autoscale: bool = False
     min_parallelism: int = 1

@@ -35,6 +35,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
+from ..durations import human
 from ..faults import StorageFault
 from ..ports import Backend, Cancel, ClaimsWork, ItemLedger, Outcome, Source, State
 from ..retry import RetryPolicy
@@ -303,10 +304,11 @@ class Reconciler:
             log.warning("%s failed for good%s: %s", name, tries, outcome.error)
             return Result.FAILED
         log.info(
-            "%s failed (attempt %d of %d): %s; will retry",
+            "%s failed (attempt %d of %d): %s; will retry in %s",
             name,
             attempt,
             self.policy.max_attempts,
             outcome.error,
+            human(self.policy.item_backoff.delay(attempt - 1)),
         )
         return Result.RETRY

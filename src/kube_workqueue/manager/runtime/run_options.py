@@ -131,6 +131,21 @@ def _rule(parse: Parse, pattern: str, examples: tuple[str, ...], metavar: str) -
 DURATION = Kind(parse_duration, {"type": "string", "pattern": DURATION_PATTERN},
                 ("90", "500ms", "30s", "1.5h", "1h30m", "1d"), "D")  # fmt: skip
 SECONDS = Kind(parse_duration, {"type": "number", "exclusiveMinimum": 0}, (10, 0.5), "SECONDS")
+LONGEST_RETRY = 300.0  # a failed item's wait, at most (`retry.RetryPolicy`'s cap)
+
+
+def _retry_delay(text: str) -> float:
+    """A first retry's delay: a duration no longer than the longest wait a retry has (a longer
+    one - `100d` - was taken, and a run waited five minutes a retry without a word)."""
+    value = parse_duration(text)
+    if value > LONGEST_RETRY:
+        raise InputError(f"at most {LONGEST_RETRY / 60:g}m, the longest a retry ever waits (each "
+                         f"failure doubles the wait, up to that): {text!r}")  # fmt: skip
+    return value
+
+
+RETRY_DELAY = Kind(_retry_delay, {"type": "string", "pattern": DURATION_PATTERN},
+                   ("90", "500ms", "30s", "5m"), "D")  # fmt: skip
 SWITCH = Kind(lambda text: text.lower() == "true", {"type": "boolean"}, (True, False))
 PARALLELISM = _parallelism(1)
 ASKED_PARALLELISM = _parallelism(0)  # a WorkQueue's: 0 holds the queue
@@ -269,8 +284,8 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               "with --fair: a matching group's share is W (default 1; repeatable)",
               field="tenancy.weights", dest="weights", repeat=True,
               chart="manager.weights", crd="weights"),
-    RunOption("--retry-backoff", DURATION, 1.0,
-              "first retry delay, doubling per failure (default 1s)",
+    RunOption("--retry-backoff", RETRY_DELAY, 1.0,
+              "first retry delay, doubling per failure up to 5m (default 1s)",
               field="retry_backoff", crd="retryBackoff"),
     RunOption("--grace", DURATION, 10.0,
               "how long running work may finish on SIGTERM/SIGINT (default 10s)", field="grace"),

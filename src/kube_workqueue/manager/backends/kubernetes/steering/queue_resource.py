@@ -244,7 +244,10 @@ class QueueResource:
         self._written, self._written_at = status, time.monotonic()
 
     def status_of(self, facts: dict, obj: dict) -> dict:
-        """The WorkQueue's status for the manager's `status_report` facts."""
+        """The WorkQueue's status for the manager's `status_report` facts - the counts it had
+        kept, where the facts have none yet (a manager before its first listing)."""
+        if "counts" not in facts:
+            facts = {**facts, "counts": ((obj.get("status") or {}).get("counts") or {})}
         counts = facts.get("counts") or {}
         status: dict = {
             "observedGeneration": obj["metadata"].get("generation", 1),
