@@ -150,6 +150,7 @@ def test_a_port_in_use_is_one_line_and_exit_2(tmp_path):
 
 
 def test_the_server_says_where_it_listens(tmp_path):
+    (tmp_path / "notes.txt").write_text("not an item")  # (and a hint, at once, on stderr)
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -168,6 +169,8 @@ def test_the_server_says_where_it_listens(tmp_path):
     try:
         line = proc.stdout.readline()
         assert line.startswith(f"workqueue ambassador: serving {tmp_path} on http://127.0.0.1:")
+        hint = proc.stderr.readline()
+        assert hint.startswith(f"hint: {tmp_path} has 1 file(s), none ending with .mp4"), hint
         url = line.split(" on ")[1].strip()
         from tests.support.servers import wait_until
 
@@ -232,3 +235,24 @@ def test_a_worker_leaves_with_its_exit_handlers_run_its_streams_flushed_and_its_
         assert done.returncode == code_out, (given, done.stderr)
         assert done.stdout == "buffered, no newline"
         assert done.stderr == "handlers ran\n" + said
+
+
+def test_a_folder_of_files_none_of_which_is_an_item_gets_a_hint(tmp_path):
+    """Only .txt files under the default `--suffix .mp4`: `workqueue run` and the ambassador
+    said "0 items" and nothing more - now a hint names the suffix the files have; a folder
+    with one item, or none at all, gets none."""
+    from kube_workqueue.ambassador.source_options import suffix_hint
+    from tests.e2e.conftest import workqueue
+
+    (tmp_path / "a.txt").write_text("a")
+    (tmp_path / "b.txt").write_text("b")
+    config = {"ROOT": str(tmp_path), "SUFFIXES": [".mp4"]}
+    said = f"hint: {tmp_path} has 2 file(s), none ending with .mp4; most end with .txt: give " \
+        "--suffix .txt"  # fmt: skip
+    assert suffix_hint(config) == said
+    done = workqueue("run", tmp_path, "--settle", "0", "--state-dir", tmp_path / "state", "--",
+                     "true")  # fmt: skip
+    assert done.returncode == 0 and said in done.stdout, done.stdout
+    (tmp_path / "c.mp4").write_text("c")
+    assert suffix_hint(config) is None
+    assert suffix_hint({"ROOT": str(tmp_path / "state" / "logs"), "SUFFIXES": [".mp4"]}) is None

@@ -32,6 +32,7 @@ import contextlib
 import os
 import shutil
 import subprocess
+import sys
 
 from kube_workqueue.safelog.logs import logging_config
 
@@ -43,7 +44,7 @@ from .limits import (
     ENV_MAX_HEAD,
     ENV_MAX_LINE,
 )
-from .source_options import add_folder_options, seconds, source_spec
+from .source_options import add_folder_options, seconds, source_spec, suffix_hint
 from .sources.registry import forms
 
 SOURCE_FORMS = forms(third_party=False)  # the registry's lines, as --help lists them
@@ -201,6 +202,9 @@ def serve(args, user_error: type[Exception]) -> int:
     host, port = listener.getsockname()[:2]
     where = f"http://{_bind_host(host)}:{port}"
     print(f"workqueue ambassador: serving {_shown(config)} on {where}", flush=True)
+    hint = suffix_hint(config)  # a folder of files that are none of its items: said at once
+    if hint:
+        print(hint, file=sys.stderr, flush=True)
     from .private_folders import METRICS_PREFIX, SNAPSHOT_PREFIX, make_held, remove_left_behind
 
     remove_left_behind()  # an ambassador killed with SIGKILL left its folders

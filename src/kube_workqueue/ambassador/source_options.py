@@ -165,3 +165,35 @@ def seconds(text: str) -> float:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0: {text!r}")
     return value
+
+
+def suffix_hint(config: dict, most: int = 10_000) -> str | None:
+    """Why a folder gives no items when it holds files: none ends with a suffix asked for
+    (`.mp4` by default) - said with the suffix most of them have; None otherwise (not a
+    folder, an empty one, one with a file that ends with a suffix asked for). At most `most`
+    files are looked at. `workqueue run` says it after a run of nothing, the ambassador when
+    it starts serving."""
+    import collections
+    import os
+
+    root, suffixes = config.get("ROOT"), config.get("SUFFIXES") or []
+    if not root or not suffixes or not os.path.isdir(root):
+        return None
+    found: collections.Counter[str] = collections.Counter()
+    seen = 0
+    for _, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".")] if config.get("RECURSIVE") else []
+        for name in files:
+            if not name.startswith("."):
+                if name.lower().endswith(tuple(suffixes)):
+                    return None  # an item (or one settling): nothing to hint at
+                found[os.path.splitext(name)[1] or "(no suffix)"] += 1
+                seen += 1
+        if seen >= most:
+            break
+    if not seen:
+        return None
+    common = found.most_common(1)[0][0]
+    asked = ", ".join(suffixes)
+    return (f"hint: {root} has {seen:,}{'+' if seen >= most else ''} file(s), none ending with "
+            f"{asked}; most end with {common}: give --suffix {common}")  # fmt: skip

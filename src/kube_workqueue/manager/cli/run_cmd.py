@@ -13,7 +13,7 @@ Everything after `--` is the worker command, word for word.
 
 from __future__ import annotations
 
-from kube_workqueue.ambassador.source_options import add_folder_options, source_spec
+from kube_workqueue.ambassador.source_options import add_folder_options, source_spec, suffix_hint
 from kube_workqueue.ambassador.sources.registry import forms, source_type
 
 from ..backends.local import LocalOptions, worker_argv
@@ -106,34 +106,6 @@ def objects_for_workers(url: str) -> None:
     if listed:
         given = os.environ.get(SOURCE_OBJECTS, "").split()
         os.environ[SOURCE_OBJECTS] = " ".join(dict.fromkeys([*given, listed]))
-
-
-def suffix_hint(config: dict, most: int = 10_000) -> str | None:
-    """Why a folder gave no items when it holds files: none ends with a suffix asked for
-    (`.mp4` by default) - said with the suffix most of them have; None otherwise (not a
-    folder, an empty one). At most `most` files are looked at."""
-    import collections
-    import os
-
-    root, suffixes = config.get("ROOT"), config.get("SUFFIXES") or []
-    if not root or not suffixes or not os.path.isdir(root):
-        return None
-    found: collections.Counter[str] = collections.Counter()
-    seen = 0
-    for _, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if not d.startswith(".")] if config.get("RECURSIVE") else []
-        for name in files:
-            if not name.startswith("."):
-                found[os.path.splitext(name)[1] or "(no suffix)"] += 1
-                seen += 1
-        if seen >= most:
-            break
-    if not seen:
-        return None
-    common = found.most_common(1)[0][0]
-    asked = ", ".join(suffixes)
-    return (f"hint: {root} has {seen:,}{'+' if seen >= most else ''} file(s), none ending with "
-            f"{asked}; most end with {common}: give --suffix {common}")  # fmt: skip
 
 
 def unplaced(local: LocalOptions, tenancy, kind: str) -> None:
