@@ -80,6 +80,19 @@ def test_the_board_and_its_json_and_the_shipped_files(serve):
     assert requests.post(url + "/", timeout=5).status_code == 405
 
 
+def test_beyond_loopback_without_a_token_it_says_so_at_start(caplog):
+    """Served on 0.0.0.0 with no token, the page answers 403 to everyone: said once at start,
+    where it started without a word."""
+    import logging
+
+    with caplog.at_level(logging.WARNING):
+        Dashboard(a_board, host="0.0.0.0", token=None)
+        Dashboard(a_board, host="127.0.0.1", token=None)  # (open on loopback: nothing to say)
+        Dashboard(a_board, host="0.0.0.0", token=TOKEN)
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and said[0].startswith("the dashboard on 0.0.0.0 has no token"), said
+
+
 def test_beyond_loopback_without_a_token_the_page_is_off_and_metrics_stay_open(serve):
     url = serve(host="0.0.0.0")
     r = requests.get(url + "/", timeout=5)

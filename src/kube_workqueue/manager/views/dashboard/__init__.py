@@ -31,6 +31,7 @@ import hashlib
 import hmac
 import ipaddress
 import json
+import logging
 from collections.abc import Callable
 from importlib import resources
 from urllib.parse import parse_qs
@@ -58,6 +59,8 @@ SECURITY_HEADERS = [
 
 __all__ = ["Dashboard", "board", "is_loopback"]
 
+log = logging.getLogger(__name__)
+
 
 def is_loopback(host: str) -> bool:
     if host == "localhost":
@@ -76,6 +79,10 @@ class Dashboard:
         self.host = host
         self.token = token or None
         self.needs_token = self.token is not None or not is_loopback(host)
+        if self.needs_token and self.token is None:  # closed to all: said at start, not later
+            log.warning("the dashboard on %s has no token, so it answers 403 to everyone: set "
+                        "WORKQUEUE_UI_TOKEN or --ui-token-file to open it (/metrics, /stats "
+                        "and /healthz stay open)", host)  # fmt: skip
         # what the cookie carries: derived from the token, never the token itself (a cookie
         # jar, a proxy's log or a browser's devtools show it)
         self.session = ""
