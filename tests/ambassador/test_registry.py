@@ -119,3 +119,34 @@ def test_a_url_urllib_cannot_split_is_one_line_not_a_traceback(url):
     assert typed_secret(url) is None
     with pytest.raises(SourceConfigError, match="^the source is not a URL: Invalid IPv6 URL$"):
         resolve(url, {})
+
+
+def test_a_source_whose_client_is_missing_names_its_extra():
+    """Without a source's client library each source says which extra installs it - NATS named
+    a module instead (`No module named 'nats.js'`). One process, each client hidden in turn."""
+    import subprocess
+    import sys
+
+    script = """
+import contextlib, io, sys
+from kube_workqueue.manager.cli.main import main
+for module, url in [("nats", "nats://127.0.0.1:9/S"), ("confluent_kafka", "kafka://127.0.0.1:9/t"),
+                    ("redis", "redis://127.0.0.1:9/0?stream=s"), ("boto3", "s3://bucket-a/in/")]:
+    sys.modules[module] = None
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            main(["ambassador", "--source", url])
+        except SystemExit:
+            pass
+    print(err.getvalue().strip())
+    del sys.modules[module]
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert done.stdout.splitlines() == [
+        f"workqueue ambassador: error: this source needs {module}: pip install "
+        f"'kube-workqueue[{extra}]'"
+        for module, extra in (("nats", "nats"), ("confluent_kafka", "kafka"), ("redis", "redis"),
+                              ("boto3", "s3"))
+    ], done.stdout + done.stderr  # fmt: skip

@@ -142,7 +142,7 @@ def source_spec(url: str, args, user_error: type[Exception], *, check: bool = Tr
     except SourceConfigError as exc:
         raise user_error(str(exc)) from None
     except ImportError as exc:
-        needs = f"this source needs {exc.name}"
+        needs = f"this source needs {(exc.name or 'its client').split('.')[0]}"
         raise user_error(f"{needs}: pip install 'kube-workqueue[{_extra_of(url)}]'") from None
     return spec
 

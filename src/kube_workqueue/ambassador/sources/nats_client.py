@@ -113,7 +113,7 @@ def check(config: dict) -> None:
 
     try:
         asyncio.run(asyncio.wait_for(look(), CONNECT_SECONDS * 3))
-    except SourceConfigError:
+    except (SourceConfigError, ImportError):  # (a missing client: its extra is named above)
         raise
     except SourceUnreachable as exc:
         raise SourceConfigError(f"{where}: {exc}") from None
