@@ -49,3 +49,16 @@ def test_the_options_field_defaults_to_the_declared_default(row: RunOption):
     into, _, name = row.field.rpartition(".")
     default = getattr(options.tenancy if into == "tenancy" else options, name)
     assert default == row.kind.field_value(row.default), row.flag
+
+
+def test_a_first_retry_longer_than_any_retry_waits_is_one_line():
+    """`--retry-backoff 100d` was taken, and a run waited five minutes a retry (the cap) with
+    nothing said: refused at once, naming the longest wait; and a retry says when it comes."""
+    from tests.fleet.test_mistakes import in_process
+    from tests.manager.cli.test_user_errors import one_line_exit_2
+
+    done = in_process("run", ".", "--retry-backoff", "100d", "--", "true")
+    one_line_exit_2(done, "--retry-backoff", "at most 5m, the longest a retry ever waits")
+    from kube_workqueue.manager.runtime.run_options import BY_FLAG
+
+    assert BY_FLAG["--retry-backoff"].kind.parse("5m") == 300.0
