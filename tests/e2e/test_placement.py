@@ -6,7 +6,10 @@ does is killed with -9 mid-work its items go only to another that offers it."""
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 from collections import Counter
+from types import SimpleNamespace
 
 from tests.support.servers import wait_until
 
@@ -223,23 +226,41 @@ def test_a_live_manager_that_offers_the_need_keeps_a_run_waiting_and_it_says_so(
 ):
     """While another live manager offers what the items left need, a run that cannot run them
     itself waits however long that takes - past its --wait-for - and says why; it ends when
-    they are done there, exit 0."""
+    they are done there, exit 0. The gpu manager's workers wait on a gate the test opens only
+    once the run has said so (a machine slow to start the run cannot have it all done first)."""
     renders = [f"render-{i}.txt" for i in range(3)]
     items = folder(tmp_path, renders)
-    env = env_with(SLEEP=1)
-    gpu = spawn_workqueue(*run_args(items, tmp_path / "gpu", postgres, marker_worker, *NEEDS,
-                                    "--offers", "gpu=a100", "--parallelism", "1"),
-                          env=env)  # fmt: skip
+    gate = tmp_path / "gate"
+    gated = tmp_path / "gated-worker.sh"
+    gated.write_text(f'#!/bin/sh\nwhile [ ! -e "{gate}" ]; do sleep 0.05; done\n'
+                     f'exec "{marker_worker.path}"\n')  # fmt: skip
+    gated.chmod(0o755)
+    gpu_worker = SimpleNamespace(path=gated)
+    gpu = spawn_workqueue(*run_args(items, tmp_path / "gpu", postgres, gpu_worker, *NEEDS,
+                                    "--offers", "gpu=a100", "--parallelism", "1"))  # fmt: skip
+    said, cpu = tmp_path / "cpu-run.err", None
     try:
         wait_until(lambda: any(r[0] == "running" for r in rows(postgres).values()), timeout=60)
-        cpu = workqueue(*run_args(items, tmp_path / "cpu", postgres, marker_worker, *NEEDS,
-                                  "--wait-for", "1s"), env=env, timeout=120)  # fmt: skip
-        assert cpu.returncode == 0, (cpu.stdout, cpu.stderr)
-        assert "which another live manager offers: it runs them" in cpu.stderr, cpu.stderr
-        assert "not run" not in cpu.stdout
+        with open(said, "w") as err:
+            cpu = subprocess.Popen(
+                [sys.executable, "-m", "kube_workqueue.manager.cli",
+                 *map(str, run_args(items, tmp_path / "cpu", postgres, marker_worker, *NEEDS,
+                                    "--wait-for", "1s"))],
+                stdout=subprocess.PIPE, stderr=err, text=True,
+            )  # fmt: skip
+        wait_until(lambda: "which another live manager offers: it runs them" in said.read_text()
+                   or cpu.poll() is not None, timeout=120)  # fmt: skip
+        assert cpu.poll() is None, said.read_text()  # past its --wait-for of 1 s, still waiting
+        gate.touch()
+        out, _ = cpu.communicate(timeout=120)
+        assert cpu.returncode == 0, said.read_text()
+        assert "not run" not in out
         _, err = gpu.communicate(timeout=120)
         assert gpu.returncode == 0, err
     finally:
-        if gpu.poll() is None:
-            gpu.kill()
+        gate.touch()
+        for run in (gpu, cpu):
+            if run is not None and run.poll() is None:
+                run.kill()
+                run.wait()
     assert Counter(marker_worker.ended()) == Counter(renders)  # each once, all on the gpu one
