@@ -5,12 +5,12 @@ calls the manager makes - compared with a run recorded by the API-server stand-i
 
 from __future__ import annotations
 
-import kubernetes_validate
 import pytest
 import yaml
 from helm_python import Chart, lint
 
 from tests.support.folders import make_items
+from tests.support.kube_schemas import validate as validate_strictly
 
 from ..e2e.conftest import workqueue
 from .rendering import CHART, CRD_FILE, EVERYTHING, VERSIONS, by_kind, containers, render
@@ -32,7 +32,7 @@ def test_every_manifest_is_valid(values):
             assert doc["apiVersion"] == "monitoring.coreos.com/v1"
             continue
         for version in VERSIONS:
-            kubernetes_validate.validate(doc, version, strict=True)
+            validate_strictly(doc, version, strict=True)
     if values is EVERYTHING:
         assert {"Service", "PersistentVolume", "ServiceMonitor"} <= kinds
 
@@ -162,7 +162,7 @@ def test_the_example_values_file_renders_valid_manifests():
     docs = render(values)
     for doc in docs:
         for version in VERSIONS:
-            kubernetes_validate.validate(doc, version, strict=True)
+            validate_strictly(doc, version, strict=True)
     found, _ = containers(docs)
     assert "--env=OUTPUT_DIR=/data/thumbnails" in found["manager"]["args"]
 
@@ -303,7 +303,7 @@ def test_node_labels_reach_the_manager_with_the_one_cluster_wide_rule_it_needs()
     docs = render(values)
     for doc in by_kind(docs, "ClusterRole") + by_kind(docs, "ClusterRoleBinding"):
         for version in VERSIONS:
-            kubernetes_validate.validate(doc, version, strict=True)
+            validate_strictly(doc, version, strict=True)
     found, pod = containers(docs)
     args = [a.replace("$(POD_NAMESPACE)", "media") for a in found["manager"]["args"]]
     args.append("--ledger=postgresql://wq@db/queue")
@@ -334,7 +334,7 @@ def test_a_shared_ledger_comes_from_a_secret_and_never_reaches_the_arguments(mon
     docs = render({"manager": {"sharedLedger": {"secret": "queue-ledger", "lease": "3m"}}})
     for doc in docs:
         if doc["kind"] != "ServiceMonitor":
-            kubernetes_validate.validate(doc, VERSIONS[-1], strict=True)
+            validate_strictly(doc, VERSIONS[-1], strict=True)
     found, _ = containers(docs)
     manager = found["manager"]
     (entry,) = [e for e in manager["env"] if e["name"] == variable("--ledger")]

@@ -12,9 +12,10 @@ import re
 import shutil
 import subprocess
 
-import kubernetes_validate
 import pytest
 import yaml
+
+from tests.support.kube_schemas import validate as validate_strictly
 
 from .rendering import VERSIONS, by_kind, containers, render
 
@@ -59,7 +60,7 @@ def test_the_new_objects_render_and_core_ones_are_valid():
     for kind in ("Secret", "ConfigMap"):
         for doc in by_kind(docs, kind):
             for version in VERSIONS:
-                kubernetes_validate.validate(doc, version, strict=True)
+                validate_strictly(doc, version, strict=True)
     grafana = by_kind(docs, "ConfigMap")[0]
     assert grafana["metadata"]["labels"]["grafana_dashboard"] == "1"
     dashboard = json.loads(grafana["data"]["workqueue.json"])

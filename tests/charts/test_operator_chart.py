@@ -6,9 +6,10 @@ the API-server stand-in recorded.)"""
 
 from __future__ import annotations
 
-import kubernetes_validate
 import pytest
 from helm_python import lint
+
+from tests.support.kube_schemas import validate as validate_strictly
 
 from .rendering import CHART, VERSIONS, by_kind, render
 
@@ -22,7 +23,7 @@ def test_the_operator_mode_renders_valid_manifests_and_nothing_per_queue(values)
     docs = render(values)
     for doc in docs:
         for version in VERSIONS:
-            kubernetes_validate.validate(doc, version, strict=True)
+            validate_strictly(doc, version, strict=True)
     (deployment,) = by_kind(docs, "Deployment")
     assert deployment["metadata"]["name"] == "demo-workqueue-operator"
     assert not by_kind(docs, "PersistentVolumeClaim") and not by_kind(docs, "Service")
@@ -61,7 +62,7 @@ def test_reading_nodes_is_one_cluster_rule_of_its_own_and_only_when_asked(values
     assert nodes["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}]
     for doc in by_kind(docs, "ClusterRole") + by_kind(docs, "ClusterRoleBinding"):
         for version in VERSIONS:
-            kubernetes_validate.validate(doc, version, strict=True)
+            validate_strictly(doc, version, strict=True)
     binding = next(b for b in by_kind(docs, "ClusterRoleBinding")
                    if b["roleRef"]["name"] == nodes["metadata"]["name"])  # fmt: skip
     assert binding["subjects"][0]["kind"] == "ServiceAccount"

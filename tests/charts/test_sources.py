@@ -9,6 +9,7 @@ import pytest
 from helm_python import lint
 
 from kube_workqueue.ambassador.sources.registry import resolve
+from tests.support.kube_schemas import validate as validate_strictly
 
 from .rendering import CHART, VERSIONS, by_kind, containers, render
 
@@ -35,13 +36,11 @@ REDIS = {
 
 
 def ambassador_of(values):
-    import kubernetes_validate
-
     docs = render(values)
     for doc in docs:
         if doc["kind"] != "ServiceMonitor":
             for version in VERSIONS:
-                kubernetes_validate.validate(doc, version, strict=True)
+                validate_strictly(doc, version, strict=True)
     found, _ = containers(docs)
     return found["ambassador"], docs
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import kubernetes_validate
 import pytest
 import yaml
 from helm_python import lint
 
 from tests.support.apiserver.custom import Definition, apply_defaults
+from tests.support.kube_schemas import validate as validate_strictly
 
 from .rendering import CHART, VERSIONS, by_kind, containers, render
 
@@ -27,7 +27,7 @@ def crd() -> dict:
 def test_the_crd_is_valid_with_scale_status_and_columns():
     doc = crd()
     for version in VERSIONS:
-        kubernetes_validate.validate(doc, version, strict=True)
+        validate_strictly(doc, version, strict=True)
     served, old = doc["spec"]["versions"]
     assert (served["name"], served["storage"], old["name"], old["storage"]) == (
         "v1beta1", True, "v1alpha1", False)  # fmt: skip
@@ -121,7 +121,7 @@ def test_hpa_targets_the_scale_subresource_and_is_valid():
     assert annotations["prometheus.io/scrape"] == "true" and annotations["prometheus.io/port"]
     (hpa,) = by_kind(docs, "HorizontalPodAutoscaler")
     for version in VERSIONS:
-        kubernetes_validate.validate(hpa, version, strict=True)
+        validate_strictly(hpa, version, strict=True)
     assert hpa["spec"]["scaleTargetRef"]["kind"] == "WorkQueue"
     assert hpa["spec"]["metrics"][0]["external"]["target"] == {
         "type": "AverageValue", "averageValue": "1"}  # fmt: skip

@@ -5,7 +5,6 @@ changed plan rolls the pod template; an object of the name the WorkQueue does no
 
 from __future__ import annotations
 
-import kubernetes_validate
 import pytest
 import yaml
 
@@ -14,6 +13,7 @@ from kube_workqueue.manager.operator import ambassador_objects
 from kube_workqueue.manager.operator.queue_spec import Settings, SpecProblem, plan
 from tests.charts.rendering import VERSIONS
 from tests.support.apiserver import ApiServer
+from tests.support.kube_schemas import validate as validate_strictly
 
 from .conftest import CRD, NS
 
@@ -49,7 +49,7 @@ def test_a_folder_queue_gets_a_valid_locked_down_ambassador(api):
                              if k in ("name", "namespace", "labels", "annotations",
                                       "ownerReferences")}  # fmt: skip
         for version in VERSIONS:
-            kubernetes_validate.validate(clean, version, strict=True)
+            validate_strictly(clean, version, strict=True)
         (owner,) = doc["metadata"]["ownerReferences"]
         assert owner["uid"] == obj["metadata"]["uid"] and owner["controller"] is True
     pod = deployment["spec"]["template"]["spec"]
@@ -84,7 +84,7 @@ def test_a_cloud_identity_is_the_ambassadors_service_account(api, source, joins_
     clean = {k: v for k, v in deployment.items() if k != "status"}
     clean["metadata"] = {"name": deployment["metadata"]["name"]}
     for version in VERSIONS:
-        kubernetes_validate.validate(clean, version, strict=True)
+        validate_strictly(clean, version, strict=True)
     template = deployment["spec"]["template"]
     assert template["spec"]["serviceAccountName"] == "media-reader"
     assert template["spec"]["automountServiceAccountToken"] is False
@@ -109,7 +109,7 @@ def test_a_cloud_storage_queues_secret_is_a_key_file_the_ambassador_alone_reads(
     clean = {k: v for k, v in deployment.items() if k != "status"}
     clean["metadata"] = {"name": deployment["metadata"]["name"]}
     for version in VERSIONS:
-        kubernetes_validate.validate(clean, version, strict=True)
+        validate_strictly(clean, version, strict=True)
     pod = deployment["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     assert "envFrom" not in container

@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kube_workqueue.manager.backends.kubernetes.manifests import objects as ko
+from tests.support.kube_schemas import validate as validate_strictly
 
 VERSIONS = ["1.30.0", kubernetes_validate.latest_version()]
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -32,7 +33,7 @@ HOSTILE = [
 
 def validate(obj):
     for version in VERSIONS:
-        kubernetes_validate.validate(obj, version, strict=True)
+        validate_strictly(obj, version, strict=True)
 
 
 @pytest.mark.parametrize("item", HOSTILE)
