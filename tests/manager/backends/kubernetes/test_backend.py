@@ -13,6 +13,7 @@ from kube_workqueue.manager.backends.kubernetes.manifests import objects as ko
 from tests.e2e.conftest import spawn_workqueue, workqueue
 from tests.manager.backends.kubernetes.test_rivals import created_jobs
 from tests.support.folders import make_items
+from tests.support.kube_schemas import validate as validate_strictly
 
 NS = "media"
 VERSIONS = ["1.30.0", kubernetes_validate.latest_version()]
@@ -22,7 +23,7 @@ def validate_all(cluster):
     for resource in ("jobs", "configmaps", "events", "leases"):
         for obj in cluster.objects(resource):
             for version in VERSIONS:
-                kubernetes_validate.validate(obj, version, strict=True)
+                validate_strictly(obj, version, strict=True)
 
 
 def test_every_item_runs_once_as_a_job_and_is_recorded(
@@ -334,7 +335,7 @@ def test_the_multiworker_pod_spec_makes_a_valid_job():
     )
     job = ko.job("thumbs", NS, "a.mp4", 1, pod)
     for version in VERSIONS:
-        kubernetes_validate.validate(job, version, strict=True)
+        validate_strictly(job, version, strict=True)
     spec = job["spec"]["template"]["spec"]
     assert [c["name"] for c in spec["initContainers"]] == ["probe", "thumbnail"]
     worker = spec["containers"][0]
