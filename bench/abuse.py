@@ -13,7 +13,7 @@ whatever the folder's size (its first listing goes out a page at a time, as it i
 `--peer DIR` runs the same attack on the ambassador of another checkout (say the commit before
 the guarded worker: `git worktree add /tmp/before <commit>`), side by side.
 
-Run: .venv/bin/python -m bench.abuse [--seconds 20] [--files 10000] [--peer DIR]
+Run: .venv/bin/python -m bench.abuse [--seconds 20] [--files 10000] [--peer DIR] [--quick]
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from pathlib import Path
 
 import requests
 
+from bench import parsed
 from tests.support.abuse import Attack, percent, run, tree_rss_mb
 from tests.support.servers import Server, free_port
 
@@ -113,7 +114,9 @@ def floor(threads: int) -> str:
             f"{before:.0f} -> {after:.0f} MB ({percent(after, before)})")  # fmt: skip
 
 
-def one(label: str, folder: Path, count: int, seconds: float, code: Path | None) -> None:
+def one(
+    label: str, folder: Path, count: int, attack_shape: Attack, settle: float, code: Path | None
+) -> None:
     import threading
 
     port = free_port()
@@ -130,12 +133,12 @@ def one(label: str, folder: Path, count: int, seconds: float, code: Path | None)
                 peak_mb[0] = max(peak_mb[0], tree_rss_mb(server.process.pid))
 
         threading.Thread(target=sample, daemon=True).start()
-        attack = run(server.url, port, Attack(seconds=seconds))
+        attack = run(server.url, port, attack_shape)
         done.set()
-        time.sleep(40)  # the attack's sockets closed; idle threads end after 30 s
+        time.sleep(settle)  # the attack's sockets closed; idle threads end after 30 s
         after = tree_rss_mb(server.process.pid)
         refused = refusals_by_reason(server.url)
-        admitted = Attack(seconds=seconds).watches - sum(
+        admitted = attack_shape.watches - sum(
             refused.get(reason, 0) for reason in ("watches", "watches_per_client")
         )
         each_kb = (peak_mb[0] - before) * 1024 / max(1, admitted)
@@ -145,7 +148,7 @@ def one(label: str, folder: Path, count: int, seconds: float, code: Path | None)
               f"(at most {each_kb:.0f} KB for each of the {admitted:,.0f} unread watches "
               f"admitted on {count:,} items, its thread and the attack's other sockets "
               f"included), "
-              f"{after:.0f} MB 40 s after ({percent(after, before)}), "
+              f"{after:.0f} MB {settle:.0f} s after ({percent(after, before)}), "
               f"{peak[0]} threads at most in a worker; "
               f"refused: {refusals(server.url)}")  # fmt: skip
         print(f"  {floor(peak[0])}")
@@ -158,14 +161,20 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--files", type=int, default=10_000, help="the folder's size")
     parser.add_argument("--peer", type=Path, help="a checkout whose ambassador gets the same")
-    args = parser.parse_args()
+    parser.add_argument("--settle", type=float, default=40.0,
+                        help="how long after the attack the memory is read (idle threads end "
+                             "after 30 s)")  # fmt: skip
+    args = parsed(parser, {"seconds": 1.0, "files": 100, "settle": 0.0})
+    # The quick form's attack: a tenth of the sockets, one long line - every kind still sent.
+    shape = Attack(seconds=args.seconds, watches=300, slow_heads=250, long_lines=1) \
+        if args.quick else Attack(seconds=args.seconds)  # fmt: skip
     work = Path(tempfile.mkdtemp(prefix="wq-bench-abuse-"))
     try:
         folder = work / "videos"
         files(folder, args.files)
-        one("workqueue (this checkout)", folder, args.files, args.seconds, None)
+        one("workqueue (this checkout)", folder, args.files, shape, args.settle, None)
         if args.peer is not None:
-            one(f"peer {args.peer}", folder, args.files, args.seconds, args.peer.resolve())
+            one(f"peer {args.peer}", folder, args.files, shape, args.settle, args.peer.resolve())
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -12,6 +12,7 @@ Prints:
     beside a bare gunicorn + Flask "hello" endpoint served the same way (goal ratio >= 0.6)
 
 Run: .venv/bin/python -m bench.ambassador [--files 1000000] [--watchers 1000] [--seconds 10]
+                                          [--quick]
 wrk comes from Debian's package (`apt-get install wrk`); without it the throughput part is
 skipped and says so.
 """
@@ -31,7 +32,7 @@ import time
 
 import requests
 
-from bench import spread
+from bench import parsed, spread
 from bench.serving import (
     free_port,
     percentiles,
@@ -45,6 +46,9 @@ from bench.serving import (
 
 LISTING_ROUNDS = 7  # the full listing against its peers: rounds, each server in turn
 LISTING_GETS = 40  # GETs of each server a round
+PAGE_GETS = 300  # paged listings timed
+SETTLE = 1.0  # seconds a server is left alone before its memory is read
+UNREAD_FILES, UNREAD_MARGIN = 100_000, 100  # the folder and the margin of unread watchers
 FOLDERS: list[str] = []  # made by this run, removed at its end
 GUARDED = "kube_workqueue.ambassador.guarded_worker.GuardedWorker"
 
@@ -108,7 +112,7 @@ def bench_big_folder(files: int, procs: list, reuse: str | None = None) -> str:
     empty = tempfile.mkdtemp(prefix="wq-bench-amb-empty-")
     FOLDERS.append(empty)
     proc, _, _ = start_ambassador(empty)
-    time.sleep(1)
+    time.sleep(SETTLE)
     base_rss = rss_tree_mb(proc.pid)
     proc.terminate()
     proc.wait(10)
@@ -121,7 +125,7 @@ def bench_big_folder(files: int, procs: list, reuse: str | None = None) -> str:
     procs.append(proc)
     session = requests.Session()
     time_requests(session, base + "/api/v1/items", 4)  # both workers have read the version
-    time.sleep(1)
+    time.sleep(SETTLE)
     rss = rss_tree_mb(proc.pid)
     per_item = (rss - base_rss) * 1024 * 1024 / files
     print(
@@ -182,7 +186,7 @@ def bench_big_folder(files: int, procs: list, reuse: str | None = None) -> str:
         f"{spread([s / g for s, g in zip(static, guarded_floor, strict=True)], '.2f')}x the "
         "static server's speed"
     )
-    pages = time_requests(session, base + "/api/v1/items?limit=1000", 300)
+    pages = time_requests(session, base + "/api/v1/items?limit=1000", PAGE_GETS)
     p50, p95 = percentiles(pages)
     print(f"GET /api/v1/items?limit=1000: p50 {p50 * 1000:.1f} ms, p95 {p95 * 1000:.1f} ms "
           "(goal p95 <= 10 ms)")  # fmt: skip
@@ -194,11 +198,13 @@ def bench_watchers(count: int, procs: list) -> None:
     root = make_folder(10)
     FOLDERS.append(root)
     # every watcher comes from 127.0.0.1: one client, which the server caps at half its
-    # watches by default (`--max-watches-per-client`) - here it may hold them all
-    caps = ("--max-watches", str(max(count, 2)), "--max-watches-per-client", str(count))
+    # watches by default (`--max-watches-per-client`) - here it may hold them all. Each worker
+    # takes its share of either cap (half), and the connections do not split evenly between
+    # them: twice the count, so whichever worker takes a watcher admits it
+    caps = ("--max-watches", str(2 * count), "--max-watches-per-client", str(2 * count))
     proc, base, _ = start_ambassador(root, *caps)
     procs.append(proc)
-    time.sleep(1)
+    time.sleep(SETTLE)
     before = rss_tree_mb(proc.pid)
     port = int(base.rsplit(":", 1)[1])
     selector = selectors.DefaultSelector()
@@ -209,7 +215,7 @@ def bench_watchers(count: int, procs: list) -> None:
         sock.sendall(request)
         sock.setblocking(False)
         selector.register(sock, selectors.EVENT_READ)
-        state[sock] = {"buffer": b"", "ready": False, "got": None}
+        state[sock] = {"buffer": b"", "ready": False, "got": None, "closed": False}
 
     def pump(until, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -219,20 +225,24 @@ def bench_watchers(count: int, procs: list) -> None:
                     data = key.fileobj.recv(65536)
                 except BlockingIOError:
                     continue
+                if not data:  # closed by the server (a refused watch): never readable again
+                    selector.unregister(key.fileobj)
+                    state[key.fileobj]["closed"] = True
+                    continue
                 mine = state[key.fileobj]
                 mine["buffer"] += data
                 mine["ready"] = mine["ready"] or b"clip-000009.mp4" in mine["buffer"]
                 if mine["got"] is None and b"new.mp4" in mine["buffer"]:
                     mine["got"] = time.monotonic()
 
-    pump(lambda: all(s["ready"] for s in state.values()), 120)
+    pump(lambda: all(s["ready"] or s["closed"] for s in state.values()), 120)
     ready = sum(s["ready"] for s in state.values())
-    time.sleep(2)
+    time.sleep(2 * SETTLE)
     idle = rss_tree_mb(proc.pid)
     created = time.monotonic()
     with open(os.path.join(root, "new.mp4"), "wb"):
         pass
-    pump(lambda: all(s["got"] for s in state.values()), 30)
+    pump(lambda: all(s["got"] or s["closed"] for s in state.values()), 30)
     delays = sorted(s["got"] - created for s in state.values() if s["got"] is not None)
     for sock in state:
         sock.close()
@@ -270,7 +280,7 @@ def bench_item_get(item_url: str, seconds: int, procs: list) -> None:
     )
 
 
-def bench_unread_watchers(files: int = 100_000) -> None:
+def bench_unread_watchers(files: int, margin: int) -> None:
     """What a watch stream that never reads costs, on a folder of `files` (its first listing
     goes out a page at a time as the client reads: the cost does not grow with the folder)."""
     from pathlib import Path
@@ -287,7 +297,8 @@ def bench_unread_watchers(files: int = 100_000) -> None:
         try:
             server.wait_ready()
             print(f"unread watchers on {files:,} files ({label}): "
-                  f"{unread_watcher_kb(server, 100, query):.0f} KB each at the margin of 100 "
+                  f"{unread_watcher_kb(server, margin, query, warm=min(20, margin)):.0f} KB "
+                  f"each at the margin of {margin} "
                   f"(goal <= 50 KB); one stream's queue in the kernel "
                   f"{unread_stream_queued(server.port, query) / 1024:,.0f} KB (its send "
                   f"buffer fixed: 4 MB before)")  # fmt: skip
@@ -304,14 +315,18 @@ def main() -> None:
     parser.add_argument("--serve-file", help=argparse.SUPPRESS)
     parser.add_argument("--serve-guarded", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--reuse", help="a folder of --files clip-NNNNNN.mp4 files to use")
-    args = parser.parse_args()
+    args = parsed(parser, {"files": 200, "watchers": 20, "seconds": 1})
+    if args.quick and not args.serve_hello:
+        global LISTING_ROUNDS, LISTING_GETS, PAGE_GETS, SETTLE, UNREAD_FILES, UNREAD_MARGIN
+        LISTING_ROUNDS, LISTING_GETS, PAGE_GETS, SETTLE = 1, 3, 10, 0.0
+        UNREAD_FILES, UNREAD_MARGIN = 5_000, 5  # (a stream must queue 64 KB to be measured)
     if args.serve_hello:
         serve_hello(args.serve_hello, args.serve_file, args.serve_guarded)
         return
     procs: list[subprocess.Popen] = []
     try:
         bench_watchers(args.watchers, procs)
-        bench_unread_watchers()
+        bench_unread_watchers(UNREAD_FILES, UNREAD_MARGIN)
         item_url = bench_big_folder(args.files, procs, args.reuse)
         bench_item_get(item_url, args.seconds, procs)
     finally:

@@ -18,12 +18,14 @@ worktree of the commit before - in the same session; --peer-items sizes its runs
 that keeps every pending item's data needs ~2 KB an item).
 
 Run: .venv/bin/python -m bench.backlog [--items 1000000] [--window 60] [--peer /tmp/oldtree]
+                                       [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -31,6 +33,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
+from bench import parsed  # noqa: E402
 from bench.kubernetes import WORKQUEUE, ambassador, cpu_seconds, manager_args  # noqa: E402
 from bench.status import recorded_batches  # noqa: E402
 from kube_workqueue.manager.sources.http import SourceClient  # noqa: E402
@@ -115,13 +118,13 @@ def pending(tree: Path, folder: Path, items: int, work: Path, window: float) -> 
         server.stop()
 
 
-def known_and_new(tree: Path, folder: Path, items: int, work: Path) -> dict:
+def known_and_new(tree: Path, folder: Path, items: int, work: Path, window: float) -> dict:
     server = ApiServer(history=10_000).start()
     recorded_batches(server, items)
     amb = ambassador(folder)
     try:
         listed = listing_seconds(amb.url)
-        out = run_manager(tree, amb.url, server, work, window=5.0)
+        out = run_manager(tree, amb.url, server, work, window)
         out["listing"] = listed
         return out
     finally:
@@ -165,16 +168,8 @@ def load() -> str:
     return f"load {one:.1f}/{five:.1f} on {os.cpu_count()} CPUs"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--items", type=int, default=1_000_000)
-    parser.add_argument("--window", type=float, default=60.0)
-    parser.add_argument("--peer", type=Path, help="another checkout, run the same way")
-    parser.add_argument("--peer-items", type=int, default=100_000)
-    parser.add_argument("--local-items", type=int, default=100_000)
-    parser.add_argument("--only", default="kubernetes,local")
-    args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="wq-backlog-"))
+def run_sections(args: argparse.Namespace, work: Path) -> None:
+    """The sections `--only` names, their files and state folders made under `work`."""
     if "local" in args.only:
         sizes = (args.local_items // 10, args.local_items)
         measured = {}
@@ -202,10 +197,26 @@ def main() -> None:
               f"after a {p['listing']:.1f} s listing (goal <= 30 s); {p['rate']:,.0f} items/s "
               f"handed over {args.window:.0f} s (goal >= 500; {load()})")  # fmt: skip
         touch(folder, (f"{name_of(i)[:-2]}-new.x" for i in range(0, items, items // NEW)))
-        k = known_and_new(tree, folder, items, work)
+        k = known_and_new(tree, folder, items, work, min(5.0, args.window))
         print(f"{label}: {items:,} known + {NEW:,} new: first Job {k['first']:.1f} s after "
               f"start, {k['first'] - k['listing']:.1f} s after a {k['listing']:.1f} s listing "
               f"(goal <= 30 s); peak memory {k['hwm'] / 1e6:,.0f} MB")  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--items", type=int, default=1_000_000)
+    parser.add_argument("--window", type=float, default=60.0)
+    parser.add_argument("--peer", type=Path, help="another checkout, run the same way")
+    parser.add_argument("--peer-items", type=int, default=100_000)
+    parser.add_argument("--local-items", type=int, default=100_000)
+    parser.add_argument("--only", default="kubernetes,local")
+    args = parsed(parser, {"items": 2 * NEW, "window": 1.0, "local_items": 200})
+    work = Path(tempfile.mkdtemp(prefix="wq-backlog-"))
+    try:
+        run_sections(args, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

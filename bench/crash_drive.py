@@ -12,16 +12,19 @@ completed, and the ledger's attempts against the starts
 checkout - say the commit before the keeper (`git worktree add /tmp/before <commit>`) - side by
 side.
 
-Run: .venv/bin/python -m bench.crash_drive [--items 200] [--seed 1] [--peer DIR]
+Run: .venv/bin/python -m bench.crash_drive [--items 200] [--seed 1] [--peer DIR] [--quick]
+(exits 1 when this checkout lost an item or completed one twice)
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
+from bench import parsed
 from tests.support.crash_drive import drive
 
 
@@ -31,7 +34,8 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=10)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--peer", type=Path, help="a checkout to run the same drive with")
-    args = parser.parse_args()
+    args = parsed(parser, {"items": 12, "kills": 1})
+    broken = []
     runs = [("workqueue (this checkout)", None)]
     if args.peer is not None:
         runs.append((f"peer {args.peer}", args.peer.resolve()))
@@ -48,8 +52,12 @@ def main() -> None:
                 print(f"{label}, killing {what}: {result.summary()}; last run exit "
                       f"{result.last_exit}")  # fmt: skip
                 print("  rounds: " + ", ".join(result.log))
+                if code is None and (result.lost or result.completed_twice):
+                    broken.append(what)
             finally:
                 shutil.rmtree(work, ignore_errors=True)
+    if broken:  # the promise, not a figure: this checkout lost an item or ran one twice
+        sys.exit(f"this checkout broke the promise killing {', '.join(broken)}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """Tenants, measured: fair share against FIFO, limits across a fleet, a rate's busiest period, and
 what the bookkeeping costs - every figure from the workers' own start/end marks.
 
-    python -m bench.fairness [--a-items 2000] [--b-items 20] [--skip-fleet]
+    python -m bench.fairness [--a-items 2000] [--b-items 20] [--skip-fleet] [--rate-seconds 60]
+                             [--quick]
 
   share        tenant A drops --a-items items, tenant B --b-items one second later; one local
                manager (`workqueue manager --watch` over an ambassador), P=4, 0.2 s of work an
@@ -9,12 +10,12 @@ what the bookkeeping costs - every figure from the workers' own start/end marks.
                files' arrival to each start) and A's total time (its first file to its last
                end). Goals: B's median wait with --fair <= 5% of FIFO's; A's total <= 1.05x
     limits       two managers on one shared ledger (a real PostgreSQL), P=4 each,
-               `--limit '*=3'`, three groups: the most items of one group ever running at
+               `--limit '*=3'`, three groups of 40: the most items of one group ever running at
                once. Goal: never above 3
-    rate         one manager, `--rate 'r=20/10s'`, starts over 60 s: the most starts in any
-               10-second window. Goal: <= 20 (the rate is counted when the manager starts the
-               work; a worker marks its start once its process runs, so the marks are also
-               shown over 9.7 s windows: a start-up's jitter is not a broken rate)
+    rate         one manager, `--rate 'r=20/10s'`, starts over --rate-seconds (60): the most
+               starts in any 10-second window. Goal: <= 20 (the rate is counted when the manager
+               starts the work; a worker marks its start once its process runs, so the marks are
+               also shown over 9.7 s windows: a start-up's jitter is not a broken rate)
     bookkeeping  the line alone (add + get + done, one thread) with 1,000 groups against no
                groups (a FIFO), interleaved rounds; and `workqueue run` over 2,000 `true`
                items in 1,000 groups against none. Goal: <= 1.1x
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -33,8 +35,17 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from bench import parsed, postgres_server
 from tests.support.marks import busiest_window, most_at_once, read_marks
 from tests.support.servers import Server, free_port, wait_until
+
+SCRATCH: list[Path] = []  # the folders this run made, removed at its end
+
+
+def scratch(prefix: str) -> Path:
+    SCRATCH.append(Path(tempfile.mkdtemp(prefix=prefix)))
+    return SCRATCH[-1]
+
 
 WORKER = """#!/bin/sh
 name=$(sed -n 's/.*"name": *"\\([^"]*\\)".*/\\1/p' "$WORK_ITEM_FILE")
@@ -86,7 +97,7 @@ def stop(process: subprocess.Popen) -> None:
 
 
 def share(fair: bool, a_items: int, b_items: int) -> dict:
-    work = Path(tempfile.mkdtemp(prefix="wq-fair-"))
+    work = scratch("wq-fair-")
     folder = work / "items"
     folder.mkdir()
     script, marks = worker(work, 0.2)
@@ -111,16 +122,14 @@ def share(fair: bool, a_items: int, b_items: int) -> dict:
     return {"b_median_wait": statistics.median(b_waits), "a_total": max(a_ends) - a_at}
 
 
-def fleet_limits() -> Counter:
-    from tests.support.postgres import PostgresServer
-
-    work = Path(tempfile.mkdtemp(prefix="wq-limits-"))
+def fleet_limits(each: int = 40) -> Counter:
+    work = scratch("wq-limits-")
     folder = work / "items"
     folder.mkdir()
     script, marks = worker(work, 0.2)
     for group in ("x", "y", "z"):
-        drop(folder, group, 40)
-    server = PostgresServer()
+        drop(folder, group, each)
+    server = postgres_server()
     try:
         url = server.database()
         runs = [
@@ -141,7 +150,7 @@ def fleet_limits() -> Counter:
 
 
 def rate(seconds: float = 60.0) -> tuple[int, int, int]:
-    work = Path(tempfile.mkdtemp(prefix="wq-rate-"))
+    work = scratch("wq-rate-")
     folder = work / "items"
     folder.mkdir()
     script, marks = worker(work, 0.05)
@@ -191,7 +200,7 @@ def line_rounds(rounds: int = 20, items: int = 20_000) -> tuple[float, float]:
 def run_rounds(rounds: int = 3, items: int = 2000) -> tuple[float, float]:
     """Seconds for `workqueue run` over `items` `true` items, none grouped against 1,000
     groups (median of interleaved rounds)."""
-    work = Path(tempfile.mkdtemp(prefix="wq-dispatch-"))
+    work = scratch("wq-dispatch-")
     folder = work / "items"
     for i in range(items):
         group = folder / f"g{i % 1000:04d}"
@@ -221,8 +230,18 @@ def main() -> None:
     parser.add_argument("--a-items", type=int, default=2000)
     parser.add_argument("--b-items", type=int, default=20)
     parser.add_argument("--skip-fleet", action="store_true", help="no PostgreSQL part")
-    args = parser.parse_args()
+    parser.add_argument("--rate-seconds", type=float, default=60.0)
+    args = parsed(parser, {"a_items": 20, "b_items": 5, "rate_seconds": 5.0})
+    try:
+        sections(args)
+    finally:
+        for folder in SCRATCH:
+            shutil.rmtree(folder, ignore_errors=True)
 
+
+def sections(args: argparse.Namespace) -> None:
+    """Each section in turn, printed as it ends (in quick form: a few items each)."""
+    quick = args.quick
     fifo = share(False, args.a_items, args.b_items)
     fair = share(True, args.a_items, args.b_items)
     print(f"share: A {args.a_items} items, B {args.b_items} one second later, P=4, 0.2 s work")
@@ -232,19 +251,20 @@ def main() -> None:
     print(f"  A's total time    FIFO {fifo['a_total']:7.2f} s   --fair {fair['a_total']:7.2f} s"
           f"   ({fair['a_total'] / fifo['a_total']:.3f}x; goal <= 1.05x)")  # fmt: skip
     if not args.skip_fleet:
-        most = fleet_limits()
+        most = fleet_limits(6 if quick else 40)
         print(f"limits: two managers on one shared ledger, P=4 each, --limit '*=3': most at "
               f"once per group {dict(sorted(most.items()))} (goal: never above 3)")  # fmt: skip
-    count, busiest, inner = rate()
-    print(f"rate: --rate 'r=20/10s' over 60 s: {count} starts; most in any 10 s window "
-          f"{busiest} (goal <= 20); in any 9.7 s window {inner}")  # fmt: skip
-    fifo_line, grouped_line = line_rounds()
+    count, busiest, inner = rate(args.rate_seconds)
+    print(f"rate: --rate 'r=20/10s' over {args.rate_seconds:.0f} s: {count} starts; most in "
+          f"any 10 s window {busiest} (goal <= 20); in any 9.7 s window {inner}")  # fmt: skip
+    fifo_line, grouped_line = line_rounds(*((2, 2000) if quick else ()))
     print(f"bookkeeping: the line, add+get+done: FIFO {fifo_line * 1e6:.2f} us, 1,000 groups "
           f"{grouped_line * 1e6:.2f} us ({grouped_line / fifo_line:.2f}x)")  # fmt: skip
-    plain, grouped = run_rounds()
-    print(f"bookkeeping: workqueue run, 2,000 `true` items: no groups {plain:.2f} s, 1,000 "
-          f"groups with a limit each {grouped:.2f} s ({grouped / plain:.3f}x; "
-          "goal <= 1.1x)")  # fmt: skip
+    rounds, items = (1, 100) if quick else (3, 2000)
+    plain, grouped = run_rounds(rounds, items)
+    print(f"bookkeeping: workqueue run, {items:,} `true` items: no groups {plain:.2f} s, "
+          f"{min(items, 1000):,} groups with a limit each {grouped:.2f} s "
+          f"({grouped / plain:.3f}x; goal <= 1.1x)")  # fmt: skip
 
 
 if __name__ == "__main__":

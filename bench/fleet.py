@@ -34,7 +34,7 @@ from pathlib import Path
 
 import psycopg
 
-from bench import spread
+from bench import postgres_server, spread
 from tests.support.postgres import PostgresServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -223,15 +223,19 @@ def _floor_fleet(server: PostgresServer, folder: Path, work: Path, processes: in
     return count / took, spent
 
 
-def drains(items: int = 5000, parallelism: int = 4, fleets=(1, 2, 4), rounds: int = 3) -> None:
+def drains(items: int = 5000, parallelism: int = 4, fleets=(1, 2, 4), rounds: int = 3,
+           with_peers: bool = True) -> None:  # fmt: skip
     """The fleet against itself and its peers, in rounds (each round: ours with 1, 2 and 4
     managers, then each peer with 1, 2 and 4 worker processes - interleaved, so a busy spell
     of the machine falls on all of them): items a second, min / median / max over the rounds,
-    and each peer's per-round ratio to ours at the same count."""
+    and each peer's per-round ratio to ours at the same count. Without `with_peers` (the quick
+    form: their environment is installed from the network) the peers are left out, and said
+    to be."""
     work = Path(tempfile.mkdtemp(prefix="wq-drains-"))
     folder = drain_folder(work, items)
-    server = PostgresServer()
+    server = postgres_server()
     peers = (("pgqueuer_drain.py", "PgQueuer"), ("procrastinate_drain.py", "procrastinate"))
+    peers = peers if with_peers else ()
     ours: dict[int, list[float]] = {n: [] for n in fleets}
     floors: dict[int, list[float]] = {n: [] for n in fleets}
     theirs: dict[tuple[str, int], list[float]] = {(p, n): [] for _, p in peers for n in fleets}
@@ -239,7 +243,9 @@ def drains(items: int = 5000, parallelism: int = 4, fleets=(1, 2, 4), rounds: in
     lags: list[float] = []
     spent: dict[tuple[str, int], list[Spent]] = {}  # (who, processes): CPU
     try:
-        python = peers_python()
+        python = peers_python() if peers else ""
+        if not peers:
+            print("peers left out: PgQueuer and procrastinate run without --quick")
         print(f"\ndrains of {items:,} items, parallelism {parallelism} a manager or worker "
               f"process, each item a process (`true`), {rounds} rounds on one server, "
               f"load {os.getloadavg()[0]:.2f} at the start:")  # fmt: skip
@@ -324,8 +330,11 @@ def _cpu_spread(rounds: list[Spent]) -> str:
 if __name__ == "__main__":
     import argparse
 
+    from bench import parsed
+
     parser = argparse.ArgumentParser(description="the fleet's drains against its peers")
     parser.add_argument("--items", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
-    drains(items=args.items, rounds=args.rounds)
+    args = parsed(parser, {"items": 40, "rounds": 1})
+    drains(items=args.items, rounds=args.rounds, fleets=(1, 2) if args.quick else (1, 2, 4),
+           with_peers=not args.quick)  # fmt: skip

@@ -17,7 +17,7 @@ import time
 
 import psycopg
 
-from tests.support.postgres import PostgresServer
+from bench import postgres_server
 
 
 def _writes(url: str) -> int:
@@ -32,13 +32,13 @@ def _writes(url: str) -> int:
 
 
 def at_rest(managers: int = 4, claimed: int = 10_000, seconds: float = 30.0,
-            lease: float = 30.0) -> None:  # fmt: skip
+            lease: float = 30.0, flush: float = 12.0) -> None:  # fmt: skip
     from kube_workqueue.manager.fleet.database import Database
     from kube_workqueue.manager.fleet.ledger import PostgresLedger
     from kube_workqueue.manager.runtime.claims import ClaimedLine, Heartbeat
     from kube_workqueue.manager.workqueue.rate_limiters import ItemExponentialFailureRateLimiter
 
-    server = PostgresServer()
+    server = postgres_server()
     stop = threading.Event()
     ledgers: list[PostgresLedger] = []
     try:
@@ -58,7 +58,7 @@ def at_rest(managers: int = 4, claimed: int = 10_000, seconds: float = 30.0,
             Heartbeat(ledger, line, stop, on_fault=lambda fault: None).start()
         for ledger in ledgers:  # a backend flushes its counters as it closes: the set-up's
             ledger.db.close()  # writes are counted before the window, not in it
-        time.sleep(12)  # (and the heartbeats' own connections flush theirs within 10 s)
+        time.sleep(flush)  # (and the heartbeats' own connections flush theirs within 10 s)
         before = _writes(url)
         time.sleep(seconds)
         now = (_writes(url) - before) / seconds
@@ -90,7 +90,7 @@ def ceiling(items: int = 3000, rounds: int = 3) -> None:
     from kube_workqueue.manager.fleet.database import Database
     from kube_workqueue.manager.fleet.ledger import PostgresLedger
 
-    server = PostgresServer()
+    server = postgres_server()
     try:
         rates: dict[int, list[float]] = {1: [], 32: []}
         for _ in range(rounds):  # the two shapes in turn: a drifting machine moves both

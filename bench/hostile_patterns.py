@@ -1,4 +1,5 @@
-"""A tenant's hostile pattern, measured - `python -m bench.hostile_patterns [--seconds 20]`.
+"""A tenant's hostile pattern, measured - `python -m bench.hostile_patterns [--seconds 20]`
+(`--quick`: the smallest form).
 
 Two figures, each beside what Python's own engine (`re`) does with the same pattern:
 
@@ -25,6 +26,7 @@ from pathlib import Path
 import requests
 import yaml
 
+from bench import parsed
 from kube_workqueue.manager.patterns import compile_regex
 from tests.operator.conftest import NS, Operated, marks
 from tests.support.servers import Server, free_port, wait_until
@@ -62,9 +64,9 @@ def re2_seconds(length: int, repeat: int = 1000) -> float:
     return (time.perf_counter() - started) / repeat
 
 
-def one_name(limit: float) -> None:
+def one_name(limit: float, lengths=(16, 20, 22, 24, 26, 28, 31)) -> None:
     print(f"{'length':>6} {'RE2':>12} {'re (Python)':>14}")
-    for length in (16, 20, 22, 24, 26, 28, 31):
+    for length in lengths:
         theirs = python_re_seconds(length, limit)
         shown = f"{theirs * 1000:.1f} ms" if theirs is not None else f"> {limit:.0f} s"
         print(f"{length:>6} {re2_seconds(length) * 1e6:>9.2f} us {shown:>14}", flush=True)
@@ -150,9 +152,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=20.0, help="how long /healthz is asked")
     parser.add_argument("--re-limit", type=float, default=30.0)
-    args = parser.parse_args()
+    args = parsed(parser, {"seconds": 1.0, "re_limit": 1.0})
     print(f"{PATTERN!r} on one name 'a'*n + '!' (python {sys.version.split()[0]})")
-    one_name(args.re_limit)
+    one_name(args.re_limit, *([(12, 16, 20)] if args.quick else []))
     print("\nthe attacker's WorkQueue beside a healthy one, one operator (the stand-in)")
     with tempfile.TemporaryDirectory() as tmp:
         the_operator(Path(tmp), args.seconds)

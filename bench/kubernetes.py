@@ -17,7 +17,7 @@
   5. 1,000,000 items known - listed by the source, finished, in 1,000 recorded batches: the
      manager's memory (VmHWM, goal <= 300 MB) and the record's bytes per item.
 
-Run: .venv/bin/python -m bench.kubernetes [--items 5000] [--only batches,memory]
+Run: .venv/bin/python -m bench.kubernetes [--items 5000] [--only batches,memory] [--quick]
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
+from bench import parsed  # noqa: E402
 from kube_workqueue.manager.backends.kubernetes.client.api import KubeApi, load_configuration  # noqa: E402
 from kube_workqueue.manager.backends.kubernetes.client.cache import ClusterCache  # noqa: E402
 from kube_workqueue.manager.backends.kubernetes.manifests import objects as ko  # noqa: E402
@@ -132,11 +133,12 @@ def bench_dispatch(work: Path, count: int) -> None:
         server.stop()
 
 
-def bench_limited(work: Path, window: float = 30.0) -> None:
+def bench_limited(work: Path, window: float = 30.0, items: int = 2_000,
+                  start_up: float = 5.0) -> None:  # fmt: skip
     server = ApiServer(history=200_000).start()
     Kubelet(server, instant=True)
     kubeconfig = server.write_kubeconfig(work / "kc2")
-    folder = folder_of(2_000, Path(tempfile.mkdtemp(dir=work)))
+    folder = folder_of(items, Path(tempfile.mkdtemp(dir=work)))
     amb = ambassador(folder)
     url = amb.url
     try:
@@ -147,7 +149,7 @@ def bench_limited(work: Path, window: float = 30.0) -> None:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        time.sleep(5)  # start-up and the burst
+        time.sleep(start_up)  # start-up and the burst
         t0 = time.monotonic()
         time.sleep(window)
         t1 = time.monotonic()
@@ -164,7 +166,8 @@ def bench_limited(work: Path, window: float = 30.0) -> None:
         server.stop()
 
 
-def bench_known_jobs(work: Path, count: int = 10_000) -> None:
+def bench_known_jobs(work: Path, count: int = 10_000, start_up: float = 8.0,
+                     window: float = 10.0) -> None:  # fmt: skip
     server = ApiServer(history=1_000).start()
     store = server.store
     names = [f"{i:06d}.x" for i in range(count)]
@@ -214,15 +217,15 @@ def bench_known_jobs(work: Path, count: int = 10_000) -> None:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        time.sleep(8)  # start-up: record, list, orphan check, the first polls
+        time.sleep(start_up)  # start-up: record, list, orphan check, the first polls
         t0 = time.monotonic()
-        time.sleep(10)
+        time.sleep(window)
         t1 = time.monotonic()
         proc.terminate()
         proc.wait(30)
         calls = [v for v, _, _, t in server.answers if t0 <= t < t1]
         print(
-            f"with nothing new, over 10 s the manager made {len(calls)} API call(s) "
+            f"with nothing new, over {window:.0f} s the manager made {len(calls)} API call(s) "
             f"{sorted(set(calls)) or ''} besides its open watch (goal 0)"
         )
     finally:
@@ -369,18 +372,18 @@ def main() -> None:
     parser.add_argument("--batch-items", type=int, default=100_000)
     parser.add_argument("--known", type=int, default=1_000_000)
     parser.add_argument("--only", default="dispatch,limited,known,batches,memory")
-    args = parser.parse_args()
+    args = parsed(parser, {"items": 50, "window": 1.0, "batch_items": 2_000, "known": 2_000})
     only = set(args.only.split(","))
     work = Path(tempfile.mkdtemp(prefix="wq-bench-kube-"))
     try:
         if "dispatch" in only:
             bench_dispatch(work, args.items)
         if "limited" in only:
-            bench_limited(work, args.window)
+            bench_limited(work, args.window, *((200, 2.0) if args.quick else ()))
         if "known" in only:
-            bench_known_jobs(work)
+            bench_known_jobs(work, *((200, 2.0, 2.0) if args.quick else ()))
         if "batches" in only:
-            bench_batches(work, args.batch_items)
+            bench_batches(work, args.batch_items, 20 if args.quick else 200)
         if "memory" in only:
             bench_memory(work, args.known)
     finally:

@@ -16,7 +16,10 @@ Every run gets a fresh state directory, and nothing is deleted until the end: de
 files makes the next creations slower for a while on ext4 (its inode allocator checks the
 recently deleted ones), which would charge one run for the one before.
 
-Run: .venv/bin/python -m bench.local [--quick]
+Run: .venv/bin/python -m bench.local [--items 1000 10000] [--videos 200] [--ledger-items 100000]
+                                     [--quick]
+(docs/performance.md quotes figures of `--items 200 --videos 20 --ledger-items 10000`, what
+`--quick` ran before it became the smallest form that runs every section.)
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
+from bench import parsed  # noqa: E402
 from tests.support.servers import Server, free_port  # noqa: E402
 
 THUMBNAIL = REPO / "worker-images" / "thumbnailer" / "thumbnail"
@@ -223,14 +227,16 @@ def bench_big_ledger(work: Path, count: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smaller runs")
-    args = parser.parse_args()
+    parser.add_argument("--items", type=int, nargs="+", default=[1000, 10_000],
+                        help="the `true` runs' sizes")  # fmt: skip
+    parser.add_argument("--videos", type=int, default=200)
+    parser.add_argument("--ledger-items", type=int, default=100_000)
+    args = parsed(parser, {"items": [50], "videos": 3, "ledger_items": 2_000})
     work = Path(tempfile.mkdtemp(prefix="wq-bench-local-"))
     try:
-        counts = [200] if args.quick else [1000, 10_000]
-        bench_true(work, counts, [2, 8])
-        bench_thumbnails(work, 20 if args.quick else 200)
-        bench_big_ledger(work, 10_000 if args.quick else 100_000)
+        bench_true(work, args.items, [2, 8])
+        bench_thumbnails(work, args.videos)
+        bench_big_ledger(work, args.ledger_items)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -12,7 +12,7 @@ start and end (what lets workqueue's workers outlive a killed manager), and the 
 each worker started by its slot's shim as workqueue's are (what keeps a worker's end when the
 keeper dies), measured the same way.
 
-Run: .venv/bin/python -m bench.local_cpu [--items 10000] [--runs 5]
+Run: .venv/bin/python -m bench.local_cpu [--items 10000] [--runs 5] [--quick]
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -30,6 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 WORKQUEUE = [sys.executable, "-m", "kube_workqueue.manager.cli"]
 
+from bench import parsed  # noqa: E402
 from bench.kubernetes import folder_of  # noqa: E402
 
 
@@ -50,8 +52,16 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--parallelism", type=int, default=2)
-    args = parser.parse_args()
+    args = parsed(parser, {"items": 50, "runs": 1})
     work = Path(tempfile.mkdtemp(prefix="wq-local-cpu-"))
+    try:
+        compared(args, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def compared(args: argparse.Namespace, work: Path) -> None:
+    """The paired runs in `work`, and their medians printed."""
     folder = folder_of(args.items, work)
     p = str(args.parallelism)
     runs: dict[str, list[tuple[float, float]]] = {

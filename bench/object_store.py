@@ -28,7 +28,7 @@ filled through its backend (100,000 PUTs over HTTP would take minutes and measur
 moto answers a page far more slowly than S3 does, and both the floor and the ambassador pay
 that: the ratio is the figure, not the seconds.
 
-Run: .venv/bin/python -m bench.object_store [--objects 100000] [--stores s3,gcs,azure]
+Run: .venv/bin/python -m bench.object_store [--objects 100000] [--stores s3,gcs,azure] [--quick]
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ import time
 
 import requests
 
+from bench import parsed
 from bench.serving import free_port, rss_tree_mb, wait_listed
 from tests.support.stores import ObjectStore
 
@@ -181,7 +182,7 @@ def main() -> None:
     parser.add_argument("--objects", type=int, default=100_000)
     parser.add_argument("--stores", default="s3,gcs,azure",
                         help="which stores, comma-separated (s3, gcs, azure)")  # fmt: skip
-    args = parser.parse_args()
+    args = parsed(parser, {"objects": 100})  # (one object is read by name: videos-0000042.mp4)
     stores = args.stores.split(",")
     for kind in ("gcs", "azure"):
         if kind in stores:

@@ -1,5 +1,5 @@
 """One operator for many queues, measured on the API-server stand-in - `python -m bench.operator
-[--queues 1,10,50] [--rest-seconds 60]`.
+[--queues 1,10,50] [--rest-seconds 60] [--quick]`.
 
 For each count N, a fresh stand-in (the chart's CRD installed, a kubelet that completes every
 Job at once) and a fresh `workqueue operator --namespace media` process; N WorkQueues, each
@@ -35,6 +35,7 @@ from pathlib import Path
 
 import yaml
 
+from bench import parsed
 from bench.kubernetes import cpu_seconds
 from bench.local import rss_mb
 from tests.support.apiserver import ApiServer
@@ -44,6 +45,7 @@ from tests.support.servers import Server, free_port, wait_until
 ROOT = Path(__file__).resolve().parents[1]
 CRD = ROOT / "charts/workqueue/crds/workqueues.workqueue.dev.yaml"
 NS = "media"
+SETTLE = 5.0  # seconds for the last status writes (or a manager's start-up) before a rest
 
 
 def at_rest(pid: int, seconds: float) -> tuple[float, float]:
@@ -115,7 +117,7 @@ def one_count(count: int, rest: float, items_url: str, work: Path) -> dict:
             )
 
         wait_until(lambda: all(ready(n) for n in names), timeout=600, most=0.5)
-        time.sleep(5)  # the last status writes settle
+        time.sleep(SETTLE)  # the last status writes settle
         cpu_minute, rss = at_rest(operator.pid, rest)
         start = time.monotonic()
         kubectl(kubeconfig, "patch", "workqueue", names[0], "--type", "merge",
@@ -165,7 +167,7 @@ def per_queue_manager(rest: float, items_url: str, work: Path) -> tuple[float, f
     )  # fmt: skip
     try:
         wait_until(lambda: sum(1 for k in server.store.objects if k[0] == "jobs") >= 3, timeout=120)
-        time.sleep(5)
+        time.sleep(SETTLE)
         return at_rest(manager.pid, rest)
     finally:
         manager.terminate()
@@ -177,7 +179,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--queues", default="1,10,50")
     parser.add_argument("--rest-seconds", type=float, default=60.0)
-    args = parser.parse_args()
+    args = parsed(parser, {"queues": "2", "rest_seconds": 1.0})
+    if args.quick:
+        global SETTLE
+        SETTLE = 0.5
     counts = [int(n) for n in args.queues.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)

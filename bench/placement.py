@@ -20,7 +20,7 @@ match costs a claim, a preferred manager's share, spill-over and drain times.
     drain       two managers with a backlog, one drained (`workqueue drain`): how long until
                 it holds nothing
 
-Run: .venv/bin/python -m bench.placement [--only SECTION ...] [--items 3000]
+Run: .venv/bin/python -m bench.placement [--only SECTION ...] [--items 3000] [--quick]
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from pathlib import Path
 
 import psycopg
 
-from tests.support.postgres import PostgresServer
+from bench import parsed, postgres_server, shared_postgres
 from tests.support.servers import wait_until
 
 WORKER = """#!/bin/sh
@@ -80,7 +80,7 @@ def fill(work: Path, names: list[str]) -> None:
 
 
 def misplaced(items: int) -> None:
-    server, work = PostgresServer(), Path(tempfile.mkdtemp(prefix="placement-"))
+    server, work = postgres_server(), Path(tempfile.mkdtemp(prefix="placement-"))
     try:
         url = server.database()
         third = items // 3
@@ -122,7 +122,7 @@ def claim_cost(waiting: int = 2000, rounds: int = 3) -> None:
         """p50 of this manager's claims; with `rival`, a second manager that meets the needs
         this one does not claims (untimed) after each of its claims - a fleet in which the
         others take their items; without, nobody does and they gather at the line's head."""
-        server = PostgresServer()
+        server = postgres_server()
         try:
             url = server.database()  # (each call is a new database: one for both managers)
             db = Database(url)
@@ -202,7 +202,7 @@ def backlog(stuck: int = 10000, own: int = 400) -> None:
     from kube_workqueue.manager.fleet.ledger import PostgresLedger
     from kube_workqueue.manager.placement import Placement, need_rule, offer
 
-    server = PostgresServer()
+    server = postgres_server()
     try:
         db = Database(server.database())
         ledger = PostgresLedger(db, "bench")
@@ -230,15 +230,15 @@ def spread(values: list[float], scale: float = 1.0) -> str:
     return " / ".join(f"{v:.2f}" for v in (ordered[0], ordered[len(ordered) // 2], ordered[-1]))
 
 
-def prefer() -> None:
-    """100 items at once; a preferred manager (2 slots, 0.2 s an item: 10 s for all) beside a
-    spot one, with a spill-over of 30 s (longer than the preferred one needs) and of 2 s; then
-    the spot one alone (the preferred one stopped): how long the first item waits."""
-    for spill in ("30s", "2s"):
-        server, work = PostgresServer(), Path(tempfile.mkdtemp(prefix="prefer-"))
+def prefer(items: int = 100, spills: tuple[str, ...] = ("30s", "2s")) -> None:
+    """`items` (100) at once; a preferred manager (2 slots, 0.2 s an item: 10 s for 100) beside
+    a spot one, with a spill-over of 30 s (longer than the preferred one needs) and of 2 s;
+    then the spot one alone (the preferred one stopped): how long the first item waits."""
+    for spill in spills:
+        server, work = postgres_server(), Path(tempfile.mkdtemp(prefix="prefer-"))
         try:
             url = server.database()
-            fill(work, [f"p-{i:03}.txt" for i in range(100)])
+            fill(work, [f"p-{i:03}.txt" for i in range(items)])
             flags = ["--prefers", "spot!=true", "--spill-after", spill, "--parallelism", "2"]
             runs = [manager(work, url, tag, *flags, "--offers", f"spot={spot}", service=0.2)
                     for tag, spot in (("steady", "false"), ("spot", "true"))]  # fmt: skip
@@ -246,12 +246,12 @@ def prefer() -> None:
                 _, err = run.communicate(timeout=600)
                 assert run.returncode == 0, err[-2000:]
             shares = Counter(tag for tag, _ in marks(work))
-            print(f"prefer: 100 items, spill-over {spill}: the preferred manager ran "
+            print(f"prefer: {items} items, spill-over {spill}: the preferred manager ran "
                   f"{shares['steady']}, the spot one {shares['spot']}")  # fmt: skip
         finally:
             server.close()
             shutil.rmtree(work, ignore_errors=True)
-    server, work = PostgresServer(), Path(tempfile.mkdtemp(prefix="spill-"))
+    server, work = postgres_server(), Path(tempfile.mkdtemp(prefix="spill-"))
     try:
         url = server.database()
         fill(work, [f"s-{i}.txt" for i in range(5)])
@@ -270,11 +270,11 @@ def prefer() -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def drain() -> None:
-    server, work = PostgresServer(), Path(tempfile.mkdtemp(prefix="drain-"))
+def drain(items: int = 200) -> None:
+    server, work = postgres_server(), Path(tempfile.mkdtemp(prefix="drain-"))
     try:
         url = server.database()
-        fill(work, [f"d-{i:04}.txt" for i in range(200)])
+        fill(work, [f"d-{i:04}.txt" for i in range(items)])
         runs = [manager(work, url, tag, "--parallelism", "4", service=0.5) for tag in "AB"]
         try:
             wait_until(lambda: len(marks(work)) >= 8, timeout=120)
@@ -312,17 +312,24 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=3, help="rounds of the claim section")
     parser.add_argument("--only", nargs="*", choices=SECTIONS, default=list(SECTIONS))
-    args = parser.parse_args()
+    args = parsed(parser, {"items": 30, "rounds": 1})
+    with shared_postgres(args.quick):
+        sections(args)
+
+
+def sections(args: argparse.Namespace) -> None:
+    """The sections `--only` names, in turn; in quick form each at a size of a few dozen."""
+    quick = args.quick
     if "misplaced" in args.only:
         misplaced(args.items)
     if "claim" in args.only:
-        claim_cost(rounds=args.rounds)
+        claim_cost(*((60,) if quick else ()), rounds=args.rounds)
     if "backlog" in args.only:
-        backlog()
+        backlog(*((200, 20) if quick else ()))
     if "prefer" in args.only:
-        prefer()
+        prefer(*((10, ("2s",)) if quick else ()))  # (one spill-over: its code is the same)
     if "drain" in args.only:
-        drain()
+        drain(*((20,) if quick else ()))
 
 
 if __name__ == "__main__":

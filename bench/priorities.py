@@ -1,6 +1,6 @@
 """What priorities cost: the line as a FIFO against the line by priority.
 
-    python -m bench.priorities [--items 200000] [--rules 3]
+    python -m bench.priorities [--items 200000] [--rules 3] [--quick]
 
 Prints, for N waiting items (names like a backlog's):
   * memory a waiting item costs in the dedup queue (tracemalloc: the dirty set plus the line),
@@ -19,6 +19,7 @@ import tempfile
 import time
 import tracemalloc
 
+from bench import parsed
 from kube_workqueue.manager.backends.local.ledger import open_ledger
 from kube_workqueue.manager.priority_rules import Rules
 from kube_workqueue.manager.runtime.priorities import Prioritizer
@@ -79,7 +80,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=200_000)
     parser.add_argument("--rules", type=int, default=3)
-    args = parser.parse_args()
+    args = parsed(parser, {"items": 2_000})
     names = names_of(args.items)
     levels = {name: i % 5 for i, name in enumerate(names)}
 

@@ -26,7 +26,7 @@ batched claims (`bench/fleet_ledger.py`), and end-to-end drains beside PgQueuer 
 procrastinate (`bench/fleet.py`).
 
 Run: .venv/bin/python -m bench.sharing [--seconds 60] [--rate 8] [--burst 150]
-     [--service 0.5] [--parallelism 4] [--lease 5] [--only SECTION ...]
+     [--service 0.5] [--parallelism 4] [--lease 5] [--only SECTION ...] [--quick]
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from pathlib import Path
 import psycopg
 import requests
 
-from tests.support.postgres import PostgresServer
+from bench import parsed, postgres_server, shared_postgres
 from tests.support.servers import Server, free_port, wait_until
 
 WORKER = """#!/bin/sh
@@ -129,7 +129,7 @@ def marks(work: Path) -> tuple[Counter, Counter]:
 
 def session(args, managers: int, *, kill: bool = False) -> None:
     work = Path(tempfile.mkdtemp(prefix="wq-sharing-"))
-    server = PostgresServer()
+    server = postgres_server()
     ambassador = None
     running: list[Manager] = []
     try:
@@ -229,7 +229,7 @@ def claims_at(finished: int, waiting: int = 1000) -> None:
     from kube_workqueue.manager.fleet.database import Database
     from kube_workqueue.manager.fleet.ledger import PostgresLedger
 
-    server = PostgresServer()
+    server = postgres_server()
     try:
         db = Database(server.database())
         ledger = PostgresLedger(db, "bench")
@@ -279,10 +279,19 @@ def main() -> None:
     parser.add_argument("--finished", type=int, nargs="*", default=[1_000, 1_000_000])
     parser.add_argument("--only", nargs="*", choices=SECTIONS, default=list(SECTIONS),
                         help="the sections to run (default: all)")  # fmt: skip
-    args = parser.parse_args()
+    args = parsed(parser, {"seconds": 3.0, "burst": 10, "service": 0.1, "managers": [2],
+                           "finished": [1_000]})  # fmt: skip
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    with shared_postgres(args.quick):
+        sections(args)
+
+
+def sections(args: argparse.Namespace) -> None:
+    """The sections `--only` names, in turn (in quick form: seconds, and one server for all;
+    the drains are `bench.fleet`'s own quick form)."""
     from . import fleet, fleet_ledger
 
+    quick = args.quick
     if "sessions" in args.only:
         for managers in args.managers:
             session(args, managers)
@@ -292,11 +301,14 @@ def main() -> None:
     if "kill" in args.only:
         session(args, 2, kill=True)
     if "at-rest" in args.only:
-        fleet_ledger.at_rest()
+        fleet_ledger.at_rest(**({"claimed": 200, "seconds": 1.0, "flush": 0.5} if quick else {}))
     if "ceiling" in args.only:
-        fleet_ledger.ceiling()
+        fleet_ledger.ceiling(*((100, 1) if quick else ()))
     if "drains" in args.only:
-        fleet.drains()
+        if quick:  # the same drains as `python -m bench.fleet --quick`, which runs them
+            print("\ndrains: left to `python -m bench.fleet --quick` in the quick form")
+        else:
+            fleet.drains()
 
 
 if __name__ == "__main__":

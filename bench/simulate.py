@@ -18,6 +18,7 @@ import argparse
 import random
 import time
 
+from bench import parsed
 from kube_workqueue.manager.planning.scaling import analyse
 from kube_workqueue.manager.planning.simulate import exponential, gaps, lognormal, simulate, with_cv
 
@@ -80,10 +81,9 @@ def allen_cunneen(items: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smaller runs")
-    args = parser.parse_args()
-    speed(100_000 if args.quick else 1_000_000)
-    allen_cunneen(20_000 if args.quick else 200_000)
+    args = parsed(parser, {})
+    speed(10_000 if args.quick else 1_000_000)
+    allen_cunneen(2_000 if args.quick else 200_000)
 
 
 if __name__ == "__main__":

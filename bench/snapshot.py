@@ -9,7 +9,7 @@ Prints, for --names listed names (1,000,000 by default) of which --forget (half)
     peer: the snapshot module of another tree (`--peer /path/to/checkout`, e.g. a worktree
     of the commit before), whose forget deleted one name at a time from the sorted list.
 
-Run: .venv/bin/python -m bench.snapshot [--names 1000000] [--peer /tmp/oldtree]
+Run: .venv/bin/python -m bench.snapshot [--names 1000000] [--peer /tmp/oldtree] [--quick]
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import threading
 import time
 from pathlib import Path
 
+from bench import parsed
 from kube_workqueue.ambassador.snapshot import Snapshot
 
 
@@ -72,7 +73,7 @@ def main() -> None:
     parser.add_argument("--forget", type=int, help="how many go (default: half)")
     parser.add_argument("--peer", help="another checkout whose snapshot to measure beside")
     parser.add_argument("--peer-names", type=int, default=200_000)
-    args = parser.parse_args()
+    args = parsed(parser, {"names": 2_000, "peer_names": 2_000})
     forget = args.forget or args.names // 2
 
     snap = filled(Snapshot, args.names)

@@ -9,7 +9,7 @@ Prints, over --rounds rounds (min / median / max), each thing in turn within a r
   * `workqueue status` on a local queue of a few items, and `workqueue run` on an empty folder:
     the CPU of each command, beside the interpreter's own start (`python -c pass`), the floor
 
-Run: .venv/bin/python -m bench.startup [--rounds 7]
+Run: .venv/bin/python -m bench.startup [--rounds 7] [--quick]
 To compare two trees in one run, put the other one's `src` first on PYTHONPATH for the launched
 processes (`PYTHONPATH=/path/to/other/src`): every `workqueue` process then runs that code.
 """
@@ -29,7 +29,7 @@ import time
 
 import requests
 
-from bench import spread
+from bench import parsed, spread
 from bench.serving import free_port
 
 WORKQUEUE = [sys.executable, "-m", "kube_workqueue.manager.cli"]
@@ -125,7 +125,7 @@ def command_cpu(args: list[str]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
-    args = parser.parse_args()
+    args = parsed(parser, {"rounds": 1})
     work = tempfile.mkdtemp(prefix="bench-startup-")
     try:
         folder, empty, state = (os.path.join(work, n) for n in ("items", "empty", "state"))

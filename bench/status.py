@@ -7,7 +7,7 @@ included (goal <= 5 s at a million), beside its floor: a process that only impor
 and lists the batches' ConfigMaps (what any status must read). With --peer (another checkout,
 e.g. a worktree of the commit before) the same command of that tree runs on the same stand-in.
 
-Run: .venv/bin/python -m bench.status [--items 1000000] [--peer /tmp/oldtree]
+Run: .venv/bin/python -m bench.status [--items 1000000] [--peer /tmp/oldtree] [--quick]
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
+from bench import parsed  # noqa: E402
 from kube_workqueue.manager.backends.kubernetes.manifests import batch_objects as bo  # noqa: E402
 from kube_workqueue.manager.backends.kubernetes.manifests import objects as ko  # noqa: E402
 from kube_workqueue.manager.backends.kubernetes.records.batch_data import Batch, render  # noqa: E402
@@ -76,7 +77,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=1_000_000)
     parser.add_argument("--peer", help="another checkout whose `status` to time beside")
-    args = parser.parse_args()
+    args = parsed(parser, {"items": 2_000})
     server = ApiServer(history=1_000).start()
     try:
         recorded_batches(server, args.items)

@@ -1,6 +1,6 @@
 """The log sources measured against real servers: a Redis stream (redis-server), a NATS
 JetStream stream (nats-server) and a Kafka topic (Tansu, a broker speaking Kafka's protocol) -
-`python -m bench.streams [--only redis|nats|kafka]`.
+`python -m bench.streams [--only redis|nats|kafka] [--quick]`.
 
     cold start   --records retained records (default 1,000,000, every record an item, two
                  short fields each): the ambassador's source started - a full listing, packed -
@@ -41,6 +41,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import parsed
 from bench.stream_servers import KafkaBench, NatsBench, RedisBench
 from kube_workqueue.ambassador.sources.registry import resolve, source_type
 
@@ -238,7 +239,7 @@ def main() -> None:
     parser.add_argument("--only", choices=("redis", "nats", "kafka"))
     parser.add_argument("--skip", action="append", default=[],
                         choices=("cold", "delay", "http", "crash"))  # fmt: skip
-    args = parser.parse_args()
+    args = parsed(parser, {"records": 500, "rate": 100, "seconds": 1.0, "crash_records": 100})
     for make in (RedisBench, NatsBench, KafkaBench):
         if args.only and make.kind != args.only:
             continue
@@ -246,13 +247,16 @@ def main() -> None:
         try:
             if "cold" not in args.skip:
                 cold_start(bench, args.records)
+            # the same delays again beside the cold start's records (a million of them): the
+            # quick form's few hundred say nothing more, and its code is the same
+            beside_cold = "cold" not in args.skip and not args.quick
             if "delay" not in args.skip:
                 delay(bench, args.rate, args.seconds)
-                if "cold" not in args.skip:
-                    delay(bench, args.rate, args.seconds, log="cold")  # a million retained
+                if beside_cold:
+                    delay(bench, args.rate, args.seconds, log="cold")
             if "http" not in args.skip:
                 http_delay(bench, args.rate, args.seconds)
-                if "cold" not in args.skip:
+                if beside_cold:
                     http_delay(bench, args.rate, args.seconds, log="cold")
             if "crash" not in args.skip:
                 crash(bench, args.crash_records)

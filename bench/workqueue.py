@@ -26,6 +26,7 @@ from collections import deque
 
 from prometheus_client import CollectorRegistry
 
+from bench import parsed
 from kube_workqueue.manager.workqueue import (
     DelayingQueue,
     FakeClock,
@@ -269,14 +270,13 @@ def drained_bytes(n: int) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smaller runs (for a smoke check)")
-    args = parser.parse_args()
-    scale = 10 if args.quick else 1
+    args = parsed(parser, {})
+    scale = 100 if args.quick else 1
     # Many short interleaved runs, each variant's best: on this shared VM forty consecutive runs
     # of the same minimal queue scatter from 1.0x to 2.0x their best (median 1.5x); with runs of
     # ~25 ms the best tenth sits within 1% of the best, with runs of 250 ms it does not.
-    rounds = 5 if args.quick else 40
-    growth_rounds = 5 if args.quick else 7  # add_after's runs are long (100,000 items: ~1 s)
+    rounds = 2 if args.quick else 40
+    growth_rounds = 2 if args.quick else 7  # add_after's runs are long (100,000 items: ~1 s)
 
     provider = PrometheusMetricsProvider(CollectorRegistry())
     variants = {
