@@ -126,8 +126,9 @@ demo: $(STAMP) $(FFMPEG_DIR)/ffmpeg
 lab: $(STAMP)
 	$(BIN)/workqueue lab
 
+# BENCH_ARGS=--quick: its smallest form, as `make test` runs it (tests/bench/).
 bench: $(STAMP)
-	$(BIN)/python -m bench.workqueue
+	$(BIN)/python -m bench.workqueue $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .venv-checkov .venv-sbom dist build .pytest_cache .ruff_cache .hypothesis .workqueue $(DEMO_DIR)
