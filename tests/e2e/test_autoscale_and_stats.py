@@ -11,6 +11,7 @@ import signal
 import requests
 
 from tests.support.folders import make_items
+from tests.support.in_process_ambassador import in_process_ambassador_server  # noqa: F401  (fixture)
 
 from ..conftest import free_port, wait_until
 from .conftest import spawn_workqueue, workqueue

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.apiserver import ApiServer
+from tests.support.in_process_ambassador import in_process_ambassador_server  # noqa: F401  (fixture)
 from tests.support.servers import free_port, metric_sum, wait_until
 
 SMALL, LARGE = 5_000, 50_000

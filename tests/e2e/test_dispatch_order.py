@@ -14,6 +14,7 @@ import sys
 from types import SimpleNamespace
 
 from tests.support.cluster import apiserver, cluster  # noqa: F401  (fixtures)
+from tests.support.in_process_ambassador import in_process_ambassador_server  # noqa: F401  (fixture)
 from tests.support.servers import wait_until
 
 from .conftest import spawn_workqueue, workqueue

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import requests
 
+from tests.support.in_process_ambassador import in_process_ambassador_server  # noqa: F401  (fixture)
 from tests.support.servers import free_port, wait_until
 
 from .conftest import MAKE_VIDEOS, REPO, spawn_workqueue, workqueue

@@ -11,6 +11,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import requests
 
 from tests.support.folders import make_items
+from tests.support.in_process_ambassador import in_process_ambassador_server  # noqa: F401  (fixture)
 
 from .conftest import manager_once
 

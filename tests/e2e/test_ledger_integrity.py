@@ -12,6 +12,7 @@ import pytest
 from kube_workqueue.manager.backends.local import integrity
 from kube_workqueue.manager.backends.local.ledger import LedgerBusy, SqliteLedger
 from tests.support.folders import make_items
+from tests.support.in_process_ambassador import in_process_ambassador_server  # noqa: F401  (fixture)
 
 from .conftest import manager_once, workqueue
 

@@ -11,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 from tests.support.folders import make_items
+from tests.support.in_process_ambassador import in_process_ambassador_server  # noqa: F401  (fixture)
 
 from ..conftest import wait_until
 from .conftest import ledger_states, manager_args, manager_once, spawn_workqueue, workqueue

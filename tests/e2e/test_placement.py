@@ -11,6 +11,7 @@ import sys
 from collections import Counter
 from types import SimpleNamespace
 
+from tests.support.in_process_ambassador import in_process_ambassador_server  # noqa: F401  (fixture)
 from tests.support.servers import wait_until
 
 from .conftest import spawn_workqueue, workqueue

@@ -13,6 +13,7 @@ import pytest
 
 from tests.e2e.conftest import spawn_workqueue, workqueue
 from tests.e2e.test_pause import setup, started_names
+from tests.support.in_process_ambassador import in_process_ambassador_server  # noqa: F401  (fixture)
 from tests.support.servers import free_port, holding, wait_until
 from tests.support.stores import unique
 

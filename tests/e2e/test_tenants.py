@@ -15,6 +15,7 @@ import requests
 from tests.e2e.conftest import spawn_workqueue, workqueue
 from tests.e2e.test_docs_sessions import shown_session
 from tests.e2e.test_status import SCHEMA
+from tests.support.in_process_ambassador import in_process_ambassador_server  # noqa: F401  (fixture)
 from tests.support.marks import (
     busiest_window,
     grouped_folder,

@@ -12,6 +12,7 @@ from collections import Counter
 import requests
 import yaml
 
+from tests.support.in_process_ambassador import in_process_ambassador_server  # noqa: F401  (fixture)
 from tests.support.servers import free_port, wait_until
 
 from .conftest import NS, marks

@@ -11,6 +11,7 @@ from collections import Counter
 import yaml
 
 from tests.e2e.conftest import workqueue
+from tests.support.in_process_ambassador import in_process_ambassador_server  # noqa: F401  (fixture)
 from tests.support.servers import wait_until
 
 from .conftest import NS, marks

@@ -14,6 +14,7 @@ from collections import Counter
 
 import yaml
 
+from tests.support.in_process_ambassador import in_process_ambassador_server  # noqa: F401  (fixture)
 from tests.support.servers import wait_until
 
 from .conftest import NS, marks

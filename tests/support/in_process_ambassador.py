@@ -10,7 +10,10 @@ is still a real process reading real HTTP; what is left out is what the ambassad
 are about - gunicorn, the guarded worker, the publisher shared by the workers - and those keep
 the real process (`tests.support.servers.Server`).
 
-Caller's duty: `stop()` (the fixture does it), which also stops the source's threads.
+Caller's duty: `stop()` (the fixture does it), which also stops the source's threads. A test
+module or package whose subject is not the ambassador takes the fixture by importing it:
+`from tests.support.in_process_ambassador import in_process_ambassador_server` (named as the
+process-backed one in `tests/conftest.py`, so the tests read the same either way).
 """
 
 from __future__ import annotations
@@ -18,12 +21,13 @@ from __future__ import annotations
 import argparse
 import threading
 
+import pytest
 import requests
 
 from kube_workqueue.ambassador.app import create_app
 from kube_workqueue.ambassador.server import add_parser, app_config
 
-from .servers import wait_until
+from .servers import free_port, wait_until
 
 
 def _parsed(argv: list[str]) -> argparse.Namespace:
@@ -77,3 +81,19 @@ class InProcessAmbassador:
         self.http.server_close()
         self.app.extensions["workqueue.source"].stop()
         self._thread.join(10)
+
+
+@pytest.fixture(name="ambassador_server")
+def in_process_ambassador_server():
+    """`ambassador_server(root, *flags, port=None)` as `tests/conftest.py` has it, served here."""
+    servers: list[InProcessAmbassador] = []
+
+    def start(root, *extra: str, port: int | None = None) -> InProcessAmbassador:
+        server = InProcessAmbassador(root, port or free_port(), extra)
+        servers.append(server)
+        server.wait_ready()
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()

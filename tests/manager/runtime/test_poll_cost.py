@@ -15,6 +15,7 @@ from kube_workqueue.manager.sources.held_data import DATA_PAGE
 from kube_workqueue.manager.sources.http import SourceClient
 from kube_workqueue.manager.workqueue.queue import Queue
 from tests.manager.fakes import FakeLedger, FakeSource
+from tests.support.in_process_ambassador import in_process_ambassador_server  # noqa: F401  (fixture)
 
 
 class CountingLedger(FakeLedger):
