@@ -152,8 +152,12 @@ asyncio.run(main())
         async def work() -> float:
             client = await nats.connect(self.server.url)
             began = time.perf_counter()
+            # no client-side pending limit: with nats-py's own (524,288 messages) a bare reader
+            # of a million records drops them as a slow consumer and never sees the last
             sub = await client.jetstream().subscribe("", stream=stream, ordered_consumer=True,
-                                                     deliver_policy=DeliverPolicy.ALL)  # fmt: skip
+                                                     deliver_policy=DeliverPolicy.ALL,
+                                                     pending_msgs_limit=0,
+                                                     pending_bytes_limit=0)  # fmt: skip
             while (await sub.next_msg(timeout=30)).metadata.num_pending:
                 pass
             took = time.perf_counter() - began

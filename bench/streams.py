@@ -176,8 +176,9 @@ def http_delay(bench, rate: int, seconds: float, log: str = "live") -> None:
           f"records a second for {seconds:.0f} s ({len(delays):,} seen): p50 "
           f"{statistics.median(delays) * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms "
           "(goal: p99 <= 200 ms)")  # fmt: skip
-    print(f"[{bench.kind}]   later than 200 ms: {len(late):,} records, in {len(bursts)} bursts "
-          f"beginning {', '.join(f'{t:.0f}' for t in bursts[:12])} s in")  # fmt: skip
+    where = (f", in {len(bursts)} bursts beginning {', '.join(f'{t:.0f}' for t in bursts[:12])}"
+             " s in") if bursts else ""  # fmt: skip
+    print(f"[{bench.kind}]   later than 200 ms: {len(late):,} records{where}")
 
 
 def crash(bench, records: int) -> None:
