@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .support.servers import Server, free_port, wait_until  # noqa: F401  (re-exported)
+from .support.servers import Server, ambassadors, free_port, wait_until  # noqa: F401
 
 
 @pytest.fixture
@@ -14,17 +14,8 @@ def port() -> int:
 
 @pytest.fixture
 def ambassador_server():
-    servers = []
-
-    def start(root, *extra: str, port: int | None = None) -> Server:
-        server = Server(root, port or free_port(), extra)
-        servers.append(server)
-        server.wait_ready()
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
+    """`ambassador_server(root, *flags, port=None)`: a `workqueue ambassador` process."""
+    yield from ambassadors(Server)
 
 
 @pytest.fixture(scope="session")

@@ -18,27 +18,15 @@ from kube_workqueue.ambassador.sources import log_records, nats_stream
 from tests.ambassador.test_redis_source import opened
 from tests.e2e.conftest import spawn_workqueue, workqueue
 from tests.e2e.test_secrets_and_names import descendants
-from tests.support.logs import KafkaLog, NatsLog, RedisLog
+from tests.support.logs import on_a_server_of_its_own
 from tests.support.marks import marking_worker, read_marks
 from tests.support.servers import Server, free_port, wait_until
-from tests.support.stores import KafkaServer, NatsServer, RedisServer
 
 
 @pytest.fixture(params=["redis", "nats", "kafka"])
 def fresh_log(request):
     """A log on a server of its own that keeps nothing across a restart (its storage lost)."""
-    if request.param == "redis":
-        server = RedisServer()
-        yield RedisLog(server)
-        server.stop()
-    elif request.param == "kafka":
-        server = KafkaServer()  # (Tansu's memory storage)
-        yield KafkaLog(server)
-        server.close()
-    else:
-        server = NatsServer()
-        yield NatsLog(server)
-        server.close()
+    yield from on_a_server_of_its_own(request.param)
 
 
 def kill_9(ambassador: Server) -> None:

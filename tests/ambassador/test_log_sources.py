@@ -20,10 +20,9 @@ from kube_workqueue.manager.sources.held_data import DATA_PAGE
 from tests.ambassador.test_redis_source import opened
 from tests.e2e.conftest import spawn_workqueue, workqueue
 from tests.e2e.test_secrets_and_names import descendants
-from tests.support.logs import KafkaLog, NatsLog, RedisLog
+from tests.support.logs import KafkaLog, NatsLog, RedisLog, on_a_server_of_its_own
 from tests.support.marks import marking_worker, read_marks
 from tests.support.servers import Server, free_port, wait_until
-from tests.support.stores import KafkaServer, NatsServer, RedisServer
 
 
 @pytest.fixture(params=["redis", "nats", "kafka"])
@@ -39,18 +38,9 @@ def log(request):
 @pytest.fixture(params=["redis", "nats", "kafka"])
 def own_log(request, tmp_path):
     """A log on a server of its own that keeps its records across a restart (to stop it)."""
-    if request.param == "redis":
-        server = RedisServer(persist_in=str(tmp_path))
-        yield RedisLog(server)
-        server.stop()
-    elif request.param == "kafka":
-        server = KafkaServer(keep_in=request.getfixturevalue("object_store"))
-        yield KafkaLog(server)
-        server.close()
-    else:
-        server = NatsServer()
-        yield NatsLog(server)
-        server.close()
+    kafka_keeps_in = request.getfixturevalue("object_store") if request.param == "kafka" else None
+    yield from on_a_server_of_its_own(request.param, redis_keeps_in=tmp_path,
+                                      kafka_keeps_in=kafka_keeps_in)  # fmt: skip
 
 
 def trimmed(log) -> None:

@@ -52,22 +52,16 @@ def counts(state) -> dict:
     return json.loads(workqueue("status", "--state-dir", state, "--json").stdout)["counts"]
 
 
+def run_one_at_a_time(videos, state, worker):
+    """`workqueue run` at parallelism 1 that waits up to 10 minutes for the queue to let it
+    finish (a pause or a scale to 0 does not end it)."""
+    return spawn_workqueue("run", videos, "--state-dir", state, "--parallelism", "1",
+                           "--settle", "0", "--wait-for", "10m", "--", worker)  # fmt: skip
+
+
 def test_pause_while_running_lets_running_work_finish_and_starts_nothing_new(tmp_path):
     videos, state, worker, started, gate = setup(tmp_path, ["a-gate.mp4", "b.mp4", "c.mp4"])
-    run = spawn_workqueue(
-        "run",
-        videos,
-        "--state-dir",
-        state,
-        "--parallelism",
-        "1",
-        "--settle",
-        "0",
-        "--wait-for",
-        "10m",
-        "--",
-        worker,
-    )  # fmt: skip  (paused: it waits for the resume)
+    run = run_one_at_a_time(videos, state, worker)  # paused: it waits for the resume
     try:
         wait_until(lambda: started_names(started) == ["a-gate.mp4"], timeout=30)
         r = workqueue("pause", "--state-dir", state)
@@ -168,20 +162,7 @@ def test_retry_failed_and_matching(tmp_path):
 def test_scale_changes_a_running_local_manager_and_zero_starts_nothing(tmp_path):
     names = [f"{c}-gate.mp4" for c in "abcdef"]
     videos, state, worker, started, gate = setup(tmp_path, names)
-    run = spawn_workqueue(
-        "run",
-        videos,
-        "--state-dir",
-        state,
-        "--parallelism",
-        "1",
-        "--settle",
-        "0",
-        "--wait-for",
-        "10m",
-        "--",
-        worker,
-    )  # fmt: skip  (at parallelism 0: it waits for the scale)
+    run = run_one_at_a_time(videos, state, worker)  # at parallelism 0: it waits for the scale
     try:
         wait_until(lambda: len(started_names(started)) == 1, timeout=30)
         r = workqueue("scale", "--parallelism", "3", "--state-dir", state)

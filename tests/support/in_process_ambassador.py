@@ -27,7 +27,7 @@ import requests
 from kube_workqueue.ambassador.app import create_app
 from kube_workqueue.ambassador.server import add_parser, app_config
 
-from .servers import free_port, wait_until
+from .servers import ambassadors, wait_until
 
 
 def _parsed(argv: list[str]) -> argparse.Namespace:
@@ -86,14 +86,4 @@ class InProcessAmbassador:
 @pytest.fixture(name="ambassador_server")
 def in_process_ambassador_server():
     """`ambassador_server(root, *flags, port=None)` as `tests/conftest.py` has it, served here."""
-    servers: list[InProcessAmbassador] = []
-
-    def start(root, *extra: str, port: int | None = None) -> InProcessAmbassador:
-        server = InProcessAmbassador(root, port or free_port(), extra)
-        servers.append(server)
-        server.wait_ready()
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
+    yield from ambassadors(InProcessAmbassador)

@@ -159,3 +159,23 @@ class KafkaLog(Named):
         self.server.start()
         self.server._producer = None  # (its connection and metadata were the old broker's)
         self.server.create_topic(self.topic)
+
+
+def on_a_server_of_its_own(kind: str, *, redis_keeps_in=None, kafka_keeps_in=None):
+    """A log of `kind` ("redis", "nats", "kafka") on a server started for it alone, for a
+    fixture: yields the log, then stops the server. Where its records go across a restart: a
+    Redis server keeps them in the folder `redis_keeps_in`, Tansu in the object store
+    `kafka_keeps_in` (its memory storage otherwise), a NATS server always keeps them; lost
+    otherwise."""
+    if kind == "redis":
+        server = RedisServer(persist_in=str(redis_keeps_in) if redis_keeps_in else None)
+        yield RedisLog(server)
+        server.stop()
+    elif kind == "kafka":
+        server = KafkaServer(keep_in=kafka_keeps_in)
+        yield KafkaLog(server)
+        server.close()
+    else:
+        server = NatsServer()
+        yield NatsLog(server)
+        server.close()

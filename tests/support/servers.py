@@ -143,6 +143,24 @@ class Server:
                 self.process.wait()
 
 
+def ambassadors(kind):
+    """The body of an `ambassador_server` fixture, for a generator fixture to `yield from`:
+    yields `start(root, *flags, port=None)`, which starts a `kind(root, port, flags)` (`Server`,
+    or `in_process_ambassador.InProcessAmbassador`) and waits until it is ready; stops every
+    one it started after the test."""
+    servers = []
+
+    def start(root, *extra: str, port: int | None = None):
+        server = kind(root, port or free_port(), extra)
+        servers.append(server)
+        server.wait_ready()
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
 def metric_sum(port: int, prefix: str) -> float:
     """The sum of every sample of the metrics at 127.0.0.1:`port`/metrics whose line starts with
     `prefix` (0 while nothing answers there yet)."""
