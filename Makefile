@@ -89,7 +89,8 @@ test:
 	# 2026-12-07, 1,848 tests in 6m05-7m22 kept both cores 96% busy (about 800 s of CPU: 83%
 	# of it in the tests' children - about 2,100 Python processes, managers, ambassadors and
 	# commands - and 17% in the workers themselves), no test above 2.5% of it. More workers
-	# cannot make it faster; only less CPU can.
+	# cannot make it faster; only less CPU can. The run ends with the ten tests that cost the
+	# most CPU, children included (tests/support/cpu_cost.py): where to look first.
 	$(BIN)/python -m pytest -q -n 6 --dist worksteal
 
 lint: $(STAMP)

@@ -1,9 +1,17 @@
-"""Fixtures shared by every test package: free loopback ports, waiting for a condition."""
+"""Fixtures shared by every test package: free loopback ports, waiting for a condition, the
+shared servers; and the hooks that print the ten tests that cost the most CPU."""
 
 from __future__ import annotations
 
 import pytest
 
+# each test's CPU, and the ten costliest printed at the end of a run (support/cpu_cost.py)
+from .support.cpu_cost import (  # noqa: F401  (hooks)
+    pytest_runtest_logreport,
+    pytest_runtest_makereport,
+    pytest_runtest_setup,
+    pytest_terminal_summary,
+)
 from .support.servers import Server, ambassadors, free_port, wait_until  # noqa: F401
 
 
