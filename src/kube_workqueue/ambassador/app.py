@@ -1,9 +1,9 @@
 """The ambassador's Flask application: `create_app(config=None)`.
 
 Config keys (all optional except a source):
-  SOURCE_TYPE      the registry's kind (sources/registry.py): "filesystem" (the default, with
-                   ROOT), "s3", "redis", "redis-stream", "nats", "kafka" -
-                   each with the keys its `config_from_url` makes
+  SOURCE_TYPE      the registry's kind (sources/registry.py, `BUILT_IN`): "filesystem" (the
+                   default, with ROOT), "s3", "gcs", "azure", "redis", "redis-stream", "nats",
+                   "kafka" or a third party's - each with the keys its `config_from_url` makes
   ROOT             folder to serve                       SUFFIXES       ['.mp4']
   RECURSIVE        serve files below ROOT too (False)    SETTLE         seconds to hold still (2)
   FORCE_POLLING    poll instead of file events (False)   POLL_INTERVAL  seconds (1)

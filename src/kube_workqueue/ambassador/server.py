@@ -5,7 +5,8 @@
 
 URL picks the source through the registry (sources/registry.py, whose `BUILT_IN` lines give
 the forms `--help` lists: a folder path or file:///path - `--root DIR` is the same -, an S3
-bucket, a Redis set or stream, a NATS JetStream stream, a Kafka topic). It is checked once
+or Cloud Storage bucket, an Azure Blob container, a Redis set or stream, a NATS JetStream
+stream, a Kafka topic). It is checked once
 before anything is served, so a bucket that does not exist, missing credentials or an
 unreachable server is one line and exit 2.
 
@@ -58,8 +59,8 @@ def add_parser(subparsers, user_error: type[Exception], duration=None) -> None:
     duration = duration or seconds
     p = subparsers.add_parser(
         "ambassador",
-        help="serve the items API for a folder, a bucket, a Redis set or stream, a NATS stream "
-        "or a Kafka topic",
+        help="serve the items API for a folder, a bucket (S3, Cloud Storage, Azure Blob), a Redis "
+        "set or stream, a NATS stream or a Kafka topic",
         description=f"Serve GET /api/v1/items for the items of --source ({SOURCE_FORMS}) that "
         "end with --suffix.",
     )

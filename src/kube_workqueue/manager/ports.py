@@ -4,7 +4,9 @@ speak of is `items.py`, re-exported here).
 The core (poller, reconciler, runner, autoscaler) is written against these names only. A source
 client, a ledger and a backend are whatever satisfies the `typing.Protocol`s below; the local
 backend (a process per item, a SQLite ledger) and the Kubernetes backend (a Job per item, a
-record in ConfigMaps) are two such sets, each in its own package under `manager/backends/`.
+record in ConfigMaps) are two such sets, each in its own package under `manager/backends/`;
+either backend may instead share one PostgreSQL ledger with other managers (the fleet's,
+`manager/fleet/`), which satisfies the same ports.
 
 An item's life, the same on every backend (state strings, rq's habit):
 

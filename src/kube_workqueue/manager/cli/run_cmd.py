@@ -1,9 +1,9 @@
-"""`workqueue run SOURCE -- CMD ARGS…`: one command for a folder (or a bucket, or a Redis set),
-on one machine.
+"""`workqueue run SOURCE -- CMD ARGS…`: one command for a folder (or any other source), on one
+machine.
 
 SOURCE is what `workqueue ambassador --source` takes (the forms the source registry's lines
-give, `ambassador.sources.registry.BUILT_IN`): a folder, a bucket, a Redis set or stream, a
-NATS JetStream stream, a Kafka topic.
+give, `ambassador.sources.registry.BUILT_IN`): a folder, an S3 or Cloud Storage bucket, an
+Azure Blob container, a Redis set or stream, a NATS JetStream stream, a Kafka topic.
 It is read through the ambassador's own source, in-process (`manager.sources.folder`); files
 still being copied are waited for, and the local manager runs with `--once` on it: every
 matching item once, a progress bar on a terminal, a summary at the end. Exit 0 when every item
@@ -33,7 +33,7 @@ from .manager_cmd import (
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "run",
-        help="one command: run CMD once for every matching item of a folder, bucket or set",
+        help="one command: run CMD once for every matching item of a folder, bucket, set or log",
         description=f"Read SOURCE ({forms(third_party=False)}) through the ambassador's own "
         "source, in-process (no HTTP), and run a local manager with --once on it.",
     )
