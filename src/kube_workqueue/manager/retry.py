@@ -46,6 +46,7 @@ class Backoff:
             failures += 1
 
 
+ITEM_BACKOFF_CAP = 300.0  # a failed item's longest wait before its retry (5 min)
 SOURCE_CALL = Backoff(0.2, 5.0)
 API_CALL = Backoff(0.2, 30.0)
 
@@ -61,7 +62,7 @@ class RetryPolicy:
     """How failed items are retried (see the module docstring)."""
 
     max_attempts: int = 3
-    item_backoff: Backoff = field(default_factory=lambda: Backoff(1.0, 300.0))
+    item_backoff: Backoff = field(default_factory=lambda: Backoff(1.0, ITEM_BACKOFF_CAP))
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..retry import Backoff, RetryPolicy
+from ..retry import ITEM_BACKOFF_CAP, Backoff, RetryPolicy
 from ..tenancy.rules import TenancyOptions
 
 
@@ -28,7 +28,7 @@ class ManagerOptions:
     poll_interval: float = 10.0
     watch: bool = False
     retry_backoff: float = 1.0  # the first retry's delay; doubled per attempt up to the cap
-    retry_backoff_cap: float = 300.0  # (`run_options.LONGEST_RETRY`: --retry-backoff's bound)
+    retry_backoff_cap: float = ITEM_BACKOFF_CAP  # (--retry-backoff's bound too: `run_options`)
     grace: float = 10.0  # stopping: how long running work may finish before it is ended
     autoscale: bool = False
     min_parallelism: int = 1

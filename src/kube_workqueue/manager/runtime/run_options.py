@@ -37,6 +37,7 @@ from ..durations import DURATION_PATTERN, parse_duration
 from ..errors import InputError
 from ..parallelism import MAX_PARALLELISM, parallelism_problem
 from ..priority_rules import parse_rule
+from ..retry import ITEM_BACKOFF_CAP
 from ..tenancy import rules
 
 Parse = Callable[[str], Any]
@@ -131,16 +132,15 @@ def _rule(parse: Parse, pattern: str, examples: tuple[str, ...], metavar: str) -
 DURATION = Kind(parse_duration, {"type": "string", "pattern": DURATION_PATTERN},
                 ("90", "500ms", "30s", "1.5h", "1h30m", "1d"), "D")  # fmt: skip
 SECONDS = Kind(parse_duration, {"type": "number", "exclusiveMinimum": 0}, (10, 0.5), "SECONDS")
-LONGEST_RETRY = 300.0  # a failed item's wait, at most (`retry.RetryPolicy`'s cap)
 
 
 def _retry_delay(text: str) -> float:
     """A first retry's delay: a duration no longer than the longest wait a retry has (a longer
     one - `100d` - was taken, and a run waited five minutes a retry without a word)."""
     value = parse_duration(text)
-    if value > LONGEST_RETRY:
-        raise InputError(f"at most {LONGEST_RETRY / 60:g}m, the longest a retry ever waits (each "
-                         f"failure doubles the wait, up to that): {text!r}")  # fmt: skip
+    if value > ITEM_BACKOFF_CAP:
+        raise InputError(f"at most {ITEM_BACKOFF_CAP / 60:g}m, the longest a retry ever waits "
+                         f"(each failure doubles the wait, up to that): {text!r}")  # fmt: skip
     return value
 
 
