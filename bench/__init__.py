@@ -19,8 +19,11 @@ every figure of a fleet's drain and of a local run's start-up.
 """
 
 import argparse
+import atexit
 import compileall
 import contextlib
+import shutil
+import tempfile
 from pathlib import Path
 
 
@@ -105,3 +108,12 @@ def shared_postgres(wanted: bool):
         yield
     finally:
         _SHARED_SERVER.pop().close()
+
+
+def scratch(prefix: str) -> Path:
+    """A new folder for this run's files, removed when the bench ends (however its sections
+    end, short of a kill): benches make large folders in /tmp, and one left behind by each run
+    fills it."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder

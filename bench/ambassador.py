@@ -22,17 +22,15 @@ from __future__ import annotations
 import argparse
 import os
 import selectors
-import shutil
 import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 import requests
 
-from bench import parsed, spread
+from bench import parsed, scratch, spread
 from bench.serving import (
     free_port,
     percentiles,
@@ -49,12 +47,11 @@ LISTING_GETS = 40  # GETs of each server a round
 PAGE_GETS = 300  # paged listings timed
 SETTLE = 1.0  # seconds a server is left alone before its memory is read
 UNREAD_FILES, UNREAD_MARGIN = 100_000, 100  # the folder and the margin of unread watchers
-FOLDERS: list[str] = []  # made by this run, removed at its end
 GUARDED = "kube_workqueue.ambassador.guarded_worker.GuardedWorker"
 
 
 def make_folder(count: int) -> str:
-    root = tempfile.mkdtemp(prefix="wq-bench-amb-")
+    root = str(scratch("wq-bench-amb-"))
     for i in range(count):
         with open(os.path.join(root, f"clip-{i:06d}.mp4"), "wb"):
             pass
@@ -109,18 +106,14 @@ def bench_big_folder(files: int, procs: list, reuse: str | None = None) -> str:
     """Cold start, RSS, full listing against a static file, paged listings; returns the URL
     of one item for the throughput part."""
     print(f"making {files:,} files ...", flush=True)
-    empty = tempfile.mkdtemp(prefix="wq-bench-amb-empty-")
-    FOLDERS.append(empty)
+    empty = str(scratch("wq-bench-amb-empty-"))
     proc, _, _ = start_ambassador(empty)
     time.sleep(SETTLE)
     base_rss = rss_tree_mb(proc.pid)
     proc.terminate()
     proc.wait(10)
-    if reuse:  # a folder of clip-NNNNNN.mp4 files made by an earlier run (kept)
-        root = reuse
-    else:
-        root = make_folder(files)
-        FOLDERS.append(root)
+    # --reuse: a folder of clip-NNNNNN.mp4 files made by an earlier run (kept)
+    root = reuse or make_folder(files)
     proc, base, cold = start_ambassador(root)
     procs.append(proc)
     session = requests.Session()
@@ -133,8 +126,7 @@ def bench_big_folder(files: int, procs: list, reuse: str | None = None) -> str:
         f"{base_rss:.0f} MB on an empty folder: {per_item:.0f} B per item (goal <= 300 B)"
     )
     full = session.get(base + "/api/v1/items", timeout=60).content
-    static_dir = tempfile.mkdtemp(prefix="wq-bench-static-")
-    FOLDERS.append(static_dir)
+    static_dir = str(scratch("wq-bench-static-"))
     with open(os.path.join(static_dir, "items.json"), "wb") as f:
         f.write(full)
     static_port = free_port()
@@ -196,7 +188,6 @@ def bench_big_folder(files: int, procs: list, reuse: str | None = None) -> str:
 def bench_watchers(count: int, procs: list) -> None:
     """`count` watch streams on one ambassador: each must get the event of one new file."""
     root = make_folder(10)
-    FOLDERS.append(root)
     # every watcher comes from 127.0.0.1: one client, which the server caps at half its
     # watches by default (`--max-watches-per-client`) - here it may hold them all. Each worker
     # takes its share of either cap (half), and the connections do not split evenly between
@@ -283,13 +274,11 @@ def bench_item_get(item_url: str, seconds: int, procs: list) -> None:
 def bench_unread_watchers(files: int, margin: int) -> None:
     """What a watch stream that never reads costs, on a folder of `files` (its first listing
     goes out a page at a time as the client reads: the cost does not grow with the folder)."""
-    from pathlib import Path
 
     from tests.support.abuse import unread_stream_queued, unread_watcher_kb
     from tests.support.servers import Server
 
-    folder = Path(tempfile.mkdtemp(prefix="wq-unread-"))
-    FOLDERS.append(str(folder))
+    folder = scratch("wq-unread-")
     for i in range(files):
         (folder / f"clip-{i:06d}.mp4").touch()
     for label, query in (("names", "watch=true"), ("view=full", "watch=true&view=full")):
@@ -333,8 +322,6 @@ def main() -> None:
         for p in procs:
             p.terminate()
             p.wait(10)
-        for folder in FOLDERS:
-            shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":

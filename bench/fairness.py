@@ -25,27 +25,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
-from bench import parsed, postgres_server
+from bench import parsed, postgres_server, scratch
 from tests.support.marks import busiest_window, most_at_once, read_marks
 from tests.support.servers import Server, free_port, wait_until
-
-SCRATCH: list[Path] = []  # the folders this run made, removed at its end
-
-
-def scratch(prefix: str) -> Path:
-    SCRATCH.append(Path(tempfile.mkdtemp(prefix=prefix)))
-    return SCRATCH[-1]
-
 
 WORKER = """#!/bin/sh
 name=$(sed -n 's/.*"name": *"\\([^"]*\\)".*/\\1/p' "$WORK_ITEM_FILE")
@@ -145,7 +135,7 @@ def fleet_limits(each: int = 40) -> Counter:
         for run in runs:
             run.wait(600)
     finally:
-        server.stop()
+        server.close()  # (stop() alone left its folder in /tmp, a run at a time)
     return most_at_once(read_marks(marks), group_of)
 
 
@@ -231,12 +221,7 @@ def main() -> None:
     parser.add_argument("--b-items", type=int, default=20)
     parser.add_argument("--skip-fleet", action="store_true", help="no PostgreSQL part")
     parser.add_argument("--rate-seconds", type=float, default=60.0)
-    args = parsed(parser, {"a_items": 20, "b_items": 5, "rate_seconds": 5.0})
-    try:
-        sections(args)
-    finally:
-        for folder in SCRATCH:
-            shutil.rmtree(folder, ignore_errors=True)
+    sections(parsed(parser, {"a_items": 20, "b_items": 5, "rate_seconds": 5.0}))
 
 
 def sections(args: argparse.Namespace) -> None:
