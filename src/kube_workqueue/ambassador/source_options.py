@@ -179,13 +179,14 @@ def suffix_hint(config: dict, most: int = 10_000) -> str | None:
     root, suffixes = config.get("ROOT"), config.get("SUFFIXES") or []
     if not root or not suffixes or not os.path.isdir(root):
         return None
+    endings = tuple(suffixes)
     found: collections.Counter[str] = collections.Counter()
     seen = 0
     for _, dirs, files in os.walk(root):
         dirs[:] = [d for d in dirs if not d.startswith(".")] if config.get("RECURSIVE") else []
         for name in files:
             if not name.startswith("."):
-                if name.lower().endswith(tuple(suffixes)):
+                if name.lower().endswith(endings):
                     return None  # an item (or one settling): nothing to hint at
                 found[os.path.splitext(name)[1] or "(no suffix)"] += 1
                 seen += 1
