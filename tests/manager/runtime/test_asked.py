@@ -81,3 +81,21 @@ def test_a_ledger_that_keeps_no_status_never_has_one_built():
         asked.report()
         assert built == ([True] if keeps else [])
         assert reported == ([{"counts": {}}] if keeps else [])
+
+
+def test_a_status_goes_out_at_once_and_again_when_the_first_listing_is_recorded():
+    """A manager just started (an operator restarted) says its status at once - its conditions
+    (a source that is down) are news - though it knows no count yet (`status_report` leaves
+    them out, so the WorkQueue keeps the ones it had); the first counts go out as soon as a
+    listing is recorded (read 3), not a period later."""
+    manager = _manager(paused_from=99, wanted_from=None, stop_after=8)
+    manager.intake.taken_once = False
+    read = manager.ledger.paused_since
+
+    def paused_since():
+        found = read()
+        manager.intake.taken_once = manager.ledger.reads >= 3
+        return found
+
+    manager.ledger.paused_since = paused_since
+    assert _reports(manager) == [1, 3]
