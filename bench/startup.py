@@ -31,6 +31,7 @@ import requests
 
 from bench import parsed, spread
 from bench.serving import free_port
+from tests.support.servers import descendants
 
 WORKQUEUE = [sys.executable, "-m", "kube_workqueue.manager.cli"]
 QUIET_LOOKS = 5  # looks 50 ms apart in which no process of the server used any CPU
@@ -40,21 +41,6 @@ def children_cpu() -> float:
     """CPU seconds of every child this process has reaped so far (and of theirs)."""
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     return used.ru_utime + used.ru_stime
-
-
-def process_tree(pid: int) -> list[int]:
-    """`pid` and its descendants, as /proc lists them now."""
-    found, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        found.append(p)
-        for task in os.listdir(f"/proc/{p}/task"):
-            try:
-                with open(f"/proc/{p}/task/{task}/children") as f:
-                    todo += [int(c) for c in f.read().split()]
-            except OSError:  # the task ended since the listing
-                continue
-    return found
 
 
 def ticks_of(pid: int) -> int:
@@ -74,7 +60,7 @@ def wait_quiet(pid: int, processes: int, timeout: float = 60) -> None:
     while quiet < QUIET_LOOKS:
         if time.monotonic() > deadline:
             raise SystemExit(f"the server {pid} never went idle")
-        tree = process_tree(pid)
+        tree = [pid, *descendants(pid)]  # as /proc lists them now
         now = sorted((p, ticks_of(p)) for p in tree)
         quiet = quiet + 1 if now == last and len(tree) >= processes else 0
         last = now

@@ -30,7 +30,6 @@ and how it is filled, appended to, read by its own client and written at a rate,
 from __future__ import annotations
 
 import argparse
-import os
 import queue
 import resource
 import signal
@@ -183,7 +182,6 @@ def http_delay(bench, rate: int, seconds: float, log: str = "live") -> None:
 
 def crash(bench, records: int) -> None:
     """`kill -9` of the ambassador halfway through `records` appended at 200 a second."""
-    from tests.e2e.test_secrets_and_names import descendants
     from tests.support.marks import marking_worker, read_marks
     from tests.support.servers import Server, free_port, wait_until
 
@@ -208,9 +206,7 @@ def crash(bench, records: int) -> None:
             bench.append("crash", f"rec-{i:06d}.mp4")
             if i == kill_at:
                 began = time.monotonic()
-                for pid in [ambassador.process.pid, *descendants(ambassador.process.pid)]:
-                    os.kill(pid, signal.SIGKILL)
-                ambassador.process.wait(10)
+                ambassador.kill_9()
             if i == restart_at:  # up to two seconds of records later, it starts again
                 ambassador = Server(url, port, ())
                 ambassador.wait_ready()

@@ -9,7 +9,6 @@ slow consumer (forced on NATS, the one client that can), still find every record
 from __future__ import annotations
 
 import json
-import os
 import signal
 
 import pytest
@@ -17,7 +16,6 @@ import pytest
 from kube_workqueue.ambassador.sources import log_records, nats_stream
 from tests.ambassador.test_redis_source import opened
 from tests.e2e.conftest import spawn_workqueue, workqueue
-from tests.e2e.test_secrets_and_names import descendants
 from tests.support.logs import on_a_server_of_its_own
 from tests.support.marks import marking_worker, read_marks
 from tests.support.servers import Server, free_port, wait_until
@@ -27,13 +25,6 @@ from tests.support.servers import Server, free_port, wait_until
 def fresh_log(request):
     """A log on a server of its own that keeps nothing across a restart (its storage lost)."""
     yield from on_a_server_of_its_own(request.param)
-
-
-def kill_9(ambassador: Server) -> None:
-    """The whole ambassador at once (its publisher and gunicorn's workers), as a pod's end."""
-    for pid in [ambassador.process.pid, *descendants(ambassador.process.pid)]:
-        os.kill(pid, signal.SIGKILL)
-    ambassador.process.wait(10)
 
 
 def test_a_log_made_again_runs_each_new_record_once_and_nothing_of_the_old_again(
@@ -71,7 +62,7 @@ def test_a_log_made_again_runs_each_new_record_once_and_nothing_of_the_old_again
         wait_until(lambda: said(), timeout=60)
         shown = workqueue("status", "--state-dir", state).stdout
         assert "source: its log started over at" in shown, shown
-        kill_9(ambassador)
+        ambassador.kill_9()
         log.remake()  # while nobody reads it
         for i in range(3):
             log.append(f"third-{i}.mp4")

@@ -7,7 +7,6 @@ each record run once by `workqueue run`, and once only across a `kill -9` of the
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -19,7 +18,6 @@ from kube_workqueue.ambassador.sources.log_records import Backlog
 from kube_workqueue.manager.sources.held_data import DATA_PAGE
 from tests.ambassador.test_redis_source import opened
 from tests.e2e.conftest import spawn_workqueue, workqueue
-from tests.e2e.test_secrets_and_names import descendants
 from tests.support.logs import KafkaLog, NatsLog, RedisLog, on_a_server_of_its_own
 from tests.support.marks import marking_worker, read_marks
 from tests.support.servers import Server, free_port, wait_until
@@ -177,9 +175,7 @@ def test_records_added_while_the_ambassador_was_killed_run_once_after_its_restar
     ends = lambda: sorted(n for e, _, n in read_marks(marks) if e == "end")  # noqa: E731
     try:
         wait_until(lambda: len(ends()) == 5, timeout=60)
-        for pid in [ambassador.process.pid, *descendants(ambassador.process.pid)]:
-            os.kill(pid, signal.SIGKILL)  # the whole ambassador at once, as a pod's end
-        ambassador.process.wait(10)
+        ambassador.kill_9()  # the whole ambassador at once, as a pod's end
         for i in range(5):
             log.append(f"while-down-{i}.mp4")
         log.append("early-0.mp4")  # a new version of one that ran: not run again

@@ -5,7 +5,6 @@ anything not made held by this code are never touched."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 
@@ -15,7 +14,6 @@ from kube_workqueue.ambassador.private_folders import (
     make_held,
     remove_left_behind,
 )
-from tests.e2e.test_secrets_and_names import descendants
 from tests.support.servers import Server, free_port
 
 SNAPSHOT, METRICS = PREFIXES
@@ -51,9 +49,7 @@ def test_a_killed_ambassadors_folders_go_at_the_next_start_and_no_live_ones(tmp_
     try:
         live.wait_ready()
         live_folders = ours(tmp) - before - killed_folders
-        for pid in [killed.process.pid, *descendants(killed.process.pid)]:
-            os.kill(pid, signal.SIGKILL)  # the whole ambassador at once: nothing tidies up
-        killed.process.wait(10)
+        killed.kill_9()  # the whole ambassador at once: nothing tidies up
         assert killed_folders <= ours(tmp)  # left behind
 
         started = Server(root, free_port(), (), tmpdir=tmp)

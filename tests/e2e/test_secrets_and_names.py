@@ -13,7 +13,7 @@ import sys
 
 from kube_workqueue.ambassador.sources.registry import credential_variables
 from kube_workqueue.safelog.redaction import redact_text, redact_url
-from tests.support.servers import free_port, wait_until
+from tests.support.servers import descendants, free_port, wait_until
 
 from .conftest import spawn_workqueue, workqueue
 
@@ -192,18 +192,6 @@ def read(path: str) -> bytes:
             return f.read()
     except OSError:
         return b""
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below `pid` (its children, theirs, ...)."""
-    found, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        for task in os.listdir(f"/proc/{current}/task"):
-            children = read(f"/proc/{current}/task/{task}/children").split()
-            found += map(int, children)
-            todo += map(int, children)
-    return found
 
 
 def test_no_worker_gets_the_managers_secrets(tmp_path, postgres):

@@ -3,6 +3,8 @@ real `workqueue ambassador` process."""
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import time
 
@@ -89,6 +91,27 @@ def holding(port: int, waiting: int) -> bool:
     return "workqueue_paused 1.0" in text and f'workqueue_depth{{name="items"}} {waiting}.0' in text
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (its children, theirs, ...); one that ended meanwhile has
+    none."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{current}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{current}/task/{task}/children") as f:
+                    children = [int(child) for child in f.read().split()]
+            except OSError:
+                children = []
+            found += children
+            todo += children
+    return found
+
+
 class Server:
     """A real `workqueue ambassador` process on a loopback port."""
 
@@ -132,6 +155,13 @@ class Server:
                 return False
 
         wait_until(up, timeout=timeout)
+
+    def kill_9(self) -> None:
+        """The whole ambassador at once - its publisher and gunicorn's workers, SIGKILL each -
+        as a pod's end: nothing tidies up."""
+        for pid in [self.process.pid, *descendants(self.process.pid)]:
+            os.kill(pid, signal.SIGKILL)
+        self.process.wait(10)
 
     def stop(self) -> None:
         if self.process.poll() is None:
