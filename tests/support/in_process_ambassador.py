@@ -27,7 +27,7 @@ import requests
 from kube_workqueue.ambassador.app import create_app
 from kube_workqueue.ambassador.server import add_parser, app_config
 
-from .servers import ambassadors, wait_until
+from .servers import ambassador_flags, ambassadors, wait_until
 
 
 def _parsed(argv: list[str]) -> argparse.Namespace:
@@ -44,10 +44,7 @@ class InProcessAmbassador:
     def __init__(self, root, port: int, extra: tuple[str, ...]) -> None:
         from werkzeug.serving import WSGIRequestHandler, make_server
 
-        argv = ["--source" if "://" in str(root) else "--root", str(root), "--port", str(port)]
-        if "--settle" not in extra and "://" not in str(root):
-            argv += ["--settle", "0"]
-        config = app_config(_parsed([*argv, *extra]))
+        config = app_config(_parsed(ambassador_flags(root, port, extra)))
         self.app = create_app(config)
         self.port = port
         self.url = f"http://127.0.0.1:{port}"

@@ -112,6 +112,15 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+def ambassador_flags(root, port: int, extra: tuple[str, ...]) -> list[str]:
+    """`workqueue ambassador`'s flags for a test's source: `root` a folder (`--root`, with no
+    settling unless `extra` asks for one) or a URL (`--source`), on `port`, then `extra`."""
+    flags = ["--source" if "://" in str(root) else "--root", str(root), "--port", str(port)]
+    if "--settle" not in extra and "://" not in str(root):
+        flags += ["--settle", "0"]
+    return [*flags, *extra]
+
+
 class Server:
     """A real `workqueue ambassador` process on a loopback port."""
 
@@ -128,18 +137,9 @@ class Server:
 
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
-        args = [
-            *peer.command,
-            "ambassador",
-            "--source" if "://" in str(root) else "--root",
-            str(root),
-            "--port",
-            str(port),
-        ]
-        if "--settle" not in extra and "://" not in str(root):
-            args += ["--settle", "0"]
+        args = [*peer.command, "ambassador", *ambassador_flags(root, port, extra)]
         env = peer.env if tmpdir is None else {**peer.env, "TMPDIR": str(tmpdir)}
-        self.process = subprocess.Popen([*args, *extra], stderr=stderr, cwd=peer.cwd,
+        self.process = subprocess.Popen(args, stderr=stderr, cwd=peer.cwd,
                                         env=env)  # fmt: skip
 
     def wait_ready(self, timeout: float = 20) -> None:
