@@ -19,9 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .ports import State
-from .workqueue import ItemExponentialFailureRateLimiter
+
+if TYPE_CHECKING:  # (imported where it is made: a command's parser reads the cap alone)
+    from .workqueue import ItemExponentialFailureRateLimiter
 
 _NEEDS_NO_WORK = frozenset({State.SUCCEEDED, State.RUNNING, State.CANCELLED})  # (a lookup a name)
 
@@ -71,6 +74,8 @@ class RetryPolicy:
     def rate_limiter(self) -> ItemExponentialFailureRateLimiter:
         """The workqueue's per-item limiter: the n-th consecutive failure waits
         `item_backoff.delay(n)`."""
+        from .workqueue import ItemExponentialFailureRateLimiter
+
         return ItemExponentialFailureRateLimiter(self.item_backoff.base, self.item_backoff.cap)
 
     def gave_up(self, attempts: int) -> bool:
